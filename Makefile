@@ -1,0 +1,100 @@
+# corobpf: build, install, test, demo, bench.   `make V=1` shows the commands.
+#
+#   make                 ./corobpf (BPF object embedded through a bpftool skeleton)
+#   make test            unit tests, then integration tests (real BPF; root)
+#   make demo            trace the bundled demo scheduler into out/demo.*
+#   make install PREFIX=/usr/local
+#   make bench           side-by-side overhead and throughput benchmarks
+
+PREFIX ?= /usr/local
+OUT := build
+CC ?= cc
+CLANG ?= clang
+BPFTOOL ?= $(shell command -v bpftool 2>/dev/null || echo /usr/sbin/bpftool)
+ARCH := $(shell uname -m | sed 's/x86_64/x86/;s/aarch64/arm64/')
+MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+VERSION := 0.1.0
+
+CFLAGS ?= -O2 -g
+CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iuser
+LDLIBS := -lbpf -lelf -lz -lpthread
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf \
+	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
+
+ifeq ($(V),1)
+Q :=
+msg :=
+else
+Q := @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+USER_LIB_SRCS := user/log.c user/util.c user/raw.c user/reorder.c user/model.c user/pipeline.c user/output.c \
+		 user/jsonl.c user/summary.c user/elfnotes.c user/ldpaths.c
+USER_LIVE_SRCS := user/capture.c user/attach.c user/main.c
+USER_LIB_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIB_SRCS))
+USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
+
+.PHONY: all clean install test unit integration demo bench tools
+.DELETE_ON_ERROR:
+
+all: corobpf tools
+
+$(OUT):
+	$(Q)mkdir -p $(OUT) $(OUT)/tests
+
+$(OUT)/vmlinux.h: | $(OUT)
+	$(call msg,GEN,$@)
+	$(Q)test -r $(VMLINUX_BTF) || { echo "error: $(VMLINUX_BTF) missing: corobpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
+	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
+
+$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/corobpf.h $(OUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUT)/corobpf.skel.h: $(OUT)/corobpf.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name corobpf_bpf > $@.tmp && mv $@.tmp $@
+
+$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/corobpf.h | $(OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUT)/capture.o: $(OUT)/corobpf.skel.h
+
+corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
+
+-include tools/tools.mk
+
+$(OUT)/tests/test_%: tests/unit/test_%.c tests/unit/unit.h $(USER_LIB_OBJS) | $(OUT)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Itests/unit $< $(USER_LIB_OBJS) -o $@ $(LDFLAGS) $(LDLIBS)
+
+unit: $(UNIT_BINS)
+	$(Q)for t in $(UNIT_BINS); do $$t || exit 1; done
+
+integration: corobpf tools
+	$(Q)python3 tests/integration/run.py
+
+# The README's test command. Unit tests need no root; integration tests do.
+test: unit integration
+
+demo: corobpf tools
+	$(Q)tools/demo.sh
+
+bench: corobpf tools
+	$(Q)python3 tools/bench/bench.py
+
+install: corobpf
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
+	install -m 0755 corobpf $(DESTDIR)$(PREFIX)/bin/corobpf
+	install -m 0644 usdt/corobpf.h $(DESTDIR)$(PREFIX)/include/corobpf.h
+
+clean:
+	rm -rf $(OUT) corobpf

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Kernel side of corobpf: one program per probe of the probe ABI
+ * (usdt/corobpf.h), all writing into one ring buffer.
+ *
+ * Cost discipline: the uprobe trap itself is ~0.5 us; everything here must
+ * stay small next to it. No wakeup per event (the reader is woken only when
+ * a lot of data waits, at most once per millisecond per CPU), one task
+ * storage lookup per event, no hash maps on the hot path.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/usdt.bpf.h>
+#include "corobpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by user space between open and load. */
+const volatile __u64 wakeup_bytes = 1 << 20;	  /* wake the reader when this much waits */
+const volatile __u64 wakeup_min_gap_ns = 1000000; /* ...but at most once per ms per CPU */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* resized by user space (--ring-size) */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CORO_STAT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} last_wakeup SEC(".maps");
+
+/* Freed by the kernel when the thread exits: no cleanup, no stale tids. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct coro_task_state);
+} task_state SEC(".maps");
+
+static __always_inline void stat_inc(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
+
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct coro_task_state *task_state_get(void)
+{
+	struct coro_task_state *st;
+
+	st = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), 0,
+				  BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		stat_inc(CORO_STAT_NO_TASK_STATE);
+	return st;
+}
+
+/*
+ * Reserve a record and fill its header. On failure the loss is counted
+ * globally and on the thread, so that the thread's next event carries the
+ * hole in lost_before.
+ */
+static __always_inline void *event_reserve(struct coro_task_state *st, __u32 size, __u8 kind)
+{
+	struct coro_event_hdr *hdr;
+	__u64 pid_tgid;
+
+	hdr = bpf_ringbuf_reserve(&events, size, 0);
+	if (!hdr) {
+		stat_inc(CORO_STAT_RING_FULL);
+		if (st)
+			st->lost++;
+		return NULL;
+	}
+	pid_tgid = bpf_get_current_pid_tgid();
+	hdr->size = size;
+	hdr->kind = kind;
+	hdr->flags = 0;
+	hdr->pid = pid_tgid >> 32;
+	hdr->tid = (__u32)pid_tgid;
+	/* Taken after the reservation, so ring order and time order agree closely. */
+	hdr->ts = bpf_ktime_get_boot_ns();
+	if (st) {
+		hdr->cur = st->cur;
+		hdr->lost_before = st->lost;
+		if (!st->cur_valid)
+			hdr->flags = CORO_EVF_CUR_UNKNOWN;
+		st->lost = 0;
+	} else {
+		hdr->cur = 0;
+		hdr->lost_before = 0;
+		hdr->flags = CORO_EVF_CUR_UNKNOWN;
+	}
+	return hdr;
+}
+
+static __always_inline void event_submit(void *rec)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes) {
+		struct coro_event_hdr *hdr = rec;
+		__u32 zero = 0;
+		__u64 *last = bpf_map_lookup_elem(&last_wakeup, &zero);
+
+		if (last && hdr->ts - *last >= wakeup_min_gap_ns) {
+			*last = hdr->ts;
+			flags = BPF_RB_FORCE_WAKEUP;
+			stat_inc(CORO_STAT_WAKEUPS);
+		}
+	}
+	bpf_ringbuf_submit(rec, flags);
+}
+
+static __always_inline void read_label(char *dst, __u64 uptr, struct coro_event_hdr *hdr)
+{
+	long n = bpf_probe_read_user_str(dst, CORO_STR_LEN, (const void *)uptr);
+
+	if (n < 0) {
+		/* Not mapped, or a page not faulted in: keep the event, say so. */
+		dst[0] = '\0';
+		hdr->flags |= CORO_EVF_STR_FAULT;
+		stat_inc(CORO_STAT_STR_FAULT);
+		return;
+	}
+	if (n == CORO_STR_LEN) {
+		char c = 0;
+
+		/* Exactly 63 characters, or more? Look at the byte we dropped. */
+		if (bpf_probe_read_user(&c, 1, (const void *)(uptr + CORO_STR_LEN - 1)) == 0 && c)
+			hdr->flags |= CORO_EVF_STR_TRUNCATED;
+	}
+}
+
+SEC("usdt")
+int BPF_USDT(coro_create, __u64 id, __u64 parent)
+{
+	struct coro_task_state *st = task_state_get();
+	struct coro_ev_create *e = event_reserve(st, sizeof(*e), CORO_EV_CREATE);
+
+	if (!e)
+		return 0;
+	e->id = id;
+	e->parent = parent;
+	event_submit(e);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(coro_name, __u64 id, __u64 str)
+{
+	struct coro_task_state *st = task_state_get();
+	struct coro_ev_name *e = event_reserve(st, sizeof(*e), CORO_EV_NAME);
+
+	if (!e)
+		return 0;
+	e->id = id;
+	read_label(e->name, str, &e->hdr);
+	event_submit(e);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(coro_ready, __u64 id)
+{
+	struct coro_task_state *st = task_state_get();
+	struct coro_ev_ready *e = event_reserve(st, sizeof(*e), CORO_EV_READY);
+
+	if (!e)
+		return 0;
+	e->id = id;
+	event_submit(e);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
+{
+	struct coro_task_state *st = task_state_get();
+	struct coro_ev_switch *e = event_reserve(st, sizeof(*e), CORO_EV_SWITCH);
+
+	/* Track the thread's coroutine even when the event itself is lost. */
+	if (st) {
+		st->cur = to;
+		st->cur_valid = 1;
+	}
+	if (!e)
+		return 0;
+	e->from = from;
+	e->to = to;
+	e->obj = obj;
+	e->reason = (__u32)reason;
+	e->__pad = 0;
+	event_submit(e);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(coro_exit, __u64 id, __s64 status)
+{
+	struct coro_task_state *st = task_state_get();
+	struct coro_ev_exit *e = event_reserve(st, sizeof(*e), CORO_EV_EXIT);
+
+	if (!e)
+		return 0;
+	e->id = id;
+	e->status = status;
+	event_submit(e);
+	return 0;
+}
+
+static __always_inline int span_event(__u64 str, __u8 kind)
+{
+	struct coro_task_state *st = task_state_get();
+	struct coro_ev_span *e = event_reserve(st, sizeof(*e), kind);
+
+	if (!e)
+		return 0;
+	read_label(e->name, str, &e->hdr);
+	event_submit(e);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(coro_span_begin, __u64 str)
+{
+	return span_event(str, CORO_EV_SPAN_BEGIN);
+}
+
+SEC("usdt")
+int BPF_USDT(coro_span_end, __u64 str)
+{
+	return span_event(str, CORO_EV_SPAN_END);
+}
+
+/*
+ * ld.so calls _dl_debug_state() whenever the link map changes (the hook
+ * debuggers use): tell user space to look for newly mapped objects.
+ */
+SEC("uprobe")
+int coro_libload(struct pt_regs *ctx)
+{
+	struct coro_ev_libload *e = event_reserve(NULL, sizeof(*e), CORO_EV_LIBLOAD);
+
+	if (!e)
+		return 0;
+	/* User space must react soon: probes in the new object fire meanwhile. */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}

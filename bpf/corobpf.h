@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The event ABI: the only types the BPF programs and user space share.
+ *
+ * Every record the BPF side submits to the ring buffer starts with a
+ * struct coro_event_hdr; `size` covers the whole record. Fields are
+ * fixed-width, there are no pointers into the kernel, and the layout is the
+ * on-disk layout of the raw capture (user/raw.h), so it is append-only:
+ * new kinds get new numbers, retired kinds keep theirs as a comment, and
+ * existing payloads only grow at their end (readers take `size` from the
+ * header and accept records longer than they know).
+ *
+ * ABI version 1.
+ */
+#ifndef COROBPF_EVENT_ABI_H
+#define COROBPF_EVENT_ABI_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>
+#endif
+
+#define CORO_EVENT_ABI_VERSION 1
+
+/* Bytes of a name or span label kept; 63 characters and the NUL. */
+#define CORO_STR_LEN 64
+
+/*
+ * Record kinds. 1..127 are born in BPF; 128..255 are written by user space
+ * into the same stream (process and thread metadata, loss counters, the
+ * end of a capture): see user/raw.h. Append-only.
+ */
+enum coro_event_kind {
+	CORO_EV_CREATE = 1,
+	CORO_EV_NAME = 2,
+	CORO_EV_READY = 3,
+	CORO_EV_SWITCH = 4,
+	CORO_EV_EXIT = 5,
+	CORO_EV_SPAN_BEGIN = 6,
+	CORO_EV_SPAN_END = 7,
+	CORO_EV_LIBLOAD = 8, /* ld.so changed the link map (dlopen/dlclose) */
+	CORO_EV_BPF_MAX = 127,
+};
+
+/* coro_ev_switch.reason: the values of CORO_YIELD... in usdt/corobpf.h (probe ABI v1). */
+enum coro_switch_reason {
+	CORO_R_UNKNOWN = 0,
+	CORO_R_YIELD = 1,
+	CORO_R_WAIT = 2,
+	CORO_R_SLEEP = 3,
+	CORO_R_IO = 4,
+	CORO_R_DONE = 5,
+};
+
+/* coro_event_hdr.flags */
+enum coro_event_flags {
+	CORO_EVF_STR_TRUNCATED = 1 << 0, /* the string was longer than CORO_STR_LEN - 1 */
+	CORO_EVF_STR_FAULT = 1 << 1,	 /* the string could not be read: empty */
+	CORO_EVF_CUR_UNKNOWN = 1 << 2,	 /* no switch seen on this thread yet: hdr.cur is 0 by default */
+};
+
+struct coro_event_hdr {
+	__u16 size;  /* bytes in the whole record, header included */
+	__u8 kind;   /* enum coro_event_kind */
+	__u8 flags;  /* enum coro_event_flags */
+	/*
+	 * Events this thread produced but could not submit (ring buffer full)
+	 * since its previous submitted event: tells the model exactly where
+	 * its knowledge has a hole.
+	 */
+	__u32 lost_before;
+	__u32 pid; /* process (tgid) */
+	__u32 tid; /* thread */
+	__u64 ts;  /* CLOCK_BOOTTIME, ns */
+	/*
+	 * The coroutine current on this thread before the event, as the BPF
+	 * side tracks it from switch probes (0: the scheduler or none known).
+	 * It is the waker of a ready event and the owner of a span.
+	 */
+	__u64 cur;
+};
+
+struct coro_ev_create {
+	struct coro_event_hdr hdr;
+	__u64 id;
+	__u64 parent;
+};
+
+struct coro_ev_name {
+	struct coro_event_hdr hdr;
+	__u64 id;
+	char name[CORO_STR_LEN];
+};
+
+struct coro_ev_ready {
+	struct coro_event_hdr hdr; /* hdr.cur is the waker */
+	__u64 id;
+};
+
+struct coro_ev_switch {
+	struct coro_event_hdr hdr;
+	__u64 from;
+	__u64 to;
+	__u64 obj;
+	__u32 reason; /* enum coro_switch_reason */
+	__u32 __pad;
+};
+
+struct coro_ev_exit {
+	struct coro_event_hdr hdr;
+	__u64 id;
+	__s64 status;
+};
+
+struct coro_ev_span {
+	struct coro_event_hdr hdr; /* hdr.cur owns the span */
+	char name[CORO_STR_LEN];
+};
+
+struct coro_ev_libload {
+	struct coro_event_hdr hdr;
+};
+
+/* Indexes of the per-CPU counters in the `stats` map. Append-only. */
+enum coro_stat {
+	CORO_STAT_RING_FULL = 0,     /* events dropped: ring buffer full */
+	CORO_STAT_STR_FAULT = 1,     /* strings that could not be read (event kept, empty) */
+	CORO_STAT_NO_TASK_STATE = 2, /* per-thread state could not be allocated (event kept) */
+	CORO_STAT_WAKEUPS = 3,	     /* reader wakeups forced by the BPF side */
+	CORO_STAT_MAX = 8,
+};
+
+/* Per-thread state, in task local storage. */
+struct coro_task_state {
+	__u64 cur;  /* current coroutine on this thread */
+	__u32 lost; /* submits failed since the last successful one */
+	__u32 cur_valid; /* a switch was seen on this thread */
+};
+
+#endif /* COROBPF_EVENT_ABI_H */

@@ -1,0 +1,273 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Which objects carry corobpf probes, and attaching to them: a running
+ * process's executable mappings (-p), or everything a command will load,
+ * resolved before it runs (--).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <bpf/libbpf.h>
+#include "capture.h"
+#include "elfnotes.h"
+#include "ldpaths.h"
+#include "log.h"
+
+struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
+
+static void note_searched(struct capture *c, const char *path)
+{
+	c->searched = xrealloc(c->searched, (c->nsearched + 1) * sizeof(*c->searched));
+	c->searched[c->nsearched++] = xstrdup(path);
+}
+
+static bool is_ldso(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
+}
+
+/* The hook ld.so calls on every change of its link map: we learn of dlopen there. */
+static void attach_libload(struct capture *c, struct target *t, const char *path)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
+	struct bpf_link *link;
+
+	if (t->libload_attached)
+		return;
+	link = bpf_program__attach_uprobe_opts(capture_prog_for_probe(c, "@libload"), t->pid,
+					       path, 0, &opts);
+	if (!link) {
+		log_warn("cannot watch %s for dlopen in process %u (%s): libraries loaded later "
+			 "will be found only by chance", path, t->pid, strerror(errno));
+		return;
+	}
+	capture_add_link(c, link);
+	t->libload_attached = true;
+}
+
+/*
+ * Attach every corobpf probe of one object. `path` opens the file in our
+ * namespace; `shown` is how the target names it. Returns the sites attached.
+ */
+static u32 attach_object(struct capture *c, struct target *t, const char *path, const char *shown,
+			 bool late)
+{
+	struct elf_probes probes;
+	char err[512];
+	u32 sites = 0;
+
+	if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) < 0) {
+		log_debug("skipping %s: %s", shown, err);
+		return 0;
+	}
+	for (unsigned i = 0; i < probes.n_names; i++) {
+		const struct elf_probe_name *pn = &probes.names[i];
+		struct bpf_program *prog = capture_prog_for_probe(c, pn->name);
+		struct bpf_link *link;
+
+		if (!prog) {
+			log_warn("%s: probe corobpf:%s is not part of probe ABI v1; ignored", shown,
+				 pn->name);
+			continue;
+		}
+		link = bpf_program__attach_usdt(prog, t->pid, path, "corobpf", pn->name, NULL);
+		if (!link) {
+			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			log_warn("cannot attach to corobpf:%s in %s (process %u): %s", pn->name,
+				 shown, t->pid, strerror(errno));
+			continue;
+		}
+		capture_add_link(c, link);
+		sites += pn->count;
+	}
+	if (sites) {
+		log_verbose("process %u: %u probe sites in %s%s", t->pid, sites, shown,
+			    late ? " (loaded after start)" : "");
+		capture_emit_object(c, t->pid, shown, sites, late);
+	}
+	t->probe_sites += sites;
+	return sites;
+}
+
+int attach_scan_process(struct capture *c, struct target *t, bool late)
+{
+	char path[64], line[4096 + 128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", t->pid);
+	f = fopen(path, "re");
+	if (!f) {
+		if (!late)
+			log_err("cannot read %s: %s", path, strerror(errno));
+		return late ? 0 : (errno == ENOENT ? EXIT_NO_PROCESS : EXIT_FAILURE_RUNTIME);
+	}
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end, ino;
+		unsigned maj, min;
+		char perms[8], open_path[4096 + 64];
+		int off = 0;
+		const char *p;
+		bool deleted;
+
+		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu %n", &start, &end, perms, &maj, &min,
+			   &ino, &off) < 6 || !off)
+			continue;
+		p = line + off;
+		if (perms[2] != 'x' || !ino || *p != '/')
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		if (hmap_get(&t->objects, makedev(maj, min), ino))
+			continue;
+		hmap_put(&t->objects, makedev(maj, min), ino, (void *)1);
+		if (!late)
+			note_searched(c, p);
+		/* Open it through the target's view of the filesystem; a replaced file only via map_files. */
+		deleted = strstr(p, " (deleted)") != NULL;
+		if (deleted)
+			snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%lx-%lx", t->pid,
+				 start, end);
+		else
+			snprintf(open_path, sizeof(open_path), "/proc/%u/root%s", t->pid, p);
+		attach_object(c, t, open_path, p, late);
+		if (is_ldso(p))
+			attach_libload(c, t, open_path);
+	}
+	fclose(f);
+	return 0;
+}
+
+/* execvp's search, done before the fork so the attach and the exec see one file. */
+static char *resolve_command(const char *cmd)
+{
+	const char *path = getenv("PATH");
+	char *dirs, *save = NULL, *dir;
+
+	if (strchr(cmd, '/'))
+		return access(cmd, X_OK) == 0 ? realpath(cmd, NULL) : NULL;
+	dirs = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		char cand[4096];
+		struct stat st;
+
+		snprintf(cand, sizeof(cand), "%s/%s", *dir ? dir : ".", cmd);
+		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
+			free(dirs);
+			return realpath(cand, NULL);
+		}
+	}
+	free(dirs);
+	return NULL;
+}
+
+static void child_wait_then_exec(int release_rd, int errpipe_wr, const char *path, char **argv)
+{
+	char go;
+	int e;
+
+	/* Held here, running only corobpf's code, until the probes are attached. */
+	if (read(release_rd, &go, 1) != 1)
+		_exit(127);
+	close(release_rd);
+	execv(path, argv);
+	e = errno;
+	if (write(errpipe_wr, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+int attach_launch_prepare(struct capture *c, struct target *t)
+{
+	char **argv = c->opts->argv, **paths = NULL, err[512];
+	struct ld_opts ldo = {0};
+	int release[2], errpipe[2], ret = 0;
+	size_t npaths = 0;
+	char *exe = resolve_command(argv[0]);
+	struct stat st;
+	pid_t pid;
+
+	t->pidfd = -1;
+	t->wait_status = -1;
+	if (!exe) {
+		log_err("cannot run %s: %s", argv[0],
+			strchr(argv[0], '/') ? strerror(errno) : "command not found in PATH");
+		return EXIT_LAUNCH;
+	}
+	if (!elf_is_elf(exe)) {
+		log_err("%s is not an ELF executable (a script?): corobpf -- needs the program "
+			"itself; start it and use -p PID instead", exe);
+		free(exe);
+		return EXIT_LAUNCH;
+	}
+	if (ld_resolve_needed(exe, &paths, &npaths, &ldo, err, sizeof(err)) < 0) {
+		log_err("cannot resolve the libraries of %s: %s", exe, err);
+		free(exe);
+		return EXIT_LAUNCH;
+	}
+	for (size_t i = 0; i < ldo.n_missing; i++)
+		log_warn("%s (needed by %s): %s; the command will probably fail to start",
+			 ldo.missing[i].name, ldo.missing[i].needed_by, ldo.missing[i].reason);
+	if (ldo.cache_error[0])
+		log_verbose("%s", ldo.cache_error);
+
+	if (pipe2(release, O_CLOEXEC) < 0 || pipe2(errpipe, O_CLOEXEC) < 0) {
+		log_err("pipe: %s", strerror(errno));
+		ret = EXIT_FAILURE_RUNTIME;
+		goto out;
+	}
+	pid = fork();
+	if (pid < 0) {
+		log_err("fork: %s", strerror(errno));
+		ret = EXIT_FAILURE_RUNTIME;
+		goto out;
+	}
+	if (pid == 0) {
+		close(release[1]);
+		close(errpipe[0]);
+		child_wait_then_exec(release[0], errpipe[1], exe, argv);
+	}
+	close(release[0]);
+	close(errpipe[1]);
+	c->child = pid;
+	c->release_fd = release[1];
+	t->pid = pid;
+	t->launched = true;
+	t->ppid = getpid();
+	snprintf(t->exe, sizeof(t->exe), "%s", exe);
+	{
+		const char *base = strrchr(exe, '/');
+
+		snprintf(t->comm, sizeof(t->comm), "%s", base ? base + 1 : exe);
+	}
+	/* The exec error pipe is read after release (capture_launch_check). */
+	c->launch_err_fd = errpipe[0];
+
+	/* The executable, then what ld.so will map, in its order. */
+	note_searched(c, exe);
+	if (stat(exe, &st) == 0)
+		hmap_put(&t->objects, st.st_dev, st.st_ino, (void *)1);
+	attach_object(c, t, exe, exe, false);
+	for (size_t i = 0; i < npaths; i++) {
+		if (stat(paths[i], &st) == 0) {
+			if (hmap_get(&t->objects, st.st_dev, st.st_ino))
+				continue;
+			hmap_put(&t->objects, st.st_dev, st.st_ino, (void *)1);
+		}
+		note_searched(c, paths[i]);
+		attach_object(c, t, paths[i], paths[i], false);
+		if (i == 0 || is_ldso(paths[i]))
+			attach_libload(c, t, paths[i]);
+	}
+out:
+	ld_paths_free(paths, npaths);
+	ld_opts_release(&ldo);
+	free(exe);
+	return ret;
+}

@@ -1,0 +1,640 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "capture.h"
+#include "corobpf.skel.h"
+#include "log.h"
+
+volatile sig_atomic_t capture_stop_signal;
+
+#define POLL_MS 100
+#define STATS_EVERY_NS 1000000000ULL
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	/* libbpf's messages (the verifier log among them) only when asked for. */
+	if (level == LIBBPF_DEBUG && log_level < LOG_DEBUG)
+		return 0;
+	if (level != LIBBPF_DEBUG && log_level < LOG_VERBOSE)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static bool has_cap(const struct __user_cap_data_struct *d, int cap)
+{
+	return d[cap / 32].effective & (1u << (cap % 32));
+}
+
+int capture_preflight(void)
+{
+	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
+	struct __user_cap_data_struct data[2] = {};
+	int ret;
+
+	libbpf_set_print(libbpf_print);
+	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+		log_err("this kernel has no BTF (/sys/kernel/btf/vmlinux: %s): corobpf needs a "
+			"kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.11 or later)",
+			strerror(errno));
+		return EXIT_KERNEL;
+	}
+	if (syscall(SYS_capget, &hdr, data) == 0 && !has_cap(data, CAP_SYS_ADMIN) &&
+	    !(has_cap(data, CAP_BPF) && has_cap(data, CAP_PERFMON))) {
+		log_err("corobpf needs root, or CAP_BPF and CAP_PERFMON (this process lacks %s%s%s): "
+			"run it with sudo",
+			has_cap(data, CAP_BPF) ? "" : "CAP_BPF",
+			!has_cap(data, CAP_BPF) && !has_cap(data, CAP_PERFMON) ? " and " : "",
+			has_cap(data, CAP_PERFMON) ? "" : "CAP_PERFMON");
+		return EXIT_PRIVILEGE;
+	}
+	ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL);
+	if (ret <= 0) {
+		log_err("this kernel has no BPF ring buffer (%s): corobpf needs Linux 5.8 or later",
+			ret < 0 ? strerror(-ret) : "not supported");
+		return ret == -EPERM ? EXIT_PRIVILEGE : EXIT_KERNEL;
+	}
+	ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL);
+	if (ret <= 0) {
+		log_err("this kernel has no BPF task storage (%s): corobpf needs Linux 5.11 or later",
+			ret < 0 ? strerror(-ret) : "not supported");
+		return EXIT_KERNEL;
+	}
+	return 0;
+}
+
+/* ---- records into the raw capture and the pipeline ---- */
+
+void capture_emit(struct capture *c, const struct coro_event_hdr *rec)
+{
+	if (c->raw)
+		raw_writer_append(c->raw, rec);
+	pipeline_feed(c->pipeline, rec);
+}
+
+static struct target *find_target(struct capture *c, u32 pid)
+{
+	for (size_t i = 0; i < c->ntargets; i++)
+		if (c->targets[i].pid == pid)
+			return &c->targets[i];
+	return NULL;
+}
+
+/* Objects found before the pipeline exists wait here, in order. */
+static struct coro_event_hdr **pending_objects;
+static size_t npending_objects;
+
+void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probes, bool late)
+{
+	size_t len = strlen(path) + 1, size = ROUND_UP(sizeof(struct coro_rec_object) + len, 8);
+	struct coro_rec_object *r = xcalloc(1, size);
+
+	r->hdr.size = size;
+	r->hdr.kind = CORO_REC_OBJECT;
+	r->hdr.pid = pid;
+	r->hdr.ts = now_boottime_ns();
+	r->probes = probes;
+	r->late = late;
+	memcpy(r->path, path, len);
+	if (late)
+		c->ustats[CORO_USTAT_LATE_ATTACH]++;
+	if (!c->pipeline) {
+		pending_objects = xrealloc(pending_objects,
+					   (npending_objects + 1) * sizeof(*pending_objects));
+		pending_objects[npending_objects++] = &r->hdr;
+		return;
+	}
+	capture_emit(c, &r->hdr);
+	free(r);
+}
+
+static void emit_process(struct capture *c, struct target *t)
+{
+	size_t len = strlen(t->exe) + 1, size = ROUND_UP(sizeof(struct coro_rec_process) + len, 8);
+	struct coro_rec_process *r = xcalloc(1, size);
+
+	r->hdr.size = size;
+	r->hdr.kind = CORO_REC_PROCESS;
+	r->hdr.pid = t->pid;
+	r->hdr.tid = t->pid;
+	r->hdr.ts = now_boottime_ns();
+	r->mode = t->launched ? CORO_PROC_LAUNCHED : CORO_PROC_ATTACHED;
+	r->ppid = t->ppid;
+	memcpy(r->comm, t->comm, sizeof(r->comm));
+	memcpy(r->exe, t->exe, len);
+	capture_emit(c, &r->hdr);
+	free(r);
+}
+
+static void read_comm(u32 pid, u32 tid, char comm[16])
+{
+	char path[64];
+	int fd;
+	ssize_t n;
+
+	memset(comm, 0, 16);
+	snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, comm, 15);
+	close(fd);
+	if (n > 0 && comm[n - 1] == '\n')
+		comm[n - 1] = 0;
+}
+
+static void emit_thread(struct capture *c, u32 pid, u32 tid, u64 ts)
+{
+	struct coro_rec_thread r = {};
+
+	r.hdr.size = sizeof(r);
+	r.hdr.kind = CORO_REC_THREAD;
+	r.hdr.pid = pid;
+	r.hdr.tid = tid;
+	r.hdr.ts = ts;
+	read_comm(pid, tid, r.comm);
+	capture_emit(c, &r.hdr);
+}
+
+static void emit_proc_exit(struct capture *c, struct target *t)
+{
+	struct coro_rec_proc_exit r = {};
+
+	r.hdr.size = sizeof(r);
+	r.hdr.kind = CORO_REC_PROC_EXIT;
+	r.hdr.pid = t->pid;
+	r.hdr.tid = t->pid;
+	r.hdr.ts = now_boottime_ns();
+	r.status = t->wait_status;
+	capture_emit(c, &r.hdr);
+}
+
+static void emit_stats(struct capture *c)
+{
+	struct coro_rec_stats r = {};
+	int ncpu = libbpf_num_possible_cpus(), fd = bpf_map__fd(c->skel->maps.stats);
+	u64 *vals = xcalloc(ncpu, sizeof(u64));
+
+	r.hdr.size = sizeof(r);
+	r.hdr.kind = CORO_REC_STATS;
+	r.hdr.ts = now_boottime_ns();
+	for (u32 k = 0; k < CORO_STAT_MAX; k++) {
+		if (bpf_map_lookup_elem(fd, &k, vals) != 0)
+			continue;
+		for (int i = 0; i < ncpu; i++)
+			r.bpf[k] += vals[i];
+	}
+	memcpy(r.user, c->ustats, sizeof(r.user));
+	free(vals);
+	capture_emit(c, &r.hdr);
+}
+
+static void emit_end(struct capture *c)
+{
+	struct coro_rec_end r = {};
+
+	r.hdr.size = sizeof(r);
+	r.hdr.kind = CORO_REC_END;
+	r.hdr.ts = now_boottime_ns();
+	r.reason = c->end_reason;
+	capture_emit(c, &r.hdr);
+}
+
+static int on_ring_record(void *ctx, void *data, size_t size)
+{
+	struct capture *c = ctx;
+	const struct coro_event_hdr *h = data;
+	const char *why = "kind not born in BPF";
+
+	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
+		c->ustats[CORO_USTAT_BAD_RECORDS]++;
+		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
+		return 0;
+	}
+	c->ustats[CORO_USTAT_RECORDS]++;
+	if (h->kind == CORO_EV_LIBLOAD) {
+		struct target *t = find_target(c, h->pid);
+
+		if (t)
+			t->rescan = true;
+	}
+	if (!hmap_get(&c->seen_threads, h->pid, h->tid)) {
+		hmap_put(&c->seen_threads, h->pid, h->tid, (void *)1);
+		emit_thread(c, h->pid, h->tid, h->ts);
+	}
+	capture_emit(c, h);
+	return 0;
+}
+
+/* ---- setup ---- */
+
+int capture_add_link(struct capture *c, struct bpf_link *link)
+{
+	if (c->nlinks == c->cap_links) {
+		c->cap_links = c->cap_links ? c->cap_links * 2 : 32;
+		c->links = xrealloc(c->links, c->cap_links * sizeof(*c->links));
+	}
+	c->links[c->nlinks++] = link;
+	return 0;
+}
+
+int capture_open(struct capture *c, const struct capture_opts *opts)
+{
+	int err;
+
+	memset(c, 0, sizeof(*c));
+	c->opts = opts;
+	c->child = -1;
+	c->release_fd = -1;
+	c->launch_err_fd = -1;
+	c->epfd = -1;
+	hmap_init(&c->seen_threads);
+	c->skel = corobpf_bpf__open();
+	if (!c->skel) {
+		log_err("cannot open the BPF object: %s", strerror(errno));
+		return EXIT_FAILURE_RUNTIME;
+	}
+	/* Wake the reader when a quarter of the ring waits: it never fills between polls. */
+	c->skel->rodata->wakeup_bytes = opts->ring_bytes / 4;
+	err = bpf_map__set_max_entries(c->skel->maps.events, opts->ring_bytes);
+	if (err) {
+		log_err("cannot size the ring buffer to %llu bytes: %s",
+			(unsigned long long)opts->ring_bytes, strerror(-err));
+		return EXIT_FAILURE_RUNTIME;
+	}
+	err = corobpf_bpf__load(c->skel);
+	if (err) {
+		log_err("cannot load the BPF programs: %s%s", strerror(-err),
+			log_level < LOG_VERBOSE ? " (run with -v for the verifier's log)" : "");
+		return err == -EPERM ? EXIT_PRIVILEGE : EXIT_FAILURE_RUNTIME;
+	}
+	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_ring_record, c, NULL);
+	if (!c->rb) {
+		log_err("cannot open the ring buffer: %s", strerror(errno));
+		return EXIT_FAILURE_RUNTIME;
+	}
+	c->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (c->epfd < 0) {
+		log_err("epoll_create1: %s", strerror(errno));
+		return EXIT_FAILURE_RUNTIME;
+	}
+	{
+		struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UINT64_MAX};
+
+		if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(c->rb), &ev) < 0) {
+			log_err("epoll_ctl on the ring buffer: %s", strerror(errno));
+			return EXIT_FAILURE_RUNTIME;
+		}
+	}
+	return 0;
+}
+
+struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
+struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name)
+{
+	struct corobpf_bpf *s = c->skel;
+
+	if (!strcmp(name, "create"))
+		return s->progs.coro_create;
+	if (!strcmp(name, "name"))
+		return s->progs.coro_name;
+	if (!strcmp(name, "ready"))
+		return s->progs.coro_ready;
+	if (!strcmp(name, "switch"))
+		return s->progs.coro_switch;
+	if (!strcmp(name, "exit"))
+		return s->progs.coro_exit;
+	if (!strcmp(name, "span_begin"))
+		return s->progs.coro_span_begin;
+	if (!strcmp(name, "span_end"))
+		return s->progs.coro_span_end;
+	if (!strcmp(name, "@libload"))
+		return s->progs.coro_libload;
+	return NULL;
+}
+
+static int pidfd_open_compat(pid_t pid)
+{
+	return syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int watch_target(struct capture *c, struct target *t, size_t idx)
+{
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = idx};
+
+	t->pidfd = pidfd_open_compat(t->pid);
+	if (t->pidfd < 0)
+		return -errno;
+	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, t->pidfd, &ev) < 0)
+		return -errno;
+	return 0;
+}
+
+static int read_proc_status(u32 pid, u32 *tgid, u32 *ppid)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	*tgid = *ppid = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Tgid:", 5))
+			*tgid = strtoul(line + 5, NULL, 10);
+		else if (!strncmp(line, "PPid:", 5))
+			*ppid = strtoul(line + 5, NULL, 10);
+	}
+	fclose(f);
+	return 0;
+}
+
+int capture_targets(struct capture *c)
+{
+	const struct capture_opts *o = c->opts;
+
+	if (o->argv) {
+		int ret;
+
+		c->targets = xcalloc(1, sizeof(*c->targets));
+		c->ntargets = 1;
+		hmap_init(&c->targets[0].objects);
+		ret = attach_launch_prepare(c, &c->targets[0]);
+		if (ret)
+			return ret;
+		if (watch_target(c, &c->targets[0], 0)) {
+			log_err("cannot watch the launched command (pid %u): %s", c->targets[0].pid,
+				strerror(errno));
+			return EXIT_FAILURE_RUNTIME;
+		}
+		return 0;
+	}
+	c->targets = xcalloc(o->npids, sizeof(*c->targets));
+	for (u32 i = 0; i < o->npids; i++) {
+		struct target *t = &c->targets[c->ntargets];
+		u32 tgid = 0, ppid = 0;
+		char path[64];
+		ssize_t n;
+
+		if (find_target(c, o->pids[i]))
+			continue;
+		if (read_proc_status(o->pids[i], &tgid, &ppid) < 0) {
+			log_err("no process with PID %u", o->pids[i]);
+			return EXIT_NO_PROCESS;
+		}
+		if (tgid != o->pids[i]) {
+			log_err("%u is a thread of process %u: trace the process, -p %u", o->pids[i],
+				tgid, tgid);
+			return EXIT_NO_PROCESS;
+		}
+		t->pid = tgid;
+		t->ppid = ppid;
+		t->wait_status = -1;
+		hmap_init(&t->objects);
+		read_comm(t->pid, t->pid, t->comm);
+		snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
+		n = readlink(path, t->exe, sizeof(t->exe) - 1);
+		t->exe[n > 0 ? n : 0] = 0;
+		c->ntargets++;
+		if (watch_target(c, t, c->ntargets - 1)) {
+			log_err("cannot watch process %u: %s", t->pid, strerror(errno));
+			return errno == ESRCH ? EXIT_NO_PROCESS : EXIT_FAILURE_RUNTIME;
+		}
+	}
+	return 0;
+}
+
+int capture_attach(struct capture *c)
+{
+	u32 sites = 0;
+
+	for (size_t i = 0; i < c->ntargets; i++) {
+		struct target *t = &c->targets[i];
+		int ret;
+
+		if (!t->launched) {
+			ret = attach_scan_process(c, t, false);
+			if (ret)
+				return ret;
+		}
+		if (!t->probe_sites && c->ntargets > 1)
+			log_warn("process %u (%s) carries no corobpf probes", t->pid, t->comm);
+		sites += t->probe_sites;
+	}
+	if (!sites) {
+		log_err("no corobpf probes in the target: searched %zu object%s%s", c->nsearched,
+			c->nsearched == 1 ? "" : "s", c->nsearched ? ":" : "");
+		for (size_t i = 0; i < c->nsearched; i++)
+			fprintf(stderr, "    %s\n", c->searched[i]);
+		fprintf(stderr, "  (instrument the scheduler with usdt/corobpf.h; see docs/probes.md)\n");
+		return EXIT_NO_PROBES;
+	}
+	log_verbose("attached %u probe sites in %zu process%s", sites, c->ntargets,
+		    c->ntargets == 1 ? "" : "es");
+	return 0;
+}
+
+/* ---- the run ---- */
+
+static void release_child(struct capture *c)
+{
+	if (c->release_fd >= 0) {
+		if (write(c->release_fd, "go", 1) != 1)
+			log_warn("cannot release the launched command: %s", strerror(errno));
+		close(c->release_fd);
+		c->release_fd = -1;
+	}
+}
+
+static void target_exited(struct capture *c, struct target *t)
+{
+	if (t->exited)
+		return;
+	if (t->launched) {
+		int status;
+
+		if (waitpid(t->pid, &status, WNOHANG) == (pid_t)t->pid) {
+			t->wait_status = status;
+			c->child = -1;
+		}
+	}
+	t->exited = true;
+	/* Everything it produced is in the ring by now: take it before saying it ended. */
+	ring_buffer__consume(c->rb);
+	emit_proc_exit(c, t);
+	epoll_ctl(c->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
+	close(t->pidfd);
+	t->pidfd = -1;
+}
+
+int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
+{
+	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
+	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
+	int ret = 0;
+
+	c->pipeline = p;
+	c->raw = raw;
+	for (size_t i = 0; i < c->ntargets; i++)
+		emit_process(c, &c->targets[i]);
+	for (size_t i = 0; i < npending_objects; i++) {
+		capture_emit(c, pending_objects[i]);
+		free(pending_objects[i]);
+	}
+	free(pending_objects);
+	pending_objects = NULL;
+	npending_objects = 0;
+	release_child(c);
+	if (c->launch_err_fd >= 0) {
+		int e = 0;
+		ssize_t n;
+
+		/* EOF: the exec closed the pipe; an errno: it failed. */
+		while ((n = read(c->launch_err_fd, &e, sizeof(e))) < 0 && errno == EINTR)
+			;
+		close(c->launch_err_fd);
+		c->launch_err_fd = -1;
+		if (n == sizeof(e)) {
+			log_err("cannot execute %s: %s", c->targets[0].exe, strerror(e));
+			c->end_reason = CORO_END_ERROR;
+			ret = EXIT_LAUNCH;
+			goto out;
+		}
+	}
+
+	for (;;) {
+		struct epoll_event evs[16];
+		size_t alive = 0;
+		u64 now;
+		int n;
+
+		if (capture_stop_signal) {
+			c->end_reason = CORO_END_SIGNAL;
+			break;
+		}
+		n = epoll_wait(c->epfd, evs, ARRAY_SIZE(evs), POLL_MS);
+		if (n < 0 && errno != EINTR) {
+			log_err("epoll_wait: %s", strerror(errno));
+			c->end_reason = CORO_END_ERROR;
+			ret = EXIT_FAILURE_RUNTIME;
+			break;
+		}
+		/* Read the ring whatever woke us: submits do not wake us per event. */
+		ring_buffer__consume(c->rb);
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u64 != UINT64_MAX && evs[i].data.u64 < c->ntargets)
+				target_exited(c, &c->targets[evs[i].data.u64]);
+		}
+		for (size_t i = 0; i < c->ntargets; i++) {
+			struct target *t = &c->targets[i];
+
+			if (t->rescan && !t->exited) {
+				t->rescan = false;
+				attach_scan_process(c, t, true);
+			}
+			alive += !t->exited;
+		}
+		now = now_boottime_ns();
+		if (now >= next_stats) {
+			emit_stats(c);
+			if (raw && raw_writer_flush(raw) < 0) {
+				log_err("cannot write the raw capture: %s", strerror(errno));
+				c->end_reason = CORO_END_ERROR;
+				ret = EXIT_OUTPUT;
+				break;
+			}
+			next_stats = now + STATS_EVERY_NS;
+		}
+		if (!alive) {
+			c->end_reason = CORO_END_TARGETS_EXITED;
+			break;
+		}
+		if (deadline && now >= deadline) {
+			c->end_reason = CORO_END_DURATION;
+			break;
+		}
+	}
+out:
+	/* Detach first, so that what the ring holds is all there will be. */
+	for (size_t i = 0; i < c->nlinks; i++)
+		bpf_link__destroy(c->links[i]);
+	c->nlinks = 0;
+	ring_buffer__consume(c->rb);
+	emit_stats(c);
+	emit_end(c);
+	return ret;
+}
+
+int capture_wait_child(struct capture *c)
+{
+	struct target *t = c->ntargets ? &c->targets[0] : NULL;
+	int status;
+
+	if (!t || !t->launched)
+		return 0;
+	if (t->wait_status < 0 && c->child > 0) {
+		log_info("waiting for %s (pid %u) to exit; Ctrl-C again leaves it running",
+			 t->comm, t->pid);
+		while (waitpid(c->child, &status, 0) < 0) {
+			if (errno != EINTR || capture_stop_signal > 1)
+				return EXIT_FAILURE_RUNTIME;
+		}
+		t->wait_status = status;
+		c->child = -1;
+	}
+	status = t->wait_status;
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return EXIT_FAILURE_RUNTIME;
+}
+
+void capture_kill_child(struct capture *c)
+{
+	/* Launch aborted before the command ran: it is still our fork, waiting on the pipe. */
+	if (c->child > 0) {
+		if (c->release_fd >= 0) {
+			close(c->release_fd);
+			c->release_fd = -1;
+		}
+		kill(c->child, SIGKILL);
+		waitpid(c->child, NULL, 0);
+		c->child = -1;
+	}
+}
+
+void capture_close(struct capture *c)
+{
+	for (size_t i = 0; i < c->nlinks; i++)
+		bpf_link__destroy(c->links[i]);
+	free(c->links);
+	ring_buffer__free(c->rb);
+	corobpf_bpf__destroy(c->skel);
+	for (size_t i = 0; i < c->ntargets; i++) {
+		if (c->targets[i].pidfd >= 0)
+			close(c->targets[i].pidfd);
+		hmap_free(&c->targets[i].objects);
+	}
+	free(c->targets);
+	for (size_t i = 0; i < c->nsearched; i++)
+		free(c->searched[i]);
+	free(c->searched);
+	hmap_free(&c->seen_threads);
+	if (c->epfd >= 0)
+		close(c->epfd);
+	if (c->release_fd >= 0)
+		close(c->release_fd);
+	if (c->launch_err_fd >= 0)
+		close(c->launch_err_fd);
+}

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Live capture: load the BPF side, attach to the targets, read the ring
+ * buffer, and feed every record both to the raw capture and to the
+ * pipeline. In that order, in one place:
+ *
+ *   capture_preflight  privileges and kernel features, with exact errors
+ *   capture_open       open the skeleton, size the ring, load
+ *   capture_targets    -p PIDs: check them; -- CMD: fork it, held before exec
+ *   capture_attach     find objects with probes, attach (and ld.so's hook)
+ *   capture_run        release the launched command, poll until the end
+ *   capture_close      detach, free
+ */
+#ifndef COROBPF_CAPTURE_H
+#define COROBPF_CAPTURE_H
+
+#include <signal.h>
+#include <sys/types.h>
+#include "pipeline.h"
+#include "raw.h"
+
+struct corobpf_bpf;
+struct ring_buffer;
+struct bpf_link;
+
+struct capture_opts {
+	u32 *pids;
+	u32 npids;
+	char **argv; /* launch mode: the command and its arguments */
+	u64 duration_ns; /* 0: until the targets exit or a signal */
+	u64 ring_bytes;
+};
+
+struct target {
+	u32 pid;
+	int pidfd;
+	bool launched;
+	bool exited;
+	int wait_status; /* launched: waitpid status; -1 unknown */
+	bool rescan;	 /* ld.so changed its link map */
+	bool libload_attached;
+	struct hmap objects; /* (dev, inode) of objects already examined */
+	u32 probe_sites;
+	char comm[16];
+	char exe[4096];
+	u32 ppid;
+};
+
+struct capture {
+	const struct capture_opts *opts;
+	struct corobpf_bpf *skel;
+	struct ring_buffer *rb;
+	struct bpf_link **links;
+	size_t nlinks, cap_links;
+	struct target *targets;
+	size_t ntargets;
+	pid_t child;	 /* launched command, held until capture_run */
+	int release_fd;	 /* write end of the pipe the child waits on */
+	int launch_err_fd; /* read end: errno if its exec failed, EOF once it succeeded */
+	int epfd;
+	struct hmap seen_threads;
+	u64 ustats[CORO_USTAT_MAX];
+	struct pipeline *pipeline;
+	struct raw_writer *raw;
+	u32 end_reason;
+	/* Objects searched, for the "no probes" error. */
+	char **searched;
+	size_t nsearched;
+};
+
+/* Set by the signal handlers; capture_run stops when it sees it. */
+extern volatile sig_atomic_t capture_stop_signal;
+
+int capture_preflight(void);
+int capture_open(struct capture *c, const struct capture_opts *opts);
+int capture_targets(struct capture *c);
+int capture_attach(struct capture *c);
+/* Feeds records into p (and raw, if not NULL) until the end. Returns 0 or an exit code. */
+int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw);
+/* Launch mode: the command's exit status as a shell would report it (waits if needed). */
+int capture_wait_child(struct capture *c);
+void capture_kill_child(struct capture *c);
+void capture_close(struct capture *c);
+
+/* attach.c: finding objects with probes and attaching to them. */
+int attach_scan_process(struct capture *c, struct target *t, bool late);
+int attach_launch_prepare(struct capture *c, struct target *t);
+void capture_emit(struct capture *c, const struct coro_event_hdr *rec);
+void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probes, bool late);
+int capture_add_link(struct capture *c, struct bpf_link *link);
+
+#endif

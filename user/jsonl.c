@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include "jsonl.h"
+#include "log.h"
+
+struct jsonl_sink {
+	struct obuf *ob;
+	/* Coroutine summaries go to the end of the file; until then they wait on disk, not in memory. */
+	int spill_fd;
+	struct obuf spill;
+	int err;
+};
+
+static int open_spill(const char *path)
+{
+	char *copy = xstrdup(path), *dir = dirname(copy);
+	char tmpl[4096];
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0) {
+		/* Filesystems without O_TMPFILE: a named file, unlinked at once. */
+		snprintf(tmpl, sizeof(tmpl), "%s/.corobpf-spill-XXXXXX", dir);
+		fd = mkostemp(tmpl, O_CLOEXEC);
+		if (fd >= 0)
+			unlink(tmpl);
+	}
+	free(copy);
+	return fd;
+}
+
+static void put_id(struct obuf *o, const char *key, u64 id)
+{
+	obuf_puts(o, ",\"");
+	obuf_puts(o, key);
+	obuf_puts(o, "\":\"");
+	obuf_hex(o, id);
+	obuf_putc(o, '"');
+}
+
+static void put_u64(struct obuf *o, const char *key, u64 v)
+{
+	obuf_puts(o, ",\"");
+	obuf_puts(o, key);
+	obuf_puts(o, "\":");
+	obuf_u64(o, v);
+}
+
+static void put_str(struct obuf *o, const char *key, const char *s, size_t max)
+{
+	obuf_puts(o, ",\"");
+	obuf_puts(o, key);
+	obuf_puts(o, "\":");
+	obuf_json_str(o, s, max);
+}
+
+static void begin_record(struct obuf *o, const char *type, const struct coro_event_hdr *h)
+{
+	obuf_puts(o, "{\"type\":\"");
+	obuf_puts(o, type);
+	obuf_puts(o, "\"");
+}
+
+static void put_common(struct obuf *o, const struct coro_event_hdr *h, bool tid)
+{
+	put_u64(o, "ts", h->ts);
+	put_u64(o, "pid", h->pid);
+	if (tid)
+		put_u64(o, "tid", h->tid);
+}
+
+static void jsonl_begin(void *ctx, const struct capture_info *ci)
+{
+	struct jsonl_sink *s = ctx;
+	struct obuf *o = s->ob;
+	s64 wall = (s64)ci->start_ts + ci->realtime_offset;
+	time_t secs = wall / 1000000000LL;
+	struct tm tm;
+	char when[64] = "";
+
+	if (gmtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+	obuf_printf(o, "{\"type\":\"header\",\"schema\":%d,\"tool\":\"corobpf\"",
+		    JSONL_SCHEMA_VERSION);
+	put_str(o, "version", ci->tool_version, sizeof(ci->tool_version));
+	obuf_puts(o, ",\"clock\":\"boottime\"");
+	put_u64(o, "start_ts", ci->start_ts);
+	obuf_printf(o, ",\"start_time\":\"%s.%09lldZ\"", when, (long long)(wall % 1000000000LL));
+	obuf_printf(o, ",\"realtime_offset_ns\":%lld", (long long)ci->realtime_offset);
+	put_str(o, "kernel", ci->kernel, sizeof(ci->kernel));
+	put_str(o, "hostname", ci->hostname, sizeof(ci->hostname));
+	obuf_puts(o, ",\"pids\":[");
+	for (u32 i = 0; i < ci->npids; i++) {
+		if (i)
+			obuf_putc(o, ',');
+		obuf_u64(o, ci->pids[i]);
+	}
+	obuf_puts(o, "]}\n");
+}
+
+static void put_str_flags(struct obuf *o, const struct coro_event_hdr *h)
+{
+	if (h->flags & CORO_EVF_STR_TRUNCATED)
+		obuf_puts(o, ",\"truncated\":true");
+	if (h->flags & CORO_EVF_STR_FAULT)
+		obuf_puts(o, ",\"unreadable\":true");
+}
+
+static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
+			const struct model_event_info *mi)
+{
+	struct obuf *o = s->ob;
+	const char *ev = coro_kind_name(h->kind);
+
+	if (h->lost_before) {
+		begin_record(o, "lost", h);
+		put_common(o, h, true);
+		put_u64(o, "count", h->lost_before);
+		obuf_puts(o, "}\n");
+	}
+	begin_record(o, "event", h);
+	obuf_puts(o, ",\"ev\":\"");
+	obuf_puts(o, ev);
+	obuf_putc(o, '"');
+	put_common(o, h, true);
+	switch (h->kind) {
+	case CORO_EV_CREATE: {
+		const struct coro_ev_create *e = (const void *)h;
+
+		put_id(o, "id", e->id);
+		put_id(o, "parent", e->parent);
+		break;
+	}
+	case CORO_EV_NAME: {
+		const struct coro_ev_name *e = (const void *)h;
+
+		put_id(o, "id", e->id);
+		put_str(o, "name", e->name, CORO_STR_LEN);
+		put_str_flags(o, h);
+		break;
+	}
+	case CORO_EV_READY: {
+		const struct coro_ev_ready *e = (const void *)h;
+
+		put_id(o, "id", e->id);
+		if (mi->waker_known)
+			put_id(o, "waker", h->cur);
+		else
+			obuf_puts(o, ",\"waker\":null");
+		break;
+	}
+	case CORO_EV_SWITCH: {
+		const struct coro_ev_switch *e = (const void *)h;
+
+		put_id(o, "from", e->from);
+		put_id(o, "to", e->to);
+		obuf_puts(o, ",\"reason\":\"");
+		obuf_puts(o, coro_reason_name(e->reason));
+		obuf_putc(o, '"');
+		put_id(o, "obj", e->obj);
+		if (mi->c)
+			put_u64(o, "from_uid", mi->c->uid);
+		if (mi->to)
+			put_u64(o, "to_uid", mi->to->uid);
+		obuf_puts(o, "}\n");
+		return;
+	}
+	case CORO_EV_EXIT: {
+		const struct coro_ev_exit *e = (const void *)h;
+
+		put_id(o, "id", e->id);
+		obuf_puts(o, ",\"status\":");
+		obuf_s64(o, e->status);
+		break;
+	}
+	case CORO_EV_SPAN_BEGIN:
+	case CORO_EV_SPAN_END: {
+		const struct coro_ev_span *e = (const void *)h;
+
+		if (mi->owner_known)
+			put_id(o, "id", mi->owner);
+		else
+			obuf_puts(o, ",\"id\":null");
+		put_str(o, "name", e->name, CORO_STR_LEN);
+		put_str_flags(o, h);
+		put_u64(o, "depth", mi->span_depth);
+		if (h->kind == CORO_EV_SPAN_END && !mi->span_matched)
+			obuf_puts(o, ",\"matched\":false");
+		break;
+	}
+	}
+	if (mi->c)
+		put_u64(o, "uid", mi->c->uid);
+	obuf_puts(o, "}\n");
+}
+
+static void jsonl_record(void *ctx, const struct coro_event_hdr *h,
+			 const struct model_event_info *mi)
+{
+	struct jsonl_sink *s = ctx;
+	struct obuf *o = s->ob;
+
+	switch (h->kind) {
+	case CORO_EV_CREATE:
+	case CORO_EV_NAME:
+	case CORO_EV_READY:
+	case CORO_EV_SWITCH:
+	case CORO_EV_EXIT:
+	case CORO_EV_SPAN_BEGIN:
+	case CORO_EV_SPAN_END:
+		jsonl_event(s, h, mi);
+		break;
+	case CORO_REC_PROCESS: {
+		const struct coro_rec_process *r = (const void *)h;
+
+		begin_record(o, "process", h);
+		put_common(o, h, false);
+		put_str(o, "comm", r->comm, sizeof(r->comm));
+		put_str(o, "exe", r->exe, h->size - sizeof(*r));
+		obuf_puts(o, r->mode == CORO_PROC_LAUNCHED ? ",\"mode\":\"launched\""
+							   : ",\"mode\":\"attached\"");
+		put_u64(o, "ppid", r->ppid);
+		obuf_puts(o, "}\n");
+		break;
+	}
+	case CORO_REC_THREAD: {
+		const struct coro_rec_thread *r = (const void *)h;
+
+		begin_record(o, "thread", h);
+		put_common(o, h, true);
+		put_str(o, "comm", r->comm, sizeof(r->comm));
+		obuf_puts(o, "}\n");
+		break;
+	}
+	case CORO_REC_OBJECT: {
+		const struct coro_rec_object *r = (const void *)h;
+
+		begin_record(o, "object", h);
+		put_common(o, h, false);
+		put_str(o, "path", r->path, h->size - sizeof(*r));
+		put_u64(o, "probes", r->probes);
+		if (r->late)
+			obuf_puts(o, ",\"late\":true");
+		obuf_puts(o, "}\n");
+		break;
+	}
+	case CORO_REC_PROC_EXIT: {
+		const struct coro_rec_proc_exit *r = (const void *)h;
+
+		begin_record(o, "process_exit", h);
+		put_common(o, h, false);
+		if (r->status < 0)
+			obuf_puts(o, ",\"exit_code\":null");
+		else if (WIFEXITED(r->status))
+			obuf_printf(o, ",\"exit_code\":%d", WEXITSTATUS(r->status));
+		else if (WIFSIGNALED(r->status))
+			obuf_printf(o, ",\"signal\":%d", WTERMSIG(r->status));
+		obuf_puts(o, "}\n");
+		break;
+	}
+	}
+}
+
+static void jsonl_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct jsonl_sink *s = ctx;
+	struct obuf *o = &s->spill;
+	bool first = true;
+
+	obuf_puts(o, "{\"type\":\"coroutine\"");
+	put_id(o, "id", c->id);
+	put_u64(o, "uid", c->uid);
+	put_u64(o, "pid", c->pid);
+	put_id(o, "parent", c->parent);
+	if (c->parent_uid)
+		put_u64(o, "parent_uid", c->parent_uid);
+	else
+		obuf_puts(o, ",\"parent_uid\":null");
+	put_str(o, "name", c->name, CORO_STR_LEN);
+	if (c->name_truncated)
+		obuf_puts(o, ",\"name_truncated\":true");
+	if (c->created_seen)
+		put_u64(o, "created", c->created_ts);
+	else
+		obuf_puts(o, ",\"created\":null");
+	put_u64(o, "first_seen", c->first_ts);
+	if (c->end == CE_EXIT) {
+		put_u64(o, "exited", c->end_ts);
+		obuf_puts(o, ",\"status\":");
+		obuf_s64(o, c->status);
+	} else {
+		obuf_puts(o, ",\"exited\":null,\"status\":null");
+	}
+	put_u64(o, "ended", c->end_ts);
+	obuf_printf(o, ",\"end\":\"%s\"", coro_end_name(c->end));
+	if (c->end != CE_EXIT) {
+		obuf_printf(o, ",\"state_at_end\":\"%s\"", coro_state_name(c->end_state));
+		if (c->end_state == CS_SUSPENDED) {
+			obuf_printf(o, ",\"reason_at_end\":\"%s\"", coro_reason_name(c->end_reason));
+			put_id(o, "obj_at_end", c->end_obj);
+		}
+	}
+	put_u64(o, "running_ns", c->t_state[CS_RUNNING]);
+	put_u64(o, "runnable_ns", c->t_state[CS_RUNNABLE]);
+	put_u64(o, "suspended_ns", c->t_state[CS_SUSPENDED]);
+	obuf_puts(o, ",\"suspended_by_reason\":{");
+	for (u32 r = 0; r < CORO_NREASONS; r++) {
+		if (!c->t_suspended[r])
+			continue;
+		obuf_printf(o, "%s\"%s\":", first ? "" : ",", coro_reason_name(r));
+		obuf_u64(o, c->t_suspended[r]);
+		first = false;
+	}
+	obuf_putc(o, '}');
+	put_u64(o, "new_ns", c->t_state[CS_NEW]);
+	put_u64(o, "unknown_ns", c->t_state[CS_UNKNOWN]);
+	put_u64(o, "longest_suspended_ns", c->longest_susp);
+	put_u64(o, "switch_ins", c->switch_ins);
+	put_u64(o, "readies", c->readies);
+	obuf_puts(o, ",\"threads\":[");
+	for (u32 i = 0; i < c->ntids; i++) {
+		if (i)
+			obuf_putc(o, ',');
+		obuf_u64(o, c->tids[i]);
+	}
+	obuf_putc(o, ']');
+	if (c->nspans) {
+		obuf_puts(o, ",\"open_spans\":[");
+		for (u32 i = 0; i < c->nspans; i++) {
+			if (i)
+				obuf_putc(o, ',');
+			obuf_json_str(o, c->spans[i].name, CORO_STR_LEN);
+		}
+		obuf_putc(o, ']');
+	}
+	if (c->uncertain)
+		obuf_puts(o, ",\"uncertain\":true");
+	obuf_puts(o, "}\n");
+}
+
+static void copy_spill(struct jsonl_sink *s)
+{
+	char buf[65536];
+	ssize_t n;
+	int ret = obuf_flush(&s->spill);
+
+	if (ret) {
+		s->err = ret;
+		return;
+	}
+	if (lseek(s->spill_fd, 0, SEEK_SET) < 0) {
+		s->err = -errno;
+		return;
+	}
+	while ((n = read(s->spill_fd, buf, sizeof(buf))) > 0)
+		obuf_write(s->ob, buf, n);
+	if (n < 0)
+		s->err = -errno;
+}
+
+static void jsonl_finish(void *ctx, const struct model *m)
+{
+	struct jsonl_sink *s = ctx;
+	struct obuf *o = s->ob;
+	const struct model_anomalies *a = &m->anom;
+	bool first = true;
+	size_t it = 0;
+	void *v;
+	u64 nproc = 0;
+
+	copy_spill(s);
+	while (hmap_next(&m->procs, &it, NULL, NULL, &v))
+		nproc++;
+	obuf_puts(o, "{\"type\":\"trailer\"");
+	put_u64(o, "first_ts", m->first_ts);
+	put_u64(o, "last_ts", m->last_ts);
+	obuf_printf(o, ",\"end_reason\":\"%s\"", coro_end_reason_name(m->end_reason));
+	put_u64(o, "processes", nproc);
+	put_u64(o, "coroutines", m->coroutines);
+	put_u64(o, "peak_live", m->peak_live);
+	put_u64(o, "events", m->events);
+	obuf_puts(o, ",\"events_by_kind\":{");
+	for (unsigned k = CORO_EV_CREATE; k <= CORO_EV_SPAN_END; k++) {
+		obuf_printf(o, "%s\"%s\":", first ? "" : ",", coro_kind_name(k));
+		obuf_u64(o, m->events_by_kind[k]);
+		first = false;
+	}
+	obuf_putc(o, '}');
+	obuf_puts(o, ",\"lost\":{");
+	obuf_puts(o, "\"events\":");
+	obuf_u64(o, m->stats.bpf[CORO_STAT_RING_FULL]);
+	put_u64(o, "attributed", a->lost_events);
+	put_u64(o, "string_faults", m->stats.bpf[CORO_STAT_STR_FAULT]);
+	put_u64(o, "no_thread_state", m->stats.bpf[CORO_STAT_NO_TASK_STATE]);
+	put_u64(o, "bad_records", m->stats.user[CORO_USTAT_BAD_RECORDS]);
+	put_u64(o, "late_attach", m->stats.user[CORO_USTAT_LATE_ATTACH]);
+	put_u64(o, "attach_failures", m->stats.user[CORO_USTAT_ATTACH_FAIL]);
+	obuf_puts(o, "}");
+	if (!m->have_stats)
+		obuf_puts(o, ",\"stats_missing\":true");
+	if (m->input_error)
+		put_str(o, "input_error", m->input_error, 1024);
+	obuf_puts(o, ",\"anomalies\":{");
+	obuf_printf(o, "\"switch_from_mismatch\":%llu,\"thread_desync\":%llu,"
+		    "\"running_elsewhere\":%llu,\"recreated_live\":%llu,"
+		    "\"span_unmatched_end\":%llu,\"late_records\":%llu,\"unknown_records\":%llu,"
+		    "\"unknown_pid\":%llu}",
+		    (unsigned long long)a->switch_from_mismatch, (unsigned long long)a->cur_desync,
+		    (unsigned long long)a->running_elsewhere, (unsigned long long)a->recreate_live,
+		    (unsigned long long)a->span_unmatched_end, (unsigned long long)a->late_records,
+		    (unsigned long long)a->unknown_records, (unsigned long long)a->unknown_pid);
+	obuf_puts(o, "}\n");
+}
+
+struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, struct model_observer *obs)
+{
+	struct jsonl_sink *s = xcalloc(1, sizeof(*s));
+
+	s->ob = ob;
+	s->spill_fd = open_spill(path);
+	if (s->spill_fd < 0) {
+		s->err = -errno;
+		log_err("cannot create a temporary file beside %s: %s", path, strerror(errno));
+		s->spill_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	}
+	obuf_open_fd(&s->spill, s->spill_fd, false);
+	memset(obs, 0, sizeof(*obs));
+	obs->ctx = s;
+	obs->begin = jsonl_begin;
+	obs->record = jsonl_record;
+	obs->coroutine_end = jsonl_coroutine_end;
+	obs->finish = jsonl_finish;
+	return s;
+}
+
+int jsonl_sink_error(struct jsonl_sink *s)
+{
+	return s->err ? s->err : s->ob->err ? -s->ob->err : 0;
+}
+
+void jsonl_sink_free(struct jsonl_sink *s)
+{
+	obuf_close(&s->spill);
+	close(s->spill_fd);
+	free(s);
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * JSONL output (docs/jsonl.md): a header, one record per event and per
+ * process/thread/object announcement, one summary per coroutine, a trailer.
+ * Ids are strings ("0x1f") so that readers holding numbers as doubles keep
+ * them exact.
+ */
+#ifndef COROBPF_JSONL_H
+#define COROBPF_JSONL_H
+
+#include "model.h"
+
+#define JSONL_SCHEMA_VERSION 1
+
+struct jsonl_sink;
+
+/* `path` is the final output's path: summaries are spilled to a temporary file beside it. */
+struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, struct model_observer *obs);
+int jsonl_sink_error(struct jsonl_sink *s); /* 0 or -errno */
+void jsonl_sink_free(struct jsonl_sink *s);
+
+#endif

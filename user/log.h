@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Messages go to stderr, prefixed "corobpf:". Errors always print; -q
+ * silences info, -v shows verbose, -vv debug (and libbpf's own log).
+ */
+#ifndef COROBPF_LOG_H
+#define COROBPF_LOG_H
+
+#include <stdio.h>
+
+enum log_level { LOG_QUIET = -1, LOG_INFO = 0, LOG_VERBOSE = 1, LOG_DEBUG = 2 };
+
+extern int log_level;
+
+void log_msg(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_err(...) log_msg("error: ", __VA_ARGS__)
+#define log_warn(...) log_msg("warning: ", __VA_ARGS__)
+#define log_info(...)                                                                        \
+	do {                                                                                 \
+		if (log_level >= LOG_INFO)                                                   \
+			log_msg("", __VA_ARGS__);                                            \
+	} while (0)
+#define log_verbose(...)                                                                     \
+	do {                                                                                 \
+		if (log_level >= LOG_VERBOSE)                                                \
+			log_msg("", __VA_ARGS__);                                            \
+	} while (0)
+#define log_debug(...)                                                                       \
+	do {                                                                                 \
+		if (log_level >= LOG_DEBUG)                                                  \
+			log_msg("debug: ", __VA_ARGS__);                                     \
+	} while (0)
+
+#endif

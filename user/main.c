@@ -1,0 +1,481 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * corobpf: the command line. Parses options, then wires one pipeline:
+ * a live capture (or a raw capture file) -> model -> outputs and summary.
+ */
+#include <argp.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "capture.h"
+#include "log.h"
+#include "output.h"
+#include "summary.h"
+
+#define MAX_OUTPUTS 16
+#define MAX_PIDS 256
+
+struct args {
+	u32 pids[MAX_PIDS];
+	u32 npids;
+	const char *outputs[MAX_OUTPUTS];
+	int noutputs;
+	enum output_format format;
+	const char *raw;
+	double duration;
+	u64 ring_bytes;
+	bool force;
+	char **argv; /* after -- */
+	const char *capture; /* report: the raw capture */
+};
+
+const char *argp_program_version = "corobpf " COROBPF_VERSION;
+const char *argp_program_bug_address = NULL;
+
+#define EXIT_CODES_DOC                                                                       \
+	"Exit codes: 0 ok (with -- CMD: the command's own status once it ran), 1 runtime "   \
+	"failure (BPF load/attach), 2 usage, 3 missing privilege (root, or CAP_BPF and "     \
+	"CAP_PERFMON), 4 kernel lacks BTF, ring buffers or task storage, 5 no such process, " \
+	"6 no corobpf probes in the target, 7 output cannot be written (or exists: --force), " \
+	"8 raw capture truncated, corrupt or of another version (outputs still hold what "   \
+	"came before), 9 the command cannot be run.\n"
+
+static const char trace_doc[] =
+	"corobpf: see coroutines and the scheduling under them, with eBPF.\n"
+	"\n"
+	"USAGE:\n"
+	"  corobpf [OPTIONS] -p PID [-p PID...]    attach to running processes\n"
+	"  corobpf [OPTIONS] -- CMD [ARGS...]      run CMD, traced from its first instruction\n"
+	"  corobpf report [OPTIONS] CAPTURE.raw    replay a raw capture (no root needed)\n"
+	"\n"
+	"Targets must carry corobpf probes (usdt/corobpf.h). Tracing stops when every target "
+	"has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always finishes its outputs; "
+	"a second Ctrl-C quits at once. A summary goes to stderr.\n"
+	"\v"
+	"EXAMPLES:\n"
+	"  sudo corobpf -p 4242 -o trace.jsonl          attach; Ctrl-C ends\n"
+	"  sudo corobpf -d 10 -p 4242 -o t.jsonl.gz     ten seconds, compressed\n"
+	"  sudo corobpf -o trace.jsonl --raw cap.raw -- ./server -c x\n"
+	"  corobpf report cap.raw -o again.jsonl        the same JSONL, from the capture\n"
+	"\n"
+	"Output formats by extension: .jsonl .json .ndjson (JSON lines), .jsonl.gz (gzip).\n"
+	"With -- CMD, the command keeps corobpf's stdin, stdout and stderr and its process "
+	"group (so Ctrl-C reaches it too); SIGTERM and SIGHUP are passed on to it. After "
+	"tracing stops (-d, or a signal) corobpf finishes its outputs, then waits for the "
+	"command and exits with its status.\n"
+	"\n" EXIT_CODES_DOC;
+
+enum {
+	OPT_RAW = 0x100,
+	OPT_RING,
+	OPT_FORCE,
+};
+
+static const struct argp_option trace_options[] = {
+	{"pid", 'p', "PID", 0, "Trace this running process (repeatable)", 0},
+	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
+	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl", 0},
+	{"raw", OPT_RAW, "FILE", 0, "Also write the raw capture, for corobpf report", 0},
+	{"duration", 'd', "SECS", 0, "Stop tracing after SECS seconds", 0},
+	{"ring-size", OPT_RING, "MB", 0, "BPF ring buffer size in MiB, a power of 2 (default 16)",
+	 0},
+	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
+	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
+	{"verbose", 'v', NULL, 0, "More messages; -vv adds libbpf's debug log", 0},
+	{},
+};
+
+static error_t parse_common(int key, char *arg, struct argp_state *state)
+{
+	struct args *a = state->input;
+
+	switch (key) {
+	case 'o':
+		if (a->noutputs == MAX_OUTPUTS)
+			argp_error(state, "at most %d outputs", MAX_OUTPUTS);
+		a->outputs[a->noutputs++] = arg;
+		return 0;
+	case 'f':
+		a->format = output_format_parse(arg);
+		if (a->format == OUT_AUTO)
+			argp_error(state, "unknown format '%s' (known: jsonl)", arg);
+		return 0;
+	case OPT_FORCE:
+		a->force = true;
+		return 0;
+	case 'q':
+		log_level = LOG_QUIET;
+		return 0;
+	case 'v':
+		if (log_level < LOG_DEBUG)
+			log_level++;
+		return 0;
+	}
+	return ARGP_ERR_UNKNOWN;
+}
+
+static error_t parse_trace(int key, char *arg, struct argp_state *state)
+{
+	struct args *a = state->input;
+	char *end;
+
+	switch (key) {
+	case 'p': {
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || *end || !v || v > 0x7fffffff)
+			argp_error(state, "invalid PID '%s'", arg);
+		if (a->npids == MAX_PIDS)
+			argp_error(state, "at most %d -p", MAX_PIDS);
+		a->pids[a->npids++] = v;
+		return 0;
+	}
+	case OPT_RAW:
+		a->raw = arg;
+		return 0;
+	case 'd':
+		errno = 0;
+		a->duration = strtod(arg, &end);
+		if (errno || *end || a->duration <= 0 || a->duration > 1e7)
+			argp_error(state, "invalid duration '%s' (seconds, > 0)", arg);
+		return 0;
+	case OPT_RING: {
+		unsigned long mb;
+
+		errno = 0;
+		mb = strtoul(arg, &end, 10);
+		if (errno || *end || !mb || (mb & (mb - 1)) || mb > 4096)
+			argp_error(state, "invalid ring size '%s' (MiB, a power of 2 up to 4096)",
+				   arg);
+		a->ring_bytes = (u64)mb << 20;
+		return 0;
+	}
+	case ARGP_KEY_ARG:
+		/* main() already split off everything after "--". */
+		argp_error(state, "unexpected argument '%s' (a command goes after --)", arg);
+		return 0;
+	case ARGP_KEY_END:
+		if (!a->npids && !a->argv)
+			argp_error(state, "nothing to trace: give -p PID or -- CMD");
+		if (a->npids && a->argv)
+			argp_error(state, "give either -p PID or -- CMD, not both");
+		return 0;
+	}
+	return parse_common(key, arg, state);
+}
+
+static const char report_doc[] =
+	"corobpf report: replay a raw capture (written with --raw) through the same model and "
+	"outputs as the live run. Needs no privileges.\n"
+	"\v"
+	"EXAMPLES:\n"
+	"  corobpf report cap.raw                  print the summary\n"
+	"  corobpf report cap.raw -o trace.jsonl   write the JSONL the live run wrote\n"
+	"\n"
+	"A truncated or corrupt capture is replayed up to the damage, which is named (byte "
+	"offset and record count); the outputs say so, and corobpf exits with 8.\n"
+	"\n" EXIT_CODES_DOC;
+
+static const struct argp_option report_options[] = {
+	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
+	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl", 0},
+	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
+	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
+	{"verbose", 'v', NULL, 0, "More messages", 0},
+	{},
+};
+
+static error_t parse_report(int key, char *arg, struct argp_state *state)
+{
+	struct args *a = state->input;
+
+	switch (key) {
+	case ARGP_KEY_ARG:
+		if (a->capture)
+			argp_error(state, "one capture at a time");
+		a->capture = arg;
+		return 0;
+	case ARGP_KEY_END:
+		if (!a->capture)
+			argp_error(state, "which capture? corobpf report FILE");
+		return 0;
+	}
+	return parse_common(key, arg, state);
+}
+
+/* ---- signals ---- */
+
+static pid_t signal_child = -1;
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	if (capture_stop_signal) {
+		/* The second one: quit now, leaving no half-written file behind. */
+		outfile_emergency_cleanup();
+		_exit(128 + sig);
+	}
+	capture_stop_signal = sig;
+	/* Pass termination on; a keyboard ^C already reached the whole process group. */
+	if (signal_child > 0 && (sig != SIGINT || si->si_code == SI_USER || si->si_code == SI_QUEUE))
+		kill(signal_child, sig);
+}
+
+static void install_signals(void)
+{
+	struct sigaction sa = {0};
+
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: interrupt the poll */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* ---- shared wiring ---- */
+
+static int open_outputs(struct args *a, struct output *outs)
+{
+	char err[512];
+
+	for (int i = 0; i < a->noutputs; i++) {
+		if (output_open(&outs[i], a->outputs[i], a->format, a->force, err, sizeof(err))) {
+			log_err("%s", err);
+			for (int j = 0; j < i; j++)
+				output_abort(&outs[j]);
+			return EXIT_OUTPUT;
+		}
+	}
+	return 0;
+}
+
+static int close_outputs(struct args *a, struct output *outs, bool announce)
+{
+	char err[512];
+	int ret = 0;
+
+	for (int i = 0; i < a->noutputs; i++) {
+		if (output_close(&outs[i], err, sizeof(err))) {
+			log_err("%s", err);
+			ret = EXIT_OUTPUT;
+		} else if (announce) {
+			log_info("wrote %s", a->outputs[i]);
+		}
+	}
+	return ret;
+}
+
+static void abort_outputs(struct args *a, struct output *outs)
+{
+	for (int i = 0; i < a->noutputs; i++)
+		output_abort(&outs[i]);
+}
+
+/* ---- corobpf report ---- */
+
+static int cmd_report(int argc, char **argv)
+{
+	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
+	struct args a = {0};
+	struct output outs[MAX_OUTPUTS];
+	struct capture_info ci;
+	struct raw_reader *r;
+	struct pipeline p;
+	struct summary sum;
+	struct model_observer obs;
+	const struct coro_event_hdr *rec;
+	char err[512];
+	int ret, code = 0;
+
+	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
+		return EXIT_USAGE;
+	r = raw_reader_open(a.capture, &ci, err, sizeof(err));
+	if (!r) {
+		log_err("%s", err);
+		return EXIT_BAD_CAPTURE;
+	}
+	ret = open_outputs(&a, outs);
+	if (ret) {
+		raw_reader_close(r);
+		capture_info_free(&ci);
+		return ret;
+	}
+	pipeline_init(&p, &ci);
+	for (int i = 0; i < a.noutputs; i++)
+		output_attach(&outs[i], &p);
+	if (log_level >= LOG_INFO) {
+		summary_init(&sum, stdout, &obs);
+		pipeline_add_observer(&p, &obs);
+	}
+	pipeline_begin(&p);
+	while ((ret = raw_reader_next(r, &rec)) == 1)
+		pipeline_feed(&p, rec);
+	if (ret < 0) {
+		/* Keep everything before the damage; say where it is, in the outputs too. */
+		snprintf(err, sizeof(err), "%s", raw_reader_error(r));
+		p.model.input_error = err;
+		log_err("%s: %s", a.capture, err);
+		code = EXIT_BAD_CAPTURE;
+	}
+	pipeline_finish(&p);
+	ret = close_outputs(&a, outs, false);
+	pipeline_free(&p);
+	raw_reader_close(r);
+	capture_info_free(&ci);
+	return ret ? ret : code;
+}
+
+/* ---- live tracing ---- */
+
+static int cmd_trace(int argc, char **argv)
+{
+	struct argp argp = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
+	struct args a = {.ring_bytes = 16ULL << 20};
+	struct capture_opts co = {0};
+	struct output outs[MAX_OUTPUTS];
+	struct outfile rawfile = {.fd = -1};
+	struct raw_writer *raw = NULL;
+	struct capture cap;
+	struct capture_info ci = {0};
+	struct pipeline p;
+	struct summary sum;
+	struct model_observer obs;
+	u32 *pids = NULL;
+	char err[512];
+	bool cap_open = false, pipe_open = false;
+	int ret, code = 0;
+
+	/* Everything after the first "--" is the command, options and all. */
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--")) {
+			if (i + 1 == argc) {
+				log_err("no command after --");
+				return EXIT_USAGE;
+			}
+			a.argv = argv + i + 1;
+			argc = i;
+			break;
+		}
+	}
+	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
+		return EXIT_USAGE;
+	co.pids = a.pids;
+	co.npids = a.npids;
+	co.argv = a.argv;
+	co.duration_ns = (u64)(a.duration * 1e9);
+	co.ring_bytes = a.ring_bytes;
+
+	ret = capture_preflight();
+	if (ret)
+		return ret;
+	/* Outputs first: better to fail before touching the target. */
+	ret = open_outputs(&a, outs);
+	if (ret)
+		return ret;
+	if (a.raw && outfile_open(&rawfile, a.raw, a.force, err, sizeof(err))) {
+		log_err("%s", err);
+		abort_outputs(&a, outs);
+		return EXIT_OUTPUT;
+	}
+	install_signals();
+	ret = capture_open(&cap, &co);
+	cap_open = true;
+	if (!ret)
+		ret = capture_targets(&cap);
+	signal_child = cap.child;
+	if (!ret)
+		ret = capture_attach(&cap);
+	if (!ret && capture_stop_signal)
+		ret = 128 + capture_stop_signal;
+	if (ret)
+		goto fail;
+
+	pids = xcalloc(cap.ntargets, sizeof(u32));
+	for (size_t i = 0; i < cap.ntargets; i++)
+		pids[i] = cap.targets[i].pid;
+	capture_info_init_live(&ci, pids, cap.ntargets);
+	pipeline_init(&p, &ci);
+	pipe_open = true;
+	for (int i = 0; i < a.noutputs; i++)
+		output_attach(&outs[i], &p);
+	if (log_level >= LOG_INFO) {
+		summary_init(&sum, stderr, &obs);
+		pipeline_add_observer(&p, &obs);
+	}
+	if (a.raw) {
+		raw = raw_writer_open(rawfile.fd, &ci, err, sizeof(err));
+		if (!raw) {
+			log_err("%s: %s", a.raw, err);
+			ret = EXIT_OUTPUT;
+			goto fail;
+		}
+	}
+	pipeline_begin(&p);
+	if (cap.ntargets == 1)
+		log_info("tracing %s (pid %u)%s", cap.targets[0].comm, cap.targets[0].pid,
+			 a.duration ? "" : "; Ctrl-C to stop");
+	else
+		log_info("tracing %zu processes%s", cap.ntargets, a.duration ? "" : "; Ctrl-C to stop");
+
+	ret = capture_run(&cap, &p, raw);
+	if (ret == EXIT_LAUNCH)
+		goto fail;
+	code = ret;
+	pipeline_finish(&p);
+	if (raw) {
+		if (raw_writer_close(raw) < 0) {
+			log_err("cannot write %s: %s", a.raw, strerror(errno));
+			outfile_abort(&rawfile);
+			code = EXIT_OUTPUT;
+		} else if (outfile_commit(&rawfile, err, sizeof(err))) {
+			log_err("%s", err);
+			code = EXIT_OUTPUT;
+		} else {
+			log_info("wrote %s", a.raw);
+		}
+		raw = NULL;
+	}
+	ret = close_outputs(&a, outs, true);
+	if (ret)
+		code = ret;
+	if (cap.ntargets && cap.targets[0].launched) {
+		int status = capture_wait_child(&cap);
+
+		/* The command's status, unless corobpf itself failed. */
+		if (!code)
+			code = status;
+	}
+	pipeline_free(&p);
+	capture_close(&cap);
+	capture_info_free(&ci);
+	free(pids);
+	return code;
+
+fail:
+	if (cap_open)
+		capture_kill_child(&cap);
+	if (raw)
+		raw_writer_close(raw);
+	outfile_abort(&rawfile);
+	abort_outputs(&a, outs);
+	if (pipe_open)
+		pipeline_free(&p);
+	if (cap_open)
+		capture_close(&cap);
+	capture_info_free(&ci);
+	free(pids);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "report"))
+		return cmd_report(argc - 1, argv + 1);
+	return cmd_trace(argc, argv);
+}

@@ -1,0 +1,711 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdlib.h>
+#include <string.h>
+#include "model.h"
+
+const char *coro_state_name(enum coro_state s)
+{
+	static const char *names[CS_NSTATES] = {
+		[CS_NEW] = "new",	    [CS_RUNNABLE] = "runnable", [CS_RUNNING] = "running",
+		[CS_SUSPENDED] = "suspended", [CS_UNKNOWN] = "unknown",	[CS_EXITED] = "exited",
+	};
+	return (unsigned)s < CS_NSTATES ? names[s] : "?";
+}
+
+const char *coro_reason_name(u32 reason)
+{
+	static const char *names[CORO_NREASONS] = {"unknown", "yield", "wait", "sleep", "io",
+						   "done"};
+	return reason < CORO_NREASONS ? names[reason] : "unknown";
+}
+
+const char *coro_end_name(enum coro_end e)
+{
+	switch (e) {
+	case CE_EXIT: return "exit";
+	case CE_PROCESS_EXIT: return "process_exit";
+	case CE_TRACE_END: return "trace_end";
+	case CE_SUPERSEDED: return "superseded";
+	}
+	return "?";
+}
+
+const char *coro_end_reason_name(u32 reason)
+{
+	switch (reason) {
+	case CORO_END_TARGETS_EXITED: return "targets_exited";
+	case CORO_END_SIGNAL: return "signal";
+	case CORO_END_DURATION: return "duration";
+	case CORO_END_ERROR: return "error";
+	}
+	return "none";
+}
+
+void model_init(struct model *m, struct capture_info *ci)
+{
+	memset(m, 0, sizeof(*m));
+	m->ci = ci;
+	hmap_init(&m->coros);
+	hmap_init(&m->threads);
+	hmap_init(&m->procs);
+	m->next_uid = 1;
+}
+
+void model_add_observer(struct model *m, const struct model_observer *obs)
+{
+	m->obs = xrealloc(m->obs, (m->nobs + 1) * sizeof(*m->obs));
+	m->obs[m->nobs++] = *obs;
+}
+
+void model_begin(struct model *m)
+{
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].begin)
+			m->obs[i].begin(m->obs[i].ctx, m->ci);
+}
+
+struct coro *model_find(struct model *m, u32 pid, u64 id)
+{
+	return hmap_get(&m->coros, pid, id);
+}
+
+struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid)
+{
+	struct coro_thread *t = hmap_get(&m->threads, pid, tid);
+
+	if (!t) {
+		t = xcalloc(1, sizeof(*t));
+		t->pid = pid;
+		t->tid = tid;
+		hmap_put(&m->threads, pid, tid, t);
+	}
+	return t;
+}
+
+struct coro_process *model_process(struct model *m, u32 pid)
+{
+	struct coro_process *p = hmap_get(&m->procs, pid, 0);
+
+	if (!p) {
+		p = xcalloc(1, sizeof(*p));
+		p->pid = pid;
+		p->exit_status = -1;
+		hmap_put(&m->procs, pid, 0, p);
+	}
+	return p;
+}
+
+/* ---- per-coroutine state machine ---- */
+
+static void notify_interval(struct model *m, const struct coro *c, enum coro_state s, u64 start,
+			    u64 end)
+{
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].interval)
+			m->obs[i].interval(m->obs[i].ctx, c, s, start, end, c->tid, c->reason,
+					   c->obj);
+}
+
+/* Close the current state interval at ts and account for it. */
+static void close_interval(struct model *m, struct coro *c, u64 ts, bool open_at_end)
+{
+	u64 start = c->state_since, end = MAX(ts, start), dur = end - start;
+
+	c->t_state[c->state] += dur;
+	if (c->state == CS_SUSPENDED) {
+		c->t_suspended[c->reason < CORO_NREASONS ? c->reason : 0] += dur;
+		if (dur >= c->longest_susp && c->reason != CORO_R_DONE) {
+			c->longest_susp = dur;
+			c->longest_susp_start = start;
+			c->longest_susp_reason = c->reason;
+			c->longest_susp_obj = c->obj;
+			c->longest_open = open_at_end;
+		}
+	}
+	notify_interval(m, c, c->state, start, end);
+	c->state_since = end;
+}
+
+static void set_state(struct model *m, struct coro *c, enum coro_state s, u64 ts, u32 tid,
+		      u32 reason, u64 obj)
+{
+	struct coro_process *p = model_process(m, c->pid);
+
+	close_interval(m, c, ts, false);
+	if (c->state == CS_RUNNABLE)
+		p->runnable--;
+	if (s == CS_RUNNABLE)
+		p->runnable++;
+	if (s == CS_UNKNOWN)
+		c->uncertain = true;
+	c->state = s;
+	if (s == CS_RUNNING)
+		c->tid = tid;
+	c->reason = s == CS_SUSPENDED ? reason : 0;
+	c->obj = s == CS_SUSPENDED ? obj : 0;
+}
+
+static void coro_add_tid(struct coro *c, u32 tid)
+{
+	for (u32 i = 0; i < c->ntids; i++)
+		if (c->tids[i] == tid)
+			return;
+	if (c->ntids == c->cap_tids) {
+		c->cap_tids = c->cap_tids ? c->cap_tids * 2 : 4;
+		c->tids = xrealloc(c->tids, c->cap_tids * sizeof(*c->tids));
+	}
+	c->tids[c->ntids++] = tid;
+}
+
+static struct coro *coro_new(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s,
+			     bool created)
+{
+	struct coro *c = xcalloc(1, sizeof(*c));
+	struct coro_process *p = model_process(m, pid);
+
+	c->uid = m->next_uid++;
+	c->id = id;
+	c->pid = pid;
+	c->created_seen = created;
+	c->created_ts = created ? ts : 0;
+	c->first_ts = ts;
+	c->state = s;
+	c->state_since = ts;
+	if (s == CS_UNKNOWN)
+		c->uncertain = true;
+	if (s == CS_RUNNABLE)
+		p->runnable++;
+	hmap_put(&m->coros, pid, id, c);
+	p->live++;
+	p->created++;
+	m->coroutines++;
+	m->live++;
+	if (m->live > m->peak_live)
+		m->peak_live = m->live;
+	return c;
+}
+
+/* Ended coroutines wait here until the observers have seen the record that ended them. */
+struct graveyard {
+	struct coro **v;
+	size_t len, cap;
+};
+static struct graveyard graveyard;
+
+static void coro_free(struct coro *c)
+{
+	free(c->tids);
+	free(c->spans);
+	free(c);
+}
+
+static void bury_flush(void)
+{
+	for (size_t i = 0; i < graveyard.len; i++)
+		coro_free(graveyard.v[i]);
+	graveyard.len = 0;
+}
+
+static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
+{
+	struct coro_process *p = model_process(m, c->pid);
+
+	c->end_state = c->state;
+	c->end_reason = c->reason;
+	c->end_obj = c->obj;
+	if (c->state != CS_EXITED) {
+		close_interval(m, c, ts, how != CE_EXIT);
+		if (c->state == CS_RUNNABLE)
+			p->runnable--;
+	}
+	c->end = how;
+	c->end_ts = MAX(ts, c->state_since);
+	c->state = CS_EXITED;
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].coroutine_end)
+			m->obs[i].coroutine_end(m->obs[i].ctx, c);
+	hmap_del(&m->coros, c->pid, c->id);
+	p->live--;
+	m->live--;
+	if (graveyard.len == graveyard.cap) {
+		graveyard.cap = graveyard.cap ? graveyard.cap * 2 : 16;
+		graveyard.v = xrealloc(graveyard.v, graveyard.cap * sizeof(*graveyard.v));
+	}
+	graveyard.v[graveyard.len++] = c;
+}
+
+/* A coroutine the stream talks about but never introduced: attached mid-life. */
+static struct coro *coro_get(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s)
+{
+	struct coro *c = model_find(m, pid, id);
+
+	return c ? c : coro_new(m, pid, id, ts, s, false);
+}
+
+/* ---- threads ---- */
+
+static bool cur_certain(struct model *m, const struct coro_event_hdr *h)
+{
+	struct coro_process *p;
+
+	if (!(h->flags & CORO_EVF_CUR_UNKNOWN))
+		return true;
+	/* Launched under us: no switch yet really means the thread runs no coroutine. */
+	p = hmap_get(&m->procs, h->pid, 0);
+	return p && p->mode == CORO_PROC_LAUNCHED;
+}
+
+/* The coroutine the thread was running (per the model) loses its certain state at ts. */
+static void thread_forget(struct model *m, struct coro_thread *t, u64 ts)
+{
+	struct coro *c;
+
+	if (t->cur_known && t->cur && !t->cur_exited) {
+		c = model_find(m, t->pid, t->cur);
+		if (c && c->state == CS_RUNNING && c->tid == t->tid)
+			set_state(m, c, CS_UNKNOWN, MAX(ts, c->state_since), 0, 0, 0);
+	}
+	t->cur_known = false;
+	t->cur_exited = false;
+}
+
+/* Bring the thread view in line with the BPF side's before applying an event. */
+static struct coro_thread *thread_sync(struct model *m, const struct coro_event_hdr *h)
+{
+	struct coro_thread *t = model_thread(m, h->pid, h->tid);
+
+	if (h->lost_before) {
+		m->anom.lost_events += h->lost_before;
+		/* The hole lies between the thread's last event and this one. */
+		thread_forget(m, t, t->last_ts ? t->last_ts : h->ts);
+	}
+	if (cur_certain(m, h)) {
+		if (t->cur_known && t->cur != h->cur) {
+			m->anom.cur_desync++;
+			thread_forget(m, t, h->ts);
+		}
+		if (!t->cur_known) {
+			t->cur = h->cur;
+			t->cur_exited = false;
+			t->cur_known = true;
+		}
+	}
+	t->last_ts = h->ts;
+	return t;
+}
+
+/* ---- spans ---- */
+
+static void span_push(struct coro_span **v, u32 *n, u32 *cap, const char *name, u64 ts)
+{
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 4;
+		*v = xrealloc(*v, *cap * sizeof(**v));
+	}
+	memcpy((*v)[*n].name, name, CORO_STR_LEN);
+	(*v)[*n].name[CORO_STR_LEN - 1] = 0;
+	(*v)[*n].ts = ts;
+	(*n)++;
+}
+
+/* Close the innermost open span of that name (and any opened inside it). */
+static bool span_pop(struct coro_span *v, u32 *n, const char *name)
+{
+	for (u32 i = *n; i-- > 0;) {
+		if (strncmp(v[i].name, name, CORO_STR_LEN) == 0) {
+			*n = i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- events ---- */
+
+static void apply_create(struct model *m, const struct coro_ev_create *e,
+			 struct model_event_info *mi)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+	struct coro *c = model_find(m, h->pid, e->id), *pc;
+
+	if (c) {
+		if (!c->created_seen && !c->switch_ins &&
+		    (c->state == CS_UNKNOWN || c->state == CS_NEW)) {
+			/* Named before it was announced: this create completes it. */
+			c->created_seen = true;
+			c->created_ts = h->ts;
+			set_state(m, c, CS_NEW, h->ts, 0, 0, 0);
+		} else {
+			m->anom.recreate_live++;
+			end_coroutine(m, c, CE_SUPERSEDED, h->ts);
+			c = NULL;
+		}
+	}
+	if (!c)
+		c = coro_new(m, h->pid, e->id, h->ts, CS_NEW, true);
+	c->parent = e->parent;
+	pc = e->parent ? model_find(m, h->pid, e->parent) : NULL;
+	c->parent_uid = pc ? pc->uid : 0;
+	mi->c = c;
+}
+
+static void apply_name(struct model *m, const struct coro_ev_name *e, struct model_event_info *mi)
+{
+	struct coro *c = coro_get(m, e->hdr.pid, e->id, e->hdr.ts, CS_UNKNOWN);
+
+	memcpy(c->name, e->name, CORO_STR_LEN);
+	c->name[CORO_STR_LEN - 1] = 0;
+	c->name_truncated = e->hdr.flags & CORO_EVF_STR_TRUNCATED;
+	mi->c = c;
+}
+
+static void apply_ready(struct model *m, const struct coro_ev_ready *e,
+			struct model_event_info *mi)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
+
+	mi->c = c;
+	mi->waker_known = cur_certain(m, h);
+	c->readies++;
+	c->has_waker = mi->waker_known;
+	c->waker = h->cur;
+	c->ready_ts = h->ts;
+	switch (c->state) {
+	case CS_RUNNING:
+		/* Woken before it switched out (a yield, or a wake racing its sleep). */
+		c->ready_pending = true;
+		break;
+	case CS_RUNNABLE:
+		break;
+	default:
+		set_state(m, c, CS_RUNNABLE, h->ts, 0, 0, 0);
+	}
+}
+
+static void apply_switch(struct model *m, const struct coro_ev_switch *e,
+			 struct model_event_info *mi)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+	struct coro_thread *t = model_thread(m, h->pid, h->tid);
+	struct coro *c;
+
+	if (t->cur_known && e->from != t->cur) {
+		/* The scheduler names another coroutine than the one running here. */
+		m->anom.switch_from_mismatch++;
+		thread_forget(m, t, h->ts);
+	}
+	if (e->from) {
+		if (t->cur_known && t->cur_exited && t->cur == e->from) {
+			/* Its exit probe came first; this is its last switch out. */
+		} else {
+			enum coro_state next;
+			u32 reason = e->reason < CORO_NREASONS ? e->reason : CORO_R_UNKNOWN;
+
+			c = model_find(m, h->pid, e->from);
+			if (reason == CORO_R_DONE)
+				next = CS_SUSPENDED;
+			else if (c && c->ready_pending)
+				next = CS_RUNNABLE;
+			else if (reason == CORO_R_YIELD)
+				next = CS_RUNNABLE;
+			else
+				next = CS_SUSPENDED;
+			if (!c) {
+				c = coro_new(m, h->pid, e->from, h->ts, next, false);
+				c->reason = next == CS_SUSPENDED ? reason : 0;
+				c->obj = next == CS_SUSPENDED ? e->obj : 0;
+				c->tid = h->tid;
+				coro_add_tid(c, h->tid);
+			} else {
+				set_state(m, c, next, h->ts, h->tid, reason, e->obj);
+			}
+			c->ready_pending = false;
+			mi->c = c;
+		}
+	}
+	if (e->to) {
+		c = model_find(m, h->pid, e->to);
+		if (!c) {
+			c = coro_new(m, h->pid, e->to, h->ts, CS_RUNNING, false);
+			c->tid = h->tid;
+		} else {
+			if (c->state == CS_RUNNING && c->tid != h->tid) {
+				/* Its switch out on the other thread is missing. */
+				struct coro_thread *o = hmap_get(&m->threads, h->pid, c->tid);
+
+				m->anom.running_elsewhere++;
+				if (o && o->cur == e->to) {
+					o->cur_known = false;
+					o->cur_exited = false;
+				}
+			}
+			set_state(m, c, CS_RUNNING, h->ts, h->tid, 0, 0);
+		}
+		c->switch_ins++;
+		c->ready_pending = false;
+		coro_add_tid(c, h->tid);
+		mi->to = c;
+	}
+	t->cur = e->to;
+	t->cur_known = true;
+	t->cur_exited = false;
+}
+
+static void apply_exit(struct model *m, const struct coro_ev_exit *e, struct model_event_info *mi)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
+
+	if (c->state == CS_RUNNING) {
+		struct coro_thread *t = hmap_get(&m->threads, h->pid, c->tid);
+
+		/* Exiting from inside: its thread still runs it until the switch out. */
+		if (t && t->cur_known && t->cur == e->id)
+			t->cur_exited = true;
+	}
+	c->status = e->status;
+	mi->c = c;
+	end_coroutine(m, c, CE_EXIT, h->ts);
+}
+
+static void apply_span(struct model *m, const struct coro_ev_span *e, struct model_event_info *mi)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+	struct coro_thread *t = model_thread(m, h->pid, h->tid);
+	struct coro *c = NULL;
+	bool begin = h->kind == CORO_EV_SPAN_BEGIN;
+	struct coro_span **v;
+	u32 *n, *cap;
+
+	mi->owner_known = t->cur_known;
+	mi->owner = t->cur_known && !t->cur_exited ? t->cur : 0;
+	if (mi->owner) {
+		c = model_find(m, h->pid, mi->owner);
+		if (!c) {
+			c = coro_new(m, h->pid, mi->owner, h->ts, CS_RUNNING, false);
+			c->tid = h->tid;
+			coro_add_tid(c, h->tid);
+		}
+		mi->c = c;
+		v = &c->spans;
+		n = &c->nspans;
+		cap = &c->cap_spans;
+	} else {
+		v = &t->spans;
+		n = &t->nspans;
+		cap = &t->cap_spans;
+	}
+	if (begin) {
+		span_push(v, n, cap, e->name, h->ts);
+		mi->span_depth = *n;
+	} else {
+		mi->span_depth = *n;
+		mi->span_matched = span_pop(*v, n, e->name);
+		if (!mi->span_matched) {
+			m->anom.span_unmatched_end++;
+			if (c)
+				c->spans_unmatched_end++;
+		}
+	}
+}
+
+static void apply_process(struct model *m, const struct coro_rec_process *r)
+{
+	struct coro_process *p = model_process(m, r->hdr.pid);
+
+	p->mode = r->mode;
+	memcpy(p->comm, r->comm, sizeof(p->comm));
+	p->comm[sizeof(p->comm) - 1] = 0;
+	free(p->exe);
+	p->exe = xstrdup(r->exe);
+	p->start_ts = r->hdr.ts;
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].process)
+			m->obs[i].process(m->obs[i].ctx, p);
+}
+
+static void apply_proc_exit(struct model *m, const struct coro_rec_proc_exit *r)
+{
+	struct coro_process *p = model_process(m, r->hdr.pid);
+	struct coro **doomed = NULL;
+	size_t n = 0, cap = 0, it = 0;
+	u64 k1, k2;
+	void *v;
+
+	p->exited = true;
+	p->exit_status = r->status;
+	p->exit_ts = r->hdr.ts;
+	while (hmap_next(&m->coros, &it, &k1, &k2, &v)) {
+		if (k1 != r->hdr.pid)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			doomed = xrealloc(doomed, cap * sizeof(*doomed));
+		}
+		doomed[n++] = v;
+	}
+	/* Oldest first, so outputs list them in a stable order. */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && doomed[j - 1]->uid > doomed[j]->uid; j--) {
+			struct coro *tmp = doomed[j];
+
+			doomed[j] = doomed[j - 1];
+			doomed[j - 1] = tmp;
+		}
+	for (size_t i = 0; i < n; i++)
+		end_coroutine(m, doomed[i], CE_PROCESS_EXIT, r->hdr.ts);
+	free(doomed);
+	/* Drop its threads: a reused pid starts clean. */
+	{
+		struct coro_thread **gone = NULL;
+
+		n = cap = it = 0;
+		while (hmap_next(&m->threads, &it, &k1, &k2, &v)) {
+			if (k1 != r->hdr.pid)
+				continue;
+			if (n == cap) {
+				cap = cap ? cap * 2 : 16;
+				gone = xrealloc(gone, cap * sizeof(*gone));
+			}
+			gone[n++] = v;
+		}
+		for (size_t i = 0; i < n; i++) {
+			hmap_del(&m->threads, gone[i]->pid, gone[i]->tid);
+			free(gone[i]->spans);
+			free(gone[i]);
+		}
+		free(gone);
+	}
+}
+
+void model_apply(struct model *m, const struct coro_event_hdr *h)
+{
+	struct model_event_info mi = {0};
+
+	if (h->ts > m->last_ts)
+		m->last_ts = h->ts;
+	if (!m->first_ts || h->ts < m->first_ts)
+		m->first_ts = h->ts;
+	m->events_by_kind[h->kind]++;
+	if (h->kind <= CORO_EV_BPF_MAX) {
+		if (h->kind != CORO_EV_LIBLOAD)
+			m->events++;
+		if (!hmap_get(&m->procs, h->pid, 0))
+			m->anom.unknown_pid++;
+		thread_sync(m, h);
+	}
+	switch (h->kind) {
+	case CORO_EV_CREATE:
+		apply_create(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_NAME:
+		apply_name(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_READY:
+		apply_ready(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_SWITCH:
+		apply_switch(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_EXIT:
+		apply_exit(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_SPAN_BEGIN:
+	case CORO_EV_SPAN_END:
+		apply_span(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_LIBLOAD:
+		break;
+	case CORO_REC_PROCESS:
+		apply_process(m, (const void *)h);
+		break;
+	case CORO_REC_THREAD: {
+		const struct coro_rec_thread *r = (const void *)h;
+		struct coro_thread *t = model_thread(m, h->pid, h->tid);
+
+		memcpy(t->comm, r->comm, sizeof(t->comm));
+		t->comm[sizeof(t->comm) - 1] = 0;
+		break;
+	}
+	case CORO_REC_OBJECT:
+		break;
+	case CORO_REC_PROC_EXIT:
+		apply_proc_exit(m, (const void *)h);
+		break;
+	case CORO_REC_STATS:
+		memcpy(&m->stats, h, sizeof(m->stats));
+		m->have_stats = true;
+		break;
+	case CORO_REC_END:
+		m->end_reason = ((const struct coro_rec_end *)h)->reason;
+		break;
+	default:
+		m->anom.unknown_records++;
+		return;
+	}
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].record)
+			m->obs[i].record(m->obs[i].ctx, h, &mi);
+	bury_flush();
+}
+
+static int cmp_uid(const void *a, const void *b)
+{
+	const struct coro *x = *(struct coro *const *)a, *y = *(struct coro *const *)b;
+
+	return x->uid < y->uid ? -1 : x->uid > y->uid;
+}
+
+void model_finish(struct model *m)
+{
+	struct coro **all;
+	size_t n = 0, it = 0;
+	void *v;
+
+	if (m->finished)
+		return;
+	m->finished = true;
+	all = xmalloc((m->coros.len + 1) * sizeof(*all));
+	while (hmap_next(&m->coros, &it, NULL, NULL, &v))
+		all[n++] = v;
+	qsort(all, n, sizeof(*all), cmp_uid);
+	for (size_t i = 0; i < n; i++)
+		end_coroutine(m, all[i], CE_TRACE_END, m->last_ts);
+	free(all);
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].finish)
+			m->obs[i].finish(m->obs[i].ctx, m);
+	bury_flush();
+}
+
+void model_free(struct model *m)
+{
+	size_t it = 0;
+	void *v;
+
+	while (hmap_next(&m->coros, &it, NULL, NULL, &v))
+		coro_free(v);
+	it = 0;
+	while (hmap_next(&m->threads, &it, NULL, NULL, &v)) {
+		struct coro_thread *t = v;
+
+		free(t->spans);
+		free(t);
+	}
+	it = 0;
+	while (hmap_next(&m->procs, &it, NULL, NULL, &v)) {
+		struct coro_process *p = v;
+
+		free(p->exe);
+		free(p);
+	}
+	hmap_free(&m->coros);
+	hmap_free(&m->threads);
+	hmap_free(&m->procs);
+	free(m->obs);
+	bury_flush();
+	free(graveyard.v);
+	graveyard.v = NULL;
+	graveyard.cap = 0;
+}

@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The model: turns the time-ordered record stream into the life of every
+ * coroutine (a state machine per coroutine incarnation) and a view of every
+ * thread (which coroutine it runs). Detectors and outputs read this model
+ * through the observer callbacks; none of them re-derives state from raw
+ * events.
+ *
+ * Rules it keeps:
+ * - Attaching mid-life: a coroutine first seen in a switch or ready is
+ *   created implicitly; its creation time is unknown and nothing before its
+ *   first event is counted.
+ * - Ids reused after exit are new incarnations, each with its own serial
+ *   `uid`; they are never merged.
+ * - Lost events (hdr.lost_before on a thread): the coroutine that thread
+ *   was running goes to state UNKNOWN from the thread's last certain event
+ *   until its next certain event. No transition is invented.
+ * - Memory is bounded by live coroutines, threads and open spans: a
+ *   finished coroutine is handed to the observers and freed.
+ */
+#ifndef COROBPF_MODEL_H
+#define COROBPF_MODEL_H
+
+#include "corobpf.h"
+#include "raw.h"
+#include "util.h"
+
+enum coro_state {
+	CS_NEW = 0,	  /* created, not yet runnable */
+	CS_RUNNABLE = 1,  /* ready, waiting for a worker */
+	CS_RUNNING = 2,	  /* on a thread */
+	CS_SUSPENDED = 3, /* switched out for `reason`, waiting on `obj` */
+	CS_UNKNOWN = 4,	  /* events about it were lost, or first seen without a state */
+	CS_EXITED = 5,
+	CS_NSTATES
+};
+
+#define CORO_NREASONS 6 /* CORO_R_UNKNOWN..CORO_R_DONE */
+
+enum coro_end {
+	CE_EXIT = 1,	     /* its exit probe fired */
+	CE_PROCESS_EXIT = 2, /* its process ended first */
+	CE_TRACE_END = 3,    /* the trace ended while it lived */
+	CE_SUPERSEDED = 4,   /* created again under the same id without an exit (exit lost) */
+};
+
+struct coro_span {
+	char name[CORO_STR_LEN];
+	u64 ts;
+};
+
+struct coro {
+	u64 uid;     /* serial over the whole trace, 1..: tells incarnations of an id apart */
+	u64 id;	     /* the scheduler's id */
+	u32 pid;
+	u64 parent;  /* parent id, 0 = none */
+	u64 parent_uid; /* parent incarnation if it was known when this one was created */
+	char name[CORO_STR_LEN];
+	bool name_truncated;
+	bool created_seen; /* false: attached mid-life */
+	bool uncertain;	   /* some of its time is CS_UNKNOWN */
+	u64 first_ts;	   /* first event about it */
+	u64 created_ts;	   /* valid if created_seen */
+	u64 end_ts;
+	s64 status;	   /* valid if end == CE_EXIT */
+	enum coro_end end;
+
+	enum coro_state state;
+	u64 state_since;
+	u32 tid;	/* thread it runs on (CS_RUNNING), or last ran on */
+	u32 reason;	/* CS_SUSPENDED */
+	u64 obj;	/* CS_SUSPENDED */
+	enum coro_state end_state; /* state when it ended (for CE_TRACE_END: where it was stuck) */
+	u32 end_reason;
+	u64 end_obj;
+
+	bool ready_pending; /* made ready while still running (a yield, or a wake before sleep) */
+	u64 waker;	    /* coroutine that last made it ready (id), valid if has_waker */
+	bool has_waker;
+	u64 ready_ts;
+
+	u64 t_state[CS_NSTATES];
+	u64 t_suspended[CORO_NREASONS];
+	u64 switch_ins;
+	u64 readies;
+	u64 longest_susp, longest_susp_start;
+	u32 longest_susp_reason;
+	u64 longest_susp_obj;
+	bool longest_open; /* the longest suspension was still open at the end */
+
+	u32 *tids; /* distinct threads it ran on, in first-run order */
+	u32 ntids, cap_tids;
+
+	struct coro_span *spans; /* open spans, innermost last */
+	u32 nspans, cap_spans;
+	u64 spans_unmatched_end;
+};
+
+struct coro_thread {
+	u32 pid, tid;
+	char comm[16];
+	u64 cur;       /* coroutine id current on it; 0 = the scheduler/thread itself */
+	bool cur_known;
+	bool cur_exited; /* cur has exited but not yet switched out */
+	u64 last_ts;   /* its last event */
+	struct coro_span *spans; /* spans opened outside any coroutine */
+	u32 nspans, cap_spans;
+};
+
+struct coro_process {
+	u32 pid;
+	u32 mode; /* enum coro_proc_mode */
+	char comm[16];
+	char *exe;
+	bool exited;
+	s32 exit_status;
+	u64 start_ts, exit_ts;
+	u64 live;     /* coroutines alive now */
+	u64 runnable; /* of which runnable */
+	u64 created;  /* incarnations seen */
+};
+
+/* Counters of what the model had to tolerate. Reported in every output. */
+struct model_anomalies {
+	u64 lost_events;	/* sum of hdr.lost_before */
+	u64 switch_from_mismatch; /* switch `from` was not the thread's current coroutine */
+	u64 cur_desync;		/* the model's view of a thread disagreed with the BPF side's */
+	u64 running_elsewhere;	/* switched in while running on another thread */
+	u64 recreate_live;	/* create for an id that had not exited */
+	u64 after_exit;		/* ready/name for an exited id */
+	u64 span_unmatched_end;
+	u64 late_records;	/* records older than ones already applied */
+	u64 unknown_records;	/* kinds this version does not know */
+	u64 unknown_pid;	/* events from processes not announced */
+};
+
+struct model_event_info {
+	struct coro *c;	      /* the coroutine the event is about (NULL if none) */
+	struct coro *to;      /* switch: the coroutine switched in */
+	u64 owner;	      /* spans: the coroutine (id) owning the span, 0 = the thread */
+	bool owner_known;
+	bool waker_known;     /* ready: hdr.cur is certain */
+	u32 span_depth;	      /* spans: depth after begin / before end */
+	bool span_matched;    /* span_end: closed an open span */
+};
+
+struct model;
+
+/* Observers: outputs and detectors. Any callback may be NULL. */
+struct model_observer {
+	void *ctx;
+	void (*begin)(void *ctx, const struct capture_info *ci);
+	/* After the model applied a record (events and user records alike). */
+	void (*record)(void *ctx, const struct coro_event_hdr *rec, const struct model_event_info *mi);
+	/* A state interval of c ended: [start, end) in `state` (before c's fields moved on). */
+	void (*interval)(void *ctx, const struct coro *c, enum coro_state state, u64 start,
+			 u64 end, u32 tid, u32 reason, u64 obj);
+	/* c ended (exit, process exit, trace end, superseded); freed after the call. */
+	void (*coroutine_end)(void *ctx, const struct coro *c);
+	void (*process)(void *ctx, const struct coro_process *p);
+	void (*finish)(void *ctx, const struct model *m);
+};
+
+struct model {
+	struct capture_info *ci;
+	struct hmap coros;   /* (pid, id) -> struct coro * */
+	struct hmap threads; /* (pid, tid) -> struct coro_thread * */
+	struct hmap procs;   /* (pid, 0) -> struct coro_process * */
+	struct model_observer *obs;
+	size_t nobs;
+	u64 next_uid;
+	u64 first_ts, last_ts;
+	u64 events_by_kind[256];
+	u64 events;	   /* BPF-born records applied */
+	u64 coroutines;	   /* incarnations seen */
+	u64 live, peak_live;
+	struct coro_rec_stats stats; /* the latest stats record */
+	bool have_stats;
+	u32 end_reason;	   /* enum coro_end_reason, 0 = no end record */
+	bool finished;
+	const char *input_error; /* the input ended in damage: where and what (replay) */
+	struct model_anomalies anom;
+};
+
+void model_init(struct model *m, struct capture_info *ci);
+void model_add_observer(struct model *m, const struct model_observer *obs);
+void model_begin(struct model *m);
+void model_apply(struct model *m, const struct coro_event_hdr *rec);
+/* End of input: close every live coroutine at the last timestamp. */
+void model_finish(struct model *m);
+void model_free(struct model *m);
+
+struct coro *model_find(struct model *m, u32 pid, u64 id);
+struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid);
+struct coro_process *model_process(struct model *m, u32 pid);
+
+const char *coro_state_name(enum coro_state s);
+const char *coro_reason_name(u32 reason);
+const char *coro_end_name(enum coro_end e);
+const char *coro_end_reason_name(u32 reason);
+
+#endif

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Outputs: one module per format; this file only picks and wires them. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "jsonl.h"
+#include "output.h"
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
+enum output_format output_format_parse(const char *name)
+{
+	if (!strcmp(name, "jsonl") || !strcmp(name, "json"))
+		return OUT_JSONL;
+	return OUT_AUTO;
+}
+
+const char *output_format_name(enum output_format f)
+{
+	switch (f) {
+	case OUT_JSONL: return "jsonl";
+	case OUT_AUTO: break;
+	}
+	return "auto";
+}
+
+int output_open(struct output *o, const char *path, enum output_format forced, bool force,
+		char *err, size_t errlen)
+{
+	int ret;
+
+	memset(o, 0, sizeof(*o));
+	o->file.fd = -1;
+	o->gzip = ends_with(path, ".gz");
+	o->fmt = forced;
+	if (o->fmt == OUT_AUTO) {
+		if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.gz") ||
+		    ends_with(path, ".json") || ends_with(path, ".ndjson"))
+			o->fmt = OUT_JSONL;
+	}
+	if (o->fmt == OUT_AUTO) {
+		snprintf(err, errlen, "cannot tell the format of %s from its extension; use "
+			 ".jsonl (or .jsonl.gz), or give -f jsonl", path);
+		return -EINVAL;
+	}
+	ret = outfile_open(&o->file, path, force, err, errlen);
+	if (ret)
+		return ret;
+	o->path = xstrdup(path);
+	ret = obuf_open_fd(&o->ob, o->file.fd, o->gzip);
+	if (ret) {
+		snprintf(err, errlen, "cannot start compressing %s: %s", path, strerror(-ret));
+		outfile_abort(&o->file);
+		return ret;
+	}
+	return 0;
+}
+
+void output_attach(struct output *o, struct pipeline *p)
+{
+	struct model_observer obs;
+
+	switch (o->fmt) {
+	case OUT_JSONL:
+		o->sink = jsonl_sink_new(&o->ob, o->path, &obs);
+		pipeline_add_observer(p, &obs);
+		break;
+	case OUT_AUTO:
+		break;
+	}
+}
+
+static void output_free_sink(struct output *o)
+{
+	if (o->fmt == OUT_JSONL && o->sink)
+		jsonl_sink_free(o->sink);
+	o->sink = NULL;
+}
+
+int output_close(struct output *o, char *err, size_t errlen)
+{
+	int ret = 0;
+
+	if (o->sink && o->fmt == OUT_JSONL)
+		ret = jsonl_sink_error(o->sink);
+	output_free_sink(o);
+	if (!ret)
+		ret = obuf_close(&o->ob);
+	else
+		obuf_close(&o->ob);
+	if (ret) {
+		snprintf(err, errlen, "cannot write %s: %s", o->path, strerror(-ret));
+		outfile_abort(&o->file);
+	} else {
+		ret = outfile_commit(&o->file, err, errlen);
+	}
+	free(o->path);
+	o->path = NULL;
+	return ret;
+}
+
+void output_abort(struct output *o)
+{
+	output_free_sink(o);
+	if (o->ob.buf)
+		obuf_close(&o->ob);
+	outfile_abort(&o->file);
+	free(o->path);
+	o->path = NULL;
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+#ifndef COROBPF_OUTPUT_H
+#define COROBPF_OUTPUT_H
+
+#include "pipeline.h"
+
+/*
+ * Outputs chosen on the command line: "-o FILE" with the format taken from
+ * the extension (or forced by -f). Each output is a model observer writing
+ * to a file that appears under its name only when complete.
+ */
+enum output_format {
+	OUT_AUTO = 0,
+	OUT_JSONL,
+};
+
+struct output {
+	char *path;
+	enum output_format fmt;
+	bool gzip;
+	struct outfile file;
+	struct obuf ob;
+	void *sink; /* format-specific state */
+};
+
+enum output_format output_format_parse(const char *name); /* OUT_AUTO if unknown */
+const char *output_format_name(enum output_format f);
+int output_open(struct output *o, const char *path, enum output_format forced, bool force,
+		char *err, size_t errlen);
+void output_attach(struct output *o, struct pipeline *p);
+int output_close(struct output *o, char *err, size_t errlen); /* commit */
+void output_abort(struct output *o);
+
+#endif

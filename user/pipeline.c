@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pipeline.h"
+
+static void pipeline_emit(void *ctx, const struct coro_event_hdr *rec)
+{
+	struct pipeline *p = ctx;
+
+	model_apply(&p->model, rec);
+}
+
+void pipeline_init(struct pipeline *p, struct capture_info *ci)
+{
+	memset(p, 0, sizeof(*p));
+	p->ci = ci;
+	model_init(&p->model, ci);
+	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
+}
+
+void pipeline_add_observer(struct pipeline *p, const struct model_observer *obs)
+{
+	model_add_observer(&p->model, obs);
+}
+
+void pipeline_begin(struct pipeline *p)
+{
+	model_begin(&p->model);
+}
+
+void pipeline_feed(struct pipeline *p, const struct coro_event_hdr *rec)
+{
+	p->fed++;
+	reorder_push(&p->reorder, rec);
+}
+
+void pipeline_finish(struct pipeline *p)
+{
+	reorder_drain(&p->reorder);
+	p->model.anom.late_records = p->reorder.late;
+	model_finish(&p->model);
+}
+
+void pipeline_free(struct pipeline *p)
+{
+	reorder_free(&p->reorder);
+	model_free(&p->model);
+}

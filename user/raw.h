@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The raw capture: the boundary between collecting and understanding.
+ *
+ * A file is a header (struct raw_file_header, then `npids` u32 pids) and a
+ * sequence of blocks. A block is a struct raw_block_header and `len` bytes
+ * of records, protected by a CRC-32 of those bytes. Records are exactly what
+ * the ring buffer delivered (bpf/corobpf.h) plus the user-space records
+ * defined here, which share the same header. Every record's size is a
+ * multiple of 8 and at least sizeof(struct coro_event_hdr).
+ *
+ * Because a block is written whole or not at all, a capture cut short (the
+ * tracer killed, the disk full) reads back up to its last complete block;
+ * a clean capture ends with a CORO_REC_END record.
+ *
+ * All integers are little-endian (the capture's machine; only x86-64 and
+ * arm64 hosts are supported).
+ */
+#ifndef COROBPF_RAW_H
+#define COROBPF_RAW_H
+
+#include <stdio.h>
+#include "corobpf.h"
+#include "util.h"
+
+#define RAW_MAGIC "COROBPF\x1a"
+#define RAW_FORMAT_VERSION 1
+#define RAW_BLOCK_MAGIC 0x4b4c4243u /* "CBLK" */
+#define RAW_MAX_BLOCK (4u << 20)
+#define RAW_MAX_PIDS 4096
+
+/* User-space record kinds, in the same numbering as enum coro_event_kind. Append-only. */
+enum coro_rec_kind {
+	CORO_REC_PROCESS = 128,	  /* a traced process: struct coro_rec_process */
+	CORO_REC_THREAD = 129,	  /* a thread first seen: struct coro_rec_thread */
+	CORO_REC_OBJECT = 130,	  /* probes attached in an object: struct coro_rec_object */
+	CORO_REC_PROC_EXIT = 131, /* a traced process ended: struct coro_rec_proc_exit */
+	CORO_REC_STATS = 132,	  /* loss and throughput counters so far: struct coro_rec_stats */
+	CORO_REC_END = 133,	  /* the capture ended cleanly: struct coro_rec_end */
+};
+
+enum coro_proc_mode {
+	CORO_PROC_ATTACHED = 1, /* -p: attached to a running process */
+	CORO_PROC_LAUNCHED = 2, /* -- CMD: traced from its first instruction */
+};
+
+struct coro_rec_process {
+	struct coro_event_hdr hdr; /* pid, ts */
+	u32 mode;		   /* enum coro_proc_mode */
+	u32 ppid;
+	char comm[16];
+	char exe[]; /* NUL-terminated, padded to 8 */
+};
+
+struct coro_rec_thread {
+	struct coro_event_hdr hdr; /* pid, tid, ts (of its first event) */
+	char comm[16];
+};
+
+struct coro_rec_object {
+	struct coro_event_hdr hdr; /* pid, ts */
+	u32 probes;		   /* probe sites attached */
+	u32 late;		   /* 1: attached after the object was mapped (dlopen) */
+	char path[];		   /* NUL-terminated, padded to 8 */
+};
+
+struct coro_rec_proc_exit {
+	struct coro_event_hdr hdr; /* pid, ts */
+	s32 status;		   /* waitpid status if known (launched), else -1 */
+	u32 __pad;
+};
+
+/* User-space counters carried in CORO_REC_STATS (after the BPF ones). Append-only. */
+enum coro_user_stat {
+	CORO_USTAT_RECORDS = 0,	     /* records read from the ring buffer */
+	CORO_USTAT_BAD_RECORDS = 1,  /* records from the ring that failed validation */
+	CORO_USTAT_LATE_ATTACH = 2,  /* objects attached after they were mapped */
+	CORO_USTAT_ATTACH_FAIL = 3,  /* objects with probes that could not be attached */
+	CORO_USTAT_MAX = 8,
+};
+
+struct coro_rec_stats {
+	struct coro_event_hdr hdr;   /* ts */
+	u64 bpf[CORO_STAT_MAX];	     /* sums of the per-CPU BPF counters (enum coro_stat) */
+	u64 user[CORO_USTAT_MAX];    /* enum coro_user_stat */
+};
+
+enum coro_end_reason {
+	CORO_END_TARGETS_EXITED = 1,
+	CORO_END_SIGNAL = 2,
+	CORO_END_DURATION = 3,
+	CORO_END_ERROR = 4,
+};
+
+struct coro_rec_end {
+	struct coro_event_hdr hdr; /* ts */
+	u32 reason;		   /* enum coro_end_reason */
+	u32 __pad;
+};
+
+struct raw_file_header {
+	char magic[8];	    /* RAW_MAGIC */
+	u32 version;	    /* RAW_FORMAT_VERSION */
+	u32 header_size;    /* this struct plus the pid array */
+	u32 abi_version;    /* CORO_EVENT_ABI_VERSION of the records */
+	u32 clock_id;	    /* CLOCK_BOOTTIME */
+	u64 start_ts;	    /* clock_id ns when the capture started */
+	s64 realtime_offset; /* CLOCK_REALTIME - clock_id, ns, at start */
+	char tool_version[32];
+	char kernel[64];   /* uname -r */
+	char hostname[64];
+	u32 flags;
+	u32 npids;
+	u32 pids[]; /* the processes named at start (-p, or the launched one) */
+};
+
+struct raw_block_header {
+	u32 magic; /* RAW_BLOCK_MAGIC */
+	u32 len;   /* bytes of records that follow */
+	u32 nrecords;
+	u32 crc32; /* zlib crc32 of the record bytes */
+};
+
+/* What a capture says about itself: the decoded file header. */
+struct capture_info {
+	u32 version, abi_version, clock_id, flags;
+	u64 start_ts;
+	s64 realtime_offset;
+	char tool_version[32];
+	char kernel[64];
+	char hostname[64];
+	u32 npids;
+	u32 *pids;
+};
+
+void capture_info_init_live(struct capture_info *ci, const u32 *pids, u32 npids);
+void capture_info_free(struct capture_info *ci);
+
+/* Record validation shared by the ring reader and the file reader. */
+bool coro_record_valid(const struct coro_event_hdr *h, size_t avail, const char **why);
+const char *coro_kind_name(unsigned kind);
+
+/* ---- writer ---- */
+struct raw_writer;
+
+struct raw_writer *raw_writer_open(int fd, const struct capture_info *ci, char *err,
+				   size_t errlen);
+void raw_writer_append(struct raw_writer *w, const struct coro_event_hdr *rec);
+int raw_writer_flush(struct raw_writer *w); /* write out the current block */
+int raw_writer_close(struct raw_writer *w); /* flush; free; 0 or -errno */
+
+/* ---- reader ---- */
+struct raw_reader;
+
+struct raw_reader *raw_reader_open(const char *path, struct capture_info *ci, char *err,
+				   size_t errlen);
+/*
+ * Next record: 1 and *rec (valid until the next call), 0 at a clean end,
+ * or -1 with raw_reader_error() saying what is wrong and where.
+ */
+int raw_reader_next(struct raw_reader *r, const struct coro_event_hdr **rec);
+const char *raw_reader_error(const struct raw_reader *r);
+u64 raw_reader_records(const struct raw_reader *r);
+bool raw_reader_saw_end(const struct raw_reader *r);
+void raw_reader_close(struct raw_reader *r);
+
+#endif

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Timestamp reordering. Records leave the ring buffer in reservation order;
+ * a CPU interrupted between reserving and reading the clock can put a
+ * slightly older timestamp behind a newer one. The model needs time order,
+ * so records wait here until the newest timestamp seen is `window` ns past
+ * theirs, and leave in (ts, arrival) order. The decision depends only on
+ * the record sequence, never on wall time, so a replay of a raw capture
+ * orders exactly as the live run did.
+ *
+ * Records are copied into size-class slabs: no allocation per record once
+ * the slabs have grown to the working set.
+ */
+#ifndef COROBPF_REORDER_H
+#define COROBPF_REORDER_H
+
+#include "corobpf.h"
+#include "util.h"
+
+typedef void (*reorder_emit_fn)(void *ctx, const struct coro_event_hdr *rec);
+
+struct reorder_item {
+	u64 ts, seq;
+	struct coro_event_hdr *rec;
+};
+
+#define REORDER_CLASSES 32 /* size classes of 8 bytes: records up to 256 bytes pooled */
+
+struct reorder {
+	u64 window;
+	u64 max_ts;	 /* newest timestamp pushed */
+	u64 last_out_ts; /* timestamp of the last record emitted */
+	u64 seq;
+	u64 late;	 /* records that arrived after newer ones had already left */
+	struct reorder_item *heap;
+	size_t len, cap, peak;
+	void *free_list[REORDER_CLASSES];
+	void **slabs;
+	size_t nslabs;
+	reorder_emit_fn emit;
+	void *ctx;
+};
+
+void reorder_init(struct reorder *r, u64 window_ns, reorder_emit_fn emit, void *ctx);
+void reorder_push(struct reorder *r, const struct coro_event_hdr *rec);
+void reorder_drain(struct reorder *r); /* emit everything held */
+void reorder_free(struct reorder *r);
+
+#endif

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <string.h>
+#include "summary.h"
+
+static void summary_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct summary *s = ctx;
+	struct summary_entry *e;
+	int i;
+
+	if (!c->longest_susp)
+		return;
+	if (s->ntop == SUMMARY_TOP && c->longest_susp <= s->top[SUMMARY_TOP - 1].dur)
+		return;
+	/* Insertion into a sorted array of five. */
+	i = s->ntop < SUMMARY_TOP ? s->ntop++ : SUMMARY_TOP - 1;
+	while (i > 0 && s->top[i - 1].dur < c->longest_susp) {
+		s->top[i] = s->top[i - 1];
+		i--;
+	}
+	e = &s->top[i];
+	e->id = c->id;
+	e->uid = c->uid;
+	e->pid = c->pid;
+	e->dur = c->longest_susp;
+	e->start = c->longest_susp_start;
+	e->reason = c->longest_susp_reason;
+	e->obj = c->longest_susp_obj;
+	e->open = c->longest_open;
+	memcpy(e->name, c->name, CORO_STR_LEN);
+}
+
+static void summary_finish(void *ctx, const struct model *m)
+{
+	struct summary *s = ctx;
+	const struct model_anomalies *a = &m->anom;
+	u64 nproc = 0, lost = m->stats.bpf[CORO_STAT_RING_FULL];
+	size_t it = 0;
+	void *v;
+	char span[32];
+
+	while (hmap_next(&m->procs, &it, NULL, NULL, &v))
+		nproc++;
+	fmt_duration(span, sizeof(span), m->last_ts > m->first_ts ? m->last_ts - m->first_ts : 0);
+	fprintf(s->out, "corobpf summary: %llu process%s, %llu coroutine%s (peak %llu live), "
+		"%llu events over %s, %llu lost\n",
+		(unsigned long long)nproc, nproc == 1 ? "" : "es",
+		(unsigned long long)m->coroutines, m->coroutines == 1 ? "" : "s",
+		(unsigned long long)m->peak_live, (unsigned long long)m->events, span,
+		(unsigned long long)lost);
+	if (m->input_error)
+		fprintf(s->out, "  INCOMPLETE: the capture is damaged %s\n", m->input_error);
+	if (lost)
+		fprintf(s->out, "  %llu events were lost (ring buffer full): the coroutines they "
+			"touched show state \"unknown\" there; try a larger --ring-size\n",
+			(unsigned long long)lost);
+	if (m->stats.bpf[CORO_STAT_STR_FAULT])
+		fprintf(s->out, "  %llu names/span labels could not be read (kept empty)\n",
+			(unsigned long long)m->stats.bpf[CORO_STAT_STR_FAULT]);
+	if (m->stats.user[CORO_USTAT_LATE_ATTACH])
+		fprintf(s->out, "  %llu objects were attached after they were loaded: their first "
+			"probes may be missing\n",
+			(unsigned long long)m->stats.user[CORO_USTAT_LATE_ATTACH]);
+	if (a->switch_from_mismatch || a->running_elsewhere || a->recreate_live ||
+	    a->span_unmatched_end || a->cur_desync)
+		fprintf(s->out, "  inconsistencies in the probe stream: %llu switch-from "
+			"mismatches, %llu coroutines switched in while running elsewhere, %llu "
+			"re-created without exit, %llu unmatched span ends\n",
+			(unsigned long long)(a->switch_from_mismatch + a->cur_desync),
+			(unsigned long long)a->running_elsewhere,
+			(unsigned long long)a->recreate_live,
+			(unsigned long long)a->span_unmatched_end);
+	if (!s->ntop)
+		return;
+	fprintf(s->out, "  longest suspended:\n");
+	for (int i = 0; i < s->ntop; i++) {
+		const struct summary_entry *e = &s->top[i];
+		char d[32];
+
+		fmt_duration(d, sizeof(d), e->dur);
+		fprintf(s->out, "    %10s  0x%llx %-20s pid %u, %s", d, (unsigned long long)e->id,
+			e->name[0] ? e->name : "(unnamed)", e->pid, coro_reason_name(e->reason));
+		if (e->obj)
+			fprintf(s->out, " on 0x%llx", (unsigned long long)e->obj);
+		fprintf(s->out, "%s\n", e->open ? ", still suspended at the end" : "");
+	}
+}
+
+void summary_init(struct summary *s, FILE *out, struct model_observer *obs)
+{
+	memset(s, 0, sizeof(*s));
+	s->out = out;
+	memset(obs, 0, sizeof(*obs));
+	obs->ctx = s;
+	obs->coroutine_end = summary_coroutine_end;
+	obs->finish = summary_finish;
+}

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The short summary printed when a run or a replay ends: processes,
+ * coroutines, events, losses, and the longest-suspended coroutines.
+ */
+#ifndef COROBPF_SUMMARY_H
+#define COROBPF_SUMMARY_H
+
+#include <stdio.h>
+#include "model.h"
+
+#define SUMMARY_TOP 5
+
+struct summary_entry {
+	u64 id, uid, dur, obj, start;
+	u32 pid, reason;
+	bool open;
+	char name[CORO_STR_LEN];
+};
+
+struct summary {
+	FILE *out;
+	struct summary_entry top[SUMMARY_TOP];
+	int ntop;
+};
+
+void summary_init(struct summary *s, FILE *out, struct model_observer *obs);
+
+#endif

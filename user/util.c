@@ -1,0 +1,585 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <zlib.h>
+#include "log.h"
+#include "util.h"
+
+static void oom(size_t n)
+{
+	log_err("out of memory (allocating %zu bytes)", n);
+	abort();
+}
+
+void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (!p)
+		oom(n);
+	return p;
+}
+
+void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz ? sz : 1);
+
+	if (!p)
+		oom(n * sz);
+	return p;
+}
+
+void *xrealloc(void *p, size_t n)
+{
+	p = realloc(p, n ? n : 1);
+	if (!p)
+		oom(n);
+	return p;
+}
+
+char *xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (!p)
+		oom(strlen(s));
+	return p;
+}
+
+/* ---- hash map ---- */
+
+static inline u64 hmap_hash(u64 k1, u64 k2)
+{
+	/* splitmix64 finalizer over both words: ids are often pointers or counters */
+	u64 x = k1 * 0x9e3779b97f4a7c15ULL ^ (k2 + 0x632be59bd9b4e019ULL);
+
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
+void hmap_init(struct hmap *m)
+{
+	m->cap = 64;
+	m->len = 0;
+	m->slots = xcalloc(m->cap, sizeof(*m->slots));
+}
+
+void hmap_free(struct hmap *m)
+{
+	free(m->slots);
+	m->slots = NULL;
+	m->cap = m->len = 0;
+}
+
+static struct hmap_slot *hmap_find(const struct hmap *m, u64 k1, u64 k2)
+{
+	size_t mask = m->cap - 1, i = hmap_hash(k1, k2) & mask;
+
+	for (;;) {
+		struct hmap_slot *s = &m->slots[i];
+
+		if (!s->val || (s->k1 == k1 && s->k2 == k2))
+			return s;
+		i = (i + 1) & mask;
+	}
+}
+
+void *hmap_get(const struct hmap *m, u64 k1, u64 k2)
+{
+	return hmap_find(m, k1, k2)->val;
+}
+
+static void hmap_grow(struct hmap *m)
+{
+	struct hmap old = *m;
+
+	m->cap = old.cap * 2;
+	m->len = 0;
+	m->slots = xcalloc(m->cap, sizeof(*m->slots));
+	for (size_t i = 0; i < old.cap; i++)
+		if (old.slots[i].val)
+			hmap_put(m, old.slots[i].k1, old.slots[i].k2, old.slots[i].val);
+	free(old.slots);
+}
+
+void hmap_put(struct hmap *m, u64 k1, u64 k2, void *val)
+{
+	struct hmap_slot *s;
+
+	if ((m->len + 1) * 4 > m->cap * 3)
+		hmap_grow(m);
+	s = hmap_find(m, k1, k2);
+	if (!s->val)
+		m->len++;
+	s->k1 = k1;
+	s->k2 = k2;
+	s->val = val;
+}
+
+void *hmap_del(struct hmap *m, u64 k1, u64 k2)
+{
+	size_t mask = m->cap - 1;
+	struct hmap_slot *s = hmap_find(m, k1, k2);
+	size_t i = s - m->slots, j = i;
+	void *val = s->val;
+
+	if (!val)
+		return NULL;
+	m->len--;
+	/* Backward shift: pull later members of the probe run into the hole. */
+	for (;;) {
+		size_t home;
+
+		j = (j + 1) & mask;
+		if (!m->slots[j].val)
+			break;
+		home = hmap_hash(m->slots[j].k1, m->slots[j].k2) & mask;
+		/* Move j into i unless its home lies cyclically in (i, j]. */
+		if ((i <= j) ? (i < home && home <= j) : (i < home || home <= j))
+			continue;
+		m->slots[i] = m->slots[j];
+		i = j;
+	}
+	m->slots[i].val = NULL;
+	return val;
+}
+
+bool hmap_next(const struct hmap *m, size_t *iter, u64 *k1, u64 *k2, void **val)
+{
+	while (*iter < m->cap) {
+		struct hmap_slot *s = &m->slots[(*iter)++];
+
+		if (s->val) {
+			if (k1)
+				*k1 = s->k1;
+			if (k2)
+				*k2 = s->k2;
+			*val = s->val;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- buffered output ---- */
+
+#define OBUF_CAP (256 * 1024)
+
+int obuf_open_fd(struct obuf *o, int fd, bool gzip)
+{
+	memset(o, 0, sizeof(*o));
+	o->fd = fd;
+	o->cap = OBUF_CAP;
+	o->buf = xmalloc(o->cap);
+	if (gzip) {
+		int gfd = dup(fd);
+
+		if (gfd < 0)
+			return -errno;
+		/* Level 1: the point of .gz here is size at streaming speed. */
+		o->gz = gzdopen(gfd, "wb1");
+		if (!o->gz) {
+			close(gfd);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static void obuf_drain(struct obuf *o)
+{
+	size_t off = 0;
+
+	if (o->err) {
+		o->len = 0;
+		return;
+	}
+	if (o->gz) {
+		if (o->len && gzwrite(o->gz, o->buf, o->len) != (int)o->len) {
+			int e;
+
+			gzerror(o->gz, &e);
+			o->err = (e == Z_ERRNO && errno) ? errno : EIO;
+		}
+		o->len = 0;
+		return;
+	}
+	while (off < o->len) {
+		ssize_t n = write(o->fd, o->buf + off, o->len - off);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			o->err = errno;
+			break;
+		}
+		off += n;
+	}
+	o->len = 0;
+}
+
+void obuf_write(struct obuf *o, const void *p, size_t n)
+{
+	o->bytes += n;
+	if (o->len + n > o->cap) {
+		obuf_drain(o);
+		if (n > o->cap) {
+			size_t off = 0;
+
+			/* Larger than the buffer: pass it through in buffer-sized pieces. */
+			while (off < n) {
+				size_t k = MIN(n - off, o->cap);
+
+				memcpy(o->buf, (const char *)p + off, k);
+				o->len = k;
+				obuf_drain(o);
+				off += k;
+			}
+			return;
+		}
+	}
+	memcpy(o->buf + o->len, p, n);
+	o->len += n;
+}
+
+void obuf_puts(struct obuf *o, const char *s)
+{
+	obuf_write(o, s, strlen(s));
+}
+
+void obuf_putc(struct obuf *o, char c)
+{
+	if (o->len + 1 > o->cap)
+		obuf_drain(o);
+	o->buf[o->len++] = c;
+	o->bytes++;
+}
+
+void obuf_printf(struct obuf *o, const char *fmt, ...)
+{
+	char tmp[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	obuf_write(o, tmp, MIN((size_t)n, sizeof(tmp) - 1));
+}
+
+void obuf_u64(struct obuf *o, u64 v)
+{
+	char tmp[24];
+	int i = sizeof(tmp);
+
+	do {
+		tmp[--i] = '0' + v % 10;
+		v /= 10;
+	} while (v);
+	obuf_write(o, tmp + i, sizeof(tmp) - i);
+}
+
+void obuf_s64(struct obuf *o, s64 v)
+{
+	if (v < 0) {
+		obuf_putc(o, '-');
+		obuf_u64(o, (u64)0 - (u64)v);
+	} else {
+		obuf_u64(o, v);
+	}
+}
+
+void obuf_hex(struct obuf *o, u64 v)
+{
+	static const char digits[] = "0123456789abcdef";
+	char tmp[20];
+	int i = sizeof(tmp);
+
+	do {
+		tmp[--i] = digits[v & 15];
+		v >>= 4;
+	} while (v);
+	tmp[--i] = 'x';
+	tmp[--i] = '0';
+	obuf_write(o, tmp + i, sizeof(tmp) - i);
+}
+
+/* Length of a valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. */
+static size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	u32 cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and values past U+10FFFF are invalid. */
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return len;
+}
+
+void obuf_json_str(struct obuf *o, const char *str, size_t maxlen)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t n = strnlen(str, maxlen), i = 0, run = 0;
+
+	obuf_putc(o, '"');
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t k;
+
+		if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+			run++;
+			i++;
+			continue;
+		}
+		if (run) {
+			obuf_write(o, s + i - run, run);
+			run = 0;
+		}
+		switch (c) {
+		case '"':
+			obuf_puts(o, "\\\"");
+			i++;
+			continue;
+		case '\\':
+			obuf_puts(o, "\\\\");
+			i++;
+			continue;
+		case '\n':
+			obuf_puts(o, "\\n");
+			i++;
+			continue;
+		case '\t':
+			obuf_puts(o, "\\t");
+			i++;
+			continue;
+		case '\r':
+			obuf_puts(o, "\\r");
+			i++;
+			continue;
+		}
+		if (c < 0x20) {
+			obuf_printf(o, "\\u%04x", c);
+			i++;
+			continue;
+		}
+		k = utf8_seq_len(s + i, n - i);
+		if (k) {
+			obuf_write(o, s + i, k);
+			i += k;
+		} else {
+			obuf_puts(o, "\\ufffd");
+			i++;
+		}
+	}
+	if (run)
+		obuf_write(o, s + i - run, run);
+	obuf_putc(o, '"');
+}
+
+int obuf_flush(struct obuf *o)
+{
+	obuf_drain(o);
+	if (o->gz && !o->err && gzflush(o->gz, Z_SYNC_FLUSH) != Z_OK)
+		o->err = EIO;
+	return o->err ? -o->err : 0;
+}
+
+int obuf_close(struct obuf *o)
+{
+	int err;
+
+	obuf_drain(o);
+	if (o->gz) {
+		if (gzclose(o->gz) != Z_OK && !o->err)
+			o->err = EIO;
+		o->gz = NULL;
+	}
+	err = o->err;
+	free(o->buf);
+	o->buf = NULL;
+	return err ? -err : 0;
+}
+
+/* ---- output files ---- */
+
+/* Temporary names in use, for the second Ctrl-C, which leaves through _exit. */
+#define OUTFILE_MAX_OPEN 32
+static char *volatile open_tmp_paths[OUTFILE_MAX_OPEN];
+
+static void tmp_register(char *path)
+{
+	for (int i = 0; i < OUTFILE_MAX_OPEN; i++) {
+		if (!open_tmp_paths[i]) {
+			open_tmp_paths[i] = path;
+			return;
+		}
+	}
+}
+
+static void tmp_unregister(char *path)
+{
+	for (int i = 0; i < OUTFILE_MAX_OPEN; i++)
+		if (open_tmp_paths[i] == path)
+			open_tmp_paths[i] = NULL;
+}
+
+void outfile_emergency_cleanup(void)
+{
+	for (int i = 0; i < OUTFILE_MAX_OPEN; i++)
+		if (open_tmp_paths[i])
+			unlink(open_tmp_paths[i]);
+}
+
+int outfile_open(struct outfile *f, const char *path, bool force, char *err, size_t errlen)
+{
+	struct stat st;
+	const char *sudo_uid = getenv("SUDO_UID"), *sudo_gid = getenv("SUDO_GID");
+	size_t n = strlen(path) + 32;
+
+	memset(f, 0, sizeof(*f));
+	f->fd = -1;
+	if (!force && stat(path, &st) == 0) {
+		snprintf(err, errlen, "%s already exists; remove it or add --force", path);
+		return -EEXIST;
+	}
+	f->path = xstrdup(path);
+	f->tmp_path = xmalloc(n);
+	snprintf(f->tmp_path, n, "%s.tmp-%d", path, (int)getpid());
+	f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (f->fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "cannot create %s: %s", f->tmp_path, strerror(e));
+		free(f->path);
+		free(f->tmp_path);
+		f->path = f->tmp_path = NULL;
+		return -e;
+	}
+	tmp_register(f->tmp_path);
+	/* Run under sudo: the trace belongs to whoever asked for it. */
+	if (geteuid() == 0 && sudo_uid && sudo_gid) {
+		if (fchown(f->fd, atoi(sudo_uid), atoi(sudo_gid)) < 0)
+			log_debug("chown %s to SUDO_UID: %s", f->tmp_path, strerror(errno));
+	}
+	return 0;
+}
+
+int outfile_commit(struct outfile *f, char *err, size_t errlen)
+{
+	int ret = 0;
+
+	if (!f->path)
+		return 0;
+	if (f->fd >= 0 && close(f->fd) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot write %s: %s", f->path, strerror(errno));
+	}
+	f->fd = -1;
+	if (!ret && rename(f->tmp_path, f->path) < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot rename %s to %s: %s", f->tmp_path, f->path,
+			 strerror(errno));
+	}
+	if (ret)
+		unlink(f->tmp_path);
+	tmp_unregister(f->tmp_path);
+	free(f->path);
+	free(f->tmp_path);
+	f->path = f->tmp_path = NULL;
+	return ret;
+}
+
+void outfile_abort(struct outfile *f)
+{
+	if (!f->path)
+		return;
+	if (f->fd >= 0)
+		close(f->fd);
+	unlink(f->tmp_path);
+	tmp_unregister(f->tmp_path);
+	free(f->path);
+	free(f->tmp_path);
+	f->path = f->tmp_path = NULL;
+	f->fd = -1;
+}
+
+/* ---- time ---- */
+
+u64 now_boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return (u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+s64 realtime_minus_boottime_ns(void)
+{
+	struct timespec a, b, c;
+	s64 best = 0, best_gap = INT64_MAX;
+
+	/* Bracket a realtime read with boottime reads; keep the tightest of a few tries. */
+	for (int i = 0; i < 5; i++) {
+		s64 gap, mid;
+
+		clock_gettime(CLOCK_BOOTTIME, &a);
+		clock_gettime(CLOCK_REALTIME, &b);
+		clock_gettime(CLOCK_BOOTTIME, &c);
+		gap = (c.tv_sec - a.tv_sec) * 1000000000LL + (c.tv_nsec - a.tv_nsec);
+		mid = a.tv_sec * 1000000000LL + a.tv_nsec + gap / 2;
+		if (gap < best_gap) {
+			best_gap = gap;
+			best = b.tv_sec * 1000000000LL + b.tv_nsec - mid;
+		}
+	}
+	return best;
+}
+
+void fmt_duration(char *buf, size_t len, u64 ns)
+{
+	if (ns >= 10000000000ULL)
+		snprintf(buf, len, "%.1f s", ns / 1e9);
+	else if (ns >= 1000000000ULL)
+		snprintf(buf, len, "%.2f s", ns / 1e9);
+	else if (ns >= 1000000ULL)
+		snprintf(buf, len, "%.1f ms", ns / 1e6);
+	else if (ns >= 1000ULL)
+		snprintf(buf, len, "%.1f us", ns / 1e3);
+	else
+		snprintf(buf, len, "%llu ns", (unsigned long long)ns);
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Small shared pieces: exit codes, a hash map keyed by two u64s, a buffered
+ * writer that never allocates per write, JSON string escaping, and output
+ * files that appear under their name only when complete.
+ */
+#ifndef COROBPF_UTIL_H
+#define COROBPF_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef uint8_t u8;
+typedef uint16_t u16;
+typedef uint32_t u32;
+typedef uint64_t u64;
+typedef int32_t s32;
+typedef int64_t s64;
+
+/* Exit codes; documented in --help and the README. */
+enum exit_code {
+	EXIT_OK = 0,
+	EXIT_FAILURE_RUNTIME = 1, /* BPF load/attach failed, or another runtime failure */
+	EXIT_USAGE = 2,		  /* bad command line */
+	EXIT_PRIVILEGE = 3,	  /* not root / missing CAP_BPF or CAP_PERFMON */
+	EXIT_KERNEL = 4,	  /* kernel lacks BTF or BPF ring buffers */
+	EXIT_NO_PROCESS = 5,	  /* a -p PID does not exist (or is a thread) */
+	EXIT_NO_PROBES = 6,	  /* the target carries no corobpf probes */
+	EXIT_OUTPUT = 7,	  /* an output cannot be written (or exists, without --force) */
+	EXIT_BAD_CAPTURE = 8,	  /* a raw capture is truncated, corrupt or of another version */
+	EXIT_LAUNCH = 9,	  /* the command after -- cannot be run */
+};
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define ROUND_UP(x, a) (((x) + (a)-1) / (a) * (a))
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+
+void *xmalloc(size_t n);
+void *xcalloc(size_t n, size_t sz);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+
+/*
+ * Open-addressing hash map, key (k1, k2), value a pointer. Linear probing
+ * with backward-shift deletion, so there are no tombstones and lookups stay
+ * short however many keys come and go.
+ */
+struct hmap_slot {
+	u64 k1, k2;
+	void *val; /* NULL: empty slot */
+};
+
+struct hmap {
+	struct hmap_slot *slots;
+	size_t cap; /* power of two */
+	size_t len;
+};
+
+void hmap_init(struct hmap *m);
+void hmap_free(struct hmap *m);
+void *hmap_get(const struct hmap *m, u64 k1, u64 k2);
+void hmap_put(struct hmap *m, u64 k1, u64 k2, void *val); /* val != NULL; replaces */
+void *hmap_del(struct hmap *m, u64 k1, u64 k2);		  /* returns the removed value */
+/* Iterate: for (size_t i = 0; hmap_next(m, &i, &k1, &k2, &val);) ... (no changes while iterating) */
+bool hmap_next(const struct hmap *m, size_t *iter, u64 *k1, u64 *k2, void **val);
+
+/*
+ * Buffered output to a file descriptor or a gzip stream. Writes copy into
+ * a fixed buffer; errors are sticky and reported once by obuf_close().
+ */
+struct obuf {
+	char *buf;
+	size_t len, cap;
+	int fd;
+	void *gz; /* gzFile when compressing */
+	int err;  /* first errno seen */
+	u64 bytes;
+};
+
+int obuf_open_fd(struct obuf *o, int fd, bool gzip);
+void obuf_write(struct obuf *o, const void *p, size_t n);
+void obuf_puts(struct obuf *o, const char *s);
+void obuf_putc(struct obuf *o, char c);
+void obuf_printf(struct obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void obuf_u64(struct obuf *o, u64 v);
+void obuf_s64(struct obuf *o, s64 v);
+void obuf_hex(struct obuf *o, u64 v); /* "0x..." without quotes */
+/* A JSON string, quoted and escaped; invalid UTF-8 bytes become \u00XX escapes of U+FFFD. */
+void obuf_json_str(struct obuf *o, const char *s, size_t maxlen);
+int obuf_flush(struct obuf *o);
+int obuf_close(struct obuf *o); /* flushes; returns 0 or -errno (the first error) */
+
+/*
+ * Output files are written to "<path>.tmp-<pid>" beside the target and
+ * renamed over it only by outfile_commit(): a file under the requested
+ * name is always complete. Under sudo, the file is given to the invoking
+ * user. Without `force`, an existing file is an error.
+ */
+struct outfile {
+	char *path;
+	char *tmp_path;
+	int fd;
+};
+
+int outfile_open(struct outfile *f, const char *path, bool force, char *err, size_t errlen);
+int outfile_commit(struct outfile *f, char *err, size_t errlen);
+void outfile_abort(struct outfile *f);
+/* From a signal handler: unlink every temporary output file (async-signal-safe). */
+void outfile_emergency_cleanup(void);
+
+u64 now_boottime_ns(void);
+s64 realtime_minus_boottime_ns(void);
+
+/* "1.25 s", "310 ms", "42 us", "12 ns" */
+void fmt_duration(char *buf, size_t len, u64 ns);
+
+#endif
