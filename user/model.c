@@ -288,6 +288,22 @@ static struct coro_thread *thread_sync(struct model *m, const struct coro_event_
 			t->cur = h->cur;
 			t->cur_exited = false;
 			t->cur_known = true;
+			/*
+			 * After a hole the BPF side still knows what runs here now (it
+			 * tracks switches it could not report): running from this event
+			 * on is a fact; how it got here is not, and is left unknown.
+			 */
+			if (h->lost_before && h->cur) {
+				struct coro *c = coro_get(m, h->pid, h->cur, h->ts, CS_UNKNOWN);
+
+				if (c->state != CS_RUNNING || c->tid != h->tid) {
+					if (c->state != CS_UNKNOWN)
+						set_state(m, c, CS_UNKNOWN,
+							  MAX(t->last_ts, c->state_since), 0, 0, 0);
+					set_state(m, c, CS_RUNNING, h->ts, h->tid, 0, 0);
+					coro_add_tid(c, h->tid);
+				}
+			}
 		}
 	}
 	t->last_ts = h->ts;

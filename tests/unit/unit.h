@@ -79,11 +79,11 @@ static const char *unit_current;
 		}                                                                            \
 	} while (0)
 
-static inline int unit_done(void)
+static inline int unit_done_(const char *file)
 {
-	fprintf(stderr, "%s: %d tests, %d failed\n", __FILE__, unit_tests_run,
-		unit_tests_failed);
+	fprintf(stderr, "%s: %d tests, %d failed\n", file, unit_tests_run, unit_tests_failed);
 	return unit_tests_failed ? 1 : 0;
 }
+#define unit_done() unit_done_(__FILE__)
 
 #endif /* COROBPF_UNIT_H */

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Synthetic record streams for unit tests: build records as the BPF side and
+ * the capture layer would, and collect what the model hands its observers.
+ */
+#ifndef COROBPF_TEST_STREAM_H
+#define COROBPF_TEST_STREAM_H
+
+#include <string.h>
+#include "model.h"
+#include "pipeline.h"
+
+#define TPID 100
+
+static inline void hdr_fill(struct coro_event_hdr *h, size_t size, unsigned kind, u32 tid, u64 ts,
+			    u64 cur)
+{
+	memset(h, 0, size);
+	h->size = size;
+	h->kind = kind;
+	h->pid = TPID;
+	h->tid = tid;
+	h->ts = ts;
+	h->cur = cur;
+}
+
+/* Records are built into this buffer; feed() consumes them immediately. */
+union rec_buf {
+	struct coro_event_hdr hdr;
+	struct coro_ev_create create;
+	struct coro_ev_name name;
+	struct coro_ev_ready ready;
+	struct coro_ev_switch sw;
+	struct coro_ev_exit exit;
+	struct coro_ev_span span;
+	struct coro_rec_thread thread;
+	struct coro_rec_proc_exit pexit;
+	struct coro_rec_end end;
+	char raw[512];
+};
+
+static inline struct coro_event_hdr *mk_create(union rec_buf *b, u32 tid, u64 ts, u64 cur, u64 id,
+					       u64 parent)
+{
+	hdr_fill(&b->hdr, sizeof(b->create), CORO_EV_CREATE, tid, ts, cur);
+	b->create.id = id;
+	b->create.parent = parent;
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_name(union rec_buf *b, u32 tid, u64 ts, u64 cur, u64 id,
+					     const char *name)
+{
+	hdr_fill(&b->hdr, sizeof(b->name), CORO_EV_NAME, tid, ts, cur);
+	b->name.id = id;
+	strncpy(b->name.name, name, CORO_STR_LEN - 1);
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_ready(union rec_buf *b, u32 tid, u64 ts, u64 cur, u64 id)
+{
+	hdr_fill(&b->hdr, sizeof(b->ready), CORO_EV_READY, tid, ts, cur);
+	b->ready.id = id;
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_switch(union rec_buf *b, u32 tid, u64 ts, u64 from, u64 to,
+					       u32 reason, u64 obj)
+{
+	hdr_fill(&b->hdr, sizeof(b->sw), CORO_EV_SWITCH, tid, ts, from);
+	b->sw.from = from;
+	b->sw.to = to;
+	b->sw.reason = reason;
+	b->sw.obj = obj;
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_exit(union rec_buf *b, u32 tid, u64 ts, u64 cur, u64 id,
+					     s64 status)
+{
+	hdr_fill(&b->hdr, sizeof(b->exit), CORO_EV_EXIT, tid, ts, cur);
+	b->exit.id = id;
+	b->exit.status = status;
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_span(union rec_buf *b, bool begin, u32 tid, u64 ts,
+					     u64 cur, const char *name)
+{
+	hdr_fill(&b->hdr, sizeof(b->span), begin ? CORO_EV_SPAN_BEGIN : CORO_EV_SPAN_END, tid, ts,
+		 cur);
+	strncpy(b->span.name, name, CORO_STR_LEN - 1);
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_proc_exit(union rec_buf *b, u64 ts, s32 status)
+{
+	hdr_fill(&b->hdr, sizeof(b->pexit), CORO_REC_PROC_EXIT, TPID, ts, 0);
+	b->pexit.status = status;
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_process(union rec_buf *b, u64 ts, u32 mode)
+{
+	struct coro_rec_process *p = (void *)b->raw;
+	size_t size = ROUND_UP(sizeof(*p) + 6, 8);
+
+	hdr_fill(&b->hdr, size, CORO_REC_PROCESS, TPID, ts, 0);
+	p->mode = mode;
+	strcpy(p->comm, "test");
+	strcpy(p->exe, "/test");
+	return &b->hdr;
+}
+
+/* What the observers saw: every ended coroutine, copied. */
+#define MAX_ENDED 64
+struct seen {
+	struct coro ended[MAX_ENDED];
+	int nended;
+	int intervals;
+	u64 interval_ns[CS_NSTATES];
+};
+
+static inline void seen_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct seen *s = ctx;
+
+	if (s->nended < MAX_ENDED) {
+		s->ended[s->nended] = *c;
+		/* The pointers die with the coroutine. */
+		s->ended[s->nended].tids = NULL;
+		s->ended[s->nended].spans = NULL;
+		s->nended++;
+	}
+}
+
+static inline void seen_interval(void *ctx, const struct coro *c, enum coro_state st, u64 start,
+				 u64 end, u32 tid, u32 reason, u64 obj)
+{
+	struct seen *s = ctx;
+
+	s->intervals++;
+	s->interval_ns[st] += end - start;
+}
+
+static inline void seen_attach(struct pipeline *p, struct seen *s)
+{
+	struct model_observer obs = {0};
+
+	memset(s, 0, sizeof(*s));
+	obs.ctx = s;
+	obs.coroutine_end = seen_coroutine_end;
+	obs.interval = seen_interval;
+	pipeline_add_observer(p, &obs);
+}
+
+static inline const struct coro *seen_find(const struct seen *s, u64 id, int nth)
+{
+	for (int i = 0; i < s->nended; i++)
+		if (s->ended[i].id == id && nth-- == 0)
+			return &s->ended[i];
+	return NULL;
+}
+
+#endif

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The JSONL writer: a small synthetic stream against a golden file
+ * (tests/unit/golden/basic.jsonl; UPDATE_GOLDEN=1 rewrites it), escaping of
+ * hostile names, and the hash map and JSON helpers underneath.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include "unit.h"
+#include "stream.h"
+#include "jsonl.h"
+#include "output.h"
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = calloc(1, n + 1);
+	if (fread(buf, 1, n, f) != (size_t)n)
+		n = 0;
+	fclose(f);
+	return buf;
+}
+
+/* Run a fixed stream through the pipeline into `path`. */
+static void write_basic(const char *path)
+{
+	struct capture_info ci = {0};
+	u32 pids[1] = {TPID};
+	struct output out;
+	struct pipeline p;
+	union rec_buf b;
+	char err[256];
+
+	ci.version = 1;
+	ci.start_ts = 1000;
+	ci.realtime_offset = 1700000000000000000LL;
+	strcpy(ci.tool_version, "test");
+	strcpy(ci.kernel, "6.18.0-test");
+	strcpy(ci.hostname, "host");
+	ci.npids = 1;
+	ci.pids = pids;
+	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
+	pipeline_init(&p, &ci);
+	output_attach(&out, &p);
+	pipeline_begin(&p);
+	pipeline_feed(&p, mk_process(&b, 1000, CORO_PROC_LAUNCHED));
+	hdr_fill(&b.hdr, sizeof(b.thread), CORO_REC_THREAD, 2, 1100, 0);
+	strcpy(b.thread.comm, "worker-0");
+	pipeline_feed(&p, &b.hdr);
+	pipeline_feed(&p, mk_create(&b, 2, 1100, 0, 0xdeadbeefcafef00dULL, 0));
+	pipeline_feed(&p, mk_name(&b, 2, 1110, 0, 0xdeadbeefcafef00dULL, "say \"hi\"\\\n\x01\xff"));
+	pipeline_feed(&p, mk_ready(&b, 2, 1120, 0, 0xdeadbeefcafef00dULL));
+	pipeline_feed(&p, mk_switch(&b, 2, 1200, 0, 0xdeadbeefcafef00dULL, 0, 0));
+	pipeline_feed(&p, mk_span(&b, true, 2, 1210, 0xdeadbeefcafef00dULL, "request"));
+	pipeline_feed(&p, mk_switch(&b, 2, 1300, 0xdeadbeefcafef00dULL, 0, CORO_R_WAIT, 0x7f00));
+	{
+		struct coro_event_hdr *h = mk_ready(&b, 2, 1400, 0, 0xdeadbeefcafef00dULL);
+
+		h->lost_before = 2;
+		pipeline_feed(&p, h);
+	}
+	pipeline_feed(&p, mk_switch(&b, 2, 1500, 0, 0xdeadbeefcafef00dULL, 0, 0));
+	pipeline_feed(&p, mk_span(&b, false, 2, 1510, 0xdeadbeefcafef00dULL, "request"));
+	pipeline_feed(&p, mk_exit(&b, 2, 1600, 0xdeadbeefcafef00dULL, 0xdeadbeefcafef00dULL, -125));
+	pipeline_feed(&p, mk_switch(&b, 2, 1610, 0xdeadbeefcafef00dULL, 0, CORO_R_DONE, 0));
+	pipeline_feed(&p, mk_create(&b, 2, 1700, 0, 3, 0xdeadbeefcafef00dULL));
+	pipeline_feed(&p, mk_proc_exit(&b, 2000, 256 * 3));
+	pipeline_finish(&p);
+	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
+	pipeline_free(&p);
+}
+
+TEST(golden_basic)
+{
+	char tmp[] = "/tmp/corobpf-test-jsonl-XXXXXX";
+	char path[300];
+	const char *golden = "tests/unit/golden/basic.jsonl";
+	char *got, *want;
+
+	if (!mkdtemp(tmp))
+		return;
+	snprintf(path, sizeof(path), "%s/basic.jsonl", tmp);
+	write_basic(path);
+	got = slurp(path);
+	CHECK(got != NULL);
+	if (getenv("UPDATE_GOLDEN")) {
+		FILE *f = fopen(golden, "wb");
+
+		fputs(got, f);
+		fclose(f);
+	}
+	want = slurp(golden);
+	CHECK(want != NULL);
+	if (got && want && strcmp(got, want)) {
+		unit_failed_checks++;
+		fprintf(stderr, "%s differs from %s:\n%s\n(diff %s %s; UPDATE_GOLDEN=1 rewrites)\n",
+			path, golden, got, path, golden);
+	} else {
+		unlink(path);
+		rmdir(tmp);
+	}
+	/* The pieces a reader relies on, independent of the golden file. */
+	CHECK_CONTAINS(got, "\"id\":\"0xdeadbeefcafef00d\"");
+	CHECK_CONTAINS(got, "\"name\":\"say \\\"hi\\\"\\\\\\n\\u0001\\ufffd\"");
+	CHECK_CONTAINS(got, "{\"type\":\"lost\",\"ts\":1400,\"pid\":100,\"tid\":2,\"count\":2}");
+	CHECK_CONTAINS(got, "\"status\":-125");
+	CHECK_CONTAINS(got, "\"exit_code\":3");
+	CHECK_CONTAINS(got, "\"start_time\":\"2023-11-14T22:13:20.000001000Z\"");
+	free(got);
+	free(want);
+}
+
+TEST(existing_output_needs_force)
+{
+	char tmp[] = "/tmp/corobpf-test-out-XXXXXX";
+	char path[300], err[256];
+	struct outfile f;
+
+	if (!mkdtemp(tmp))
+		return;
+	snprintf(path, sizeof(path), "%s/x.jsonl", tmp);
+	close(open(path, O_WRONLY | O_CREAT, 0644));
+	CHECK(outfile_open(&f, path, false, err, sizeof(err)) < 0);
+	CHECK_CONTAINS(err, "--force");
+	CHECK_EQ(outfile_open(&f, path, true, err, sizeof(err)), 0);
+	/* Not under its name until committed. */
+	CHECK(write(f.fd, "new", 3) == 3);
+	{
+		char *old = slurp(path);
+
+		CHECK_STR(old, "");
+		free(old);
+	}
+	CHECK_EQ(outfile_commit(&f, err, sizeof(err)), 0);
+	{
+		char *now = slurp(path);
+
+		CHECK_STR(now, "new");
+		free(now);
+	}
+	snprintf(path, sizeof(path), "%s/nodir/x.jsonl", tmp);
+	CHECK(outfile_open(&f, path, false, err, sizeof(err)) < 0);
+	CHECK_CONTAINS(err, "cannot create");
+	snprintf(path, sizeof(path), "rm -rf %s", tmp);
+	CHECK_EQ(system(path), 0);
+}
+
+TEST(hmap_matches_a_reference)
+{
+	enum { N = 5000 };
+	static u64 keys[N];
+	static bool present[N];
+	struct hmap m;
+	u64 seed = 42;
+
+	hmap_init(&m);
+	for (int i = 0; i < N; i++)
+		keys[i] = (u64)i * 0x10000; /* pointer-like ids, many colliding low bits */
+	for (int round = 0; round < 200000; round++) {
+		int i;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		i = (seed >> 33) % N;
+		if ((seed >> 20) & 1) {
+			hmap_put(&m, 7, keys[i], &present[i]);
+			present[i] = true;
+		} else {
+			void *v = hmap_del(&m, 7, keys[i]);
+
+			CHECK((v != NULL) == present[i]);
+			present[i] = false;
+		}
+	}
+	{
+		size_t n = 0;
+
+		for (int i = 0; i < N; i++) {
+			CHECK((hmap_get(&m, 7, keys[i]) != NULL) == present[i]);
+			CHECK(hmap_get(&m, 8, keys[i]) == NULL);
+			n += present[i];
+		}
+		CHECK_EQ(m.len, n);
+	}
+	hmap_free(&m);
+}
+
+int main(void)
+{
+	RUN(golden_basic);
+	RUN(existing_output_needs_force);
+	RUN(hmap_matches_a_reference);
+	return unit_done();
+}

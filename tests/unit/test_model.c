@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: MIT
+/* The model fed synthetic streams: every edge case of the issue, asserted exactly. */
+#include "unit.h"
+#include "stream.h"
+
+static struct capture_info ci;
+static struct pipeline P;
+static struct seen S;
+static union rec_buf B;
+
+static void start(u32 mode)
+{
+	memset(&ci, 0, sizeof(ci));
+	pipeline_init(&P, &ci);
+	seen_attach(&P, &S);
+	pipeline_begin(&P);
+	pipeline_feed(&P, mk_process(&B, 1, mode));
+}
+
+static void feed(struct coro_event_hdr *h)
+{
+	pipeline_feed(&P, h);
+}
+
+static void stop(void)
+{
+	pipeline_finish(&P);
+}
+
+static void done(void)
+{
+	pipeline_free(&P);
+}
+
+TEST(lifecycle_times_are_exact)
+{
+	const struct coro *c;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_name(&B, 1, 1010, 0, 7, "worker"));
+	feed(mk_ready(&B, 1, 1100, 0, 7));
+	feed(mk_switch(&B, 2, 1300, 0, 7, 0, 0));		/* runnable 200 */
+	feed(mk_switch(&B, 2, 1800, 7, 0, CORO_R_WAIT, 0xabc)); /* running 500 */
+	feed(mk_ready(&B, 1, 2800, 0, 7));			/* suspended 1000 */
+	feed(mk_switch(&B, 1, 2850, 0, 7, 0, 0));		/* runnable 50 */
+	feed(mk_exit(&B, 1, 2950, 7, 7, -5));			/* running 100 */
+	feed(mk_switch(&B, 1, 2960, 7, 0, CORO_R_DONE, 0));
+	stop();
+	CHECK_EQ(S.nended, 1);
+	c = seen_find(&S, 7, 0);
+	CHECK(c != NULL);
+	if (!c)
+		return done();
+	CHECK(c->created_seen);
+	CHECK_EQ(c->created_ts, 1000);
+	CHECK_EQ(c->end, CE_EXIT);
+	CHECK_EQ(c->end_ts, 2950);
+	CHECK_EQ(c->status, -5);
+	CHECK_STR(c->name, "worker");
+	CHECK_EQ(c->t_state[CS_NEW], 100);
+	CHECK_EQ(c->t_state[CS_RUNNABLE], 250);
+	CHECK_EQ(c->t_state[CS_RUNNING], 600);
+	CHECK_EQ(c->t_state[CS_SUSPENDED], 1000);
+	CHECK_EQ(c->t_suspended[CORO_R_WAIT], 1000);
+	CHECK_EQ(c->longest_susp, 1000);
+	CHECK_EQ(c->longest_susp_obj, 0xabc);
+	CHECK_EQ(c->switch_ins, 2);
+	CHECK_EQ(c->readies, 2);
+	CHECK(!c->uncertain);
+	/* The final switch out of an exited coroutine must not resurrect it. */
+	CHECK_EQ(P.model.coroutines, 1);
+	CHECK_EQ(P.model.anom.switch_from_mismatch, 0);
+	done();
+}
+
+TEST(attach_mid_life_creates_implicitly)
+{
+	const struct coro *c;
+
+	start(CORO_PROC_ATTACHED);
+	/* First sight of 9 is being switched out; of 10, being switched in. */
+	B.hdr.flags = 0;
+	feed(mk_switch(&B, 3, 500, 9, 10, CORO_R_SLEEP, 0));
+	feed(mk_switch(&B, 3, 900, 10, 0, CORO_R_YIELD, 0));
+	stop();
+	CHECK_EQ(S.nended, 2);
+	c = seen_find(&S, 9, 0);
+	CHECK(c && !c->created_seen);
+	CHECK(c && c->end == CE_TRACE_END);
+	CHECK(c && c->end_state == CS_SUSPENDED && c->end_reason == CORO_R_SLEEP);
+	CHECK(c && c->switch_ins == 0);
+	c = seen_find(&S, 10, 0);
+	CHECK(c && !c->created_seen && c->switch_ins == 1);
+	CHECK(c && c->t_state[CS_RUNNING] == 400);
+	/* A yield leaves it runnable, not suspended. */
+	CHECK(c && c->end_state == CS_RUNNABLE);
+	done();
+}
+
+TEST(cur_unknown_on_attach_gives_null_waker)
+{
+	struct coro_event_hdr *h;
+
+	start(CORO_PROC_ATTACHED);
+	h = mk_ready(&B, 4, 100, 0, 11);
+	h->flags = CORO_EVF_CUR_UNKNOWN;
+	feed(h);
+	stop();
+	CHECK_EQ(S.nended, 1);
+	CHECK(!S.ended[0].has_waker);
+	done();
+	/* Launched: no switch yet means "no coroutine", which is certain. */
+	start(CORO_PROC_LAUNCHED);
+	h = mk_ready(&B, 4, 100, 0, 11);
+	h->flags = CORO_EVF_CUR_UNKNOWN;
+	feed(h);
+	stop();
+	CHECK(S.ended[0].has_waker && S.ended[0].waker == 0);
+	done();
+}
+
+TEST(id_reuse_makes_new_incarnations)
+{
+	const struct coro *a, *b;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 5, 0));
+	feed(mk_name(&B, 1, 101, 0, 5, "first"));
+	feed(mk_switch(&B, 1, 110, 0, 5, 0, 0));
+	feed(mk_exit(&B, 1, 150, 5, 5, 0));
+	feed(mk_switch(&B, 1, 151, 5, 0, CORO_R_DONE, 0));
+	feed(mk_create(&B, 1, 200, 0, 5, 0));
+	feed(mk_name(&B, 1, 201, 0, 5, "second"));
+	feed(mk_switch(&B, 1, 210, 0, 5, 0, 0));
+	stop();
+	CHECK_EQ(S.nended, 2);
+	a = seen_find(&S, 5, 0);
+	b = seen_find(&S, 5, 1);
+	CHECK(a && b && a->uid != b->uid);
+	CHECK(a && !strcmp(a->name, "first") && a->end == CE_EXIT && a->switch_ins == 1);
+	CHECK(b && !strcmp(b->name, "second") && b->end == CE_TRACE_END && b->switch_ins == 1);
+	CHECK(b && b->created_ts == 200);
+	CHECK_EQ(P.model.anom.recreate_live, 0);
+	done();
+}
+
+TEST(create_of_live_id_supersedes)
+{
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 5, 0));
+	feed(mk_switch(&B, 1, 110, 0, 5, 0, 0));
+	feed(mk_switch(&B, 1, 120, 5, 0, CORO_R_WAIT, 1));
+	feed(mk_create(&B, 1, 200, 0, 5, 0)); /* its exit was lost */
+	stop();
+	CHECK_EQ(S.nended, 2);
+	CHECK(S.ended[0].end == CE_SUPERSEDED && S.ended[0].end_ts == 200);
+	CHECK_EQ(P.model.anom.recreate_live, 1);
+	done();
+}
+
+TEST(name_before_create_is_one_coroutine)
+{
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_name(&B, 1, 100, 0, 8, "early"));
+	feed(mk_create(&B, 1, 101, 0, 8, 3));
+	stop();
+	CHECK_EQ(S.nended, 1);
+	CHECK(S.ended[0].created_seen && S.ended[0].parent == 3);
+	CHECK_STR(S.ended[0].name, "early");
+	done();
+}
+
+TEST(reorder_fixes_cross_cpu_order)
+{
+	const struct coro *c;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 7, 0));
+	feed(mk_switch(&B, 1, 110, 0, 7, 0, 0));
+	feed(mk_switch(&B, 1, 120, 7, 0, CORO_R_WAIT, 9));
+	/* Ring order: T2's switch-in first, then T1's ready that happened before it. */
+	feed(mk_switch(&B, 2, 1001, 0, 7, 0, 0));
+	feed(mk_create(&B, 3, 1050, 0, 99, 0)); /* a newer record gets in between */
+	feed(mk_ready(&B, 1, 1000, 0, 7));
+	feed(mk_switch(&B, 2, 1100, 7, 0, CORO_R_WAIT, 9));
+	stop();
+	c = seen_find(&S, 7, 0);
+	CHECK(c != NULL);
+	/* Without reordering the ready would land while running and turn the wait into runnable. */
+	CHECK(c && c->end_state == CS_SUSPENDED);
+	CHECK(c && c->t_state[CS_RUNNABLE] == 1);
+	CHECK(c && c->t_suspended[CORO_R_WAIT] == 880);
+	CHECK_EQ(P.reorder.late, 0);
+	done();
+}
+
+TEST(ready_while_running_keeps_it_runnable)
+{
+	const struct coro *c;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 7, 0));
+	feed(mk_switch(&B, 1, 110, 0, 7, 0, 0));
+	/* A waker on another thread beats the wait's switch out. */
+	feed(mk_ready(&B, 2, 150, 0, 7));
+	feed(mk_switch(&B, 1, 160, 7, 0, CORO_R_WAIT, 4));
+	feed(mk_switch(&B, 2, 300, 0, 7, 0, 0));
+	stop();
+	c = seen_find(&S, 7, 0);
+	CHECK(c && c->t_state[CS_SUSPENDED] == 0);
+	CHECK(c && c->t_state[CS_RUNNABLE] == 140);
+	CHECK(c && c->switch_ins == 2);
+	done();
+}
+
+TEST(lost_events_make_state_unknown)
+{
+	struct coro_event_hdr *h;
+	const struct coro *c;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 7, 0));
+	feed(mk_switch(&B, 1, 200, 0, 7, 0, 0));
+	/* Thread 1 lost 3 events (7 switched out, 8 in, say); BPF says 8 runs now. */
+	h = mk_ready(&B, 1, 900, 8, 9);
+	h->lost_before = 3;
+	feed(h);
+	feed(mk_switch(&B, 1, 1000, 8, 7, CORO_R_YIELD, 0));
+	stop();
+	c = seen_find(&S, 7, 0);
+	CHECK(c != NULL);
+	/* Running 200..200 (the thread's last certain event), unknown 200..1000, then running. */
+	CHECK(c && c->uncertain);
+	CHECK(c && c->t_state[CS_UNKNOWN] == 800);
+	CHECK(c && c->t_state[CS_RUNNING] == 0);
+	CHECK(c && c->switch_ins == 2);
+	CHECK_EQ(P.model.anom.lost_events, 3);
+	/* 8 was never created in the stream: BPF's cur says it runs from 900 on. */
+	c = seen_find(&S, 8, 0);
+	CHECK(c && !c->created_seen && c->end_state == CS_RUNNABLE);
+	CHECK(c && c->t_state[CS_RUNNING] == 100);
+	CHECK(c && c->switch_ins == 0); /* its switch in was lost: not invented */
+	done();
+}
+
+TEST(spans_follow_migration)
+{
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 7, 0));
+	feed(mk_switch(&B, 1, 110, 0, 7, 0, 0));
+	feed(mk_span(&B, true, 1, 120, 7, "request"));
+	feed(mk_span(&B, true, 1, 130, 7, "db.query"));
+	feed(mk_switch(&B, 1, 140, 7, 0, CORO_R_IO, 5));
+	feed(mk_ready(&B, 2, 150, 0, 7));
+	feed(mk_switch(&B, 2, 160, 0, 7, 0, 0));
+	feed(mk_span(&B, false, 2, 170, 7, "db.query"));
+	feed(mk_span(&B, false, 2, 180, 7, "nope"));
+	stop();
+	CHECK_EQ(S.nended, 1);
+	CHECK_EQ(S.ended[0].nspans, 1); /* "request" still open */
+	CHECK_EQ(S.ended[0].spans_unmatched_end, 1);
+	CHECK_EQ(P.model.anom.span_unmatched_end, 1);
+	done();
+}
+
+TEST(process_exit_closes_everything)
+{
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 7, 0));
+	feed(mk_create(&B, 1, 101, 0, 8, 0));
+	feed(mk_switch(&B, 1, 110, 0, 7, 0, 0));
+	feed(mk_proc_exit(&B, 500, 0));
+	/* A thread of a reused pid starts clean: no stale current coroutine. */
+	feed(mk_switch(&B, 1, 600, 0, 9, 0, 0));
+	stop();
+	CHECK_EQ(S.nended, 3);
+	CHECK(S.ended[0].id == 7 && S.ended[0].end == CE_PROCESS_EXIT && S.ended[0].end_ts == 500);
+	CHECK(S.ended[0].end_state == CS_RUNNING);
+	CHECK(S.ended[1].id == 8 && S.ended[1].end == CE_PROCESS_EXIT);
+	CHECK_EQ(P.model.anom.switch_from_mismatch, 0);
+	done();
+}
+
+TEST(switch_from_mismatch_is_counted)
+{
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_switch(&B, 1, 110, 0, 7, 0, 0));
+	/* The scheduler claims 8 was running; BPF (hdr.cur) and the model say 7. */
+	{
+		struct coro_event_hdr *h = mk_switch(&B, 1, 120, 8, 0, CORO_R_WAIT, 0);
+
+		h->cur = 7;
+		feed(h);
+	}
+	stop();
+	CHECK_EQ(P.model.anom.switch_from_mismatch, 1);
+	/* 7's state is not guessed: unknown from then on. */
+	CHECK(seen_find(&S, 7, 0) && seen_find(&S, 7, 0)->end_state == CS_UNKNOWN);
+	done();
+}
+
+TEST(intervals_cover_life_without_gaps)
+{
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_ready(&B, 1, 1100, 0, 7));
+	feed(mk_switch(&B, 1, 1200, 0, 7, 0, 0));
+	feed(mk_switch(&B, 1, 1500, 7, 0, CORO_R_SLEEP, 0));
+	feed(mk_ready(&B, 1, 2500, 0, 7));
+	feed(mk_switch(&B, 1, 2600, 0, 7, 0, 0));
+	feed(mk_exit(&B, 1, 3000, 7, 7, 0));
+	stop();
+	CHECK_EQ(S.interval_ns[CS_NEW] + S.interval_ns[CS_RUNNABLE] + S.interval_ns[CS_RUNNING] +
+			 S.interval_ns[CS_SUSPENDED],
+		 2000);
+	CHECK_EQ(S.interval_ns[CS_RUNNING], 700);
+	done();
+}
+
+TEST(memory_bounded_by_live_coroutines)
+{
+	start(CORO_PROC_LAUNCHED);
+	for (u64 i = 1; i <= 20000; i++) {
+		u64 ts = i * 100000; /* 100 us apart: the 10 ms window holds ~100 of them */
+
+		feed(mk_create(&B, 1, ts, 0, i, 0));
+		feed(mk_switch(&B, 1, ts + 10, 0, i, 0, 0));
+		feed(mk_exit(&B, 1, ts + 20, i, i, 0));
+		feed(mk_switch(&B, 1, ts + 30, i, 0, CORO_R_DONE, 0));
+	}
+	/* Everything held is within the reorder window; the model holds only live ones. */
+	CHECK(P.model.live <= 1);
+	CHECK(P.reorder.len <= 4 * 101);
+	stop();
+	CHECK_EQ(P.model.coroutines, 20000);
+	CHECK_EQ(P.model.peak_live, 1);
+	done();
+}
+
+int main(void)
+{
+	RUN(lifecycle_times_are_exact);
+	RUN(attach_mid_life_creates_implicitly);
+	RUN(cur_unknown_on_attach_gives_null_waker);
+	RUN(id_reuse_makes_new_incarnations);
+	RUN(create_of_live_id_supersedes);
+	RUN(name_before_create_is_one_coroutine);
+	RUN(reorder_fixes_cross_cpu_order);
+	RUN(ready_while_running_keeps_it_runnable);
+	RUN(lost_events_make_state_unknown);
+	RUN(spans_follow_migration);
+	RUN(process_exit_closes_everything);
+	RUN(switch_from_mismatch_is_counted);
+	RUN(intervals_cover_life_without_gaps);
+	RUN(memory_bounded_by_live_coroutines);
+	return unit_done();
+}
