@@ -21,6 +21,13 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u64 wakeup_bytes = 1 << 20;	  /* wake the reader when this much waits */
 const volatile __u64 wakeup_min_gap_ns = 1000000; /* ...but at most once per ms per CPU */
 
+/*
+ * Set by user space when tracing stops: detaching uprobes costs the kernel
+ * ~50 ms each (serialised), so the programs fall silent at once and the
+ * links are destroyed in the background.
+ */
+volatile __u32 stopped;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20); /* resized by user space (--ring-size) */
@@ -60,6 +67,8 @@ static __always_inline struct coro_task_state *task_state_get(void)
 {
 	struct coro_task_state *st;
 
+	if (stopped)
+		return NULL;
 	st = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), 0,
 				  BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st)
@@ -77,6 +86,8 @@ static __always_inline void *event_reserve(struct coro_task_state *st, __u32 siz
 	struct coro_event_hdr *hdr;
 	__u64 pid_tgid;
 
+	if (stopped)
+		return NULL;
 	hdr = bpf_ringbuf_reserve(&events, size, 0);
 	if (!hdr) {
 		stat_inc(CORO_STAT_RING_FULL);

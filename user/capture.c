@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -565,14 +566,40 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
 		}
 	}
 out:
-	/* Detach first, so that what the ring holds is all there will be. */
-	for (size_t i = 0; i < c->nlinks; i++)
-		bpf_link__destroy(c->links[i]);
-	c->nlinks = 0;
+	/*
+	 * Silence the programs, let any still running finish (they take well
+	 * under a microsecond), and take what the ring holds: that is all there
+	 * will be. Detaching is slow and happens behind the outputs' work.
+	 */
+	c->skel->bss->stopped = 1;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	usleep(2000);
 	ring_buffer__consume(c->rb);
 	emit_stats(c);
 	emit_end(c);
+	capture_detach_async(c);
 	return ret;
+}
+
+static void *detach_links(void *arg)
+{
+	struct capture *c = arg;
+
+	for (size_t i = 0; i < c->nlinks; i++)
+		bpf_link__destroy(c->links[i]);
+	return NULL;
+}
+
+void capture_detach_async(struct capture *c)
+{
+	if (c->detaching || !c->nlinks)
+		return;
+	if (pthread_create(&c->detacher, NULL, detach_links, c) == 0) {
+		c->detaching = true;
+		return;
+	}
+	detach_links(c);
+	c->nlinks = 0;
 }
 
 int capture_wait_child(struct capture *c)
@@ -616,6 +643,11 @@ void capture_kill_child(struct capture *c)
 
 void capture_close(struct capture *c)
 {
+	if (c->detaching) {
+		pthread_join(c->detacher, NULL);
+		c->detaching = false;
+		c->nlinks = 0;
+	}
 	for (size_t i = 0; i < c->nlinks; i++)
 		bpf_link__destroy(c->links[i]);
 	free(c->links);

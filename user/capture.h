@@ -14,6 +14,7 @@
 #ifndef COROBPF_CAPTURE_H
 #define COROBPF_CAPTURE_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
 #include "pipeline.h"
@@ -52,6 +53,8 @@ struct capture {
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nlinks, cap_links;
+	pthread_t detacher; /* destroys the links while the outputs are finished */
+	bool detaching;
 	struct target *targets;
 	size_t ntargets;
 	pid_t child;	 /* launched command, held until capture_run */
@@ -80,7 +83,8 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw);
 /* Launch mode: the command's exit status as a shell would report it (waits if needed). */
 int capture_wait_child(struct capture *c);
 void capture_kill_child(struct capture *c);
-void capture_close(struct capture *c);
+void capture_detach_async(struct capture *c);
+void capture_close(struct capture *c); /* waits for the detach */
 
 /* attach.c: finding objects with probes and attaching to them. */
 int attach_scan_process(struct capture *c, struct target *t, bool late);
