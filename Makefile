@@ -70,7 +70,7 @@ corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
--include tools/tools.mk
+include tools/tools.mk
 
 $(OUT)/tests/test_%: tests/unit/test_%.c tests/unit/unit.h $(USER_LIB_OBJS) | $(OUT)
 	$(call msg,CC,$@)

@@ -475,6 +475,7 @@ fail:
 
 int main(int argc, char **argv)
 {
+	argp_err_exit_status = EXIT_USAGE;
 	if (argc > 1 && !strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
 	return cmd_trace(argc, argv);

@@ -1,0 +1,551 @@
+#!/usr/bin/env python3
+"""Integration tests: real BPF on the real kernel, real scheduler programs.
+
+Every test program records its own ground truth (COROBPF_TRUTH): the trace
+must match it exactly. Needs root. Outside CI, tests skip with the reason
+when BPF cannot be used; with CI=true that is a failure.
+
+    python3 tests/integration/run.py            # all
+    python3 tests/integration/run.py attach     # tests whose name contains "attach"
+    KEEP=1 python3 tests/integration/run.py     # keep the work directory
+"""
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COROBPF = os.path.join(ROOT, "corobpf")
+BUILD = os.path.join(ROOT, "build")
+TESTS_BIN = os.path.join(BUILD, "tests")
+CI = os.environ.get("CI") == "true"
+WORK = tempfile.mkdtemp(prefix="corobpf-it-")
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise Failure("%s: got %r, want %r" % (what, got, want))
+
+
+def work(name):
+    return os.path.join(WORK, name)
+
+
+def run(cmd, env=None, timeout=120, **kw):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run(cmd, env=e, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+# ---- reading outputs ----
+
+class Trace:
+    def __init__(self, path):
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            self.records = [json.loads(line) for line in f]
+        self.header = self.records[0]
+        self.trailer = self.records[-1]
+        eq(self.header["type"], "header", "first record")
+        eq(self.trailer["type"], "trailer", "last record")
+        self.events = [r for r in self.records if r["type"] == "event"]
+        self.coroutines = [r for r in self.records if r["type"] == "coroutine"]
+        self.processes = [r for r in self.records if r["type"] == "process"]
+
+    def by_ev(self, ev):
+        return [e for e in self.events if e["ev"] == ev]
+
+
+def read_truth(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def name_as_traced(name):
+    """What corobpf writes for a name: 63 bytes kept; each invalid UTF-8 byte one U+FFFD."""
+    if name is None:
+        return ""
+    raw = name.encode("utf-8")[:63]
+    out, i = [], 0
+    while i < len(raw):
+        for n in (1, 2, 3, 4):
+            try:
+                out.append(raw[i:i + n].decode("utf-8"))
+                i += n
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append("\ufffd")
+            i += 1
+    return "".join(out)
+
+
+def check_clean(trace, allow_lost=False):
+    t = trace.trailer
+    if not allow_lost:
+        eq(t["lost"]["events"], 0, "events lost")
+    eq(t["lost"]["string_faults"], 0, "string faults")
+    eq(t["lost"]["bad_records"], 0, "bad ring records")
+    bad = {k: v for k, v in t["anomalies"].items() if v}
+    eq(bad, {}, "anomalies")
+
+
+def check_truth(trace, truth, pid, launched=True):
+    """The trace holds exactly the program's coroutines, each as it says."""
+    mine = [c for c in trace.coroutines if c["pid"] == pid]
+    by_id = {}
+    for c in mine:
+        check(c["id"] not in by_id, "coroutine %s appears twice" % c["id"])
+        by_id[c["id"]] = c
+    want_ids = {t["id"] for t in truth}
+    extra = sorted(set(by_id) - want_ids)
+    missing = sorted(want_ids - set(by_id))
+    check(not extra and not missing,
+          "coroutine sets differ: %d traced, %d in truth; extra %s, missing %s"
+          % (len(by_id), len(truth), extra[:5], missing[:5]))
+    for t in truth:
+        c = by_id[t["id"]]
+        where = "coroutine %s (%s)" % (t["id"], t.get("name"))
+        eq(c["parent"], t["parent"], where + " parent")
+        eq(c["name"], name_as_traced(t.get("name")), where + " name")
+        eq(bool(c.get("name_truncated")), len((t.get("name") or "").encode()) > 63,
+           where + " name_truncated")
+        eq(c["end"], "exit", where + " end")
+        eq(c["status"], t["status"], where + " status")
+        eq(c["switch_ins"], t["switch_ins"], where + " switch_ins")
+        if launched:
+            check(c["created"] is not None, where + ": create not seen")
+        eq(c["running_ns"] + c["runnable_ns"] + c["suspended_ns"] + c["new_ns"] + c["unknown_ns"],
+           c["ended"] - c["first_seen"], where + " state times add up")
+    eq(len(trace.by_ev("create")), len(truth), "create events")
+    eq(len(trace.by_ev("exit")), len(truth), "exit events")
+    eq(sum(1 for e in trace.by_ev("switch") if e["to"] != "0x0"),
+       sum(t["switch_ins"] for t in truth), "switch-ins")
+
+
+def corobpf(args, env=None, timeout=120):
+    return run([COROBPF] + args, env=env, timeout=timeout)
+
+
+def trace_launch(name, cmd, extra=(), env=None):
+    """corobpf -- cmd, with ground truth, JSONL and raw capture."""
+    out, raw, truth = work(name + ".jsonl"), work(name + ".raw"), work(name + ".truth")
+    e = {"COROBPF_TRUTH": truth}
+    if env:
+        e.update(env)
+    p = corobpf(["-o", out, "--raw", raw] + list(extra) + ["--"] + cmd, env=e)
+    if p.returncode != 0:
+        raise Failure("corobpf -- %s exited %d:\n%s%s" % (cmd, p.returncode, p.stdout, p.stderr))
+    return Trace(out), (read_truth(truth) if os.path.exists(truth) else None), p, out, raw
+
+
+def check_replay(live_jsonl, raw):
+    again = live_jsonl + ".replay.jsonl"
+    p = corobpf(["report", "-q", raw, "-o", again])
+    eq(p.returncode, 0, "corobpf report exit code (%s)" % p.stderr.strip())
+    with open(live_jsonl, "rb") as a, open(again, "rb") as b:
+        check(a.read() == b.read(), "replay of %s differs from the live JSONL" % raw)
+
+
+# ---- scenarios, launched ----
+
+SCENARIOS = ["one_sleep", "concurrent20", "many_suspends", "chan_pc", "n_producers", "barrier",
+             "yield", "mixed", "stress1000", "spawn_tree", "cancel", "error_exits", "names",
+             "spans"]
+
+
+def make_scenario_test(scen, binary="scenarios"):
+    def t():
+        trace, truth, p, out, raw = trace_launch(binary + "-" + scen,
+                                                 [os.path.join(TESTS_BIN, binary), scen])
+        check(truth, "the scenario wrote no ground truth")
+        eq(len(trace.processes), 1, "processes")
+        pid = trace.processes[0]["pid"]
+        eq(trace.processes[0]["mode"], "launched", "mode")
+        check_truth(trace, truth, pid)
+        check_clean(trace)
+        eq(trace.trailer["end_reason"], "targets_exited", "end_reason")
+        check_replay(out, raw)
+    t.__name__ = "%s_%s" % (binary.replace("-", "_"), scen)
+    return t
+
+
+for s in SCENARIOS:
+    test(make_scenario_test(s))
+# Probes in a shared library: the same runtime as libcorosched.so.
+for s in ["yield", "chan_pc", "stress1000", "cancel", "spawn_tree", "spans"]:
+    test(make_scenario_test(s, "scenarios-so"))
+
+
+@test
+def scenario_details_cancel_and_errors():
+    """Statuses are the scheduler's: -ECANCELED for cancelled ones, the errors as returned."""
+    trace, truth, *_ = trace_launch("details-cancel", [os.path.join(TESTS_BIN, "scenarios"), "cancel"])
+    statuses = sorted({c["status"] for c in trace.coroutines})
+    check(-125 in statuses, "no -ECANCELED (-125) status in %s" % statuses)
+    trace, truth, *_ = trace_launch("details-errors", [os.path.join(TESTS_BIN, "scenarios"), "error_exits"])
+    got = sorted(c["status"] for c in trace.coroutines)
+    eq(got, sorted(t["status"] for t in truth), "statuses")
+    for s in (-5, -22, -12):
+        check(s in got, "status %d missing from %s" % (s, got))
+
+
+@test
+def scenario_details_spans():
+    """Spans nest, survive migration between threads, and all close."""
+    trace, truth, *_ = trace_launch("details-spans", [os.path.join(TESTS_BIN, "scenarios"), "spans"])
+    begins, ends = trace.by_ev("span_begin"), trace.by_ev("span_end")
+    check(len(begins) > 0, "no spans")
+    eq(len(begins), len(ends), "span begin/end counts")
+    check(all(e.get("matched", True) for e in ends), "an unmatched span_end")
+    check(all(e["id"] not in (None, "0x0") for e in begins), "a span without its coroutine")
+    check(max(e["depth"] for e in begins) >= 2, "no nested span")
+    check(all("open_spans" not in c for c in trace.coroutines), "spans left open")
+
+
+@test
+def scenario_details_wakers_and_threads():
+    """Channel wakeups name the waking coroutine; an M:N run uses several threads."""
+    trace, truth, *_ = trace_launch("details-chan", [os.path.join(TESTS_BIN, "scenarios"), "chan_pc"])
+    ids = {c["id"] for c in trace.coroutines}
+    wakers = [e["waker"] for e in trace.by_ev("ready") if e["waker"] not in ("0x0", None)]
+    check(wakers, "no ready event was woken by a coroutine")
+    check(all(w in ids for w in wakers), "a waker that is not a coroutine of the trace")
+    waits = [e for e in trace.by_ev("switch") if e["reason"] == "wait"]
+    check(waits and all(e["obj"] != "0x0" for e in waits), "waits without their channel")
+    # Twenty coroutines that sleep and yield spread over both workers, and migrate.
+    trace, truth, *_ = trace_launch("details-m2n", [os.path.join(TESTS_BIN, "scenarios"), "concurrent20"])
+    threads = {e["tid"] for e in trace.by_ev("switch")}
+    check(len(threads) >= 2, "only %d worker thread(s) switched" % len(threads))
+    check(any(len(c["threads"]) >= 2 for c in trace.coroutines), "no coroutine ran on two threads")
+
+
+# ---- attach to a running process ----
+
+def start_waiting(binary, scen, extra=(), env=None):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.Popen([os.path.join(TESTS_BIN, binary), "--wait"] + list(extra) + [scen],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, text=True)
+    line = p.stdout.readline().split()
+    check(line and line[0] == "READY", "the scenario did not announce itself: %r" % line)
+    return p, int(line[1])
+
+
+def wait_for(path, text, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            with open(path) as f:
+                if text in f.read():
+                    return
+        time.sleep(0.05)
+    raise Failure("%r never appeared in %s" % (text, path))
+
+
+@test
+def attach_to_running_process():
+    truth = work("attach.truth")
+    target, pid = start_waiting("scenarios", "chan_pc", env={"COROBPF_TRUTH": truth})
+    out, err = work("attach.jsonl"), work("attach.err")
+    with open(err, "w") as ef:
+        tr = subprocess.Popen([COROBPF, "-o", out, "-p", str(pid)], stderr=ef, stdout=ef)
+        wait_for(err, "tracing")
+        target.send_signal(signal.SIGUSR1)
+        target.wait(timeout=60)
+        rc = tr.wait(timeout=60)
+    eq(rc, 0, "corobpf exit code")
+    trace = Trace(out)
+    eq(trace.processes[0]["mode"], "attached", "mode")
+    eq(trace.header["pids"], [pid], "header pids")
+    # Attached before the scheduler's work started: every coroutine is seen from its creation.
+    check_truth(trace, read_truth(truth), pid)
+    check_clean(trace)
+    eq(trace.trailer["end_reason"], "targets_exited", "end_reason")
+
+
+@test
+def attach_mid_life_and_stop_by_duration():
+    """Attach while coroutines live: they appear with created null; -d ends the trace."""
+    target, pid = start_waiting("scenarios", "stress1000", extra=["--linger", "3000"])
+    target.send_signal(signal.SIGUSR1)
+    time.sleep(0.3)
+    out = work("midlife.jsonl")
+    p = corobpf(["-o", out, "-d", "1", "-p", str(pid)])
+    eq(p.returncode, 0, "corobpf exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    eq(trace.trailer["end_reason"], "duration", "end_reason")
+    check(target.poll() is None, "the target did not survive tracing")
+    target.kill()
+    target.wait()
+    check_clean(trace)
+
+
+@test
+def attach_two_processes_and_shared_library():
+    procs, pids, truths = [], [], []
+    for i, binary in enumerate(["scenarios", "scenarios-so"]):
+        truths.append(work("two-%d.truth" % i))
+        p, pid = start_waiting(binary, "yield", env={"COROBPF_TRUTH": truths[-1]})
+        procs.append(p)
+        pids.append(pid)
+    out, err = work("two.jsonl"), work("two.err")
+    with open(err, "w") as ef:
+        tr = subprocess.Popen([COROBPF, "-o", out, "-p", str(pids[0]), "-p", str(pids[1])],
+                              stderr=ef, stdout=ef)
+        wait_for(err, "tracing")
+        for p in procs:
+            p.send_signal(signal.SIGUSR1)
+        for p in procs:
+            p.wait(timeout=60)
+        rc = tr.wait(timeout=60)
+    eq(rc, 0, "corobpf exit code")
+    trace = Trace(out)
+    eq(sorted(p["pid"] for p in trace.processes), sorted(pids), "processes")
+    objects = [r for r in trace.records if r["type"] == "object"]
+    check(any(o["path"].endswith("libcorosched.so") for o in objects),
+          "no probes attached in libcorosched.so: %s" % [o["path"] for o in objects])
+    for pid, truth in zip(pids, truths):
+        check_truth(trace, read_truth(truth), pid)
+    check_clean(trace)
+
+
+# ---- the probe header, compiled every way ----
+
+MATRIX = ["usdt_matrix_c_O0", "usdt_matrix_c_O2", "usdt_matrix_cxx_O0", "usdt_matrix_cxx_O2",
+          "usdt_matrix_clang_O2", "usdt_matrix_so"]
+
+
+def make_matrix_test(binary):
+    def t():
+        out = work(binary + ".jsonl")
+        p = corobpf(["-o", out, "--", os.path.join(TESTS_BIN, binary), "3", "5"])
+        eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+        expected = [json.loads(l) for l in p.stdout.splitlines() if l.startswith("{")]
+        check(expected, "the program printed no expectations")
+        trace = Trace(out)
+        events = trace.events
+        eq(len(events), len(expected), "events (traced %s)" % [e["ev"] for e in events])
+        reasons = ["unknown", "yield", "wait", "sleep", "io", "done"]
+        for want, got in zip(expected, events):
+            where = "%s %s (seq %d)" % (want["variant"], want["probe"], want["seq"])
+            eq(got["ev"], want["probe"], where + " probe")
+            for k, v in want.items():
+                if k in ("seq", "variant", "probe"):
+                    continue
+                if k == "str":
+                    k = "name"
+                if k == "reason":
+                    v = reasons[v]
+                eq(got.get(k), v, where + " field " + k)
+    t.__name__ = "usdt_" + binary
+    return t
+
+
+for b in MATRIX:
+    test(make_matrix_test(b))
+
+
+# ---- errors: each with its message and exit code ----
+
+@test
+def error_no_such_process():
+    p = corobpf(["-p", "999999", "-o", work("e1.jsonl")])
+    eq(p.returncode, 5, "exit code")
+    check("no process with PID 999999" in p.stderr, p.stderr)
+    check(not os.path.exists(work("e1.jsonl")), "an output was left behind")
+
+
+@test
+def error_thread_is_not_a_process():
+    target, pid = start_waiting("scenarios", "yield")
+    try:
+        tids = [int(t) for t in os.listdir("/proc/%d/task" % pid) if int(t) != pid]
+        check(tids, "the scenario has no second thread while waiting")
+        p = corobpf(["-p", str(tids[0])])
+        eq(p.returncode, 5, "exit code")
+        check("is a thread of process %d" % pid in p.stderr, p.stderr)
+    finally:
+        target.kill()
+        target.wait()
+
+
+@test
+def error_no_probes():
+    p = corobpf(["-o", work("e2.jsonl"), "--", "/bin/true"])
+    eq(p.returncode, 6, "exit code")
+    check("no corobpf probes" in p.stderr and "/usr/bin/true" in p.stderr.replace("/bin/true", "/usr/bin/true"),
+          p.stderr)
+    check("libc.so.6" in p.stderr, "the searched libraries are not named:\n" + p.stderr)
+    check(not os.path.exists(work("e2.jsonl")), "an output was left behind")
+
+
+@test
+def error_command_not_found():
+    p = corobpf(["--", "/nonexistent/cmd"])
+    eq(p.returncode, 9, "exit code")
+    p = corobpf(["--", "no-such-command-corobpf"])
+    eq(p.returncode, 9, "exit code")
+    check("command not found" in p.stderr, p.stderr)
+
+
+@test
+def error_unwritable_and_existing_output():
+    p = corobpf(["-o", "/nonexistent-dir/x.jsonl", "--", os.path.join(TESTS_BIN, "scenarios"), "yield"])
+    eq(p.returncode, 7, "exit code")
+    check("/nonexistent-dir/x.jsonl" in p.stderr, p.stderr)
+    existing = work("exists.jsonl")
+    with open(existing, "w") as f:
+        f.write("keep me")
+    p = corobpf(["-o", existing, "--", os.path.join(TESTS_BIN, "scenarios"), "yield"])
+    eq(p.returncode, 7, "exit code")
+    check("--force" in p.stderr, p.stderr)
+    with open(existing) as f:
+        eq(f.read(), "keep me", "existing file")
+    p = corobpf(["-o", work("x.unknownext"), "--", "/bin/true"])
+    eq(p.returncode, 7, "unknown format exit code")
+
+
+@test
+def error_usage():
+    for args in (["-p", "abc"], [], ["-p", "1", "--", "true"], ["-d", "-1", "-p", "1"],
+                 ["--ring-size", "3", "-p", "1"], ["--"]):
+        p = corobpf(args)
+        eq(p.returncode, 2, "exit code for %s (%s)" % (args, p.stderr.strip()))
+
+
+@test
+def error_not_privileged():
+    if not shutil.which("setpriv"):
+        raise Failure("setpriv (util-linux) is needed for this test")
+    p = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+             COROBPF, "-p", "1"])
+    eq(p.returncode, 3, "exit code (%s)" % p.stderr.strip())
+    check("CAP_BPF" in p.stderr and "sudo" in p.stderr, p.stderr)
+
+
+@test
+def error_damaged_raw_capture():
+    trace, truth, p, out, raw = trace_launch("dmg", [os.path.join(TESTS_BIN, "scenarios"), "stress1000"])
+    size = os.path.getsize(raw)
+    cut = work("cut.raw")
+    with open(raw, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read()[: size - 100])
+    again = work("cut.jsonl")
+    p = corobpf(["report", cut, "-o", again])
+    eq(p.returncode, 8, "exit code")
+    check("truncated" in p.stderr or "cut short" in p.stderr, p.stderr)
+    t = Trace(again)
+    check("input_error" in t.trailer, "the output does not say the capture was damaged")
+    check(len(t.events) > 0, "nothing kept from before the damage")
+    p = corobpf(["report", work("nonexistent.raw")])
+    eq(p.returncode, 8, "exit code for a missing capture")
+
+
+# ---- launch mode details ----
+
+@test
+def launch_keeps_stdio_and_exit_status():
+    out = work("stdio.jsonl")
+    p = run([COROBPF, "-q", "-o", out, "--", os.path.join(TESTS_BIN, "usdt_matrix_c_O2"), "3", "5"],
+            input="")
+    eq(p.returncode, 0, "exit code")
+    check(p.stdout.startswith("{"), "the command's stdout did not reach ours: %r" % p.stdout[:80])
+    eq(p.stderr, "", "corobpf -q wrote to stderr")
+    p = corobpf(["-o", work("st.jsonl"), "--", os.path.join(TESTS_BIN, "scenarios"), "--exit-code", "7", "yield"])
+    eq(p.returncode, 7, "the command's exit status")
+
+
+@test
+def gzip_output_and_two_outputs():
+    out1, out2 = work("g.jsonl.gz"), work("g.jsonl")
+    p = corobpf(["-o", out1, "-o", out2, "--", os.path.join(TESTS_BIN, "scenarios"), "yield"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    with gzip.open(out1, "rb") as a, open(out2, "rb") as b:
+        check(a.read() == b.read(), "the .gz output differs from the plain one")
+
+
+@test
+def demo_runs_and_traces():
+    """The README's first command traces this program."""
+    out = work("demo.jsonl")
+    p = corobpf(["-o", out, "--", os.path.join(BUILD, "demo"), "-d", "1"], timeout=60)
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    check_clean(trace)
+    check(len(trace.coroutines) > 50, "only %d coroutines" % len(trace.coroutines))
+    statuses = {c["status"] for c in trace.coroutines}
+    check(-5 in statuses and -125 in statuses, "the demo's failures are not traced: %s" % statuses)
+    check(trace.by_ev("span_begin"), "no spans")
+    check("longest suspended" in p.stderr, "no summary:\n" + p.stderr)
+
+
+# ---- runner ----
+
+def bpf_usable():
+    if os.geteuid() != 0:
+        return "not root"
+    if not os.path.exists(COROBPF):
+        return "./corobpf is not built"
+    p = corobpf(["--", "/bin/true"])
+    if p.returncode != 6:
+        return "corobpf cannot load BPF here (exit %d): %s" % (p.returncode, p.stderr.strip())
+    return None
+
+
+def main():
+    wanted = sys.argv[1:]
+    why = bpf_usable()
+    if why:
+        if CI:
+            print("FAIL: integration tests cannot run in CI: %s" % why)
+            return 1
+        print("SKIP integration tests: %s (they need root and a BPF-capable kernel)" % why)
+        return 0
+    failed, ran = [], 0
+    for t in TESTS:
+        if wanted and not any(w in t.__name__ for w in wanted):
+            continue
+        ran += 1
+        start = time.time()
+        try:
+            t()
+            print("ok   %-45s %5.1fs" % (t.__name__, time.time() - start), flush=True)
+        except Exception as e:  # a test's own failure or an unexpected error: both fail it
+            failed.append(t.__name__)
+            print("FAIL %-45s %5.1fs\n     %s" % (t.__name__, time.time() - start,
+                                                  str(e).replace("\n", "\n     ")), flush=True)
+    print("%d tests, %d failed%s" % (ran, len(failed), ": " + " ".join(failed) if failed else ""))
+    if not failed and not os.environ.get("KEEP"):
+        shutil.rmtree(WORK, ignore_errors=True)
+    else:
+        print("work directory kept: %s" % WORK)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+# tools/tools.mk: the instrumented scheduler (corosched), the demo and the programs the
+# integration tests trace. Included by the top Makefile, which provides OUT, Q, msg, CC and
+# CLANG and the phony target `tools`.
+#
+#   build/demo                          the demo server (corosched linked in)
+#   build/tests/scenarios               test scenarios, probes in the executable
+#   build/tests/scenarios-so            the same, probes in build/tests/libcorosched.so
+#   build/tests/usdt_matrix_*           every probe with known arguments, per compiler and -O
+#
+# TOOLS_SAN adds flags to corosched, the demo and the scenarios, e.g. `make tools TOOLS_SAN=-fsanitize=address`
+# (use a fresh OUT=... for that, objects are not rebuilt when only flags change).
+
+CXX ?= g++
+TOOLS_SAN ?=
+# -Wno-unused-parameter as in the top CFLAGS: coroutine entry points all take an `arg`.
+TOOLS_CFLAGS := -O2 -g -std=gnu11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE \
+		-Iusdt -Itools/sched -pthread $(TOOLS_SAN)
+TOOLS_LDFLAGS := -pthread $(TOOLS_SAN)
+
+SCHED_DEPS := tools/sched/corosched.h usdt/corobpf.h
+SCHED_OBJS := $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/switch_x86_64.o
+SCHED_PIC_OBJS := $(OUT)/tools/sched/pic/corosched.o $(OUT)/tools/sched/pic/switch_x86_64.o
+
+MATRIX_SRC := tests/integration/progs/usdt_matrix.c
+MATRIX_BINS := $(addprefix $(OUT)/tests/usdt_matrix_,c_O0 c_O2 cxx_O0 cxx_O2 clang_O2 so)
+MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
+
+tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
+       $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so
+
+# Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
+$(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
+		$(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(TOOLS_CFLAGS) -fvisibility=hidden $(if $(findstring /pic/,$@),-fPIC) \
+		-c $< -o $@
+
+$(OUT)/tools/sched/switch_x86_64.o $(OUT)/tools/sched/pic/switch_x86_64.o: \
+		tools/sched/switch_x86_64.S
+	$(call msg,AS,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -c $< -o $@
+
+$(OUT)/tests/libcorosched.so: $(SCHED_PIC_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -shared -Wl,-soname,libcorosched.so $(TOOLS_LDFLAGS) $^ -o $@
+
+$(OUT)/tools/demo/demo.o: tools/demo/demo.c $(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(TOOLS_CFLAGS) -c $< -o $@
+
+$(OUT)/demo: $(OUT)/tools/demo/demo.o $(SCHED_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(TOOLS_LDFLAGS) $^ -o $@
+
+$(OUT)/tools/progs/scenarios.o: tests/integration/progs/scenarios.c $(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(TOOLS_CFLAGS) -c $< -o $@
+
+$(OUT)/tests/scenarios: $(OUT)/tools/progs/scenarios.o $(SCHED_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(TOOLS_LDFLAGS) $^ -o $@
+
+# Same object, scheduler (and so every scheduler probe) in the shared library next to it.
+$(OUT)/tests/scenarios-so: $(OUT)/tools/progs/scenarios.o $(OUT)/tests/libcorosched.so
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(TOOLS_LDFLAGS) $< -L$(OUT)/tests -lcorosched -Wl,-rpath,'$$ORIGIN' -o $@
+
+# usdt_matrix: one source, built by several compilers at several levels.
+$(OUT)/tests/usdt_matrix_c_O0: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -std=gnu11 -O0 $< -o $@
+
+$(OUT)/tests/usdt_matrix_c_O2: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -std=gnu11 -O2 $< -o $@
+
+$(OUT)/tests/usdt_matrix_cxx_O0: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(MATRIX_FLAGS) -x c++ -std=gnu++17 -O0 $< -o $@
+
+$(OUT)/tests/usdt_matrix_cxx_O2: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(MATRIX_FLAGS) -x c++ -std=gnu++17 -O2 $< -o $@
+
+$(OUT)/tests/usdt_matrix_clang_O2: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CLANG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(MATRIX_FLAGS) -std=gnu11 -O2 $< -o $@
+
+# Probes inside a shared library function; the executable only calls it.
+$(OUT)/tests/libusdt_matrix.so: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -std=gnu11 -O2 -fPIC -shared -DMATRIX_LIB \
+		-Wl,-soname,libusdt_matrix.so $< -o $@
+
+$(OUT)/tests/usdt_matrix_so: $(MATRIX_SRC) $(OUT)/tests/libusdt_matrix.so
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(MATRIX_FLAGS) -std=gnu11 -O2 -DMATRIX_MAIN $< -L$(OUT)/tests -lusdt_matrix \
+		-Wl,-rpath,'$$ORIGIN' -o $@
