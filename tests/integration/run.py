@@ -140,9 +140,10 @@ def check_truth(trace, truth, pid, launched=True):
             check(c["created"] is not None, where + ": create not seen")
         eq(c["running_ns"] + c["runnable_ns"] + c["suspended_ns"] + c["new_ns"] + c["unknown_ns"],
            c["ended"] - c["first_seen"], where + " state times add up")
-    eq(len(trace.by_ev("create")), len(truth), "create events")
-    eq(len(trace.by_ev("exit")), len(truth), "exit events")
-    eq(sum(1 for e in trace.by_ev("switch") if e["to"] != "0x0"),
+    ev = lambda kind: [e for e in trace.by_ev(kind) if e["pid"] == pid]
+    eq(len(ev("create")), len(truth), "create events")
+    eq(len(ev("exit")), len(truth), "exit events")
+    eq(sum(1 for e in ev("switch") if e["to"] != "0x0"),
        sum(t["switch_ins"] for t in truth), "switch-ins")
 
 

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Trace the bundled demo scheduler (build/demo: an M:N "server" with request
+# handlers, a DB worker pool, channels, sleeps, spans, failures, one
+# cancellation) from its first instruction, and say where the output is.
+set -e
+cd "$(dirname "$0")/.."
+mkdir -p out
+if [ "$(id -u)" -ne 0 ]; then
+	echo "corobpf: tracing needs root: sudo make demo" >&2
+	exit 3
+fi
+./corobpf --force -o out/demo.jsonl --raw out/demo.raw -- build/demo -d "${DEMO_SECS:-3}"
+cat <<MSG
+
+The trace of the demo:
+  out/demo.jsonl   one JSON record per event, process, thread and coroutine (docs/jsonl.md)
+  out/demo.raw     the raw capture: corobpf report out/demo.raw replays it, no root needed
+Try:
+  grep '"type":"coroutine"' out/demo.jsonl | head -3
+  ./corobpf report out/demo.raw
+MSG

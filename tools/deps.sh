@@ -1,0 +1,18 @@
+#!/bin/sh
+# Install what corobpf needs to build and test on Debian 12, if missing. Run as root.
+set -e
+pkgs="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev linux-libc-dev python3 util-linux"
+missing=""
+for p in $pkgs; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "corobpf: missing packages:$missing; run this as root (sudo $0)" >&2
+		exit 1
+	fi
+	echo "corobpf: installing$missing"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi

@@ -1,0 +1,718 @@
+// SPDX-License-Identifier: MIT
+/*
+ * elfnotes.c: ELF identity checks, USDT note counting and dynamic-linking
+ * facts, on top of libelf.
+ *
+ * Everything read from a file is treated as hostile: lengths and offsets are
+ * checked against what libelf actually returned before any byte is touched,
+ * because corobpf runs as root and scans whatever binaries it is pointed at.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elfnotes.h"
+
+#define STAPSDT_NOTE_TYPE	3
+#define STAPSDT_NOTE_OWNER	"stapsdt"
+#define STAPSDT_SECTION		".note.stapsdt"
+/* pc, base, semaphore: three 8-byte addresses before the strings */
+#define STAPSDT_ADDRS_SIZE	24
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static const char *machine_name(unsigned int machine)
+{
+	switch (machine) {
+	case EM_386:		return "i386";
+	case EM_ARM:		return "arm";
+	case EM_AARCH64:	return "aarch64";
+	case EM_PPC:		return "ppc";
+	case EM_PPC64:		return "ppc64";
+	case EM_S390:		return "s390";
+	case EM_RISCV:		return "riscv";
+	case EM_MIPS:		return "mips";
+	case EM_SPARCV9:	return "sparc64";
+	case EM_LOONGARCH:	return "loongarch";
+	case EM_BPF:		return "bpf";
+	default:		return NULL;
+	}
+}
+
+/*
+ * libelf quietly treats section headers past the end of the file as "no
+ * sections", which would turn a truncated binary into one without probes.
+ * A cut file must be an error, so check both header tables fit.
+ */
+static int check_header_tables(const char *path, int fd, const GElf_Ehdr *ehdr, char *err,
+			       size_t errlen)
+{
+	uint64_t shnum = ehdr->e_shnum ? ehdr->e_shnum : 1;	/* 0: count in section 0 */
+	uint64_t phnum = ehdr->e_phnum;
+	struct stat sb;
+
+	if (fstat(fd, &sb) < 0) {
+		int ret = -errno;
+
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return ret;
+	}
+	if (ehdr->e_shoff &&
+	    (ehdr->e_shoff > (uint64_t)sb.st_size ||
+	     shnum * sizeof(Elf64_Shdr) > (uint64_t)sb.st_size - ehdr->e_shoff)) {
+		seterr(err, errlen,
+		       "%s: truncated: %llu section headers at file offset 0x%llx, file has %lld bytes",
+		       path, (unsigned long long)shnum, (unsigned long long)ehdr->e_shoff,
+		       (long long)sb.st_size);
+		return -EINVAL;
+	}
+	if (phnum &&
+	    (ehdr->e_phoff > (uint64_t)sb.st_size ||
+	     phnum * sizeof(Elf64_Phdr) > (uint64_t)sb.st_size - ehdr->e_phoff)) {
+		seterr(err, errlen,
+		       "%s: truncated: %llu program headers at file offset 0x%llx, file has %lld bytes",
+		       path, (unsigned long long)phnum, (unsigned long long)ehdr->e_phoff,
+		       (long long)sb.st_size);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Open `path` as an x86-64 ELF. Every caller needs the same refusal messages,
+ * so they live here: the user should learn that the file is 32-bit or ARM,
+ * not that some section was missing.
+ */
+static int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr,
+			 char *err, size_t errlen)
+{
+	const char *ident, *mname;
+	size_t ident_len;
+	Elf *elf;
+	int fd, ret;
+
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		seterr(err, errlen, "libelf: %s", elf_errmsg(-1));
+		return -ENOSYS;
+	}
+	/* O_NONBLOCK: a FIFO in place of a binary must not hang a root tool. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		ret = -errno;
+		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		return ret;
+	}
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf) {
+		seterr(err, errlen, "%s: cannot read as ELF: %s", path, elf_errmsg(-1));
+		close(fd);
+		return -ENOEXEC;
+	}
+	if (elf_kind(elf) != ELF_K_ELF) {
+		seterr(err, errlen, "%s: not an ELF file%s", path,
+		       elf_kind(elf) == ELF_K_AR ? " (an ar archive)" : "");
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	ident = elf_getident(elf, &ident_len);
+	if (!ident || ident_len < EI_NIDENT) {
+		seterr(err, errlen, "%s: truncated ELF identification", path);
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	if (ident[EI_CLASS] != ELFCLASS64) {
+		seterr(err, errlen, "%s: %s ELF; corobpf supports x86-64 (64-bit) objects only",
+		       path, ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "unknown-class");
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	if (ident[EI_DATA] != ELFDATA2LSB) {
+		seterr(err, errlen, "%s: big-endian ELF; corobpf supports x86-64 objects only",
+		       path);
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	if (!gelf_getehdr(elf, ehdr)) {
+		seterr(err, errlen, "%s: truncated or invalid ELF header: %s", path,
+		       elf_errmsg(-1));
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	if (ehdr->e_machine != EM_X86_64) {
+		mname = machine_name(ehdr->e_machine);
+		if (mname)
+			seterr(err, errlen, "%s: ELF for %s; corobpf supports x86-64 objects only",
+			       path, mname);
+		else
+			seterr(err, errlen,
+			       "%s: ELF for machine %u; corobpf supports x86-64 objects only", path,
+			       ehdr->e_machine);
+		ret = -ENOEXEC;
+		goto fail;
+	}
+	ret = check_header_tables(path, fd, ehdr, err, errlen);
+	if (ret)
+		goto fail;
+	*fd_out = fd;
+	*elf_out = elf;
+	return 0;
+fail:
+	elf_end(elf);
+	close(fd);
+	return ret;
+}
+
+static size_t align_up(size_t v, size_t align)
+{
+	return (v + align - 1) & ~(align - 1);
+}
+
+static void count_probe(struct elf_probes *out, const char *name, size_t name_len, bool sem)
+{
+	struct elf_probe_name *p;
+	unsigned int i;
+
+	out->total++;
+	for (i = 0; i < out->n_names; i++) {
+		p = &out->names[i];
+		if (strcmp(p->name, name) == 0) {
+			p->count++;
+			p->has_semaphore |= sem;
+			return;
+		}
+	}
+	if (name_len >= ELF_PROBE_NAME_LEN || out->n_names == ELF_PROBE_NAMES_MAX) {
+		out->names_dropped++;
+		return;
+	}
+	p = &out->names[out->n_names++];
+	memcpy(p->name, name, name_len + 1);
+	p->count = 1;
+	p->has_semaphore = sem;
+}
+
+/*
+ * Walk the notes of one .note.stapsdt section. `sec_off` is the section's
+ * file offset, so that a message points at the bytes a user can inspect
+ * with a hex dump.
+ */
+static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size, size_t align,
+			uint64_t sec_off, const char *provider, struct elf_probes *out, char *err,
+			size_t errlen)
+{
+	size_t off = 0;
+
+	while (off < size) {
+		uint32_t namesz, descsz, type;
+		size_t name_off, desc_off, next, left;
+		const char *desc, *prov, *name, *args, *end;
+		uint64_t sem;
+
+		/* Trailing alignment padding after the last note is not a note. */
+		if (size - off < 12) {
+			for (left = off; left < size && !buf[left]; left++)
+				;
+			if (left == size)
+				break;
+			seterr(err, errlen, "%s: truncated note header at file offset 0x%llx", path,
+			       (unsigned long long)(sec_off + off));
+			return -EINVAL;
+		}
+		memcpy(&namesz, buf + off, 4);
+		memcpy(&descsz, buf + off + 4, 4);
+		memcpy(&type, buf + off + 8, 4);
+		name_off = off + 12;
+		if (namesz > size - name_off) {
+			seterr(err, errlen,
+			       "%s: note at file offset 0x%llx: owner name of %u bytes runs past the end of %s",
+			       path, (unsigned long long)(sec_off + off), namesz, STAPSDT_SECTION);
+			return -EINVAL;
+		}
+		desc_off = name_off + align_up(namesz, align);
+		if (desc_off > size || descsz > size - desc_off) {
+			seterr(err, errlen,
+			       "%s: note at file offset 0x%llx: descriptor of %u bytes runs past the end of %s",
+			       path, (unsigned long long)(sec_off + off), descsz, STAPSDT_SECTION);
+			return -EINVAL;
+		}
+		next = desc_off + align_up(descsz, align);
+		if (next > size)
+			next = size;	/* the last note's padding may be cut by the section size */
+
+		if (type != STAPSDT_NOTE_TYPE || namesz != sizeof(STAPSDT_NOTE_OWNER) ||
+		    memcmp(buf + name_off, STAPSDT_NOTE_OWNER, sizeof(STAPSDT_NOTE_OWNER)) != 0) {
+			off = next;
+			continue;
+		}
+		if (descsz < STAPSDT_ADDRS_SIZE + 3) {
+			seterr(err, errlen,
+			       "%s: stapsdt note at file offset 0x%llx: descriptor of %u bytes, need at least %d",
+			       path, (unsigned long long)(sec_off + off), descsz,
+			       STAPSDT_ADDRS_SIZE + 3);
+			return -EINVAL;
+		}
+		desc = (const char *)buf + desc_off;
+		end = desc + descsz;
+		memcpy(&sem, desc + 16, 8);
+		prov = desc + STAPSDT_ADDRS_SIZE;
+		name = memchr(prov, 0, end - prov);
+		args = name ? memchr(name + 1, 0, end - (name + 1)) : NULL;
+		if (!name || name + 1 >= end || !args || args + 1 >= end ||
+		    !memchr(args + 1, 0, end - (args + 1))) {
+			seterr(err, errlen,
+			       "%s: stapsdt note at file offset 0x%llx: provider, name and arguments are not three NUL-terminated strings",
+			       path, (unsigned long long)(sec_off + off));
+			return -EINVAL;
+		}
+		name++;
+		if (strcmp(prov, provider) == 0)
+			count_probe(out, name, strlen(name), sem != 0);
+		off = next;
+	}
+	return 0;
+}
+
+int elf_probe_scan(const char *path, const char *provider, struct elf_probes *out, char *err,
+		   size_t errlen)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr ehdr;
+	Elf *elf;
+	int fd, ret;
+
+	memset(out, 0, sizeof(*out));
+	if (!provider)
+		provider = "corobpf";
+	ret = elf_open_host(path, &fd, &elf, &ehdr, err, errlen);
+	if (ret)
+		return ret;
+	out->elf_type = ehdr.e_type;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
+		seterr(err, errlen, "%s: cannot find the section name table: %s", path,
+		       elf_errmsg(-1));
+		ret = -EINVAL;
+		goto out;
+	}
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data = NULL;
+		const char *sname;
+		GElf_Shdr shdr;
+
+		if (!gelf_getshdr(scn, &shdr)) {
+			seterr(err, errlen, "%s: section %zu: unreadable header: %s", path,
+			       elf_ndxscn(scn), elf_errmsg(-1));
+			ret = -EINVAL;
+			goto out;
+		}
+		if (shdr.sh_type != SHT_NOTE)
+			continue;
+		sname = elf_strptr(elf, shstrndx, shdr.sh_name);
+		if (!sname) {
+			seterr(err, errlen, "%s: note section %zu: name offset %u is out of range",
+			       path, elf_ndxscn(scn), shdr.sh_name);
+			ret = -EINVAL;
+			goto out;
+		}
+		if (strcmp(sname, STAPSDT_SECTION) != 0)
+			continue;
+		/*
+		 * elf_getdata() returns NULL both at the end and on error; only a
+		 * fresh error number tells them apart, and other libelf users
+		 * (libbpf) leave theirs behind.
+		 */
+		(void)elf_errno();
+		/* One Elf_Data per section for a file read from disk, but do not assume it. */
+		while ((data = elf_getdata(scn, data))) {
+			if (data->d_size && !data->d_buf)
+				break;
+			ret = scan_stapsdt(path, data->d_buf, data->d_size,
+					   shdr.sh_addralign == 8 ? 8 : 4,
+					   shdr.sh_offset + data->d_off, provider, out, err,
+					   errlen);
+			if (ret)
+				goto out;
+		}
+		if (elf_errno()) {
+			seterr(err, errlen,
+			       "%s: %s section at file offset 0x%llx (%llu bytes) is unreadable: %s",
+			       path, STAPSDT_SECTION, (unsigned long long)shdr.sh_offset,
+			       (unsigned long long)shdr.sh_size, elf_errmsg(-1));
+			ret = -EINVAL;
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	elf_end(elf);
+	close(fd);
+	return ret;
+}
+
+const struct elf_probe_name *elf_probes_find(const struct elf_probes *probes, const char *name)
+{
+	unsigned int i;
+
+	for (i = 0; i < probes->n_names; i++)
+		if (strcmp(probes->names[i].name, name) == 0)
+			return &probes->names[i];
+	return NULL;
+}
+
+void elf_dyninfo_free(struct elf_dyninfo *info)
+{
+	size_t i;
+
+	if (!info)
+		return;
+	free(info->interp);
+	for (i = 0; i < info->n_needed; i++)
+		free(info->needed[i]);
+	free(info->needed);
+	free(info->rpath);
+	free(info->runpath);
+	free(info->soname);
+	memset(info, 0, sizeof(*info));
+}
+
+/*
+ * DT_STRTAB is a virtual address: find the PT_LOAD that maps it to learn
+ * where it is in the file, as the loader would see it after mapping.
+ */
+static int vaddr_to_offset(const GElf_Phdr *loads, size_t n_loads, uint64_t vaddr,
+			   uint64_t *off, uint64_t *avail)
+{
+	size_t i;
+
+	for (i = 0; i < n_loads; i++) {
+		const GElf_Phdr *ph = &loads[i];
+
+		if (vaddr >= ph->p_vaddr && vaddr - ph->p_vaddr < ph->p_filesz) {
+			*off = ph->p_offset + (vaddr - ph->p_vaddr);
+			*avail = ph->p_filesz - (vaddr - ph->p_vaddr);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* A copy of the string at `off` in the dynamic string table, bounds-checked. */
+static int dyn_string(const char *path, const char *strtab, size_t strsz, uint64_t off,
+		      const char *what, char **out, char *err, size_t errlen)
+{
+	const char *s, *nul;
+
+	if (off >= strsz) {
+		seterr(err, errlen,
+		       "%s: %s string offset %llu is outside the %zu-byte string table", path,
+		       what, (unsigned long long)off, strsz);
+		return -EINVAL;
+	}
+	s = strtab + off;
+	nul = memchr(s, 0, strsz - off);
+	if (!nul) {
+		seterr(err, errlen, "%s: %s string at offset %llu is not NUL-terminated", path,
+		       what, (unsigned long long)off);
+		return -EINVAL;
+	}
+	*out = strndup(s, nul - s);
+	if (!*out) {
+		seterr(err, errlen, "%s: out of memory", path);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_t errlen)
+{
+	uint64_t strtab_vaddr = 0, strsz = 0, str_off, str_avail;
+	uint64_t rpath_off = 0, runpath_off = 0, soname_off = 0;
+	bool has_strtab = false, has_rpath = false, has_runpath = false, has_soname = false;
+	GElf_Phdr *loads = NULL, dyn_ph = { 0 };
+	size_t phnum, n_loads = 0, i, n_dyn, n_needed = 0;
+	const Elf64_Dyn *dyn;
+	bool has_dynamic = false;
+	Elf_Data *data;
+	const char *strtab;
+	GElf_Ehdr ehdr;
+	Elf *elf;
+	int fd, ret;
+
+	memset(out, 0, sizeof(*out));
+	ret = elf_open_host(path, &fd, &elf, &ehdr, err, errlen);
+	if (ret)
+		return ret;
+	out->elf_type = ehdr.e_type;
+
+	if (elf_getphdrnum(elf, &phnum) != 0) {
+		seterr(err, errlen, "%s: cannot read program headers: %s", path, elf_errmsg(-1));
+		ret = -EINVAL;
+		goto fail;
+	}
+	loads = calloc(phnum ? phnum : 1, sizeof(*loads));
+	if (!loads) {
+		seterr(err, errlen, "%s: out of memory", path);
+		ret = -ENOMEM;
+		goto fail;
+	}
+	for (i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, i, &ph)) {
+			seterr(err, errlen, "%s: program header %zu is unreadable: %s", path, i,
+			       elf_errmsg(-1));
+			ret = -EINVAL;
+			goto fail;
+		}
+		if (ph.p_type == PT_LOAD) {
+			loads[n_loads++] = ph;
+		} else if (ph.p_type == PT_DYNAMIC && !has_dynamic) {
+			dyn_ph = ph;
+			has_dynamic = true;
+		} else if (ph.p_type == PT_INTERP && !out->interp) {
+			const char *s, *nul;
+
+			data = elf_getdata_rawchunk(elf, ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+			s = data ? data->d_buf : NULL;
+			nul = s ? memchr(s, 0, data->d_size) : NULL;
+			if (!nul || nul == s) {
+				seterr(err, errlen,
+				       "%s: PT_INTERP at file offset 0x%llx (%llu bytes) is not a path",
+				       path, (unsigned long long)ph.p_offset,
+				       (unsigned long long)ph.p_filesz);
+				ret = -EINVAL;
+				goto fail;
+			}
+			out->interp = strdup(s);
+			if (!out->interp) {
+				seterr(err, errlen, "%s: out of memory", path);
+				ret = -ENOMEM;
+				goto fail;
+			}
+		}
+	}
+	if (!has_dynamic) {
+		out->is_static = true;
+		ret = 0;
+		goto done;
+	}
+
+	data = elf_getdata_rawchunk(elf, dyn_ph.p_offset, dyn_ph.p_filesz, ELF_T_DYN);
+	if (!data) {
+		seterr(err, errlen,
+		       "%s: PT_DYNAMIC at file offset 0x%llx (%llu bytes) is unreadable: %s", path, (unsigned long long)dyn_ph.p_offset,
+		       (unsigned long long)dyn_ph.p_filesz, elf_errmsg(-1));
+		ret = -EINVAL;
+		goto fail;
+	}
+	dyn = data->d_buf;
+	n_dyn = data->d_size / sizeof(*dyn);
+	/* First pass: where the strings are and how many DT_NEEDED there are. */
+	for (i = 0; i < n_dyn && dyn[i].d_tag != DT_NULL; i++) {
+		switch (dyn[i].d_tag) {
+		case DT_STRTAB:
+			strtab_vaddr = dyn[i].d_un.d_ptr;
+			has_strtab = true;
+			break;
+		case DT_STRSZ:
+			strsz = dyn[i].d_un.d_val;
+			break;
+		case DT_NEEDED:
+			n_needed++;
+			break;
+		case DT_RPATH:
+			if (!has_rpath)
+				rpath_off = dyn[i].d_un.d_val;
+			has_rpath = true;
+			break;
+		case DT_RUNPATH:
+			if (!has_runpath)
+				runpath_off = dyn[i].d_un.d_val;
+			has_runpath = true;
+			break;
+		case DT_SONAME:
+			if (!has_soname)
+				soname_off = dyn[i].d_un.d_val;
+			has_soname = true;
+			break;
+		case DT_FLAGS_1:
+			out->flags_1 = dyn[i].d_un.d_val;
+			break;
+		}
+	}
+	n_dyn = i;
+	if (!n_needed && !has_rpath && !has_runpath && !has_soname) {
+		ret = 0;
+		goto done;
+	}
+	if (!has_strtab || !strsz) {
+		seterr(err, errlen, "%s: dynamic section has names but no DT_STRTAB/DT_STRSZ",
+		       path);
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (vaddr_to_offset(loads, n_loads, strtab_vaddr, &str_off, &str_avail)) {
+		seterr(err, errlen, "%s: DT_STRTAB address 0x%llx is not in any loaded segment",
+		       path, (unsigned long long)strtab_vaddr);
+		ret = -EINVAL;
+		goto fail;
+	}
+	if (strsz > str_avail)
+		strsz = str_avail;
+	data = elf_getdata_rawchunk(elf, str_off, strsz, ELF_T_BYTE);
+	if (!data) {
+		seterr(err, errlen,
+		       "%s: dynamic string table at file offset 0x%llx is unreadable: %s", path, (unsigned long long)str_off, elf_errmsg(-1));
+		ret = -EINVAL;
+		goto fail;
+	}
+	strtab = data->d_buf;
+	strsz = data->d_size;
+
+	if (n_needed) {
+		out->needed = calloc(n_needed, sizeof(*out->needed));
+		if (!out->needed) {
+			seterr(err, errlen, "%s: out of memory", path);
+			ret = -ENOMEM;
+			goto fail;
+		}
+	}
+	for (i = 0; i < n_dyn; i++) {
+		if (dyn[i].d_tag != DT_NEEDED)
+			continue;
+		ret = dyn_string(path, strtab, strsz, dyn[i].d_un.d_val, "DT_NEEDED",
+				 &out->needed[out->n_needed], err, errlen);
+		if (ret)
+			goto fail;
+		out->n_needed++;
+	}
+	if (has_rpath) {
+		ret = dyn_string(path, strtab, strsz, rpath_off, "DT_RPATH", &out->rpath, err,
+				 errlen);
+		if (ret)
+			goto fail;
+	}
+	if (has_runpath) {
+		ret = dyn_string(path, strtab, strsz, runpath_off, "DT_RUNPATH", &out->runpath, err,
+				 errlen);
+		if (ret)
+			goto fail;
+	}
+	if (has_soname) {
+		ret = dyn_string(path, strtab, strsz, soname_off, "DT_SONAME", &out->soname, err,
+				 errlen);
+		if (ret)
+			goto fail;
+	}
+	ret = 0;
+done:
+	free(loads);
+	elf_end(elf);
+	close(fd);
+	return ret;
+fail:
+	elf_dyninfo_free(out);
+	goto done;
+}
+
+bool elf_is_elf(const char *path)
+{
+	unsigned char magic[SELFMAG];
+	ssize_t n;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return false;
+	n = pread(fd, magic, sizeof(magic), 0);
+	close(fd);
+	return n == SELFMAG && memcmp(magic, ELFMAG, SELFMAG) == 0;
+}
+
+/* GNU ABI versions glibc 2.36 defines (up to unique symbols and ifuncs, etc.). */
+#define GLIBC_GNU_ABI_VERSIONS 4
+
+int elf_check_loadable(int fd, char *err, size_t errlen)
+{
+	Elf64_Ehdr eh;
+	ssize_t n;
+	int i;
+
+	/* The order of these checks is ld.so's: it decides which problems are fatal. */
+	n = pread(fd, &eh, sizeof(eh), 0);
+	if (n < 0) {
+		int ret = -errno;
+
+		seterr(err, errlen, "cannot read file data: %s", strerror(errno));
+		return ret;
+	}
+	if ((size_t)n < sizeof(eh)) {
+		seterr(err, errlen, "file too short");
+		return -ENOEXEC;
+	}
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
+		seterr(err, errlen, "invalid ELF header");
+		return -ENOEXEC;
+	}
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64)
+		return ELF_LOAD_SKIP;
+	if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
+		seterr(err, errlen, "ELF file data encoding not little-endian");
+		return -ENOEXEC;
+	}
+	if (eh.e_ident[EI_VERSION] != EV_CURRENT) {
+		seterr(err, errlen, "ELF file version ident does not match current one");
+		return -ENOEXEC;
+	}
+	if (eh.e_ident[EI_OSABI] != ELFOSABI_SYSV && eh.e_ident[EI_OSABI] != ELFOSABI_GNU) {
+		seterr(err, errlen, "ELF file OS ABI invalid");
+		return -ENOEXEC;
+	}
+	if (eh.e_ident[EI_ABIVERSION] != 0 &&
+	    !(eh.e_ident[EI_OSABI] == ELFOSABI_GNU &&
+	      eh.e_ident[EI_ABIVERSION] < GLIBC_GNU_ABI_VERSIONS)) {
+		seterr(err, errlen, "ELF file ABI version invalid");
+		return -ENOEXEC;
+	}
+	for (i = EI_PAD; i < EI_NIDENT; i++) {
+		if (eh.e_ident[i]) {
+			seterr(err, errlen, "nonzero padding in e_ident");
+			return -ENOEXEC;
+		}
+	}
+	if (eh.e_version != EV_CURRENT) {
+		seterr(err, errlen, "ELF file version does not match current one");
+		return -ENOEXEC;
+	}
+	if (eh.e_machine != EM_X86_64)
+		return ELF_LOAD_SKIP;
+	if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) {
+		seterr(err, errlen, "only ET_DYN and ET_EXEC can be loaded");
+		return -ENOEXEC;
+	}
+	if (eh.e_phentsize != sizeof(Elf64_Phdr)) {
+		seterr(err, errlen, "ELF file's phentsize not the expected size");
+		return -ENOEXEC;
+	}
+	return 0;
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * elfnotes.h: what an ELF object is, and which corobpf probes it carries.
+ *
+ * corobpf attaches only to x86-64 ELF objects, so every function here first
+ * checks the class and machine and says so when they differ. Nothing here
+ * prints: failures return a negative errno value and, when `err` is not
+ * NULL, a message of the form "PATH: what is wrong" in err[0..errlen).
+ *
+ *     struct elf_probes p;
+ *     char err[256];
+ *
+ *     if (elf_probe_scan("/usr/bin/server", "corobpf", &p, err, sizeof(err)) < 0)
+ *             fprintf(stderr, "error: %s\n", err);
+ *     else if (!elf_probes_find(&p, "switch"))
+ *             fprintf(stderr, "warning: no switch probe, coroutines will not run\n");
+ */
+#ifndef COROBPF_ELFNOTES_H
+#define COROBPF_ELFNOTES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Probe ABI v1 has seven names; room for other providers' habits too. */
+#define ELF_PROBE_NAMES_MAX	32
+/* Longer names are counted in total and names_dropped, never truncated. */
+#define ELF_PROBE_NAME_LEN	64
+
+struct elf_probe_name {
+	char name[ELF_PROBE_NAME_LEN];
+	unsigned int count;		/* sites (notes) of this probe */
+	bool has_semaphore;		/* some site has a nonzero semaphore address */
+};
+
+struct elf_probes {
+	int elf_type;			/* e_type: ET_EXEC, or ET_DYN (shared object or PIE) */
+	unsigned int total;		/* sites of the provider, every name */
+	unsigned int n_names;		/* entries used in names[], in order of first site */
+	unsigned int names_dropped;	/* sites whose name did not fit in names[] */
+	struct elf_probe_name names[ELF_PROBE_NAMES_MAX];
+};
+
+/*
+ * Count the USDT sites of `provider` (NULL means "corobpf") in the
+ * .note.stapsdt sections of `path`, per probe name. Notes of other providers
+ * and other note types are skipped, but every note is bounds-checked: a
+ * truncated or inconsistent note fails with -EINVAL and the file offset of the
+ * note in the message. A file without the section has zero probes (success).
+ *
+ * Returns 0, -ENOEXEC (not an ELF, or not x86-64), -EINVAL (malformed),
+ * -ENOMEM, or the errno of open().
+ */
+int elf_probe_scan(const char *path, const char *provider, struct elf_probes *out, char *err,
+		   size_t errlen);
+
+/* The entry for probe `name`, or NULL if the object has no site of it. */
+const struct elf_probe_name *elf_probes_find(const struct elf_probes *probes, const char *name);
+
+/*
+ * The dynamic-linking facts of an object, read through its program headers
+ * the way ld.so reads them (so stripped section headers do not matter).
+ * Strings are raw: $ORIGIN and friends are not expanded here.
+ */
+struct elf_dyninfo {
+	int elf_type;		/* e_type */
+	bool is_static;		/* no PT_DYNAMIC: nothing is loaded for it */
+	char *interp;		/* PT_INTERP, or NULL */
+	char **needed;		/* DT_NEEDED names, in the order of the dynamic array */
+	size_t n_needed;
+	char *rpath;		/* DT_RPATH, or NULL (kept even when DT_RUNPATH exists) */
+	char *runpath;		/* DT_RUNPATH, or NULL */
+	char *soname;		/* DT_SONAME, or NULL */
+	uint64_t flags_1;	/* DT_FLAGS_1 (DF_1_NODEFLIB changes the library search) */
+};
+
+/*
+ * Fill `out` (zeroed first) for `path`. On failure `out` holds nothing to
+ * free. Returns 0, -ENOEXEC (not an x86-64 ELF), -EINVAL (malformed dynamic
+ * data), -ENOMEM, or the errno of open().
+ */
+int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_t errlen);
+
+/* Free what elf_dynamic_info() allocated and zero `info`; NULL is fine. */
+void elf_dyninfo_free(struct elf_dyninfo *info);
+
+/* True if `path` can be read and starts with the ELF magic (any class or machine). */
+bool elf_is_elf(const char *path);
+
+/*
+ * Whether the dynamic loader would map the open file `fd` as a library,
+ * judged from its ELF header the way glibc's ld.so judges a search
+ * candidate:
+ *   0                  an x86-64 ELF that ld.so accepts;
+ *   ELF_LOAD_SKIP      a valid ELF of another class or machine: ld.so skips
+ *                      it silently and keeps searching;
+ *   negative errno     ld.so would stop and fail the whole load ("invalid ELF
+ *                      header", "file too short", "only ET_DYN and ET_EXEC can
+ *                      be loaded", ...): -ENOEXEC with ld.so's reason in err,
+ *                      or the errno of a failed read.
+ * `err` gets the reason without a path (the caller knows which file it
+ * opened). Reads with pread(), so the file offset of `fd` does not change.
+ * Checks the header only: ld.so also refuses, after this point, executables
+ * (ET_EXEC, or ET_DYN with DF_1_PIE) as libraries; ldpaths does that part.
+ */
+#define ELF_LOAD_SKIP 1
+int elf_check_loadable(int fd, char *err, size_t errlen);
+
+#endif /* COROBPF_ELFNOTES_H */

@@ -1,0 +1,1205 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ldpaths.c: compute the objects glibc's ld.so maps at startup.
+ *
+ * The rules below are those of glibc 2.36 as shipped by Debian 12 on x86-64.
+ * They were checked on such a machine (an AMD CPU) with `LD_DEBUG=libs`,
+ * `ld.so --help`, `ld.so --list-diagnostics` and `ldd`, not taken on faith;
+ * only the Intel-specific platform and avx512_1 rules could not be observed
+ * there and follow glibc's x86 CPU feature code:
+ *
+ * Load order. The executable, then LD_PRELOAD (separated by spaces or
+ * colons, empty entries skipped), then the entries of /etc/ld.so.preload
+ * (separated by spaces, tabs, newlines or colons, '#' starts a comment), then
+ * a breadth-first walk: the DT_NEEDED of the executable in order, then those
+ * of each preloaded object, then those of each object loaded so far, in load
+ * order. An object is loaded once: a name matches an object already loaded
+ * when it equals the path it was found at, a name it was requested by, or
+ * its DT_SONAME (this is how libc's "ld-linux-x86-64.so.2" finds the
+ * interpreter); a file found on disk matches when its device and inode do.
+ *
+ * A name containing '/' is opened as it is (relative names from the current
+ * directory), after $ORIGIN, $LIB and $PLATFORM are expanded. Any other name
+ * is searched, stopping at the first acceptable file, in:
+ *   1. DT_RPATH of the object that needs it, of the object that loaded that
+ *      one, and so on up to the executable; skipped entirely when the object
+ *      that needs it has DT_RUNPATH. An object with both DT_RUNPATH and
+ *      DT_RPATH has its DT_RPATH ignored everywhere, also as an ancestor.
+ *   2. LD_LIBRARY_PATH (separated by ':' or ';'), $ORIGIN being the
+ *      executable's directory.
+ *   3. DT_RUNPATH of the object that needs it, and only that object.
+ *   4. /etc/ld.so.cache.
+ *   5. The system directories /lib/x86_64-linux-gnu, /usr/lib/x86_64-linux-gnu,
+ *      /lib, /usr/lib (`ld.so --help`: Debian's ld.so has neither /lib64 nor
+ *      /usr/lib64 in its built-in path).
+ * If the object that needs the name has DF_1_NODEFLIB, step 5 is skipped and
+ * cache entries inside the system directories are ignored.
+ *
+ * Every directory D of steps 1, 2, 3 and 5 is tried with subdirectories
+ * first: D/glibc-hwcaps/x86-64-v4, -v3, -v2 (those the CPU supports), then the
+ * legacy hwcap subdirectories glibc 2.36 still searches, all subsets of
+ * tls/<hwcap names>/<platform> from the longest, e.g. on an AMD CPU
+ * tls/x86_64/x86_64, tls/x86_64, tls/x86_64, tls, x86_64/x86_64, x86_64,
+ * x86_64, and finally D itself. An empty list element means the current
+ * directory; trailing slashes are dropped; an element is not normalised
+ * otherwise ("/y/${ORIGIN}z" becomes "/y//dir/of/objectz").
+ *
+ * Tokens: $ORIGIN and ${ORIGIN} are the directory of the object whose list or
+ * DT_NEEDED it is: for the executable the directory of its real path (the
+ * kernel's /proc/self/exe, so a symlinked executable gets the target's
+ * directory; `ldd` differs here, it uses the path as given), for a library
+ * the directory of the path it was found at, symlinks not resolved.
+ * $LIB is "lib/x86_64-linux-gnu" (Debian's multiarch ld.so), $PLATFORM the
+ * AT_PLATFORM glibc computes ("x86_64", or "haswell"/"xeon_phi" on some Intel
+ * CPUs). A token must be followed by a character that cannot continue a
+ * name ("$ORIGINX" stays as is); unknown tokens stay as they are.
+ *
+ * Candidates. A file that cannot be opened, or is a valid ELF of another
+ * class or machine (a 32-bit libc in LD_LIBRARY_PATH), is skipped and the
+ * search goes on. Any other defect (not an ELF, too short, an executable)
+ * makes ld.so fail the launch: the name is reported missing with ld.so's
+ * reason, and the search for it stops, as in ld.so.
+ *
+ * /etc/ld.so.cache on Debian 12 is the new format only ("glibc-ld.so.cache"
+ * "1.1", 48-byte header, 24-byte entries {int32 flags, uint32 key, uint32
+ * value, uint32 osversion, uint64 hwcap}, string offsets relative to the
+ * header), written by ldconfig 2.36. Its x86-64 entries have flags 0x0303
+ * (FLAG_ELF_LIBC6 | FLAG_X8664_LIB64), /lib32 ones 0x0003, and a few plain
+ * ELF ones 0x0001. Every hwcap field is zero and the only extension section
+ * is the generator string (no glibc-hwcaps section): ldconfig writes hwcap
+ * entries only for libraries inside glibc-hwcaps or legacy hwcap
+ * subdirectories, and none of the directories it scans has one. Entries with
+ * a nonzero hwcap are therefore ignored here (a limitation: such a library
+ * would be found through the directory search instead, if at all). The old
+ * "ld.so-1.7.0" format is accepted only as the compat prefix `ldconfig -c
+ * compat` writes before a new header.
+ *
+ * Checked as a whole against `ldd` for every dynamically linked executable of
+ * a Debian 12 system (675 in /usr/bin, /usr/sbin, /usr/libexec): same
+ * objects, same order.
+ *
+ * Not modelled: secure-execution (setuid) restrictions, DT_FILTER and
+ * DT_AUXILIARY, GLIBC_TUNABLES hwcap masks, LD_AUDIT, the PT_NOTE ABI tag
+ * check, and libraries a program dlopen()s later.
+ */
+#include <cpuid.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "elfnotes.h"
+#include "ldpaths.h"
+
+#define LD_CACHE_FILE		"/etc/ld.so.cache"
+#define LD_PRELOAD_FILE		"/etc/ld.so.preload"
+#define LD_DST_LIB		"lib/x86_64-linux-gnu"
+#define LD_DEFAULT_PLATFORM	"x86_64"
+
+static const char *const ld_system_dirs[] = {
+	"/lib/x86_64-linux-gnu",
+	"/usr/lib/x86_64-linux-gnu",
+	"/lib",
+	"/usr/lib",
+};
+
+/* ld.so.cache layout (new format) */
+#define CACHE_MAGIC_NEW		"glibc-ld.so.cache"
+#define CACHE_VERSION_NEW	"1.1"
+#define CACHE_MAGIC_OLD		"ld.so-1.7.0"
+#define CACHE_NEW_HDR_SIZE	48
+#define CACHE_NEW_ENTRY_SIZE	24
+#define CACHE_OLD_HDR_SIZE	16
+#define CACHE_OLD_ENTRY_SIZE	12
+#define CACHE_FLAGS_X8664_LIBC6	0x0303
+/* Real caches are tens of kilobytes; refuse to slurp something absurd. */
+#define CACHE_MAX_SIZE		(64u << 20)
+
+/* 3 glibc-hwcaps levels + 2^4 legacy subsets (tls, 2 hwcaps, platform) */
+#define LD_MAX_SUBDIRS		19
+#define LD_SUBDIR_LEN		48
+
+struct ld_cache {
+	char *buf;
+	size_t size;
+	size_t hdr;		/* offset of the new-format header: strings are relative to it */
+	uint32_t nlibs;
+};
+
+struct ld_obj {
+	char *path;		/* where it was found (made absolute); NULL for a placeholder */
+	char *origin;		/* $ORIGIN */
+	char **names;		/* names that refer to it (see the top comment) */
+	size_t n_names;
+	dev_t dev;
+	ino_t ino;
+	struct elf_dyninfo dyn;
+	int loader;		/* the object whose dependency brought it in; -1 for the exe */
+	bool listed;		/* part of the result */
+};
+
+struct ld_state {
+	struct ld_obj *objs;
+	size_t n_objs, cap_objs;
+	int *queue;		/* breadth-first order of objects whose DT_NEEDED to load */
+	size_t n_queue, cap_queue;
+	char subdirs[LD_MAX_SUBDIRS][LD_SUBDIR_LEN];
+	size_t n_subdirs;
+	char platform[16];
+	struct ld_cache cache;
+	bool have_cache;
+	char **llp;		/* LD_LIBRARY_PATH, expanded */
+	size_t n_llp;
+	char *cwd;
+	struct ld_opts *opts;
+	size_t cap_missing;
+};
+
+enum try_result { TRY_NEXT, TRY_FOUND, TRY_FATAL };
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	return n < 0 ? NULL : s;
+}
+
+static void strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static int strv_push(char ***v, size_t *n, char *s)
+{
+	char **nv;
+
+	if (!s)
+		return -ENOMEM;
+	nv = realloc(*v, (*n + 1) * sizeof(**v));
+	if (!nv) {
+		free(s);
+		return -ENOMEM;
+	}
+	nv[(*n)++] = s;
+	*v = nv;
+	return 0;
+}
+
+/* ---- the CPU-dependent parts: hwcap subdirectories and $PLATFORM ---- */
+
+/* The CPUID bits glibc 2.36 looks at for hwcap subdirectories and $PLATFORM. */
+struct cpu_caps {
+	bool intel;
+	bool v2, v3, v4;	/* x86-64 psABI levels, as glibc-hwcaps uses them */
+	bool avx512cd, avx512er, avx512pf, avx512_1;
+	bool haswell;		/* glibc's "haswell" platform features */
+};
+
+/*
+ * Read CPUID ourselves rather than through __builtin_cpu_supports(): clang
+ * 14 knows neither the level names nor lzcnt and movbe. Like glibc, count an
+ * AVX or AVX-512 feature only when the kernel saves its register state
+ * (XCR0), since ld.so would not consider it usable otherwise.
+ */
+static void cpu_caps_read(struct cpu_caps *c)
+{
+	unsigned int a, b, cx, d, ecx1 = 0, ebx7 = 0, ecx_ext = 0, xcr0 = 0, xcr0_hi;
+	bool avx_os = false, avx512_os = false, avx, avx2, fma, f16c, avx512;
+
+	memset(c, 0, sizeof(*c));
+	if (!__get_cpuid(0, &a, &b, &cx, &d))
+		return;
+	/* "GenuineIntel" in EBX, EDX, ECX */
+	c->intel = b == 0x756e6547 && d == 0x49656e69 && cx == 0x6c65746e;
+	if (a >= 1 && __get_cpuid(1, &a, &b, &ecx1, &d) && (ecx1 & (1u << 27))) {
+		__asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+		avx_os = (xcr0 & 0x6) == 0x6;
+		avx512_os = avx_os && (xcr0 & 0xe0) == 0xe0;
+	}
+	__get_cpuid_count(7, 0, &a, &ebx7, &cx, &d);
+	__get_cpuid(0x80000001, &a, &b, &ecx_ext, &d);
+
+#define BIT(reg, n) (((reg) >> (n)) & 1)
+	avx = avx_os && BIT(ecx1, 28);
+	avx2 = avx && BIT(ebx7, 5);
+	fma = avx && BIT(ecx1, 12);
+	f16c = avx && BIT(ecx1, 29);
+	avx512 = avx512_os && BIT(ebx7, 16);
+	c->v2 = BIT(ecx1, 0) && BIT(ecx1, 9) && BIT(ecx1, 13) && BIT(ecx1, 19) &&
+		BIT(ecx1, 20) && BIT(ecx1, 23) && BIT(ecx_ext, 0);
+	c->v3 = c->v2 && avx && avx2 && fma && f16c && BIT(ebx7, 3) && BIT(ebx7, 8) &&
+		BIT(ecx_ext, 5) && BIT(ecx1, 22);
+	c->avx512cd = avx512 && BIT(ebx7, 28);
+	c->avx512er = avx512 && BIT(ebx7, 27);
+	c->avx512pf = avx512 && BIT(ebx7, 26);
+	c->avx512_1 = c->avx512cd && BIT(ebx7, 30) && BIT(ebx7, 17) && BIT(ebx7, 31);
+	c->v4 = c->v3 && avx512 && c->avx512_1;
+	c->haswell = avx2 && fma && BIT(ebx7, 3) && BIT(ebx7, 8) && BIT(ecx_ext, 5) &&
+		     BIT(ecx1, 22) && BIT(ecx1, 23);
+#undef BIT
+}
+
+static void ld_init_hwcaps(struct ld_state *st)
+{
+	const char *elems[4];
+	const char *platform = NULL;
+	bool avx512_1 = false;
+	struct cpu_caps c;
+	int k = 0, mask, j;
+
+	/* glibc's x86 rules: only Intel CPUs get a platform other than AT_PLATFORM's. */
+	cpu_caps_read(&c);
+	if (c.intel && c.avx512cd) {
+		if (c.avx512er) {
+			if (c.avx512pf)
+				platform = "xeon_phi";
+		} else {
+			avx512_1 = c.avx512_1;
+		}
+	}
+	if (c.intel && !platform && c.haswell)
+		platform = "haswell";
+	snprintf(st->platform, sizeof(st->platform), "%s",
+		 platform ? platform : LD_DEFAULT_PLATFORM);
+
+	st->n_subdirs = 0;
+	if (c.v4)
+		strcpy(st->subdirs[st->n_subdirs++], "glibc-hwcaps/x86-64-v4/");
+	if (c.v3)
+		strcpy(st->subdirs[st->n_subdirs++], "glibc-hwcaps/x86-64-v3/");
+	if (c.v2)
+		strcpy(st->subdirs[st->n_subdirs++], "glibc-hwcaps/x86-64-v2/");
+
+	/* Legacy: hwcap names in bit order (x86_64 is bit 1, avx512_1 bit 2). */
+	elems[k++] = "tls";
+	elems[k++] = "x86_64";
+	if (avx512_1)
+		elems[k++] = "avx512_1";
+	elems[k++] = st->platform;
+	for (mask = (1 << k) - 1; mask >= 0; mask--) {
+		char *d = st->subdirs[st->n_subdirs++];
+
+		d[0] = '\0';
+		for (j = 0; j < k; j++) {
+			if (mask & (1 << (k - 1 - j))) {
+				strcat(d, elems[j]);
+				strcat(d, "/");
+			}
+		}
+	}
+}
+
+/* ---- ld.so.cache ---- */
+
+static uint32_t get_u32(const char *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static uint64_t get_u64(const char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static bool cache_string_ok(const struct ld_cache *c, uint32_t off)
+{
+	size_t at = c->hdr + off;
+
+	return off < c->size - c->hdr && memchr(c->buf + at, 0, c->size - at) != NULL;
+}
+
+/*
+ * Validate everything up front so lookups need no checks: ld.so would fault
+ * or misread on a corrupt cache, we refuse it and search without it.
+ */
+static int cache_load(struct ld_cache *c, const char *file, char *err, size_t errlen)
+{
+	struct stat sb;
+	size_t entries, i, got = 0;
+	uint8_t flags;
+	int fd, ret;
+
+	memset(c, 0, sizeof(*c));
+	fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		ret = -errno;
+		seterr(err, errlen, "%s: %s", file, strerror(errno));
+		return ret;
+	}
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > CACHE_MAX_SIZE) {
+		seterr(err, errlen, "%s: not a regular file of at most %u bytes", file,
+		       CACHE_MAX_SIZE);
+		close(fd);
+		return -EINVAL;
+	}
+	c->size = sb.st_size;
+	c->buf = malloc(c->size + 1);
+	if (!c->buf) {
+		close(fd);
+		seterr(err, errlen, "%s: out of memory", file);
+		return -ENOMEM;
+	}
+	while (got < c->size) {
+		ssize_t n = read(fd, c->buf + got, c->size - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += n;
+	}
+	close(fd);
+	c->size = got;
+
+	if (c->size >= CACHE_OLD_HDR_SIZE &&
+	    memcmp(c->buf, CACHE_MAGIC_OLD, sizeof(CACHE_MAGIC_OLD) - 1) == 0) {
+		uint64_t old_n = get_u32(c->buf + 12);
+		uint64_t end = CACHE_OLD_HDR_SIZE + old_n * CACHE_OLD_ENTRY_SIZE;
+
+		/* The new header follows the old table, 8-byte aligned (its entries hold u64s). */
+		c->hdr = (end + 7) & ~(uint64_t)7;
+		if (end > c->size || c->hdr > c->size) {
+			seterr(err, errlen,
+			       "%s: old-format table of %llu entries is longer than the file", file, (unsigned long long)old_n);
+			goto corrupt;
+		}
+	}
+	if (c->size - c->hdr < CACHE_NEW_HDR_SIZE ||
+	    memcmp(c->buf + c->hdr, CACHE_MAGIC_NEW CACHE_VERSION_NEW,
+		   sizeof(CACHE_MAGIC_NEW CACHE_VERSION_NEW) - 1) != 0) {
+		seterr(err, errlen, "%s: not a glibc-ld.so.cache1.1 file", file);
+		goto corrupt;
+	}
+	/* Endianness in bits 0-1: 0 unrecorded, 2 little, 3 big. */
+	flags = c->buf[c->hdr + 28];
+	if ((flags & 3) != 0 && (flags & 3) != 2) {
+		seterr(err, errlen, "%s: not a little-endian cache (flags 0x%x)", file, flags);
+		goto corrupt;
+	}
+	c->nlibs = get_u32(c->buf + c->hdr + 20);
+	entries = c->size - c->hdr - CACHE_NEW_HDR_SIZE;
+	if (c->nlibs > entries / CACHE_NEW_ENTRY_SIZE) {
+		seterr(err, errlen, "%s: %u entries do not fit in %zu bytes", file, c->nlibs,
+		       c->size);
+		goto corrupt;
+	}
+	for (i = 0; i < c->nlibs; i++) {
+		const char *e = c->buf + c->hdr + CACHE_NEW_HDR_SIZE + i * CACHE_NEW_ENTRY_SIZE;
+
+		if (!cache_string_ok(c, get_u32(e + 4)) || !cache_string_ok(c, get_u32(e + 8))) {
+			seterr(err, errlen, "%s: entry %zu points outside the file", file, i);
+			goto corrupt;
+		}
+	}
+	return 0;
+corrupt:
+	free(c->buf);
+	memset(c, 0, sizeof(*c));
+	return -EINVAL;
+}
+
+/* The first x86-64 libc6 entry for `name`, in file order as ld.so's search yields it. */
+static const char *cache_find(const struct ld_cache *c, const char *name)
+{
+	uint32_t i;
+
+	for (i = 0; i < c->nlibs; i++) {
+		const char *e = c->buf + c->hdr + CACHE_NEW_HDR_SIZE +
+				(size_t)i * CACHE_NEW_ENTRY_SIZE;
+
+		if ((int32_t)get_u32(e) != CACHE_FLAGS_X8664_LIBC6 || get_u64(e + 16) != 0)
+			continue;
+		if (strcmp(c->buf + c->hdr + get_u32(e + 4), name) == 0)
+			return c->buf + c->hdr + get_u32(e + 8);
+	}
+	return NULL;
+}
+
+int ld_cache_lookup(const char *cache_file, const char *name, char **path_out, char *err,
+		    size_t errlen)
+{
+	struct ld_cache c;
+	const char *p;
+	int ret;
+
+	*path_out = NULL;
+	if (!cache_file)
+		cache_file = LD_CACHE_FILE;
+	ret = cache_load(&c, cache_file, err, errlen);
+	if (ret)
+		return ret;
+	p = cache_find(&c, name);
+	if (p) {
+		*path_out = strdup(p);
+		ret = *path_out ? 0 : -ENOMEM;
+	} else {
+		seterr(err, errlen, "%s: no x86-64 entry for %s", cache_file, name);
+		ret = -ENOENT;
+	}
+	free(c.buf);
+	return ret;
+}
+
+/* ---- search lists ---- */
+
+/* Length of the token at `s` (after '$') if it is `name`, else 0. */
+static size_t dst_match(const char *s, const char *name)
+{
+	size_t len = strlen(name);
+	char c;
+
+	if (s[0] == '{')
+		return strncmp(s + 1, name, len) == 0 && s[len + 1] == '}' ? len + 2 : 0;
+	if (strncmp(s, name, len) != 0)
+		return 0;
+	c = s[len];
+	if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')
+		return 0;
+	return len;
+}
+
+static char *expand_dst(const struct ld_state *st, const char *s, const char *origin)
+{
+	size_t len = 0, cap = strlen(s) + 1, n, vlen;
+	char *out = malloc(cap), *nout;
+	const char *val;
+
+	if (!out)
+		return NULL;
+	while (*s) {
+		val = NULL;
+		n = 0;
+		if (*s == '$') {
+			if ((n = dst_match(s + 1, "ORIGIN")))
+				val = origin;
+			else if ((n = dst_match(s + 1, "PLATFORM")))
+				val = st->platform;
+			else if ((n = dst_match(s + 1, "LIB")))
+				val = LD_DST_LIB;
+		}
+		if (!val) {
+			val = s;
+			vlen = 1;
+			n = 0;
+		} else {
+			vlen = strlen(val);
+		}
+		if (len + vlen + 1 > cap) {
+			cap = (len + vlen + 1) * 2;
+			nout = realloc(out, cap);
+			if (!nout) {
+				free(out);
+				return NULL;
+			}
+			out = nout;
+		}
+		memcpy(out + len, val, vlen);
+		len += vlen;
+		s += n + 1;
+	}
+	out[len] = '\0';
+	return out;
+}
+
+/* Split a search list into directories, tokens expanded against `origin`. */
+static int split_list(const struct ld_state *st, const char *list, const char *seps,
+		      const char *origin, char ***dirs, size_t *n)
+{
+	const char *p = list, *end;
+	char *elem, *dir;
+	size_t len;
+	int ret;
+
+	*dirs = NULL;
+	*n = 0;
+	for (;;) {
+		end = p + strcspn(p, seps);
+		len = end - p;
+		while (len > 1 && p[len - 1] == '/')
+			len--;
+		elem = strndup(p, len);
+		if (!elem)
+			goto nomem;
+		dir = expand_dst(st, elem, origin);
+		free(elem);
+		ret = strv_push(dirs, n, dir);
+		if (ret)
+			goto nomem;
+		if (!*end)
+			return 0;
+		p = end + 1;
+	}
+nomem:
+	strv_free(*dirs, *n);
+	*dirs = NULL;
+	*n = 0;
+	return -ENOMEM;
+}
+
+/* ---- objects ---- */
+
+static int find_by_name(const struct ld_state *st, const char *name)
+{
+	size_t i, j;
+
+	for (i = 0; i < st->n_objs; i++)
+		for (j = 0; j < st->objs[i].n_names; j++)
+			if (strcmp(st->objs[i].names[j], name) == 0)
+				return i;
+	return -1;
+}
+
+static int obj_add_name(struct ld_obj *o, const char *name)
+{
+	size_t j;
+
+	for (j = 0; j < o->n_names; j++)
+		if (strcmp(o->names[j], name) == 0)
+			return 0;
+	return strv_push(&o->names, &o->n_names, strdup(name));
+}
+
+static int new_obj(struct ld_state *st)
+{
+	struct ld_obj *n;
+
+	if (st->n_objs == st->cap_objs) {
+		size_t cap = st->cap_objs ? st->cap_objs * 2 : 16;
+
+		n = realloc(st->objs, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		st->objs = n;
+		st->cap_objs = cap;
+	}
+	memset(&st->objs[st->n_objs], 0, sizeof(st->objs[0]));
+	st->objs[st->n_objs].loader = -1;
+	return st->n_objs++;
+}
+
+static int queue_push(struct ld_state *st, int idx)
+{
+	if (st->n_queue == st->cap_queue) {
+		size_t cap = st->cap_queue ? st->cap_queue * 2 : 16;
+		int *n = realloc(st->queue, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		st->queue = n;
+		st->cap_queue = cap;
+	}
+	st->queue[st->n_queue++] = idx;
+	return 0;
+}
+
+static char *make_absolute(const struct ld_state *st, const char *path)
+{
+	if (path[0] == '/')
+		return strdup(path);
+	return xasprintf("%s/%s", st->cwd, path);
+}
+
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return strdup(".");
+	if (slash == path)
+		return strdup("/");
+	return strndup(path, slash - path);
+}
+
+static int add_missing(struct ld_state *st, const char *name, const char *needed_by, char *reason)
+{
+	struct ld_opts *o = st->opts;
+	struct ld_missing *m;
+
+	if (!reason)
+		return -ENOMEM;
+	if (o->n_missing == st->cap_missing) {
+		size_t cap = st->cap_missing ? st->cap_missing * 2 : 8;
+
+		m = realloc(o->missing, cap * sizeof(*m));
+		if (!m) {
+			free(reason);
+			return -ENOMEM;
+		}
+		o->missing = m;
+		st->cap_missing = cap;
+	}
+	m = &o->missing[o->n_missing];
+	m->name = strdup(name);
+	m->needed_by = strdup(needed_by);
+	m->reason = reason;
+	if (!m->name || !m->needed_by) {
+		free(m->name);
+		free(m->needed_by);
+		free(m->reason);
+		return -ENOMEM;
+	}
+	o->n_missing++;
+	return 0;
+}
+
+/*
+ * Try one file as ld.so would. TRY_FOUND sets *idx to the object (new or
+ * already loaded); TRY_FATAL sets *reason; TRY_NEXT means keep searching.
+ * Returns -ENOMEM through *oom only.
+ */
+static enum try_result try_file(struct ld_state *st, const char *path, int loader, int *idx,
+				char **reason, bool *oom)
+{
+	char why[256], dyn_err[512];
+	struct ld_obj *o;
+	struct stat sb;
+	size_t i;
+	int fd, ret, n;
+
+	/*
+	 * ld.so would block on a FIFO here; we would rather call it unreadable
+	 * (fatal, see elf_check_loadable) than hang.
+	 */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return TRY_NEXT;
+	ret = elf_check_loadable(fd, why, sizeof(why));
+	if (ret == ELF_LOAD_SKIP) {
+		close(fd);
+		return TRY_NEXT;
+	}
+	if (ret < 0) {
+		close(fd);
+		*reason = xasprintf("%s: %s", path, why);
+		*oom = !*reason;
+		return TRY_FATAL;
+	}
+	ret = fstat(fd, &sb);
+	close(fd);
+	if (ret < 0)
+		return TRY_NEXT;
+	for (i = 0; i < st->n_objs; i++) {
+		if (st->objs[i].path && st->objs[i].dev == sb.st_dev &&
+		    st->objs[i].ino == sb.st_ino) {
+			*idx = i;
+			return TRY_FOUND;
+		}
+	}
+
+	n = new_obj(st);
+	if (n < 0)
+		goto nomem;
+	o = &st->objs[n];
+	o->loader = loader;
+	o->dev = sb.st_dev;
+	o->ino = sb.st_ino;
+	ret = elf_dynamic_info(path, &o->dyn, dyn_err, sizeof(dyn_err));
+	if (ret == -ENOMEM)
+		goto nomem_obj;
+	if (ret < 0) {
+		*reason = strdup(dyn_err);
+	} else if (o->dyn.elf_type == ET_EXEC) {
+		*reason = xasprintf("%s: cannot dynamically load executable", path);
+	} else if (o->dyn.flags_1 & DF_1_PIE) {
+		*reason = xasprintf("%s: cannot dynamically load position-independent executable",
+				    path);
+	} else {
+		o->path = make_absolute(st, path);
+		o->origin = o->path ? dir_of(o->path) : NULL;
+		if (!o->path || !o->origin || obj_add_name(o, path) ||
+		    (o->dyn.soname && obj_add_name(o, o->dyn.soname)))
+			goto nomem_obj;
+		o->listed = true;
+		*idx = n;
+		return TRY_FOUND;
+	}
+	/* Not an object after all: drop the slot again. */
+	elf_dyninfo_free(&o->dyn);
+	st->n_objs--;
+	*oom = !*reason;
+	return TRY_FATAL;
+nomem_obj:
+	elf_dyninfo_free(&o->dyn);
+	strv_free(o->names, o->n_names);
+	free(o->path);
+	free(o->origin);
+	st->n_objs--;
+nomem:
+	*oom = true;
+	return TRY_FATAL;
+}
+
+static enum try_result search_dirs(struct ld_state *st, char **dirs, size_t n_dirs,
+				   const char *name, int loader, int *idx, char **reason,
+				   bool *oom)
+{
+	enum try_result r;
+	size_t i, j;
+
+	for (i = 0; i < n_dirs; i++) {
+		const char *d = dirs[i];
+		const char *sep = d[0] && d[strlen(d) - 1] != '/' ? "/" : "";
+
+		for (j = 0; j < st->n_subdirs; j++) {
+			char *path = xasprintf("%s%s%s%s", d, sep, st->subdirs[j], name);
+
+			if (!path) {
+				*oom = true;
+				return TRY_FATAL;
+			}
+			r = try_file(st, path, loader, idx, reason, oom);
+			free(path);
+			if (r != TRY_NEXT)
+				return r;
+		}
+	}
+	return TRY_NEXT;
+}
+
+static enum try_result search_list(struct ld_state *st, const char *list, const char *origin,
+				   const char *name, int loader, int *idx, char **reason,
+				   bool *oom)
+{
+	enum try_result r;
+	char **dirs;
+	size_t n;
+
+	if (split_list(st, list, ":", origin, &dirs, &n)) {
+		*oom = true;
+		return TRY_FATAL;
+	}
+	r = search_dirs(st, dirs, n, name, loader, idx, reason, oom);
+	strv_free(dirs, n);
+	return r;
+}
+
+static bool in_system_dir(const char *path)
+{
+	size_t i, len;
+
+	for (i = 0; i < sizeof(ld_system_dirs) / sizeof(ld_system_dirs[0]); i++) {
+		len = strlen(ld_system_dirs[i]);
+		if (strncmp(path, ld_system_dirs[i], len) == 0 && path[len] == '/')
+			return true;
+	}
+	return false;
+}
+
+/* ld.so ignores DT_RPATH in an object that also has DT_RUNPATH. */
+static const char *effective_rpath(const struct ld_obj *o)
+{
+	return o->dyn.runpath ? NULL : o->dyn.rpath;
+}
+
+/* The search of the top comment, steps 1 to 5, for a name without '/'. */
+static enum try_result search_name(struct ld_state *st, const char *name, int loader, int *idx,
+				   char **reason, bool *oom)
+{
+	/* Copies, not a pointer into st->objs: every try_file() may move the array. */
+	const char *runpath = st->objs[loader].dyn.runpath;
+	const char *origin = st->objs[loader].origin;
+	bool nodeflib = st->objs[loader].dyn.flags_1 & DF_1_NODEFLIB;
+	enum try_result r;
+	int l;
+
+	if (!runpath) {
+		for (l = loader; l >= 0; l = st->objs[l].loader) {
+			const char *rp = effective_rpath(&st->objs[l]);
+
+			if (!rp)
+				continue;
+			r = search_list(st, rp, st->objs[l].origin, name, loader, idx, reason, oom);
+			if (r != TRY_NEXT)
+				return r;
+		}
+	}
+	r = search_dirs(st, st->llp, st->n_llp, name, loader, idx, reason, oom);
+	if (r != TRY_NEXT)
+		return r;
+	if (runpath) {
+		r = search_list(st, runpath, origin, name, loader, idx, reason, oom);
+		if (r != TRY_NEXT)
+			return r;
+	}
+	if (st->have_cache) {
+		const char *cached = cache_find(&st->cache, name);
+
+		if (cached && !(nodeflib && in_system_dir(cached))) {
+			r = try_file(st, cached, loader, idx, reason, oom);
+			if (r != TRY_NEXT)
+				return r;
+		}
+	}
+	if (!nodeflib)
+		return search_dirs(st, (char **)ld_system_dirs,
+				   sizeof(ld_system_dirs) / sizeof(ld_system_dirs[0]), name,
+				   loader, idx, reason, oom);
+	return TRY_NEXT;
+}
+
+/*
+ * Load `raw` for object `loader` unless it is loaded already. A new object
+ * is queued for its own DT_NEEDED. Failures become a placeholder object that
+ * answers to the name, so that every later reference to it matches (ld.so
+ * reports a missing library once) and go to opts->missing.
+ */
+static int load_name(struct ld_state *st, const char *raw, int loader, const char *needed_by)
+{
+	char *name, *reason = NULL;
+	enum try_result r;
+	bool oom = false;
+	int idx = -1, ret, ph;
+
+	name = strchr(raw, '$') ? expand_dst(st, raw, st->objs[loader].origin) : strdup(raw);
+	if (!name)
+		return -ENOMEM;
+	if (find_by_name(st, name) >= 0) {
+		free(name);
+		return 0;
+	}
+	if (strchr(name, '/'))
+		r = try_file(st, name, loader, &idx, &reason, &oom);
+	else
+		r = search_name(st, name, loader, &idx, &reason, &oom);
+	if (oom) {
+		free(reason);
+		free(name);
+		return -ENOMEM;
+	}
+	if (r == TRY_FOUND) {
+		ret = obj_add_name(&st->objs[idx], name);
+		free(name);
+		return ret;
+	}
+	if (r == TRY_NEXT)
+		reason = strdup("not found");
+	ret = add_missing(st, name, needed_by, reason);
+	if (!ret) {
+		ph = new_obj(st);
+		if (ph < 0)
+			ret = ph;
+		else
+			ret = obj_add_name(&st->objs[ph], name);
+	}
+	free(name);
+	return ret;
+}
+
+static int load_preload_list(struct ld_state *st, const char *list, const char *seps,
+			     const char *label)
+{
+	char *copy, *p, *tok;
+	int ret = 0;
+
+	copy = strdup(list);
+	if (!copy)
+		return -ENOMEM;
+	p = copy;
+	while ((tok = strsep(&p, seps))) {
+		if (!*tok)
+			continue;
+		ret = load_name(st, tok, 0, label);
+		if (ret)
+			break;
+	}
+	free(copy);
+	return ret;
+}
+
+/* /etc/ld.so.preload: '#' comments to the end of the line, then a list. */
+static int load_preload_file(struct ld_state *st, const char *file)
+{
+	char *buf = NULL, *p;
+	size_t len = 0;
+	FILE *f;
+	int ret;
+
+	f = fopen(file, "re");
+	if (!f)
+		return 0;	/* absent or unreadable: ld.so silently goes on too */
+	if (getdelim(&buf, &len, '\0', f) < 0) {
+		free(buf);
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	for (p = buf; (p = strchr(p, '#'));)
+		while (*p && *p != '\n')
+			*p++ = ' ';
+	ret = load_preload_list(st, buf, " \t\n:", file);
+	free(buf);
+	return ret;
+}
+
+/* Main object (index 0) and interpreter (index 1). */
+static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t errlen)
+{
+	char real[PATH_MAX], dyn_err[512];
+	struct ld_obj *o;
+	struct stat sb;
+	int ret, n;
+
+	if (stat(exe_path, &sb) < 0 || !realpath(exe_path, real)) {
+		ret = -errno;
+		seterr(err, errlen, "%s: %s", exe_path, strerror(errno));
+		return ret;
+	}
+	n = new_obj(st);
+	if (n < 0)
+		goto nomem;
+	o = &st->objs[n];
+	o->dev = sb.st_dev;
+	o->ino = sb.st_ino;
+	ret = elf_dynamic_info(exe_path, &o->dyn, err, errlen);
+	if (ret)
+		return ret;
+	if (o->dyn.elf_type != ET_EXEC && o->dyn.elf_type != ET_DYN) {
+		seterr(err, errlen, "%s: not an executable (ELF type %d)", exe_path,
+		       o->dyn.elf_type);
+		return -ENOEXEC;
+	}
+	o->path = make_absolute(st, exe_path);
+	o->origin = dir_of(real);
+	if (!o->path || !o->origin)
+		goto nomem;
+	/* The executable answers to its soname only (ld.so names it ""). */
+	if (o->dyn.soname && obj_add_name(o, o->dyn.soname))
+		goto nomem;
+	if (!o->dyn.interp)
+		return 0;
+
+	if (stat(o->dyn.interp, &sb) < 0) {
+		ret = -errno;
+		seterr(err, errlen, "%s: interpreter %s: %s", exe_path, o->dyn.interp,
+		       strerror(errno));
+		return ret;
+	}
+	n = new_obj(st);
+	if (n < 0)
+		goto nomem;
+	o = &st->objs[n];
+	o->dev = sb.st_dev;
+	o->ino = sb.st_ino;
+	o->loader = 0;
+	ret = elf_dynamic_info(st->objs[0].dyn.interp, &o->dyn, dyn_err, sizeof(dyn_err));
+	if (ret) {
+		seterr(err, errlen, "%s: interpreter: %s", exe_path, dyn_err);
+		return ret;
+	}
+	o->path = make_absolute(st, st->objs[0].dyn.interp);
+	o->origin = o->path ? dir_of(o->path) : NULL;
+	if (!o->path || !o->origin || obj_add_name(o, st->objs[0].dyn.interp) ||
+	    (o->dyn.soname && obj_add_name(o, o->dyn.soname)))
+		goto nomem;
+	o->listed = true;
+	return 0;
+nomem:
+	seterr(err, errlen, "%s: out of memory", exe_path);
+	return -ENOMEM;
+}
+
+static void state_free(struct ld_state *st)
+{
+	size_t i;
+
+	for (i = 0; i < st->n_objs; i++) {
+		struct ld_obj *o = &st->objs[i];
+
+		free(o->path);
+		free(o->origin);
+		strv_free(o->names, o->n_names);
+		elf_dyninfo_free(&o->dyn);
+	}
+	free(st->objs);
+	free(st->queue);
+	strv_free(st->llp, st->n_llp);
+	free(st->cache.buf);
+	free(st->cwd);
+}
+
+void ld_paths_free(char **paths, size_t n)
+{
+	strv_free(paths, n);
+}
+
+void ld_opts_release(struct ld_opts *opts)
+{
+	size_t i;
+
+	if (!opts)
+		return;
+	for (i = 0; i < opts->n_missing; i++) {
+		free(opts->missing[i].name);
+		free(opts->missing[i].needed_by);
+		free(opts->missing[i].reason);
+	}
+	free(opts->missing);
+	opts->missing = NULL;
+	opts->n_missing = 0;
+	opts->cache_error[0] = '\0';
+}
+
+int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
+		      struct ld_opts *opts, char *err, size_t errlen)
+{
+	const char *llp, *preload, *preload_file, *cache_file;
+	struct ld_opts local_opts = {0};
+	struct ld_state st = {0};
+	char **paths = NULL;
+	size_t n_paths = 0, q, i;
+	int ret;
+
+	*paths_out = NULL;
+	*n_out = 0;
+	if (!opts)
+		opts = &local_opts;
+	ld_opts_release(opts);
+	st.opts = opts;
+
+	llp = opts->library_path ? opts->library_path : getenv("LD_LIBRARY_PATH");
+	preload = opts->preload ? opts->preload : getenv("LD_PRELOAD");
+	preload_file = opts->preload_file ? opts->preload_file : LD_PRELOAD_FILE;
+	cache_file = opts->cache_file ? opts->cache_file : LD_CACHE_FILE;
+
+	st.cwd = getcwd(NULL, 0);
+	if (!st.cwd) {
+		ret = -errno;
+		seterr(err, errlen, "cannot get the current directory: %s", strerror(errno));
+		goto out;
+	}
+	ld_init_hwcaps(&st);
+
+	ret = load_exe(&st, exe_path, err, errlen);
+	if (ret)
+		goto out;
+	if (st.objs[0].dyn.is_static || !st.objs[0].dyn.interp) {
+		/* Nothing maps libraries for it: a static or static-pie program. */
+		ret = 0;
+		goto out;
+	}
+
+	if (cache_file[0]) {
+		ret = cache_load(&st.cache, cache_file, opts->cache_error,
+				 sizeof(opts->cache_error));
+		if (ret == -ENOMEM)
+			goto nomem;
+		st.have_cache = ret == 0;
+		if (ret == -ENOENT)
+			opts->cache_error[0] = '\0';	/* no cache is a valid setup */
+	}
+	if (llp && llp[0]) {
+		ret = split_list(&st, llp, ":;", st.objs[0].origin, &st.llp, &st.n_llp);
+		if (ret)
+			goto nomem;
+	}
+
+	ret = queue_push(&st, 0);
+	if (ret)
+		goto nomem;
+	if (preload && preload[0]) {
+		size_t before = st.n_objs;
+
+		ret = load_preload_list(&st, preload, " :", "LD_PRELOAD");
+		if (ret)
+			goto nomem;
+		for (i = before; i < st.n_objs; i++)
+			if (st.objs[i].listed && queue_push(&st, i))
+				goto nomem;
+	}
+	if (preload_file[0]) {
+		size_t before = st.n_objs;
+
+		ret = load_preload_file(&st, preload_file);
+		if (ret)
+			goto nomem;
+		for (i = before; i < st.n_objs; i++)
+			if (st.objs[i].listed && queue_push(&st, i))
+				goto nomem;
+	}
+
+	for (q = 0; q < st.n_queue; q++) {
+		int cur = st.queue[q];
+		size_t k;
+
+		for (k = 0; k < st.objs[cur].dyn.n_needed; k++) {
+			size_t before = st.n_objs;
+			const char *by = cur == 0 ? exe_path : st.objs[cur].path;
+
+			ret = load_name(&st, st.objs[cur].dyn.needed[k], cur, by);
+			if (ret)
+				goto nomem;
+			for (i = before; i < st.n_objs; i++)
+				if (st.objs[i].listed && queue_push(&st, i))
+					goto nomem;
+		}
+	}
+
+	for (i = 0; i < st.n_objs; i++) {
+		if (!st.objs[i].listed)
+			continue;
+		ret = strv_push(&paths, &n_paths, strdup(st.objs[i].path));
+		if (ret)
+			goto nomem;
+	}
+	if (opts == &local_opts && opts->n_missing) {
+		seterr(err, errlen, "%s (needed by %s): %s", opts->missing[0].name,
+		       opts->missing[0].needed_by, opts->missing[0].reason);
+		ret = -ENOENT;
+		goto out;
+	}
+	*paths_out = paths;
+	*n_out = n_paths;
+	paths = NULL;
+	n_paths = 0;
+	ret = 0;
+	goto out;
+nomem:
+	seterr(err, errlen, "%s: out of memory while resolving libraries", exe_path);
+	ret = -ENOMEM;
+out:
+	strv_free(paths, n_paths);
+	if (ret && opts != &local_opts)
+		ld_opts_release(opts);
+	ld_opts_release(&local_opts);
+	state_free(&st);
+	return ret;
+}
