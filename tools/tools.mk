@@ -26,7 +26,8 @@ MATRIX_BINS := $(addprefix $(OUT)/tests/usdt_matrix_,c_O0 c_O2 cxx_O0 cxx_O2 cla
 MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
 
 tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
-       $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so
+       $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
+       $(OUT)/tests/early $(OUT)/tests/libdlprobe.so
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -108,3 +109,18 @@ $(OUT)/tests/usdt_matrix_so: $(MATRIX_SRC) $(OUT)/tests/libusdt_matrix.so
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(MATRIX_FLAGS) -std=gnu11 -O2 -DMATRIX_MAIN $< -L$(OUT)/tests -lusdt_matrix \
 		-Wl,-rpath,'$$ORIGIN' -o $@
+
+# early: probes in constructors (before main) and in a dlopened library.
+$(OUT)/tests/libearly.so: tests/integration/progs/early_lib.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -fPIC -shared -Wl,-soname,libearly.so $< -o $@
+
+$(OUT)/tests/libdlprobe.so: tests/integration/progs/early_lib.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -fPIC -shared -DCTOR_ID=0xd1 -DCTOR_NAME='"dl-ctor"' $< -o $@
+
+$(OUT)/tests/early: tests/integration/progs/early.c $(OUT)/tests/libearly.so usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -L$(OUT)/tests -learly -ldl -Wl,-rpath,'$$ORIGIN' -o $@

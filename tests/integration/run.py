@@ -371,6 +371,69 @@ for b in MATRIX:
     test(make_matrix_test(b))
 
 
+# ---- before main, after dlopen ----
+
+@test
+def launch_sees_probes_before_main():
+    """Constructors in the executable and in a linked library run before main: all traced."""
+    trace, _, p, out, raw = trace_launch("early", [os.path.join(TESTS_BIN, "early")])
+    eq(sorted(e["id"] for e in trace.by_ev("create")), ["0xe1", "0xe2", "0xe3", "0xe4"], "creates")
+    names = {c["id"]: c["name"] for c in trace.coroutines}
+    eq(names.get("0xe1"), "lib-ctor", "name from the library constructor")
+    paths = [r["path"] for r in trace.records if r["type"] == "object"]
+    check(any(p.endswith("/libearly.so") for p in paths), "libearly.so not attached: %s" % paths)
+    check(not any(r.get("late") for r in trace.records if r["type"] == "object"), "a late object")
+    check_clean(trace)
+
+
+@test
+def dlopen_is_picked_up():
+    """A library dlopened later is attached when ld.so announces it, and marked late."""
+    trace, _, p, out, raw = trace_launch("dlopen", [os.path.join(TESTS_BIN, "early"), "dlopen", "300"])
+    objects = [r for r in trace.records if r["type"] == "object"]
+    dl = [o for o in objects if o["path"].endswith("/libdlprobe.so")]
+    eq(len(dl), 1, "libdlprobe.so objects")
+    check(dl[0].get("late"), "libdlprobe.so not marked late")
+    eq(dl[0]["probes"], 4, "probe sites in libdlprobe.so")
+    creates = [e["id"] for e in trace.by_ev("create")]
+    check("0xd2" in creates, "the probe fired 300 ms after dlopen is missing: %s" % creates)
+    eq(trace.trailer["lost"]["late_attach"], 1, "late_attach")
+    check("attached after they were loaded" in p.stderr, "the summary does not warn:\n" + p.stderr)
+    check_replay(out, raw)
+
+
+# ---- overload: every lost event is counted ----
+
+@test
+def overload_every_lost_event_is_counted():
+    """Stop the reader while the target runs flat out: the ring overflows, and
+    traced + lost equals exactly what the program fired."""
+    out, raw = work("overload.jsonl"), work("overload.raw")
+    p = subprocess.Popen([COROBPF, "-o", out, "--raw", raw, "--ring-size", "1", "--",
+                          os.path.join(BUILD, "demo"), "--pingpong", "100000"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.4)
+    p.send_signal(signal.SIGSTOP)
+    time.sleep(0.4)
+    p.send_signal(signal.SIGCONT)
+    stdout, stderr = p.communicate(timeout=120)
+    eq(p.returncode, 0, "exit code (%s)" % stderr.strip())
+    fields = dict(kv.split("=") for kv in stdout.split()[1:])
+    fired = int(fields["created"]) + 2 + int(fields["readies"]) + int(fields["switches"]) \
+        + int(fields["exits"])
+    trace = Trace(out)
+    t = trace.trailer
+    lost = t["lost"]["events"]
+    check(lost > 0, "nothing was lost: the reader was not stopped long enough")
+    eq(sum(t["events_by_kind"].values()) + lost, fired, "traced + lost vs fired")
+    lost_records = [r for r in trace.records if r["type"] == "lost"]
+    eq(t["lost"]["attributed"], sum(r["count"] for r in lost_records), "attributed")
+    check(0 < t["lost"]["attributed"] <= lost, "attributed %d of %d" % (t["lost"]["attributed"], lost))
+    check(any(c.get("uncertain") for c in trace.coroutines), "no coroutine marked uncertain")
+    check("events were lost" in stderr, "the summary does not say so:\n" + stderr)
+    check_replay(out, raw)
+
+
 # ---- errors: each with its message and exit code ----
 
 @test

@@ -284,9 +284,10 @@ static int run_pingpong(void)
 	sched_wait_all();
 	elapsed = now_ns() - t0;
 	sched_get_stats(&st);
-	printf("pingpong: rounds=%ld switches=%" PRIu64 " readies=%" PRIu64 " elapsed_ns=%" PRIu64
-	       " ns_per_switch=%.1f\n",
-	       opt.pingpong, st.switches, st.readies, elapsed,
+	/* Every probe fired: created + 2 names + readies + switches + exits (the overload test sums them). */
+	printf("pingpong: rounds=%ld switches=%" PRIu64 " readies=%" PRIu64 " created=%" PRIu64
+	       " exits=%" PRIu64 " elapsed_ns=%" PRIu64 " ns_per_switch=%.1f\n",
+	       opt.pingpong, st.switches, st.readies, st.created, st.exits, elapsed,
 	       st.switches ? (double)elapsed / (double)st.switches : 0.0);
 	sched_stop();
 	chan_free(ping_to_pong);
