@@ -106,6 +106,13 @@ static void notify_interval(struct model *m, const struct coro *c, enum coro_sta
 					   c->obj);
 }
 
+static void notify_enter(struct model *m, const struct coro *c, u64 ts)
+{
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].enter)
+			m->obs[i].enter(m->obs[i].ctx, c, ts);
+}
+
 /* Close the current state interval at ts and account for it. */
 static void close_interval(struct model *m, struct coro *c, u64 ts, bool open_at_end)
 {
@@ -143,6 +150,7 @@ static void set_state(struct model *m, struct coro *c, enum coro_state s, u64 ts
 		c->tid = tid;
 	c->reason = s == CS_SUSPENDED ? reason : 0;
 	c->obj = s == CS_SUSPENDED ? obj : 0;
+	notify_enter(m, c, c->state_since);
 }
 
 static void coro_add_tid(struct coro *c, u32 tid)
@@ -158,7 +166,7 @@ static void coro_add_tid(struct coro *c, u32 tid)
 }
 
 static struct coro *coro_new(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s,
-			     bool created)
+			     bool created, u32 tid, u32 reason, u64 obj)
 {
 	struct coro *c = xcalloc(1, sizeof(*c));
 	struct coro_process *p = model_process(m, pid);
@@ -171,10 +179,15 @@ static struct coro *coro_new(struct model *m, u32 pid, u64 id, u64 ts, enum coro
 	c->first_ts = ts;
 	c->state = s;
 	c->state_since = ts;
+	c->tid = tid;
+	c->reason = s == CS_SUSPENDED ? reason : 0;
+	c->obj = s == CS_SUSPENDED ? obj : 0;
 	if (s == CS_UNKNOWN)
 		c->uncertain = true;
 	if (s == CS_RUNNABLE)
 		p->runnable++;
+	if (s == CS_RUNNING && tid)
+		coro_add_tid(c, tid);
 	hmap_put(&m->coros, pid, id, c);
 	p->live++;
 	p->created++;
@@ -182,6 +195,7 @@ static struct coro *coro_new(struct model *m, u32 pid, u64 id, u64 ts, enum coro
 	m->live++;
 	if (m->live > m->peak_live)
 		m->peak_live = m->live;
+	notify_enter(m, c, ts);
 	return c;
 }
 
@@ -239,7 +253,7 @@ static struct coro *coro_get(struct model *m, u32 pid, u64 id, u64 ts, enum coro
 {
 	struct coro *c = model_find(m, pid, id);
 
-	return c ? c : coro_new(m, pid, id, ts, s, false);
+	return c ? c : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
 }
 
 /* ---- threads ---- */
@@ -358,7 +372,7 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 		}
 	}
 	if (!c)
-		c = coro_new(m, h->pid, e->id, h->ts, CS_NEW, true);
+		c = coro_new(m, h->pid, e->id, h->ts, CS_NEW, true, 0, 0, 0);
 	c->parent = e->parent;
 	pc = e->parent ? model_find(m, h->pid, e->parent) : NULL;
 	c->parent_uid = pc ? pc->uid : 0;
@@ -428,10 +442,8 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			else
 				next = CS_SUSPENDED;
 			if (!c) {
-				c = coro_new(m, h->pid, e->from, h->ts, next, false);
-				c->reason = next == CS_SUSPENDED ? reason : 0;
-				c->obj = next == CS_SUSPENDED ? e->obj : 0;
-				c->tid = h->tid;
+				c = coro_new(m, h->pid, e->from, h->ts, next, false, h->tid, reason,
+					     e->obj);
 				coro_add_tid(c, h->tid);
 			} else {
 				set_state(m, c, next, h->ts, h->tid, reason, e->obj);
@@ -443,8 +455,7 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 	if (e->to) {
 		c = model_find(m, h->pid, e->to);
 		if (!c) {
-			c = coro_new(m, h->pid, e->to, h->ts, CS_RUNNING, false);
-			c->tid = h->tid;
+			c = coro_new(m, h->pid, e->to, h->ts, CS_RUNNING, false, h->tid, 0, 0);
 		} else {
 			if (c->state == CS_RUNNING && c->tid != h->tid) {
 				/* Its switch out on the other thread is missing. */
@@ -498,11 +509,8 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct mod
 	mi->owner = t->cur_known && !t->cur_exited ? t->cur : 0;
 	if (mi->owner) {
 		c = model_find(m, h->pid, mi->owner);
-		if (!c) {
-			c = coro_new(m, h->pid, mi->owner, h->ts, CS_RUNNING, false);
-			c->tid = h->tid;
-			coro_add_tid(c, h->tid);
-		}
+		if (!c)
+			c = coro_new(m, h->pid, mi->owner, h->ts, CS_RUNNING, false, h->tid, 0, 0);
 		mi->c = c;
 		v = &c->spans;
 		n = &c->nspans;

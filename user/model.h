@@ -152,6 +152,8 @@ struct model_observer {
 	void (*begin)(void *ctx, const struct capture_info *ci);
 	/* After the model applied a record (events and user records alike). */
 	void (*record)(void *ctx, const struct coro_event_hdr *rec, const struct model_event_info *mi);
+	/* c entered its current state (c->state, c->tid, c->reason, c->obj) at ts; also at creation. */
+	void (*enter)(void *ctx, const struct coro *c, u64 ts);
 	/* A state interval of c ended: [start, end) in `state` (before c's fields moved on). */
 	void (*interval)(void *ctx, const struct coro *c, enum coro_state state, u64 start,
 			 u64 end, u32 tid, u32 reason, u64 obj);

@@ -119,11 +119,22 @@ struct seen {
 	int nended;
 	int intervals;
 	u64 interval_ns[CS_NSTATES];
+	/* enter/interval pairing, per uid (small uids only) */
+	int open_state[MAX_ENDED * 64];
+	u64 open_since[MAX_ENDED * 64];
+	bool is_open[MAX_ENDED * 64];
+	int pairing_errors;
 };
 
 static inline void seen_coroutine_end(void *ctx, const struct coro *c)
 {
 	struct seen *s = ctx;
+
+	/* Its last interval has been closed before it ends. */
+	if (c->uid < MAX_ENDED * 64 && s->is_open[c->uid] && c->end != CE_EXIT)
+		s->pairing_errors++;
+	if (c->uid < MAX_ENDED * 64)
+		s->is_open[c->uid] = false;
 
 	if (s->nended < MAX_ENDED) {
 		s->ended[s->nended] = *c;
@@ -141,6 +152,26 @@ static inline void seen_interval(void *ctx, const struct coro *c, enum coro_stat
 
 	s->intervals++;
 	s->interval_ns[st] += end - start;
+	/* Every interval closes exactly what enter() opened. */
+	if (c->uid < MAX_ENDED * 64) {
+		if (!s->is_open[c->uid] || s->open_state[c->uid] != (int)st ||
+		    s->open_since[c->uid] != start)
+			s->pairing_errors++;
+		s->is_open[c->uid] = false;
+	}
+}
+
+static inline void seen_enter(void *ctx, const struct coro *c, u64 ts)
+{
+	struct seen *s = ctx;
+
+	if (c->uid >= MAX_ENDED * 64)
+		return;
+	if (s->is_open[c->uid])
+		s->pairing_errors++; /* entered a state without closing the previous one */
+	s->is_open[c->uid] = true;
+	s->open_state[c->uid] = c->state;
+	s->open_since[c->uid] = ts;
 }
 
 static inline void seen_attach(struct pipeline *p, struct seen *s)
@@ -151,6 +182,7 @@ static inline void seen_attach(struct pipeline *p, struct seen *s)
 	obs.ctx = s;
 	obs.coroutine_end = seen_coroutine_end;
 	obs.interval = seen_interval;
+	obs.enter = seen_enter;
 	pipeline_add_observer(p, &obs);
 }
 

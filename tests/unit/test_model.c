@@ -29,6 +29,7 @@ static void stop(void)
 
 static void done(void)
 {
+	CHECK_EQ(S.pairing_errors, 0);
 	pipeline_free(&P);
 }
 

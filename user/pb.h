@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * A minimal protobuf encoder for writing one message at a time into a fixed
+ * buffer: varints, fixed64, strings and nested messages. Nested lengths are
+ * written minimally: pb_begin() reserves five bytes, pb_end() encodes the
+ * length and moves the content down to meet it. Messages here are small
+ * (one trace packet), so the move costs nothing that matters.
+ *
+ * Overflow is sticky (pb->overflow) and the message must then be dropped;
+ * writers size their buffer for the largest message they build.
+ */
+#ifndef COROBPF_PB_H
+#define COROBPF_PB_H
+
+#include <string.h>
+#include "util.h"
+
+enum { PB_VARINT = 0, PB_I64 = 1, PB_LEN = 2 };
+
+struct pb {
+	u8 *buf;
+	size_t len, cap;
+	bool overflow;
+};
+
+static inline void pb_init(struct pb *pb, u8 *buf, size_t cap)
+{
+	pb->buf = buf;
+	pb->cap = cap;
+	pb->len = 0;
+	pb->overflow = false;
+}
+
+static inline bool pb_room(struct pb *pb, size_t n)
+{
+	if (pb->len + n > pb->cap) {
+		pb->overflow = true;
+		return false;
+	}
+	return true;
+}
+
+static inline size_t pb_varint_size(u64 v)
+{
+	size_t n = 1;
+
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+static inline void pb_raw_varint(struct pb *pb, u64 v)
+{
+	if (!pb_room(pb, 10))
+		return;
+	while (v >= 0x80) {
+		pb->buf[pb->len++] = (u8)(v | 0x80);
+		v >>= 7;
+	}
+	pb->buf[pb->len++] = (u8)v;
+}
+
+static inline void pb_tag(struct pb *pb, u32 field, u32 wire)
+{
+	pb_raw_varint(pb, (u64)field << 3 | wire);
+}
+
+static inline void pb_uint(struct pb *pb, u32 field, u64 v)
+{
+	pb_tag(pb, field, PB_VARINT);
+	pb_raw_varint(pb, v);
+}
+
+/* int32/int64 fields: negative values are ten-byte two's complement varints. */
+static inline void pb_int(struct pb *pb, u32 field, s64 v)
+{
+	pb_uint(pb, field, (u64)v);
+}
+
+static inline void pb_bool(struct pb *pb, u32 field, bool v)
+{
+	pb_uint(pb, field, v ? 1 : 0);
+}
+
+static inline void pb_fixed64(struct pb *pb, u32 field, u64 v)
+{
+	pb_tag(pb, field, PB_I64);
+	if (!pb_room(pb, 8))
+		return;
+	for (int i = 0; i < 8; i++)
+		pb->buf[pb->len++] = (u8)(v >> (8 * i));
+}
+
+static inline void pb_bytes(struct pb *pb, u32 field, const void *p, size_t n)
+{
+	pb_tag(pb, field, PB_LEN);
+	pb_raw_varint(pb, n);
+	if (!pb_room(pb, n))
+		return;
+	memcpy(pb->buf + pb->len, p, n);
+	pb->len += n;
+}
+
+static inline void pb_str(struct pb *pb, u32 field, const char *s)
+{
+	pb_bytes(pb, field, s, strlen(s));
+}
+
+/* Open a nested message; returns the mark pb_end() needs. */
+static inline size_t pb_begin(struct pb *pb, u32 field)
+{
+	size_t mark;
+
+	pb_tag(pb, field, PB_LEN);
+	mark = pb->len;
+	if (pb_room(pb, 5))
+		pb->len += 5;
+	return mark;
+}
+
+static inline void pb_end(struct pb *pb, size_t mark)
+{
+	size_t content, k;
+	u8 *start;
+
+	if (pb->overflow)
+		return;
+	content = pb->len - mark - 5;
+	k = pb_varint_size(content);
+	start = pb->buf + mark;
+	memmove(start + k, start + 5, content);
+	for (size_t i = 0; i < k; i++)
+		start[i] = (u8)((content >> (7 * i)) & 0x7f) | (i + 1 < k ? 0x80 : 0);
+	pb->len = mark + k + content;
+}
+
+#endif
