@@ -149,7 +149,7 @@ static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 		const struct coro_ev_ready *e = (const void *)h;
 
 		put_id(o, "id", e->id);
-		if (mi->waker_known)
+		if (mi->cur_known)
 			put_id(o, "waker", h->cur);
 		else
 			obuf_puts(o, ",\"waker\":null");

@@ -12,6 +12,7 @@
 #include "capture.h"
 #include "log.h"
 #include "output.h"
+#include "perfetto.h"
 #include "summary.h"
 
 #define MAX_OUTPUTS 16
@@ -23,6 +24,8 @@ struct args {
 	const char *outputs[MAX_OUTPUTS];
 	int noutputs;
 	enum output_format format;
+	u32 coroutine_tracks;
+	bool coroutine_tracks_set;
 	const char *raw;
 	double duration;
 	u64 ring_bytes;
@@ -72,12 +75,17 @@ enum {
 	OPT_RAW = 0x100,
 	OPT_RING,
 	OPT_FORCE,
+	OPT_TRACKS,
 };
 
 static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable)", 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl", 0},
+	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl, perfetto", 0},
+	{"coroutine-tracks", OPT_TRACKS, "N", 0,
+	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
+	 "packed lanes for the rest; 0 packs all",
+	 0},
 	{"raw", OPT_RAW, "FILE", 0, "Also write the raw capture, for corobpf report", 0},
 	{"duration", 'd', "SECS", 0, "Stop tracing after SECS seconds", 0},
 	{"ring-size", OPT_RING, "MB", 0, "BPF ring buffer size in MiB, a power of 2 (default 16)",
@@ -101,8 +109,20 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case 'f':
 		a->format = output_format_parse(arg);
 		if (a->format == OUT_AUTO)
-			argp_error(state, "unknown format '%s' (known: jsonl)", arg);
+			argp_error(state, "unknown format '%s' (known: jsonl, perfetto)", arg);
 		return 0;
+	case OPT_TRACKS: {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(arg, &end, 10);
+		if (errno || *end || n > 10000000)
+			argp_error(state, "invalid --coroutine-tracks '%s'", arg);
+		a->coroutine_tracks = n;
+		a->coroutine_tracks_set = true;
+		return 0;
+	}
 	case OPT_FORCE:
 		a->force = true;
 		return 0;
@@ -183,7 +203,9 @@ static const char report_doc[] =
 
 static const struct argp_option report_options[] = {
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl", 0},
+	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl, perfetto", 0},
+	{"coroutine-tracks", OPT_TRACKS, "N", 0,
+	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
 	{"verbose", 'v', NULL, 0, "More messages", 0},
@@ -252,6 +274,8 @@ static int open_outputs(struct args *a, struct output *outs)
 				output_abort(&outs[j]);
 			return EXIT_OUTPUT;
 		}
+		outs[i].max_tracks = a->coroutine_tracks_set ? a->coroutine_tracks
+							     : PERFETTO_DEFAULT_MAX_TRACKS;
 	}
 	return 0;
 }

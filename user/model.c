@@ -396,9 +396,8 @@ static void apply_ready(struct model *m, const struct coro_ev_ready *e,
 	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
 
 	mi->c = c;
-	mi->waker_known = cur_certain(m, h);
 	c->readies++;
-	c->has_waker = mi->waker_known;
+	c->has_waker = mi->cur_known;
 	c->waker = h->cur;
 	c->ready_ts = h->ts;
 	switch (c->state) {
@@ -607,6 +606,8 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 {
 	struct model_event_info mi = {0};
 
+	m->applying = h;
+	m->applied++;
 	if (h->ts > m->last_ts)
 		m->last_ts = h->ts;
 	if (!m->first_ts || h->ts < m->first_ts)
@@ -617,6 +618,7 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 			m->events++;
 		if (!hmap_get(&m->procs, h->pid, 0))
 			m->anom.unknown_pid++;
+		mi.cur_known = cur_certain(m, h);
 		thread_sync(m, h);
 	}
 	switch (h->kind) {
@@ -666,11 +668,13 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		break;
 	default:
 		m->anom.unknown_records++;
+		m->applying = NULL;
 		return;
 	}
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].record)
 			m->obs[i].record(m->obs[i].ctx, h, &mi);
+	m->applying = NULL;
 	bury_flush();
 }
 

@@ -139,7 +139,7 @@ struct model_event_info {
 	struct coro *to;      /* switch: the coroutine switched in */
 	u64 owner;	      /* spans: the coroutine (id) owning the span, 0 = the thread */
 	bool owner_known;
-	bool waker_known;     /* ready: hdr.cur is certain */
+	bool cur_known;	      /* BPF events: hdr.cur is certain (the waker of a ready, the creator of a create) */
 	u32 span_depth;	      /* spans: depth after begin / before end */
 	bool span_matched;    /* span_end: closed an open span */
 };
@@ -181,6 +181,9 @@ struct model {
 	u32 end_reason;	   /* enum coro_end_reason, 0 = no end record */
 	bool finished;
 	const char *input_error; /* the input ended in damage: where and what (replay) */
+	/* The record being applied and its serial: observers called during apply may look. */
+	const struct coro_event_hdr *applying;
+	u64 applied;
 	struct model_anomalies anom;
 };
 

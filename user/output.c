@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "jsonl.h"
+#include "perfetto.h"
 #include "output.h"
 
 static bool ends_with(const char *s, const char *suffix)
@@ -17,6 +18,8 @@ enum output_format output_format_parse(const char *name)
 {
 	if (!strcmp(name, "jsonl") || !strcmp(name, "json"))
 		return OUT_JSONL;
+	if (!strcmp(name, "perfetto") || !strcmp(name, "pftrace"))
+		return OUT_PERFETTO;
 	return OUT_AUTO;
 }
 
@@ -24,6 +27,7 @@ const char *output_format_name(enum output_format f)
 {
 	switch (f) {
 	case OUT_JSONL: return "jsonl";
+	case OUT_PERFETTO: return "perfetto";
 	case OUT_AUTO: break;
 	}
 	return "auto";
@@ -36,16 +40,25 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 
 	memset(o, 0, sizeof(*o));
 	o->file.fd = -1;
+	o->max_tracks = PERFETTO_DEFAULT_MAX_TRACKS;
 	o->gzip = ends_with(path, ".gz");
 	o->fmt = forced;
 	if (o->fmt == OUT_AUTO) {
 		if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.gz") ||
 		    ends_with(path, ".json") || ends_with(path, ".ndjson"))
 			o->fmt = OUT_JSONL;
+		else if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace") ||
+			 ends_with(path, ".perfetto"))
+			o->fmt = OUT_PERFETTO;
 	}
 	if (o->fmt == OUT_AUTO) {
 		snprintf(err, errlen, "cannot tell the format of %s from its extension; use "
-			 ".jsonl (or .jsonl.gz), or give -f jsonl", path);
+			 ".jsonl, .jsonl.gz or .pftrace, or give -f jsonl|perfetto", path);
+		return -EINVAL;
+	}
+	if (o->fmt == OUT_PERFETTO && o->gzip) {
+		snprintf(err, errlen, "%s: compressed Perfetto traces are not written; the UI "
+			 "reads .pftrace", path);
 		return -EINVAL;
 	}
 	ret = outfile_open(&o->file, path, force, err, errlen);
@@ -70,15 +83,33 @@ void output_attach(struct output *o, struct pipeline *p)
 		o->sink = jsonl_sink_new(&o->ob, o->path, &obs);
 		pipeline_add_observer(p, &obs);
 		break;
+	case OUT_PERFETTO:
+		o->sink = perfetto_sink_new(&o->ob, &p->model, o->max_tracks, &obs);
+		pipeline_add_observer(p, &obs);
+		break;
 	case OUT_AUTO:
 		break;
 	}
 }
 
+static int output_sink_error(struct output *o)
+{
+	if (!o->sink)
+		return 0;
+	switch (o->fmt) {
+	case OUT_JSONL: return jsonl_sink_error(o->sink);
+	case OUT_PERFETTO: return perfetto_sink_error(o->sink);
+	case OUT_AUTO: break;
+	}
+	return 0;
+}
+
 static void output_free_sink(struct output *o)
 {
-	if (o->fmt == OUT_JSONL && o->sink)
+	if (o->sink && o->fmt == OUT_JSONL)
 		jsonl_sink_free(o->sink);
+	if (o->sink && o->fmt == OUT_PERFETTO)
+		perfetto_sink_free(o->sink);
 	o->sink = NULL;
 }
 
@@ -86,8 +117,7 @@ int output_close(struct output *o, char *err, size_t errlen)
 {
 	int ret = 0;
 
-	if (o->sink && o->fmt == OUT_JSONL)
-		ret = jsonl_sink_error(o->sink);
+	ret = output_sink_error(o);
 	output_free_sink(o);
 	if (!ret)
 		ret = obuf_close(&o->ob);

@@ -12,6 +12,7 @@
 enum output_format {
 	OUT_AUTO = 0,
 	OUT_JSONL,
+	OUT_PERFETTO,
 };
 
 struct output {
@@ -20,6 +21,7 @@ struct output {
 	bool gzip;
 	struct outfile file;
 	struct obuf ob;
+	u32 max_tracks; /* perfetto: per-coroutine tracks per process before packed lanes (0: all packed) */
 	void *sink; /* format-specific state */
 };
 

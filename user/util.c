@@ -351,6 +351,33 @@ static size_t utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+void utf8_sanitize(char *dst, size_t dstlen, const char *src, size_t maxlen)
+{
+	const unsigned char *s = (const unsigned char *)src;
+	size_t n = strnlen(src, maxlen), i = 0, o = 0;
+
+	if (!dstlen)
+		return;
+	while (i < n) {
+		size_t k = utf8_seq_len(s + i, n - i);
+
+		if (k) {
+			if (o + k >= dstlen)
+				break;
+			memcpy(dst + o, s + i, k);
+			o += k;
+			i += k;
+		} else {
+			if (o + 3 >= dstlen)
+				break;
+			memcpy(dst + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	dst[o] = 0;
+}
+
 void obuf_json_str(struct obuf *o, const char *str, size_t maxlen)
 {
 	const unsigned char *s = (const unsigned char *)str;

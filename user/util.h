@@ -90,6 +90,11 @@ void obuf_s64(struct obuf *o, s64 v);
 void obuf_hex(struct obuf *o, u64 v); /* "0x..." without quotes */
 /* A JSON string, quoted and escaped; invalid UTF-8 bytes become \u00XX escapes of U+FFFD. */
 void obuf_json_str(struct obuf *o, const char *s, size_t maxlen);
+/*
+ * Copy at most `maxlen` bytes of `src` into `dst` (always NUL-terminated) as
+ * valid UTF-8: each invalid byte becomes U+FFFD, as in the JSON output.
+ */
+void utf8_sanitize(char *dst, size_t dstlen, const char *src, size_t maxlen);
 int obuf_flush(struct obuf *o);
 int obuf_close(struct obuf *o); /* flushes; returns 0 or -errno (the first error) */
 

@@ -30,55 +30,6 @@ static char *slurp(const char *path)
 	return buf;
 }
 
-/* Run a fixed stream through the pipeline into `path`. */
-static void write_basic(const char *path)
-{
-	struct capture_info ci = {0};
-	u32 pids[1] = {TPID};
-	struct output out;
-	struct pipeline p;
-	union rec_buf b;
-	char err[256];
-
-	ci.version = 1;
-	ci.start_ts = 1000;
-	ci.realtime_offset = 1700000000000000000LL;
-	strcpy(ci.tool_version, "test");
-	strcpy(ci.kernel, "6.18.0-test");
-	strcpy(ci.hostname, "host");
-	ci.npids = 1;
-	ci.pids = pids;
-	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
-	pipeline_init(&p, &ci);
-	output_attach(&out, &p);
-	pipeline_begin(&p);
-	pipeline_feed(&p, mk_process(&b, 1000, CORO_PROC_LAUNCHED));
-	hdr_fill(&b.hdr, sizeof(b.thread), CORO_REC_THREAD, 2, 1100, 0);
-	strcpy(b.thread.comm, "worker-0");
-	pipeline_feed(&p, &b.hdr);
-	pipeline_feed(&p, mk_create(&b, 2, 1100, 0, 0xdeadbeefcafef00dULL, 0));
-	pipeline_feed(&p, mk_name(&b, 2, 1110, 0, 0xdeadbeefcafef00dULL, "say \"hi\"\\\n\x01\xff"));
-	pipeline_feed(&p, mk_ready(&b, 2, 1120, 0, 0xdeadbeefcafef00dULL));
-	pipeline_feed(&p, mk_switch(&b, 2, 1200, 0, 0xdeadbeefcafef00dULL, 0, 0));
-	pipeline_feed(&p, mk_span(&b, true, 2, 1210, 0xdeadbeefcafef00dULL, "request"));
-	pipeline_feed(&p, mk_switch(&b, 2, 1300, 0xdeadbeefcafef00dULL, 0, CORO_R_WAIT, 0x7f00));
-	{
-		struct coro_event_hdr *h = mk_ready(&b, 2, 1400, 0, 0xdeadbeefcafef00dULL);
-
-		h->lost_before = 2;
-		pipeline_feed(&p, h);
-	}
-	pipeline_feed(&p, mk_switch(&b, 2, 1500, 0, 0xdeadbeefcafef00dULL, 0, 0));
-	pipeline_feed(&p, mk_span(&b, false, 2, 1510, 0xdeadbeefcafef00dULL, "request"));
-	pipeline_feed(&p, mk_exit(&b, 2, 1600, 0xdeadbeefcafef00dULL, 0xdeadbeefcafef00dULL, -125));
-	pipeline_feed(&p, mk_switch(&b, 2, 1610, 0xdeadbeefcafef00dULL, 0, CORO_R_DONE, 0));
-	pipeline_feed(&p, mk_create(&b, 2, 1700, 0, 3, 0xdeadbeefcafef00dULL));
-	pipeline_feed(&p, mk_proc_exit(&b, 2000, 256 * 3));
-	pipeline_finish(&p);
-	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
-	pipeline_free(&p);
-}
-
 TEST(golden_basic)
 {
 	char tmp[] = "/tmp/corobpf-test-jsonl-XXXXXX";
@@ -89,7 +40,7 @@ TEST(golden_basic)
 	if (!mkdtemp(tmp))
 		return;
 	snprintf(path, sizeof(path), "%s/basic.jsonl", tmp);
-	write_basic(path);
+	write_basic(path, -1);
 	got = slurp(path);
 	CHECK(got != NULL);
 	if (getenv("UPDATE_GOLDEN")) {

@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Check a Perfetto trace written by corobpf, without the UI.
+
+    python3 tests/perfetto/check.py trace.pftrace [--jsonl trace.jsonl] [--dump]
+
+Decodes the trace with `protoc --decode` against tests/perfetto/corobpf_trace.proto
+(fails on any field that file does not know), then walks it and checks the
+rules trace processors enforce and the invariants corobpf promises:
+
+- every packet has a nonzero trusted_packet_sequence_id; the sequence's first
+  packet clears incremental state and states the clock (BOOTTIME);
+- packets are in time order;
+- interned ids start at 1, grow by one, are defined once and before use, and
+  packets using them say they need incremental state;
+- every track is described before its first event, parents before children;
+- slices balance per track, end no earlier than they begin, and on coroutine
+  tracks a state slice never nests inside another state slice (which is what
+  an end written after the next begin at the same timestamp would produce);
+- every flow starts once and terminates once, not before it starts;
+- counters only on counter tracks; coroutine tracks never merge.
+
+With --jsonl, also compares with the JSONL of the same run: one track per
+coroutine, and per coroutine as many thread-track slices as switch-ins.
+With --dump, prints the checked trace one packet per line (the golden form).
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROTO = os.path.join(HERE, "corobpf_trace.proto")
+STATE_NAMES = {"new", "runnable", "running", "unknown"}
+
+
+class Bad(Exception):
+    pass
+
+
+def decode(path):
+    with open(path, "rb") as f:
+        p = subprocess.run(["protoc", "--decode=corobpf.Trace", "-I", HERE, PROTO],
+                           stdin=f, capture_output=True)
+    if p.returncode != 0:
+        raise Bad("protoc cannot decode %s: %s" % (path, p.stderr.decode().strip()))
+    text = p.stdout.decode("utf-8", "replace")
+    for i, line in enumerate(text.splitlines()):
+        if re.match(r"^\s*\d+\s*[:{]", line):
+            raise Bad("field unknown to corobpf_trace.proto at decoded line %d: %s" % (i + 1, line.strip()))
+    return text
+
+
+_tok = re.compile(r'\s*(?:(\})|([A-Za-z_][A-Za-z0-9_]*)\s*(\{|:\s*("(?:[^"\\]|\\.)*"|[^\s]+)))')
+
+
+def _unquote(s):
+    # protoc's text format: C escapes, octal for bytes outside printable ASCII.
+    raw = s[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
+    return raw.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
+def parse(text):
+    """protoc text format -> nested dicts; every field is a list of values."""
+    root, stack, pos = {}, [], 0
+    cur = root
+    while True:
+        m = _tok.match(text, pos)
+        if not m:
+            if text[pos:].strip():
+                raise Bad("cannot parse decoded text near: %r" % text[pos:pos + 60])
+            break
+        pos = m.end()
+        if m.group(1):
+            cur = stack.pop()
+            continue
+        key = m.group(2)
+        if m.group(3) == "{":
+            child = {}
+            cur.setdefault(key, []).append(child)
+            stack.append(cur)
+            cur = child
+        else:
+            v = m.group(4)
+            if v.startswith('"'):
+                v = _unquote(v)
+            elif re.fullmatch(r"-?\d+", v):
+                v = int(v)
+            elif v in ("true", "false"):
+                v = v == "true"
+            cur.setdefault(key, []).append(v)
+    return root.get("packet", [])
+
+
+def one(msg, key, default=None):
+    v = msg.get(key)
+    return v[0] if v else default
+
+
+class Trace:
+    def __init__(self, packets):
+        self.packets = packets
+        self.tracks = {}        # uuid -> descriptor dict
+        self.events = []        # (ts, index, track_uuid, event dict, resolved name)
+        self.names, self.da_names = {}, {}
+
+
+def check(path, jsonl=None):
+    pk = parse(decode(path))
+    if not pk:
+        raise Bad("no packets")
+    t = Trace(pk)
+    first = pk[0]
+    if not (one(first, "sequence_flags", 0) & 1) or not one(first, "first_packet_on_sequence"):
+        raise Bad("the first packet does not clear incremental state")
+    defaults = one(first, "trace_packet_defaults", {})
+    if one(defaults, "timestamp_clock_id") != 6:
+        raise Bad("the clock is not stated as BOOTTIME (6)")
+    last_ts = 0
+    open_slices = {}   # uuid -> stack of (name, ts)
+    flows_start, flows_end = {}, {}
+    nested_states = []
+    for i, p in enumerate(pk):
+        where = "packet %d" % i
+        if not one(p, "trusted_packet_sequence_id"):
+            raise Bad(where + ": no trusted_packet_sequence_id")
+        ts = one(p, "timestamp")
+        if ts is None:
+            raise Bad(where + ": no timestamp")
+        if ts < last_ts:
+            raise Bad(where + ": time goes back (%d < %d)" % (ts, last_ts))
+        last_ts = ts
+        interned = one(p, "interned_data")
+        if interned:
+            for key, table in (("event_names", t.names), ("debug_annotation_names", t.da_names)):
+                for e in interned.get(key, []):
+                    iid, name = one(e, "iid"), one(e, "name")
+                    if iid != len(table) + 1:
+                        raise Bad(where + ": %s iid %s out of sequence (expected %d)" % (key, iid, len(table) + 1))
+                    table[iid] = name
+        desc = one(p, "track_descriptor")
+        if desc:
+            uuid = one(desc, "uuid")
+            if not uuid:
+                raise Bad(where + ": track without uuid")
+            parent = one(desc, "parent_uuid")
+            if parent and parent not in t.tracks:
+                raise Bad(where + ": track %x's parent %x not described yet" % (uuid, parent))
+            if uuid in t.tracks:
+                old = t.tracks[uuid]
+                for k in ("parent_uuid", "sibling_merge_behavior"):
+                    if one(old, k) != one(desc, k):
+                        raise Bad(where + ": track %x described again with another %s" % (uuid, k))
+            t.tracks[uuid] = desc
+        ev = one(p, "track_event")
+        if not ev:
+            continue
+        uses_interning = "name_iid" in ev or any("name_iid" in a for a in ev.get("debug_annotations", []))
+        if uses_interning and not (one(p, "sequence_flags", 0) & 2):
+            raise Bad(where + ": uses interned data without SEQ_NEEDS_INCREMENTAL_STATE")
+        track = one(ev, "track_uuid")
+        if track not in t.tracks:
+            raise Bad(where + ": event on undescribed track %s" % track)
+        d = t.tracks[track]
+        name = one(ev, "name")
+        if "name_iid" in ev:
+            iid = one(ev, "name_iid")
+            if iid not in t.names:
+                raise Bad(where + ": name iid %d used before it is defined" % iid)
+            name = t.names[iid]
+        for a in ev.get("debug_annotations", []):
+            if "name_iid" in a and one(a, "name_iid") not in t.da_names:
+                raise Bad(where + ": annotation name iid used before it is defined")
+        typ = one(ev, "type")
+        is_counter = "counter" in d
+        if (typ == "TYPE_COUNTER") != is_counter:
+            raise Bad(where + ": %s on %s track %x" % (typ, "a counter" if is_counter else "a non-counter", track))
+        stack = open_slices.setdefault(track, [])
+        if typ == "TYPE_SLICE_BEGIN":
+            if not name:
+                raise Bad(where + ": slice without a name")
+            is_state = name in STATE_NAMES or name.startswith("suspended: ")
+            if is_state and stack and (stack[-1][0] in STATE_NAMES or stack[-1][0].startswith("suspended: ")):
+                nested_states.append((i, name, stack[-1][0]))
+            stack.append((name, ts))
+        elif typ == "TYPE_SLICE_END":
+            if not stack:
+                raise Bad(where + ": slice end without a begin on track %x (%s)" % (track, one(d, "name")))
+            stack.pop()
+        for f in ev.get("flow_ids", []):
+            if f in flows_start:
+                raise Bad(where + ": flow %d starts twice" % f)
+            flows_start[f] = ts
+        for f in ev.get("terminating_flow_ids", []):
+            if f in flows_end:
+                raise Bad(where + ": flow %d terminates twice" % f)
+            flows_end[f] = ts
+        t.events.append((ts, i, track, ev, name))
+    unbalanced = {u: s for u, s in open_slices.items() if s}
+    if unbalanced:
+        u, s = next(iter(unbalanced.items()))
+        raise Bad("%d tracks end with open slices, e.g. %x (%s): %s" % (len(unbalanced), u, one(t.tracks[u], "name"), s))
+    if nested_states:
+        raise Bad("%d state slices nested in another state slice, first at packet %d (%s inside %s)" % ((len(nested_states),) + nested_states[0]))
+    if set(flows_start) != set(flows_end):
+        a, b = set(flows_start) - set(flows_end), set(flows_end) - set(flows_start)
+        raise Bad("flows not both started and ended: %d only start, %d only end" % (len(a), len(b)))
+    for f, ts in flows_end.items():
+        if ts < flows_start[f]:
+            raise Bad("flow %d ends before it starts" % f)
+    for uuid, d in t.tracks.items():
+        if uuid >> 60 == 6 and one(d, "sibling_merge_behavior") != "SIBLING_MERGE_BEHAVIOR_NONE":
+            raise Bad("coroutine track %x may merge with its siblings" % uuid)
+    t.flows = len(flows_start)
+    if jsonl:
+        check_against_jsonl(t, jsonl)
+    return t
+
+
+def check_against_jsonl(t, jsonl):
+    with open(jsonl) as f:
+        recs = [json.loads(line) for line in f]
+    coros = [r for r in recs if r["type"] == "coroutine"]
+    coro_tracks = [u for u in t.tracks if u >> 60 == 6]
+    lanes = [u for u in t.tracks if u >> 60 == 7]
+    if not lanes and len(coro_tracks) != len(coros):
+        raise Bad("%d coroutine tracks for %d coroutines" % (len(coro_tracks), len(coros)))
+    # Each switch-in is one slice on the thread it ran on, carrying the coroutine's uid.
+    runs = {}
+    for ts, i, track, ev, name in t.events:
+        if track >> 60 != 5 or one(ev, "type") != "TYPE_SLICE_BEGIN":
+            continue
+        for a in ev.get("debug_annotations", []):
+            if t.da_names.get(one(a, "name_iid")) == "uid":
+                runs[one(a, "uint_value")] = runs.get(one(a, "uint_value"), 0) + 1
+    for c in coros:
+        if runs.get(c["uid"], 0) != c["switch_ins"]:
+            raise Bad("coroutine %s (uid %d): %d thread slices, %d switch-ins in the JSONL"
+                      % (c["id"], c["uid"], runs.get(c["uid"], 0), c["switch_ins"]))
+    named = {one(t.tracks[u], "name") for u in coro_tracks}
+    for c in coros:
+        if c["name"] and not lanes and c["name"] not in named:
+            raise Bad("no track named %r" % c["name"])
+
+
+def dump(t, out):
+    """One line per packet: time relative to the first, what it does, on which track."""
+    base = one(t.packets[0], "timestamp")
+    names = {}
+    esc = lambda n: json.dumps(n, ensure_ascii=False)[1:-1]
+    label = lambda u: "%s#%x" % (esc(names.get(u, "?")), u >> 60)
+    for p in t.packets:
+        ts = one(p, "timestamp") - base
+        flags = []
+        if one(p, "previous_packet_dropped"):
+            flags.append("dropped-before")
+        if one(p, "first_packet_on_sequence"):
+            flags.append("first clock=%s" % one(one(p, "trace_packet_defaults", {}), "timestamp_clock_id"))
+        d = one(p, "track_descriptor")
+        ev = one(p, "track_event")
+        if d:
+            names[one(d, "uuid")] = one(d, "name") or one(one(d, "thread", {}) or {}, "thread_name") \
+                or one(one(d, "process", {}) or {}, "process_name") or "?"
+            kind = "process pid=%s" % one(one(d, "process"), "pid") if "process" in d else \
+                "thread tid=%s" % one(one(d, "thread"), "tid") if "thread" in d else \
+                "counter" if "counter" in d else "track"
+            extra = ["parent=%s" % label(one(d, "parent_uuid"))] if one(d, "parent_uuid") else []
+            for k in ("child_ordering", "sibling_order_rank", "sibling_merge_behavior"):
+                if one(d, k) is not None:
+                    extra.append("%s=%s" % (k, one(d, k)))
+            line = "describe %s %s %s" % (kind, label(one(d, "uuid")), " ".join(extra))
+        elif ev:
+            typ = one(ev, "type").replace("TYPE_", "").lower()
+            name = esc(t.names.get(one(ev, "name_iid"), one(ev, "name")) or "")
+            args = []
+            for a in ev.get("debug_annotations", []):
+                an = t.da_names.get(one(a, "name_iid"), one(a, "name"))
+                for k in ("int_value", "uint_value", "string_value"):
+                    if k in a:
+                        v = one(a, k)
+                        args.append("%s=%s" % (an, esc(v) if isinstance(v, str) else v))
+                if "pointer_value" in a:
+                    args.append("%s=0x%x" % (an, one(a, "pointer_value")))
+            if "counter_value" in ev:
+                args.append("value=%d" % one(ev, "counter_value"))
+            for f in ev.get("flow_ids", []):
+                args.append("flow->%d" % f)
+            for f in ev.get("terminating_flow_ids", []):
+                args.append("->flow%d" % f)
+            line = "%-7s %-24s %s %s" % (typ, label(one(ev, "track_uuid")), name, " ".join(args))
+        else:
+            line = "sequence start"
+        out.write("%6d %s%s\n" % (ts, line.rstrip(), (" [" + ", ".join(flags) + "]") if flags else ""))
+
+
+def main():
+    args = sys.argv[1:]
+    jsonl = None
+    want_dump = "--dump" in args
+    if want_dump:
+        args.remove("--dump")
+    if "--jsonl" in args:
+        i = args.index("--jsonl")
+        jsonl = args[i + 1]
+        del args[i:i + 2]
+    if len(args) != 1:
+        print(__doc__)
+        return 2
+    try:
+        t = check(args[0], jsonl)
+    except Bad as e:
+        print("%s: BAD: %s" % (args[0], e))
+        return 1
+    if want_dump:
+        dump(t, sys.stdout)
+        return 0
+    print("%s: ok: %d packets, %d tracks, %d track events, %d flows" % (args[0], len(t.packets), len(t.tracks), len(t.events), t.flows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

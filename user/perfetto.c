@@ -1,0 +1,1031 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Perfetto protobuf writer. Field numbers are those of Perfetto's protos
+ * (protos/perfetto/trace/...); tests/perfetto/corobpf_trace.proto lists the
+ * subset written here, and the tests decode every trace against it.
+ *
+ * Everything is written on one packet sequence, in time order: the model
+ * calls enter() when a coroutine enters a state and interval() when it
+ * leaves one, so slices open and close as the coroutine lives. Track
+ * layout (docs/perfetto.md):
+ *
+ *   process track (pid, name)
+ *     thread tracks: a slice per stretch a thread ran a coroutine
+ *     "Coroutines": one track per coroutine, ordered by creation, never
+ *        merged with same-named siblings; state slices (running, runnable,
+ *        suspended: <reason>, ...) nested inside the coroutine's spans
+ *     "Coroutines (packed lanes)": past --coroutine-tracks per process,
+ *        coroutines share lanes, reused when one ends
+ *     counters: live coroutines, runnable coroutines, events lost
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include "perfetto.h"
+#include "pb.h"
+
+/* TracePacket */
+enum {
+	TP_TIMESTAMP = 8,
+	TP_SEQ_ID = 10,
+	TP_TRACK_EVENT = 11,
+	TP_INTERNED = 12,
+	TP_SEQ_FLAGS = 13,
+	TP_DROPPED = 42,
+	TP_DEFAULTS = 59,
+	TP_TRACK_DESC = 60,
+	TP_FIRST_ON_SEQ = 87,
+};
+enum { SEQ_INCREMENTAL_STATE_CLEARED = 1, SEQ_NEEDS_INCREMENTAL_STATE = 2 };
+enum { DEFAULTS_CLOCK_ID = 58, BUILTIN_CLOCK_BOOTTIME = 6 };
+/* TrackEvent */
+enum {
+	TE_DEBUG = 4,
+	TE_TYPE = 9,
+	TE_NAME_IID = 10,
+	TE_TRACK = 11,
+	TE_COUNTER = 30,
+	TE_FLOW = 47,
+	TE_TERM_FLOW = 48,
+};
+enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
+/* TrackDescriptor and friends */
+enum {
+	TD_UUID = 1,
+	TD_NAME = 2,
+	TD_PROCESS = 3,
+	TD_THREAD = 4,
+	TD_PARENT = 5,
+	TD_COUNTER = 8,
+	TD_CHILD_ORDERING = 11,
+	TD_RANK = 12,
+	TD_DESCRIPTION = 14,
+	TD_MERGE = 15,
+};
+enum { ORDER_EXPLICIT = 3, MERGE_NONE = 2 };
+enum { PD_PID = 1, PD_CMDLINE = 2, PD_NAME = 6 };
+enum { THD_PID = 1, THD_TID = 2, THD_NAME = 5 };
+enum { CD_UNIT = 3, UNIT_COUNT = 2 };
+/* DebugAnnotation */
+enum { DA_NAME_IID = 1, DA_UINT = 3, DA_INT = 4, DA_STRING = 6, DA_POINTER = 7 };
+/* InternedData */
+enum { ID_EVENT_NAMES = 2, ID_DA_NAMES = 3, IN_IID = 1, IN_NAME = 2 };
+
+#define SEQ_ID 1
+
+/* Track uuids: a kind in the top bits, the object below. */
+#define UUID_PROCESS(pid) ((1ULL << 60) | (pid))
+#define UUID_GROUP(pid) ((2ULL << 60) | (pid))
+#define UUID_LANES(pid) ((3ULL << 60) | (pid))
+#define UUID_COUNTER(pid, k) ((4ULL << 60) | ((u64)(pid) << 2) | (k))
+#define UUID_THREAD(tid) ((5ULL << 60) | (tid))
+#define UUID_CORO(uid) ((6ULL << 60) | (uid))
+#define UUID_LANE(pid, n) ((7ULL << 60) | ((u64)(pid) << 24) | (n))
+#define UUID_ROOT (8ULL << 60)
+enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
+
+struct pf_proc {
+	u32 pid;
+	bool described, group_described, lanes_described;
+	bool counters_described[3];
+	s64 last[3];
+	u64 lost;
+	u32 ntracks; /* coroutines given their own track */
+	u32 *free_lanes, nfree, cap_free;
+	u32 nlanes;
+};
+
+struct pf_thread {
+	u32 pid, tid;
+	bool described;
+	bool running_open; /* a "coroutine X" slice is open */
+	u64 running_uid;
+	u32 nspans;	   /* thread-owned spans open */
+};
+
+struct pf_coro {
+	u64 uid;
+	u64 track;
+	bool lane;
+	u32 lane_no;
+	bool state_open;
+	u32 nspans;
+	u64 create_flow, ready_flow;
+};
+
+struct pf_intern {
+	u64 iid;
+	char *str;
+};
+
+struct pf_arg {
+	const char *name;
+	enum { A_INT, A_UINT, A_PTR, A_STR } kind;
+	u64 v;
+	const char *s;
+};
+
+#define PKT_MAX (16 * 1024)
+#define MAX_NEW_INTERNS 8
+
+struct perfetto_sink {
+	struct obuf *ob;
+	u32 max_tracks;
+	struct model *m;
+	struct hmap procs, threads, coros;
+	struct hmap names, da_names; /* interning: (hash, len) -> struct pf_intern */
+	u64 next_name_iid, next_da_iid;
+	u64 next_flow;
+	u64 last_ts;
+	bool dropped_next; /* set previous_packet_dropped on the next packet */
+	u64 loss_noted;	   /* serial of the last record whose hole was marked */
+	u8 buf[PKT_MAX];
+	struct pb pb;
+	/* interned strings first used in the packet being built */
+	struct {
+		u32 field;
+		u64 iid;
+		const char *str;
+	} fresh[MAX_NEW_INTERNS];
+	int nfresh;
+	bool uses_iids; /* the packet refers to interned strings */
+	u64 packets, oversized;
+};
+
+/* ---- packets ---- */
+
+static void pkt_begin(struct perfetto_sink *s, u64 ts)
+{
+	pb_init(&s->pb, s->buf, sizeof(s->buf));
+	s->nfresh = 0;
+	s->uses_iids = false;
+	/* Time never goes back on the sequence, even for late model records. */
+	if (ts < s->last_ts)
+		ts = s->last_ts;
+	s->last_ts = ts;
+	pb_uint(&s->pb, TP_TIMESTAMP, ts);
+	pb_uint(&s->pb, TP_SEQ_ID, SEQ_ID);
+	if (s->dropped_next) {
+		pb_uint(&s->pb, TP_DROPPED, 1);
+		s->dropped_next = false;
+	}
+}
+
+static void pkt_end(struct perfetto_sink *s)
+{
+	struct pb *pb = &s->pb;
+	u8 hdr[12];
+	struct pb h;
+
+	if (s->nfresh) {
+		size_t id = pb_begin(pb, TP_INTERNED);
+
+		for (int i = 0; i < s->nfresh; i++) {
+			size_t e = pb_begin(pb, s->fresh[i].field);
+
+			pb_uint(pb, IN_IID, s->fresh[i].iid);
+			pb_str(pb, IN_NAME, s->fresh[i].str);
+			pb_end(pb, e);
+		}
+		pb_end(pb, id);
+	}
+	if (s->uses_iids)
+		pb_uint(pb, TP_SEQ_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	if (pb->overflow) {
+		s->oversized++;
+		return;
+	}
+	/* Trace.packet = 1, length-delimited. */
+	pb_init(&h, hdr, sizeof(hdr));
+	pb_tag(&h, 1, PB_LEN);
+	pb_raw_varint(&h, pb->len);
+	obuf_write(s->ob, hdr, h.len);
+	obuf_write(s->ob, pb->buf, pb->len);
+	s->packets++;
+}
+
+static u64 fnv1a(const char *p, size_t n)
+{
+	u64 h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (u8)p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/*
+ * The iid of an interned string, defining it in the current packet the
+ * first time. Returns 0 if it cannot be interned here (the caller then
+ * writes the string inline).
+ */
+static u64 intern(struct perfetto_sink *s, struct hmap *table, u64 *next, u32 field,
+		  const char *str)
+{
+	size_t n = strlen(str);
+	u64 h = fnv1a(str, n);
+	struct pf_intern *e = hmap_get(table, h, n);
+
+	if (e) {
+		if (strcmp(e->str, str) != 0)
+			return 0; /* a hash collision: written inline instead */
+		s->uses_iids = true;
+		return e->iid;
+	}
+	if (s->nfresh == MAX_NEW_INTERNS)
+		return 0;
+	s->uses_iids = true;
+	e = xmalloc(sizeof(*e));
+	e->iid = (*next)++;
+	e->str = xstrdup(str);
+	hmap_put(table, h, n, e);
+	s->fresh[s->nfresh].field = field;
+	s->fresh[s->nfresh].iid = e->iid;
+	s->fresh[s->nfresh].str = e->str;
+	s->nfresh++;
+	return e->iid;
+}
+
+static void put_name(struct perfetto_sink *s, const char *name)
+{
+	u64 iid = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, name);
+
+	if (iid)
+		pb_uint(&s->pb, TE_NAME_IID, iid);
+	else
+		pb_str(&s->pb, 23, name); /* TrackEvent.name */
+}
+
+static void put_args(struct perfetto_sink *s, const struct pf_arg *args, int nargs)
+{
+	for (int i = 0; i < nargs; i++) {
+		size_t mark = pb_begin(&s->pb, TE_DEBUG);
+		u64 iid = intern(s, &s->da_names, &s->next_da_iid, ID_DA_NAMES, args[i].name);
+
+		if (iid)
+			pb_uint(&s->pb, DA_NAME_IID, iid);
+		else
+			pb_str(&s->pb, 10, args[i].name); /* DebugAnnotation.name */
+		switch (args[i].kind) {
+		case A_INT:
+			pb_int(&s->pb, DA_INT, (s64)args[i].v);
+			break;
+		case A_UINT:
+			pb_uint(&s->pb, DA_UINT, args[i].v);
+			break;
+		case A_PTR:
+			pb_uint(&s->pb, DA_POINTER, args[i].v);
+			break;
+		case A_STR:
+			pb_str(&s->pb, DA_STRING, args[i].s);
+			break;
+		}
+		pb_end(&s->pb, mark);
+	}
+}
+
+struct pf_ev {
+	int type;
+	u64 track;
+	const char *name; /* NULL for slice ends and counters */
+	const struct pf_arg *args;
+	int nargs;
+	u64 flow, term_flow[2];
+	s64 counter;
+};
+
+static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
+{
+	size_t mark;
+
+	pkt_begin(s, ts);
+	mark = pb_begin(&s->pb, TP_TRACK_EVENT);
+	pb_uint(&s->pb, TE_TYPE, ev->type);
+	pb_uint(&s->pb, TE_TRACK, ev->track);
+	if (ev->name)
+		put_name(s, ev->name);
+	if (ev->type == TYPE_COUNTER)
+		pb_int(&s->pb, TE_COUNTER, ev->counter);
+	put_args(s, ev->args, ev->nargs);
+	if (ev->flow)
+		pb_fixed64(&s->pb, TE_FLOW, ev->flow);
+	for (int i = 0; i < 2; i++)
+		if (ev->term_flow[i])
+			pb_fixed64(&s->pb, TE_TERM_FLOW, ev->term_flow[i]);
+	pb_end(&s->pb, mark);
+	pkt_end(s);
+}
+
+static void slice_begin(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
+			const struct pf_arg *args, int nargs)
+{
+	struct pf_ev ev = {.type = TYPE_SLICE_BEGIN, .track = track, .name = name,
+			   .args = args, .nargs = nargs};
+
+	track_event(s, ts, &ev);
+}
+
+static void slice_end(struct perfetto_sink *s, u64 ts, u64 track)
+{
+	struct pf_ev ev = {.type = TYPE_SLICE_END, .track = track};
+
+	track_event(s, ts, &ev);
+}
+
+static void instant(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
+		    const struct pf_arg *args, int nargs, u64 flow, u64 term0, u64 term1)
+{
+	struct pf_ev ev = {.type = TYPE_INSTANT, .track = track, .name = name, .args = args,
+			   .nargs = nargs, .flow = flow, .term_flow = {term0, term1}};
+
+	track_event(s, ts, &ev);
+}
+
+/* ---- track descriptors ---- */
+
+struct pf_desc {
+	u64 uuid, parent;
+	const char *name, *description;
+	int child_ordering, rank, merge;
+	bool counter;
+};
+
+static void describe(struct perfetto_sink *s, u64 ts, const struct pf_desc *d)
+{
+	size_t mark;
+
+	pkt_begin(s, ts);
+	mark = pb_begin(&s->pb, TP_TRACK_DESC);
+	pb_uint(&s->pb, TD_UUID, d->uuid);
+	if (d->parent)
+		pb_uint(&s->pb, TD_PARENT, d->parent);
+	if (d->name)
+		pb_str(&s->pb, TD_NAME, d->name);
+	if (d->description)
+		pb_str(&s->pb, TD_DESCRIPTION, d->description);
+	if (d->counter) {
+		size_t c = pb_begin(&s->pb, TD_COUNTER);
+
+		pb_uint(&s->pb, CD_UNIT, UNIT_COUNT);
+		pb_end(&s->pb, c);
+	}
+	if (d->child_ordering)
+		pb_uint(&s->pb, TD_CHILD_ORDERING, d->child_ordering);
+	if (d->rank)
+		pb_int(&s->pb, TD_RANK, d->rank);
+	if (d->merge)
+		pb_uint(&s->pb, TD_MERGE, d->merge);
+	pb_end(&s->pb, mark);
+	pkt_end(s);
+}
+
+static struct pf_proc *proc_get(struct perfetto_sink *s, u32 pid)
+{
+	struct pf_proc *p = hmap_get(&s->procs, pid, 0);
+
+	if (!p) {
+		p = xcalloc(1, sizeof(*p));
+		p->pid = pid;
+		hmap_put(&s->procs, pid, 0, p);
+	}
+	return p;
+}
+
+static void describe_process(struct perfetto_sink *s, u64 ts, struct pf_proc *pp,
+			     const struct coro_process *mp)
+{
+	size_t mark, pd;
+	char name[64];
+
+	pkt_begin(s, ts);
+	mark = pb_begin(&s->pb, TP_TRACK_DESC);
+	pb_uint(&s->pb, TD_UUID, UUID_PROCESS(pp->pid));
+	pd = pb_begin(&s->pb, TD_PROCESS);
+	pb_int(&s->pb, PD_PID, pp->pid);
+	if (mp && mp->exe && mp->exe[0]) {
+		char exe[1024];
+
+		utf8_sanitize(exe, sizeof(exe), mp->exe, 256);
+		pb_str(&s->pb, PD_CMDLINE, exe);
+	}
+	if (mp && mp->comm[0]) {
+		utf8_sanitize(name, sizeof(name), mp->comm, sizeof(mp->comm));
+		pb_str(&s->pb, PD_NAME, name);
+	} else {
+		snprintf(name, sizeof(name), "pid %u", pp->pid);
+		pb_str(&s->pb, PD_NAME, name);
+	}
+	pb_end(&s->pb, pd);
+	pb_end(&s->pb, mark);
+	pkt_end(s);
+	pp->described = true;
+}
+
+static struct pf_proc *proc_ready(struct perfetto_sink *s, u64 ts, u32 pid)
+{
+	struct pf_proc *pp = proc_get(s, pid);
+
+	if (!pp->described)
+		describe_process(s, ts, pp, hmap_get(&s->m->procs, pid, 0));
+	return pp;
+}
+
+static struct pf_thread *thread_ready(struct perfetto_sink *s, u64 ts, u32 pid, u32 tid)
+{
+	struct pf_thread *t = hmap_get(&s->threads, pid, tid);
+
+	if (!t) {
+		t = xcalloc(1, sizeof(*t));
+		t->pid = pid;
+		t->tid = tid;
+		hmap_put(&s->threads, pid, tid, t);
+	}
+	if (!t->described) {
+		const struct coro_thread *mt = hmap_get(&s->m->threads, pid, tid);
+		size_t mark, td;
+
+		proc_ready(s, ts, pid);
+		pkt_begin(s, ts);
+		mark = pb_begin(&s->pb, TP_TRACK_DESC);
+		pb_uint(&s->pb, TD_UUID, UUID_THREAD(tid));
+		td = pb_begin(&s->pb, TD_THREAD);
+		pb_int(&s->pb, THD_PID, pid);
+		pb_int(&s->pb, THD_TID, tid);
+		if (mt && mt->comm[0]) {
+			char comm[64];
+
+			utf8_sanitize(comm, sizeof(comm), mt->comm, sizeof(mt->comm));
+			pb_str(&s->pb, THD_NAME, comm);
+		}
+		pb_end(&s->pb, td);
+		pb_end(&s->pb, mark);
+		pkt_end(s);
+		t->described = true;
+	}
+	return t;
+}
+
+static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, s64 v)
+{
+	static const char *names[3] = {"live coroutines", "runnable coroutines", "events lost"};
+	struct pf_ev ev = {.type = TYPE_COUNTER, .track = UUID_COUNTER(pp->pid, k), .counter = v};
+
+	if (pp->counters_described[k] && pp->last[k] == v)
+		return;
+	if (!pp->counters_described[k]) {
+		struct pf_desc d = {.uuid = UUID_COUNTER(pp->pid, k),
+				    .parent = UUID_PROCESS(pp->pid),
+				    .name = names[k],
+				    .counter = true};
+
+		describe(s, ts, &d);
+		pp->counters_described[k] = true;
+	}
+	pp->last[k] = v;
+	track_event(s, ts, &ev);
+}
+
+/* ---- coroutines ---- */
+
+/* Names go into protobuf strings: valid UTF-8 only (invalid bytes become U+FFFD). */
+#define LABEL_MAX (3 * CORO_STR_LEN + 4)
+
+static void label_of(const struct coro *c, char *buf, size_t len)
+{
+	if (c->name[0])
+		utf8_sanitize(buf, len, c->name, CORO_STR_LEN);
+	else
+		snprintf(buf, len, "0x%llx", (unsigned long long)c->id);
+}
+
+static void describe_coro(struct perfetto_sink *s, u64 ts, const struct coro *c,
+			  const struct pf_coro *pc)
+{
+	char label[LABEL_MAX];
+	struct pf_desc d = {.uuid = pc->track, .parent = UUID_GROUP(c->pid), .merge = MERGE_NONE,
+			    .rank = c->uid > 0x7fffffff ? 0x7fffffff : (int)c->uid};
+
+	label_of(c, label, sizeof(label));
+	d.name = label;
+	describe(s, ts, &d);
+}
+
+static struct pf_coro *coro_ready(struct perfetto_sink *s, u64 ts, const struct coro *c)
+{
+	struct pf_coro *pc = hmap_get(&s->coros, c->uid, 0);
+	struct pf_proc *pp;
+
+	if (pc)
+		return pc;
+	pp = proc_ready(s, ts, c->pid);
+	pc = xcalloc(1, sizeof(*pc));
+	pc->uid = c->uid;
+	hmap_put(&s->coros, c->uid, 0, pc);
+	if (pp->ntracks < s->max_tracks) {
+		if (!pp->group_described) {
+			struct pf_desc d = {.uuid = UUID_GROUP(c->pid), .parent = UUID_PROCESS(c->pid),
+					    .name = "Coroutines",
+					    .child_ordering = ORDER_EXPLICIT};
+
+			describe(s, ts, &d);
+			pp->group_described = true;
+		}
+		pp->ntracks++;
+		pc->track = UUID_CORO(c->uid);
+		describe_coro(s, ts, c, pc);
+		return pc;
+	}
+	/* Packed lanes: a free one, or a new one. */
+	if (!pp->lanes_described) {
+		struct pf_desc d = {.uuid = UUID_LANES(c->pid), .parent = UUID_PROCESS(c->pid),
+				    .name = "Coroutines (packed lanes)",
+				    .description = "coroutines past --coroutine-tracks share lanes; "
+						   "each slice names its coroutine",
+				    .child_ordering = ORDER_EXPLICIT};
+
+		describe(s, ts, &d);
+		pp->lanes_described = true;
+	}
+	pc->lane = true;
+	if (pp->nfree) {
+		pc->lane_no = pp->free_lanes[--pp->nfree];
+	} else {
+		char name[32];
+		struct pf_desc d = {.parent = UUID_LANES(c->pid), .merge = MERGE_NONE};
+
+		pc->lane_no = ++pp->nlanes;
+		snprintf(name, sizeof(name), "lane %u", pc->lane_no);
+		d.uuid = UUID_LANE(c->pid, pc->lane_no);
+		d.name = name;
+		d.rank = (int)pc->lane_no;
+		describe(s, ts, &d);
+	}
+	pc->track = UUID_LANE(c->pid, pc->lane_no);
+	return pc;
+}
+
+static void state_name(const struct coro *c, bool lane, char *buf, size_t len)
+{
+	char label[LABEL_MAX];
+	const char *st = c->state == CS_SUSPENDED ? NULL : coro_state_name(c->state);
+
+	if (lane) {
+		label_of(c, label, sizeof(label));
+		if (st)
+			snprintf(buf, len, "%s: %s", label, st);
+		else
+			snprintf(buf, len, "%s: suspended: %s", label, coro_reason_name(c->reason));
+	} else if (st) {
+		snprintf(buf, len, "%s", st);
+	} else {
+		snprintf(buf, len, "suspended: %s", coro_reason_name(c->reason));
+	}
+}
+
+/* Open the slice of c's current state on its track (and on its thread's, if running). */
+static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf_coro *pc, u64 ts,
+			bool with_flows)
+{
+	char name[LABEL_MAX + 40];
+	struct pf_arg args[3];
+	struct pf_ev ev = {.type = TYPE_SLICE_BEGIN, .track = pc->track, .args = args};
+
+	state_name(c, pc->lane, name, sizeof(name));
+	ev.name = name;
+	if (pc->lane)
+		args[ev.nargs++] = (struct pf_arg){"coroutine", A_PTR, c->id};
+	switch (c->state) {
+	case CS_RUNNING:
+		args[ev.nargs++] = (struct pf_arg){"thread", A_INT, c->tid};
+		if (with_flows) {
+			ev.term_flow[0] = pc->create_flow;
+			ev.term_flow[1] = pc->ready_flow;
+			pc->create_flow = pc->ready_flow = 0;
+		}
+		break;
+	case CS_SUSPENDED:
+		if (c->obj)
+			args[ev.nargs++] = (struct pf_arg){"obj", A_PTR, c->obj};
+		break;
+	case CS_RUNNABLE:
+		if (c->has_waker)
+			args[ev.nargs++] = (struct pf_arg){"waker", A_PTR, c->waker};
+		break;
+	default:
+		break;
+	}
+	track_event(s, ts, &ev);
+	pc->state_open = true;
+}
+
+/*
+ * A record that follows a hole on its thread: mark the hole before anything
+ * the record changes, on the first packet written after it.
+ */
+static void note_loss(struct perfetto_sink *s)
+{
+	const struct coro_event_hdr *h = s->m->applying;
+	struct pf_proc *pp;
+	struct pf_arg a;
+
+	if (!h || !h->lost_before || s->loss_noted == s->m->applied)
+		return;
+	s->loss_noted = s->m->applied;
+	pp = proc_ready(s, h->ts, h->pid);
+	thread_ready(s, h->ts, h->pid, h->tid);
+	a = (struct pf_arg){"count", A_UINT, h->lost_before};
+	s->dropped_next = true;
+	instant(s, h->ts, UUID_THREAD(h->tid), "events lost", &a, 1, 0, 0, 0);
+	pp->lost += h->lost_before;
+	counter(s, h->ts, pp, CNT_LOST, pp->lost);
+}
+
+static void perfetto_enter(void *ctx, const struct coro *c, u64 ts)
+{
+	struct perfetto_sink *s = ctx;
+	struct pf_coro *pc;
+
+	note_loss(s);
+	pc = coro_ready(s, ts, c);
+
+	if (pc->state_open) {
+		/* The model pairs enter() with interval(); should never happen. */
+		slice_end(s, ts, pc->track);
+		pc->state_open = false;
+	}
+	begin_state(s, c, pc, ts, true);
+	if (c->state == CS_RUNNING && c->tid) {
+		struct pf_thread *t = thread_ready(s, ts, c->pid, c->tid);
+		char label[LABEL_MAX];
+		struct pf_arg args[2] = {{"coroutine", A_PTR, c->id}, {"uid", A_UINT, c->uid}};
+
+		if (t->running_open)
+			slice_end(s, ts, UUID_THREAD(t->tid));
+		label_of(c, label, sizeof(label));
+		slice_begin(s, ts, UUID_THREAD(t->tid), label, args, 2);
+		t->running_open = true;
+		t->running_uid = c->uid;
+	}
+}
+
+static void perfetto_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
+			      u64 end, u32 tid, u32 reason, u64 obj)
+{
+	struct perfetto_sink *s = ctx;
+	struct pf_coro *pc = hmap_get(&s->coros, c->uid, 0);
+
+	note_loss(s);
+	if (pc && pc->state_open) {
+		slice_end(s, end, pc->track);
+		pc->state_open = false;
+	}
+	if (state == CS_RUNNING) {
+		struct pf_thread *t = hmap_get(&s->threads, c->pid, tid);
+
+		if (t && t->running_open && t->running_uid == c->uid) {
+			slice_end(s, end, UUID_THREAD(tid));
+			t->running_open = false;
+		}
+	}
+}
+
+/* The track an event fired "by" a coroutine goes to: its own, or its thread's. */
+static u64 actor_track(struct perfetto_sink *s, const struct coro_event_hdr *h, bool cur_known)
+{
+	if (cur_known && h->cur) {
+		const struct coro *c = model_find(s->m, h->pid, h->cur);
+
+		if (c) {
+			struct pf_coro *pc = coro_ready(s, h->ts, c);
+
+			if (!pc->lane)
+				return pc->track;
+		}
+	}
+	thread_ready(s, h->ts, h->pid, h->tid);
+	return UUID_THREAD(h->tid);
+}
+
+static void span_begin(struct perfetto_sink *s, const struct coro_ev_span *e,
+		       const struct model_event_info *mi)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+
+	if (mi->c) {
+		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
+		char name[2 * LABEL_MAX + 4], span[LABEL_MAX];
+
+		/* The span encloses the state slices inside it: close, open span, reopen. */
+		if (pc->state_open)
+			slice_end(s, h->ts, pc->track);
+		utf8_sanitize(span, sizeof(span), e->name, CORO_STR_LEN);
+		if (pc->lane) {
+			char label[LABEL_MAX];
+
+			label_of(mi->c, label, sizeof(label));
+			snprintf(name, sizeof(name), "%s: %s", label, span);
+		} else {
+			snprintf(name, sizeof(name), "%s", span);
+		}
+		slice_begin(s, h->ts, pc->track, name, NULL, 0);
+		pc->nspans++;
+		begin_state(s, mi->c, pc, h->ts, false);
+	} else {
+		struct pf_thread *t = thread_ready(s, h->ts, h->pid, h->tid);
+		char span[LABEL_MAX];
+
+		utf8_sanitize(span, sizeof(span), e->name, CORO_STR_LEN);
+		slice_begin(s, h->ts, UUID_THREAD(h->tid), span, NULL, 0);
+		t->nspans++;
+	}
+}
+
+static void span_end(struct perfetto_sink *s, const struct coro_ev_span *e,
+		     const struct model_event_info *mi)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+
+	if (!mi->span_matched) {
+		char span[LABEL_MAX];
+		struct pf_arg a = {"name", A_STR, 0, span};
+
+		utf8_sanitize(span, sizeof(span), e->name, CORO_STR_LEN);
+
+		instant(s, h->ts, actor_track(s, h, mi->owner_known), "unmatched span_end", &a, 1,
+			0, 0, 0);
+		return;
+	}
+	if (mi->c) {
+		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
+		u32 keep = mi->c->nspans;
+
+		if (pc->state_open)
+			slice_end(s, h->ts, pc->track);
+		pc->state_open = false;
+		while (pc->nspans > keep) {
+			slice_end(s, h->ts, pc->track);
+			pc->nspans--;
+		}
+		begin_state(s, mi->c, pc, h->ts, false);
+	} else {
+		struct pf_thread *t = thread_ready(s, h->ts, h->pid, h->tid);
+		const struct coro_thread *mt = hmap_get(&s->m->threads, h->pid, h->tid);
+		u32 keep = mt ? mt->nspans : 0;
+
+		while (t->nspans > keep) {
+			slice_end(s, h->ts, UUID_THREAD(h->tid));
+			t->nspans--;
+		}
+	}
+}
+
+static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
+			    const struct model_event_info *mi)
+{
+	struct perfetto_sink *s = ctx;
+
+	note_loss(s);
+	switch (h->kind) {
+	case CORO_EV_CREATE: {
+		const struct coro_ev_create *e = (const void *)h;
+		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
+		struct pf_arg a = {"parent", A_PTR, e->parent};
+		struct pf_arg b = {"child", A_PTR, e->id};
+		u64 flow = ++s->next_flow;
+
+		instant(s, h->ts, pc->track, pc->lane ? "create (lane)" : "create", &a, 1, 0, 0, 0);
+		instant(s, h->ts, actor_track(s, h, mi->cur_known), "spawn", &b, 1, flow, 0, 0);
+		pc->create_flow = flow;
+		break;
+	}
+	case CORO_EV_NAME: {
+		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
+
+		/* A track that cannot merge takes the newest descriptor's name. */
+		if (!pc->lane)
+			describe_coro(s, h->ts, mi->c, pc);
+		break;
+	}
+	case CORO_EV_READY: {
+		const struct coro *c = mi->c;
+		struct pf_coro *pc = coro_ready(s, h->ts, c);
+		struct pf_arg a = {"coroutine", A_PTR, c->id};
+		u64 flow = 0;
+
+		/* One arrow per wake that leads to a run; later wakes before it add none. */
+		if ((c->state == CS_RUNNABLE || c->ready_pending) && !pc->ready_flow) {
+			flow = ++s->next_flow;
+			pc->ready_flow = flow;
+		}
+		instant(s, h->ts, actor_track(s, h, mi->cur_known), "wake", &a, 1, flow, 0, 0);
+		break;
+	}
+	case CORO_EV_SPAN_BEGIN:
+		span_begin(s, (const void *)h, mi);
+		break;
+	case CORO_EV_SPAN_END:
+		span_end(s, (const void *)h, mi);
+		break;
+	case CORO_REC_PROCESS: {
+		struct pf_proc *pp = proc_get(s, h->pid);
+
+		describe_process(s, h->ts, pp, hmap_get(&s->m->procs, h->pid, 0));
+		break;
+	}
+	case CORO_REC_THREAD: {
+		struct pf_thread *t = hmap_get(&s->threads, h->pid, h->tid);
+
+		if (t)
+			t->described = false; /* describe again, now with its name */
+		thread_ready(s, h->ts, h->pid, h->tid);
+		break;
+	}
+	case CORO_REC_PROC_EXIT: {
+		const struct coro_rec_proc_exit *r = (const void *)h;
+		struct pf_arg a;
+		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
+
+		if (r->status >= 0 && WIFSIGNALED(r->status))
+			a = (struct pf_arg){"signal", A_INT, (u64)WTERMSIG(r->status)};
+		else if (r->status >= 0)
+			a = (struct pf_arg){"exit_code", A_INT, (u64)WEXITSTATUS(r->status)};
+		else
+			a = (struct pf_arg){"exit_code", A_STR, 0, "unknown"};
+		instant(s, h->ts, UUID_PROCESS(pp->pid), "process exit", &a, 1, 0, 0, 0);
+		break;
+	}
+	}
+	if (h->kind <= CORO_EV_BPF_MAX || h->kind == CORO_REC_PROC_EXIT) {
+		const struct coro_process *mp = hmap_get(&s->m->procs, h->pid, 0);
+		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
+
+		if (mp) {
+			counter(s, h->ts, pp, CNT_LIVE, mp->live);
+			counter(s, h->ts, pp, CNT_RUNNABLE, mp->runnable);
+		}
+	}
+}
+
+static void perfetto_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct perfetto_sink *s = ctx;
+	struct pf_coro *pc = hmap_get(&s->coros, c->uid, 0);
+	struct pf_proc *pp;
+	struct pf_arg a[3];
+	int n = 0;
+	const char *name;
+	char buf[64];
+
+	if (!pc)
+		return;
+	if (pc->state_open)
+		slice_end(s, c->end_ts, pc->track);
+	while (pc->nspans) {
+		slice_end(s, c->end_ts, pc->track);
+		pc->nspans--;
+	}
+	if (pc->lane)
+		a[n++] = (struct pf_arg){"coroutine", A_PTR, c->id};
+	switch (c->end) {
+	case CE_EXIT:
+		name = "exit";
+		a[n++] = (struct pf_arg){"status", A_INT, (u64)c->status};
+		break;
+	case CE_PROCESS_EXIT:
+		name = "process exited";
+		break;
+	case CE_SUPERSEDED:
+		name = "superseded (exit lost)";
+		break;
+	default:
+		snprintf(buf, sizeof(buf), "trace end: %s", coro_state_name(c->end_state));
+		name = buf;
+		if (c->end_state == CS_SUSPENDED) {
+			a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(c->end_reason)};
+			if (c->end_obj)
+				a[n++] = (struct pf_arg){"obj", A_PTR, c->end_obj};
+		}
+	}
+	/* Every arrow that starts must end: a wake that never led to a run ends here. */
+	instant(s, c->end_ts, pc->track, name, a, n, 0, pc->create_flow, pc->ready_flow);
+	pp = proc_get(s, c->pid);
+	if (pc->lane) {
+		if (pp->nfree == pp->cap_free) {
+			pp->cap_free = pp->cap_free ? pp->cap_free * 2 : 64;
+			pp->free_lanes = xrealloc(pp->free_lanes, pp->cap_free * sizeof(u32));
+		}
+		pp->free_lanes[pp->nfree++] = pc->lane_no;
+	}
+	hmap_del(&s->coros, c->uid, 0);
+	free(pc);
+}
+
+static void perfetto_begin(void *ctx, const struct capture_info *ci)
+{
+	struct perfetto_sink *s = ctx;
+	size_t d;
+
+	/* The sequence's first packet: clears incremental state, states the clock. */
+	pkt_begin(s, ci->start_ts);
+	pb_uint(&s->pb, TP_SEQ_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+	pb_bool(&s->pb, TP_FIRST_ON_SEQ, true);
+	d = pb_begin(&s->pb, TP_DEFAULTS);
+	pb_uint(&s->pb, DEFAULTS_CLOCK_ID, BUILTIN_CLOCK_BOOTTIME);
+	pb_end(&s->pb, d);
+	pkt_end(s);
+}
+
+static void perfetto_finish(void *ctx, const struct model *m)
+{
+	struct perfetto_sink *s = ctx;
+	size_t it = 0;
+	void *v;
+	u64 ts = m->last_ts;
+	struct pf_desc root = {.uuid = UUID_ROOT, .name = "corobpf"};
+	struct pf_arg a[8];
+	int n = 0;
+
+	/* Thread-owned spans still open, and stray running slices, end with the trace. */
+	while (hmap_next(&s->threads, &it, NULL, NULL, &v)) {
+		struct pf_thread *t = v;
+
+		for (; t->nspans; t->nspans--)
+			slice_end(s, ts, UUID_THREAD(t->tid));
+		if (t->running_open) {
+			slice_end(s, ts, UUID_THREAD(t->tid));
+			t->running_open = false;
+		}
+	}
+	describe(s, ts, &root);
+	a[n++] = (struct pf_arg){"events", A_UINT, m->events};
+	a[n++] = (struct pf_arg){"coroutines", A_UINT, m->coroutines};
+	a[n++] = (struct pf_arg){"events lost", A_UINT, m->stats.bpf[CORO_STAT_RING_FULL]};
+	a[n++] = (struct pf_arg){"unreadable strings", A_UINT, m->stats.bpf[CORO_STAT_STR_FAULT]};
+	a[n++] = (struct pf_arg){"objects attached late", A_UINT,
+				 m->stats.user[CORO_USTAT_LATE_ATTACH]};
+	a[n++] = (struct pf_arg){"end", A_STR, 0, coro_end_reason_name(m->end_reason)};
+	if (m->input_error)
+		a[n++] = (struct pf_arg){"capture damaged", A_STR, 0, m->input_error};
+	instant(s, ts, UUID_ROOT, "capture summary", a, n, 0, 0, 0);
+}
+
+struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 max_tracks,
+				       struct model_observer *obs)
+{
+	struct perfetto_sink *s = xcalloc(1, sizeof(*s));
+
+	s->ob = ob;
+	s->m = m;
+	s->max_tracks = max_tracks;
+	s->next_name_iid = 1;
+	s->next_da_iid = 1;
+	hmap_init(&s->procs);
+	hmap_init(&s->threads);
+	hmap_init(&s->coros);
+	hmap_init(&s->names);
+	hmap_init(&s->da_names);
+	memset(obs, 0, sizeof(*obs));
+	obs->ctx = s;
+	obs->begin = perfetto_begin;
+	obs->record = perfetto_record;
+	obs->enter = perfetto_enter;
+	obs->interval = perfetto_interval;
+	obs->coroutine_end = perfetto_coroutine_end;
+	obs->finish = perfetto_finish;
+	return s;
+}
+
+int perfetto_sink_error(struct perfetto_sink *s)
+{
+	if (s->oversized)
+		return -EMSGSIZE;
+	return s->ob->err ? -s->ob->err : 0;
+}
+
+static void free_table(struct hmap *h, bool interned)
+{
+	size_t it = 0;
+	void *v;
+
+	while (hmap_next(h, &it, NULL, NULL, &v)) {
+		if (interned)
+			free(((struct pf_intern *)v)->str);
+		free(v);
+	}
+	hmap_free(h);
+}
+
+void perfetto_sink_free(struct perfetto_sink *s)
+{
+	size_t it = 0;
+	void *v;
+
+	while (hmap_next(&s->procs, &it, NULL, NULL, &v))
+		free(((struct pf_proc *)v)->free_lanes);
+	free_table(&s->procs, false);
+	free_table(&s->threads, false);
+	free_table(&s->coros, false);
+	free_table(&s->names, true);
+	free_table(&s->da_names, true);
+	free(s);
+}
