@@ -396,6 +396,9 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	obuf_puts(o, "\"events\":");
 	obuf_u64(o, m->stats.bpf[CORO_STAT_RING_FULL]);
 	put_u64(o, "attributed", a->lost_events);
+	put_u64(o, "unattributed", m->stats.bpf[CORO_STAT_RING_FULL] > a->lost_events
+					   ? m->stats.bpf[CORO_STAT_RING_FULL] - a->lost_events
+					   : 0);
 	put_u64(o, "string_faults", m->stats.bpf[CORO_STAT_STR_FAULT]);
 	put_u64(o, "no_thread_state", m->stats.bpf[CORO_STAT_NO_TASK_STATE]);
 	put_u64(o, "bad_records", m->stats.user[CORO_USTAT_BAD_RECORDS]);

@@ -50,10 +50,15 @@ static void summary_finish(void *ctx, const struct model *m)
 		(unsigned long long)lost);
 	if (m->input_error)
 		fprintf(s->out, "  INCOMPLETE: the capture is damaged %s\n", m->input_error);
-	if (lost)
+	if (lost) {
 		fprintf(s->out, "  %llu events were lost (ring buffer full): the coroutines they "
 			"touched show state \"unknown\" there; try a larger --ring-size\n",
 			(unsigned long long)lost);
+		if (lost > a->lost_events)
+			fprintf(s->out, "  %llu of them were lost after their thread's last delivered "
+				"event: the last states shown for those threads' coroutines may be "
+				"stale\n", (unsigned long long)(lost - a->lost_events));
+	}
 	if (m->stats.bpf[CORO_STAT_STR_FAULT])
 		fprintf(s->out, "  %llu names/span labels could not be read (kept empty)\n",
 			(unsigned long long)m->stats.bpf[CORO_STAT_STR_FAULT]);

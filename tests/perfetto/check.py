@@ -51,9 +51,6 @@ def decode(path):
     return text
 
 
-_tok = re.compile(r'\s*(?:(\})|([A-Za-z_][A-Za-z0-9_]*)\s*(\{|:\s*("(?:[^"\\]|\\.)*"|[^\s]+)))')
-
-
 def _unquote(s):
     # protoc's text format: C escapes, octal for bytes outside printable ASCII.
     raw = s[1:-1].encode("latin-1", "backslashreplace").decode("unicode_escape")
@@ -61,34 +58,31 @@ def _unquote(s):
 
 
 def parse(text):
-    """protoc text format -> nested dicts; every field is a list of values."""
-    root, stack, pos = {}, [], 0
+    """protoc text format (one field per line) -> nested dicts; every field is a list."""
+    root, stack = {}, []
     cur = root
-    while True:
-        m = _tok.match(text, pos)
-        if not m:
-            if text[pos:].strip():
-                raise Bad("cannot parse decoded text near: %r" % text[pos:pos + 60])
-            break
-        pos = m.end()
-        if m.group(1):
-            cur = stack.pop()
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line:
             continue
-        key = m.group(2)
-        if m.group(3) == "{":
+        if line == "}":
+            cur = stack.pop()
+        elif line.endswith(" {"):
             child = {}
-            cur.setdefault(key, []).append(child)
+            cur.setdefault(line[:-2], []).append(child)
             stack.append(cur)
             cur = child
         else:
-            v = m.group(4)
+            key, _, v = line.partition(": ")
             if v.startswith('"'):
                 v = _unquote(v)
-            elif re.fullmatch(r"-?\d+", v):
+            elif v.lstrip("-").isdigit():
                 v = int(v)
             elif v in ("true", "false"):
                 v = v == "true"
             cur.setdefault(key, []).append(v)
+    if stack:
+        raise Bad("decoded text ends inside a message")
     return root.get("packet", [])
 
 
@@ -233,10 +227,18 @@ def check_against_jsonl(t, jsonl):
         for a in ev.get("debug_annotations", []):
             if t.da_names.get(one(a, "name_iid")) == "uid":
                 runs[one(a, "uint_value")] = runs.get(one(a, "uint_value"), 0) + 1
+    # After a hole a coroutine is known to run without its switch-in having been seen:
+    # a slice, not a switch-in. Each hole adds at most one such slice.
+    holes = sum(1 for r in recs if r["type"] == "lost")
+    extra = 0
     for c in coros:
-        if runs.get(c["uid"], 0) != c["switch_ins"]:
+        n = runs.get(c["uid"], 0)
+        if n < c["switch_ins"] or (not holes and n != c["switch_ins"]):
             raise Bad("coroutine %s (uid %d): %d thread slices, %d switch-ins in the JSONL"
-                      % (c["id"], c["uid"], runs.get(c["uid"], 0), c["switch_ins"]))
+                      % (c["id"], c["uid"], n, c["switch_ins"]))
+        extra += n - c["switch_ins"]
+    if extra > holes:
+        raise Bad("%d thread slices without a switch-in, for %d holes" % (extra, holes))
     named = {one(t.tracks[u], "name") for u in coro_tracks}
     for c in coros:
         if c["name"] and not lanes and c["name"] not in named:

@@ -3,7 +3,7 @@
  * demo: a small coroutine "server" on corosched, the workload the README traces.
  *
  *     demo [-d SECS] [-w WORKERS] [-r RATE]
- *     demo --pingpong N [-w WORKERS]
+ *     demo --pingpong N [-w WORKERS] [--wait [--again]]
  *
  * Server mode: an "acceptor" coroutine spawns one "req-N" handler per incoming request
  * (RATE per second for SECS seconds). A handler opens a "request" span, sleeps to simulate
@@ -17,9 +17,13 @@
  * Ping-pong mode, for benchmarks: "ping" and "pong" pass a token N times over two unbuffered
  * channels, two switches per round trip; one worker by default, so no thread ever sleeps
  * and probes fire as fast as the scheduler can switch. Prints the elapsed time and the
- * number of switch and ready probes fired.
+ * number of switch and ready probes fired. With --wait it prints "READY <pid>" and waits for
+ * SIGUSR1 before starting, so a tracer can attach (and tests can stall the tracer) first;
+ * --again then waits for a second SIGUSR1 and runs once more on the same worker threads.
  */
 #include <errno.h>
+#include <signal.h>
+#include <unistd.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -39,6 +43,7 @@ static struct {
 	unsigned int workers;
 	unsigned int rate;
 	long pingpong;
+	bool wait, again;
 } opt = {
 	.duration_s = 3,
 	.workers = 2,
@@ -269,26 +274,57 @@ static int pong(void *arg)
 	return 0;
 }
 
+static void wait_sigusr1(void)
+{
+	sigset_t set;
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigwait(&set, &sig);
+}
+
 static int run_pingpong(void)
 {
 	struct sched_stats st;
 	uint64_t t0, elapsed;
+	int round;
 
 	ping_to_pong = chan_new(0);
 	pong_to_ping = chan_new(0);
+	if (opt.wait) {
+		sigset_t set;
+
+		/* Blocked (in the workers too) before READY is printed: no signal is missed. */
+		sigemptyset(&set);
+		sigaddset(&set, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &set, NULL);
+		printf("READY %d\n", (int)getpid());
+		fflush(stdout);
+		wait_sigusr1();
+	}
 	if (!ping_to_pong || !pong_to_ping || sched_start(opt.workers))
 		return 1;
-	t0 = now_ns();
-	co_spawn(pong, NULL, "pong");
-	co_spawn(ping, NULL, "ping");
-	sched_wait_all();
-	elapsed = now_ns() - t0;
-	sched_get_stats(&st);
-	/* Every probe fired: created + 2 names + readies + switches + exits (the overload test sums them). */
-	printf("pingpong: rounds=%ld switches=%" PRIu64 " readies=%" PRIu64 " created=%" PRIu64
-	       " exits=%" PRIu64 " elapsed_ns=%" PRIu64 " ns_per_switch=%.1f\n",
-	       opt.pingpong, st.switches, st.readies, st.created, st.exits, elapsed,
-	       st.switches ? (double)elapsed / (double)st.switches : 0.0);
+	for (round = 0; round < (opt.again ? 2 : 1); round++) {
+		if (round)
+			wait_sigusr1();
+		t0 = now_ns();
+		co_spawn(pong, NULL, "pong");
+		co_spawn(ping, NULL, "ping");
+		sched_wait_all();
+		elapsed = now_ns() - t0;
+		sched_get_stats(&st);
+		/*
+		 * Every probe fired so far (cumulative over runs): created + one name each +
+		 * readies + switches + exits. The overload test sums them.
+		 */
+		printf("pingpong: rounds=%ld switches=%" PRIu64 " readies=%" PRIu64
+		       " created=%" PRIu64 " exits=%" PRIu64 " elapsed_ns=%" PRIu64
+		       " ns_per_switch=%.1f\n",
+		       opt.pingpong, st.switches, st.readies, st.created, st.exits, elapsed,
+		       st.switches ? (double)elapsed / (double)st.switches : 0.0);
+		fflush(stdout);
+	}
 	sched_stop();
 	chan_free(ping_to_pong);
 	chan_free(pong_to_ping);
@@ -299,18 +335,22 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: demo [-d SECS] [-w WORKERS] [-r RATE]\n"
-		"       demo --pingpong N [-w WORKERS]\n"
+		"       demo --pingpong N [-w WORKERS] [--wait [--again]]\n"
 		"\n"
 		"  -d SECS        run time (default 3)\n"
 		"  -w WORKERS     worker threads (default 2; 1 with --pingpong)\n"
 		"  -r RATE        requests per second (default 200)\n"
-		"  --pingpong N   pass a token N times between two coroutines, print the time\n");
+		"  --pingpong N   pass a token N times between two coroutines, print the time\n"
+		"  --wait         (pingpong) print READY <pid>, start on SIGUSR1\n"
+		"  --again        (with --wait) then wait for SIGUSR1 again and run once more\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "pingpong", required_argument, NULL, 'p' },
+		{ "wait", no_argument, NULL, 'W' },
+		{ "again", no_argument, NULL, 'A' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -340,6 +380,12 @@ int main(int argc, char **argv)
 			opt.pingpong = strtol(optarg, &end, 10);
 			if (*end || opt.pingpong <= 0)
 				goto bad;
+			break;
+		case 'W':
+			opt.wait = true;
+			break;
+		case 'A':
+			opt.again = true;
 			break;
 		case 'h':
 			usage(stdout);
