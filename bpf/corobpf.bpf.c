@@ -59,8 +59,9 @@ static __always_inline void stat_inc(__u32 idx)
 {
 	__u64 *v = bpf_map_lookup_elem(&stats, &idx);
 
+	/* Atomic: a preempted program and another on the same CPU must not lose counts. */
 	if (v)
-		*v += 1;
+		__sync_fetch_and_add(v, 1);
 }
 
 static __always_inline struct coro_task_state *task_state_get(void)
@@ -112,7 +113,7 @@ static __always_inline void *event_reserve(struct coro_task_state *st, __u32 siz
 	} else {
 		hdr->cur = 0;
 		hdr->lost_before = 0;
-		hdr->flags = CORO_EVF_CUR_UNKNOWN;
+		hdr->flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
 	}
 	return hdr;
 }
@@ -137,7 +138,11 @@ static __always_inline void event_submit(void *rec)
 
 static __always_inline void read_label(char *dst, __u64 uptr, struct coro_event_hdr *hdr)
 {
-	long n = bpf_probe_read_user_str(dst, CORO_STR_LEN, (const void *)uptr);
+	long n;
+
+	/* Ring memory is reused: no bytes of an older record after the NUL. */
+	__builtin_memset(dst, 0, CORO_STR_LEN);
+	n = bpf_probe_read_user_str(dst, CORO_STR_LEN, (const void *)uptr);
 
 	if (n < 0) {
 		/* Not mapped, or a page not faulted in: keep the event, say so. */

@@ -56,6 +56,7 @@ enum coro_event_flags {
 	CORO_EVF_STR_TRUNCATED = 1 << 0, /* the string was longer than CORO_STR_LEN - 1 */
 	CORO_EVF_STR_FAULT = 1 << 1,	 /* the string could not be read: empty */
 	CORO_EVF_CUR_UNKNOWN = 1 << 2,	 /* no switch seen on this thread yet: hdr.cur is 0 by default */
+	CORO_EVF_NO_THREAD = 1 << 3,	 /* no per-thread state: hdr.cur and lost_before mean nothing */
 };
 
 struct coro_event_hdr {

@@ -27,7 +27,7 @@ MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
 
 tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
-       $(OUT)/tests/early $(OUT)/tests/libdlprobe.so
+       $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -124,3 +124,8 @@ $(OUT)/tests/libdlprobe.so: tests/integration/progs/early_lib.c usdt/corobpf.h
 $(OUT)/tests/early: tests/integration/progs/early.c $(OUT)/tests/libearly.so usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -L$(OUT)/tests -learly -ldl -Wl,-rpath,'$$ORIGIN' -o $@
+
+# strings: names and spans from stack buffers, a far literal, NULL.
+$(OUT)/tests/strings: tests/integration/progs/strings.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -o $@

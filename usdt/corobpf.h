@@ -92,8 +92,8 @@
  * DISABLING
  *	Define COROBPF_DISABLE before including this header to compile every
  *	probe away (arguments are still type-checked, never evaluated).
- *	On targets other than ELF with GCC or Clang the probes are disabled
- *	automatically. The note layout is the SystemTap SDT v3 format, so any
+ *	Probes exist on 64-bit ELF targets (x86-64, arm64) with GCC or Clang;
+ *	elsewhere they are disabled automatically. The note layout is the SystemTap SDT v3 format, so any
  *	USDT-aware tool (bpftrace, perf, gdb) also sees the probes.
  */
 #ifndef COROBPF_USDT_H
@@ -109,7 +109,8 @@
 #define CORO_IO		4	/* waits for an fd (obj) to become ready */
 #define CORO_DONE	5	/* finished; will not run again */
 
-#if !defined(COROBPF_DISABLE) && (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__)
+#if !defined(COROBPF_DISABLE) && (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__) && \
+	(defined(__x86_64__) || defined(__aarch64__))
 
 #ifdef __cplusplus
 extern "C" {
@@ -181,6 +182,17 @@ __CORO_SEMAPHORE(span_end);
 #define __CORO_PROBE2(name, s0, x0, s1, x1)                                                  \
 	__asm__ __volatile__(__CORO_ASM_NOTE(name, s0 "@%[a0] " s1 "@%[a1]")                 \
 			     ::[a0] "nr"(x0), [a1] "nr"(x1))
+/*
+ * The string probes also clobber "memory": the string is read through the
+ * pointer, so stores to it (a name formatted into a stack buffer) must not
+ * be dropped as dead. They sit behind the semaphore, so this costs nothing
+ * while untraced.
+ */
+#define __CORO_PROBE1M(name, s0, x0)                                                         \
+	__asm__ __volatile__(__CORO_ASM_NOTE(name, s0 "@%[a0]") ::[a0] "nr"(x0) : "memory")
+#define __CORO_PROBE2M(name, s0, x0, s1, x1)                                                 \
+	__asm__ __volatile__(__CORO_ASM_NOTE(name, s0 "@%[a0] " s1 "@%[a1]")                 \
+			     ::[a0] "nr"(x0), [a1] "nr"(x1) : "memory")
 #define __CORO_PROBE4(name, s0, x0, s1, x1, s2, x2, s3, x3)                                  \
 	__asm__ __volatile__(                                                                \
 		__CORO_ASM_NOTE(name, s0 "@%[a0] " s1 "@%[a1] " s2 "@%[a2] " s3 "@%[a3]")    \
@@ -198,7 +210,7 @@ __CORO_SEMAPHORE(span_end);
 		if (CORO_PROBE_ENABLED(name)) {                                              \
 			const char *__coro_s = (str);                                        \
 			__CORO_TOUCH(__coro_s);                                              \
-			__CORO_PROBE2(name, "8", __CORO_U(id), "8", __CORO_U(__coro_s));     \
+			__CORO_PROBE2M(name, "8", __CORO_U(id), "8", __CORO_U(__coro_s));    \
 		}                                                                            \
 	} while (0)
 #define __CORO_PROBE_ready(id) __CORO_PROBE1(ready, "8", __CORO_U(id))
@@ -211,7 +223,7 @@ __CORO_SEMAPHORE(span_end);
 		if (CORO_PROBE_ENABLED(name)) {                                              \
 			const char *__coro_s = (str);                                        \
 			__CORO_TOUCH(__coro_s);                                              \
-			__CORO_PROBE1(name, "8", __CORO_U(__coro_s));                        \
+			__CORO_PROBE1M(name, "8", __CORO_U(__coro_s));                       \
 		}                                                                            \
 	} while (0)
 #define __CORO_PROBE_span_begin(str) __CORO_PROBE_STR1(span_begin, str)
@@ -219,9 +231,9 @@ __CORO_SEMAPHORE(span_end);
 
 #else /* probes disabled */
 
-/* Type-check the arguments without evaluating them or emitting code. */
+/* Type-check the arguments without evaluating them or emitting code (bit-fields too). */
 #define CORO_PROBE_ENABLED(name) 0
-#define __CORO_NOP1(a) ((void)sizeof(a))
+#define __CORO_NOP1(a) ((void)sizeof((unsigned long long)(a)))
 #define __CORO_PROBE_create(id, parent) (__CORO_NOP1(id), __CORO_NOP1(parent))
 #define __CORO_PROBE_name(id, str) (__CORO_NOP1(id), __CORO_NOP1(str))
 #define __CORO_PROBE_ready(id) __CORO_NOP1(id)

@@ -176,6 +176,7 @@ static void child_wait_then_exec(int release_rd, int errpipe_wr, const char *pat
 	if (read(release_rd, &go, 1) != 1)
 		_exit(127);
 	close(release_rd);
+	capture_restore_signals();
 	execv(path, argv);
 	e = errno;
 	if (write(errpipe_wr, &e, sizeof(e)) < 0)
@@ -237,8 +238,10 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 	close(errpipe[1]);
 	c->child = pid;
 	c->release_fd = release[1];
+	capture_set_signal_child(pid);
 	t->pid = pid;
 	t->launched = true;
+	t->start_ts = now_boottime_ns();
 	t->ppid = getpid();
 	snprintf(t->exe, sizeof(t->exe), "%s", exe);
 	{

@@ -17,6 +17,57 @@
 #include "log.h"
 
 volatile sig_atomic_t capture_stop_signal;
+static volatile pid_t signal_child = -1;
+static struct sigaction saved_actions[NSIG];
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	pid_t child = signal_child;
+
+	(void)uc;
+	if (capture_stop_signal) {
+		/* The second one: quit now, leaving no half-written file behind. */
+		outfile_emergency_cleanup();
+		_exit(128 + sig);
+	}
+	capture_stop_signal = sig;
+	/* Pass termination on; a keyboard ^C already reached the whole process group. */
+	if (child > 0 && (sig != SIGINT || si->si_code == SI_USER || si->si_code == SI_QUEUE))
+		kill(child, sig);
+}
+
+void capture_install_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	struct sigaction sa = {0};
+
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: interrupt the poll */
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+		sigaction(sigs[i], NULL, &saved_actions[sigs[i]]);
+		/* Under nohup, a hangup is not ours to act on. */
+		if (sigs[i] == SIGHUP && saved_actions[SIGHUP].sa_handler == SIG_IGN)
+			continue;
+		sigaction(sigs[i], &sa, NULL);
+	}
+	sigaction(SIGPIPE, NULL, &saved_actions[SIGPIPE]);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* In the launched child before exec: the dispositions corobpf was started with. */
+void capture_restore_signals(void)
+{
+	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
+		sigaction(sigs[i], &saved_actions[sigs[i]], NULL);
+}
+
+void capture_set_signal_child(pid_t pid)
+{
+	signal_child = pid;
+}
 
 #define POLL_MS 100
 #define STATS_EVERY_NS 1000000000ULL
@@ -127,7 +178,7 @@ static void emit_process(struct capture *c, struct target *t)
 	r->hdr.kind = CORO_REC_PROCESS;
 	r->hdr.pid = t->pid;
 	r->hdr.tid = t->pid;
-	r->hdr.ts = now_boottime_ns();
+	r->hdr.ts = t->start_ts; /* before its probes were attached: first in time */
 	r->mode = t->launched ? CORO_PROC_LAUNCHED : CORO_PROC_ATTACHED;
 	r->ppid = t->ppid;
 	memcpy(r->comm, t->comm, sizeof(r->comm));
@@ -151,6 +202,10 @@ static void read_comm(u32 pid, u32 tid, char comm[16])
 	close(fd);
 	if (n > 0 && comm[n - 1] == '\n')
 		comm[n - 1] = 0;
+	/* A program names its own threads: nothing that could steer a terminal. */
+	for (int i = 0; i < 16 && comm[i]; i++)
+		if ((unsigned char)comm[i] < 0x20 || comm[i] == 0x7f)
+			comm[i] = '?';
 }
 
 static void emit_thread(struct capture *c, u32 pid, u32 tid, u64 ts)
@@ -401,6 +456,7 @@ int capture_targets(struct capture *c)
 		t->pid = tgid;
 		t->ppid = ppid;
 		t->wait_status = -1;
+		t->start_ts = now_boottime_ns();
 		hmap_init(&t->objects);
 		read_comm(t->pid, t->pid, t->comm);
 		snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
@@ -433,6 +489,13 @@ int capture_attach(struct capture *c)
 		sites += t->probe_sites;
 	}
 	if (!sites) {
+		for (size_t i = 0; i < c->ntargets; i++) {
+			if (!c->targets[i].launched && kill(c->targets[i].pid, 0) < 0 && errno == ESRCH) {
+				log_err("process %u exited while corobpf attached to it",
+					c->targets[i].pid);
+				return EXIT_NO_PROCESS;
+			}
+		}
 		log_err("no corobpf probes in the target: searched %zu object%s%s", c->nsearched,
 			c->nsearched == 1 ? "" : "s", c->nsearched ? ":" : "");
 		for (size_t i = 0; i < c->nsearched; i++)
@@ -464,6 +527,8 @@ static void target_exited(struct capture *c, struct target *t)
 	if (t->launched) {
 		int status;
 
+		/* Reaped, its pid may be reused: no more forwarding to it. */
+		capture_set_signal_child(-1);
 		if (waitpid(t->pid, &status, WNOHANG) == (pid_t)t->pid) {
 			t->wait_status = status;
 			c->child = -1;
@@ -548,11 +613,15 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
 		now = now_boottime_ns();
 		if (now >= next_stats) {
 			emit_stats(c);
-			if (raw && raw_writer_flush(raw) < 0) {
-				log_err("cannot write the raw capture: %s", strerror(errno));
-				c->end_reason = CORO_END_ERROR;
-				ret = EXIT_OUTPUT;
-				break;
+			if (raw) {
+				int werr = raw_writer_flush(raw);
+
+				if (werr < 0) {
+					log_err("cannot write the raw capture: %s", strerror(-werr));
+					c->end_reason = CORO_END_ERROR;
+					ret = EXIT_OUTPUT;
+					break;
+				}
 			}
 			next_stats = now + STATS_EVERY_NS;
 		}
@@ -612,10 +681,12 @@ int capture_wait_child(struct capture *c)
 	if (t->wait_status < 0 && c->child > 0) {
 		log_info("waiting for %s (pid %u) to exit; Ctrl-C again leaves it running",
 			 t->comm, t->pid);
+		/* A signal meanwhile was passed on to it; a second one quits in the handler. */
 		while (waitpid(c->child, &status, 0) < 0) {
-			if (errno != EINTR || capture_stop_signal > 1)
+			if (errno != EINTR)
 				return EXIT_FAILURE_RUNTIME;
 		}
+		capture_set_signal_child(-1);
 		t->wait_status = status;
 		c->child = -1;
 	}
@@ -635,6 +706,7 @@ void capture_kill_child(struct capture *c)
 			close(c->release_fd);
 			c->release_fd = -1;
 		}
+		capture_set_signal_child(-1);
 		kill(c->child, SIGKILL);
 		waitpid(c->child, NULL, 0);
 		c->child = -1;

@@ -42,6 +42,7 @@ struct target {
 	bool libload_attached;
 	struct hmap objects; /* (dev, inode) of objects already examined */
 	u32 probe_sites;
+	u64 start_ts; /* when corobpf took it on, before attaching */
 	char comm[16];
 	char exe[4096];
 	u32 ppid;
@@ -71,8 +72,17 @@ struct capture {
 	size_t nsearched;
 };
 
-/* Set by the signal handlers; capture_run stops when it sees it. */
+/* Set by the signal handlers (the signal number); capture_run stops when it sees it. */
 extern volatile sig_atomic_t capture_stop_signal;
+
+/*
+ * SIGINT/SIGTERM/SIGHUP stop tracing (a second one quits at once, removing
+ * temporary outputs) and are passed on to the launched command; SIGPIPE is
+ * ignored. The launched command gets the original dispositions back.
+ */
+void capture_install_signals(void);
+void capture_restore_signals(void);
+void capture_set_signal_child(pid_t pid);
 
 int capture_preflight(void);
 int capture_open(struct capture *c, const struct capture_opts *opts);

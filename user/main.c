@@ -5,6 +5,7 @@
  */
 #include <argp.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,16 +162,18 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 	case 'd':
 		errno = 0;
 		a->duration = strtod(arg, &end);
-		if (errno || *end || a->duration <= 0 || a->duration > 1e7)
-			argp_error(state, "invalid duration '%s' (seconds, > 0)", arg);
+		/* Written so that NaN fails too. */
+		if (errno || *end || !(a->duration >= 1e-6 && a->duration <= 1e7))
+			argp_error(state, "invalid duration '%s' (seconds, from 0.000001)", arg);
 		return 0;
 	case OPT_RING: {
 		unsigned long mb;
 
 		errno = 0;
 		mb = strtoul(arg, &end, 10);
-		if (errno || *end || !mb || (mb & (mb - 1)) || mb > 4096)
-			argp_error(state, "invalid ring size '%s' (MiB, a power of 2 up to 4096)",
+		/* The map size is a u32 of bytes: 2 GiB at most. */
+		if (errno || *end || !mb || (mb & (mb - 1)) || mb > 2048)
+			argp_error(state, "invalid ring size '%s' (MiB, a power of 2 up to 2048)",
 				   arg);
 		a->ring_bytes = (u64)mb << 20;
 		return 0;
@@ -228,37 +231,6 @@ static error_t parse_report(int key, char *arg, struct argp_state *state)
 		return 0;
 	}
 	return parse_common(key, arg, state);
-}
-
-/* ---- signals ---- */
-
-static pid_t signal_child = -1;
-
-static void on_signal(int sig, siginfo_t *si, void *uc)
-{
-	(void)uc;
-	if (capture_stop_signal) {
-		/* The second one: quit now, leaving no half-written file behind. */
-		outfile_emergency_cleanup();
-		_exit(128 + sig);
-	}
-	capture_stop_signal = sig;
-	/* Pass termination on; a keyboard ^C already reached the whole process group. */
-	if (signal_child > 0 && (sig != SIGINT || si->si_code == SI_USER || si->si_code == SI_QUEUE))
-		kill(signal_child, sig);
-}
-
-static void install_signals(void)
-{
-	struct sigaction sa = {0};
-
-	sa.sa_sigaction = on_signal;
-	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: interrupt the poll */
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
 }
 
 /* ---- shared wiring ---- */
@@ -320,6 +292,7 @@ static int cmd_report(int argc, char **argv)
 
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
+	capture_install_signals(); /* a signal removes the half-written outputs */
 	r = raw_reader_open(a.capture, &ci, err, sizeof(err));
 	if (!r) {
 		log_err("%s", err);
@@ -339,8 +312,15 @@ static int cmd_report(int argc, char **argv)
 		pipeline_add_observer(&p, &obs);
 	}
 	pipeline_begin(&p);
-	while ((ret = raw_reader_next(r, &rec)) == 1)
+	while (!capture_stop_signal && (ret = raw_reader_next(r, &rec)) == 1)
 		pipeline_feed(&p, rec);
+	if (capture_stop_signal) {
+		abort_outputs(&a, outs);
+		pipeline_free(&p);
+		raw_reader_close(r);
+		capture_info_free(&ci);
+		return 128 + capture_stop_signal;
+	}
 	if (ret < 0) {
 		/* Keep everything before the damage; say where it is, in the outputs too. */
 		snprintf(err, sizeof(err), "%s", raw_reader_error(r));
@@ -408,12 +388,11 @@ static int cmd_trace(int argc, char **argv)
 		abort_outputs(&a, outs);
 		return EXIT_OUTPUT;
 	}
-	install_signals();
+	capture_install_signals();
 	ret = capture_open(&cap, &co);
 	cap_open = true;
 	if (!ret)
 		ret = capture_targets(&cap);
-	signal_child = cap.child;
 	if (!ret)
 		ret = capture_attach(&cap);
 	if (!ret && capture_stop_signal)
@@ -454,14 +433,19 @@ static int cmd_trace(int argc, char **argv)
 	code = ret;
 	pipeline_finish(&p);
 	if (raw) {
-		if (raw_writer_close(raw) < 0) {
-			log_err("cannot write %s: %s", a.raw, strerror(errno));
-			outfile_abort(&rawfile);
+		int werr = raw_writer_close(raw);
+
+		if (werr < 0) {
+			/* Blocks before the error are whole: keep them, say where it stopped. */
+			log_err("writing %s failed (%s): it holds the capture up to that point; "
+				"corobpf report reads it back and names where it ends",
+				a.raw, strerror(-werr));
 			code = EXIT_OUTPUT;
-		} else if (outfile_commit(&rawfile, err, sizeof(err))) {
+		}
+		if (outfile_commit(&rawfile, err, sizeof(err))) {
 			log_err("%s", err);
 			code = EXIT_OUTPUT;
-		} else {
+		} else if (!werr) {
 			log_info("wrote %s", a.raw);
 		}
 		raw = NULL;
@@ -500,6 +484,9 @@ fail:
 
 int main(int argc, char **argv)
 {
+	/* Started with a standard fd closed? Then no output file may take its number. */
+	for (int fd; (fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2;)
+		;
 	argp_err_exit_status = EXIT_USAGE;
 	if (argc > 1 && !strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);

@@ -262,6 +262,8 @@ static bool cur_certain(struct model *m, const struct coro_event_hdr *h)
 {
 	struct coro_process *p;
 
+	if (h->flags & CORO_EVF_NO_THREAD)
+		return false;
 	if (!(h->flags & CORO_EVF_CUR_UNKNOWN))
 		return true;
 	/* Launched under us: no switch yet really means the thread runs no coroutine. */
@@ -359,12 +361,19 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 	struct coro *c = model_find(m, h->pid, e->id), *pc;
 
 	if (c) {
-		if (!c->created_seen && !c->switch_ins &&
+		if (!c->created_seen && !c->switch_ins && !c->readies &&
 		    (c->state == CS_UNKNOWN || c->state == CS_NEW)) {
-			/* Named before it was announced: this create completes it. */
+			/*
+			 * Named before it was announced: this create completes it. Nothing
+			 * of its life has been counted yet, so its life starts here.
+			 */
 			c->created_seen = true;
 			c->created_ts = h->ts;
+			c->uncertain = false;
+			c->first_ts = h->ts;
+			c->t_state[CS_UNKNOWN] = 0;
 			set_state(m, c, CS_NEW, h->ts, 0, 0, 0);
+			c->t_state[CS_UNKNOWN] = 0;
 		} else {
 			m->anom.recreate_live++;
 			end_coroutine(m, c, CE_SUPERSEDED, h->ts);
@@ -432,6 +441,13 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			u32 reason = e->reason < CORO_NREASONS ? e->reason : CORO_R_UNKNOWN;
 
 			c = model_find(m, h->pid, e->from);
+			if (!c && reason == CORO_R_DONE) {
+				/*
+				 * Its last switch out, after an exit whose thread the model
+				 * did not know (attached mid-life, or a hole): nothing new.
+				 */
+				goto switch_in;
+			}
 			if (reason == CORO_R_DONE)
 				next = CS_SUSPENDED;
 			else if (c && c->ready_pending)
@@ -451,6 +467,7 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			mi->c = c;
 		}
 	}
+switch_in:
 	if (e->to) {
 		c = model_find(m, h->pid, e->to);
 		if (!c) {
@@ -619,7 +636,9 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		if (!hmap_get(&m->procs, h->pid, 0))
 			m->anom.unknown_pid++;
 		mi.cur_known = cur_certain(m, h);
-		thread_sync(m, h);
+		/* libload fires in ld.so with no per-thread state: it says nothing about threads. */
+		if (h->kind != CORO_EV_LIBLOAD)
+			thread_sync(m, h);
 	}
 	switch (h->kind) {
 	case CORO_EV_CREATE:

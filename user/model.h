@@ -127,7 +127,6 @@ struct model_anomalies {
 	u64 cur_desync;		/* the model's view of a thread disagreed with the BPF side's */
 	u64 running_elsewhere;	/* switched in while running on another thread */
 	u64 recreate_live;	/* create for an id that had not exited */
-	u64 after_exit;		/* ready/name for an exited id */
 	u64 span_unmatched_end;
 	u64 late_records;	/* records older than ones already applied */
 	u64 unknown_records;	/* kinds this version does not know */

@@ -187,8 +187,14 @@ int raw_writer_flush(struct raw_writer *w)
 	struct raw_block_header *bh = (struct raw_block_header *)w->block;
 	int ret;
 
-	if (!w->len || w->err)
-		return w->err ? -w->err : 0;
+	if (w->err) {
+		/* Writing stopped at the first error; what came before stays readable. */
+		w->len = 0;
+		w->nrecords = 0;
+		return -w->err;
+	}
+	if (!w->len)
+		return 0;
 	bh->magic = RAW_BLOCK_MAGIC;
 	bh->len = w->len;
 	bh->nrecords = w->nrecords;
@@ -203,8 +209,10 @@ int raw_writer_flush(struct raw_writer *w)
 
 void raw_writer_append(struct raw_writer *w, const struct coro_event_hdr *rec)
 {
-	if (w->len + rec->size > RAW_BLOCK_TARGET)
-		raw_writer_flush(w);
+	if (w->err)
+		return;
+	if (w->len + rec->size > RAW_BLOCK_TARGET && raw_writer_flush(w) < 0)
+		return;
 	memcpy(w->block + sizeof(struct raw_block_header) + w->len, rec, rec->size);
 	w->len += rec->size;
 	w->nrecords++;

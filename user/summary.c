@@ -30,6 +30,18 @@ static void summary_coroutine_end(void *ctx, const struct coro *c)
 	memcpy(e->name, c->name, CORO_STR_LEN);
 }
 
+/*
+ * A name as it may reach a terminal: valid UTF-8, control characters (and so
+ * any escape sequence a traced program could plant) shown as '?'.
+ */
+static void term_safe(char *dst, size_t len, const char *src)
+{
+	utf8_sanitize(dst, len, src, CORO_STR_LEN);
+	for (unsigned char *p = (unsigned char *)dst; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			*p = '?';
+}
+
 static void summary_finish(void *ctx, const struct model *m)
 {
 	struct summary *s = ctx;
@@ -80,11 +92,12 @@ static void summary_finish(void *ctx, const struct model *m)
 	fprintf(s->out, "  longest suspended:\n");
 	for (int i = 0; i < s->ntop; i++) {
 		const struct summary_entry *e = &s->top[i];
-		char d[32];
+		char d[32], name[3 * CORO_STR_LEN + 1];
 
 		fmt_duration(d, sizeof(d), e->dur);
+		term_safe(name, sizeof(name), e->name[0] ? e->name : "(unnamed)");
 		fprintf(s->out, "    %10s  0x%llx %-20s pid %u, %s", d, (unsigned long long)e->id,
-			e->name[0] ? e->name : "(unnamed)", e->pid, coro_reason_name(e->reason));
+			name, e->pid, coro_reason_name(e->reason));
 		if (e->obj)
 			fprintf(s->out, " on 0x%llx", (unsigned long long)e->obj);
 		fprintf(s->out, "%s\n", e->open ? ", still suspended at the end" : "");

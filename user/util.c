@@ -507,7 +507,9 @@ int outfile_open(struct outfile *f, const char *path, bool force, char *err, siz
 	f->path = xstrdup(path);
 	f->tmp_path = xmalloc(n);
 	snprintf(f->tmp_path, n, "%s.tmp-%d", path, (int)getpid());
-	f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* Never follow a link planted at the temporary name, never reuse a file there. */
+	unlink(f->tmp_path);
+	f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (f->fd < 0) {
 		int e = errno;
 

@@ -405,6 +405,21 @@ def perfetto_packed_lanes_at_scale():
     check(0 < len(lanes) <= peak, "%d lanes for a peak of %d live coroutines" % (len(lanes), peak))
 
 
+@test
+def string_arguments():
+    """Stack buffers (stores the compiler could drop), a far literal, NULL."""
+    trace, _, p, out, raw = trace_launch("strings", [os.path.join(TESTS_BIN, "strings")])
+    names = {e["id"]: e for e in trace.by_ev("name")}
+    eq(names["0x51"]["name"], "bytes", "name built byte by byte")
+    eq(names["0x52"]["name"], "fmt-42", "name from snprintf")
+    eq(names["0x53"]["name"], "far-literal", "a literal in an untouched page")
+    eq(names["0x54"]["name"], "", "NULL name")
+    check(names["0x54"].get("unreadable"), "NULL name not flagged unreadable")
+    eq(trace.trailer["lost"]["string_faults"], 1, "string faults")
+    eq([e["name"] for e in trace.by_ev("span_begin")], ["stack-span"], "span from a stack buffer")
+    check("could not be read" in p.stderr, "the summary does not count it:\n" + p.stderr)
+
+
 # ---- before main, after dlopen ----
 
 @test
@@ -657,6 +672,23 @@ def launch_keeps_stdio_and_exit_status():
     eq(p.stderr, "", "corobpf -q wrote to stderr")
     p = corobpf(["-o", work("st.jsonl"), "--", os.path.join(TESTS_BIN, "scenarios"), "--exit-code", "7", "yield"])
     eq(p.returncode, 7, "the command's exit status")
+
+
+@test
+def launched_command_keeps_its_signal_dispositions():
+    """corobpf ignores SIGPIPE and handles SIGHUP; the command must not inherit either."""
+    early = os.path.join(TESTS_BIN, "early")
+    p = run([COROBPF, "-q", "-o", work("sig1.jsonl"), "--", early, "sigs"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    ign = int(p.stdout.split()[1], 16)
+    check(not ign & (1 << (signal.SIGPIPE - 1)), "the command runs with SIGPIPE ignored")
+    # Under nohup SIGHUP is ignored, and stays so for the command.
+    p = subprocess.run([COROBPF, "-q", "-o", work("sig2.jsonl"), "--", early, "sigs"],
+                       capture_output=True, text=True, timeout=60,
+                       preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    ign = int(p.stdout.split()[1], 16)
+    check(ign & (1 << (signal.SIGHUP - 1)), "nohup's SIGHUP ignore was lost")
 
 
 @test

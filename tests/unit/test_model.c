@@ -169,6 +169,49 @@ TEST(name_before_create_is_one_coroutine)
 	CHECK_EQ(S.nended, 1);
 	CHECK(S.ended[0].created_seen && S.ended[0].parent == 3);
 	CHECK_STR(S.ended[0].name, "early");
+	/* Fully observed: its life starts at create, nothing unknown about it. */
+	CHECK(!S.ended[0].uncertain);
+	CHECK_EQ(S.ended[0].t_state[CS_UNKNOWN], 0);
+	CHECK_EQ(S.ended[0].first_ts, 101);
+	done();
+}
+
+TEST(done_switch_after_exit_on_an_unknown_thread)
+{
+	struct coro_event_hdr *h;
+
+	/* Attached mid-life: the thread's coroutine is unknown to the BPF side too. */
+	start(CORO_PROC_ATTACHED);
+	h = mk_exit(&B, 1, 100, 0, 9, 0);
+	h->flags = CORO_EVF_CUR_UNKNOWN;
+	feed(h);
+	h = mk_switch(&B, 1, 110, 9, 0, CORO_R_DONE, 0);
+	h->flags = CORO_EVF_CUR_UNKNOWN;
+	feed(h);
+	stop();
+	/* One coroutine, exited: its last switch out resurrects nothing. */
+	CHECK_EQ(P.model.coroutines, 1);
+	CHECK_EQ(S.nended, 1);
+	CHECK(S.ended[0].end == CE_EXIT);
+	done();
+}
+
+TEST(event_without_thread_state_says_nothing_about_the_thread)
+{
+	struct coro_event_hdr *h;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 100, 0, 7, 0));
+	feed(mk_switch(&B, 1, 110, 0, 7, 0, 0));
+	/* ld.so's hook, or a thread whose state could not be allocated: cur 0 means nothing. */
+	h = mk_ready(&B, 1, 120, 0, 8);
+	h->flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+	feed(h);
+	feed(mk_switch(&B, 1, 130, 7, 0, CORO_R_WAIT, 1));
+	stop();
+	CHECK_EQ(P.model.anom.cur_desync, 0);
+	CHECK(seen_find(&S, 7, 0) && !seen_find(&S, 7, 0)->uncertain);
+	CHECK(seen_find(&S, 8, 0) && !seen_find(&S, 8, 0)->has_waker);
 	done();
 }
 
@@ -347,6 +390,8 @@ int main(void)
 	RUN(id_reuse_makes_new_incarnations);
 	RUN(create_of_live_id_supersedes);
 	RUN(name_before_create_is_one_coroutine);
+	RUN(done_switch_after_exit_on_an_unknown_thread);
+	RUN(event_without_thread_state_says_nothing_about_the_thread);
 	RUN(reorder_fixes_cross_cpu_order);
 	RUN(ready_while_running_keeps_it_runnable);
 	RUN(lost_events_make_state_unknown);

@@ -6,6 +6,7 @@
  *                           0xe3 (main), 0xe4 (libearly.so, from main)
  *     early dlopen MS       then dlopens libdlprobe.so (its constructor creates 0xd1),
  *                           waits MS ms, and creates 0xd2 through it
+ *     early sigs            then prints its SigIgn line (the signals it ignores)
  */
 #include <dlfcn.h>
 #include <libgen.h>
@@ -32,6 +33,17 @@ int main(int argc, char **argv)
 
 	CORO_PROBE(create, 0xe3, 0);
 	early_lib_fire(0xe4, 0xe3);
+	if (argc == 2 && !strcmp(argv[1], "sigs")) {
+		char line[256];
+		FILE *f = fopen("/proc/self/status", "r");
+
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "SigIgn:", 7))
+				fputs(line, stdout);
+		if (f)
+			fclose(f);
+		return 0;
+	}
 	if (argc < 3 || strcmp(argv[1], "dlopen"))
 		return 0;
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
