@@ -627,7 +627,8 @@ def error_unwritable_and_existing_output():
 @test
 def error_usage():
     for args in (["-p", "abc"], [], ["-p", "1", "--", "true"], ["-d", "-1", "-p", "1"],
-                 ["--ring-size", "3", "-p", "1"], ["--"]):
+                 ["--ring-size", "3", "-p", "1"], ["--ring-size", "4096", "-p", "1"],
+                 ["-d", "nan", "-p", "1"], ["-d", "1e-12", "-p", "1"], ["--"]):
         p = corobpf(args)
         eq(p.returncode, 2, "exit code for %s (%s)" % (args, p.stderr.strip()))
 

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* The raw capture: round trip, and every way a file can be damaged. */
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <sys/stat.h>
 #include <zlib.h>
@@ -225,6 +228,39 @@ TEST(record_validation)
 	CHECK_CONTAINS(why, "not terminated");
 }
 
+TEST(write_error_stops_writing_and_keeps_what_came_before)
+{
+	char p[256], err[512];
+	struct capture_info ci;
+	u32 pids[2] = {100, 200};
+	struct rlimit old, small = {.rlim_cur = 64 * 1024, .rlim_max = RLIM_INFINITY};
+	struct raw_writer *w;
+	union rec_buf b;
+	int fd, st, ret;
+
+	path_of(p, sizeof(p), "efbig.raw");
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	capture_info_init_live(&ci, pids, 2);
+	w = raw_writer_open(fd, &ci, err, sizeof(err));
+	CHECK(w != NULL);
+	/* The file may not grow past 64 KiB: the first 256 KiB block cannot be written. */
+	signal(SIGXFSZ, SIG_IGN);
+	getrlimit(RLIMIT_FSIZE, &old);
+	small.rlim_max = old.rlim_max;
+	setrlimit(RLIMIT_FSIZE, &small);
+	for (int i = 0; i < 20000; i++)
+		raw_writer_append(w, mk_create(&b, 1, 1000 + i, 0, i + 1, 0));
+	ret = raw_writer_close(w);
+	setrlimit(RLIMIT_FSIZE, &old);
+	close(fd);
+	capture_info_free(&ci);
+	CHECK_EQ(ret, -EFBIG);
+	/* What reached the disk reads back as a capture cut short, not as garbage. */
+	CHECK_EQ(read_all(p, &st, err, sizeof(err)), 0);
+	CHECK_EQ(st, -1);
+	CHECK_CONTAINS(err, "truncated block");
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir)) {
@@ -238,6 +274,7 @@ int main(void)
 	RUN(bad_record_inside_a_valid_block);
 	RUN(other_version_and_other_files_are_refused);
 	RUN(record_validation);
+	RUN(write_error_stops_writing_and_keeps_what_came_before);
 	{
 		char cmd[300];
 
