@@ -74,16 +74,25 @@ enum { ID_EVENT_NAMES = 2, ID_DA_NAMES = 3, IN_IID = 1, IN_NAME = 2 };
 
 #define SEQ_ID 1
 
-/* Track uuids: a kind in the top bits, the object below. */
-#define UUID_PROCESS(pid) ((1ULL << 60) | (pid))
-#define UUID_GROUP(pid) ((2ULL << 60) | (pid))
-#define UUID_LANES(pid) ((3ULL << 60) | (pid))
-#define UUID_COUNTER(pid, k) ((4ULL << 60) | ((u64)(pid) << 2) | (k))
-#define UUID_THREAD(tid) ((5ULL << 60) | (tid))
-#define UUID_CORO(uid) ((6ULL << 60) | (uid))
-#define UUID_LANE(pid, n) ((7ULL << 60) | ((u64)(pid) << 24) | (n))
-#define UUID_ROOT (8ULL << 60)
+/* Track uuids: the kind in the low 4 bits, so small ids make short varints in every event. */
+#define UUID(kind, id) (((u64)(id) << 4) | (kind))
+#define UUID_PROCESS(pid) UUID(1, pid)
+#define UUID_GROUP(pid) UUID(2, pid)
+#define UUID_LANES(pid) UUID(3, pid)
+#define UUID_COUNTER(pid, k) UUID(4, ((u64)(pid) << 2) | (k))
+#define UUID_THREAD(tid) UUID(5, tid)
+#define UUID_CORO(uid) UUID(6, uid)
+#define UUID_LANE(pid, n) UUID(7, ((u64)(pid) << 24) | (n))
+#define UUID_ROOT UUID(8, 0)
 enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
+
+#define PKT_MAX (16 * 1024)
+#define MAX_NEW_INTERNS 8
+#define LIT_CACHE 256 /* interned string literals, by address */
+
+/* Names go into protobuf strings: valid UTF-8 only (invalid bytes become U+FFFD). */
+#define LABEL_MAX (3 * CORO_STR_LEN + 4)
+#define STATE_SLOTS (CS_NSTATES + CORO_NREASONS)
 
 struct pf_proc {
 	u32 pid;
@@ -112,6 +121,9 @@ struct pf_coro {
 	bool state_open;
 	u32 nspans;
 	u64 create_flow, ready_flow;
+	char label[LABEL_MAX];	      /* its name as written (or its id) */
+	u64 label_iid;		      /* interned label, 0 until first used */
+	u64 lane_iids[STATE_SLOTS];   /* lanes: interned "label: state" names */
 };
 
 struct pf_intern {
@@ -120,14 +132,13 @@ struct pf_intern {
 };
 
 struct pf_arg {
-	const char *name;
+	const char *name; /* always a string literal (interned by address) */
 	enum { A_INT, A_UINT, A_PTR, A_STR } kind;
 	u64 v;
 	const char *s;
 };
 
-#define PKT_MAX (16 * 1024)
-#define MAX_NEW_INTERNS 8
+
 
 struct perfetto_sink {
 	struct obuf *ob;
@@ -136,6 +147,10 @@ struct perfetto_sink {
 	struct hmap procs, threads, coros;
 	struct hmap names, da_names; /* interning: (hash, len) -> struct pf_intern */
 	u64 next_name_iid, next_da_iid;
+	struct {
+		const char *lit;
+		u64 iid;
+	} lit_names[LIT_CACHE], lit_das[LIT_CACHE];
 	u64 next_flow;
 	u64 last_ts;
 	bool dropped_next; /* set previous_packet_dropped on the next packet */
@@ -246,10 +261,32 @@ static u64 intern(struct perfetto_sink *s, struct hmap *table, u64 *next, u32 fi
 	return e->iid;
 }
 
-static void put_name(struct perfetto_sink *s, const char *name)
+/* Interning of string literals, found by address: no hashing of their text per event. */
+static u64 intern_lit(struct perfetto_sink *s, const char *lit, bool da)
 {
-	u64 iid = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, name);
+	typeof(s->lit_names[0]) *cache = da ? s->lit_das : s->lit_names;
+	size_t i = ((uintptr_t)lit >> 3) % LIT_CACHE;
+	u64 iid;
 
+	for (size_t n = 0; n < LIT_CACHE; n++, i = (i + 1) % LIT_CACHE) {
+		if (cache[i].lit == lit) {
+			s->uses_iids = true;
+			return cache[i].iid;
+		}
+		if (!cache[i].lit)
+			break;
+	}
+	iid = da ? intern(s, &s->da_names, &s->next_da_iid, ID_DA_NAMES, lit)
+		 : intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, lit);
+	if (iid && !cache[i].lit) {
+		cache[i].lit = lit;
+		cache[i].iid = iid;
+	}
+	return iid;
+}
+
+static void put_name_iid(struct perfetto_sink *s, u64 iid, const char *name)
+{
 	if (iid)
 		pb_uint(&s->pb, TE_NAME_IID, iid);
 	else
@@ -260,7 +297,7 @@ static void put_args(struct perfetto_sink *s, const struct pf_arg *args, int nar
 {
 	for (int i = 0; i < nargs; i++) {
 		size_t mark = pb_begin(&s->pb, TE_DEBUG);
-		u64 iid = intern(s, &s->da_names, &s->next_da_iid, ID_DA_NAMES, args[i].name);
+		u64 iid = intern_lit(s, args[i].name, true);
 
 		if (iid)
 			pb_uint(&s->pb, DA_NAME_IID, iid);
@@ -288,6 +325,8 @@ struct pf_ev {
 	int type;
 	u64 track;
 	const char *name; /* NULL for slice ends and counters */
+	bool name_lit;	  /* name is a string literal */
+	u64 *iid_slot;	  /* the name's iid is cached here (0: intern `name` and cache it) */
 	const struct pf_arg *args;
 	int nargs;
 	u64 flow, term_flow[2];
@@ -302,8 +341,20 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 	mark = pb_begin(&s->pb, TP_TRACK_EVENT);
 	pb_uint(&s->pb, TE_TYPE, ev->type);
 	pb_uint(&s->pb, TE_TRACK, ev->track);
-	if (ev->name)
-		put_name(s, ev->name);
+	if (ev->iid_slot) {
+		if (!*ev->iid_slot)
+			*ev->iid_slot = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES,
+					       ev->name);
+		else
+			s->uses_iids = true;
+		put_name_iid(s, *ev->iid_slot, ev->name);
+	} else if (ev->name) {
+		u64 iid = ev->name_lit ? intern_lit(s, ev->name, false)
+				       : intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES,
+						ev->name);
+
+		put_name_iid(s, iid, ev->name);
+	}
 	if (ev->type == TYPE_COUNTER)
 		pb_int(&s->pb, TE_COUNTER, ev->counter);
 	put_args(s, ev->args, ev->nargs);
@@ -332,11 +383,12 @@ static void slice_end(struct perfetto_sink *s, u64 ts, u64 track)
 	track_event(s, ts, &ev);
 }
 
+/* An instant named by a string literal. */
 static void instant(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
 		    const struct pf_arg *args, int nargs, u64 flow, u64 term0, u64 term1)
 {
-	struct pf_ev ev = {.type = TYPE_INSTANT, .track = track, .name = name, .args = args,
-			   .nargs = nargs, .flow = flow, .term_flow = {term0, term1}};
+	struct pf_ev ev = {.type = TYPE_INSTANT, .track = track, .name = name, .name_lit = true,
+			   .args = args, .nargs = nargs, .flow = flow, .term_flow = {term0, term1}};
 
 	track_event(s, ts, &ev);
 }
@@ -487,9 +539,6 @@ static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, 
 
 /* ---- coroutines ---- */
 
-/* Names go into protobuf strings: valid UTF-8 only (invalid bytes become U+FFFD). */
-#define LABEL_MAX (3 * CORO_STR_LEN + 4)
-
 static void label_of(const struct coro *c, char *buf, size_t len)
 {
 	if (c->name[0])
@@ -501,12 +550,10 @@ static void label_of(const struct coro *c, char *buf, size_t len)
 static void describe_coro(struct perfetto_sink *s, u64 ts, const struct coro *c,
 			  const struct pf_coro *pc)
 {
-	char label[LABEL_MAX];
 	struct pf_desc d = {.uuid = pc->track, .parent = UUID_GROUP(c->pid), .merge = MERGE_NONE,
 			    .rank = c->uid > 0x7fffffff ? 0x7fffffff : (int)c->uid};
 
-	label_of(c, label, sizeof(label));
-	d.name = label;
+	d.name = pc->label;
 	describe(s, ts, &d);
 }
 
@@ -520,6 +567,7 @@ static struct pf_coro *coro_ready(struct perfetto_sink *s, u64 ts, const struct 
 	pp = proc_ready(s, ts, c->pid);
 	pc = xcalloc(1, sizeof(*pc));
 	pc->uid = c->uid;
+	label_of(c, pc->label, sizeof(pc->label));
 	hmap_put(&s->coros, c->uid, 0, pc);
 	if (pp->ntracks < s->max_tracks) {
 		if (!pp->group_described) {
@@ -564,34 +612,58 @@ static struct pf_coro *coro_ready(struct perfetto_sink *s, u64 ts, const struct 
 	return pc;
 }
 
-static void state_name(const struct coro *c, bool lane, char *buf, size_t len)
-{
-	char label[LABEL_MAX];
-	const char *st = c->state == CS_SUSPENDED ? NULL : coro_state_name(c->state);
+static const char *const state_names[STATE_SLOTS] = {
+	[CS_NEW] = "new",
+	[CS_RUNNABLE] = "runnable",
+	[CS_RUNNING] = "running",
+	[CS_SUSPENDED] = "suspended",
+	[CS_UNKNOWN] = "unknown",
+	[CS_EXITED] = "exited",
+	[CS_NSTATES + 0] = "suspended: unknown",
+	[CS_NSTATES + 1] = "suspended: yield",
+	[CS_NSTATES + 2] = "suspended: wait",
+	[CS_NSTATES + 3] = "suspended: sleep",
+	[CS_NSTATES + 4] = "suspended: io",
+	[CS_NSTATES + 5] = "suspended: done",
+};
 
-	if (lane) {
-		label_of(c, label, sizeof(label));
-		if (st)
-			snprintf(buf, len, "%s: %s", label, st);
-		else
-			snprintf(buf, len, "%s: suspended: %s", label, coro_reason_name(c->reason));
-	} else if (st) {
-		snprintf(buf, len, "%s", st);
-	} else {
-		snprintf(buf, len, "suspended: %s", coro_reason_name(c->reason));
+static int state_slot(const struct coro *c)
+{
+	if (c->state == CS_SUSPENDED)
+		return CS_NSTATES + (c->reason < CORO_NREASONS ? c->reason : 0);
+	return c->state;
+}
+
+/* The slice name of c's state: a literal on its own track; "label: state" on a lane. */
+static void state_name(const struct coro *c, struct pf_coro *pc, struct pf_ev *ev, char *buf,
+		       size_t len)
+{
+	int slot = state_slot(c);
+
+	if (!pc->lane) {
+		ev->name = state_names[slot];
+		ev->name_lit = true;
+		return;
 	}
+	/* Interned once per coroutine and state, in the packet that first uses it. */
+	ev->iid_slot = &pc->lane_iids[slot];
+	if (!*ev->iid_slot)
+		snprintf(buf, len, "%s: %s", pc->label, state_names[slot]);
+	else
+		buf[0] = 0;
+	ev->name = buf;
 }
 
 /* Open the slice of c's current state on its track (and on its thread's, if running). */
 static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf_coro *pc, u64 ts,
 			bool with_flows)
 {
-	char name[LABEL_MAX + 40];
 	struct pf_arg args[3];
 	struct pf_ev ev = {.type = TYPE_SLICE_BEGIN, .track = pc->track, .args = args};
 
-	state_name(c, pc->lane, name, sizeof(name));
-	ev.name = name;
+	char lane_name[LABEL_MAX + 40];
+
+	state_name(c, pc, &ev, lane_name, sizeof(lane_name));
 	if (pc->lane)
 		args[ev.nargs++] = (struct pf_arg){"coroutine", A_PTR, c->id};
 	switch (c->state) {
@@ -656,13 +728,14 @@ static void perfetto_enter(void *ctx, const struct coro *c, u64 ts)
 	begin_state(s, c, pc, ts, true);
 	if (c->state == CS_RUNNING && c->tid) {
 		struct pf_thread *t = thread_ready(s, ts, c->pid, c->tid);
-		char label[LABEL_MAX];
 		struct pf_arg args[2] = {{"coroutine", A_PTR, c->id}, {"uid", A_UINT, c->uid}};
+		struct pf_ev ev = {.type = TYPE_SLICE_BEGIN, .track = UUID_THREAD(t->tid),
+				   .name = pc->label, .iid_slot = &pc->label_iid, .args = args,
+				   .nargs = 2};
 
 		if (t->running_open)
 			slice_end(s, ts, UUID_THREAD(t->tid));
-		label_of(c, label, sizeof(label));
-		slice_begin(s, ts, UUID_THREAD(t->tid), label, args, 2);
+		track_event(s, ts, &ev);
 		t->running_open = true;
 		t->running_uid = c->uid;
 	}
@@ -720,10 +793,7 @@ static void span_begin(struct perfetto_sink *s, const struct coro_ev_span *e,
 			slice_end(s, h->ts, pc->track);
 		utf8_sanitize(span, sizeof(span), e->name, CORO_STR_LEN);
 		if (pc->lane) {
-			char label[LABEL_MAX];
-
-			label_of(mi->c, label, sizeof(label));
-			snprintf(name, sizeof(name), "%s: %s", label, span);
+			snprintf(name, sizeof(name), "%s: %s", pc->label, span);
 		} else {
 			snprintf(name, sizeof(name), "%s", span);
 		}
@@ -801,6 +871,9 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 	case CORO_EV_NAME: {
 		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
 
+		label_of(mi->c, pc->label, sizeof(pc->label));
+		pc->label_iid = 0;
+		memset(pc->lane_iids, 0, sizeof(pc->lane_iids));
 		/* A track that cannot merge takes the newest descriptor's name. */
 		if (!pc->lane)
 			describe_coro(s, h->ts, mi->c, pc);

@@ -11,8 +11,10 @@ void reorder_init(struct reorder *r, u64 window_ns, reorder_emit_fn emit, void *
 	r->window = window_ns;
 	r->emit = emit;
 	r->ctx = ctx;
-	r->cap = 1024;
-	r->heap = xmalloc(r->cap * sizeof(*r->heap));
+	r->hcap = 1024;
+	r->heap = xmalloc(r->hcap * sizeof(*r->heap));
+	r->fcap = 1024;
+	r->fifo = xmalloc(r->fcap * sizeof(*r->fifo));
 }
 
 static void *rec_alloc(struct reorder *r, size_t size)
@@ -60,11 +62,11 @@ static void heap_push(struct reorder *r, struct reorder_item it)
 {
 	size_t i;
 
-	if (r->len == r->cap) {
-		r->cap *= 2;
-		r->heap = xrealloc(r->heap, r->cap * sizeof(*r->heap));
+	if (r->hlen == r->hcap) {
+		r->hcap *= 2;
+		r->heap = xrealloc(r->heap, r->hcap * sizeof(*r->heap));
 	}
-	i = r->len++;
+	i = r->hlen++;
 	while (i) {
 		size_t parent = (i - 1) / 2;
 
@@ -74,36 +76,70 @@ static void heap_push(struct reorder *r, struct reorder_item it)
 		i = parent;
 	}
 	r->heap[i] = it;
-	if (r->len > r->peak)
-		r->peak = r->len;
 }
 
 static struct reorder_item heap_pop(struct reorder *r)
 {
-	struct reorder_item top = r->heap[0], last = r->heap[--r->len];
+	struct reorder_item top = r->heap[0], last = r->heap[--r->hlen];
 	size_t i = 0;
 
 	for (;;) {
 		size_t c = 2 * i + 1;
 
-		if (c >= r->len)
+		if (c >= r->hlen)
 			break;
-		if (c + 1 < r->len && item_less(&r->heap[c + 1], &r->heap[c]))
+		if (c + 1 < r->hlen && item_less(&r->heap[c + 1], &r->heap[c]))
 			c++;
 		if (!item_less(&r->heap[c], &last))
 			break;
 		r->heap[i] = r->heap[c];
 		i = c;
 	}
-	if (r->len)
+	if (r->hlen)
 		r->heap[i] = last;
 	return top;
 }
 
+static void fifo_push(struct reorder *r, struct reorder_item it)
+{
+	if (r->flen == r->fcap) {
+		/* Unroll the ring into a buffer twice the size. */
+		struct reorder_item *n = xmalloc(2 * r->fcap * sizeof(*n));
+
+		for (size_t i = 0; i < r->flen; i++)
+			n[i] = r->fifo[(r->fhead + i) % r->fcap];
+		free(r->fifo);
+		r->fifo = n;
+		r->fhead = 0;
+		r->fcap *= 2;
+	}
+	r->fifo[(r->fhead + r->flen++) % r->fcap] = it;
+}
+
+/* The oldest held record: the smaller of the FIFO's head and the heap's top. */
+static const struct reorder_item *peek(const struct reorder *r, bool *from_fifo)
+{
+	const struct reorder_item *f = r->flen ? &r->fifo[r->fhead] : NULL;
+	const struct reorder_item *h = r->hlen ? &r->heap[0] : NULL;
+
+	*from_fifo = f && (!h || item_less(f, h));
+	return *from_fifo ? f : h;
+}
+
 static void emit_one(struct reorder *r)
 {
-	struct reorder_item it = heap_pop(r);
+	struct reorder_item it;
+	bool from_fifo;
 
+	peek(r, &from_fifo);
+	if (from_fifo) {
+		it = r->fifo[r->fhead];
+		r->fhead = (r->fhead + 1) % r->fcap;
+		r->flen--;
+	} else {
+		it = heap_pop(r);
+	}
+	r->len--;
 	if (it.ts < r->last_out_ts)
 		r->late++;
 	else
@@ -115,15 +151,23 @@ static void emit_one(struct reorder *r)
 void reorder_push(struct reorder *r, const struct coro_event_hdr *rec)
 {
 	struct reorder_item it;
+	const struct reorder_item *oldest;
+	bool from_fifo;
 
 	it.rec = rec_alloc(r, rec->size);
 	memcpy(it.rec, rec, rec->size);
 	it.ts = rec->ts;
 	it.seq = r->seq++;
-	heap_push(r, it);
+	/* In order with the FIFO's tail: O(1). A straggler: the heap. */
+	if (!r->flen || it.ts >= r->fifo[(r->fhead + r->flen - 1) % r->fcap].ts)
+		fifo_push(r, it);
+	else
+		heap_push(r, it);
+	if (++r->len > r->peak)
+		r->peak = r->len;
 	if (rec->ts > r->max_ts)
 		r->max_ts = rec->ts;
-	while (r->len && r->heap[0].ts + r->window < r->max_ts)
+	while ((oldest = peek(r, &from_fifo)) && oldest->ts + r->window < r->max_ts)
 		emit_one(r);
 }
 
@@ -135,14 +179,17 @@ void reorder_drain(struct reorder *r)
 
 void reorder_free(struct reorder *r)
 {
-	while (r->len) {
+	while (r->hlen) {
 		struct reorder_item it = heap_pop(r);
 
 		rec_free(r, it.rec);
 	}
+	for (size_t i = 0; i < r->flen; i++)
+		rec_free(r, r->fifo[(r->fhead + i) % r->fcap].rec);
 	for (size_t i = 0; i < r->nslabs; i++)
 		free(r->slabs[i]);
 	free(r->slabs);
 	free(r->heap);
+	free(r->fifo);
 	memset(r, 0, sizeof(*r));
 }

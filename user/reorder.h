@@ -9,7 +9,9 @@
  * orders exactly as the live run did.
  *
  * Records are copied into size-class slabs: no allocation per record once
- * the slabs have grown to the working set.
+ * the slabs have grown to the working set. Records that arrive in order
+ * (nearly all) wait in a FIFO, O(1); only stragglers go to a heap, and each
+ * emit takes the smaller head of the two.
  */
 #ifndef COROBPF_REORDER_H
 #define COROBPF_REORDER_H
@@ -33,7 +35,10 @@ struct reorder {
 	u64 seq;
 	u64 late;	 /* records that arrived after newer ones had already left */
 	struct reorder_item *heap;
-	size_t len, cap, peak;
+	size_t hlen, hcap;
+	struct reorder_item *fifo; /* ring, sorted by (ts, seq) */
+	size_t fhead, flen, fcap;
+	size_t len, peak; /* records held in both */
 	void *free_list[REORDER_CLASSES];
 	void **slabs;
 	size_t nslabs;

@@ -398,8 +398,8 @@ def perfetto_packed_lanes_at_scale():
                  os.path.join(TESTS_BIN, "scenarios"), "stress1000"])
     eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
     t = perfetto_check.check(pf, out)
-    coro_tracks = [u for u in t.tracks if u >> 60 == 6]
-    lanes = [u for u in t.tracks if u >> 60 == 7]
+    coro_tracks = [u for u in t.tracks if u & 15 == 6]
+    lanes = [u for u in t.tracks if u & 15 == 7]
     eq(len(coro_tracks), 100, "per-coroutine tracks")
     peak = Trace(out).trailer["peak_live"]
     check(0 < len(lanes) <= peak, "%d lanes for a peak of %d live coroutines" % (len(lanes), peak))

@@ -203,7 +203,7 @@ def check(path, jsonl=None):
         if ts < flows_start[f]:
             raise Bad("flow %d ends before it starts" % f)
     for uuid, d in t.tracks.items():
-        if uuid >> 60 == 6 and one(d, "sibling_merge_behavior") != "SIBLING_MERGE_BEHAVIOR_NONE":
+        if uuid & 15 == 6 and one(d, "sibling_merge_behavior") != "SIBLING_MERGE_BEHAVIOR_NONE":
             raise Bad("coroutine track %x may merge with its siblings" % uuid)
     t.flows = len(flows_start)
     if jsonl:
@@ -215,14 +215,14 @@ def check_against_jsonl(t, jsonl):
     with open(jsonl) as f:
         recs = [json.loads(line) for line in f]
     coros = [r for r in recs if r["type"] == "coroutine"]
-    coro_tracks = [u for u in t.tracks if u >> 60 == 6]
-    lanes = [u for u in t.tracks if u >> 60 == 7]
+    coro_tracks = [u for u in t.tracks if u & 15 == 6]
+    lanes = [u for u in t.tracks if u & 15 == 7]
     if not lanes and len(coro_tracks) != len(coros):
         raise Bad("%d coroutine tracks for %d coroutines" % (len(coro_tracks), len(coros)))
     # Each switch-in is one slice on the thread it ran on, carrying the coroutine's uid.
     runs = {}
     for ts, i, track, ev, name in t.events:
-        if track >> 60 != 5 or one(ev, "type") != "TYPE_SLICE_BEGIN":
+        if track & 15 != 5 or one(ev, "type") != "TYPE_SLICE_BEGIN":
             continue
         for a in ev.get("debug_annotations", []):
             if t.da_names.get(one(a, "name_iid")) == "uid":
@@ -250,7 +250,7 @@ def dump(t, out):
     base = one(t.packets[0], "timestamp")
     names = {}
     esc = lambda n: json.dumps(n, ensure_ascii=False)[1:-1]
-    label = lambda u: "%s#%x" % (esc(names.get(u, "?")), u >> 60)
+    label = lambda u: "%s#%x" % (esc(names.get(u, "?")), u & 15)
     for p in t.packets:
         ts = one(p, "timestamp") - base
         flags = []
