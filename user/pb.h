@@ -2,9 +2,9 @@
 /*
  * A minimal protobuf encoder for writing one message at a time into a fixed
  * buffer: varints, fixed64, strings and nested messages. Nested lengths are
- * written minimally: pb_begin() reserves five bytes, pb_end() encodes the
- * length and moves the content down to meet it. Messages here are small
- * (one trace packet), so the move costs nothing that matters.
+ * written minimally: pb_begin() reserves one byte, enough for the usual
+ * content under 128 bytes; pb_end() moves longer content up to make room for
+ * a longer length. The buffer must keep 4 spare bytes per open message.
  *
  * Overflow is sticky (pb->overflow) and the message must then be dropped;
  * writers size their buffer for the largest message they build.
@@ -53,13 +53,21 @@ static inline size_t pb_varint_size(u64 v)
 
 static inline void pb_raw_varint(struct pb *pb, u64 v)
 {
-	if (!pb_room(pb, 10))
+	/* Locals, so a byte stored through buf is not thought to change len. */
+	size_t len = pb->len;
+	u8 *p;
+
+	if (len + 10 > pb->cap) {
+		pb->overflow = true;
 		return;
+	}
+	p = pb->buf + len;
 	while (v >= 0x80) {
-		pb->buf[pb->len++] = (u8)(v | 0x80);
+		*p++ = (u8)(v | 0x80);
 		v >>= 7;
 	}
-	pb->buf[pb->len++] = (u8)v;
+	*p++ = (u8)v;
+	pb->len = p - pb->buf;
 }
 
 static inline void pb_tag(struct pb *pb, u32 field, u32 wire)
@@ -115,8 +123,8 @@ static inline size_t pb_begin(struct pb *pb, u32 field)
 
 	pb_tag(pb, field, PB_LEN);
 	mark = pb->len;
-	if (pb_room(pb, 5))
-		pb->len += 5;
+	if (pb_room(pb, 1 + 4))
+		pb->len += 1;
 	return mark;
 }
 
@@ -127,10 +135,16 @@ static inline void pb_end(struct pb *pb, size_t mark)
 
 	if (pb->overflow)
 		return;
-	content = pb->len - mark - 5;
-	k = pb_varint_size(content);
+	content = pb->len - mark - 1;
 	start = pb->buf + mark;
-	memmove(start + k, start + 5, content);
+	if (content < 0x80) {
+		start[0] = (u8)content;
+		return;
+	}
+	k = pb_varint_size(content);
+	if (!pb_room(pb, k - 1))
+		return;
+	memmove(start + k, start + 1, content);
 	for (size_t i = 0; i < k; i++)
 		start[i] = (u8)((content >> (7 * i)) & 0x7f) | (i + 1 < k ? 0x80 : 0);
 	pb->len = mark + k + content;

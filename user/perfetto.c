@@ -155,8 +155,8 @@ struct perfetto_sink {
 	u64 last_ts;
 	bool dropped_next; /* set previous_packet_dropped on the next packet */
 	u64 loss_noted;	   /* serial of the last record whose hole was marked */
-	u8 buf[PKT_MAX];
-	struct pb pb;
+	struct pb pb;	  /* the packet being built, in place in the output buffer */
+	size_t pkt_mark; /* its Trace.packet length */
 	/* interned strings first used in the packet being built */
 	struct {
 		u32 field;
@@ -170,9 +170,11 @@ struct perfetto_sink {
 
 /* ---- packets ---- */
 
+/* A packet is built where it will be written: the output buffer, no copy. */
 static void pkt_begin(struct perfetto_sink *s, u64 ts)
 {
-	pb_init(&s->pb, s->buf, sizeof(s->buf));
+	pb_init(&s->pb, obuf_reserve(s->ob, PKT_MAX), PKT_MAX);
+	s->pkt_mark = pb_begin(&s->pb, 1); /* Trace.packet */
 	s->nfresh = 0;
 	s->uses_iids = false;
 	/* Time never goes back on the sequence, even for late model records. */
@@ -190,8 +192,6 @@ static void pkt_begin(struct perfetto_sink *s, u64 ts)
 static void pkt_end(struct perfetto_sink *s)
 {
 	struct pb *pb = &s->pb;
-	u8 hdr[12];
-	struct pb h;
 
 	if (s->nfresh) {
 		size_t id = pb_begin(pb, TP_INTERNED);
@@ -207,16 +207,13 @@ static void pkt_end(struct perfetto_sink *s)
 	}
 	if (s->uses_iids)
 		pb_uint(pb, TP_SEQ_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	pb_end(pb, s->pkt_mark);
 	if (pb->overflow) {
+		/* Not committed: the output buffer holds nothing of it. */
 		s->oversized++;
 		return;
 	}
-	/* Trace.packet = 1, length-delimited. */
-	pb_init(&h, hdr, sizeof(hdr));
-	pb_tag(&h, 1, PB_LEN);
-	pb_raw_varint(&h, pb->len);
-	obuf_write(s->ob, hdr, h.len);
-	obuf_write(s->ob, pb->buf, pb->len);
+	obuf_commit(s->ob, pb->len);
 	s->packets++;
 }
 

@@ -253,6 +253,19 @@ void obuf_write(struct obuf *o, const void *p, size_t n)
 	o->len += n;
 }
 
+void *obuf_reserve(struct obuf *o, size_t n)
+{
+	if (o->len + n > o->cap)
+		obuf_drain(o);
+	return o->buf + o->len;
+}
+
+void obuf_commit(struct obuf *o, size_t n)
+{
+	o->len += n;
+	o->bytes += n;
+}
+
 void obuf_puts(struct obuf *o, const char *s)
 {
 	obuf_write(o, s, strlen(s));

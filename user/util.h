@@ -82,6 +82,9 @@ struct obuf {
 
 int obuf_open_fd(struct obuf *o, int fd, bool gzip);
 void obuf_write(struct obuf *o, const void *p, size_t n);
+/* Room for n bytes written in place (n <= the buffer's size); then obuf_commit() what was used. */
+void *obuf_reserve(struct obuf *o, size_t n);
+void obuf_commit(struct obuf *o, size_t n);
 void obuf_puts(struct obuf *o, const char *s);
 void obuf_putc(struct obuf *o, char c);
 void obuf_printf(struct obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "unit.h"
 #include "stream.h"
+#include "pb.h"
 
 static char *slurp(const char *path)
 {
@@ -76,8 +77,69 @@ TEST(golden_packed_lanes)
 	golden("basic-lanes", 0);
 }
 
+/* Nested lengths: one reserved byte, moved for content of 128 bytes and more. */
+TEST(pb_nested_lengths)
+{
+	static const size_t sizes[] = {0, 1, 127, 128, 300, 16383, 16384, 20000};
+	static u8 buf[65536], text[20000];
+
+	for (size_t i = 0; i < sizeof(text); i++)
+		text[i] = (u8)('a' + i % 26);
+	for (size_t k = 0; k < ARRAY_SIZE(sizes); k++) {
+		struct pb pb;
+		size_t outer, inner, n = sizes[k], pos, len;
+		u64 v;
+		int shift;
+
+		pb_init(&pb, buf, sizeof(buf));
+		outer = pb_begin(&pb, 1);
+		inner = pb_begin(&pb, 2);
+		pb_bytes(&pb, 3, text, n);
+		pb_end(&pb, inner);
+		pb_uint(&pb, 4, 99);
+		pb_end(&pb, outer);
+		CHECK(!pb.overflow);
+		/* Decode: tag 1 LEN, length, tag 2 LEN, length, tag 3 LEN, length, text, tag 4 = 99. */
+		pos = 0;
+		for (int level = 0; level < 3; level++) {
+			CHECK_EQ(buf[pos], ((level + 1) << 3) | PB_LEN);
+			pos++;
+			{
+				size_t start = pos;
+
+				for (v = 0, shift = 0; buf[pos] & 0x80; pos++, shift += 7)
+					v |= (u64)(buf[pos] & 0x7f) << shift;
+				v |= (u64)buf[pos++] << shift;
+				/* Minimal: exactly as many length bytes as the value needs. */
+				CHECK_EQ(pos - start, pb_varint_size(v));
+			}
+			len = v;
+			if (level == 0)
+				CHECK_EQ(pos + len, pb.len);
+			if (level == 2)
+				CHECK_EQ(len, n);
+		}
+		CHECK(memcmp(buf + pos, text, n) == 0);
+		pos += n;
+		CHECK_EQ(buf[pos], (4 << 3) | PB_VARINT);
+		CHECK_EQ(buf[pos + 1], 99);
+		CHECK_EQ(pos + 2, pb.len);
+	}
+	/* Overflow is sticky and never writes past the buffer. */
+	{
+		struct pb pb;
+		u8 small[16];
+
+		pb_init(&pb, small, sizeof(small));
+		pb_bytes(&pb, 1, text, 100);
+		CHECK(pb.overflow);
+		CHECK(pb.len <= sizeof(small));
+	}
+}
+
 int main(void)
 {
+	RUN(pb_nested_lengths);
 	RUN(golden_tracks);
 	RUN(golden_packed_lanes);
 	return unit_done();
