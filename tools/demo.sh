@@ -9,10 +9,11 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "corobpf: tracing needs root: sudo make demo" >&2
 	exit 3
 fi
-./corobpf --force -o out/demo.jsonl --raw out/demo.raw -- build/demo -d "${DEMO_SECS:-3}"
+./corobpf --force -o out/demo.pftrace -o out/demo.jsonl --raw out/demo.raw -- build/demo -d "${DEMO_SECS:-3}"
 cat <<MSG
 
 The trace of the demo:
+  out/demo.pftrace open it at https://ui.perfetto.dev (docs/perfetto.md)
   out/demo.jsonl   one JSON record per event, process, thread and coroutine (docs/jsonl.md)
   out/demo.raw     the raw capture: corobpf report out/demo.raw replays it, no root needed
 Try:
