@@ -51,10 +51,13 @@ void model_init(struct model *m, struct capture_info *ci)
 	m->next_uid = 1;
 }
 
-void model_add_observer(struct model *m, const struct model_observer *obs)
+int model_add_observer(struct model *m, const struct model_observer *obs)
 {
+	if (m->nobs == MODEL_MAX_OBSERVERS)
+		return -1;
 	m->obs = xrealloc(m->obs, (m->nobs + 1) * sizeof(*m->obs));
 	m->obs[m->nobs++] = *obs;
+	return (int)m->nobs - 1;
 }
 
 void model_begin(struct model *m)
@@ -136,7 +139,7 @@ static void close_interval(struct model *m, struct coro *c, u64 ts, bool open_at
 static void set_state(struct model *m, struct coro *c, enum coro_state s, u64 ts, u32 tid,
 		      u32 reason, u64 obj)
 {
-	struct coro_process *p = model_process(m, c->pid);
+	struct coro_process *p = c->proc;
 
 	close_interval(m, c, ts, false);
 	if (c->state == CS_RUNNABLE)
@@ -146,8 +149,11 @@ static void set_state(struct model *m, struct coro *c, enum coro_state s, u64 ts
 	if (s == CS_UNKNOWN)
 		c->uncertain = true;
 	c->state = s;
-	if (s == CS_RUNNING)
+	if (s == CS_RUNNING) {
 		c->tid = tid;
+		if (!c->thread || c->thread->tid != tid)
+			c->thread = tid ? model_thread(m, c->pid, tid) : NULL;
+	}
 	c->reason = s == CS_SUSPENDED ? reason : 0;
 	c->obj = s == CS_SUSPENDED ? obj : 0;
 	notify_enter(m, c, c->state_since);
@@ -174,6 +180,8 @@ static struct coro *coro_new(struct model *m, u32 pid, u64 id, u64 ts, enum coro
 	c->uid = m->next_uid++;
 	c->id = id;
 	c->pid = pid;
+	c->proc = p;
+	c->thread = tid ? model_thread(m, pid, tid) : NULL;
 	c->created_seen = created;
 	c->created_ts = created ? ts : 0;
 	c->first_ts = ts;
@@ -222,7 +230,7 @@ static void bury_flush(void)
 
 static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 {
-	struct coro_process *p = model_process(m, c->pid);
+	struct coro_process *p = c->proc;
 
 	c->end_state = c->state;
 	c->end_reason = c->reason;

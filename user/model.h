@@ -37,6 +37,17 @@ enum coro_state {
 
 #define CORO_NREASONS 6 /* CORO_R_UNKNOWN..CORO_R_DONE */
 
+/*
+ * Observers may keep their own state beside the model's: coroutines, threads
+ * and processes each carry one pointer per observer (model_add_observer()
+ * returns the slot). The model never touches them; an observer that keeps
+ * memory there must also own it elsewhere, since the model frees the object.
+ */
+#define MODEL_MAX_OBSERVERS 8
+
+struct coro_process;
+struct coro_thread;
+
 enum coro_end {
 	CE_EXIT = 1,	     /* its exit probe fired */
 	CE_PROCESS_EXIT = 2, /* its process ended first */
@@ -53,6 +64,9 @@ struct coro {
 	u64 uid;     /* serial over the whole trace, 1..: tells incarnations of an id apart */
 	u64 id;	     /* the scheduler's id */
 	u32 pid;
+	struct coro_process *proc;
+	struct coro_thread *thread; /* the thread it runs on (CS_RUNNING) or last ran on */
+	void *priv[MODEL_MAX_OBSERVERS];
 	u64 parent;  /* parent id, 0 = none */
 	u64 parent_uid; /* parent incarnation if it was known when this one was created */
 	char name[CORO_STR_LEN];
@@ -105,6 +119,7 @@ struct coro_thread {
 	u64 last_ts;   /* its last event */
 	struct coro_span *spans; /* spans opened outside any coroutine */
 	u32 nspans, cap_spans;
+	void *priv[MODEL_MAX_OBSERVERS];
 };
 
 struct coro_process {
@@ -118,6 +133,7 @@ struct coro_process {
 	u64 live;     /* coroutines alive now */
 	u64 runnable; /* of which runnable */
 	u64 created;  /* incarnations seen */
+	void *priv[MODEL_MAX_OBSERVERS];
 };
 
 /* Counters of what the model had to tolerate. Reported in every output. */
@@ -187,7 +203,8 @@ struct model {
 };
 
 void model_init(struct model *m, struct capture_info *ci);
-void model_add_observer(struct model *m, const struct model_observer *obs);
+/* Returns the observer's slot in the priv[] arrays, or -1 when there are too many. */
+int model_add_observer(struct model *m, const struct model_observer *obs);
 void model_begin(struct model *m);
 void model_apply(struct model *m, const struct coro_event_hdr *rec);
 /* End of input: close every live coroutine at the last timestamp. */

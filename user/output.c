@@ -85,7 +85,7 @@ void output_attach(struct output *o, struct pipeline *p)
 		break;
 	case OUT_PERFETTO:
 		o->sink = perfetto_sink_new(&o->ob, &p->model, o->max_tracks, &obs);
-		pipeline_add_observer(p, &obs);
+		perfetto_sink_bind(o->sink, pipeline_add_observer(p, &obs));
 		break;
 	case OUT_AUTO:
 		break;

@@ -144,6 +144,7 @@ struct perfetto_sink {
 	struct obuf *ob;
 	u32 max_tracks;
 	struct model *m;
+	int slot; /* our priv[] slot in the model's objects, -1: none (use the maps) */
 	struct hmap procs, threads, coros;
 	struct hmap names, da_names; /* interning: (hash, len) -> struct pf_intern */
 	u64 next_name_iid, next_da_iid;
@@ -428,14 +429,22 @@ static void describe(struct perfetto_sink *s, u64 ts, const struct pf_desc *d)
 	pkt_end(s);
 }
 
+/*
+ * Our state for a model object lives in our own maps (which own it) and is
+ * cached in the object's priv[] slot, so events find it without hashing.
+ * The slots belong to observers by the model's contract, hence the casts.
+ */
 static struct pf_proc *proc_get(struct perfetto_sink *s, u32 pid)
 {
-	struct pf_proc *p = hmap_get(&s->procs, pid, 0);
+	struct coro_process *mp = model_process(s->m, pid);
+	struct pf_proc *p = s->slot >= 0 ? mp->priv[s->slot] : hmap_get(&s->procs, pid, 0);
 
 	if (!p) {
 		p = xcalloc(1, sizeof(*p));
 		p->pid = pid;
 		hmap_put(&s->procs, pid, 0, p);
+		if (s->slot >= 0)
+			mp->priv[s->slot] = p;
 	}
 	return p;
 }
@@ -479,18 +488,34 @@ static struct pf_proc *proc_ready(struct perfetto_sink *s, u64 ts, u32 pid)
 	return pp;
 }
 
-static struct pf_thread *thread_ready(struct perfetto_sink *s, u64 ts, u32 pid, u32 tid)
+static struct pf_thread *thread_of(struct perfetto_sink *s, struct coro_thread *mt, u32 pid,
+				   u32 tid)
 {
-	struct pf_thread *t = hmap_get(&s->threads, pid, tid);
+	struct pf_thread *t = mt && s->slot >= 0 ? mt->priv[s->slot] : NULL;
 
+	if (!t)
+		t = hmap_get(&s->threads, pid, tid);
 	if (!t) {
 		t = xcalloc(1, sizeof(*t));
 		t->pid = pid;
 		t->tid = tid;
 		hmap_put(&s->threads, pid, tid, t);
 	}
+	if (mt && s->slot >= 0)
+		mt->priv[s->slot] = t;
+	return t;
+}
+
+/* `mt` is the model's thread if the caller has it (NULL: looked up). */
+static struct pf_thread *thread_ready_mt(struct perfetto_sink *s, u64 ts, u32 pid, u32 tid,
+					 struct coro_thread *mt)
+{
+	struct pf_thread *t;
+
+	if (!mt)
+		mt = hmap_get(&s->m->threads, pid, tid);
+	t = thread_of(s, mt, pid, tid);
 	if (!t->described) {
-		const struct coro_thread *mt = hmap_get(&s->m->threads, pid, tid);
 		size_t mark, td;
 
 		proc_ready(s, ts, pid);
@@ -512,6 +537,11 @@ static struct pf_thread *thread_ready(struct perfetto_sink *s, u64 ts, u32 pid, 
 		t->described = true;
 	}
 	return t;
+}
+
+static struct pf_thread *thread_ready(struct perfetto_sink *s, u64 ts, u32 pid, u32 tid)
+{
+	return thread_ready_mt(s, ts, pid, tid, NULL);
 }
 
 static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, s64 v)
@@ -554,9 +584,14 @@ static void describe_coro(struct perfetto_sink *s, u64 ts, const struct coro *c,
 	describe(s, ts, &d);
 }
 
+static struct pf_coro *coro_of(struct perfetto_sink *s, const struct coro *c)
+{
+	return s->slot >= 0 ? c->priv[s->slot] : hmap_get(&s->coros, c->uid, 0);
+}
+
 static struct pf_coro *coro_ready(struct perfetto_sink *s, u64 ts, const struct coro *c)
 {
-	struct pf_coro *pc = hmap_get(&s->coros, c->uid, 0);
+	struct pf_coro *pc = coro_of(s, c);
 	struct pf_proc *pp;
 
 	if (pc)
@@ -566,6 +601,8 @@ static struct pf_coro *coro_ready(struct perfetto_sink *s, u64 ts, const struct 
 	pc->uid = c->uid;
 	label_of(c, pc->label, sizeof(pc->label));
 	hmap_put(&s->coros, c->uid, 0, pc);
+	if (s->slot >= 0)
+		((struct coro *)c)->priv[s->slot] = pc;
 	if (pp->ntracks < s->max_tracks) {
 		if (!pp->group_described) {
 			struct pf_desc d = {.uuid = UUID_GROUP(c->pid), .parent = UUID_PROCESS(c->pid),
@@ -724,7 +761,7 @@ static void perfetto_enter(void *ctx, const struct coro *c, u64 ts)
 	}
 	begin_state(s, c, pc, ts, true);
 	if (c->state == CS_RUNNING && c->tid) {
-		struct pf_thread *t = thread_ready(s, ts, c->pid, c->tid);
+		struct pf_thread *t = thread_ready_mt(s, ts, c->pid, c->tid, c->thread);
 		struct pf_arg args[2] = {{"coroutine", A_PTR, c->id}, {"uid", A_UINT, c->uid}};
 		struct pf_ev ev = {.type = TYPE_SLICE_BEGIN, .track = UUID_THREAD(t->tid),
 				   .name = pc->label, .iid_slot = &pc->label_iid, .args = args,
@@ -742,7 +779,7 @@ static void perfetto_interval(void *ctx, const struct coro *c, enum coro_state s
 			      u64 end, u32 tid, u32 reason, u64 obj)
 {
 	struct perfetto_sink *s = ctx;
-	struct pf_coro *pc = hmap_get(&s->coros, c->uid, 0);
+	struct pf_coro *pc = coro_of(s, c);
 
 	note_loss(s);
 	if (pc && pc->state_open) {
@@ -750,7 +787,9 @@ static void perfetto_interval(void *ctx, const struct coro *c, enum coro_state s
 		pc->state_open = false;
 	}
 	if (state == CS_RUNNING) {
-		struct pf_thread *t = hmap_get(&s->threads, c->pid, tid);
+		struct pf_thread *t = c->thread && c->thread->tid == tid && s->slot >= 0
+					      ? c->thread->priv[s->slot]
+					      : hmap_get(&s->threads, c->pid, tid);
 
 		if (t && t->running_open && t->running_uid == c->uid) {
 			slice_end(s, end, UUID_THREAD(tid));
@@ -926,7 +965,7 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 	}
 	}
 	if (h->kind <= CORO_EV_BPF_MAX || h->kind == CORO_REC_PROC_EXIT) {
-		const struct coro_process *mp = hmap_get(&s->m->procs, h->pid, 0);
+		const struct coro_process *mp = mi->c ? mi->c->proc : hmap_get(&s->m->procs, h->pid, 0);
 		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
 
 		if (mp) {
@@ -939,7 +978,7 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 {
 	struct perfetto_sink *s = ctx;
-	struct pf_coro *pc = hmap_get(&s->coros, c->uid, 0);
+	struct pf_coro *pc = coro_of(s, c);
 	struct pf_proc *pp;
 	struct pf_arg a[3];
 	int n = 0;
@@ -987,6 +1026,8 @@ static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 		pp->free_lanes[pp->nfree++] = pc->lane_no;
 	}
 	hmap_del(&s->coros, c->uid, 0);
+	if (s->slot >= 0)
+		((struct coro *)c)->priv[s->slot] = NULL;
 	free(pc);
 }
 
@@ -1046,6 +1087,7 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 
 	s->ob = ob;
 	s->m = m;
+	s->slot = -1;
 	s->max_tracks = max_tracks;
 	s->next_name_iid = 1;
 	s->next_da_iid = 1;
@@ -1063,6 +1105,11 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 	obs->coroutine_end = perfetto_coroutine_end;
 	obs->finish = perfetto_finish;
 	return s;
+}
+
+void perfetto_sink_bind(struct perfetto_sink *s, int slot)
+{
+	s->slot = slot;
 }
 
 int perfetto_sink_error(struct perfetto_sink *s)

@@ -18,6 +18,8 @@ struct perfetto_sink;
 /* `m` is the model whose observer this becomes: the writer reads processes, threads and coroutines from it. */
 struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 max_tracks,
 				       struct model_observer *obs);
+/* After registering the observer: the model's priv[] slot it got (-1: none). */
+void perfetto_sink_bind(struct perfetto_sink *s, int slot);
 int perfetto_sink_error(struct perfetto_sink *s); /* 0 or -errno */
 void perfetto_sink_free(struct perfetto_sink *s);
 

@@ -19,9 +19,9 @@ void pipeline_init(struct pipeline *p, struct capture_info *ci)
 	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
 }
 
-void pipeline_add_observer(struct pipeline *p, const struct model_observer *obs)
+int pipeline_add_observer(struct pipeline *p, const struct model_observer *obs)
 {
-	model_add_observer(&p->model, obs);
+	return model_add_observer(&p->model, obs);
 }
 
 void pipeline_begin(struct pipeline *p)

@@ -21,7 +21,7 @@ struct pipeline {
 };
 
 void pipeline_init(struct pipeline *p, struct capture_info *ci);
-void pipeline_add_observer(struct pipeline *p, const struct model_observer *obs);
+int pipeline_add_observer(struct pipeline *p, const struct model_observer *obs); /* slot or -1 */
 void pipeline_begin(struct pipeline *p);
 void pipeline_feed(struct pipeline *p, const struct coro_event_hdr *rec);
 void pipeline_finish(struct pipeline *p);
