@@ -27,7 +27,7 @@ MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
 
 tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
-       $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings
+       $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -129,3 +129,8 @@ $(OUT)/tests/early: tests/integration/progs/early.c $(OUT)/tests/libearly.so usd
 $(OUT)/tests/strings: tests/integration/progs/strings.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -o $@
+
+# bugs: one bug per run, on purpose, for the detectors; and a control.
+$(OUT)/tests/bugs: tests/integration/progs/bugs.c $(SCHED_OBJS) $(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include "analyze.h"
 #include "jsonl.h"
 #include "log.h"
 
@@ -16,6 +17,7 @@ struct jsonl_sink {
 	int spill_fd;
 	struct obuf spill;
 	int err;
+	u64 findings[FK_NKINDS];
 };
 
 static int open_spill(const char *path)
@@ -344,6 +346,70 @@ static void jsonl_coroutine_end(void *ctx, const struct coro *c)
 	obuf_puts(o, "}\n");
 }
 
+static void jsonl_finding(void *ctx, const struct finding *f)
+{
+	struct jsonl_sink *s = ctx;
+	struct obuf *o = s->ob;
+
+	s->findings[f->kind]++;
+	obuf_printf(o, "{\"type\":\"finding\",\"kind\":\"%s\"", finding_kind_name(f->kind));
+	put_u64(o, "ts", f->ts);
+	put_u64(o, "dur", f->dur);
+	put_u64(o, "pid", f->pid);
+	if (f->tid)
+		put_u64(o, "tid", f->tid);
+	if (f->uid) {
+		put_id(o, "id", f->id);
+		put_u64(o, "uid", f->uid);
+		put_str(o, "name", f->name, CORO_STR_LEN);
+		put_id(o, "parent", f->parent);
+	} else if (f->kind == FK_SPAWN_STORM) {
+		put_id(o, "id", f->id); /* the parent (0: the scheduler) */
+	} else {
+		obuf_puts(o, ",\"id\":null");
+	}
+	if (f->nchain) {
+		obuf_puts(o, ",\"chain\":[");
+		for (u32 i = 0; i < f->nchain; i++) {
+			obuf_puts(o, i ? ",{\"id\":\"" : "{\"id\":\"");
+			obuf_hex(o, f->chain[i].id);
+			obuf_puts(o, "\",\"name\":");
+			obuf_json_str(o, f->chain[i].name, CORO_STR_LEN);
+			obuf_putc(o, '}');
+		}
+		obuf_putc(o, ']');
+	}
+	obuf_puts(o, f->open ? ",\"open\":true" : ",\"open\":false");
+	switch (f->kind) {
+	case FK_LOST_WAKEUP:
+	case FK_LEAK:
+	case FK_STALL:
+		if (f->kind != FK_STALL)
+			obuf_printf(o, ",\"state\":\"%s\"", coro_state_name(f->state));
+		if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+			obuf_printf(o, ",\"reason\":\"%s\"", coro_reason_name(f->reason));
+			put_id(o, "obj", f->obj);
+		}
+		/* fall through */
+	case FK_SCHED_LATENCY:
+		if (f->has_waker)
+			put_id(o, "waker", f->waker);
+		else if (f->kind != FK_LEAK)
+			obuf_puts(o, ",\"waker\":null");
+		break;
+	case FK_UNMATCHED_SPAN:
+		put_str(o, "span", f->span, CORO_STR_LEN);
+		break;
+	case FK_SPAWN_STORM:
+		put_u64(o, "count", f->count);
+		put_u64(o, "peak_per_s", f->peak);
+		break;
+	default:
+		break;
+	}
+	obuf_puts(o, "}\n");
+}
+
 static void copy_spill(struct jsonl_sink *s)
 {
 	char buf[65536];
@@ -405,6 +471,11 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	put_u64(o, "late_attach", m->stats.user[CORO_USTAT_LATE_ATTACH]);
 	put_u64(o, "attach_failures", m->stats.user[CORO_USTAT_ATTACH_FAIL]);
 	obuf_puts(o, "}");
+	obuf_puts(o, ",\"findings\":{");
+	for (int k = 0; k < FK_NKINDS; k++)
+		obuf_printf(o, "%s\"%s\":%llu", k ? "," : "", finding_kind_name(k),
+			    (unsigned long long)s->findings[k]);
+	obuf_putc(o, '}');
 	if (!m->have_stats)
 		obuf_puts(o, ",\"stats_missing\":true");
 	if (m->input_error)
@@ -438,6 +509,7 @@ struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, struct mode
 	obs->begin = jsonl_begin;
 	obs->record = jsonl_record;
 	obs->coroutine_end = jsonl_coroutine_end;
+	obs->finding = jsonl_finding;
 	obs->finish = jsonl_finish;
 	return s;
 }

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "output.h"
 #include "perfetto.h"
+#include "analyze.h"
 #include "summary.h"
 
 #define MAX_OUTPUTS 16
@@ -33,6 +34,7 @@ struct args {
 	bool force;
 	char **argv; /* after -- */
 	const char *capture; /* report: the raw capture */
+	struct analyze_opts an;
 };
 
 const char *argp_program_version = "corobpf " COROBPF_VERSION;
@@ -78,7 +80,23 @@ enum {
 	OPT_RING,
 	OPT_FORCE,
 	OPT_TRACKS,
+	OPT_STALL,
+	OPT_LONG_RUN,
+	OPT_SCHED_LAT,
+	OPT_STORM,
 };
+
+#define FINDING_OPTIONS                                                                      \
+	{"stall", OPT_STALL, "SECS", 0,                                                      \
+	 "Findings: a suspension this long is a stall, a lost wakeup if it never ends "      \
+	 "(default 1)", 1},                                                                  \
+	{"long-run", OPT_LONG_RUN, "MS", 0,                                                  \
+	 "Findings: running this long without switching out (default 50)", 1},               \
+	{"sched-latency", OPT_SCHED_LAT, "MS", 0,                                            \
+	 "Findings: waiting this long runnable (default 10)", 1},                            \
+	{"spawn-storm", OPT_STORM, "N", 0,                                                   \
+	 "Findings: more than N coroutines created by one parent within a second "           \
+	 "(default 1000)", 1}
 
 static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable)", 0},
@@ -95,14 +113,48 @@ static const struct argp_option trace_options[] = {
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
 	{"verbose", 'v', NULL, 0, "More messages; -vv adds libbpf's debug log", 0},
+	FINDING_OPTIONS,
 	{},
 };
+
+/* A positive number of `unit`s (seconds, milliseconds) as nanoseconds. */
+static u64 parse_threshold(struct argp_state *state, const char *opt, const char *arg, double unit)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || *end || !(v > 0 && v * unit < 1e18))
+		argp_error(state, "invalid --%s '%s' (a positive number)", opt, arg);
+	return (u64)(v * unit);
+}
 
 static error_t parse_common(int key, char *arg, struct argp_state *state)
 {
 	struct args *a = state->input;
 
 	switch (key) {
+	case OPT_STALL:
+		a->an.stall_ns = parse_threshold(state, "stall", arg, 1e9);
+		return 0;
+	case OPT_LONG_RUN:
+		a->an.long_run_ns = parse_threshold(state, "long-run", arg, 1e6);
+		return 0;
+	case OPT_SCHED_LAT:
+		a->an.sched_latency_ns = parse_threshold(state, "sched-latency", arg, 1e6);
+		return 0;
+	case OPT_STORM: {
+		char *end;
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(arg, &end, 10);
+		if (errno || *end || !n)
+			argp_error(state, "invalid --spawn-storm '%s' (a positive count)", arg);
+		a->an.spawn_storm = n;
+		return 0;
+	}
 	case 'o':
 		if (a->noutputs == MAX_OUTPUTS)
 			argp_error(state, "at most %d outputs", MAX_OUTPUTS);
@@ -214,6 +266,7 @@ static const struct argp_option report_options[] = {
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
 	{"verbose", 'v', NULL, 0, "More messages", 0},
+	FINDING_OPTIONS,
 	{},
 };
 
@@ -282,6 +335,7 @@ static int cmd_report(int argc, char **argv)
 {
 	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
 	struct args a = {0};
+	struct analyzer *an = NULL;
 	struct output outs[MAX_OUTPUTS];
 	struct capture_info ci;
 	struct raw_reader *r;
@@ -292,6 +346,7 @@ static int cmd_report(int argc, char **argv)
 	char err[512];
 	int ret, code = 0;
 
+	analyze_opts_default(&a.an);
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
 	capture_install_signals(); /* a signal removes the half-written outputs */
@@ -307,6 +362,9 @@ static int cmd_report(int argc, char **argv)
 		return ret;
 	}
 	pipeline_init(&p, &ci);
+	/* The detectors first: every output sees their findings. */
+	an = analyzer_new(&p.model, &a.an, &obs);
+	pipeline_add_observer(&p, &obs);
 	for (int i = 0; i < a.noutputs; i++)
 		output_attach(&outs[i], &p);
 	if (log_level >= LOG_INFO) {
@@ -319,6 +377,7 @@ static int cmd_report(int argc, char **argv)
 	if (capture_stop_signal) {
 		abort_outputs(&a, outs);
 		pipeline_free(&p);
+		analyzer_free(an);
 		raw_reader_close(r);
 		capture_info_free(&ci);
 		return 128 + capture_stop_signal;
@@ -333,6 +392,7 @@ static int cmd_report(int argc, char **argv)
 	pipeline_finish(&p);
 	ret = close_outputs(&a, outs, false);
 	pipeline_free(&p);
+	analyzer_free(an);
 	raw_reader_close(r);
 	capture_info_free(&ci);
 	return ret ? ret : code;
@@ -344,6 +404,7 @@ static int cmd_trace(int argc, char **argv)
 {
 	struct argp argp = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
 	struct args a = {.ring_bytes = 16ULL << 20};
+	struct analyzer *an = NULL;
 	struct capture_opts co = {0};
 	struct output outs[MAX_OUTPUTS];
 	struct outfile rawfile = {.fd = -1};
@@ -358,6 +419,7 @@ static int cmd_trace(int argc, char **argv)
 	bool cap_open = false, pipe_open = false;
 	int ret, code = 0;
 
+	analyze_opts_default(&a.an);
 	/* Everything after the first "--" is the command, options and all. */
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -408,6 +470,9 @@ static int cmd_trace(int argc, char **argv)
 	capture_info_init_live(&ci, pids, cap.ntargets);
 	pipeline_init(&p, &ci);
 	pipe_open = true;
+	/* The detectors first: every output sees their findings. */
+	an = analyzer_new(&p.model, &a.an, &obs);
+	pipeline_add_observer(&p, &obs);
 	for (int i = 0; i < a.noutputs; i++)
 		output_attach(&outs[i], &p);
 	if (log_level >= LOG_INFO) {
@@ -463,6 +528,7 @@ static int cmd_trace(int argc, char **argv)
 			code = status;
 	}
 	pipeline_free(&p);
+	analyzer_free(an);
 	capture_close(&cap);
 	capture_info_free(&ci);
 	free(pids);
@@ -477,6 +543,8 @@ fail:
 	abort_outputs(&a, outs);
 	if (pipe_open)
 		pipeline_free(&p);
+	if (an)
+		analyzer_free(an);
 	if (cap_open)
 		capture_close(&cap);
 	capture_info_free(&ci);

@@ -235,17 +235,19 @@ static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u6
 	c->end_state = c->state;
 	c->end_reason = c->reason;
 	c->end_obj = c->obj;
+	c->end = how;
+	m->ending = c;
 	if (c->state != CS_EXITED) {
 		close_interval(m, c, ts, how != CE_EXIT);
 		if (c->state == CS_RUNNABLE)
 			p->runnable--;
 	}
-	c->end = how;
 	c->end_ts = MAX(ts, c->state_since);
 	c->state = CS_EXITED;
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].coroutine_end)
 			m->obs[i].coroutine_end(m->obs[i].ctx, c);
+	m->ending = NULL;
 	hmap_del(&m->coros, c->pid, c->id);
 	p->live--;
 	m->live--;
@@ -703,6 +705,13 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 			m->obs[i].record(m->obs[i].ctx, h, &mi);
 	m->applying = NULL;
 	bury_flush();
+}
+
+void model_emit_finding(struct model *m, const struct finding *f)
+{
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].finding)
+			m->obs[i].finding(m->obs[i].ctx, f);
 }
 
 static int cmp_uid(const void *a, const void *b)

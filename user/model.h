@@ -160,6 +160,7 @@ struct model_event_info {
 };
 
 struct model;
+struct finding; /* analyze.h */
 
 /* Observers: outputs and detectors. Any callback may be NULL. */
 struct model_observer {
@@ -175,6 +176,8 @@ struct model_observer {
 	/* c ended (exit, process exit, trace end, superseded); freed after the call. */
 	void (*coroutine_end)(void *ctx, const struct coro *c);
 	void (*process)(void *ctx, const struct coro_process *p);
+	/* A detector found something (analyze.h); called when found, not at its start time. */
+	void (*finding)(void *ctx, const struct finding *f);
 	void (*finish)(void *ctx, const struct model *m);
 };
 
@@ -196,6 +199,8 @@ struct model {
 	u32 end_reason;	   /* enum coro_end_reason, 0 = no end record */
 	bool finished;
 	const char *input_error; /* the input ended in damage: where and what (replay) */
+	/* The coroutine being ended (its last interval closing, then coroutine_end()). */
+	const struct coro *ending;
 	/* The record being applied and its serial: observers called during apply may look. */
 	const struct coro_event_hdr *applying;
 	u64 applied;
@@ -207,6 +212,8 @@ void model_init(struct model *m, struct capture_info *ci);
 int model_add_observer(struct model *m, const struct model_observer *obs);
 void model_begin(struct model *m);
 void model_apply(struct model *m, const struct coro_event_hdr *rec);
+/* Hand a finding to every observer (detectors call this). */
+void model_emit_finding(struct model *m, const struct finding *f);
 /* End of input: close every live coroutine at the last timestamp. */
 void model_finish(struct model *m);
 void model_free(struct model *m);

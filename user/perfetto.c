@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include "analyze.h"
 #include "perfetto.h"
 #include "pb.h"
 
@@ -84,6 +85,7 @@ enum { ID_EVENT_NAMES = 2, ID_DA_NAMES = 3, IN_IID = 1, IN_NAME = 2 };
 #define UUID_CORO(uid) UUID(6, uid)
 #define UUID_LANE(pid, n) UUID(7, ((u64)(pid) << 24) | (n))
 #define UUID_ROOT UUID(8, 0)
+#define UUID_FINDINGS(pid) UUID(9, pid)
 enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
 
 #define PKT_MAX (16 * 1024)
@@ -96,7 +98,7 @@ enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
 
 struct pf_proc {
 	u32 pid;
-	bool described, group_described, lanes_described;
+	bool described, group_described, lanes_described, findings_described;
 	bool counters_described[3];
 	s64 last[3];
 	u64 lost;
@@ -1031,6 +1033,72 @@ static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 	free(pc);
 }
 
+/*
+ * A finding: an instant when it was found (a stall when the coroutine
+ * resumed, a lost wakeup when the trace ended), on the process's "Findings"
+ * row and on the coroutine's own row, with when it started and how long it
+ * lasted as arguments.
+ */
+static void perfetto_finding(void *ctx, const struct finding *f)
+{
+	struct perfetto_sink *s = ctx;
+	struct pf_proc *pp = proc_ready(s, f->ts, f->pid);
+	const struct coro *c = f->uid ? model_find(s->m, f->pid, f->id) : NULL;
+	struct pf_coro *pc = c && c->uid == f->uid ? coro_of(s, c) : NULL;
+	u64 at = f->kind == FK_UNMATCHED_SPAN && !f->dur ? f->ts : f->ts + f->dur;
+	char name[LABEL_MAX + 64], label[LABEL_MAX], span[LABEL_MAX];
+	struct pf_arg a[8];
+	int n = 0;
+
+	if (!pp->findings_described) {
+		struct pf_desc d = {.uuid = UUID_FINDINGS(f->pid), .parent = UUID_PROCESS(f->pid),
+				    .name = "Findings",
+				    .description = "what corobpf's detectors found (docs/perfetto.md)"};
+
+		describe(s, at, &d);
+		pp->findings_described = true;
+	}
+	if (f->uid || f->kind == FK_SPAWN_STORM) {
+		if (f->name[0])
+			utf8_sanitize(label, sizeof(label), f->name, CORO_STR_LEN);
+		else
+			snprintf(label, sizeof(label), "0x%llx", (unsigned long long)f->id);
+	} else {
+		snprintf(label, sizeof(label), "thread %u", f->tid);
+	}
+	snprintf(name, sizeof(name), "%s: %s", finding_kind_name(f->kind), label);
+	a[n++] = (struct pf_arg){"started_ns", A_UINT, f->ts};
+	a[n++] = (struct pf_arg){"duration_ns", A_UINT, f->dur};
+	a[n++] = (struct pf_arg){"coroutine", A_PTR, f->id};
+	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+		a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(f->reason)};
+		if (f->obj)
+			a[n++] = (struct pf_arg){"obj", A_PTR, f->obj};
+	}
+	if (f->has_waker)
+		a[n++] = (struct pf_arg){"waker", A_PTR, f->waker};
+	if (f->kind == FK_UNMATCHED_SPAN) {
+		utf8_sanitize(span, sizeof(span), f->span, CORO_STR_LEN);
+		a[n++] = (struct pf_arg){"span", A_STR, 0, span};
+	}
+	if (f->kind == FK_SPAWN_STORM) {
+		a[n++] = (struct pf_arg){"children", A_UINT, f->count};
+		a[n++] = (struct pf_arg){"peak_per_s", A_UINT, f->peak};
+	}
+	{
+		struct pf_ev ev = {.type = TYPE_INSTANT, .track = UUID_FINDINGS(f->pid),
+				   .name = name, .args = a, .nargs = n};
+
+		track_event(s, at, &ev);
+		if (pc) {
+			ev.track = pc->track;
+			ev.name = finding_kind_name(f->kind);
+			ev.name_lit = true;
+			track_event(s, at, &ev);
+		}
+	}
+}
+
 static void perfetto_begin(void *ctx, const struct capture_info *ci)
 {
 	struct perfetto_sink *s = ctx;
@@ -1103,6 +1171,7 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 	obs->enter = perfetto_enter;
 	obs->interval = perfetto_interval;
 	obs->coroutine_end = perfetto_coroutine_end;
+	obs->finding = perfetto_finding;
 	obs->finish = perfetto_finish;
 	return s;
 }

@@ -30,6 +30,28 @@ static void summary_coroutine_end(void *ctx, const struct coro *c)
 	memcpy(e->name, c->name, CORO_STR_LEN);
 }
 
+static u64 finding_weight(const struct finding *f)
+{
+	return f->kind == FK_SPAWN_STORM ? f->count : f->dur;
+}
+
+static void summary_finding(void *ctx, const struct finding *f)
+{
+	struct summary *s = ctx;
+	struct finding *w = s->worst[f->kind];
+	int *n = &s->nworst[f->kind], i;
+
+	s->nfindings[f->kind]++;
+	if (*n == SUMMARY_WORST && finding_weight(f) <= finding_weight(&w[SUMMARY_WORST - 1]))
+		return;
+	i = *n < SUMMARY_WORST ? (*n)++ : SUMMARY_WORST - 1;
+	while (i > 0 && finding_weight(&w[i - 1]) < finding_weight(f)) {
+		w[i] = w[i - 1];
+		i--;
+	}
+	w[i] = *f;
+}
+
 /*
  * A name as it may reach a terminal: valid UTF-8, control characters (and so
  * any escape sequence a traced program could plant) shown as '?'.
@@ -40,6 +62,56 @@ static void term_safe(char *dst, size_t len, const char *src)
 	for (unsigned char *p = (unsigned char *)dst; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
 			*p = '?';
+}
+
+static void print_findings(struct summary *s)
+{
+	u64 total = 0;
+
+	for (int k = 0; k < FK_NKINDS; k++)
+		total += s->nfindings[k];
+	if (!total) {
+		fprintf(s->out, "  no findings\n");
+		return;
+	}
+	fprintf(s->out, "  findings (%llu):\n", (unsigned long long)total);
+	for (int k = 0; k < FK_NKINDS; k++) {
+		if (!s->nfindings[k])
+			continue;
+		fprintf(s->out, "    %-15s %llu%s\n", finding_kind_name(k),
+			(unsigned long long)s->nfindings[k],
+			s->nfindings[k] > SUMMARY_WORST ? ", the worst:" : "");
+		for (int i = 0; i < s->nworst[k]; i++) {
+			const struct finding *f = &s->worst[k][i];
+			char d[32], name[3 * CORO_STR_LEN + 1];
+
+			fmt_duration(d, sizeof(d), f->dur);
+			term_safe(name, sizeof(name), f->name[0] ? f->name : "(unnamed)");
+			if (f->kind == FK_SPAWN_STORM) {
+				fprintf(s->out, "      %llu created by 0x%llx %s (pid %u) in %s, "
+					"%llu within one second\n",
+					(unsigned long long)f->count, (unsigned long long)f->id,
+					f->uid ? name : "", f->pid, d, (unsigned long long)f->peak);
+				continue;
+			}
+			fprintf(s->out, "      %10s  0x%llx %s (pid %u)", d, (unsigned long long)f->id,
+				f->uid ? name : "(thread)", f->pid);
+			if (f->kind == FK_UNMATCHED_SPAN) {
+				term_safe(name, sizeof(name), f->span);
+				fprintf(s->out, ", span \"%s\"%s", name,
+					f->dur || f->open ? " never closed" : " ended without a begin");
+			} else if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+				fprintf(s->out, ", %s", coro_reason_name(f->reason));
+				if (f->obj)
+					fprintf(s->out, " on 0x%llx", (unsigned long long)f->obj);
+			} else if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK) {
+				fprintf(s->out, ", %s", coro_state_name(f->state));
+			}
+			if (f->has_waker)
+				fprintf(s->out, ", woken by 0x%llx", (unsigned long long)f->waker);
+			fprintf(s->out, "%s\n", f->open ? ", still so at the end" : "");
+		}
+	}
 }
 
 static void summary_finish(void *ctx, const struct model *m)
@@ -87,6 +159,7 @@ static void summary_finish(void *ctx, const struct model *m)
 			(unsigned long long)a->running_elsewhere,
 			(unsigned long long)a->recreate_live,
 			(unsigned long long)a->span_unmatched_end);
+	print_findings(s);
 	if (!s->ntop)
 		return;
 	fprintf(s->out, "  longest suspended:\n");
@@ -111,5 +184,6 @@ void summary_init(struct summary *s, FILE *out, struct model_observer *obs)
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->coroutine_end = summary_coroutine_end;
+	obs->finding = summary_finding;
 	obs->finish = summary_finish;
 }

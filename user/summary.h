@@ -7,7 +7,7 @@
 #define COROBPF_SUMMARY_H
 
 #include <stdio.h>
-#include "model.h"
+#include "analyze.h"
 
 #define SUMMARY_TOP 5
 
@@ -18,10 +18,15 @@ struct summary_entry {
 	char name[CORO_STR_LEN];
 };
 
+#define SUMMARY_WORST 3
+
 struct summary {
 	FILE *out;
 	struct summary_entry top[SUMMARY_TOP];
 	int ntop;
+	u64 nfindings[FK_NKINDS];
+	struct finding worst[FK_NKINDS][SUMMARY_WORST]; /* by duration (spawn storms: by count) */
+	int nworst[FK_NKINDS];
 };
 
 void summary_init(struct summary *s, FILE *out, struct model_observer *obs);

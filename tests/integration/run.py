@@ -420,6 +420,58 @@ def string_arguments():
     check("could not be read" in p.stderr, "the summary does not count it:\n" + p.stderr)
 
 
+# ---- findings: one bug per program, found once, on the right coroutine ----
+
+BUGS = {"lost_wakeup": "lost_wakeup", "stall": "stall", "long_run": "long_run",
+        "sched_latency": "sched_latency", "unclosed_span": "unmatched_span",
+        "spawn_storm": "spawn_storm"}
+
+
+def make_bug_test(prog_arg, kind):
+    def t():
+        out, pf, raw = work("bug-%s.jsonl" % prog_arg), work("bug-%s.pftrace" % prog_arg), \
+            work("bug-%s.raw" % prog_arg)
+        p = corobpf(["-o", out, "-o", pf, "--raw", raw, "--", os.path.join(TESTS_BIN, "bugs"),
+                     prog_arg])
+        eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+        bugs = [l.split()[1:] for l in p.stdout.splitlines() if l.startswith("BUG ")]
+        eq(len(bugs), 1, "bugs announced")
+        trace = Trace(out)
+        found = [(f["kind"], f["id"]) for f in trace.records if f["type"] == "finding"]
+        eq(found, [(bugs[0][0], bugs[0][1])], "findings (kind, coroutine)")
+        eq(bugs[0][0], kind, "kind")
+        counts = {k: v for k, v in trace.trailer["findings"].items() if v}
+        eq(counts, {kind: 1}, "trailer findings")
+        check("findings (1)" in p.stderr and kind in p.stderr, "summary:\n" + p.stderr)
+        t2 = perfetto_check.check(pf, out)
+        marks = [n for ts, i, track, ev, n in t2.events if track & 15 == 9]
+        eq(len(marks), 1, "instants on the Findings track")
+        check(marks[0].startswith(kind + ": "), "Findings track instant %r" % marks[0])
+        check_replay(out, raw)
+    t.__name__ = "finding_" + kind
+    return t
+
+
+for arg, kind in BUGS.items():
+    test(make_bug_test(arg, kind))
+
+
+@test
+def finding_nothing_in_the_control():
+    out = work("bug-control.jsonl")
+    p = corobpf(["-o", out, "--", os.path.join(TESTS_BIN, "bugs"), "control"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    eq([f for f in trace.records if f["type"] == "finding"], [], "findings")
+    check("no findings" in p.stderr, p.stderr)
+    # The thresholds are the user's: with a 100 ms stall the control's 200 ms sleep is one.
+    p = corobpf(["-o", work("bug-control2.jsonl"), "--stall", "0.1", "--",
+                 os.path.join(TESTS_BIN, "bugs"), "control"])
+    eq(p.returncode, 0, "exit code")
+    kinds = [f["kind"] for f in Trace(work("bug-control2.jsonl")).records if f["type"] == "finding"]
+    check("stall" in kinds, "no stall with --stall 0.1: %s" % kinds)
+
+
 # ---- before main, after dlopen ----
 
 @test

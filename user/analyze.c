@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The detectors. Each reads the model's state changes (interval(): a state
+ * ended; coroutine_end(): a coroutine's record closed; record(): an event)
+ * and never re-derives state from raw events. Findings are made when they
+ * can be known: a stall when the coroutine resumes, a lost wakeup when the
+ * trace or the process ends with the coroutine still waiting.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include "analyze.h"
+
+#define NS_PER_S 1000000000ULL
+
+const char *finding_kind_name(enum finding_kind k)
+{
+	static const char *names[FK_NKINDS] = {
+		[FK_LOST_WAKEUP] = "lost_wakeup",     [FK_STALL] = "stall",
+		[FK_LONG_RUN] = "long_run",	      [FK_SCHED_LATENCY] = "sched_latency",
+		[FK_LEAK] = "leak",		      [FK_UNMATCHED_SPAN] = "unmatched_span",
+		[FK_SPAWN_STORM] = "spawn_storm",
+	};
+	return (unsigned)k < FK_NKINDS ? names[k] : "?";
+}
+
+void analyze_opts_default(struct analyze_opts *o)
+{
+	o->stall_ns = NS_PER_S;
+	o->long_run_ns = 50 * 1000000ULL;
+	o->sched_latency_ns = 10 * 1000000ULL;
+	o->spawn_storm = 1000;
+}
+
+/* Creations by one parent within the last second. */
+struct storm {
+	u32 pid;
+	u64 parent;
+	u64 *ts; /* ring of creation times in the last second */
+	size_t head, len, cap;
+	bool active;
+	u64 start, last, count, peak;
+};
+
+struct analyzer {
+	struct model *m;
+	struct analyze_opts o;
+	struct hmap storms; /* (pid, parent id) -> struct storm */
+};
+
+static void finding_init(struct analyzer *a, struct finding *f, enum finding_kind kind,
+			 const struct coro *c)
+{
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	if (!c)
+		return;
+	f->pid = c->pid;
+	f->tid = c->tid;
+	f->id = c->id;
+	f->uid = c->uid;
+	memcpy(f->name, c->name, CORO_STR_LEN);
+	f->parent = c->parent;
+	/* The ancestry the model still knows: live ancestors of the right incarnation. */
+	for (u64 pid = c->parent, puid = c->parent_uid; pid && f->nchain < FINDING_CHAIN;) {
+		const struct coro *p = model_find(a->m, c->pid, pid);
+
+		if (!p || (puid && p->uid != puid))
+			break;
+		f->chain[f->nchain].id = p->id;
+		memcpy(f->chain[f->nchain].name, p->name, CORO_STR_LEN);
+		f->nchain++;
+		pid = p->parent;
+		puid = p->parent_uid;
+	}
+}
+
+
+static void at_end(struct analyzer *a, const struct coro *c, enum coro_state state, u64 start,
+		   u64 dur, u32 reason, u64 obj)
+{
+	struct finding f;
+	enum finding_kind kind;
+
+	if (dur < a->o.stall_ns)
+		return;
+	switch (state) {
+	case CS_SUSPENDED:
+		if (reason == CORO_R_WAIT || reason == CORO_R_IO ||
+		    (reason == CORO_R_UNKNOWN && obj))
+			kind = FK_LOST_WAKEUP; /* waiting on something that never came */
+		else if (reason == CORO_R_DONE || reason == CORO_R_UNKNOWN)
+			kind = FK_LEAK;	       /* nothing recorded could wake it */
+		else
+			return;		       /* a sleep or yield still in progress */
+		break;
+	case CS_RUNNABLE:
+		kind = FK_LOST_WAKEUP; /* made ready, never run again */
+		break;
+	case CS_NEW:
+		kind = FK_LEAK; /* created, never started */
+		break;
+	default:
+		return;
+	}
+	finding_init(a, &f, kind, c);
+	f.ts = start;
+	f.dur = dur;
+	f.open = true;
+	f.state = state;
+	f.reason = reason;
+	f.obj = obj;
+	f.has_waker = state == CS_RUNNABLE && c->has_waker;
+	f.waker = c->waker;
+	model_emit_finding(a->m, &f);
+}
+
+static void analyze_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
+			     u64 end, u32 tid, u32 reason, u64 obj)
+{
+	struct analyzer *a = ctx;
+	u64 dur = end - start;
+	bool ending = a->m->ending == c;
+	/* Cut short by the end of the trace or of its process, not ended by a transition. */
+	bool open = ending && (c->end == CE_TRACE_END || c->end == CE_PROCESS_EXIT);
+	struct finding f;
+
+	if (state == CS_RUNNING && dur >= a->o.long_run_ns) {
+		finding_init(a, &f, FK_LONG_RUN, c);
+		f.tid = tid;
+		f.ts = start;
+		f.dur = dur;
+		f.open = open;
+		model_emit_finding(a->m, &f);
+		return;
+	}
+	if (open) {
+		at_end(a, c, state, start, dur, reason, obj);
+		return;
+	}
+	/* Its exit (or a re-creation of its id) ended this state: nothing resumed. */
+	if (ending)
+		return;
+	/* Resumed: the waker, if the ready that ended it is the one the model holds. */
+	if (state == CS_SUSPENDED && reason != CORO_R_DONE && dur >= a->o.stall_ns) {
+		finding_init(a, &f, FK_STALL, c);
+		f.tid = tid;
+		f.ts = start;
+		f.dur = dur;
+		f.reason = reason;
+		f.obj = obj;
+		f.has_waker = c->has_waker && c->ready_ts == end;
+		f.waker = c->waker;
+		model_emit_finding(a->m, &f);
+	} else if (state == CS_RUNNABLE && dur >= a->o.sched_latency_ns) {
+		finding_init(a, &f, FK_SCHED_LATENCY, c);
+		f.ts = start;
+		f.dur = dur;
+		f.has_waker = c->has_waker && c->ready_ts == start;
+		f.waker = c->waker;
+		model_emit_finding(a->m, &f);
+	}
+}
+
+static void span_finding(struct analyzer *a, const struct coro *c, u32 pid, u32 tid,
+			 const char *name, u64 ts, u64 dur, bool open)
+{
+	struct finding f;
+
+	finding_init(a, &f, FK_UNMATCHED_SPAN, c);
+	if (!c)
+		f.pid = pid;
+	f.tid = tid;
+	f.ts = ts;
+	f.dur = dur;
+	f.open = open;
+	memcpy(f.span, name, CORO_STR_LEN);
+	f.span[CORO_STR_LEN - 1] = 0;
+	model_emit_finding(a->m, &f);
+}
+
+static void storm_emit(struct analyzer *a, struct storm *st)
+{
+	struct finding f;
+	const struct coro *p = st->parent ? model_find(a->m, st->pid, st->parent) : NULL;
+
+	finding_init(a, &f, FK_SPAWN_STORM, p);
+	f.pid = st->pid;
+	f.id = st->parent;
+	f.ts = st->start;
+	f.dur = st->last - st->start;
+	f.count = st->count;
+	f.peak = st->peak;
+	model_emit_finding(a->m, &f);
+	st->active = false;
+}
+
+static void storm_free(struct analyzer *a, struct storm *st)
+{
+	if (st->active)
+		storm_emit(a, st);
+	hmap_del(&a->storms, st->pid, st->parent);
+	free(st->ts);
+	free(st);
+}
+
+static void storm_create(struct analyzer *a, u32 pid, u64 parent, u64 ts)
+{
+	struct storm *st = hmap_get(&a->storms, pid, parent);
+
+	if (!st) {
+		st = xcalloc(1, sizeof(*st));
+		st->pid = pid;
+		st->parent = parent;
+		hmap_put(&a->storms, pid, parent, st);
+	}
+	/* Forget creations more than a second old. */
+	while (st->len && st->ts[st->head] + NS_PER_S <= ts) {
+		st->head = (st->head + 1) % st->cap;
+		st->len--;
+	}
+	if (st->active && st->len <= a->o.spawn_storm)
+		storm_emit(a, st); /* the rate fell back under the threshold */
+	if (st->len == st->cap) {
+		size_t ncap = st->cap ? st->cap * 2 : 8;
+		u64 *n = xmalloc(ncap * sizeof(*n));
+
+		for (size_t i = 0; i < st->len; i++)
+			n[i] = st->ts[(st->head + i) % st->cap];
+		free(st->ts);
+		st->ts = n;
+		st->head = 0;
+		st->cap = ncap;
+	}
+	st->ts[(st->head + st->len++) % st->cap] = ts;
+	if (!st->active && st->len > a->o.spawn_storm) {
+		st->active = true;
+		st->start = st->ts[st->head];
+		st->count = st->len;
+		st->peak = st->len;
+	} else if (st->active) {
+		st->count++;
+		if (st->len > st->peak)
+			st->peak = st->len;
+	}
+	st->last = ts;
+}
+
+static void analyze_record(void *ctx, const struct coro_event_hdr *h,
+			   const struct model_event_info *mi)
+{
+	struct analyzer *a = ctx;
+
+	switch (h->kind) {
+	case CORO_EV_CREATE:
+		storm_create(a, h->pid, ((const struct coro_ev_create *)h)->parent, h->ts);
+		break;
+	case CORO_EV_SPAN_END:
+		if (!mi->span_matched)
+			span_finding(a, mi->c, h->pid, h->tid, ((const struct coro_ev_span *)h)->name,
+				     h->ts, 0, false);
+		break;
+	case CORO_REC_PROC_EXIT: {
+		/* Its storms end with it; so do its threads' open spans. */
+		struct storm **v = NULL;
+		size_t n = 0, it = 0;
+		u64 k1;
+		void *val;
+
+		while (hmap_next(&a->storms, &it, &k1, NULL, &val))
+			if (k1 == h->pid) {
+				v = xrealloc(v, (n + 1) * sizeof(*v));
+				v[n++] = val;
+			}
+		for (size_t i = 0; i < n; i++)
+			storm_free(a, v[i]);
+		free(v);
+		break;
+	}
+	}
+}
+
+static void analyze_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct analyzer *a = ctx;
+	struct storm *st;
+
+	for (u32 i = 0; i < c->nspans; i++)
+		span_finding(a, c, c->pid, c->tid, c->spans[i].name, c->spans[i].ts,
+			     c->end_ts - c->spans[i].ts, c->end != CE_EXIT);
+	/* A parent's storm ends with it. */
+	st = hmap_get(&a->storms, c->pid, c->id);
+	if (st)
+		storm_free(a, st);
+}
+
+static void analyze_finish(void *ctx, const struct model *m)
+{
+	struct analyzer *a = ctx;
+	size_t it = 0;
+	void *v;
+
+	/* Spans opened by threads outside any coroutine and never closed. */
+	while (hmap_next(&m->threads, &it, NULL, NULL, &v)) {
+		const struct coro_thread *t = v;
+
+		for (u32 i = 0; i < t->nspans; i++)
+			span_finding(a, NULL, t->pid, t->tid, t->spans[i].name, t->spans[i].ts,
+				     m->last_ts - t->spans[i].ts, true);
+	}
+	it = 0;
+	while (hmap_next(&a->storms, &it, NULL, NULL, &v)) {
+		struct storm *st = v;
+
+		if (st->active)
+			storm_emit(a, st);
+	}
+}
+
+struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
+			      struct model_observer *obs)
+{
+	struct analyzer *a = xcalloc(1, sizeof(*a));
+
+	a->m = m;
+	a->o = *o;
+	hmap_init(&a->storms);
+	memset(obs, 0, sizeof(*obs));
+	obs->ctx = a;
+	obs->interval = analyze_interval;
+	obs->record = analyze_record;
+	obs->coroutine_end = analyze_coroutine_end;
+	obs->finish = analyze_finish;
+	return a;
+}
+
+void analyzer_free(struct analyzer *a)
+{
+	size_t it = 0;
+	void *v;
+
+	while (hmap_next(&a->storms, &it, NULL, NULL, &v)) {
+		free(((struct storm *)v)->ts);
+		free(v);
+	}
+	hmap_free(&a->storms);
+	free(a);
+}
