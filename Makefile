@@ -19,7 +19,7 @@ VERSION := 0.1.0
 CFLAGS ?= -O2 -g
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iuser
-LDLIBS := -lbpf -lelf -lz -lpthread
+LDLIBS := -lbpf -lelf -lz -lsqlite3 -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf \
 	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
 
@@ -32,7 +32,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 USER_LIB_SRCS := user/log.c user/util.c user/raw.c user/reorder.c user/model.c user/pipeline.c user/output.c \
-		 user/jsonl.c user/perfetto.c user/summary.c user/analyze.c user/elfnotes.c user/ldpaths.c
+		 user/jsonl.c user/perfetto.c user/summary.c user/analyze.c user/sqlite.c user/elfnotes.c user/ldpaths.c
 USER_LIVE_SRCS := user/capture.c user/attach.c user/main.c
 USER_LIB_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIB_SRCS))
 USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))

@@ -67,7 +67,8 @@ static const char trace_doc[] =
 	"  corobpf report cap.raw -o again.jsonl\n"
 	"\n"
 	"Output formats, by extension: .pftrace (Perfetto: open at ui.perfetto.dev), .jsonl "
-	".json .ndjson (JSON lines), .jsonl.gz.\n"
+	".json .ndjson (JSON lines; .jsonl.gz compressed), .db .sqlite (SQLite), .csv (the "
+	"coroutines table).\n"
 	"\n"
 	"With -- CMD, the command keeps corobpf's stdin, stdout, stderr and process group "
 	"(so Ctrl-C reaches it too); SIGTERM and SIGHUP are passed on to it. When tracing "
@@ -101,7 +102,7 @@ enum {
 static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable)", 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl, perfetto", 0},
+	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
 	 "packed lanes for the rest; 0 packs all",
@@ -163,7 +164,7 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case 'f':
 		a->format = output_format_parse(arg);
 		if (a->format == OUT_AUTO)
-			argp_error(state, "unknown format '%s' (known: jsonl, perfetto)", arg);
+			argp_error(state, "unknown format '%s' (known: perfetto, jsonl, sqlite, csv)", arg);
 		return 0;
 	case OPT_TRACKS: {
 		char *end;
@@ -260,7 +261,7 @@ static const char report_doc[] =
 
 static const struct argp_option report_options[] = {
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: jsonl, perfetto", 0},
+	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
@@ -365,8 +366,17 @@ static int cmd_report(int argc, char **argv)
 	/* The detectors first: every output sees their findings. */
 	an = analyzer_new(&p.model, &a.an, &obs);
 	pipeline_add_observer(&p, &obs);
-	for (int i = 0; i < a.noutputs; i++)
-		output_attach(&outs[i], &p);
+	for (int i = 0; i < a.noutputs; i++) {
+		if (output_attach(&outs[i], &p, err, sizeof(err))) {
+			log_err("%s", err);
+			abort_outputs(&a, outs);
+			pipeline_free(&p);
+			analyzer_free(an);
+			raw_reader_close(r);
+			capture_info_free(&ci);
+			return EXIT_OUTPUT;
+		}
+	}
 	if (log_level >= LOG_INFO) {
 		summary_init(&sum, stdout, &obs);
 		pipeline_add_observer(&p, &obs);
@@ -473,8 +483,13 @@ static int cmd_trace(int argc, char **argv)
 	/* The detectors first: every output sees their findings. */
 	an = analyzer_new(&p.model, &a.an, &obs);
 	pipeline_add_observer(&p, &obs);
-	for (int i = 0; i < a.noutputs; i++)
-		output_attach(&outs[i], &p);
+	for (int i = 0; i < a.noutputs; i++) {
+		if (output_attach(&outs[i], &p, err, sizeof(err))) {
+			log_err("%s", err);
+			ret = EXIT_OUTPUT;
+			goto fail;
+		}
+	}
 	if (log_level >= LOG_INFO) {
 		summary_init(&sum, stderr, &obs);
 		pipeline_add_observer(&p, &obs);

@@ -5,6 +5,8 @@
 #include <string.h>
 #include "jsonl.h"
 #include "perfetto.h"
+#include "sqlite.h"
+#include <unistd.h>
 #include "output.h"
 
 static bool ends_with(const char *s, const char *suffix)
@@ -20,6 +22,10 @@ enum output_format output_format_parse(const char *name)
 		return OUT_JSONL;
 	if (!strcmp(name, "perfetto") || !strcmp(name, "pftrace"))
 		return OUT_PERFETTO;
+	if (!strcmp(name, "sqlite") || !strcmp(name, "db"))
+		return OUT_SQLITE;
+	if (!strcmp(name, "csv"))
+		return OUT_CSV;
 	return OUT_AUTO;
 }
 
@@ -28,6 +34,8 @@ const char *output_format_name(enum output_format f)
 	switch (f) {
 	case OUT_JSONL: return "jsonl";
 	case OUT_PERFETTO: return "perfetto";
+	case OUT_SQLITE: return "sqlite";
+	case OUT_CSV: return "csv";
 	case OUT_AUTO: break;
 	}
 	return "auto";
@@ -50,10 +58,20 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 		else if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace") ||
 			 ends_with(path, ".perfetto"))
 			o->fmt = OUT_PERFETTO;
+		else if (ends_with(path, ".db") || ends_with(path, ".sqlite") ||
+			 ends_with(path, ".sqlite3"))
+			o->fmt = OUT_SQLITE;
+		else if (ends_with(path, ".csv") || ends_with(path, ".csv.gz"))
+			o->fmt = OUT_CSV;
 	}
 	if (o->fmt == OUT_AUTO) {
 		snprintf(err, errlen, "cannot tell the format of %s from its extension; use "
-			 ".jsonl, .jsonl.gz or .pftrace, or give -f jsonl|perfetto", path);
+			 ".pftrace, .jsonl (.jsonl.gz), .db or .csv, or give "
+			 "-f perfetto|jsonl|sqlite|csv", path);
+		return -EINVAL;
+	}
+	if (o->fmt == OUT_SQLITE && o->gzip) {
+		snprintf(err, errlen, "%s: a database cannot be compressed", path);
 		return -EINVAL;
 	}
 	if (o->fmt == OUT_PERFETTO && o->gzip) {
@@ -65,6 +83,12 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 	if (ret)
 		return ret;
 	o->path = xstrdup(path);
+	if (o->fmt == OUT_SQLITE) {
+		/* SQLite opens the temporary file by its name. */
+		close(o->file.fd);
+		o->file.fd = -1;
+		return 0;
+	}
 	ret = obuf_open_fd(&o->ob, o->file.fd, o->gzip);
 	if (ret) {
 		snprintf(err, errlen, "cannot start compressing %s: %s", path, strerror(-ret));
@@ -74,7 +98,7 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 	return 0;
 }
 
-void output_attach(struct output *o, struct pipeline *p)
+int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen)
 {
 	struct model_observer obs;
 
@@ -87,9 +111,20 @@ void output_attach(struct output *o, struct pipeline *p)
 		o->sink = perfetto_sink_new(&o->ob, &p->model, o->max_tracks, &obs);
 		perfetto_sink_bind(o->sink, pipeline_add_observer(p, &obs));
 		break;
+	case OUT_SQLITE:
+		o->sink = sqlite_sink_new(o->file.tmp_path, &p->model, &obs, err, errlen);
+		if (!o->sink)
+			return -1;
+		pipeline_add_observer(p, &obs);
+		break;
+	case OUT_CSV:
+		o->sink = csv_sink_new(&o->ob, &obs);
+		pipeline_add_observer(p, &obs);
+		break;
 	case OUT_AUTO:
 		break;
 	}
+	return 0;
 }
 
 static int output_sink_error(struct output *o)
@@ -99,6 +134,8 @@ static int output_sink_error(struct output *o)
 	switch (o->fmt) {
 	case OUT_JSONL: return jsonl_sink_error(o->sink);
 	case OUT_PERFETTO: return perfetto_sink_error(o->sink);
+	case OUT_SQLITE:
+	case OUT_CSV:
 	case OUT_AUTO: break;
 	}
 	return 0;
@@ -110,6 +147,13 @@ static void output_free_sink(struct output *o)
 		jsonl_sink_free(o->sink);
 	if (o->sink && o->fmt == OUT_PERFETTO)
 		perfetto_sink_free(o->sink);
+	if (o->sink && o->fmt == OUT_CSV)
+		csv_sink_free(o->sink);
+	if (o->sink && o->fmt == OUT_SQLITE) {
+		char ignored[8];
+
+		sqlite_sink_close(o->sink, ignored, sizeof(ignored));
+	}
 	o->sink = NULL;
 }
 
@@ -117,6 +161,20 @@ int output_close(struct output *o, char *err, size_t errlen)
 {
 	int ret = 0;
 
+	if (o->fmt == OUT_SQLITE) {
+		ret = sqlite_sink_close(o->sink, err, errlen);
+		o->sink = NULL;
+		if (ret) {
+			outfile_abort(&o->file);
+			free(o->path);
+			o->path = NULL;
+			return ret;
+		}
+		ret = outfile_commit(&o->file, err, errlen);
+		free(o->path);
+		o->path = NULL;
+		return ret;
+	}
 	ret = output_sink_error(o);
 	output_free_sink(o);
 	if (!ret)

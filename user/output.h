@@ -13,6 +13,8 @@ enum output_format {
 	OUT_AUTO = 0,
 	OUT_JSONL,
 	OUT_PERFETTO,
+	OUT_SQLITE,
+	OUT_CSV,
 };
 
 struct output {
@@ -29,7 +31,7 @@ enum output_format output_format_parse(const char *name); /* OUT_AUTO if unknown
 const char *output_format_name(enum output_format f);
 int output_open(struct output *o, const char *path, enum output_format forced, bool force,
 		char *err, size_t errlen);
-void output_attach(struct output *o, struct pipeline *p);
+int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen);
 int output_close(struct output *o, char *err, size_t errlen); /* commit */
 void output_abort(struct output *o);
 

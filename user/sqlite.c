@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * SQLite and CSV outputs. Every value is bound as a parameter, never pasted
+ * into SQL. Coroutine ids, objects and wakers are 64-bit values stored as
+ * INTEGER (the same bits, so ids above 2^63 read as negative numbers; show
+ * them with printf('0x%x', id)).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include "analyze.h"
+#include "sqlite.h"
+
+static const char schema[] =
+	"CREATE TABLE meta (key TEXT PRIMARY KEY, value);\n"
+	"CREATE TABLE processes (pid INTEGER, comm TEXT, exe TEXT, mode TEXT, ppid INTEGER,\n"
+	"  start_ts INTEGER, exit_ts INTEGER, exit_code INTEGER, signal INTEGER);\n"
+	"CREATE TABLE threads (pid INTEGER, tid INTEGER, comm TEXT, first_ts INTEGER);\n"
+	"CREATE TABLE coroutines (uid INTEGER PRIMARY KEY, id INTEGER, pid INTEGER,\n"
+	"  parent_id INTEGER, parent_uid INTEGER, name TEXT, status INTEGER,\n"
+	"  created_ts INTEGER, first_seen_ts INTEGER, exited_ts INTEGER, ended_ts INTEGER,\n"
+	"  end TEXT, state_at_end TEXT, reason_at_end TEXT, obj_at_end INTEGER,\n"
+	"  running_ns INTEGER, runnable_ns INTEGER, suspended_ns INTEGER, new_ns INTEGER,\n"
+	"  unknown_ns INTEGER, longest_suspended_ns INTEGER, switch_ins INTEGER,\n"
+	"  readies INTEGER, threads TEXT, open_spans TEXT, name_truncated INTEGER,\n"
+	"  uncertain INTEGER);\n"
+	"CREATE TABLE events (ts INTEGER, pid INTEGER, tid INTEGER, ev TEXT, id INTEGER,\n"
+	"  uid INTEGER, parent INTEGER, waker INTEGER, to_id INTEGER, to_uid INTEGER,\n"
+	"  reason TEXT, obj INTEGER, status INTEGER, name TEXT, depth INTEGER,\n"
+	"  lost_before INTEGER);\n"
+	"CREATE TABLE slices (uid INTEGER, pid INTEGER, tid INTEGER, state TEXT, reason TEXT,\n"
+	"  obj INTEGER, start_ts INTEGER, end_ts INTEGER, dur_ns INTEGER);\n"
+	"CREATE TABLE findings (kind TEXT, pid INTEGER, tid INTEGER, coroutine_uid INTEGER,\n"
+	"  coroutine_id INTEGER, name TEXT, ts INTEGER, dur_ns INTEGER, open INTEGER,\n"
+	"  state TEXT, reason TEXT, obj INTEGER, waker INTEGER, span TEXT, count INTEGER,\n"
+	"  peak_per_s INTEGER, chain TEXT);\n";
+
+/* Created after the rows: cheaper than maintaining them during the inserts. */
+static const char indexes[] =
+	"CREATE INDEX coroutines_pid_parent ON coroutines (pid, parent_uid);\n"
+	"CREATE INDEX coroutines_name ON coroutines (name);\n"
+	"CREATE INDEX events_uid ON events (uid, ts);\n"
+	"CREATE INDEX events_ev ON events (ev, pid);\n"
+	"CREATE INDEX slices_uid ON slices (uid, start_ts);\n"
+	"CREATE INDEX slices_state ON slices (state, dur_ns);\n"
+	"CREATE INDEX findings_kind ON findings (kind, dur_ns);\n";
+
+enum stmt { ST_PROCESS, ST_THREAD, ST_CORO, ST_EVENT, ST_SLICE, ST_FINDING, ST_META, ST_N };
+
+static const char *const stmt_sql[ST_N] = {
+	[ST_PROCESS] = "INSERT INTO processes VALUES (?,?,?,?,?,?,NULL,NULL,NULL)",
+	[ST_THREAD] = "INSERT INTO threads VALUES (?,?,?,?)",
+	[ST_CORO] = "INSERT INTO coroutines VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
+		    "?,?,?,?)",
+	[ST_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[ST_SLICE] = "INSERT INTO slices VALUES (?,?,?,?,?,?,?,?,?)",
+	[ST_FINDING] = "INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[ST_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
+};
+
+struct sqlite_sink {
+	sqlite3 *db;
+	sqlite3_stmt *st[ST_N];
+	struct model *m;
+	char err[512];
+	u64 rows;
+};
+
+static void fail(struct sqlite_sink *s, const char *what)
+{
+	if (!s->err[0])
+		snprintf(s->err, sizeof(s->err), "%s: %s", what, sqlite3_errmsg(s->db));
+}
+
+static void step(struct sqlite_sink *s, enum stmt k)
+{
+	sqlite3_stmt *st = s->st[k];
+
+	if (!st)
+		return;
+	if (sqlite3_step(st) != SQLITE_DONE)
+		fail(s, "cannot insert a row");
+	else
+		s->rows++;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+/* Bind helpers: columns count from 1. */
+#define BI(st, i, v) sqlite3_bind_int64(st, i, (sqlite3_int64)(v))
+#define BT(st, i, t) sqlite3_bind_text(st, i, t, -1, SQLITE_TRANSIENT)
+
+static void bind_name(sqlite3_stmt *st, int i, const char *name)
+{
+	char buf[3 * CORO_STR_LEN + 1];
+
+	utf8_sanitize(buf, sizeof(buf), name, CORO_STR_LEN);
+	BT(st, i, buf);
+}
+
+static void meta(struct sqlite_sink *s, const char *key, const char *text, s64 num, bool is_num)
+{
+	sqlite3_stmt *st = s->st[ST_META];
+
+	BT(st, 1, key);
+	if (is_num)
+		BI(st, 2, num);
+	else if (text)
+		BT(st, 2, text);
+	step(s, ST_META);
+}
+
+static void sq_begin(void *ctx, const struct capture_info *ci)
+{
+	struct sqlite_sink *s = ctx;
+	s64 wall = (s64)ci->start_ts + ci->realtime_offset;
+	time_t secs = wall / 1000000000LL;
+	struct tm tm;
+	char when[80] = "";
+
+	if (gmtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	meta(s, "schema_version", NULL, SQLITE_SCHEMA_VERSION, true);
+	meta(s, "tool", "corobpf", 0, false);
+	meta(s, "tool_version", ci->tool_version, 0, false);
+	meta(s, "clock", "boottime", 0, false);
+	meta(s, "start_ts", NULL, (s64)ci->start_ts, true);
+	meta(s, "start_time", when, 0, false);
+	meta(s, "realtime_offset_ns", NULL, ci->realtime_offset, true);
+	meta(s, "kernel", ci->kernel, 0, false);
+	meta(s, "hostname", ci->hostname, 0, false);
+}
+
+static void sq_event(struct sqlite_sink *s, const struct coro_event_hdr *h,
+		     const struct model_event_info *mi)
+{
+	sqlite3_stmt *st = s->st[ST_EVENT];
+
+	BI(st, 1, h->ts);
+	BI(st, 2, h->pid);
+	BI(st, 3, h->tid);
+	BT(st, 4, coro_kind_name(h->kind));
+	if (mi->c)
+		BI(st, 6, mi->c->uid);
+	if (h->lost_before)
+		BI(st, 16, h->lost_before);
+	switch (h->kind) {
+	case CORO_EV_CREATE: {
+		const struct coro_ev_create *e = (const void *)h;
+
+		BI(st, 5, e->id);
+		BI(st, 7, e->parent);
+		break;
+	}
+	case CORO_EV_NAME: {
+		const struct coro_ev_name *e = (const void *)h;
+
+		BI(st, 5, e->id);
+		bind_name(st, 14, e->name);
+		break;
+	}
+	case CORO_EV_READY:
+		BI(st, 5, ((const struct coro_ev_ready *)h)->id);
+		if (mi->cur_known)
+			BI(st, 8, h->cur);
+		break;
+	case CORO_EV_SWITCH: {
+		const struct coro_ev_switch *e = (const void *)h;
+
+		BI(st, 5, e->from);
+		BI(st, 9, e->to);
+		if (mi->to)
+			BI(st, 10, mi->to->uid);
+		BT(st, 11, coro_reason_name(e->reason));
+		BI(st, 12, e->obj);
+		break;
+	}
+	case CORO_EV_EXIT: {
+		const struct coro_ev_exit *e = (const void *)h;
+
+		BI(st, 5, e->id);
+		BI(st, 13, e->status);
+		break;
+	}
+	case CORO_EV_SPAN_BEGIN:
+	case CORO_EV_SPAN_END:
+		if (mi->owner_known)
+			BI(st, 5, mi->owner);
+		bind_name(st, 14, ((const struct coro_ev_span *)h)->name);
+		BI(st, 15, mi->span_depth);
+		break;
+	}
+	step(s, ST_EVENT);
+}
+
+static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct model_event_info *mi)
+{
+	struct sqlite_sink *s = ctx;
+
+	switch (h->kind) {
+	case CORO_EV_CREATE:
+	case CORO_EV_NAME:
+	case CORO_EV_READY:
+	case CORO_EV_SWITCH:
+	case CORO_EV_EXIT:
+	case CORO_EV_SPAN_BEGIN:
+	case CORO_EV_SPAN_END:
+		sq_event(s, h, mi);
+		break;
+	case CORO_REC_PROCESS: {
+		const struct coro_rec_process *r = (const void *)h;
+		sqlite3_stmt *st = s->st[ST_PROCESS];
+		char comm[64];
+
+		BI(st, 1, h->pid);
+		utf8_sanitize(comm, sizeof(comm), r->comm, sizeof(r->comm));
+		BT(st, 2, comm);
+		BT(st, 3, r->exe);
+		BT(st, 4, r->mode == CORO_PROC_LAUNCHED ? "launched" : "attached");
+		BI(st, 5, r->ppid);
+		BI(st, 6, h->ts);
+		step(s, ST_PROCESS);
+		break;
+	}
+	case CORO_REC_THREAD: {
+		const struct coro_rec_thread *r = (const void *)h;
+		sqlite3_stmt *st = s->st[ST_THREAD];
+		char comm[64];
+
+		BI(st, 1, h->pid);
+		BI(st, 2, h->tid);
+		utf8_sanitize(comm, sizeof(comm), r->comm, sizeof(r->comm));
+		BT(st, 3, comm);
+		BI(st, 4, h->ts);
+		step(s, ST_THREAD);
+		break;
+	}
+	case CORO_REC_PROC_EXIT: {
+		const struct coro_rec_proc_exit *r = (const void *)h;
+		sqlite3_stmt *up;
+
+		/* The one UPDATE: prepared here, processes end rarely. */
+		if (sqlite3_prepare_v2(s->db, "UPDATE processes SET exit_ts = ?, exit_code = ?, "
+				       "signal = ? WHERE pid = ? AND exit_ts IS NULL", -1, &up,
+				       NULL) != SQLITE_OK) {
+			fail(s, "cannot prepare an update");
+			break;
+		}
+		BI(up, 1, h->ts);
+		if (r->status >= 0 && WIFEXITED(r->status))
+			BI(up, 2, WEXITSTATUS(r->status));
+		if (r->status >= 0 && WIFSIGNALED(r->status))
+			BI(up, 3, WTERMSIG(r->status));
+		BI(up, 4, h->pid);
+		if (sqlite3_step(up) != SQLITE_DONE)
+			fail(s, "cannot record a process exit");
+		sqlite3_finalize(up);
+		break;
+	}
+	}
+}
+
+static void sq_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
+			u64 end, u32 tid, u32 reason, u64 obj)
+{
+	struct sqlite_sink *s = ctx;
+	sqlite3_stmt *st = s->st[ST_SLICE];
+
+	BI(st, 1, c->uid);
+	BI(st, 2, c->pid);
+	if (state == CS_RUNNING && tid)
+		BI(st, 3, tid);
+	BT(st, 4, coro_state_name(state));
+	if (state == CS_SUSPENDED) {
+		BT(st, 5, coro_reason_name(reason));
+		BI(st, 6, obj);
+	}
+	BI(st, 7, start);
+	BI(st, 8, end);
+	BI(st, 9, end - start);
+	step(s, ST_SLICE);
+}
+
+static void sq_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct sqlite_sink *s = ctx;
+	sqlite3_stmt *st = s->st[ST_CORO];
+	char list[1024];
+	size_t n = 0;
+
+	BI(st, 1, c->uid);
+	BI(st, 2, c->id);
+	BI(st, 3, c->pid);
+	BI(st, 4, c->parent);
+	if (c->parent_uid)
+		BI(st, 5, c->parent_uid);
+	bind_name(st, 6, c->name);
+	if (c->end == CE_EXIT) {
+		BI(st, 7, c->status);
+		BI(st, 10, c->end_ts);
+	}
+	if (c->created_seen)
+		BI(st, 8, c->created_ts);
+	BI(st, 9, c->first_ts);
+	BI(st, 11, c->end_ts);
+	BT(st, 12, coro_end_name(c->end));
+	if (c->end != CE_EXIT) {
+		BT(st, 13, coro_state_name(c->end_state));
+		if (c->end_state == CS_SUSPENDED) {
+			BT(st, 14, coro_reason_name(c->end_reason));
+			BI(st, 15, c->end_obj);
+		}
+	}
+	BI(st, 16, c->t_state[CS_RUNNING]);
+	BI(st, 17, c->t_state[CS_RUNNABLE]);
+	BI(st, 18, c->t_state[CS_SUSPENDED]);
+	BI(st, 19, c->t_state[CS_NEW]);
+	BI(st, 20, c->t_state[CS_UNKNOWN]);
+	BI(st, 21, c->longest_susp);
+	BI(st, 22, c->switch_ins);
+	BI(st, 23, c->readies);
+	list[0] = 0;
+	for (u32 i = 0; i < c->ntids && n + 16 < sizeof(list); i++)
+		n += snprintf(list + n, sizeof(list) - n, "%s%u", i ? "," : "", c->tids[i]);
+	BT(st, 24, list);
+	if (c->nspans) {
+		n = 0;
+		list[0] = 0;
+		for (u32 i = 0; i < c->nspans && n + 3 * CORO_STR_LEN + 2 < sizeof(list); i++) {
+			if (i)
+				list[n++] = ',';
+			utf8_sanitize(list + n, sizeof(list) - n, c->spans[i].name, CORO_STR_LEN);
+			n += strlen(list + n);
+		}
+		BT(st, 25, list);
+	}
+	BI(st, 26, c->name_truncated);
+	BI(st, 27, c->uncertain);
+	step(s, ST_CORO);
+}
+
+static void sq_finding(void *ctx, const struct finding *f)
+{
+	struct sqlite_sink *s = ctx;
+	sqlite3_stmt *st = s->st[ST_FINDING];
+	char chain[FINDING_CHAIN * (3 * CORO_STR_LEN + 24)];
+	size_t n = 0;
+
+	BT(st, 1, finding_kind_name(f->kind));
+	BI(st, 2, f->pid);
+	if (f->tid)
+		BI(st, 3, f->tid);
+	if (f->uid)
+		BI(st, 4, f->uid);
+	if (f->uid || f->kind == FK_SPAWN_STORM)
+		BI(st, 5, f->id);
+	if (f->uid)
+		bind_name(st, 6, f->name);
+	BI(st, 7, f->ts);
+	BI(st, 8, f->dur);
+	BI(st, 9, f->open);
+	if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK)
+		BT(st, 10, coro_state_name(f->state));
+	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+		BT(st, 11, coro_reason_name(f->reason));
+		BI(st, 12, f->obj);
+	}
+	if (f->has_waker)
+		BI(st, 13, f->waker);
+	if (f->kind == FK_UNMATCHED_SPAN)
+		bind_name(st, 14, f->span);
+	if (f->kind == FK_SPAWN_STORM) {
+		BI(st, 15, f->count);
+		BI(st, 16, f->peak);
+	}
+	chain[0] = 0;
+	for (u32 i = 0; i < f->nchain; i++) {
+		n += snprintf(chain + n, sizeof(chain) - n, "%s0x%llx ", i ? " < " : "",
+			      (unsigned long long)f->chain[i].id);
+		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_STR_LEN);
+		n += strlen(chain + n);
+	}
+	if (n)
+		BT(st, 17, chain);
+	step(s, ST_FINDING);
+}
+
+static void sq_finish(void *ctx, const struct model *m)
+{
+	struct sqlite_sink *s = ctx;
+	char *msg = NULL;
+
+	meta(s, "end_reason", coro_end_reason_name(m->end_reason), 0, false);
+	meta(s, "events", NULL, (s64)m->events, true);
+	meta(s, "coroutines", NULL, (s64)m->coroutines, true);
+	meta(s, "lost_events", NULL, (s64)m->stats.bpf[CORO_STAT_RING_FULL], true);
+	meta(s, "lost_attributed", NULL, (s64)m->anom.lost_events, true);
+	meta(s, "string_faults", NULL, (s64)m->stats.bpf[CORO_STAT_STR_FAULT], true);
+	meta(s, "late_attach", NULL, (s64)m->stats.user[CORO_USTAT_LATE_ATTACH], true);
+	if (m->input_error)
+		meta(s, "input_error", m->input_error, 0, false);
+	if (sqlite3_exec(s->db, indexes, NULL, NULL, &msg) != SQLITE_OK) {
+		if (!s->err[0])
+			snprintf(s->err, sizeof(s->err), "cannot create the indexes: %s", msg);
+		sqlite3_free(msg);
+	}
+}
+
+struct sqlite_sink *sqlite_sink_new(const char *path, struct model *m, struct model_observer *obs,
+				    char *err, size_t errlen)
+{
+	struct sqlite_sink *s = xcalloc(1, sizeof(*s));
+	char *msg = NULL;
+
+	s->m = m;
+	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
+	    SQLITE_OK) {
+		snprintf(err, errlen, "cannot create the database %s: %s", path,
+			 s->db ? sqlite3_errmsg(s->db) : "out of memory");
+		goto fail;
+	}
+	/* A new file that appears under its name only when complete: no journal needed. */
+	if (sqlite3_exec(s->db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; "
+			 "PRAGMA page_size=65536; BEGIN;", NULL, NULL, &msg) != SQLITE_OK ||
+	    sqlite3_exec(s->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(err, errlen, "cannot create the schema in %s: %s", path, msg);
+		sqlite3_free(msg);
+		goto fail;
+	}
+	for (int i = 0; i < ST_N; i++) {
+		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
+				       NULL) != SQLITE_OK) {
+			snprintf(err, errlen, "cannot prepare a statement: %s", sqlite3_errmsg(s->db));
+			goto fail;
+		}
+	}
+	memset(obs, 0, sizeof(*obs));
+	obs->ctx = s;
+	obs->begin = sq_begin;
+	obs->record = sq_record;
+	obs->interval = sq_interval;
+	obs->coroutine_end = sq_coroutine_end;
+	obs->finding = sq_finding;
+	obs->finish = sq_finish;
+	return s;
+fail:
+	for (int i = 0; i < ST_N; i++)
+		sqlite3_finalize(s->st[i]);
+	sqlite3_close(s->db);
+	free(s);
+	return NULL;
+}
+
+int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen)
+{
+	char *msg = NULL;
+	int ret = 0;
+
+	if (!s)
+		return 0;
+	if (!s->err[0] && sqlite3_exec(s->db, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(s->err, sizeof(s->err), "cannot commit: %s", msg);
+		sqlite3_free(msg);
+	}
+	for (int i = 0; i < ST_N; i++)
+		sqlite3_finalize(s->st[i]);
+	if (sqlite3_close(s->db) != SQLITE_OK && !s->err[0])
+		snprintf(s->err, sizeof(s->err), "cannot close: %s", sqlite3_errmsg(s->db));
+	if (s->err[0]) {
+		snprintf(err, errlen, "%s", s->err);
+		ret = -1;
+	}
+	free(s);
+	return ret;
+}
+
+/* ---- CSV: the coroutines table ---- */
+
+struct csv_sink {
+	struct obuf *ob;
+};
+
+static void csv_field_str(struct obuf *o, const char *s)
+{
+	char buf[3 * CORO_STR_LEN + 1];
+
+	/* RFC 4180: quoted, quotes doubled. */
+	utf8_sanitize(buf, sizeof(buf), s, CORO_STR_LEN);
+	obuf_putc(o, '"');
+	for (const char *p = buf; *p; p++) {
+		if (*p == '"')
+			obuf_putc(o, '"');
+		obuf_putc(o, *p);
+	}
+	obuf_putc(o, '"');
+}
+
+static void csv_begin(void *ctx, const struct capture_info *ci)
+{
+	struct csv_sink *s = ctx;
+
+	obuf_puts(s->ob, "uid,id,pid,parent_id,parent_uid,name,status,created_ts,first_seen_ts,"
+			 "exited_ts,ended_ts,end,state_at_end,reason_at_end,running_ns,"
+			 "runnable_ns,suspended_ns,new_ns,unknown_ns,longest_suspended_ns,"
+			 "switch_ins,readies,threads,uncertain\r\n");
+}
+
+static void csv_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct obuf *o = ((struct csv_sink *)ctx)->ob;
+
+	obuf_printf(o, "%llu,0x%llx,%u,0x%llx,", (unsigned long long)c->uid,
+		    (unsigned long long)c->id, c->pid, (unsigned long long)c->parent);
+	if (c->parent_uid)
+		obuf_u64(o, c->parent_uid);
+	obuf_putc(o, ',');
+	csv_field_str(o, c->name);
+	obuf_putc(o, ',');
+	if (c->end == CE_EXIT)
+		obuf_s64(o, c->status);
+	obuf_putc(o, ',');
+	if (c->created_seen)
+		obuf_u64(o, c->created_ts);
+	obuf_printf(o, ",%llu,", (unsigned long long)c->first_ts);
+	if (c->end == CE_EXIT)
+		obuf_u64(o, c->end_ts);
+	obuf_printf(o, ",%llu,%s,%s,%s,", (unsigned long long)c->end_ts, coro_end_name(c->end),
+		    c->end == CE_EXIT ? "" : coro_state_name(c->end_state),
+		    c->end != CE_EXIT && c->end_state == CS_SUSPENDED
+			    ? coro_reason_name(c->end_reason)
+			    : "");
+	obuf_printf(o, "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,\"",
+		    (unsigned long long)c->t_state[CS_RUNNING],
+		    (unsigned long long)c->t_state[CS_RUNNABLE],
+		    (unsigned long long)c->t_state[CS_SUSPENDED],
+		    (unsigned long long)c->t_state[CS_NEW], (unsigned long long)c->t_state[CS_UNKNOWN],
+		    (unsigned long long)c->longest_susp, (unsigned long long)c->switch_ins,
+		    (unsigned long long)c->readies);
+	for (u32 i = 0; i < c->ntids; i++)
+		obuf_printf(o, "%s%u", i ? " " : "", c->tids[i]);
+	obuf_printf(o, "\",%d\r\n", c->uncertain ? 1 : 0);
+}
+
+struct csv_sink *csv_sink_new(struct obuf *ob, struct model_observer *obs)
+{
+	struct csv_sink *s = xcalloc(1, sizeof(*s));
+
+	s->ob = ob;
+	memset(obs, 0, sizeof(*obs));
+	obs->ctx = s;
+	obs->begin = csv_begin;
+	obs->coroutine_end = csv_coroutine_end;
+	return s;
+}
+
+void csv_sink_free(struct csv_sink *s)
+{
+	free(s);
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * SQLite output (docs/sqlite.md): every trace queryable. Tables meta,
+ * processes, threads, coroutines, events, slices (state intervals) and
+ * findings, written in one transaction with prepared statements; indexes
+ * are created at the end. And the CSV output: the coroutines table alone.
+ */
+#ifndef COROBPF_SQLITE_H
+#define COROBPF_SQLITE_H
+
+#include "model.h"
+
+#define SQLITE_SCHEMA_VERSION 1
+
+struct sqlite_sink;
+
+/* Opens (creates) the database at `path`, which must not exist yet. */
+struct sqlite_sink *sqlite_sink_new(const char *path, struct model *m, struct model_observer *obs,
+				    char *err, size_t errlen);
+/* Finishes writing and closes the database; 0 or -1 with the reason in err. */
+int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen);
+
+struct csv_sink;
+
+struct csv_sink *csv_sink_new(struct obuf *ob, struct model_observer *obs);
+void csv_sink_free(struct csv_sink *s);
+
+#endif
