@@ -346,13 +346,10 @@ static void jsonl_coroutine_end(void *ctx, const struct coro *c)
 	obuf_puts(o, "}\n");
 }
 
-static void jsonl_finding(void *ctx, const struct finding *f)
+void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 {
-	struct jsonl_sink *s = ctx;
-	struct obuf *o = s->ob;
-
-	s->findings[f->kind]++;
-	obuf_printf(o, "{\"type\":\"finding\",\"kind\":\"%s\"", finding_kind_name(f->kind));
+	obuf_printf(o, "{%s\"kind\":\"%s\"", record ? "\"type\":\"finding\"," : "",
+		    finding_kind_name(f->kind));
 	put_u64(o, "ts", f->ts);
 	put_u64(o, "dur", f->dur);
 	put_u64(o, "pid", f->pid);
@@ -407,7 +404,15 @@ static void jsonl_finding(void *ctx, const struct finding *f)
 	default:
 		break;
 	}
-	obuf_puts(o, "}\n");
+	obuf_puts(o, record ? "}\n" : "}");
+}
+
+static void jsonl_finding(void *ctx, const struct finding *f)
+{
+	struct jsonl_sink *s = ctx;
+
+	s->findings[f->kind]++;
+	jsonl_write_finding(s->ob, f, true);
 }
 
 static void copy_spill(struct jsonl_sink *s)

@@ -17,6 +17,10 @@ struct jsonl_sink;
 /* `path` is the final output's path: summaries are spilled to a temporary file beside it. */
 struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, struct model_observer *obs);
 int jsonl_sink_error(struct jsonl_sink *s); /* 0 or -errno */
+
+struct finding;
+/* A finding as a JSON object: a "type":"finding" record line, or a bare object. */
+void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record);
 void jsonl_sink_free(struct jsonl_sink *s);
 
 #endif

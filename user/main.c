@@ -15,6 +15,8 @@
 #include "output.h"
 #include "perfetto.h"
 #include "analyze.h"
+#include "report.h"
+#include "jsonl_read.h"
 #include "summary.h"
 
 #define MAX_OUTPUTS 16
@@ -34,6 +36,7 @@ struct args {
 	bool force;
 	char **argv; /* after -- */
 	const char *capture; /* report: the raw capture */
+	bool json;	     /* report --json */
 	struct analyze_opts an;
 };
 
@@ -54,7 +57,7 @@ static const char trace_doc[] =
 	"  corobpf [OPTIONS] -p PID [-p PID...]   attach to running processes\n"
 	"  corobpf [OPTIONS] -- CMD [ARGS...]     run CMD, traced from its first\n"
 	"                                         instruction\n"
-	"  corobpf report [OPTIONS] CAPTURE.raw   replay a raw capture (no root)\n"
+	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or a JSONL trace\n"
 	"\n"
 	"Targets must carry corobpf probes (usdt/corobpf.h). Tracing stops when every "
 	"target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always finishes its "
@@ -85,6 +88,7 @@ enum {
 	OPT_LONG_RUN,
 	OPT_SCHED_LAT,
 	OPT_STORM,
+	OPT_JSON,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -247,11 +251,14 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 }
 
 static const char report_doc[] =
-	"corobpf report: replay a raw capture (written with --raw) through the same model and "
-	"outputs as the live run. Needs no privileges.\n"
+	"corobpf report: replay a raw capture (written with --raw), or read back a JSONL trace "
+	"(plain or .gz), through the same model, detectors and outputs as the live run. Needs "
+	"no privileges.\n"
 	"\v"
 	"Examples:\n"
-	"  corobpf report cap.raw                  print the summary\n"
+	"  corobpf report cap.raw                  the summary, findings, time by kind of\n"
+	"                                          coroutine, latency and run histograms\n"
+	"  corobpf report --json cap.raw           the same, as one JSON document\n"
 	"  corobpf report cap.raw -o trace.jsonl   the JSONL the live run wrote\n"
 	"  corobpf report cap.raw -o trace.pftrace a Perfetto trace of it\n"
 	"\n"
@@ -260,6 +267,7 @@ static const char report_doc[] =
 	"\n" EXIT_CODES_DOC;
 
 static const struct argp_option report_options[] = {
+	{"json", OPT_JSON, NULL, 0, "Print the analysis as one JSON document (for machines)", 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
@@ -276,6 +284,9 @@ static error_t parse_report(int key, char *arg, struct argp_state *state)
 	struct args *a = state->input;
 
 	switch (key) {
+	case OPT_JSON:
+		a->json = true;
+		return 0;
 	case ARGP_KEY_ARG:
 		if (a->capture)
 			argp_error(state, "one capture at a time");
@@ -337,9 +348,11 @@ static int cmd_report(int argc, char **argv)
 	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
 	struct args a = {0};
 	struct analyzer *an = NULL;
+	struct report_view *rv = NULL;
 	struct output outs[MAX_OUTPUTS];
 	struct capture_info ci;
-	struct raw_reader *r;
+	struct raw_reader *r = NULL;
+	struct jsonl_reader *jr = NULL;
 	struct pipeline p;
 	struct summary sum;
 	struct model_observer obs;
@@ -351,14 +364,24 @@ static int cmd_report(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
 	capture_install_signals(); /* a signal removes the half-written outputs */
-	r = raw_reader_open(a.capture, &ci, err, sizeof(err));
-	if (!r) {
-		log_err("%s", err);
-		return EXIT_BAD_CAPTURE;
+	/* A raw capture, or a JSONL trace (plain or gzip) read back into records. */
+	if (jsonl_file_looks_like(a.capture)) {
+		jr = jsonl_reader_open(a.capture, &ci, err, sizeof(err));
+		if (!jr) {
+			log_err("%s", err);
+			return EXIT_BAD_CAPTURE;
+		}
+	} else {
+		r = raw_reader_open(a.capture, &ci, err, sizeof(err));
+		if (!r) {
+			log_err("%s", err);
+			return EXIT_BAD_CAPTURE;
+		}
 	}
 	ret = open_outputs(&a, outs);
 	if (ret) {
 		raw_reader_close(r);
+		jsonl_reader_close(jr);
 		capture_info_free(&ci);
 		return ret;
 	}
@@ -373,28 +396,38 @@ static int cmd_report(int argc, char **argv)
 			pipeline_free(&p);
 			analyzer_free(an);
 			raw_reader_close(r);
+			jsonl_reader_close(jr);
 			capture_info_free(&ci);
 			return EXIT_OUTPUT;
 		}
 	}
-	if (log_level >= LOG_INFO) {
-		summary_init(&sum, stdout, &obs);
+	/* The analysis: text after the summary, or one JSON document instead of both. */
+	if (a.json || log_level >= LOG_INFO) {
+		if (!a.json) {
+			summary_init(&sum, stdout, &obs);
+			pipeline_add_observer(&p, &obs);
+		}
+		rv = report_view_new(stdout, a.json, &obs);
 		pipeline_add_observer(&p, &obs);
 	}
 	pipeline_begin(&p);
-	while (!capture_stop_signal && (ret = raw_reader_next(r, &rec)) == 1)
+	while (!capture_stop_signal &&
+	       (ret = r ? raw_reader_next(r, &rec) : jsonl_reader_next(jr, &rec)) == 1)
 		pipeline_feed(&p, rec);
 	if (capture_stop_signal) {
 		abort_outputs(&a, outs);
 		pipeline_free(&p);
 		analyzer_free(an);
+		if (rv)
+			report_view_free(rv);
 		raw_reader_close(r);
+		jsonl_reader_close(jr);
 		capture_info_free(&ci);
 		return 128 + capture_stop_signal;
 	}
 	if (ret < 0) {
 		/* Keep everything before the damage; say where it is, in the outputs too. */
-		snprintf(err, sizeof(err), "%s", raw_reader_error(r));
+		snprintf(err, sizeof(err), "%s", r ? raw_reader_error(r) : jsonl_reader_error(jr));
 		p.model.input_error = err;
 		log_err("%s: %s", a.capture, err);
 		code = EXIT_BAD_CAPTURE;
@@ -403,7 +436,10 @@ static int cmd_report(int argc, char **argv)
 	ret = close_outputs(&a, outs, false);
 	pipeline_free(&p);
 	analyzer_free(an);
+	if (rv)
+		report_view_free(rv);
 	raw_reader_close(r);
+	jsonl_reader_close(jr);
 	capture_info_free(&ci);
 	return ret ? ret : code;
 }

@@ -451,12 +451,36 @@ def make_bug_test(prog_arg, kind):
         eq(len(marks), 1, "instants on the Findings track")
         check(marks[0].startswith(kind + ": "), "Findings track instant %r" % marks[0])
         check_replay(out, raw)
+        # The same analysis from the recording: the raw capture, and the JSONL read back.
+        for src in (raw, out):
+            r = corobpf(["report", "--json", src])
+            eq(r.returncode, 0, "report --json %s (%s)" % (src, r.stderr.strip()))
+            doc = json.loads(r.stdout)
+            eq([(f["kind"], f["id"], f["dur"]) for f in doc["findings"]],
+               [(f["kind"], f["id"], f["dur"]) for f in trace.records if f["type"] == "finding"],
+               "findings of report --json %s" % os.path.basename(src))
     t.__name__ = "finding_" + kind
     return t
 
 
 for arg, kind in BUGS.items():
     test(make_bug_test(arg, kind))
+
+
+@test
+def report_prints_the_analysis():
+    raw = work("rep.raw")
+    p = corobpf(["--raw", raw, "-q", "--", os.path.join(BUILD, "demo"), "-d", "1"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    r = corobpf(["report", raw])
+    eq(r.returncode, 0, "report exit code")
+    for text in ("corobpf summary:", "by kind of coroutine", "req ", "db-worker",
+                 "scheduling latency (ready to running), pid", "run slices"):
+        check(text in r.stdout, "report output lacks %r:\n%s" % (text, r.stdout))
+    doc = json.loads(corobpf(["report", "--json", raw]).stdout)
+    kinds = {k["kind"]: k for k in doc["by_kind"]}
+    eq(kinds["req"]["coroutines"], 200, "req coroutines in one second at 200/s")
+    check(doc["processes"] and doc["processes"][0]["sched_latency"], "no latency histogram")
 
 
 @test
