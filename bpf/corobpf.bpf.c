@@ -20,6 +20,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by user space between open and load. */
 const volatile __u64 wakeup_bytes = 1 << 20;	  /* wake the reader when this much waits */
 const volatile __u64 wakeup_min_gap_ns = 1000000; /* ...but at most once per ms per CPU */
+const volatile bool sched_view = true; /* off-CPU stretches of traced threads (--no-sched) */
 
 /*
  * Set by user space when tracing stops: detaching uprobes costs the kernel
@@ -78,14 +79,14 @@ static __always_inline struct coro_task_state *task_state_get(void)
 }
 
 /*
- * Reserve a record and fill its header. On failure the loss is counted
- * globally and on the thread, so that the thread's next event carries the
- * hole in lost_before.
+ * Reserve a record for thread (pid, tid) and fill its header. On failure the
+ * loss is counted globally and on the thread, so that the thread's next
+ * event carries the hole in lost_before.
  */
-static __always_inline void *event_reserve(struct coro_task_state *st, __u32 size, __u8 kind)
+static __always_inline void *event_reserve_for(struct coro_task_state *st, __u32 size, __u8 kind,
+					       __u32 pid, __u32 tid)
 {
 	struct coro_event_hdr *hdr;
-	__u64 pid_tgid;
 
 	if (stopped)
 		return NULL;
@@ -96,12 +97,11 @@ static __always_inline void *event_reserve(struct coro_task_state *st, __u32 siz
 			st->lost++;
 		return NULL;
 	}
-	pid_tgid = bpf_get_current_pid_tgid();
 	hdr->size = size;
 	hdr->kind = kind;
 	hdr->flags = 0;
-	hdr->pid = pid_tgid >> 32;
-	hdr->tid = (__u32)pid_tgid;
+	hdr->pid = pid;
+	hdr->tid = tid;
 	/* Taken after the reservation, so ring order and time order agree closely. */
 	hdr->ts = bpf_ktime_get_boot_ns();
 	if (st) {
@@ -116,6 +116,14 @@ static __always_inline void *event_reserve(struct coro_task_state *st, __u32 siz
 		hdr->flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
 	}
 	return hdr;
+}
+
+/* A record about the current thread. */
+static __always_inline void *event_reserve(struct coro_task_state *st, __u32 size, __u8 kind)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	return event_reserve_for(st, size, kind, pid_tgid >> 32, (__u32)pid_tgid);
 }
 
 static __always_inline void event_submit(void *rec)
@@ -274,5 +282,79 @@ int coro_libload(struct pt_regs *ctx)
 		return 0;
 	/* User space must react soon: probes in the new object fire meanwhile. */
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	return 0;
+}
+
+/*
+ * The kernel's view under the coroutines: when a traced thread (one with
+ * per-thread state, created by its first probe) leaves the CPU and comes
+ * back. Every other thread on the machine costs two task storage lookups.
+ */
+static __always_inline __u32 offcpu_state(bool preempt, unsigned int prev_state)
+{
+	if (preempt || prev_state == 0)
+		return CORO_OFF_PREEMPTED;
+	if (prev_state & 0x1) /* TASK_INTERRUPTIBLE */
+		return CORO_OFF_SLEEPING;
+	if (prev_state & 0x2) /* TASK_UNINTERRUPTIBLE */
+		return CORO_OFF_DISK;
+	return CORO_OFF_OTHER;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	struct coro_task_state *st;
+	__u64 now;
+
+	if (!sched_view || stopped)
+		return 0;
+	st = bpf_task_storage_get(&task_state, prev, 0, 0);
+	if (st) {
+		struct coro_ev_offcpu_begin *b;
+
+		now = bpf_ktime_get_boot_ns();
+		st->off_ts = now;
+		st->wake_ts = 0;
+		st->off_state = offcpu_state(preempt, prev_state);
+		b = event_reserve_for(st, sizeof(*b), CORO_EV_OFFCPU_BEGIN, prev->tgid, prev->pid);
+		if (b) {
+			b->state = st->off_state;
+			b->cpu = bpf_get_smp_processor_id();
+			event_submit(b);
+		}
+	}
+	st = bpf_task_storage_get(&task_state, next, 0, 0);
+	if (st && st->off_ts) {
+		struct coro_ev_offcpu_end *e;
+
+		now = bpf_ktime_get_boot_ns();
+		e = event_reserve_for(st, sizeof(*e), CORO_EV_OFFCPU_END, next->tgid, next->pid);
+		if (e) {
+			e->start = st->off_ts;
+			/* Preempted, it was runnable all along; else from its wakeup on. */
+			e->runq_ns = st->off_state == CORO_OFF_PREEMPTED ? now - st->off_ts
+					 : st->wake_ts		   ? now - st->wake_ts
+								   : 0;
+			e->state = st->off_state;
+			e->cpu = bpf_get_smp_processor_id();
+			event_submit(e);
+		}
+		st->off_ts = 0;
+	}
+	return 0;
+}
+
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(coro_sched_wakeup, struct task_struct *p)
+{
+	struct coro_task_state *st;
+
+	if (!sched_view || stopped)
+		return 0;
+	st = bpf_task_storage_get(&task_state, p, 0, 0);
+	if (st && st->off_ts && !st->wake_ts)
+		st->wake_ts = bpf_ktime_get_boot_ns();
 	return 0;
 }

@@ -38,6 +38,8 @@ enum coro_event_kind {
 	CORO_EV_SPAN_BEGIN = 6,
 	CORO_EV_SPAN_END = 7,
 	CORO_EV_LIBLOAD = 8, /* ld.so changed the link map (dlopen/dlclose) */
+	CORO_EV_OFFCPU_BEGIN = 9, /* a traced thread left the CPU */
+	CORO_EV_OFFCPU_END = 10,  /* ...and came back: the whole stretch */
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -121,6 +123,30 @@ struct coro_ev_libload {
 	struct coro_event_hdr hdr;
 };
 
+/* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */
+enum coro_offcpu_state {
+	CORO_OFF_PREEMPTED = 0, /* still runnable: waited on a run queue */
+	CORO_OFF_SLEEPING = 1,	/* TASK_INTERRUPTIBLE: waiting for an event (read, futex, sleep) */
+	CORO_OFF_DISK = 2,	/* TASK_UNINTERRUPTIBLE: usually disk or a kernel lock */
+	CORO_OFF_OTHER = 3,	/* stopped, traced, dying, ... */
+};
+
+/* hdr: the thread leaving the CPU; hdr.cur: its coroutine. */
+struct coro_ev_offcpu_begin {
+	struct coro_event_hdr hdr;
+	__u32 state; /* enum coro_offcpu_state */
+	__u32 cpu;   /* the CPU it left */
+};
+
+/* hdr: the thread coming back (hdr.ts: now); hdr.cur: its coroutine all along. */
+struct coro_ev_offcpu_end {
+	struct coro_event_hdr hdr;
+	__u64 start;   /* when it left the CPU */
+	__u64 runq_ns; /* of the stretch, the time it was runnable but not running */
+	__u32 state;   /* enum coro_offcpu_state, as it left */
+	__u32 cpu;     /* the CPU it runs on now */
+};
+
 /* Indexes of the per-CPU counters in the `stats` map. Append-only. */
 enum coro_stat {
 	CORO_STAT_RING_FULL = 0,     /* events dropped: ring buffer full */
@@ -135,6 +161,10 @@ struct coro_task_state {
 	__u64 cur;  /* current coroutine on this thread */
 	__u32 lost; /* submits failed since the last successful one */
 	__u32 cur_valid; /* a switch was seen on this thread */
+	__u64 off_ts;	 /* left the CPU at (0: on it) */
+	__u64 wake_ts;	 /* woken at, while off it (0: not yet) */
+	__u32 off_state; /* enum coro_offcpu_state */
+	__u32 __pad;
 };
 
 #endif /* COROBPF_EVENT_ABI_H */

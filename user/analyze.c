@@ -18,7 +18,7 @@ const char *finding_kind_name(enum finding_kind k)
 		[FK_LOST_WAKEUP] = "lost_wakeup",     [FK_STALL] = "stall",
 		[FK_LONG_RUN] = "long_run",	      [FK_SCHED_LATENCY] = "sched_latency",
 		[FK_LEAK] = "leak",		      [FK_UNMATCHED_SPAN] = "unmatched_span",
-		[FK_SPAWN_STORM] = "spawn_storm",
+		[FK_SPAWN_STORM] = "spawn_storm",     [FK_BLOCKING] = "blocking",
 	};
 	return (unsigned)k < FK_NKINDS ? names[k] : "?";
 }
@@ -28,6 +28,7 @@ void analyze_opts_default(struct analyze_opts *o)
 	o->stall_ns = NS_PER_S;
 	o->long_run_ns = 50 * 1000000ULL;
 	o->sched_latency_ns = 10 * 1000000ULL;
+	o->blocking_ns = 10 * 1000000ULL;
 	o->spawn_storm = 1000;
 }
 
@@ -45,7 +46,24 @@ struct analyzer {
 	struct model *m;
 	struct analyze_opts o;
 	struct hmap storms; /* (pid, parent id) -> struct storm */
+	int slot;	    /* our priv[] slot: a coroutine's blocked time when its run began, + 1 */
 };
+
+static void analyze_enter(void *ctx, const struct coro *c, u64 ts)
+{
+	struct analyzer *a = ctx;
+
+	if (a->slot >= 0 && c->state == CS_RUNNING)
+		((struct coro *)c)->priv[a->slot] = (void *)(uintptr_t)(c->t_blocked + 1);
+}
+
+/* Time the run that ends now spent blocked in the kernel (a blocking finding of its own). */
+static u64 blocked_in_run(const struct analyzer *a, const struct coro *c)
+{
+	uintptr_t at_start = a->slot >= 0 ? (uintptr_t)c->priv[a->slot] : 0;
+
+	return at_start && c->t_blocked >= at_start - 1 ? c->t_blocked - (at_start - 1) : 0;
+}
 
 static void finding_init(struct analyzer *a, struct finding *f, enum finding_kind kind,
 			 const struct coro *c)
@@ -124,7 +142,8 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 	bool open = ending && (c->end == CE_TRACE_END || c->end == CE_PROCESS_EXIT);
 	struct finding f;
 
-	if (state == CS_RUNNING && dur >= a->o.long_run_ns) {
+	/* Holding the worker: on a CPU or waiting for one, not blocked in the kernel. */
+	if (state == CS_RUNNING && dur - MIN(blocked_in_run(a, c), dur) >= a->o.long_run_ns) {
 		finding_init(a, &f, FK_LONG_RUN, c);
 		f.tid = tid;
 		f.ts = start;
@@ -254,6 +273,24 @@ static void analyze_record(void *ctx, const struct coro_event_hdr *h,
 	case CORO_EV_CREATE:
 		storm_create(a, h->pid, ((const struct coro_ev_create *)h)->parent, h->ts);
 		break;
+	case CORO_EV_OFFCPU_END: {
+		const struct coro_ev_offcpu_end *e = (const void *)h;
+		u64 dur = h->ts > e->start ? h->ts - e->start : 0;
+		u64 blocked = dur - MIN(e->runq_ns, dur);
+		struct finding f;
+
+		/* Waiting for a CPU is not blocking; sleeping or disk wait is. */
+		if (!mi->c || (e->state != CORO_OFF_SLEEPING && e->state != CORO_OFF_DISK) ||
+		    blocked < a->o.blocking_ns)
+			break;
+		finding_init(a, &f, FK_BLOCKING, mi->c);
+		f.tid = h->tid;
+		f.ts = e->start;
+		f.dur = blocked;
+		f.offcpu_state = e->state;
+		model_emit_finding(a->m, &f);
+		break;
+	}
 	case CORO_EV_SPAN_END:
 		if (!mi->span_matched)
 			span_finding(a, mi->c, h->pid, h->tid, ((const struct coro_ev_span *)h)->name,
@@ -323,14 +360,21 @@ struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
 
 	a->m = m;
 	a->o = *o;
+	a->slot = -1;
 	hmap_init(&a->storms);
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = a;
 	obs->interval = analyze_interval;
+	obs->enter = analyze_enter;
 	obs->record = analyze_record;
 	obs->coroutine_end = analyze_coroutine_end;
 	obs->finish = analyze_finish;
 	return a;
+}
+
+void analyzer_bind(struct analyzer *a, int slot)
+{
+	a->slot = slot;
 }
 
 void analyzer_free(struct analyzer *a)

@@ -9,7 +9,9 @@
  *                  made ready again before the trace or its process ended, for
  *                  at least --stall; or made ready and never run again
  *   stall          suspended at least --stall, then resumed
- *   long_run       ran at least --long-run without switching out
+ *   long_run       ran at least --long-run without switching out (time its
+ *                  thread was blocked in the kernel meanwhile not counted:
+ *                  that is a blocking finding)
  *   sched_latency  waited runnable at least --sched-latency before running
  *   leak           alive at the end, not running, not runnable, and nothing
  *                  recorded could wake it (never started, or suspended with no
@@ -18,6 +20,9 @@
  *                  did), or a span end without an open span of that name
  *   spawn_storm    one parent created more than --spawn-storm coroutines within
  *                  one second
+ *   blocking       while a coroutine ran, its thread was off the CPU blocked in
+ *                  the kernel (sleeping or in disk wait, run queue time not
+ *                  counted) at least --blocking (needs the scheduling view)
  *
  * A threshold is met at equality: a 1 s suspension is a stall at --stall 1.
  */
@@ -34,6 +39,7 @@ enum finding_kind {
 	FK_LEAK,
 	FK_UNMATCHED_SPAN,
 	FK_SPAWN_STORM,
+	FK_BLOCKING,
 	FK_NKINDS
 };
 
@@ -61,12 +67,14 @@ struct finding {
 	char span[CORO_STR_LEN]; /* unmatched_span */
 	u64 count;	    /* spawn_storm: children created in the storm */
 	u64 peak;	    /* spawn_storm: most created within one second */
+	u32 offcpu_state;   /* blocking: enum coro_offcpu_state */
 };
 
 struct analyze_opts {
 	u64 stall_ns;	      /* default 1 s */
 	u64 long_run_ns;      /* default 50 ms */
 	u64 sched_latency_ns; /* default 10 ms */
+	u64 blocking_ns;      /* default 10 ms */
 	u64 spawn_storm;      /* children per second, default 1000 */
 };
 
@@ -77,6 +85,8 @@ struct analyzer;
 
 struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
 			      struct model_observer *obs);
+/* After registering the observer: the model's priv[] slot it got. */
+void analyzer_bind(struct analyzer *a, int slot);
 void analyzer_free(struct analyzer *a);
 
 #endif

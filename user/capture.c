@@ -321,6 +321,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	}
 	/* Wake the reader when a quarter of the ring waits: it never fills between polls. */
 	c->skel->rodata->wakeup_bytes = opts->ring_bytes / 4;
+	c->skel->rodata->sched_view = !opts->no_sched;
 	err = bpf_map__set_max_entries(c->skel->maps.events, opts->ring_bytes);
 	if (err) {
 		log_err("cannot size the ring buffer to %llu bytes: %s",
@@ -332,6 +333,23 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		log_err("cannot load the BPF programs: %s%s", strerror(-err),
 			log_level < LOG_VERBOSE ? " (run with -v for the verifier's log)" : "");
 		return err == -EPERM ? EXIT_PRIVILEGE : EXIT_FAILURE_RUNTIME;
+	}
+	if (!opts->no_sched) {
+		/* Scheduler tracepoints: every context switch on the machine runs them. */
+		struct bpf_program *tp[] = {c->skel->progs.coro_sched_switch,
+					    c->skel->progs.coro_sched_wakeup};
+
+		for (size_t i = 0; i < ARRAY_SIZE(tp); i++) {
+			struct bpf_link *l = bpf_program__attach(tp[i]);
+
+			if (!l) {
+				log_err("cannot attach %s: %s (run with --no-sched to trace without "
+					"the kernel's scheduling view)", bpf_program__name(tp[i]),
+					strerror(errno));
+				return EXIT_FAILURE_RUNTIME;
+			}
+			capture_add_link(c, l);
+		}
 	}
 	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_ring_record, c, NULL);
 	if (!c->rb) {

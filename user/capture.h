@@ -30,6 +30,7 @@ struct capture_opts {
 	char **argv; /* launch mode: the command and its arguments */
 	u64 duration_ns; /* 0: until the targets exit or a signal */
 	u64 ring_bytes;
+	bool no_sched;	 /* without the kernel's scheduling view (sched_switch/wakeup) */
 };
 
 struct target {

@@ -130,6 +130,26 @@ static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 	obuf_puts(o, ",\"ev\":\"");
 	obuf_puts(o, ev);
 	obuf_putc(o, '"');
+	if (h->kind == CORO_EV_OFFCPU_END) {
+		const struct coro_ev_offcpu_end *e = (const void *)h;
+
+		/* A stretch: ts is when the thread left the CPU. */
+		put_u64(o, "ts", e->start);
+		put_u64(o, "pid", h->pid);
+		put_u64(o, "tid", h->tid);
+		if (mi->c)
+			put_id(o, "id", mi->c->id);
+		else
+			obuf_puts(o, ",\"id\":null");
+		put_u64(o, "dur", h->ts - MIN(e->start, h->ts));
+		obuf_printf(o, ",\"state\":\"%s\"", coro_offcpu_state_name(e->state));
+		put_u64(o, "runq", e->runq_ns);
+		put_u64(o, "cpu", e->cpu);
+		if (mi->c)
+			put_u64(o, "uid", mi->c->uid);
+		obuf_puts(o, "}\n");
+		return;
+	}
 	put_common(o, h, true);
 	switch (h->kind) {
 	case CORO_EV_CREATE: {
@@ -216,6 +236,7 @@ static void jsonl_record(void *ctx, const struct coro_event_hdr *h,
 	case CORO_EV_EXIT:
 	case CORO_EV_SPAN_BEGIN:
 	case CORO_EV_SPAN_END:
+	case CORO_EV_OFFCPU_END:
 		jsonl_event(s, h, mi);
 		break;
 	case CORO_REC_PROCESS: {
@@ -322,6 +343,9 @@ static void jsonl_coroutine_end(void *ctx, const struct coro *c)
 	obuf_putc(o, '}');
 	put_u64(o, "new_ns", c->t_state[CS_NEW]);
 	put_u64(o, "unknown_ns", c->t_state[CS_UNKNOWN]);
+	put_u64(o, "offcpu_ns", c->t_offcpu);
+	put_u64(o, "blocked_ns", c->t_blocked);
+	put_u64(o, "runq_ns", c->t_runq);
 	put_u64(o, "longest_suspended_ns", c->longest_susp);
 	put_u64(o, "switch_ins", c->switch_ins);
 	put_u64(o, "readies", c->readies);
@@ -457,7 +481,9 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	put_u64(o, "peak_live", m->peak_live);
 	put_u64(o, "events", m->events);
 	obuf_puts(o, ",\"events_by_kind\":{");
-	for (unsigned k = CORO_EV_CREATE; k <= CORO_EV_SPAN_END; k++) {
+	for (unsigned k = CORO_EV_CREATE; k <= CORO_EV_OFFCPU_END; k++) {
+		if (k == CORO_EV_LIBLOAD)
+			continue;
 		obuf_printf(o, "%s\"%s\":", first ? "" : ",", coro_kind_name(k));
 		obuf_u64(o, m->events_by_kind[k]);
 		first = false;

@@ -34,6 +34,7 @@ struct args {
 	double duration;
 	u64 ring_bytes;
 	bool force;
+	bool no_sched;
 	char **argv; /* after -- */
 	const char *capture; /* report: the raw capture */
 	bool json;	     /* report --json */
@@ -89,6 +90,8 @@ enum {
 	OPT_SCHED_LAT,
 	OPT_STORM,
 	OPT_JSON,
+	OPT_NO_SCHED,
+	OPT_BLOCKING,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -99,6 +102,9 @@ enum {
 	 "Findings: running this long without switching out (default 50)", 1},               \
 	{"sched-latency", OPT_SCHED_LAT, "MS", 0,                                            \
 	 "Findings: waiting this long runnable (default 10)", 1},                            \
+	{"blocking", OPT_BLOCKING, "MS", 0,                                                  \
+	 "Findings: a running coroutine's thread blocked in the kernel this long "           \
+	 "(default 10)", 1},                                                                 \
 	{"spawn-storm", OPT_STORM, "N", 0,                                                   \
 	 "Findings: more than N coroutines created by one parent within a second "           \
 	 "(default 1000)", 1}
@@ -114,6 +120,10 @@ static const struct argp_option trace_options[] = {
 	{"raw", OPT_RAW, "FILE", 0, "Also write the raw capture, for corobpf report", 0},
 	{"duration", 'd', "SECS", 0, "Stop tracing after SECS seconds", 0},
 	{"ring-size", OPT_RING, "MB", 0, "BPF ring buffer size in MiB, a power of 2 (default 16)",
+	 0},
+	{"no-sched", OPT_NO_SCHED, NULL, 0,
+	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
+	 "stretches, no blocking findings",
 	 0},
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
@@ -148,6 +158,9 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_SCHED_LAT:
 		a->an.sched_latency_ns = parse_threshold(state, "sched-latency", arg, 1e6);
+		return 0;
+	case OPT_BLOCKING:
+		a->an.blocking_ns = parse_threshold(state, "blocking", arg, 1e6);
 		return 0;
 	case OPT_STORM: {
 		char *end;
@@ -216,6 +229,9 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 	}
 	case OPT_RAW:
 		a->raw = arg;
+		return 0;
+	case OPT_NO_SCHED:
+		a->no_sched = true;
 		return 0;
 	case 'd':
 		errno = 0;
@@ -388,7 +404,7 @@ static int cmd_report(int argc, char **argv)
 	pipeline_init(&p, &ci);
 	/* The detectors first: every output sees their findings. */
 	an = analyzer_new(&p.model, &a.an, &obs);
-	pipeline_add_observer(&p, &obs);
+	analyzer_bind(an, pipeline_add_observer(&p, &obs));
 	for (int i = 0; i < a.noutputs; i++) {
 		if (output_attach(&outs[i], &p, err, sizeof(err))) {
 			log_err("%s", err);
@@ -485,6 +501,7 @@ static int cmd_trace(int argc, char **argv)
 	co.argv = a.argv;
 	co.duration_ns = (u64)(a.duration * 1e9);
 	co.ring_bytes = a.ring_bytes;
+	co.no_sched = a.no_sched;
 
 	ret = capture_preflight();
 	if (ret)
@@ -518,7 +535,7 @@ static int cmd_trace(int argc, char **argv)
 	pipe_open = true;
 	/* The detectors first: every output sees their findings. */
 	an = analyzer_new(&p.model, &a.an, &obs);
-	pipeline_add_observer(&p, &obs);
+	analyzer_bind(an, pipeline_add_observer(&p, &obs));
 	for (int i = 0; i < a.noutputs; i++) {
 		if (output_attach(&outs[i], &p, err, sizeof(err))) {
 			log_err("%s", err);

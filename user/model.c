@@ -30,6 +30,16 @@ const char *coro_end_name(enum coro_end e)
 	return "?";
 }
 
+const char *coro_offcpu_state_name(u32 state)
+{
+	switch (state) {
+	case CORO_OFF_PREEMPTED: return "preempted";
+	case CORO_OFF_SLEEPING: return "sleeping";
+	case CORO_OFF_DISK: return "disk";
+	}
+	return "other";
+}
+
 const char *coro_end_reason_name(u32 reason)
 {
 	switch (reason) {
@@ -560,6 +570,47 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct mod
 	}
 }
 
+/* The coroutine running on the thread now, if the model is sure of it. */
+static struct coro *running_on(struct model *m, struct coro_thread *t)
+{
+	struct coro *c;
+
+	if (!t->cur_known || !t->cur || t->cur_exited)
+		return NULL;
+	c = model_find(m, t->pid, t->cur);
+	return c && c->state == CS_RUNNING && c->tid == t->tid ? c : NULL;
+}
+
+static void apply_offcpu_begin(struct model *m, const struct coro_ev_offcpu_begin *e,
+			       struct model_event_info *mi)
+{
+	struct coro_thread *t = model_thread(m, e->hdr.pid, e->hdr.tid);
+
+	t->off = true;
+	t->off_ts = e->hdr.ts;
+	t->off_state = e->state;
+	mi->c = running_on(m, t);
+}
+
+static void apply_offcpu_end(struct model *m, const struct coro_ev_offcpu_end *e,
+			     struct model_event_info *mi)
+{
+	struct coro_thread *t = model_thread(m, e->hdr.pid, e->hdr.tid);
+	struct coro *c = running_on(m, t);
+	u64 dur = e->hdr.ts > e->start ? e->hdr.ts - e->start : 0;
+	u64 runq = MIN(e->runq_ns, dur);
+
+	t->off = false;
+	mi->c = c;
+	if (!c)
+		return;
+	/* The coroutine "ran" all along; the kernel says how much of it was not on a CPU. */
+	c->t_offcpu += dur;
+	c->t_runq += runq;
+	if (e->state == CORO_OFF_SLEEPING || e->state == CORO_OFF_DISK)
+		c->t_blocked += dur - runq;
+}
+
 static void apply_process(struct model *m, const struct coro_rec_process *r)
 {
 	struct coro_process *p = model_process(m, r->hdr.pid);
@@ -671,6 +722,12 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		apply_span(m, (const void *)h, &mi);
 		break;
 	case CORO_EV_LIBLOAD:
+		break;
+	case CORO_EV_OFFCPU_BEGIN:
+		apply_offcpu_begin(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_OFFCPU_END:
+		apply_offcpu_end(m, (const void *)h, &mi);
 		break;
 	case CORO_REC_PROCESS:
 		apply_process(m, (const void *)h);

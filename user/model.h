@@ -95,6 +95,8 @@ struct coro {
 
 	u64 t_state[CS_NSTATES];
 	u64 t_suspended[CORO_NREASONS];
+	/* While running: its thread off the CPU, of which blocked in the kernel / on a run queue. */
+	u64 t_offcpu, t_blocked, t_runq;
 	u64 switch_ins;
 	u64 readies;
 	u64 longest_susp, longest_susp_start;
@@ -117,6 +119,9 @@ struct coro_thread {
 	bool cur_known;
 	bool cur_exited; /* cur has exited but not yet switched out */
 	u64 last_ts;   /* its last event */
+	bool off;      /* off the CPU since off_ts (the kernel's view) */
+	u64 off_ts;
+	u32 off_state;
 	struct coro_span *spans; /* spans opened outside any coroutine */
 	u32 nspans, cap_spans;
 	void *priv[MODEL_MAX_OBSERVERS];
@@ -191,7 +196,7 @@ struct model {
 	u64 next_uid;
 	u64 first_ts, last_ts;
 	u64 events_by_kind[256];
-	u64 events;	   /* BPF-born records applied */
+	u64 events;	   /* BPF-born records applied (probes and off-CPU stretches) */
 	u64 coroutines;	   /* incarnations seen */
 	u64 live, peak_live;
 	struct coro_rec_stats stats; /* the latest stats record */
@@ -226,5 +231,6 @@ const char *coro_state_name(enum coro_state s);
 const char *coro_reason_name(u32 reason);
 const char *coro_end_name(enum coro_end e);
 const char *coro_end_reason_name(u32 reason);
+const char *coro_offcpu_state_name(u32 state);
 
 #endif

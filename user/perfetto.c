@@ -113,6 +113,7 @@ struct pf_thread {
 	bool running_open; /* a "coroutine X" slice is open */
 	u64 running_uid;
 	u32 nspans;	   /* thread-owned spans open */
+	bool off_open;	   /* an "off-CPU" slice is open (inside the running one, if any) */
 };
 
 struct pf_coro {
@@ -121,6 +122,7 @@ struct pf_coro {
 	bool lane;
 	u32 lane_no;
 	bool state_open;
+	bool off_open;	 /* an "off-CPU" slice inside its running slice */
 	u32 nspans;
 	u64 create_flow, ready_flow;
 	char label[LABEL_MAX];	      /* its name as written (or its id) */
@@ -384,6 +386,15 @@ static void slice_end(struct perfetto_sink *s, u64 ts, u64 track)
 }
 
 /* An instant named by a string literal. */
+static void slice_begin_lit(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
+			    const struct pf_arg *args, int nargs)
+{
+	struct pf_ev ev = {.type = TYPE_SLICE_BEGIN, .track = track, .name = name, .name_lit = true,
+			   .args = args, .nargs = nargs};
+
+	track_event(s, ts, &ev);
+}
+
 static void instant(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
 		    const struct pf_arg *args, int nargs, u64 flow, u64 term0, u64 term1)
 {
@@ -784,6 +795,11 @@ static void perfetto_interval(void *ctx, const struct coro *c, enum coro_state s
 	struct pf_coro *pc = coro_of(s, c);
 
 	note_loss(s);
+	/* Inner slices first: an off-CPU stretch cut short by the end of the run. */
+	if (pc && pc->off_open) {
+		slice_end(s, end, pc->track);
+		pc->off_open = false;
+	}
 	if (pc && pc->state_open) {
 		slice_end(s, end, pc->track);
 		pc->state_open = false;
@@ -794,9 +810,55 @@ static void perfetto_interval(void *ctx, const struct coro *c, enum coro_state s
 					      : hmap_get(&s->threads, c->pid, tid);
 
 		if (t && t->running_open && t->running_uid == c->uid) {
+			if (t->off_open) {
+				slice_end(s, end, UUID_THREAD(tid));
+				t->off_open = false;
+			}
 			slice_end(s, end, UUID_THREAD(tid));
 			t->running_open = false;
 		}
+	}
+}
+
+static const char *const offcpu_names[] = {
+	[CORO_OFF_PREEMPTED] = "off-CPU: preempted",
+	[CORO_OFF_SLEEPING] = "off-CPU: sleeping",
+	[CORO_OFF_DISK] = "off-CPU: disk",
+	[CORO_OFF_OTHER] = "off-CPU: other",
+};
+
+/* The kernel's view: the thread left the CPU (inside its coroutine's running slice) or came back. */
+static void offcpu(struct perfetto_sink *s, const struct coro_event_hdr *h,
+		   const struct model_event_info *mi)
+{
+	struct pf_thread *t = thread_ready(s, h->ts, h->pid, h->tid);
+	struct pf_coro *pc = mi->c ? coro_of(s, mi->c) : NULL;
+
+	if (h->kind == CORO_EV_OFFCPU_BEGIN) {
+		const struct coro_ev_offcpu_begin *e = (const void *)h;
+		const char *name = offcpu_names[e->state <= CORO_OFF_OTHER ? e->state : CORO_OFF_OTHER];
+		struct pf_arg a = {"cpu", A_UINT, e->cpu};
+
+		/* A begin whose end was lost: close the old stretch here. */
+		if (t->off_open)
+			slice_end(s, h->ts, UUID_THREAD(h->tid));
+		slice_begin_lit(s, h->ts, UUID_THREAD(h->tid), name, &a, 1);
+		t->off_open = true;
+		if (pc && pc->state_open && mi->c->state == CS_RUNNING) {
+			if (pc->off_open)
+				slice_end(s, h->ts, pc->track);
+			slice_begin_lit(s, h->ts, pc->track, name, &a, 1);
+			pc->off_open = true;
+		}
+		return;
+	}
+	if (pc && pc->off_open) {
+		slice_end(s, h->ts, pc->track);
+		pc->off_open = false;
+	}
+	if (t->off_open) {
+		slice_end(s, h->ts, UUID_THREAD(h->tid));
+		t->off_open = false;
 	}
 }
 
@@ -933,6 +995,10 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 	}
 	case CORO_EV_SPAN_BEGIN:
 		span_begin(s, (const void *)h, mi);
+		break;
+	case CORO_EV_OFFCPU_BEGIN:
+	case CORO_EV_OFFCPU_END:
+		offcpu(s, h, mi);
 		break;
 	case CORO_EV_SPAN_END:
 		span_end(s, (const void *)h, mi);
@@ -1128,6 +1194,10 @@ static void perfetto_finish(void *ctx, const struct model *m)
 	while (hmap_next(&s->threads, &it, NULL, NULL, &v)) {
 		struct pf_thread *t = v;
 
+		if (t->off_open) {
+			slice_end(s, ts, UUID_THREAD(t->tid));
+			t->off_open = false;
+		}
 		for (; t->nspans; t->nspans--)
 			slice_end(s, ts, UUID_THREAD(t->tid));
 		if (t->running_open) {

@@ -53,6 +53,8 @@ const char *coro_kind_name(unsigned kind)
 	case CORO_EV_SPAN_BEGIN: return "span_begin";
 	case CORO_EV_SPAN_END: return "span_end";
 	case CORO_EV_LIBLOAD: return "libload";
+	case CORO_EV_OFFCPU_BEGIN: return "offcpu_begin";
+	case CORO_EV_OFFCPU_END: return "offcpu";
 	case CORO_REC_PROCESS: return "process";
 	case CORO_REC_THREAD: return "thread";
 	case CORO_REC_OBJECT: return "object";
@@ -74,6 +76,8 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_EV_SPAN_BEGIN:
 	case CORO_EV_SPAN_END: return sizeof(struct coro_ev_span);
 	case CORO_EV_LIBLOAD: return sizeof(struct coro_ev_libload);
+	case CORO_EV_OFFCPU_BEGIN: return sizeof(struct coro_ev_offcpu_begin);
+	case CORO_EV_OFFCPU_END: return sizeof(struct coro_ev_offcpu_end);
 	case CORO_REC_PROCESS: return sizeof(struct coro_rec_process) + 1;
 	case CORO_REC_THREAD: return sizeof(struct coro_rec_thread);
 	case CORO_REC_OBJECT: return sizeof(struct coro_rec_object) + 1;

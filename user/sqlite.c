@@ -25,7 +25,9 @@ static const char schema[] =
 	"  running_ns INTEGER, runnable_ns INTEGER, suspended_ns INTEGER, new_ns INTEGER,\n"
 	"  unknown_ns INTEGER, longest_suspended_ns INTEGER, switch_ins INTEGER,\n"
 	"  readies INTEGER, threads TEXT, open_spans TEXT, name_truncated INTEGER,\n"
-	"  uncertain INTEGER);\n"
+	"  uncertain INTEGER, offcpu_ns INTEGER, blocked_ns INTEGER, runq_ns INTEGER);\n"
+	"CREATE TABLE offcpu (pid INTEGER, tid INTEGER, uid INTEGER, id INTEGER, start_ts INTEGER,\n"
+	"  end_ts INTEGER, dur_ns INTEGER, state TEXT, runq_ns INTEGER, cpu INTEGER);\n"
 	"CREATE TABLE events (ts INTEGER, pid INTEGER, tid INTEGER, ev TEXT, id INTEGER,\n"
 	"  uid INTEGER, parent INTEGER, waker INTEGER, to_id INTEGER, to_uid INTEGER,\n"
 	"  reason TEXT, obj INTEGER, status INTEGER, name TEXT, depth INTEGER,\n"
@@ -45,19 +47,21 @@ static const char indexes[] =
 	"CREATE INDEX events_ev ON events (ev, pid);\n"
 	"CREATE INDEX slices_uid ON slices (uid, start_ts);\n"
 	"CREATE INDEX slices_state ON slices (state, dur_ns);\n"
-	"CREATE INDEX findings_kind ON findings (kind, dur_ns);\n";
+	"CREATE INDEX findings_kind ON findings (kind, dur_ns);\n"
+	"CREATE INDEX offcpu_uid ON offcpu (uid, start_ts);\n";
 
-enum stmt { ST_PROCESS, ST_THREAD, ST_CORO, ST_EVENT, ST_SLICE, ST_FINDING, ST_META, ST_N };
+enum stmt { ST_PROCESS, ST_THREAD, ST_CORO, ST_EVENT, ST_SLICE, ST_FINDING, ST_META, ST_OFFCPU, ST_N };
 
 static const char *const stmt_sql[ST_N] = {
 	[ST_PROCESS] = "INSERT INTO processes VALUES (?,?,?,?,?,?,NULL,NULL,NULL)",
 	[ST_THREAD] = "INSERT INTO threads VALUES (?,?,?,?)",
 	[ST_CORO] = "INSERT INTO coroutines VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-		    "?,?,?,?)",
+		    "?,?,?,?,?,?,?)",
 	[ST_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[ST_SLICE] = "INSERT INTO slices VALUES (?,?,?,?,?,?,?,?,?)",
 	[ST_FINDING] = "INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[ST_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
+	[ST_OFFCPU] = "INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?)",
 };
 
 struct sqlite_sink {
@@ -209,6 +213,25 @@ static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct mo
 	case CORO_EV_SPAN_END:
 		sq_event(s, h, mi);
 		break;
+	case CORO_EV_OFFCPU_END: {
+		const struct coro_ev_offcpu_end *e = (const void *)h;
+		sqlite3_stmt *st = s->st[ST_OFFCPU];
+
+		BI(st, 1, h->pid);
+		BI(st, 2, h->tid);
+		if (mi->c) {
+			BI(st, 3, mi->c->uid);
+			BI(st, 4, mi->c->id);
+		}
+		BI(st, 5, e->start);
+		BI(st, 6, h->ts);
+		BI(st, 7, h->ts - MIN(e->start, h->ts));
+		BT(st, 8, coro_offcpu_state_name(e->state));
+		BI(st, 9, e->runq_ns);
+		BI(st, 10, e->cpu);
+		step(s, ST_OFFCPU);
+		break;
+	}
 	case CORO_REC_PROCESS: {
 		const struct coro_rec_process *r = (const void *)h;
 		sqlite3_stmt *st = s->st[ST_PROCESS];
@@ -338,6 +361,9 @@ static void sq_coroutine_end(void *ctx, const struct coro *c)
 	}
 	BI(st, 26, c->name_truncated);
 	BI(st, 27, c->uncertain);
+	BI(st, 28, c->t_offcpu);
+	BI(st, 29, c->t_blocked);
+	BI(st, 30, c->t_runq);
 	step(s, ST_CORO);
 }
 

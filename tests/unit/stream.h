@@ -36,6 +36,8 @@ union rec_buf {
 	struct coro_rec_thread thread;
 	struct coro_rec_proc_exit pexit;
 	struct coro_rec_end end;
+	struct coro_ev_offcpu_begin offb;
+	struct coro_ev_offcpu_end offe;
 	char raw[512];
 };
 
@@ -90,6 +92,25 @@ static inline struct coro_event_hdr *mk_span(union rec_buf *b, bool begin, u32 t
 	hdr_fill(&b->hdr, sizeof(b->span), begin ? CORO_EV_SPAN_BEGIN : CORO_EV_SPAN_END, tid, ts,
 		 cur);
 	strncpy(b->span.name, name, CORO_STR_LEN - 1);
+	return &b->hdr;
+}
+
+/* Thread tid (running coroutine cur) off the CPU from start to end, runq of it runnable. */
+static inline struct coro_event_hdr *mk_off_begin(union rec_buf *b, u32 tid, u64 ts, u64 cur,
+						  u32 state)
+{
+	hdr_fill(&b->hdr, sizeof(b->offb), CORO_EV_OFFCPU_BEGIN, tid, ts, cur);
+	b->offb.state = state;
+	return &b->hdr;
+}
+
+static inline struct coro_event_hdr *mk_off_end(union rec_buf *b, u32 tid, u64 start, u64 end,
+						u64 cur, u32 state, u64 runq)
+{
+	hdr_fill(&b->hdr, sizeof(b->offe), CORO_EV_OFFCPU_END, tid, end, cur);
+	b->offe.start = start;
+	b->offe.state = state;
+	b->offe.runq_ns = runq;
 	return &b->hdr;
 }
 

@@ -30,7 +30,7 @@ static void start(void)
 	pipeline_init(&P, &ci);
 	analyze_opts_default(&o);
 	A = analyzer_new(&P.model, &o, &obs);
-	pipeline_add_observer(&P, &obs);
+	analyzer_bind(A, pipeline_add_observer(&P, &obs));
 	memset(&obs, 0, sizeof(obs));
 	obs.finding = on_finding;
 	pipeline_add_observer(&P, &obs);
@@ -266,6 +266,58 @@ TEST(spawn_storm_edges)
 	CHECK_EQ(count(FK_SPAWN_STORM), 2);
 }
 
+/* 7 runs on thread 1 for `run` ns; inside it, its thread is off the CPU `off` ns (`runq` of it runnable). */
+static void run_with_offcpu(u64 run, u64 off, u64 runq, u32 state)
+{
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_switch(&B, 1, 2000, 0, 7, 0, 0));
+	feed(mk_off_begin(&B, 1, 3000, 7, state));
+	feed(mk_off_end(&B, 1, 3000, 3000 + off, 7, state, runq));
+	feed(mk_switch(&B, 1, 2000 + run, 7, 0, CORO_R_YIELD, 0));
+}
+
+TEST(blocking_edges_and_long_run_without_it)
+{
+	const struct finding *f;
+
+	/* Blocked exactly 10 ms (12 ms off the CPU, 2 ms of it waiting for one). */
+	start();
+	run_with_offcpu(13 * MS, 12 * MS, 2 * MS, CORO_OFF_SLEEPING);
+	stop();
+	CHECK_EQ(count(FK_BLOCKING), 1);
+	f = find(FK_BLOCKING);
+	CHECK(f && f->id == 7 && f->tid == 1 && f->ts == 3000 && f->dur == 10 * MS);
+	CHECK(f && f->offcpu_state == CORO_OFF_SLEEPING);
+	/* One nanosecond less: nothing. Disk wait counts like sleeping. */
+	start();
+	run_with_offcpu(13 * MS, 12 * MS, 2 * MS + 1, CORO_OFF_SLEEPING);
+	stop();
+	CHECK_EQ(NF, 0);
+	start();
+	run_with_offcpu(13 * MS, 12 * MS, 0, CORO_OFF_DISK);
+	stop();
+	CHECK_EQ(count(FK_BLOCKING), 1);
+	/* Preempted for 100 ms: waiting for a CPU, not blocking (but a long run). */
+	start();
+	run_with_offcpu(101 * MS, 100 * MS, 100 * MS, CORO_OFF_PREEMPTED);
+	stop();
+	CHECK_EQ(count(FK_BLOCKING), 0);
+	CHECK_EQ(count(FK_LONG_RUN), 1);
+	/* A 300 ms run of which 280 ms blocked: blocking, and no long run (20 ms on the worker). */
+	start();
+	run_with_offcpu(300 * MS, 280 * MS, 0, CORO_OFF_SLEEPING);
+	stop();
+	CHECK_EQ(count(FK_BLOCKING), 1);
+	CHECK_EQ(count(FK_LONG_RUN), 0);
+	/* The scheduler itself off the CPU (no coroutine running): nothing to pin. */
+	start();
+	feed(mk_switch(&B, 1, 1000, 0, 0, 0, 0));
+	feed(mk_off_begin(&B, 1, 2000, 0, CORO_OFF_SLEEPING));
+	feed(mk_off_end(&B, 1, 2000, 2000 + S, 0, CORO_OFF_SLEEPING, 0));
+	stop();
+	CHECK_EQ(NF, 0);
+}
+
 int main(void)
 {
 	RUN(stall_at_the_threshold);
@@ -275,5 +327,6 @@ int main(void)
 	RUN(exit_or_reuse_while_suspended_is_not_a_stall);
 	RUN(unmatched_spans);
 	RUN(spawn_storm_edges);
+	RUN(blocking_edges_and_long_run_without_it);
 	return unit_done();
 }

@@ -425,6 +425,31 @@ TEST(reorder_random_jitter)
 	reorder_free(&r);
 }
 
+TEST(offcpu_time_goes_to_the_running_coroutine)
+{
+	const struct coro *c;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_switch(&B, 1, 2000, 0, 7, 0, 0));
+	feed(mk_off_begin(&B, 1, 3000, 7, CORO_OFF_SLEEPING));
+	feed(mk_off_end(&B, 1, 3000, 5000, 7, CORO_OFF_SLEEPING, 300));
+	feed(mk_off_begin(&B, 1, 6000, 7, CORO_OFF_PREEMPTED));
+	feed(mk_off_end(&B, 1, 6000, 6500, 7, CORO_OFF_PREEMPTED, 500));
+	feed(mk_switch(&B, 1, 7000, 7, 0, CORO_R_WAIT, 1));
+	/* Off the CPU while no coroutine runs there: nobody's. */
+	feed(mk_off_begin(&B, 1, 8000, 0, CORO_OFF_SLEEPING));
+	feed(mk_off_end(&B, 1, 8000, 9000, 0, CORO_OFF_SLEEPING, 0));
+	stop();
+	c = seen_find(&S, 7, 0);
+	CHECK(c != NULL);
+	CHECK(c && c->t_state[CS_RUNNING] == 5000);
+	CHECK(c && c->t_offcpu == 2500);
+	CHECK(c && c->t_runq == 800);
+	CHECK(c && c->t_blocked == 1700);
+	done();
+}
+
 int main(void)
 {
 	RUN(lifecycle_times_are_exact);
@@ -444,5 +469,6 @@ int main(void)
 	RUN(intervals_cover_life_without_gaps);
 	RUN(memory_bounded_by_live_coroutines);
 	RUN(reorder_random_jitter);
+	RUN(offcpu_time_goes_to_the_running_coroutine);
 	return unit_done();
 }

@@ -12,7 +12,10 @@
  *                          made ready just before, waits for the worker
  *     bugs unclosed_span   a coroutine opens span "tx" and exits inside it
  *     bugs spawn_storm     a parent spawns 5,000 children as fast as it can
- *     bugs blocking        a coroutine blocks its worker in usleep(200 ms)
+ *     bugs blocking        a coroutine blocks its worker in usleep(200 ms); prints
+ *                          "SLEPT <ns>", the time the usleep took by its own clock
+ *     bugs oversubscribed  six workers on fewer CPUs, six coroutines computing
+ *                          150 ms each: preempted, waiting for CPUs, never blocking
  *     bugs control         the same kinds of work, all within every threshold
  *
  * Default thresholds: stall 1 s, long_run 50 ms, sched_latency 10 ms, spawn
@@ -73,7 +76,10 @@ static int cruncher(void *arg)
 
 static int blocker(void *arg)
 {
+	uint64_t t0 = now_ns();
+
 	usleep((useconds_t)(uintptr_t)arg);
+	printf("SLEPT %" PRIu64 "\n", now_ns() - t0);
 	return 0;
 }
 
@@ -119,7 +125,7 @@ static int latency_pair(void *arg)
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "";
-	unsigned workers = strcmp(what, "sched_latency") ? 2 : 1;
+	unsigned workers = !strcmp(what, "sched_latency") ? 1 : !strcmp(what, "oversubscribed") ? 6 : 2;
 
 	never = chan_new(0);
 	if (sched_start(workers))
@@ -142,6 +148,9 @@ int main(int argc, char **argv)
 		bug("spawn_storm", co_spawn(spawner, (void *)(uintptr_t)5000, "spawner"));
 	} else if (!strcmp(what, "blocking")) {
 		bug("blocking", co_spawn(blocker, (void *)(uintptr_t)200000, "blocker"));
+	} else if (!strcmp(what, "oversubscribed")) {
+		for (int i = 0; i < 6; i++)
+			bug("preempted", co_spawn(cruncher, (void *)(uintptr_t)150, "cpu-bound"));
 	} else if (!strcmp(what, "control")) {
 		co_spawn(sleeper, (void *)(uintptr_t)200000, "short-sleeper");
 		co_spawn(cruncher, (void *)(uintptr_t)5, "short-cruncher");
@@ -149,7 +158,7 @@ int main(int argc, char **argv)
 		co_spawn(spawner, (void *)(uintptr_t)50, "slow-spawner");
 	} else {
 		fprintf(stderr, "usage: bugs lost_wakeup|stall|long_run|sched_latency|unclosed_span|"
-				"spawn_storm|blocking|control\n");
+				"spawn_storm|blocking|oversubscribed|control\n");
 		return 2;
 	}
 	sched_wait_all();
