@@ -21,6 +21,17 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile __u64 wakeup_bytes = 1 << 20;	  /* wake the reader when this much waits */
 const volatile __u64 wakeup_min_gap_ns = 1000000; /* ...but at most once per ms per CPU */
 const volatile bool sched_view = true; /* off-CPU stretches of traced threads (--no-sched) */
+/*
+ * -a: probes are attached for every process; a process is admitted on its
+ * first probe hit if it passes the filters (comm prefix, pid list), and the
+ * verdict is kept in `traced`.
+ */
+const volatile bool system_wide = false;
+const volatile char comm_filter[16] = {};
+const volatile __u32 comm_filter_len = 0;
+#define PID_FILTER_MAX 16
+const volatile __u32 pid_filter[PID_FILTER_MAX] = {};
+const volatile __u32 npid_filter = 0;
 
 /*
  * Set by user space when tracing stops: detaching uprobes costs the kernel
@@ -47,6 +58,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } last_wakeup SEC(".maps");
+
+enum { VERDICT_TRACED = 1, VERDICT_IGNORED = 2 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);  /* pid */
+	__type(value, __u8); /* verdict */
+} traced SEC(".maps");
 
 /* Freed by the kernel when the thread exits: no cleanup, no stale tids. */
 struct {
@@ -168,10 +188,70 @@ static __always_inline void read_label(char *dst, __u64 uptr, struct coro_event_
 	}
 }
 
+static __always_inline bool filters_pass(__u32 pid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	char comm[16];
+
+	if (npid_filter) {
+		bool found = false;
+
+		for (int i = 0; i < PID_FILTER_MAX; i++)
+			if (i < npid_filter && pid_filter[i] == pid)
+				found = true;
+		if (!found)
+			return false;
+	}
+	if (comm_filter_len) {
+		/* The process's name (its main thread's), not the firing thread's. */
+		bpf_probe_read_kernel_str(comm, sizeof(comm), task->group_leader->comm);
+		for (int i = 0; i < 16; i++)
+			if (i < comm_filter_len && comm[i] != comm_filter[i])
+				return false;
+	}
+	return true;
+}
+
+static __always_inline void emit_proc(__u8 kind, __u32 pid, struct task_struct *task, __s32 code)
+{
+	struct coro_ev_proc *e = event_reserve_for(NULL, sizeof(*e), kind, pid, pid);
+
+	if (!e)
+		return;
+	e->exit_code = code;
+	e->__pad = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
+	event_submit(e);
+}
+
+/* -p / --: the uprobes fire only in the targets. -a: admit or ignore on first sight. */
+static __always_inline bool admitted(void)
+{
+	__u32 pid;
+	__u8 verdict, *v;
+
+	if (!system_wide)
+		return true;
+	pid = bpf_get_current_pid_tgid() >> 32;
+	v = bpf_map_lookup_elem(&traced, &pid);
+	if (v)
+		return *v == VERDICT_TRACED;
+	verdict = filters_pass(pid) ? VERDICT_TRACED : VERDICT_IGNORED;
+	/* Two threads at once: one inserts and announces it, the other follows the verdict. */
+	if (bpf_map_update_elem(&traced, &pid, &verdict, BPF_NOEXIST) == 0 &&
+	    verdict == VERDICT_TRACED)
+		emit_proc(CORO_EV_PROC_NEW, pid, bpf_get_current_task_btf(), 0);
+	return verdict == VERDICT_TRACED;
+}
+
 SEC("usdt")
 int BPF_USDT(coro_create, __u64 id, __u64 parent)
 {
-	struct coro_task_state *st = task_state_get();
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
 	struct coro_ev_create *e = event_reserve(st, sizeof(*e), CORO_EV_CREATE);
 
 	if (!e)
@@ -185,7 +265,11 @@ int BPF_USDT(coro_create, __u64 id, __u64 parent)
 SEC("usdt")
 int BPF_USDT(coro_name, __u64 id, __u64 str)
 {
-	struct coro_task_state *st = task_state_get();
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
 	struct coro_ev_name *e = event_reserve(st, sizeof(*e), CORO_EV_NAME);
 
 	if (!e)
@@ -199,7 +283,11 @@ int BPF_USDT(coro_name, __u64 id, __u64 str)
 SEC("usdt")
 int BPF_USDT(coro_ready, __u64 id)
 {
-	struct coro_task_state *st = task_state_get();
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
 	struct coro_ev_ready *e = event_reserve(st, sizeof(*e), CORO_EV_READY);
 
 	if (!e)
@@ -212,7 +300,11 @@ int BPF_USDT(coro_ready, __u64 id)
 SEC("usdt")
 int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 {
-	struct coro_task_state *st = task_state_get();
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
 	struct coro_ev_switch *e = event_reserve(st, sizeof(*e), CORO_EV_SWITCH);
 
 	/* Track the thread's coroutine even when the event itself is lost. */
@@ -234,7 +326,11 @@ int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 SEC("usdt")
 int BPF_USDT(coro_exit, __u64 id, __s64 status)
 {
-	struct coro_task_state *st = task_state_get();
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
 	struct coro_ev_exit *e = event_reserve(st, sizeof(*e), CORO_EV_EXIT);
 
 	if (!e)
@@ -247,7 +343,11 @@ int BPF_USDT(coro_exit, __u64 id, __s64 status)
 
 static __always_inline int span_event(__u64 str, __u8 kind)
 {
-	struct coro_task_state *st = task_state_get();
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
 	struct coro_ev_span *e = event_reserve(st, sizeof(*e), kind);
 
 	if (!e)
@@ -356,5 +456,41 @@ int BPF_PROG(coro_sched_wakeup, struct task_struct *p)
 	st = bpf_task_storage_get(&task_state, p, 0, 0);
 	if (st && st->off_ts && !st->wake_ts)
 		st->wake_ts = bpf_ktime_get_boot_ns();
+	return 0;
+}
+
+/* exec: a traced process replaces its image (its coroutines are gone); -a: anyone might now carry probes. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 pid = p->tgid;
+	__u8 *v;
+
+	if (stopped)
+		return 0;
+	v = bpf_map_lookup_elem(&traced, &pid);
+	if (!system_wide && !v)
+		return 0;
+	/* A new image: admitted again on its first probe, under the filters. */
+	if (system_wide && v && *v == VERDICT_IGNORED)
+		bpf_map_delete_elem(&traced, &pid);
+	emit_proc(CORO_EV_EXEC, pid, p, 0);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
+{
+	__u32 pid = p->tgid;
+	__u8 *v;
+
+	if (!system_wide || !group_dead || stopped)
+		return 0;
+	v = bpf_map_lookup_elem(&traced, &pid);
+	if (!v)
+		return 0;
+	if (*v == VERDICT_TRACED)
+		emit_proc(CORO_EV_PROC_GONE, pid, p, p->exit_code);
+	bpf_map_delete_elem(&traced, &pid);
 	return 0;
 }

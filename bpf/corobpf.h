@@ -40,6 +40,9 @@ enum coro_event_kind {
 	CORO_EV_LIBLOAD = 8, /* ld.so changed the link map (dlopen/dlclose) */
 	CORO_EV_OFFCPU_BEGIN = 9, /* a traced thread left the CPU */
 	CORO_EV_OFFCPU_END = 10,  /* ...and came back: the whole stretch */
+	CORO_EV_PROC_NEW = 11,	  /* -a: a process fired its first probe and is traced from now */
+	CORO_EV_EXEC = 12,	  /* a process called exec (-a: any; else a traced one) */
+	CORO_EV_PROC_GONE = 13,	  /* -a: a traced process ended */
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -121,6 +124,14 @@ struct coro_ev_span {
 
 struct coro_ev_libload {
 	struct coro_event_hdr hdr;
+};
+
+/* hdr.pid: the process (PROC_NEW, EXEC, PROC_GONE). */
+struct coro_ev_proc {
+	struct coro_event_hdr hdr;
+	__s32 exit_code; /* PROC_GONE: the wait status (exit code << 8 | signal) */
+	__u32 __pad;
+	char comm[16];
 };
 
 /* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */

@@ -35,30 +35,34 @@ static bool is_ldso(const char *path)
 }
 
 /* The hook ld.so calls on every change of its link map: we learn of dlopen there. */
-static void attach_libload(struct capture *c, struct target *t, const char *path)
+static bool attach_libload_pid(struct capture *c, int pid, const char *path)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
 	struct bpf_link *link;
 
-	if (t->libload_attached)
-		return;
-	link = bpf_program__attach_uprobe_opts(capture_prog_for_probe(c, "@libload"), t->pid,
-					       path, 0, &opts);
+	link = bpf_program__attach_uprobe_opts(capture_prog_for_probe(c, "@libload"), pid, path, 0,
+					       &opts);
 	if (!link) {
-		log_warn("cannot watch %s for dlopen in process %u (%s): libraries loaded later "
-			 "will be found only by chance", path, t->pid, strerror(errno));
-		return;
+		log_warn("cannot watch %s for dlopen (%s): libraries loaded later will be found "
+			 "only by chance", path, strerror(errno));
+		return false;
 	}
 	capture_add_link(c, link);
-	t->libload_attached = true;
+	return true;
+}
+
+static void attach_libload(struct capture *c, struct target *t, const char *path)
+{
+	if (!t->libload_attached)
+		t->libload_attached = attach_libload_pid(c, t->pid, path);
 }
 
 /*
  * Attach every corobpf probe of one object. `path` opens the file in our
  * namespace; `shown` is how the target names it. Returns the sites attached.
  */
-static u32 attach_object(struct capture *c, struct target *t, const char *path, const char *shown,
-			 bool late)
+static u32 attach_object_pid(struct capture *c, int pid, const char *path, const char *shown,
+			     bool late)
 {
 	struct elf_probes probes;
 	char err[512];
@@ -78,21 +82,33 @@ static u32 attach_object(struct capture *c, struct target *t, const char *path, 
 				 pn->name);
 			continue;
 		}
-		link = bpf_program__attach_usdt(prog, t->pid, path, "corobpf", pn->name, NULL);
+		link = bpf_program__attach_usdt(prog, pid, path, "corobpf", pn->name, NULL);
 		if (!link) {
 			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
-			log_warn("cannot attach to corobpf:%s in %s (process %u): %s", pn->name,
-				 shown, t->pid, strerror(errno));
+			log_warn("cannot attach to corobpf:%s in %s (process %d): %s", pn->name,
+				 shown, pid, strerror(errno));
 			continue;
 		}
 		capture_add_link(c, link);
 		sites += pn->count;
 	}
 	if (sites) {
-		log_verbose("process %u: %u probe sites in %s%s", t->pid, sites, shown,
-			    late ? " (loaded after start)" : "");
-		capture_emit_object(c, t->pid, shown, sites, late);
+		if (pid < 0)
+			log_verbose("all processes: %u probe sites in %s%s", sites, shown,
+				    late ? " (loaded after start)" : "");
+		else
+			log_verbose("process %d: %u probe sites in %s%s", pid, sites, shown,
+				    late ? " (loaded after start)" : "");
+		capture_emit_object(c, pid < 0 ? 0 : (u32)pid, shown, sites, late);
 	}
+	return sites;
+}
+
+static u32 attach_object(struct capture *c, struct target *t, const char *path, const char *shown,
+			 bool late)
+{
+	u32 sites = attach_object_pid(c, t->pid, path, shown, late);
+
 	t->probe_sites += sites;
 	return sites;
 }
@@ -142,6 +158,51 @@ int attach_scan_process(struct capture *c, struct target *t, bool late)
 	}
 	fclose(f);
 	return 0;
+}
+
+/*
+ * -a: every object pid maps that carries probes, attached once for all
+ * processes (the BPF side admits processes one by one). Objects are
+ * examined once per (device, inode) whichever process maps them.
+ */
+void attach_scan_global(struct capture *c, u32 pid, bool late)
+{
+	char path[64], line[4096 + 128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return; /* gone already, or a kernel thread */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end, ino;
+		unsigned maj, min;
+		char perms[8], open_path[4096 + 64];
+		int off = 0;
+		const char *p;
+		u32 sites;
+
+		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu %n", &start, &end, perms, &maj, &min,
+			   &ino, &off) < 6 || !off)
+			continue;
+		p = line + off;
+		if (perms[2] != 'x' || !ino || *p != '/')
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		if (hmap_get(&c->global_objects, makedev(maj, min), ino))
+			continue;
+		hmap_put(&c->global_objects, makedev(maj, min), ino, (void *)1);
+		if (strstr(p, " (deleted)"))
+			snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%lx-%lx", pid,
+				 start, end);
+		else
+			snprintf(open_path, sizeof(open_path), "/proc/%u/root%s", pid, p);
+		sites = attach_object_pid(c, -1, open_path, p, late);
+		c->global_sites += sites;
+		if (is_ldso(p))
+			attach_libload_pid(c, -1, open_path);
+	}
+	fclose(f);
 }
 
 /* execvp's search, done before the fork so the attach and the exec see one file. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <linux/capability.h>
 #include <sys/epoll.h>
@@ -265,6 +266,8 @@ static void emit_end(struct capture *c)
 	capture_emit(c, &r.hdr);
 }
 
+static int read_proc_status(u32 pid, u32 *tgid, u32 *ppid);
+
 static int on_ring_record(void *ctx, void *data, size_t size)
 {
 	struct capture *c = ctx;
@@ -277,12 +280,32 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	c->ustats[CORO_USTAT_RECORDS]++;
-	if (h->kind == CORO_EV_LIBLOAD) {
+	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC) {
 		struct target *t = find_target(c, h->pid);
 
+		/* New objects may carry probes: look after this batch of records. */
 		if (t)
 			t->rescan = true;
+		else if (c->opts->system_wide)
+			hmap_put(&c->rescan_pids, h->pid, 0, (void *)1);
 	}
+	if (h->kind == CORO_EV_PROC_NEW && !hmap_get(&c->announced, h->pid, 0)) {
+		/* Admitted by the BPF side: say what it is, before its first event. */
+		struct target t = {.pid = h->pid, .start_ts = h->ts};
+		char path[64];
+		u32 tgid;
+		ssize_t n;
+
+		hmap_put(&c->announced, h->pid, 0, (void *)1);
+		read_proc_status(h->pid, &tgid, &t.ppid);
+		read_comm(h->pid, h->pid, t.comm);
+		snprintf(path, sizeof(path), "/proc/%u/exe", h->pid);
+		n = readlink(path, t.exe, sizeof(t.exe) - 1);
+		t.exe[n > 0 ? n : 0] = 0;
+		emit_process(c, &t);
+	}
+	if (h->kind == CORO_EV_PROC_GONE)
+		hmap_del(&c->announced, h->pid, 0);
 	if (!hmap_get(&c->seen_threads, h->pid, h->tid)) {
 		hmap_put(&c->seen_threads, h->pid, h->tid, (void *)1);
 		emit_thread(c, h->pid, h->tid, h->ts);
@@ -314,6 +337,9 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->launch_err_fd = -1;
 	c->epfd = -1;
 	hmap_init(&c->seen_threads);
+	hmap_init(&c->global_objects);
+	hmap_init(&c->rescan_pids);
+	hmap_init(&c->announced);
 	c->skel = corobpf_bpf__open();
 	if (!c->skel) {
 		log_err("cannot open the BPF object: %s", strerror(errno));
@@ -322,6 +348,18 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	/* Wake the reader when a quarter of the ring waits: it never fills between polls. */
 	c->skel->rodata->wakeup_bytes = opts->ring_bytes / 4;
 	c->skel->rodata->sched_view = !opts->no_sched;
+	if (opts->system_wide) {
+		c->skel->rodata->system_wide = true;
+		if (opts->comm) {
+			size_t n = MIN(strlen(opts->comm), sizeof(c->skel->rodata->comm_filter));
+
+			memcpy((char *)c->skel->rodata->comm_filter, opts->comm, n);
+			c->skel->rodata->comm_filter_len = n;
+		}
+		for (u32 i = 0; i < opts->npids && i < ARRAY_SIZE(c->skel->rodata->pid_filter); i++)
+			c->skel->rodata->pid_filter[i] = opts->pids[i];
+		c->skel->rodata->npid_filter = MIN(opts->npids, ARRAY_SIZE(c->skel->rodata->pid_filter));
+	}
 	err = bpf_map__set_max_entries(c->skel->maps.events, opts->ring_bytes);
 	if (err) {
 		log_err("cannot size the ring buffer to %llu bytes: %s",
@@ -334,18 +372,28 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			log_level < LOG_VERBOSE ? " (run with -v for the verifier's log)" : "");
 		return err == -EPERM ? EXIT_PRIVILEGE : EXIT_FAILURE_RUNTIME;
 	}
-	if (!opts->no_sched) {
-		/* Scheduler tracepoints: every context switch on the machine runs them. */
-		struct bpf_program *tp[] = {c->skel->progs.coro_sched_switch,
-					    c->skel->progs.coro_sched_wakeup};
+	{
+		/*
+		 * Tracepoints: exec always (a target replacing its image; -a: any new
+		 * program), process exit with -a, and the scheduler ones unless
+		 * --no-sched (every context switch on the machine runs them).
+		 */
+		struct bpf_program *tp[] = {c->skel->progs.coro_exec,
+					    opts->system_wide ? c->skel->progs.coro_proc_exit : NULL,
+					    opts->no_sched ? NULL : c->skel->progs.coro_sched_switch,
+					    opts->no_sched ? NULL : c->skel->progs.coro_sched_wakeup};
 
 		for (size_t i = 0; i < ARRAY_SIZE(tp); i++) {
-			struct bpf_link *l = bpf_program__attach(tp[i]);
+			struct bpf_link *l;
 
+			if (!tp[i])
+				continue;
+			l = bpf_program__attach(tp[i]);
 			if (!l) {
-				log_err("cannot attach %s: %s (run with --no-sched to trace without "
-					"the kernel's scheduling view)", bpf_program__name(tp[i]),
-					strerror(errno));
+				log_err("cannot attach %s: %s%s", bpf_program__name(tp[i]),
+					strerror(errno),
+					i >= 2 ? " (run with --no-sched to trace without the "
+						 "kernel's scheduling view)" : "");
 				return EXIT_FAILURE_RUNTIME;
 			}
 			capture_add_link(c, l);
@@ -433,10 +481,20 @@ static int read_proc_status(u32 pid, u32 *tgid, u32 *ppid)
 	return 0;
 }
 
+/* The BPF side reports exec of the processes in `traced` (and, with -a, admits by it). */
+static void mark_traced(struct capture *c, u32 pid)
+{
+	__u8 verdict = 1; /* VERDICT_TRACED */
+
+	bpf_map_update_elem(bpf_map__fd(c->skel->maps.traced), &pid, &verdict, BPF_ANY);
+}
+
 int capture_targets(struct capture *c)
 {
 	const struct capture_opts *o = c->opts;
 
+	if (o->system_wide)
+		return 0; /* processes are admitted as their probes fire */
 	if (o->argv) {
 		int ret;
 
@@ -451,6 +509,7 @@ int capture_targets(struct capture *c)
 				strerror(errno));
 			return EXIT_FAILURE_RUNTIME;
 		}
+		mark_traced(c, c->targets[0].pid);
 		return 0;
 	}
 	c->targets = xcalloc(o->npids, sizeof(*c->targets));
@@ -485,13 +544,45 @@ int capture_targets(struct capture *c)
 			log_err("cannot watch process %u: %s", t->pid, strerror(errno));
 			return errno == ESRCH ? EXIT_NO_PROCESS : EXIT_FAILURE_RUNTIME;
 		}
+		mark_traced(c, t->pid);
 	}
 	return 0;
+}
+
+static void attach_all_processes(struct capture *c)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	if (!d) {
+		log_warn("cannot list /proc: %s", strerror(errno));
+		return;
+	}
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long pid = strtoul(de->d_name, &end, 10);
+
+		if (*end || !pid || pid == (unsigned long)getpid())
+			continue;
+		attach_scan_global(c, (u32)pid, false);
+	}
+	closedir(d);
 }
 
 int capture_attach(struct capture *c)
 {
 	u32 sites = 0;
+
+	if (c->opts->system_wide) {
+		attach_all_processes(c);
+		if (c->global_sites)
+			log_verbose("attached %u probe sites in %zu objects, for every process",
+				    c->global_sites, (size_t)c->global_objects.len);
+		else
+			log_info("no instrumented program runs yet; waiting for one (exec and "
+				 "dlopen are watched)");
+		return 0;
+	}
 
 	for (size_t i = 0; i < c->ntargets; i++) {
 		struct target *t = &c->targets[i];
@@ -628,6 +719,19 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
 			}
 			alive += !t->exited;
 		}
+		if (c->rescan_pids.len) {
+			size_t it = 0;
+			u64 pid;
+			void *v;
+
+			while (hmap_next(&c->rescan_pids, &it, &pid, NULL, &v))
+				attach_scan_global(c, (u32)pid, true);
+			hmap_free(&c->rescan_pids);
+			hmap_init(&c->rescan_pids);
+		}
+		/* -a runs until a signal or -d: programs may start at any time. */
+		if (c->opts->system_wide)
+			alive = 1;
 		now = now_boottime_ns();
 		if (now >= next_stats) {
 			emit_stats(c);
@@ -753,6 +857,9 @@ void capture_close(struct capture *c)
 		free(c->searched[i]);
 	free(c->searched);
 	hmap_free(&c->seen_threads);
+	hmap_free(&c->global_objects);
+	hmap_free(&c->rescan_pids);
+	hmap_free(&c->announced);
 	if (c->epfd >= 0)
 		close(c->epfd);
 	if (c->release_fd >= 0)

@@ -31,6 +31,8 @@ struct capture_opts {
 	u64 duration_ns; /* 0: until the targets exit or a signal */
 	u64 ring_bytes;
 	bool no_sched;	 /* without the kernel's scheduling view (sched_switch/wakeup) */
+	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
+	const char *comm; /* -a --comm: only processes whose name starts so */
 };
 
 struct target {
@@ -71,6 +73,11 @@ struct capture {
 	/* Objects searched, for the "no probes" error. */
 	char **searched;
 	size_t nsearched;
+	/* -a: objects on disk examined (dev, inode), processes to rescan, processes announced. */
+	struct hmap global_objects;
+	struct hmap rescan_pids;
+	struct hmap announced;
+	u32 global_sites;
 };
 
 /* Set by the signal handlers (the signal number); capture_run stops when it sees it. */
@@ -99,6 +106,8 @@ void capture_close(struct capture *c); /* waits for the detach */
 
 /* attach.c: finding objects with probes and attaching to them. */
 int attach_scan_process(struct capture *c, struct target *t, bool late);
+/* -a: attach (for every process) to the objects pid maps that carry probes. */
+void attach_scan_global(struct capture *c, u32 pid, bool late);
 int attach_launch_prepare(struct capture *c, struct target *t);
 void capture_emit(struct capture *c, const struct coro_event_hdr *rec);
 void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probes, bool late);

@@ -273,8 +273,20 @@ static void jsonl_record(void *ctx, const struct coro_event_hdr *h,
 		obuf_puts(o, "}\n");
 		break;
 	}
+	case CORO_EV_EXEC: {
+		const struct coro_ev_proc *e = (const void *)h;
+
+		begin_record(o, "exec", h);
+		put_common(o, h, false);
+		put_str(o, "comm", e->comm, sizeof(e->comm));
+		obuf_puts(o, "}\n");
+		break;
+	}
+	case CORO_EV_PROC_GONE:
 	case CORO_REC_PROC_EXIT: {
-		const struct coro_rec_proc_exit *r = (const void *)h;
+		s32 status = h->kind == CORO_EV_PROC_GONE ? ((const struct coro_ev_proc *)h)->exit_code
+							    : ((const struct coro_rec_proc_exit *)h)->status;
+		const struct { s32 status; } *r = (const void *)&status;
 
 		begin_record(o, "process_exit", h);
 		put_common(o, h, false);

@@ -764,6 +764,13 @@ static int build(struct jsonl_reader *r)
 		ob->late = late && late->type == JV_BOOL && late->b;
 		return 1;
 	}
+	if (!strcmp(type, "exec")) {
+		struct coro_ev_proc *e = rec_init(r, sizeof(*e), CORO_EV_EXEC, pid, pid, ts);
+
+		e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		copy_str(e->comm, sizeof(e->comm), gets_(o, "comm"));
+		return 1;
+	}
 	if (!strcmp(type, "process_exit")) {
 		struct coro_rec_proc_exit *e = rec_init(r, sizeof(*e), CORO_REC_PROC_EXIT, pid, pid, ts);
 

@@ -35,6 +35,8 @@ struct args {
 	u64 ring_bytes;
 	bool force;
 	bool no_sched;
+	bool all;	   /* -a */
+	const char *comm;  /* --comm */
 	char **argv; /* after -- */
 	const char *capture; /* report: the raw capture */
 	bool json;	     /* report --json */
@@ -58,6 +60,8 @@ static const char trace_doc[] =
 	"  corobpf [OPTIONS] -p PID [-p PID...]   attach to running processes\n"
 	"  corobpf [OPTIONS] -- CMD [ARGS...]     run CMD, traced from its first\n"
 	"                                         instruction\n"
+	"  corobpf [OPTIONS] -a [--comm NAME]     every instrumented process, now and\n"
+	"                                         started later\n"
 	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or a JSONL trace\n"
 	"\n"
 	"Targets must carry corobpf probes (usdt/corobpf.h). Tracing stops when every "
@@ -67,6 +71,7 @@ static const char trace_doc[] =
 	"Examples:\n"
 	"  sudo corobpf -p 4242 -o trace.pftrace\n"
 	"  sudo corobpf -d 10 -p 4242 -o trace.jsonl.gz\n"
+	"  sudo corobpf -a -d 10 -o all.pftrace\n"
 	"  sudo corobpf -o trace.jsonl --raw cap.raw -- ./server -c x\n"
 	"  corobpf report cap.raw -o again.jsonl\n"
 	"\n"
@@ -92,6 +97,7 @@ enum {
 	OPT_JSON,
 	OPT_NO_SCHED,
 	OPT_BLOCKING,
+	OPT_COMM,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -110,7 +116,10 @@ enum {
 	 "(default 1000)", 1}
 
 static const struct argp_option trace_options[] = {
-	{"pid", 'p', "PID", 0, "Trace this running process (repeatable)", 0},
+	{"pid", 'p', "PID", 0, "Trace this running process (repeatable; with -a, a filter)", 0},
+	{"all", 'a', NULL, 0,
+	 "Trace every process whose objects carry corobpf probes, now and started later", 0},
+	{"comm", OPT_COMM, "NAME", 0, "With -a: only processes whose name starts with NAME", 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
@@ -233,6 +242,15 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 	case OPT_NO_SCHED:
 		a->no_sched = true;
 		return 0;
+	case 'a':
+		a->all = true;
+		return 0;
+	case OPT_COMM:
+		if (!*arg || strlen(arg) > 15)
+			argp_error(state, "invalid --comm '%s' (1 to 15 characters, as the kernel "
+				   "keeps them)", arg);
+		a->comm = arg;
+		return 0;
 	case 'd':
 		errno = 0;
 		a->duration = strtod(arg, &end);
@@ -257,10 +275,16 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		argp_error(state, "unexpected argument '%s' (a command goes after --)", arg);
 		return 0;
 	case ARGP_KEY_END:
-		if (!a->npids && !a->argv)
-			argp_error(state, "nothing to trace: give -p PID or -- CMD");
+		if (!a->npids && !a->argv && !a->all)
+			argp_error(state, "nothing to trace: give -p PID, -- CMD, or -a");
 		if (a->npids && a->argv)
 			argp_error(state, "give either -p PID or -- CMD, not both");
+		if (a->all && a->argv)
+			argp_error(state, "-a traces what runs: launch the command separately");
+		if (a->all && a->npids > 16)
+			argp_error(state, "with -a, at most 16 -p filters");
+		if (a->comm && !a->all)
+			argp_error(state, "--comm filters -a");
 		return 0;
 	}
 	return parse_common(key, arg, state);
@@ -502,6 +526,8 @@ static int cmd_trace(int argc, char **argv)
 	co.duration_ns = (u64)(a.duration * 1e9);
 	co.ring_bytes = a.ring_bytes;
 	co.no_sched = a.no_sched;
+	co.system_wide = a.all;
+	co.comm = a.comm;
 
 	ret = capture_preflight();
 	if (ret)
@@ -556,7 +582,10 @@ static int cmd_trace(int argc, char **argv)
 		}
 	}
 	pipeline_begin(&p);
-	if (cap.ntargets == 1)
+	if (a.all)
+		log_info("tracing every instrumented process%s%s%s", a.comm ? " named " : "",
+			 a.comm ? a.comm : "", a.duration ? "" : "; Ctrl-C to stop");
+	else if (cap.ntargets == 1)
 		log_info("tracing %s (pid %u)%s", cap.targets[0].comm, cap.targets[0].pid,
 			 a.duration ? "" : "; Ctrl-C to stop");
 	else

@@ -26,6 +26,7 @@ const char *coro_end_name(enum coro_end e)
 	case CE_PROCESS_EXIT: return "process_exit";
 	case CE_TRACE_END: return "trace_end";
 	case CE_SUPERSEDED: return "superseded";
+	case CE_EXEC: return "exec";
 	}
 	return "?";
 }
@@ -626,19 +627,19 @@ static void apply_process(struct model *m, const struct coro_rec_process *r)
 			m->obs[i].process(m->obs[i].ctx, p);
 }
 
-static void apply_proc_exit(struct model *m, const struct coro_rec_proc_exit *r)
+/*
+ * The end of a process's coroutines and threads, at ts: it exited, or
+ * replaced its program (exec) and goes on as another.
+ */
+static void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 {
-	struct coro_process *p = model_process(m, r->hdr.pid);
 	struct coro **doomed = NULL;
 	size_t n = 0, cap = 0, it = 0;
 	u64 k1, k2;
 	void *v;
 
-	p->exited = true;
-	p->exit_status = r->status;
-	p->exit_ts = r->hdr.ts;
 	while (hmap_next(&m->coros, &it, &k1, &k2, &v)) {
-		if (k1 != r->hdr.pid)
+		if (k1 != pid)
 			continue;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 64;
@@ -655,7 +656,7 @@ static void apply_proc_exit(struct model *m, const struct coro_rec_proc_exit *r)
 			doomed[j - 1] = tmp;
 		}
 	for (size_t i = 0; i < n; i++)
-		end_coroutine(m, doomed[i], CE_PROCESS_EXIT, r->hdr.ts);
+		end_coroutine(m, doomed[i], how, ts);
 	free(doomed);
 	/* Drop its threads: a reused pid starts clean. */
 	{
@@ -663,7 +664,7 @@ static void apply_proc_exit(struct model *m, const struct coro_rec_proc_exit *r)
 
 		n = cap = it = 0;
 		while (hmap_next(&m->threads, &it, &k1, &k2, &v)) {
-			if (k1 != r->hdr.pid)
+			if (k1 != pid)
 				continue;
 			if (n == cap) {
 				cap = cap ? cap * 2 : 16;
@@ -680,6 +681,36 @@ static void apply_proc_exit(struct model *m, const struct coro_rec_proc_exit *r)
 	}
 }
 
+static void apply_proc_exit(struct model *m, const struct coro_rec_proc_exit *r)
+{
+	struct coro_process *p = model_process(m, r->hdr.pid);
+
+	p->exited = true;
+	p->exit_status = r->status;
+	p->exit_ts = r->hdr.ts;
+	end_process(m, r->hdr.pid, r->hdr.ts, CE_PROCESS_EXIT);
+}
+
+/* -a: the kernel saw a traced process end (its exit status in the record). */
+static void apply_proc_gone(struct model *m, const struct coro_ev_proc *e)
+{
+	struct coro_process *p = model_process(m, e->hdr.pid);
+
+	p->exited = true;
+	p->exit_status = e->exit_code;
+	p->exit_ts = e->hdr.ts;
+	end_process(m, e->hdr.pid, e->hdr.ts, CE_PROCESS_EXIT);
+}
+
+static void apply_exec(struct model *m, const struct coro_ev_proc *e)
+{
+	struct coro_process *p = model_process(m, e->hdr.pid);
+
+	end_process(m, e->hdr.pid, e->hdr.ts, CE_EXEC);
+	memcpy(p->comm, e->comm, sizeof(p->comm));
+	p->comm[sizeof(p->comm) - 1] = 0;
+}
+
 void model_apply(struct model *m, const struct coro_event_hdr *h)
 {
 	struct model_event_info mi = {0};
@@ -692,13 +723,14 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		m->first_ts = h->ts;
 	m->events_by_kind[h->kind]++;
 	if (h->kind <= CORO_EV_BPF_MAX) {
-		if (h->kind != CORO_EV_LIBLOAD)
+		if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
+		    h->kind != CORO_EV_EXEC && h->kind != CORO_EV_PROC_GONE)
 			m->events++;
 		if (!hmap_get(&m->procs, h->pid, 0))
 			m->anom.unknown_pid++;
 		mi.cur_known = cur_certain(m, h);
-		/* libload fires in ld.so with no per-thread state: it says nothing about threads. */
-		if (h->kind != CORO_EV_LIBLOAD)
+		/* Events with no per-thread state (ld.so's hook, process events) say nothing of threads. */
+		if (!(h->flags & CORO_EVF_NO_THREAD))
 			thread_sync(m, h);
 	}
 	switch (h->kind) {
@@ -728,6 +760,14 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		break;
 	case CORO_EV_OFFCPU_END:
 		apply_offcpu_end(m, (const void *)h, &mi);
+		break;
+	case CORO_EV_PROC_NEW:
+		break; /* announced by a process record just before it */
+	case CORO_EV_EXEC:
+		apply_exec(m, (const void *)h);
+		break;
+	case CORO_EV_PROC_GONE:
+		apply_proc_gone(m, (const void *)h);
 		break;
 	case CORO_REC_PROCESS:
 		apply_process(m, (const void *)h);

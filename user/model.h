@@ -53,6 +53,7 @@ enum coro_end {
 	CE_PROCESS_EXIT = 2, /* its process ended first */
 	CE_TRACE_END = 3,    /* the trace ended while it lived */
 	CE_SUPERSEDED = 4,   /* created again under the same id without an exit (exit lost) */
+	CE_EXEC = 5,	     /* its process called exec: a new program, its coroutines gone */
 };
 
 struct coro_span {

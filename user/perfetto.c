@@ -1017,22 +1017,35 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 		thread_ready(s, h->ts, h->pid, h->tid);
 		break;
 	}
+	case CORO_EV_PROC_GONE:
 	case CORO_REC_PROC_EXIT: {
-		const struct coro_rec_proc_exit *r = (const void *)h;
+		s32 status = h->kind == CORO_EV_PROC_GONE ? ((const struct coro_ev_proc *)h)->exit_code
+							    : ((const struct coro_rec_proc_exit *)h)->status;
 		struct pf_arg a;
 		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
 
-		if (r->status >= 0 && WIFSIGNALED(r->status))
-			a = (struct pf_arg){"signal", A_INT, (u64)WTERMSIG(r->status)};
-		else if (r->status >= 0)
-			a = (struct pf_arg){"exit_code", A_INT, (u64)WEXITSTATUS(r->status)};
+		if (status >= 0 && WIFSIGNALED(status))
+			a = (struct pf_arg){"signal", A_INT, (u64)WTERMSIG(status)};
+		else if (status >= 0)
+			a = (struct pf_arg){"exit_code", A_INT, (u64)WEXITSTATUS(status)};
 		else
 			a = (struct pf_arg){"exit_code", A_STR, 0, "unknown"};
 		instant(s, h->ts, UUID_PROCESS(pp->pid), "process exit", &a, 1, 0, 0, 0);
 		break;
 	}
+	case CORO_EV_EXEC: {
+		const struct coro_ev_proc *e = (const void *)h;
+		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
+		char comm[64];
+		struct pf_arg a = {"comm", A_STR, 0, comm};
+
+		utf8_sanitize(comm, sizeof(comm), e->comm, sizeof(e->comm));
+		instant(s, h->ts, UUID_PROCESS(pp->pid), "exec", &a, 1, 0, 0, 0);
+		break;
 	}
-	if (h->kind <= CORO_EV_BPF_MAX || h->kind == CORO_REC_PROC_EXIT) {
+	}
+	if ((h->kind <= CORO_EV_BPF_MAX && !(h->flags & CORO_EVF_NO_THREAD)) ||
+	    h->kind == CORO_REC_PROC_EXIT || h->kind == CORO_EV_PROC_GONE || h->kind == CORO_EV_EXEC) {
 		const struct coro_process *mp = mi->c ? mi->c->proc : hmap_get(&s->m->procs, h->pid, 0);
 		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
 

@@ -55,6 +55,9 @@ const char *coro_kind_name(unsigned kind)
 	case CORO_EV_LIBLOAD: return "libload";
 	case CORO_EV_OFFCPU_BEGIN: return "offcpu_begin";
 	case CORO_EV_OFFCPU_END: return "offcpu";
+	case CORO_EV_PROC_NEW: return "process_new";
+	case CORO_EV_EXEC: return "exec";
+	case CORO_EV_PROC_GONE: return "process_gone";
 	case CORO_REC_PROCESS: return "process";
 	case CORO_REC_THREAD: return "thread";
 	case CORO_REC_OBJECT: return "object";
@@ -78,6 +81,9 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_EV_LIBLOAD: return sizeof(struct coro_ev_libload);
 	case CORO_EV_OFFCPU_BEGIN: return sizeof(struct coro_ev_offcpu_begin);
 	case CORO_EV_OFFCPU_END: return sizeof(struct coro_ev_offcpu_end);
+	case CORO_EV_PROC_NEW:
+	case CORO_EV_EXEC:
+	case CORO_EV_PROC_GONE: return sizeof(struct coro_ev_proc);
 	case CORO_REC_PROCESS: return sizeof(struct coro_rec_process) + 1;
 	case CORO_REC_THREAD: return sizeof(struct coro_rec_thread);
 	case CORO_REC_OBJECT: return sizeof(struct coro_rec_object) + 1;

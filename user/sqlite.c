@@ -260,8 +260,11 @@ static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct mo
 		step(s, ST_THREAD);
 		break;
 	}
+	case CORO_EV_PROC_GONE:
 	case CORO_REC_PROC_EXIT: {
-		const struct coro_rec_proc_exit *r = (const void *)h;
+		s32 status = h->kind == CORO_EV_PROC_GONE ? ((const struct coro_ev_proc *)h)->exit_code
+							    : ((const struct coro_rec_proc_exit *)h)->status;
+		const struct { s32 status; } *r = (const void *)&status;
 		sqlite3_stmt *up;
 
 		/* The one UPDATE: prepared here, processes end rarely. */
