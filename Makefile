@@ -39,7 +39,7 @@ USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all clean install test unit integration demo bench tools
+.PHONY: all clean install test unit integration demo bench tools bench-tools
 .DELETE_ON_ERROR:
 
 all: corobpf tools
@@ -88,7 +88,7 @@ test: unit integration
 demo: corobpf tools
 	$(Q)tools/demo.sh
 
-bench: corobpf tools
+bench: corobpf tools bench-tools
 	$(Q)python3 tools/bench/bench.py
 
 install: corobpf

@@ -134,3 +134,38 @@ $(OUT)/tests/strings: tests/integration/progs/strings.c usdt/corobpf.h
 $(OUT)/tests/bugs: tests/integration/progs/bugs.c $(SCHED_OBJS) $(SCHED_DEPS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@
+
+# Benchmarks (make bench): the floor (an empty BPF program on the same site), a probe loop
+# with and without probes, and a synthetic raw capture generator for the replay path.
+BENCH_BINS := $(OUT)/bench/floor $(OUT)/bench/probe_loop $(OUT)/bench/probe_loop_off \
+	      $(OUT)/bench/gen_raw
+
+bench-tools: $(BENCH_BINS)
+
+$(OUT)/bench/floor.bpf.o: tools/bench/floor.bpf.c $(OUT)/vmlinux.h
+	$(call msg,BPF,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+$(OUT)/bench/floor.skel.h: $(OUT)/bench/floor.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@.tmp && mv $@.tmp $@
+
+$(OUT)/bench/floor: tools/bench/floor.c $(OUT)/bench/floor.skel.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -Wall -I$(OUT)/bench $< -o $@ -lbpf -lelf -lz
+
+$(OUT)/bench/probe_loop: tools/bench/probe_loop.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Iusdt $< -o $@
+
+$(OUT)/bench/probe_loop_off: tools/bench/probe_loop.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Iusdt -DCOROBPF_DISABLE $< -o $@
+
+$(OUT)/bench/gen_raw: tools/bench/gen_raw.c $(USER_LIB_OBJS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $< $(USER_LIB_OBJS) -o $@ $(LDLIBS)

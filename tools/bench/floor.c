@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: MIT
+/*
+ * floor PROBE -- CMD ARGS: run CMD with an empty BPF program attached (libbpf's
+ * USDT attach, so the site and the kernel path are exactly corobpf's) to
+ * corobpf:PROBE in CMD's executable. The benchmark's baseline.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <bpf/libbpf.h>
+#include "floor.skel.h"
+
+int main(int argc, char **argv)
+{
+	struct floor_bpf *skel;
+	struct bpf_link *link;
+	int go[2], status;
+	char c;
+	pid_t pid;
+
+	if (argc < 4 || strcmp(argv[2], "--")) {
+		fprintf(stderr, "usage: floor PROBE -- CMD [ARGS...]\n");
+		return 2;
+	}
+	skel = floor_bpf__open_and_load();
+	if (!skel) {
+		perror("floor: load");
+		return 1;
+	}
+	if (pipe(go) < 0)
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(127);
+		execv(argv[3], argv + 3);
+		_exit(127);
+	}
+	close(go[0]);
+	link = bpf_program__attach_usdt(skel->progs.empty, pid, argv[3], "corobpf", argv[1], NULL);
+	if (!link) {
+		perror("floor: attach");
+		kill(pid, SIGKILL);
+		return 1;
+	}
+	if (write(go[1], "g", 1) != 1)
+		return 1;
+	waitpid(pid, &status, 0);
+	bpf_link__destroy(link);
+	floor_bpf__destroy(skel);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
