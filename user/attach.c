@@ -113,59 +113,16 @@ static u32 attach_object(struct capture *c, struct target *t, const char *path, 
 	return sites;
 }
 
-int attach_scan_process(struct capture *c, struct target *t, bool late)
-{
-	char path[64], line[4096 + 128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/maps", t->pid);
-	f = fopen(path, "re");
-	if (!f) {
-		if (!late)
-			log_err("cannot read %s: %s", path, strerror(errno));
-		return late ? 0 : (errno == ENOENT ? EXIT_NO_PROCESS : EXIT_FAILURE_RUNTIME);
-	}
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long start, end, ino;
-		unsigned maj, min;
-		char perms[8], open_path[4096 + 64];
-		int off = 0;
-		const char *p;
-		bool deleted;
-
-		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu %n", &start, &end, perms, &maj, &min,
-			   &ino, &off) < 6 || !off)
-			continue;
-		p = line + off;
-		if (perms[2] != 'x' || !ino || *p != '/')
-			continue;
-		line[strcspn(line, "\n")] = 0;
-		if (hmap_get(&t->objects, makedev(maj, min), ino))
-			continue;
-		hmap_put(&t->objects, makedev(maj, min), ino, (void *)1);
-		if (!late)
-			note_searched(c, p);
-		/* Open it through the target's view of the filesystem; a replaced file only via map_files. */
-		deleted = strstr(p, " (deleted)") != NULL;
-		if (deleted)
-			snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%lx-%lx", t->pid,
-				 start, end);
-		else
-			snprintf(open_path, sizeof(open_path), "/proc/%u/root%s", t->pid, p);
-		attach_object(c, t, open_path, p, late);
-		if (is_ldso(p))
-			attach_libload(c, t, open_path);
-	}
-	fclose(f);
-	return 0;
-}
-
 /*
- * -a: every object pid maps that carries probes, attached once for all
- * processes (the BPF side admits processes one by one). Objects are
- * examined once per (device, inode) whichever process maps them.
+ * Calls fn once for every executable file mapping of pid not yet in seen
+ * (keyed by device and inode), with the path to open it by (through the
+ * target's root, or map_files for a replaced file) and the path as mapped.
+ * Returns -errno when the maps cannot be read.
  */
-void attach_scan_global(struct capture *c, u32 pid, bool late)
+typedef void (*object_fn)(struct capture *c, void *arg, const char *open_path, const char *shown);
+
+static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct capture *c,
+			       void *arg)
 {
 	char path[64], line[4096 + 128];
 	FILE *f;
@@ -173,14 +130,13 @@ void attach_scan_global(struct capture *c, u32 pid, bool late)
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	f = fopen(path, "re");
 	if (!f)
-		return; /* gone already, or a kernel thread */
+		return -errno;
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long start, end, ino;
 		unsigned maj, min;
 		char perms[8], open_path[4096 + 64];
 		int off = 0;
 		const char *p;
-		u32 sites;
 
 		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu %n", &start, &end, perms, &maj, &min,
 			   &ino, &off) < 6 || !off)
@@ -189,20 +145,67 @@ void attach_scan_global(struct capture *c, u32 pid, bool late)
 		if (perms[2] != 'x' || !ino || *p != '/')
 			continue;
 		line[strcspn(line, "\n")] = 0;
-		if (hmap_get(&c->global_objects, makedev(maj, min), ino))
+		if (hmap_get(seen, makedev(maj, min), ino))
 			continue;
-		hmap_put(&c->global_objects, makedev(maj, min), ino, (void *)1);
+		hmap_put(seen, makedev(maj, min), ino, (void *)1);
 		if (strstr(p, " (deleted)"))
 			snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%lx-%lx", pid,
 				 start, end);
 		else
 			snprintf(open_path, sizeof(open_path), "/proc/%u/root%s", pid, p);
-		sites = attach_object_pid(c, -1, open_path, p, late);
-		c->global_sites += sites;
-		if (is_ldso(p))
-			attach_libload_pid(c, -1, open_path);
+		fn(c, arg, open_path, p);
 	}
 	fclose(f);
+	return 0;
+}
+
+struct process_scan {
+	struct target *t;
+	bool late;
+};
+
+static void process_object(struct capture *c, void *arg, const char *open_path, const char *shown)
+{
+	struct process_scan *ps = arg;
+
+	if (!ps->late)
+		note_searched(c, shown);
+	attach_object(c, ps->t, open_path, shown, ps->late);
+	if (is_ldso(shown))
+		attach_libload(c, ps->t, open_path);
+}
+
+int attach_scan_process(struct capture *c, struct target *t, bool late)
+{
+	struct process_scan ps = { .t = t, .late = late };
+	int err = for_each_new_object(t->pid, &t->objects, process_object, c, &ps);
+
+	if (err >= 0)
+		return 0;
+	if (late)
+		return 0;
+	log_err("cannot read /proc/%u/maps: %s", t->pid, strerror(-err));
+	return err == -ENOENT ? EXIT_NO_PROCESS : EXIT_FAILURE_RUNTIME;
+}
+
+static void global_object(struct capture *c, void *arg, const char *open_path, const char *shown)
+{
+	bool late = *(bool *)arg;
+
+	c->global_sites += attach_object_pid(c, -1, open_path, shown, late);
+	if (is_ldso(shown))
+		attach_libload_pid(c, -1, open_path);
+}
+
+/*
+ * -a: every object pid maps that carries probes, attached once for all
+ * processes (the BPF side admits processes one by one). Objects are
+ * examined once per (device, inode) whichever process maps them; a process
+ * already gone (or a kernel thread) has nothing to add.
+ */
+void attach_scan_global(struct capture *c, u32 pid, bool late)
+{
+	for_each_new_object(pid, &c->global_objects, global_object, c, &late);
 }
 
 /* execvp's search, done before the fork so the attach and the exec see one file. */

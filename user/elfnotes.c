@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "util.h"
 
 #include "elfnotes.h"
 
@@ -26,19 +27,6 @@
 /* pc, base, semaphore: three 8-byte addresses before the strings */
 #define STAPSDT_ADDRS_SIZE	24
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static const char *machine_name(unsigned int machine)
 {
@@ -73,13 +61,13 @@ static int check_header_tables(const char *path, int fd, const GElf_Ehdr *ehdr, 
 	if (fstat(fd, &sb) < 0) {
 		int ret = -errno;
 
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		errfmt(err, errlen, "%s: %s", path, strerror(errno));
 		return ret;
 	}
 	if (ehdr->e_shoff &&
 	    (ehdr->e_shoff > (uint64_t)sb.st_size ||
 	     shnum * sizeof(Elf64_Shdr) > (uint64_t)sb.st_size - ehdr->e_shoff)) {
-		seterr(err, errlen,
+		errfmt(err, errlen,
 		       "%s: truncated: %llu section headers at file offset 0x%llx, file has %lld bytes",
 		       path, (unsigned long long)shnum, (unsigned long long)ehdr->e_shoff,
 		       (long long)sb.st_size);
@@ -88,7 +76,7 @@ static int check_header_tables(const char *path, int fd, const GElf_Ehdr *ehdr, 
 	if (phnum &&
 	    (ehdr->e_phoff > (uint64_t)sb.st_size ||
 	     phnum * sizeof(Elf64_Phdr) > (uint64_t)sb.st_size - ehdr->e_phoff)) {
-		seterr(err, errlen,
+		errfmt(err, errlen,
 		       "%s: truncated: %llu program headers at file offset 0x%llx, file has %lld bytes",
 		       path, (unsigned long long)phnum, (unsigned long long)ehdr->e_phoff,
 		       (long long)sb.st_size);
@@ -111,48 +99,48 @@ static int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr
 	int fd, ret;
 
 	if (elf_version(EV_CURRENT) == EV_NONE) {
-		seterr(err, errlen, "libelf: %s", elf_errmsg(-1));
+		errfmt(err, errlen, "libelf: %s", elf_errmsg(-1));
 		return -ENOSYS;
 	}
 	/* O_NONBLOCK: a FIFO in place of a binary must not hang a root tool. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		ret = -errno;
-		seterr(err, errlen, "%s: %s", path, strerror(errno));
+		errfmt(err, errlen, "%s: %s", path, strerror(errno));
 		return ret;
 	}
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf) {
-		seterr(err, errlen, "%s: cannot read as ELF: %s", path, elf_errmsg(-1));
+		errfmt(err, errlen, "%s: cannot read as ELF: %s", path, elf_errmsg(-1));
 		close(fd);
 		return -ENOEXEC;
 	}
 	if (elf_kind(elf) != ELF_K_ELF) {
-		seterr(err, errlen, "%s: not an ELF file%s", path,
+		errfmt(err, errlen, "%s: not an ELF file%s", path,
 		       elf_kind(elf) == ELF_K_AR ? " (an ar archive)" : "");
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	ident = elf_getident(elf, &ident_len);
 	if (!ident || ident_len < EI_NIDENT) {
-		seterr(err, errlen, "%s: truncated ELF identification", path);
+		errfmt(err, errlen, "%s: truncated ELF identification", path);
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	if (ident[EI_CLASS] != ELFCLASS64) {
-		seterr(err, errlen, "%s: %s ELF; corobpf supports x86-64 (64-bit) objects only",
+		errfmt(err, errlen, "%s: %s ELF; corobpf supports x86-64 (64-bit) objects only",
 		       path, ident[EI_CLASS] == ELFCLASS32 ? "32-bit" : "unknown-class");
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	if (ident[EI_DATA] != ELFDATA2LSB) {
-		seterr(err, errlen, "%s: big-endian ELF; corobpf supports x86-64 objects only",
+		errfmt(err, errlen, "%s: big-endian ELF; corobpf supports x86-64 objects only",
 		       path);
 		ret = -ENOEXEC;
 		goto fail;
 	}
 	if (!gelf_getehdr(elf, ehdr)) {
-		seterr(err, errlen, "%s: truncated or invalid ELF header: %s", path,
+		errfmt(err, errlen, "%s: truncated or invalid ELF header: %s", path,
 		       elf_errmsg(-1));
 		ret = -ENOEXEC;
 		goto fail;
@@ -160,10 +148,10 @@ static int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr
 	if (ehdr->e_machine != EM_X86_64) {
 		mname = machine_name(ehdr->e_machine);
 		if (mname)
-			seterr(err, errlen, "%s: ELF for %s; corobpf supports x86-64 objects only",
+			errfmt(err, errlen, "%s: ELF for %s; corobpf supports x86-64 objects only",
 			       path, mname);
 		else
-			seterr(err, errlen,
+			errfmt(err, errlen,
 			       "%s: ELF for machine %u; corobpf supports x86-64 objects only", path,
 			       ehdr->e_machine);
 		ret = -ENOEXEC;
@@ -233,7 +221,7 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 				;
 			if (left == size)
 				break;
-			seterr(err, errlen, "%s: truncated note header at file offset 0x%llx", path,
+			errfmt(err, errlen, "%s: truncated note header at file offset 0x%llx", path,
 			       (unsigned long long)(sec_off + off));
 			return -EINVAL;
 		}
@@ -242,14 +230,14 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 		memcpy(&type, buf + off + 8, 4);
 		name_off = off + 12;
 		if (namesz > size - name_off) {
-			seterr(err, errlen,
+			errfmt(err, errlen,
 			       "%s: note at file offset 0x%llx: owner name of %u bytes runs past the end of %s",
 			       path, (unsigned long long)(sec_off + off), namesz, STAPSDT_SECTION);
 			return -EINVAL;
 		}
 		desc_off = name_off + align_up(namesz, align);
 		if (desc_off > size || descsz > size - desc_off) {
-			seterr(err, errlen,
+			errfmt(err, errlen,
 			       "%s: note at file offset 0x%llx: descriptor of %u bytes runs past the end of %s",
 			       path, (unsigned long long)(sec_off + off), descsz, STAPSDT_SECTION);
 			return -EINVAL;
@@ -264,7 +252,7 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 			continue;
 		}
 		if (descsz < STAPSDT_ADDRS_SIZE + 3) {
-			seterr(err, errlen,
+			errfmt(err, errlen,
 			       "%s: stapsdt note at file offset 0x%llx: descriptor of %u bytes, need at least %d",
 			       path, (unsigned long long)(sec_off + off), descsz,
 			       STAPSDT_ADDRS_SIZE + 3);
@@ -278,7 +266,7 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 		args = name ? memchr(name + 1, 0, end - (name + 1)) : NULL;
 		if (!name || name + 1 >= end || !args || args + 1 >= end ||
 		    !memchr(args + 1, 0, end - (args + 1))) {
-			seterr(err, errlen,
+			errfmt(err, errlen,
 			       "%s: stapsdt note at file offset 0x%llx: provider, name and arguments are not three NUL-terminated strings",
 			       path, (unsigned long long)(sec_off + off));
 			return -EINVAL;
@@ -309,7 +297,7 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 	out->elf_type = ehdr.e_type;
 
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
-		seterr(err, errlen, "%s: cannot find the section name table: %s", path,
+		errfmt(err, errlen, "%s: cannot find the section name table: %s", path,
 		       elf_errmsg(-1));
 		ret = -EINVAL;
 		goto out;
@@ -320,7 +308,7 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 		GElf_Shdr shdr;
 
 		if (!gelf_getshdr(scn, &shdr)) {
-			seterr(err, errlen, "%s: section %zu: unreadable header: %s", path,
+			errfmt(err, errlen, "%s: section %zu: unreadable header: %s", path,
 			       elf_ndxscn(scn), elf_errmsg(-1));
 			ret = -EINVAL;
 			goto out;
@@ -329,7 +317,7 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 			continue;
 		sname = elf_strptr(elf, shstrndx, shdr.sh_name);
 		if (!sname) {
-			seterr(err, errlen, "%s: note section %zu: name offset %u is out of range",
+			errfmt(err, errlen, "%s: note section %zu: name offset %u is out of range",
 			       path, elf_ndxscn(scn), shdr.sh_name);
 			ret = -EINVAL;
 			goto out;
@@ -354,7 +342,7 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 				goto out;
 		}
 		if (elf_errno()) {
-			seterr(err, errlen,
+			errfmt(err, errlen,
 			       "%s: %s section at file offset 0x%llx (%llu bytes) is unreadable: %s",
 			       path, STAPSDT_SECTION, (unsigned long long)shdr.sh_offset,
 			       (unsigned long long)shdr.sh_size, elf_errmsg(-1));
@@ -423,7 +411,7 @@ static int dyn_string(const char *path, const char *strtab, size_t strsz, uint64
 	const char *s, *nul;
 
 	if (off >= strsz) {
-		seterr(err, errlen,
+		errfmt(err, errlen,
 		       "%s: %s string offset %llu is outside the %zu-byte string table", path,
 		       what, (unsigned long long)off, strsz);
 		return -EINVAL;
@@ -431,13 +419,13 @@ static int dyn_string(const char *path, const char *strtab, size_t strsz, uint64
 	s = strtab + off;
 	nul = memchr(s, 0, strsz - off);
 	if (!nul) {
-		seterr(err, errlen, "%s: %s string at offset %llu is not NUL-terminated", path,
+		errfmt(err, errlen, "%s: %s string at offset %llu is not NUL-terminated", path,
 		       what, (unsigned long long)off);
 		return -EINVAL;
 	}
 	*out = strndup(s, nul - s);
 	if (!*out) {
-		seterr(err, errlen, "%s: out of memory", path);
+		errfmt(err, errlen, "%s: out of memory", path);
 		return -ENOMEM;
 	}
 	return 0;
@@ -465,13 +453,13 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 	out->elf_type = ehdr.e_type;
 
 	if (elf_getphdrnum(elf, &phnum) != 0) {
-		seterr(err, errlen, "%s: cannot read program headers: %s", path, elf_errmsg(-1));
+		errfmt(err, errlen, "%s: cannot read program headers: %s", path, elf_errmsg(-1));
 		ret = -EINVAL;
 		goto fail;
 	}
 	loads = calloc(phnum ? phnum : 1, sizeof(*loads));
 	if (!loads) {
-		seterr(err, errlen, "%s: out of memory", path);
+		errfmt(err, errlen, "%s: out of memory", path);
 		ret = -ENOMEM;
 		goto fail;
 	}
@@ -479,7 +467,7 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 		GElf_Phdr ph;
 
 		if (!gelf_getphdr(elf, i, &ph)) {
-			seterr(err, errlen, "%s: program header %zu is unreadable: %s", path, i,
+			errfmt(err, errlen, "%s: program header %zu is unreadable: %s", path, i,
 			       elf_errmsg(-1));
 			ret = -EINVAL;
 			goto fail;
@@ -496,7 +484,7 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 			s = data ? data->d_buf : NULL;
 			nul = s ? memchr(s, 0, data->d_size) : NULL;
 			if (!nul || nul == s) {
-				seterr(err, errlen,
+				errfmt(err, errlen,
 				       "%s: PT_INTERP at file offset 0x%llx (%llu bytes) is not a path",
 				       path, (unsigned long long)ph.p_offset,
 				       (unsigned long long)ph.p_filesz);
@@ -505,7 +493,7 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 			}
 			out->interp = strdup(s);
 			if (!out->interp) {
-				seterr(err, errlen, "%s: out of memory", path);
+				errfmt(err, errlen, "%s: out of memory", path);
 				ret = -ENOMEM;
 				goto fail;
 			}
@@ -519,7 +507,7 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 
 	data = elf_getdata_rawchunk(elf, dyn_ph.p_offset, dyn_ph.p_filesz, ELF_T_DYN);
 	if (!data) {
-		seterr(err, errlen,
+		errfmt(err, errlen,
 		       "%s: PT_DYNAMIC at file offset 0x%llx (%llu bytes) is unreadable: %s", path, (unsigned long long)dyn_ph.p_offset,
 		       (unsigned long long)dyn_ph.p_filesz, elf_errmsg(-1));
 		ret = -EINVAL;
@@ -566,13 +554,13 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 		goto done;
 	}
 	if (!has_strtab || !strsz) {
-		seterr(err, errlen, "%s: dynamic section has names but no DT_STRTAB/DT_STRSZ",
+		errfmt(err, errlen, "%s: dynamic section has names but no DT_STRTAB/DT_STRSZ",
 		       path);
 		ret = -EINVAL;
 		goto fail;
 	}
 	if (vaddr_to_offset(loads, n_loads, strtab_vaddr, &str_off, &str_avail)) {
-		seterr(err, errlen, "%s: DT_STRTAB address 0x%llx is not in any loaded segment",
+		errfmt(err, errlen, "%s: DT_STRTAB address 0x%llx is not in any loaded segment",
 		       path, (unsigned long long)strtab_vaddr);
 		ret = -EINVAL;
 		goto fail;
@@ -581,7 +569,7 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 		strsz = str_avail;
 	data = elf_getdata_rawchunk(elf, str_off, strsz, ELF_T_BYTE);
 	if (!data) {
-		seterr(err, errlen,
+		errfmt(err, errlen,
 		       "%s: dynamic string table at file offset 0x%llx is unreadable: %s", path, (unsigned long long)str_off, elf_errmsg(-1));
 		ret = -EINVAL;
 		goto fail;
@@ -592,7 +580,7 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 	if (n_needed) {
 		out->needed = calloc(n_needed, sizeof(*out->needed));
 		if (!out->needed) {
-			seterr(err, errlen, "%s: out of memory", path);
+			errfmt(err, errlen, "%s: out of memory", path);
 			ret = -ENOMEM;
 			goto fail;
 		}
@@ -663,55 +651,55 @@ int elf_check_loadable(int fd, char *err, size_t errlen)
 	if (n < 0) {
 		int ret = -errno;
 
-		seterr(err, errlen, "cannot read file data: %s", strerror(errno));
+		errfmt(err, errlen, "cannot read file data: %s", strerror(errno));
 		return ret;
 	}
 	if ((size_t)n < sizeof(eh)) {
-		seterr(err, errlen, "file too short");
+		errfmt(err, errlen, "file too short");
 		return -ENOEXEC;
 	}
 	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) {
-		seterr(err, errlen, "invalid ELF header");
+		errfmt(err, errlen, "invalid ELF header");
 		return -ENOEXEC;
 	}
 	if (eh.e_ident[EI_CLASS] != ELFCLASS64)
 		return ELF_LOAD_SKIP;
 	if (eh.e_ident[EI_DATA] != ELFDATA2LSB) {
-		seterr(err, errlen, "ELF file data encoding not little-endian");
+		errfmt(err, errlen, "ELF file data encoding not little-endian");
 		return -ENOEXEC;
 	}
 	if (eh.e_ident[EI_VERSION] != EV_CURRENT) {
-		seterr(err, errlen, "ELF file version ident does not match current one");
+		errfmt(err, errlen, "ELF file version ident does not match current one");
 		return -ENOEXEC;
 	}
 	if (eh.e_ident[EI_OSABI] != ELFOSABI_SYSV && eh.e_ident[EI_OSABI] != ELFOSABI_GNU) {
-		seterr(err, errlen, "ELF file OS ABI invalid");
+		errfmt(err, errlen, "ELF file OS ABI invalid");
 		return -ENOEXEC;
 	}
 	if (eh.e_ident[EI_ABIVERSION] != 0 &&
 	    !(eh.e_ident[EI_OSABI] == ELFOSABI_GNU &&
 	      eh.e_ident[EI_ABIVERSION] < GLIBC_GNU_ABI_VERSIONS)) {
-		seterr(err, errlen, "ELF file ABI version invalid");
+		errfmt(err, errlen, "ELF file ABI version invalid");
 		return -ENOEXEC;
 	}
 	for (i = EI_PAD; i < EI_NIDENT; i++) {
 		if (eh.e_ident[i]) {
-			seterr(err, errlen, "nonzero padding in e_ident");
+			errfmt(err, errlen, "nonzero padding in e_ident");
 			return -ENOEXEC;
 		}
 	}
 	if (eh.e_version != EV_CURRENT) {
-		seterr(err, errlen, "ELF file version does not match current one");
+		errfmt(err, errlen, "ELF file version does not match current one");
 		return -ENOEXEC;
 	}
 	if (eh.e_machine != EM_X86_64)
 		return ELF_LOAD_SKIP;
 	if (eh.e_type != ET_DYN && eh.e_type != ET_EXEC) {
-		seterr(err, errlen, "only ET_DYN and ET_EXEC can be loaded");
+		errfmt(err, errlen, "only ET_DYN and ET_EXEC can be loaded");
 		return -ENOEXEC;
 	}
 	if (eh.e_phentsize != sizeof(Elf64_Phdr)) {
-		seterr(err, errlen, "ELF file's phentsize not the expected size");
+		errfmt(err, errlen, "ELF file's phentsize not the expected size");
 		return -ENOEXEC;
 	}
 	return 0;

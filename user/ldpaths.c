@@ -95,6 +95,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "util.h"
 
 #include "elfnotes.h"
 #include "ldpaths.h"
@@ -165,19 +166,6 @@ struct ld_state {
 
 enum try_result { TRY_NEXT, TRY_FOUND, TRY_FATAL };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (!err || !errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-}
 
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -362,11 +350,11 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 	fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		ret = -errno;
-		seterr(err, errlen, "%s: %s", file, strerror(errno));
+		errfmt(err, errlen, "%s: %s", file, strerror(errno));
 		return ret;
 	}
 	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > CACHE_MAX_SIZE) {
-		seterr(err, errlen, "%s: not a regular file of at most %u bytes", file,
+		errfmt(err, errlen, "%s: not a regular file of at most %u bytes", file,
 		       CACHE_MAX_SIZE);
 		close(fd);
 		return -EINVAL;
@@ -375,7 +363,7 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 	c->buf = malloc(c->size + 1);
 	if (!c->buf) {
 		close(fd);
-		seterr(err, errlen, "%s: out of memory", file);
+		errfmt(err, errlen, "%s: out of memory", file);
 		return -ENOMEM;
 	}
 	while (got < c->size) {
@@ -398,7 +386,7 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 		/* The new header follows the old table, 8-byte aligned (its entries hold u64s). */
 		c->hdr = (end + 7) & ~(uint64_t)7;
 		if (end > c->size || c->hdr > c->size) {
-			seterr(err, errlen,
+			errfmt(err, errlen,
 			       "%s: old-format table of %llu entries is longer than the file", file, (unsigned long long)old_n);
 			goto corrupt;
 		}
@@ -406,19 +394,19 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 	if (c->size - c->hdr < CACHE_NEW_HDR_SIZE ||
 	    memcmp(c->buf + c->hdr, CACHE_MAGIC_NEW CACHE_VERSION_NEW,
 		   sizeof(CACHE_MAGIC_NEW CACHE_VERSION_NEW) - 1) != 0) {
-		seterr(err, errlen, "%s: not a glibc-ld.so.cache1.1 file", file);
+		errfmt(err, errlen, "%s: not a glibc-ld.so.cache1.1 file", file);
 		goto corrupt;
 	}
 	/* Endianness in bits 0-1: 0 unrecorded, 2 little, 3 big. */
 	flags = c->buf[c->hdr + 28];
 	if ((flags & 3) != 0 && (flags & 3) != 2) {
-		seterr(err, errlen, "%s: not a little-endian cache (flags 0x%x)", file, flags);
+		errfmt(err, errlen, "%s: not a little-endian cache (flags 0x%x)", file, flags);
 		goto corrupt;
 	}
 	c->nlibs = get_u32(c->buf + c->hdr + 20);
 	entries = c->size - c->hdr - CACHE_NEW_HDR_SIZE;
 	if (c->nlibs > entries / CACHE_NEW_ENTRY_SIZE) {
-		seterr(err, errlen, "%s: %u entries do not fit in %zu bytes", file, c->nlibs,
+		errfmt(err, errlen, "%s: %u entries do not fit in %zu bytes", file, c->nlibs,
 		       c->size);
 		goto corrupt;
 	}
@@ -426,7 +414,7 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 		const char *e = c->buf + c->hdr + CACHE_NEW_HDR_SIZE + i * CACHE_NEW_ENTRY_SIZE;
 
 		if (!cache_string_ok(c, get_u32(e + 4)) || !cache_string_ok(c, get_u32(e + 8))) {
-			seterr(err, errlen, "%s: entry %zu points outside the file", file, i);
+			errfmt(err, errlen, "%s: entry %zu points outside the file", file, i);
 			goto corrupt;
 		}
 	}
@@ -472,7 +460,7 @@ int ld_cache_lookup(const char *cache_file, const char *name, char **path_out, c
 		*path_out = strdup(p);
 		ret = *path_out ? 0 : -ENOMEM;
 	} else {
-		seterr(err, errlen, "%s: no x86-64 entry for %s", cache_file, name);
+		errfmt(err, errlen, "%s: no x86-64 entry for %s", cache_file, name);
 		ret = -ENOENT;
 	}
 	free(c.buf);
@@ -980,7 +968,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 
 	if (stat(exe_path, &sb) < 0 || !realpath(exe_path, real)) {
 		ret = -errno;
-		seterr(err, errlen, "%s: %s", exe_path, strerror(errno));
+		errfmt(err, errlen, "%s: %s", exe_path, strerror(errno));
 		return ret;
 	}
 	n = new_obj(st);
@@ -993,7 +981,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 	if (ret)
 		return ret;
 	if (o->dyn.elf_type != ET_EXEC && o->dyn.elf_type != ET_DYN) {
-		seterr(err, errlen, "%s: not an executable (ELF type %d)", exe_path,
+		errfmt(err, errlen, "%s: not an executable (ELF type %d)", exe_path,
 		       o->dyn.elf_type);
 		return -ENOEXEC;
 	}
@@ -1009,7 +997,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 
 	if (stat(o->dyn.interp, &sb) < 0) {
 		ret = -errno;
-		seterr(err, errlen, "%s: interpreter %s: %s", exe_path, o->dyn.interp,
+		errfmt(err, errlen, "%s: interpreter %s: %s", exe_path, o->dyn.interp,
 		       strerror(errno));
 		return ret;
 	}
@@ -1022,7 +1010,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 	o->loader = 0;
 	ret = elf_dynamic_info(st->objs[0].dyn.interp, &o->dyn, dyn_err, sizeof(dyn_err));
 	if (ret) {
-		seterr(err, errlen, "%s: interpreter: %s", exe_path, dyn_err);
+		errfmt(err, errlen, "%s: interpreter: %s", exe_path, dyn_err);
 		return ret;
 	}
 	o->path = make_absolute(st, st->objs[0].dyn.interp);
@@ -1033,7 +1021,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 	o->listed = true;
 	return 0;
 nomem:
-	seterr(err, errlen, "%s: out of memory", exe_path);
+	errfmt(err, errlen, "%s: out of memory", exe_path);
 	return -ENOMEM;
 }
 
@@ -1103,7 +1091,7 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 	st.cwd = getcwd(NULL, 0);
 	if (!st.cwd) {
 		ret = -errno;
-		seterr(err, errlen, "cannot get the current directory: %s", strerror(errno));
+		errfmt(err, errlen, "cannot get the current directory: %s", strerror(errno));
 		goto out;
 	}
 	ld_init_hwcaps(&st);
@@ -1181,7 +1169,7 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 			goto nomem;
 	}
 	if (opts == &local_opts && opts->n_missing) {
-		seterr(err, errlen, "%s (needed by %s): %s", opts->missing[0].name,
+		errfmt(err, errlen, "%s (needed by %s): %s", opts->missing[0].name,
 		       opts->missing[0].needed_by, opts->missing[0].reason);
 		ret = -ENOENT;
 		goto out;
@@ -1193,7 +1181,7 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 	ret = 0;
 	goto out;
 nomem:
-	seterr(err, errlen, "%s: out of memory while resolving libraries", exe_path);
+	errfmt(err, errlen, "%s: out of memory while resolving libraries", exe_path);
 	ret = -ENOMEM;
 out:
 	strv_free(paths, n_paths);

@@ -625,3 +625,14 @@ void fmt_duration(char *buf, size_t len, u64 ns)
 	else
 		snprintf(buf, len, "%llu ns", (unsigned long long)ns);
 }
+
+void errfmt(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!err || !errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}

@@ -123,6 +123,8 @@ u64 now_boottime_ns(void);
 s64 realtime_minus_boottime_ns(void);
 
 /* "1.25 s", "310 ms", "42 us", "12 ns" */
+/* vsnprintf into err[errlen] when err is non-NULL: for functions that report errors to a buffer. */
+void errfmt(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fmt_duration(char *buf, size_t len, u64 ns);
 
 #endif

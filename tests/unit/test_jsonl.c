@@ -12,24 +12,6 @@
 #include "jsonl.h"
 #include "output.h"
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, n + 1);
-	if (fread(buf, 1, n, f) != (size_t)n)
-		n = 0;
-	fclose(f);
-	return buf;
-}
-
 TEST(golden_basic)
 {
 	char tmp[] = "/tmp/corobpf-test-jsonl-XXXXXX";
@@ -41,7 +23,7 @@ TEST(golden_basic)
 		return;
 	snprintf(path, sizeof(path), "%s/basic.jsonl", tmp);
 	write_basic(path, -1);
-	got = slurp(path);
+	got = unit_slurp(path);
 	CHECK(got != NULL);
 	if (getenv("UPDATE_GOLDEN")) {
 		FILE *f = fopen(golden, "wb");
@@ -49,7 +31,7 @@ TEST(golden_basic)
 		fputs(got, f);
 		fclose(f);
 	}
-	want = slurp(golden);
+	want = unit_slurp(golden);
 	CHECK(want != NULL);
 	if (got && want && strcmp(got, want)) {
 		unit_failed_checks++;
@@ -86,14 +68,14 @@ TEST(existing_output_needs_force)
 	/* Not under its name until committed. */
 	CHECK(write(f.fd, "new", 3) == 3);
 	{
-		char *old = slurp(path);
+		char *old = unit_slurp(path);
 
 		CHECK_STR(old, "");
 		free(old);
 	}
 	CHECK_EQ(outfile_commit(&f, err, sizeof(err)), 0);
 	{
-		char *now = slurp(path);
+		char *now = unit_slurp(path);
 
 		CHECK_STR(now, "new");
 		free(now);

@@ -7,28 +7,10 @@
 
 static char dir[] = "/tmp/corobpf-test-jr-XXXXXX";
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, n + 1);
-	if (fread(buf, 1, n, f) != (size_t)n)
-		n = 0;
-	fclose(f);
-	return buf;
-}
-
 /* The "type":"event" and "lost" lines of a JSONL file, concatenated. */
 static char *event_lines(const char *path)
 {
-	char *all = slurp(path), *out = calloc(1, all ? strlen(all) + 1 : 1), *line, *save;
+	char *all = unit_slurp(path), *out = calloc(1, all ? strlen(all) + 1 : 1), *line, *save;
 
 	for (line = all ? strtok_r(all, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
 		if (strstr(line, "\"type\":\"event\"") || strstr(line, "\"type\":\"lost\"")) {

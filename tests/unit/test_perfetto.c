@@ -11,24 +11,6 @@
 #include "stream.h"
 #include "pb.h"
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, n + 1);
-	if (fread(buf, 1, n, f) != (size_t)n)
-		n = 0;
-	fclose(f);
-	return buf;
-}
-
 static void golden(const char *name, int max_tracks)
 {
 	char dir[] = "/tmp/corobpf-test-pf-XXXXXX", trace[300], text[300], cmd[1024], gold[300];
@@ -45,14 +27,14 @@ static void golden(const char *name, int max_tracks)
 	/* Checked for the format's rules, then listed one packet per line. */
 	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", trace, text);
 	CHECK_EQ(system(cmd), 0);
-	got = slurp(text);
+	got = unit_slurp(text);
 	if (getenv("UPDATE_GOLDEN")) {
 		FILE *f = fopen(gold, "wb");
 
 		fputs(got ? got : "", f);
 		fclose(f);
 	}
-	want = slurp(gold);
+	want = unit_slurp(gold);
 	CHECK(got && want);
 	if (got && want && strcmp(got, want)) {
 		unit_failed_checks++;

@@ -79,6 +79,26 @@ static const char *unit_current;
 		}                                                                            \
 	} while (0)
 
+/* The whole file as a NUL-terminated string (free it), or NULL if unreadable. */
+static inline char *unit_slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+		buf = calloc(1, n + 1);
+		if (buf && fread(buf, 1, n, f) != (size_t)n) {
+			free(buf);
+			buf = NULL;
+		}
+	}
+	fclose(f);
+	return buf;
+}
+
 static inline int unit_done_(const char *file)
 {
 	fprintf(stderr, "%s: %d tests, %d failed\n", file, unit_tests_run, unit_tests_failed);
