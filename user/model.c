@@ -627,6 +627,13 @@ static void apply_process(struct model *m, const struct coro_rec_process *r)
 			m->obs[i].process(m->obs[i].ctx, p);
 }
 
+static int cmp_uid(const void *a, const void *b)
+{
+	const struct coro *x = *(struct coro *const *)a, *y = *(struct coro *const *)b;
+
+	return x->uid < y->uid ? -1 : x->uid > y->uid;
+}
+
 /*
  * The end of a process's coroutines and threads, at ts: it exited, or
  * replaced its program (exec) and goes on as another.
@@ -648,13 +655,8 @@ static void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 		doomed[n++] = v;
 	}
 	/* Oldest first, so outputs list them in a stable order. */
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && doomed[j - 1]->uid > doomed[j]->uid; j--) {
-			struct coro *tmp = doomed[j];
-
-			doomed[j] = doomed[j - 1];
-			doomed[j - 1] = tmp;
-		}
+	if (n > 1)
+		qsort(doomed, n, sizeof(*doomed), cmp_uid);
 	for (size_t i = 0; i < n; i++)
 		end_coroutine(m, doomed[i], how, ts);
 	free(doomed);
@@ -811,12 +813,6 @@ void model_emit_finding(struct model *m, const struct finding *f)
 			m->obs[i].finding(m->obs[i].ctx, f);
 }
 
-static int cmp_uid(const void *a, const void *b)
-{
-	const struct coro *x = *(struct coro *const *)a, *y = *(struct coro *const *)b;
-
-	return x->uid < y->uid ? -1 : x->uid > y->uid;
-}
 
 void model_finish(struct model *m)
 {
