@@ -370,6 +370,162 @@ int BPF_USDT(coro_span_end, __u64 str)
 }
 
 /*
+ * The switch-function path: one program for every uprobe on a context
+ * function (swapcontext, jump_fcontext, ...); its cookie says what the
+ * instruction means and which registers hold the contexts there (user
+ * space chose the cheapest instruction and followed the arguments to it).
+ */
+#if defined(__TARGET_ARCH_x86)
+/*
+ * A register of the probed instruction, by encoding number. Read through
+ * the helper: the verifier refuses context loads at a computed offset.
+ */
+const volatile __u16 ctx_reg_off[16] = {
+	__builtin_offsetof(struct pt_regs, ax),	 __builtin_offsetof(struct pt_regs, cx),
+	__builtin_offsetof(struct pt_regs, dx),	 __builtin_offsetof(struct pt_regs, bx),
+	__builtin_offsetof(struct pt_regs, sp),	 __builtin_offsetof(struct pt_regs, bp),
+	__builtin_offsetof(struct pt_regs, si),	 __builtin_offsetof(struct pt_regs, di),
+	__builtin_offsetof(struct pt_regs, r8),	 __builtin_offsetof(struct pt_regs, r9),
+	__builtin_offsetof(struct pt_regs, r10), __builtin_offsetof(struct pt_regs, r11),
+	__builtin_offsetof(struct pt_regs, r12), __builtin_offsetof(struct pt_regs, r13),
+	__builtin_offsetof(struct pt_regs, r14), __builtin_offsetof(struct pt_regs, r15),
+};
+
+static __always_inline __u64 ctx_reg(struct pt_regs *regs, __u32 r)
+{
+	__u64 v = 0;
+
+	/*
+	 * Masked, not compared (r < 16 always; user space encodes it): the
+	 * verifier must see the bound on the index itself.
+	 */
+	bpf_probe_read_kernel(&v, sizeof(v), (const char *)regs + ctx_reg_off[r & 15]);
+	return v;
+}
+
+static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
+{
+	struct coro_ev_ctx_switch *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_SWITCH);
+	__u32 a = CORO_CTX_COOKIE_A(k);
+	__u64 to = ctx_reg(regs, CORO_CTX_COOKIE_B(k));
+
+	if (st) {
+		st->cur = to;
+		st->cur_valid = 1;
+	}
+	if (!e)
+		return;
+	if (a == CORO_CTX_REG_NONE) {
+		e->from = e->hdr.cur;
+		e->flags = CORO_CTXF_FROM_CURRENT;
+	} else {
+		e->from = ctx_reg(regs, a) + CORO_CTX_COOKIE_DELTA(k);
+		e->flags = 0;
+	}
+	e->to = to;
+	e->family = CORO_CTX_COOKIE_FAM(k);
+	event_submit(e);
+}
+
+static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
+{
+	struct coro_ev_ctx_create *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_CREATE);
+	__u32 flags = CORO_CTX_COOKIE_FLAGS(k);
+	__u64 id = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+
+	if (!e)
+		return;
+	e->id = id;
+	e->stack_lo = e->stack_hi = 0;
+	if (flags & CORO_CTXC_STACK_UCONTEXT) {
+		/* glibc x86-64 ucontext_t: uc_stack.ss_sp at 16, ss_size at 32. */
+		__u64 sp = 0, size = 0;
+
+		if (!bpf_probe_read_user(&sp, sizeof(sp), (const void *)(id + 16)) &&
+		    !bpf_probe_read_user(&size, sizeof(size), (const void *)(id + 32))) {
+			e->stack_lo = sp;
+			e->stack_hi = sp + size;
+		}
+	} else if (flags & CORO_CTXC_STACK_REGS) {
+		__u64 size = ctx_reg(regs, CORO_CTX_COOKIE_B(k));
+
+		e->stack_hi = id;
+		e->stack_lo = id - size;
+	}
+	e->family = CORO_CTX_COOKIE_FAM(k);
+	e->__pad = 0;
+	event_submit(e);
+
+	/* Pth: a thread spawned with a named attr gets that name. */
+	if (st && st->pth_spawning) {
+		struct coro_ev_name *n = event_reserve(st, sizeof(*n), CORO_EV_NAME);
+
+		st->pth_spawning = 0;
+		if (!n)
+			return;
+		n->id = id;
+		__builtin_memcpy(n->name, st->pth_name, CORO_STR_LEN);
+		n->hdr.flags |= st->pth_name_flags;
+		event_submit(n);
+	}
+}
+
+SEC("uprobe")
+int coro_ctx(struct pt_regs *regs)
+{
+	__u64 k = bpf_get_attach_cookie(regs);
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
+	switch (CORO_CTX_COOKIE_OP(k)) {
+	case CORO_CTXOP_SWITCH:
+		ctx_switch(regs, k, st);
+		break;
+	case CORO_CTXOP_CREATE:
+		ctx_create(regs, k, st);
+		break;
+	case CORO_CTXOP_EXIT: {
+		struct coro_ev_ctx_exit *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_EXIT);
+
+		if (!e)
+			break;
+		e->family = CORO_CTX_COOKIE_FAM(k);
+		e->__pad = 0;
+		event_submit(e);
+		break;
+	}
+	case CORO_CTXOP_NAME: {
+		__u64 attr = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		struct coro_event_hdr h = {};
+
+		if (!st || ctx_reg(regs, CORO_CTX_COOKIE_B(k)) != CORO_PTH_ATTR_NAME)
+			break;
+		read_label(st->pth_name, ctx_reg(regs, CORO_CTX_COOKIE_C(k)), &h);
+		st->pth_name_flags = h.flags;
+		st->pth_attr = attr;
+		break;
+	}
+	case CORO_CTXOP_SPAWN:
+		if (st) {
+			__u64 attr = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+
+			st->pth_spawning = attr && attr == st->pth_attr;
+		}
+		break;
+	}
+	return 0;
+}
+#else
+SEC("uprobe")
+int coro_ctx(struct pt_regs *regs)
+{
+	return 0; /* the switch-function path decodes x86-64 only */
+}
+#endif
+
+/*
  * ld.so calls _dl_debug_state() whenever the link map changes (the hook
  * debuggers use): tell user space to look for newly mapped objects.
  */

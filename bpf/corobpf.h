@@ -43,6 +43,14 @@ enum coro_event_kind {
 	CORO_EV_PROC_NEW = 11,	  /* -a: a process fired its first probe and is traced from now */
 	CORO_EV_EXEC = 12,	  /* a process called exec (-a: any; else a traced one) */
 	CORO_EV_PROC_GONE = 13,	  /* -a: a traced process ended */
+	/*
+	 * The switch-function path (unmodified schedulers): raw facts from
+	 * uprobes on context functions, turned into CREATE/SWITCH/EXIT by user
+	 * space (user/ctxmap.c), which knows what the raw values identify.
+	 */
+	CORO_EV_CTX_CREATE = 14, /* a context was made */
+	CORO_EV_CTX_SWITCH = 15, /* a thread switched contexts */
+	CORO_EV_CTX_EXIT = 16,	 /* the thread's current context finished */
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -134,6 +142,77 @@ struct coro_ev_proc {
 	char comm[16];
 };
 
+/* Families of context functions the switch-function path knows. Append-only. */
+enum coro_ctx_family {
+	CORO_FAM_UCONTEXT = 1, /* glibc makecontext/swapcontext/setcontext: ids are ucontext_t addresses */
+	CORO_FAM_FCONTEXT = 2, /* Boost.Context make/jump/ontop_fcontext: ids come from stack ranges */
+	CORO_FAM_PTH = 3,      /* GNU Pth's names and exits, on top of ucontext */
+	CORO_FAM_CUSTOM = 4,   /* --switch uprobe:...: ids are the values named on the command line */
+};
+
+/* hdr.cur: the raw current context of the creating thread. */
+struct coro_ev_ctx_create {
+	struct coro_event_hdr hdr;
+	__u64 id;	/* ucontext: its address; fcontext: the top of its stack */
+	__u64 stack_lo; /* the stack it will run on, [lo, hi); 0, 0 if not known */
+	__u64 stack_hi;
+	__u32 family; /* enum coro_ctx_family */
+	__u32 __pad;
+};
+
+/* hdr.cur: the raw current context before the switch. */
+struct coro_ev_ctx_switch {
+	struct coro_event_hdr hdr;
+	__u64 from; /* raw: a context address, or an address on the stack being left */
+	__u64 to;   /* raw: a context address, or an address on the stack to run */
+	__u32 family;
+	__u32 flags; /* enum coro_ctx_switch_flags */
+};
+
+enum coro_ctx_switch_flags {
+	CORO_CTXF_FROM_CURRENT = 1 << 0, /* the function names no "from": it is hdr.cur */
+};
+
+/* hdr.cur: the raw context that finished. */
+struct coro_ev_ctx_exit {
+	struct coro_event_hdr hdr;
+	__u32 family;
+	__u32 __pad;
+};
+
+/*
+ * The BPF cookie of a switch-function uprobe: what the instruction it sits
+ * on means and where the values are. Registers are numbered as the x86-64
+ * encoding does (rax 0 ... rsp 4 ... rdi 7, r8..r15 8..15).
+ */
+enum coro_ctx_op {
+	CORO_CTXOP_SWITCH = 1, /* from = reg A + delta (or current if A is none), to = reg B */
+	CORO_CTXOP_CREATE = 2, /* id = reg A; stack from the ucontext at A, or [A - reg B, A) */
+	CORO_CTXOP_EXIT = 3,   /* the current context finished */
+	CORO_CTXOP_NAME = 4,   /* pth_attr_set(attr A, field B, value C): remember a name */
+	CORO_CTXOP_SPAWN = 5,  /* pth_spawn(attr A): the next create takes attr A's name */
+};
+
+#define CORO_CTX_REG_NONE 0xff
+#define CORO_CTX_COOKIE(op, a, b, c, fam, flags, delta)                                          \
+	((__u64)(op) | (__u64)(a) << 8 | (__u64)(b) << 16 | (__u64)(c) << 24 |                    \
+	 (__u64)(fam) << 32 | (__u64)(flags) << 40 | (__u64)(__u16)(delta) << 48)
+#define CORO_CTX_COOKIE_OP(k) ((__u32)((k) & 0xff))
+#define CORO_CTX_COOKIE_A(k) ((__u32)(((k) >> 8) & 0xff))
+#define CORO_CTX_COOKIE_B(k) ((__u32)(((k) >> 16) & 0xff))
+#define CORO_CTX_COOKIE_C(k) ((__u32)(((k) >> 24) & 0xff))
+#define CORO_CTX_COOKIE_FAM(k) ((__u32)(((k) >> 32) & 0xff))
+#define CORO_CTX_COOKIE_FLAGS(k) ((__u32)(((k) >> 40) & 0xff))
+#define CORO_CTX_COOKIE_DELTA(k) ((__s64)(__s16)(__u16)((k) >> 48))
+
+enum coro_ctx_cookie_flags {
+	CORO_CTXC_STACK_UCONTEXT = 1 << 0, /* CREATE: the stack is in the ucontext_t at A */
+	CORO_CTXC_STACK_REGS = 1 << 1,	   /* CREATE: the stack is [A - B, A) */
+};
+
+/* pth_attr_set's field number for a thread's name (pth.h: PTH_ATTR_NAME). */
+#define CORO_PTH_ATTR_NAME 1
+
 /* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */
 enum coro_offcpu_state {
 	CORO_OFF_PREEMPTED = 0, /* still runnable: waited on a run queue */
@@ -175,7 +254,11 @@ struct coro_task_state {
 	__u64 off_ts;	 /* left the CPU at (0: on it) */
 	__u64 wake_ts;	 /* woken at, while off it (0: not yet) */
 	__u32 off_state; /* enum coro_offcpu_state */
-	__u32 __pad;
+	__u32 pth_spawning; /* Pth: in a pth_spawn whose attr carries pth_name */
+	__u64 pth_attr;	    /* Pth: the attr pth_name was last set on */
+	char pth_name[CORO_STR_LEN];
+	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
+	__u8 __pad2[7];
 };
 
 #endif /* COROBPF_EVENT_ABI_H */

@@ -27,7 +27,8 @@ MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
 
 tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
-       $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs
+       $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
+       $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/pth $(OUT)/tests/static_plain
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -134,6 +135,28 @@ $(OUT)/tests/strings: tests/integration/progs/strings.c usdt/corobpf.h
 $(OUT)/tests/bugs: tests/integration/progs/bugs.c $(SCHED_OBJS) $(SCHED_DEPS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@
+
+# Unmodified schedulers (no corobpf probes) for the switch-function path: plain ucontext,
+# Boost.Fiber (over Boost.Context) and GNU Pth, from Debian's packages.
+$(OUT)/tests/uctx: tests/integration/progs/uctx.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra -pthread $< -o $@
+
+$(OUT)/tests/fibers: tests/integration/progs/fibers.cpp
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -O2 -g -Wall -Wextra -std=gnu++17 $< -lboost_fiber -lboost_context -o $@
+
+$(OUT)/tests/static_plain: tests/integration/progs/static_plain.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -static $< -o $@
+
+$(OUT)/tests/pth: tests/integration/progs/pth.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra $< -lpth -o $@
 
 # Benchmarks (make bench): the floor (an empty BPF program on the same site), a probe loop
 # with and without probes, and a synthetic raw capture generator for the replay path.

@@ -101,6 +101,13 @@ static void at_end(struct analyzer *a, const struct coro *c, enum coro_state sta
 
 	if (dur < a->o.stall_ns)
 		return;
+	/*
+	 * The switch-function path has no ready events: a coroutine suspended
+	 * at the end may be waiting for anything, or finished (Boost.Context
+	 * shows no exits). Only one never started says something.
+	 */
+	if (c->proc && c->proc->switch_families && state != CS_NEW)
+		return;
 	switch (state) {
 	case CS_SUSPENDED:
 		if (reason == CORO_R_WAIT || reason == CORO_R_IO ||

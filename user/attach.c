@@ -17,6 +17,7 @@
 #include "elfnotes.h"
 #include "ldpaths.h"
 #include "log.h"
+#include "switchfam.h"
 
 struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
 
@@ -104,12 +105,154 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 	return sites;
 }
 
+/* ---- the switch-function path ---- */
+
+/* The families to use: asked for with --switch, else every one there is. */
+static u32 wanted_families(struct capture *c)
+{
+	u32 f = c->opts->switch_forced ? c->opts->switch_families : ~0u;
+
+	/* Pth switches through ucontext: its names and exits need ucontext's switches. */
+	if (f & (1u << CORO_FAM_PTH))
+		f |= 1u << CORO_FAM_UCONTEXT;
+	return f & ~(1u << CORO_FAM_CUSTOM);
+}
+
+static void join_sites(const struct switch_plan *plan, const bool *ok, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (u32 i = 0; i < plan->nsites && n + 1 < len; i++) {
+		if (!ok[i])
+			continue;
+		n += snprintf(buf + n, len - n, "%s%s", n ? "; " : "", plan->sites[i].desc);
+		if (n >= len)
+			n = len - 1;
+	}
+}
+
+/* Attach one plan's uprobes; returns how many. */
+static u32 attach_plan(struct capture *c, struct target *t, const char *path, const char *shown,
+		       const struct switch_plan *plan, bool late)
+{
+	bool ok[SWITCHFAM_MAX_SITES] = {0};
+	char sites[1024];
+	u32 n = 0, stepped = 0;
+
+	for (u32 i = 0; i < plan->nsites; i++) {
+		const struct switch_site *s = &plan->sites[i];
+		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s->cookie);
+		struct bpf_link *link;
+
+		link = bpf_program__attach_uprobe_opts(capture_prog_for_probe(c, "@ctx"), t->pid, path,
+						       s->offset, &opts);
+		if (!link) {
+			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			log_warn("cannot attach to %s in %s (process %u): %s", s->desc, shown, t->pid,
+				 strerror(errno));
+			continue;
+		}
+		capture_add_link(c, link);
+		ok[i] = true;
+		n++;
+		if (!s->emulated && CORO_CTX_COOKIE_OP(s->cookie) == CORO_CTXOP_SWITCH)
+			stepped++;
+	}
+	if (!n)
+		return 0;
+	join_sites(plan, ok, sites, sizeof(sites));
+	log_verbose("process %u: %s switch functions in %s%s: %s", t->pid,
+		    switchfam_name(plan->family), shown, late ? " (loaded after start)" : "", sites);
+	capture_emit_switch(c, t->pid, plan->family, shown, sites, plan->limits, n, stepped);
+	t->switch_sites += n;
+	return n;
+}
+
+static void attach_switch_object(struct capture *c, struct target *t, const char *path,
+				 const char *shown, u32 families, bool late)
+{
+	for (u32 fam = 1; fam < 32; fam++) {
+		struct switch_plan plan;
+		char err[512];
+
+		if (!(families & (1u << fam)))
+			continue;
+		if (switchfam_plan(path, fam, &plan, err, sizeof(err))) {
+			log_warn("%s: cannot use its %s functions: %s", shown, switchfam_name(fam),
+				 err);
+			continue;
+		}
+		attach_plan(c, t, path, shown, &plan, late);
+	}
+}
+
+/* --switch uprobe:PATH:SYMBOL...: the path as the target sees it. */
+static void attach_custom(struct capture *c, struct target *t)
+{
+	for (size_t i = 0; i < c->opts->ncustom; i++) {
+		const struct switch_custom *cs = &c->opts->custom[i];
+		struct switch_plan plan;
+		char path[4200], err[512];
+
+		if (t->launched)
+			snprintf(path, sizeof(path), "%s", cs->path);
+		else
+			snprintf(path, sizeof(path), "/proc/%u/root%s", t->pid, cs->path);
+		if (switchfam_plan_custom(path, cs, &plan, err, sizeof(err))) {
+			log_warn("--switch uprobe:%s:%s: %s", cs->path, cs->symbol, err);
+			continue;
+		}
+		attach_plan(c, t, path, cs->path, &plan, false);
+	}
+}
+
+void attach_switch_path(struct capture *c, struct target *t)
+{
+	const struct capture_opts *o = c->opts;
+
+	if (o->switch_none || o->system_wide || (t->probe_sites && !o->switch_forced))
+		return;
+	t->switch_mode = true;
+	for (size_t i = 0; i < t->nswobjs; i++)
+		attach_switch_object(c, t, t->swobjs[i].path, t->swobjs[i].shown,
+				     t->swobjs[i].families & wanted_families(c), false);
+	attach_custom(c, t);
+	if (t->probe_sites_ignored)
+		log_info("process %u: %u corobpf probe sites left alone (--switch)", t->pid,
+			 t->probe_sites_ignored);
+}
+
 static u32 attach_object(struct capture *c, struct target *t, const char *path, const char *shown,
 			 bool late)
 {
-	u32 sites = attach_object_pid(c, t->pid, path, shown, late);
+	u32 sites = 0, fams;
 
-	t->probe_sites += sites;
+	if (c->opts->switch_forced) {
+		struct elf_probes probes;
+		char err[512];
+
+		if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) == 0)
+			t->probe_sites_ignored += probes.total;
+	} else {
+		sites = attach_object_pid(c, t->pid, path, shown, late);
+		t->probe_sites += sites;
+	}
+	if (c->opts->switch_none)
+		return sites;
+	fams = switchfam_detect(path);
+	if (!fams)
+		return sites;
+	if (t->switch_mode) {
+		/* Loaded later (dlopen, or a new program after exec): its families now. */
+		attach_switch_object(c, t, path, shown, fams & wanted_families(c), late);
+	} else {
+		t->swobjs = xrealloc(t->swobjs, (t->nswobjs + 1) * sizeof(*t->swobjs));
+		t->swobjs[t->nswobjs].path = xstrdup(path);
+		t->swobjs[t->nswobjs].shown = xstrdup(shown);
+		t->swobjs[t->nswobjs].families = fams;
+		t->nswobjs++;
+	}
 	return sites;
 }
 

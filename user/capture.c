@@ -146,6 +146,42 @@ static struct target *find_target(struct capture *c, u32 pid)
 static struct coro_event_hdr **pending_objects;
 static size_t npending_objects;
 
+static void emit_or_queue(struct capture *c, struct coro_event_hdr *r)
+{
+	if (!c->pipeline) {
+		pending_objects = xrealloc(pending_objects,
+					   (npending_objects + 1) * sizeof(*pending_objects));
+		pending_objects[npending_objects++] = r;
+		return;
+	}
+	capture_emit(c, r);
+	free(r);
+}
+
+void capture_emit_switch(struct capture *c, u32 pid, u32 family, const char *path,
+			 const char *sites, const char *limits, u32 nsites, u32 stepped)
+{
+	size_t lp = strlen(path) + 1, ls = strlen(sites) + 1, ll = strlen(limits) + 1;
+	size_t size = ROUND_UP(sizeof(struct coro_rec_switch) + lp + ls + ll, 8);
+	struct coro_rec_switch *r;
+
+	if (size > 60000)
+		return; /* cannot happen with the planner's bounded strings */
+	r = xcalloc(1, size);
+	r->hdr.size = (u16)size;
+	r->hdr.kind = CORO_REC_SWITCH;
+	r->hdr.pid = pid;
+	r->hdr.tid = pid;
+	r->hdr.ts = now_boottime_ns();
+	r->family = family;
+	r->sites = nsites;
+	r->stepped = stepped;
+	memcpy(r->text, path, lp);
+	memcpy(r->text + lp, sites, ls);
+	memcpy(r->text + lp + ls, limits, ll);
+	emit_or_queue(c, &r->hdr);
+}
+
 void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probes, bool late)
 {
 	size_t len = strlen(path) + 1, size = ROUND_UP(sizeof(struct coro_rec_object) + len, 8);
@@ -160,14 +196,7 @@ void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probe
 	memcpy(r->path, path, len);
 	if (late)
 		c->ustats[CORO_USTAT_LATE_ATTACH]++;
-	if (!c->pipeline) {
-		pending_objects = xrealloc(pending_objects,
-					   (npending_objects + 1) * sizeof(*pending_objects));
-		pending_objects[npending_objects++] = &r->hdr;
-		return;
-	}
-	capture_emit(c, &r->hdr);
-	free(r);
+	emit_or_queue(c, &r->hdr);
 }
 
 static void emit_process(struct capture *c, struct target *t)
@@ -441,6 +470,8 @@ struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name)
 		return s->progs.coro_span_end;
 	if (!strcmp(name, "@libload"))
 		return s->progs.coro_libload;
+	if (!strcmp(name, "@ctx"))
+		return s->progs.coro_ctx;
 	return NULL;
 }
 
@@ -593,9 +624,11 @@ int capture_attach(struct capture *c)
 			if (ret)
 				return ret;
 		}
-		if (!t->probe_sites && c->ntargets > 1)
-			log_warn("process %u (%s) carries no corobpf probes", t->pid, t->comm);
-		sites += t->probe_sites;
+		attach_switch_path(c, t);
+		if (!t->probe_sites && !t->switch_sites && c->ntargets > 1)
+			log_warn("process %u (%s) carries no corobpf probes and no known switch "
+				 "functions", t->pid, t->comm);
+		sites += t->probe_sites + t->switch_sites;
 	}
 	if (!sites) {
 		for (size_t i = 0; i < c->ntargets; i++) {
@@ -605,11 +638,13 @@ int capture_attach(struct capture *c)
 				return EXIT_NO_PROCESS;
 			}
 		}
-		log_err("no corobpf probes in the target: searched %zu object%s%s", c->nsearched,
-			c->nsearched == 1 ? "" : "s", c->nsearched ? ":" : "");
+		log_err("no corobpf probes%s in the target: searched %zu object%s%s",
+			c->opts->switch_none ? "" : " and no known switch functions",
+			c->nsearched, c->nsearched == 1 ? "" : "s", c->nsearched ? ":" : "");
 		for (size_t i = 0; i < c->nsearched; i++)
 			fprintf(stderr, "    %s\n", c->searched[i]);
-		fprintf(stderr, "  (instrument the scheduler with usdt/corobpf.h; see docs/probes.md)\n");
+		fprintf(stderr, "  (instrument the scheduler with usdt/corobpf.h, see docs/probes.md; "
+				"or name its switch function with --switch, see --switch help)\n");
 		return EXIT_NO_PROBES;
 	}
 	log_verbose("attached %u probe sites in %zu process%s", sites, c->ntargets,
@@ -851,6 +886,11 @@ void capture_close(struct capture *c)
 		if (c->targets[i].pidfd >= 0)
 			close(c->targets[i].pidfd);
 		hmap_free(&c->targets[i].objects);
+		for (size_t j = 0; j < c->targets[i].nswobjs; j++) {
+			free(c->targets[i].swobjs[j].path);
+			free(c->targets[i].swobjs[j].shown);
+		}
+		free(c->targets[i].swobjs);
 	}
 	free(c->targets);
 	for (size_t i = 0; i < c->nsearched; i++)

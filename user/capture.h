@@ -18,6 +18,7 @@
 #include <signal.h>
 #include <sys/types.h>
 #include "pipeline.h"
+#include "switchfam.h"
 #include "raw.h"
 
 struct corobpf_bpf;
@@ -33,6 +34,17 @@ struct capture_opts {
 	bool no_sched;	 /* without the kernel's scheduling view (sched_switch/wakeup) */
 	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
 	const char *comm; /* -a --comm: only processes whose name starts so */
+	/*
+	 * The switch-function path (--switch). Automatic by default: a process
+	 * without corobpf probes is traced through every family its libraries
+	 * provide. switch_forced: the families (and custom functions) given,
+	 * even where probes exist (which are then left alone); switch_none: never.
+	 */
+	u32 switch_families; /* 1 << enum coro_ctx_family */
+	bool switch_forced;
+	bool switch_none;
+	struct switch_custom *custom;
+	size_t ncustom;
 };
 
 struct target {
@@ -45,6 +57,15 @@ struct target {
 	bool libload_attached;
 	struct hmap objects; /* (dev, inode) of objects already examined */
 	u32 probe_sites;
+	u32 probe_sites_ignored; /* --switch: probes found but not used */
+	/* Objects that define context functions, kept until the path is chosen. */
+	struct target_swobj {
+		char *path, *shown;
+		u32 families;
+	} *swobjs;
+	size_t nswobjs;
+	bool switch_mode; /* traced through the switch-function path */
+	u32 switch_sites;
 	u64 start_ts; /* when corobpf took it on, before attaching */
 	char comm[16];
 	char exe[4096];
@@ -106,6 +127,11 @@ void capture_close(struct capture *c); /* waits for the detach */
 
 /* attach.c: finding objects with probes and attaching to them. */
 int attach_scan_process(struct capture *c, struct target *t, bool late);
+/* After the first scan: the switch-function path for t if it has no probes (or --switch). */
+void attach_switch_path(struct capture *c, struct target *t);
+/* The switch-function path attached in an object (a CORO_REC_SWITCH record). */
+void capture_emit_switch(struct capture *c, u32 pid, u32 family, const char *path,
+			 const char *sites, const char *limits, u32 nsites, u32 stepped);
 /* -a: attach (for every process) to the objects pid maps that carry probes. */
 void attach_scan_global(struct capture *c, u32 pid, bool late);
 int attach_launch_prepare(struct capture *c, struct target *t);

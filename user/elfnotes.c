@@ -90,8 +90,8 @@ static int check_header_tables(const char *path, int fd, const GElf_Ehdr *ehdr, 
  * so they live here: the user should learn that the file is 32-bit or ARM,
  * not that some section was missing.
  */
-static int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr,
-			 char *err, size_t errlen)
+int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr,
+		  char *err, size_t errlen)
 {
 	const char *ident, *mname;
 	size_t ident_len;

@@ -106,4 +106,13 @@ bool elf_is_elf(const char *path);
 #define ELF_LOAD_SKIP 1
 int elf_check_loadable(int fd, char *err, size_t errlen);
 
+/*
+ * Open `path` as an x86-64 ELF (libelf), refusing other classes and
+ * machines with a message that says which. On success the caller owns
+ * *fd_out and *elf_out (elf_end, close). Returns 0 or a negative errno.
+ */
+#include <gelf.h>
+int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr, char *err,
+		  size_t errlen);
+
 #endif /* COROBPF_ELFNOTES_H */

@@ -273,6 +273,22 @@ static void jsonl_record(void *ctx, const struct coro_event_hdr *h,
 		obuf_puts(o, "}\n");
 		break;
 	}
+	case CORO_REC_SWITCH: {
+		const struct coro_rec_switch *r = (const void *)h;
+		const char *path = r->text, *sites = path + strlen(path) + 1;
+		const char *limits = sites + strlen(sites) + 1;
+
+		begin_record(o, "switch_path", h);
+		put_common(o, h, false);
+		put_str(o, "family", coro_family_name(r->family), 32);
+		put_str(o, "object", path, strlen(path) + 1);
+		put_u64(o, "uprobes", r->sites);
+		put_u64(o, "single_stepped", r->stepped);
+		put_str(o, "sites", sites, strlen(sites) + 1);
+		put_str(o, "limits", limits, strlen(limits) + 1);
+		obuf_puts(o, "}\n");
+		break;
+	}
 	case CORO_EV_EXEC: {
 		const struct coro_ev_proc *e = (const void *)h;
 

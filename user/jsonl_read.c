@@ -764,6 +764,30 @@ static int build(struct jsonl_reader *r)
 		ob->late = late && late->type == JV_BOOL && late->b;
 		return 1;
 	}
+	if (!strcmp(type, "switch_path")) {
+		const char *obj = gets_(o, "object") ? gets_(o, "object") : "",
+			   *sites = gets_(o, "sites") ? gets_(o, "sites") : "",
+			   *limits = gets_(o, "limits") ? gets_(o, "limits") : "";
+		size_t lo = strlen(obj) + 1, ls = strlen(sites) + 1, ll = strlen(limits) + 1;
+		size_t size = ROUND_UP(sizeof(struct coro_rec_switch) + lo + ls + ll, 8);
+		struct coro_rec_switch *sw;
+		const char *fam = gets_(o, "family");
+
+		if (size > sizeof(r->rec.buf))
+			return fail(r, "switch_path record too large");
+		sw = rec_init(r, size, CORO_REC_SWITCH, pid, pid, ts);
+		sw->family = fam ? coro_family_parse(fam) : 0;
+		if (!sw->family)
+			return fail(r, "switch_path with an unknown family");
+		if (getn(o, "uprobes", &v))
+			sw->sites = (u32)v;
+		if (getn(o, "single_stepped", &v))
+			sw->stepped = (u32)v;
+		memcpy(sw->text, obj, lo);
+		memcpy(sw->text + lo, sites, ls);
+		memcpy(sw->text + lo + ls, limits, ll);
+		return 1;
+	}
 	if (!strcmp(type, "exec")) {
 		struct coro_ev_proc *e = rec_init(r, sizeof(*e), CORO_EV_EXEC, pid, pid, ts);
 

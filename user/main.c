@@ -18,6 +18,7 @@
 #include "report.h"
 #include "jsonl_read.h"
 #include "summary.h"
+#include "switchfam.h"
 
 #define MAX_OUTPUTS 16
 #define MAX_PIDS 256
@@ -37,6 +38,10 @@ struct args {
 	bool no_sched;
 	bool all;	   /* -a */
 	const char *comm;  /* --comm */
+	u32 switch_families; /* --switch NAME */
+	bool switch_given, switch_none;
+	struct switch_custom custom[8]; /* --switch uprobe:... */
+	size_t ncustom;
 	char **argv; /* after -- */
 	const char *capture; /* report: the raw capture */
 	bool json;	     /* report --json */
@@ -64,7 +69,9 @@ static const char trace_doc[] =
 	"                                         started later\n"
 	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or a JSONL trace\n"
 	"\n"
-	"Targets must carry corobpf probes (usdt/corobpf.h). Tracing stops when every "
+	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
+	"context-switch functions of the libraries they use (ucontext, Boost.Context, GNU "
+	"Pth; see --switch). Tracing stops when every "
 	"target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always finishes its "
 	"outputs; a second Ctrl-C quits at once. A summary goes to stderr.\n"
 	"\v"
@@ -72,6 +79,7 @@ static const char trace_doc[] =
 	"  sudo corobpf -p 4242 -o trace.pftrace\n"
 	"  sudo corobpf -d 10 -p 4242 -o trace.jsonl.gz\n"
 	"  sudo corobpf -a -d 10 -o all.pftrace\n"
+	"  sudo corobpf --switch boost-context -o fibers.pftrace -- ./fiberapp\n"
 	"  sudo corobpf -o trace.jsonl --raw cap.raw -- ./server -c x\n"
 	"  corobpf report cap.raw -o again.jsonl\n"
 	"\n"
@@ -98,6 +106,7 @@ enum {
 	OPT_NO_SCHED,
 	OPT_BLOCKING,
 	OPT_COMM,
+	OPT_SWITCH,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -129,6 +138,12 @@ static const struct argp_option trace_options[] = {
 	{"raw", OPT_RAW, "FILE", 0, "Also write the raw capture, for corobpf report", 0},
 	{"duration", 'd', "SECS", 0, "Stop tracing after SECS seconds", 0},
 	{"ring-size", OPT_RING, "MB", 0, "BPF ring buffer size in MiB, a power of 2 (default 16)",
+	 0},
+	{"switch", OPT_SWITCH, "FAMILY", 0,
+	 "Trace coroutines through the context-switch functions of an unmodified library: "
+	 "ucontext, boost-context, pth, a list of them, uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
+	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
+	 "uses, when it has no corobpf probes",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
@@ -245,6 +260,40 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 	case 'a':
 		a->all = true;
 		return 0;
+	case OPT_SWITCH: {
+		char buf[256], *tok, *save, err[512];
+
+		if (!strcmp(arg, "help")) {
+			switchfam_help(stdout);
+			exit(0);
+		}
+		if (!strncmp(arg, "uprobe:", 7)) {
+			if (a->ncustom == sizeof(a->custom) / sizeof(a->custom[0]))
+				argp_error(state, "at most 8 --switch uprobe:...");
+			if (switchfam_parse_custom(arg, &a->custom[a->ncustom], err, sizeof(err)))
+				argp_error(state, "invalid --switch %s", err);
+			a->ncustom++;
+			a->switch_given = true;
+			return 0;
+		}
+		if (!strcmp(arg, "none")) {
+			a->switch_none = true;
+			return 0;
+		}
+		if (strlen(arg) >= sizeof(buf))
+			argp_error(state, "invalid --switch '%s'", arg);
+		strcpy(buf, arg);
+		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			u32 f = switchfam_parse(tok);
+
+			if (!f)
+				argp_error(state, "unknown --switch family '%s' (known: ucontext, "
+					   "boost-context, pth; or uprobe:...; see --switch help)", tok);
+			a->switch_families |= 1u << f;
+		}
+		a->switch_given = true;
+		return 0;
+	}
 	case OPT_COMM:
 		if (!*arg || strlen(arg) > 15)
 			argp_error(state, "invalid --comm '%s' (1 to 15 characters, as the kernel "
@@ -285,6 +334,11 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			argp_error(state, "with -a, at most 16 -p filters");
 		if (a->comm && !a->all)
 			argp_error(state, "--comm filters -a");
+		if (a->switch_none && a->switch_given)
+			argp_error(state, "--switch none excludes other --switch values");
+		if (a->all && a->switch_given)
+			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
+				   "follows corobpf probes only; trace the process with -p or --");
 		return 0;
 	}
 	return parse_common(key, arg, state);
@@ -528,6 +582,11 @@ static int cmd_trace(int argc, char **argv)
 	co.no_sched = a.no_sched;
 	co.system_wide = a.all;
 	co.comm = a.comm;
+	co.switch_families = a.switch_families;
+	co.switch_forced = a.switch_given;
+	co.switch_none = a.switch_none;
+	co.custom = a.custom;
+	co.ncustom = a.ncustom;
 
 	ret = capture_preflight();
 	if (ret)

@@ -713,6 +713,27 @@ static void apply_exec(struct model *m, const struct coro_ev_proc *e)
 	p->comm[sizeof(p->comm) - 1] = 0;
 }
 
+static void apply_switch_path(struct model *m, const struct coro_rec_switch *r)
+{
+	struct coro_process *p = model_process(m, r->hdr.pid);
+	const char *path = r->text, *sites = path + strlen(path) + 1;
+	const char *limits = sites + strlen(sites) + 1, *fam;
+	size_t old = p->switch_desc ? strlen(p->switch_desc) : 0, add;
+	char *line;
+
+	fam = coro_family_name(r->family);
+	p->switch_families |= 1u << (r->family & 31);
+	p->switch_stepped += r->stepped;
+	add = strlen(fam) + strlen(path) + strlen(sites) + strlen(limits) + 16;
+	line = xmalloc(add);
+	snprintf(line, add, "%s: %s: %s%s%s", fam, path, sites, limits[0] ? "; " : "", limits);
+	p->switch_desc = xrealloc(p->switch_desc, old + strlen(line) + 2);
+	if (old)
+		p->switch_desc[old++] = '\n';
+	strcpy(p->switch_desc + old, line);
+	free(line);
+}
+
 void model_apply(struct model *m, const struct coro_event_hdr *h)
 {
 	struct model_event_info mi = {0};
@@ -783,6 +804,9 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		break;
 	}
 	case CORO_REC_OBJECT:
+		break;
+	case CORO_REC_SWITCH:
+		apply_switch_path(m, (const void *)h);
 		break;
 	case CORO_REC_PROC_EXIT:
 		apply_proc_exit(m, (const void *)h);
@@ -855,6 +879,7 @@ void model_free(struct model *m)
 		struct coro_process *p = v;
 
 		free(p->exe);
+		free(p->switch_desc);
 		free(p);
 	}
 	hmap_free(&m->coros);

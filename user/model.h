@@ -139,6 +139,16 @@ struct coro_process {
 	u64 live;     /* coroutines alive now */
 	u64 runnable; /* of which runnable */
 	u64 created;  /* incarnations seen */
+	/*
+	 * Traced through the switch-function path (uprobes on context functions
+	 * of unmodified libraries) rather than corobpf probes: the families used
+	 * (1 << enum coro_ctx_family) and, per object, "family: path: sites".
+	 * Such coroutines have no ready events: nothing is known of what they
+	 * wait for.
+	 */
+	u32 switch_families;
+	u32 switch_stepped; /* switch sites single-stepped by the kernel (the slow kind) */
+	char *switch_desc;
 	void *priv[MODEL_MAX_OBSERVERS];
 };
 

@@ -4,17 +4,25 @@
 #include <string.h>
 #include "pipeline.h"
 
-static void pipeline_emit(void *ctx, const struct coro_event_hdr *rec)
+static void pipeline_model(void *ctx, const struct coro_event_hdr *rec)
 {
 	struct pipeline *p = ctx;
 
 	model_apply(&p->model, rec);
 }
 
+static void pipeline_emit(void *ctx, const struct coro_event_hdr *rec)
+{
+	struct pipeline *p = ctx;
+
+	ctxmap_apply(&p->ctxmap, rec, pipeline_model, p);
+}
+
 void pipeline_init(struct pipeline *p, struct capture_info *ci)
 {
 	memset(p, 0, sizeof(*p));
 	p->ci = ci;
+	ctxmap_init(&p->ctxmap);
 	model_init(&p->model, ci);
 	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
 }
@@ -45,5 +53,6 @@ void pipeline_finish(struct pipeline *p)
 void pipeline_free(struct pipeline *p)
 {
 	reorder_free(&p->reorder);
+	ctxmap_free(&p->ctxmap);
 	model_free(&p->model);
 }

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * One pipeline for live runs and replays: records in (from the ring buffer
- * or a raw capture), reorder, model, observers (outputs and the summary).
+ * or a raw capture), reorder, context translation (ctxmap), model, observers (outputs and the summary).
  * Only the source differs, so a replay writes exactly what the live run
  * wrote.
  */
 #ifndef COROBPF_PIPELINE_H
 #define COROBPF_PIPELINE_H
 
+#include "ctxmap.h"
 #include "model.h"
 #include "reorder.h"
 
@@ -16,6 +17,7 @@
 struct pipeline {
 	struct capture_info *ci;
 	struct reorder reorder;
+	struct ctxmap ctxmap; /* raw context facts of the switch-function path -> coroutines */
 	struct model model;
 	u64 fed;
 };

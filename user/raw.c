@@ -58,14 +58,37 @@ const char *coro_kind_name(unsigned kind)
 	case CORO_EV_PROC_NEW: return "process_new";
 	case CORO_EV_EXEC: return "exec";
 	case CORO_EV_PROC_GONE: return "process_gone";
+	case CORO_EV_CTX_CREATE: return "ctx_create";
+	case CORO_EV_CTX_SWITCH: return "ctx_switch";
+	case CORO_EV_CTX_EXIT: return "ctx_exit";
 	case CORO_REC_PROCESS: return "process";
 	case CORO_REC_THREAD: return "thread";
 	case CORO_REC_OBJECT: return "object";
 	case CORO_REC_PROC_EXIT: return "process_exit";
 	case CORO_REC_STATS: return "stats";
 	case CORO_REC_END: return "end";
+	case CORO_REC_SWITCH: return "switch_path";
 	}
 	return NULL;
+}
+
+const char *coro_family_name(u32 family)
+{
+	switch (family) {
+	case CORO_FAM_UCONTEXT: return "ucontext";
+	case CORO_FAM_FCONTEXT: return "boost-context";
+	case CORO_FAM_PTH: return "pth";
+	case CORO_FAM_CUSTOM: return "custom";
+	}
+	return "?";
+}
+
+u32 coro_family_parse(const char *name)
+{
+	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_CUSTOM; f++)
+		if (!strcmp(name, coro_family_name(f)))
+			return f;
+	return 0;
 }
 
 static size_t kind_min_size(unsigned kind)
@@ -84,12 +107,16 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_EV_PROC_NEW:
 	case CORO_EV_EXEC:
 	case CORO_EV_PROC_GONE: return sizeof(struct coro_ev_proc);
+	case CORO_EV_CTX_CREATE: return sizeof(struct coro_ev_ctx_create);
+	case CORO_EV_CTX_SWITCH: return sizeof(struct coro_ev_ctx_switch);
+	case CORO_EV_CTX_EXIT: return sizeof(struct coro_ev_ctx_exit);
 	case CORO_REC_PROCESS: return sizeof(struct coro_rec_process) + 1;
 	case CORO_REC_THREAD: return sizeof(struct coro_rec_thread);
 	case CORO_REC_OBJECT: return sizeof(struct coro_rec_object) + 1;
 	case CORO_REC_PROC_EXIT: return sizeof(struct coro_rec_proc_exit);
 	case CORO_REC_STATS: return sizeof(struct coro_rec_stats);
 	case CORO_REC_END: return sizeof(struct coro_rec_end);
+	case CORO_REC_SWITCH: return sizeof(struct coro_rec_switch) + 3;
 	}
 	return sizeof(struct coro_event_hdr);
 }
@@ -124,6 +151,20 @@ bool coro_record_valid(const struct coro_event_hdr *h, size_t avail, const char 
 		if (!memchr((const char *)h + off, 0, h->size - off)) {
 			*why = "string in record not terminated";
 			return false;
+		}
+	}
+	if (h->kind == CORO_REC_SWITCH) {
+		const char *p = (const char *)h + sizeof(struct coro_rec_switch),
+			   *end = (const char *)h + h->size;
+
+		for (int i = 0; i < 3; i++) {
+			const char *z = memchr(p, 0, (size_t)(end - p));
+
+			if (!z) {
+				*why = "string in record not terminated";
+				return false;
+			}
+			p = z + 1;
 		}
 	}
 	return true;

@@ -37,6 +37,7 @@ enum coro_rec_kind {
 	CORO_REC_PROC_EXIT = 131, /* a traced process ended: struct coro_rec_proc_exit */
 	CORO_REC_STATS = 132,	  /* loss and throughput counters so far: struct coro_rec_stats */
 	CORO_REC_END = 133,	  /* the capture ended cleanly: struct coro_rec_end */
+	CORO_REC_SWITCH = 134,	  /* switch-function uprobes attached: struct coro_rec_switch */
 };
 
 enum coro_proc_mode {
@@ -62,6 +63,22 @@ struct coro_rec_object {
 	u32 probes;		   /* probe sites attached */
 	u32 late;		   /* 1: attached after the object was mapped (dlopen) */
 	char path[];		   /* NUL-terminated, padded to 8 */
+};
+
+/*
+ * The switch-function path on one object of a process (pid 0 with -a):
+ * which family, how many uprobes, of the switch sites how many are
+ * single-stepped (the expensive kind). Then three NUL-terminated strings:
+ * the object's path, its sites ("swapcontext+0x93 (emulated; ...)", "; "
+ * between them), and what the family cannot see there (may be empty).
+ */
+struct coro_rec_switch {
+	struct coro_event_hdr hdr; /* pid, ts */
+	u32 family;		   /* enum coro_ctx_family */
+	u32 sites;
+	u32 stepped;
+	u32 __pad;
+	char text[]; /* path, sites, limits; padded to 8 */
 };
 
 struct coro_rec_proc_exit {
@@ -139,6 +156,9 @@ void capture_info_free(struct capture_info *ci);
 /* Record validation shared by the ring reader and the file reader. */
 bool coro_record_valid(const struct coro_event_hdr *h, size_t avail, const char **why);
 const char *coro_kind_name(unsigned kind);
+/* enum coro_ctx_family as text ("ucontext", "boost-context", "pth", "custom"), and back (0: unknown). */
+const char *coro_family_name(u32 family);
+u32 coro_family_parse(const char *name);
 
 /* ---- writer ---- */
 struct raw_writer;

@@ -18,6 +18,8 @@ static const char schema[] =
 	"CREATE TABLE processes (pid INTEGER, comm TEXT, exe TEXT, mode TEXT, ppid INTEGER,\n"
 	"  start_ts INTEGER, exit_ts INTEGER, exit_code INTEGER, signal INTEGER);\n"
 	"CREATE TABLE threads (pid INTEGER, tid INTEGER, comm TEXT, first_ts INTEGER);\n"
+	"CREATE TABLE switch_paths (pid INTEGER, ts INTEGER, family TEXT, object TEXT,\n"
+	"  uprobes INTEGER, single_stepped INTEGER, sites TEXT, limits TEXT);\n"
 	"CREATE TABLE coroutines (uid INTEGER PRIMARY KEY, id INTEGER, pid INTEGER,\n"
 	"  parent_id INTEGER, parent_uid INTEGER, name TEXT, status INTEGER,\n"
 	"  created_ts INTEGER, first_seen_ts INTEGER, exited_ts INTEGER, ended_ts INTEGER,\n"
@@ -258,6 +260,31 @@ static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct mo
 		BT(st, 3, comm);
 		BI(st, 4, h->ts);
 		step(s, ST_THREAD);
+		break;
+	}
+	case CORO_REC_SWITCH: {
+		const struct coro_rec_switch *r = (const void *)h;
+		const char *path = r->text, *sites = path + strlen(path) + 1;
+		const char *limits = sites + strlen(sites) + 1;
+		sqlite3_stmt *ins;
+
+		/* Prepared here: a few per process at most. */
+		if (sqlite3_prepare_v2(s->db, "INSERT INTO switch_paths VALUES (?,?,?,?,?,?,?,?)",
+				       -1, &ins, NULL) != SQLITE_OK) {
+			fail(s, "cannot prepare an insert");
+			break;
+		}
+		BI(ins, 1, h->pid);
+		BI(ins, 2, h->ts);
+		BT(ins, 3, coro_family_name(r->family));
+		BT(ins, 4, path);
+		BI(ins, 5, r->sites);
+		BI(ins, 6, r->stepped);
+		BT(ins, 7, sites);
+		BT(ins, 8, limits);
+		if (sqlite3_step(ins) != SQLITE_DONE)
+			fail(s, "cannot record a switch path");
+		sqlite3_finalize(ins);
 		break;
 	}
 	case CORO_EV_PROC_GONE:

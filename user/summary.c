@@ -114,6 +114,42 @@ static void print_findings(struct summary *s)
 	}
 }
 
+/* How each process was traced, when any went through the switch-function path. */
+static void print_paths(struct summary *s, const struct model *m)
+{
+	size_t it = 0;
+	void *v;
+	bool any = false;
+
+	while (hmap_next(&m->procs, &it, NULL, NULL, &v))
+		any = any || ((const struct coro_process *)v)->switch_families;
+	if (!any)
+		return;
+	it = 0;
+	while (hmap_next(&m->procs, &it, NULL, NULL, &v)) {
+		const struct coro_process *p = v;
+		const char *line, *nl;
+
+		if (!p->switch_families) {
+			fprintf(s->out, "  pid %u traced through its corobpf probes\n", p->pid);
+			continue;
+		}
+		fprintf(s->out, "  pid %u traced through the switch functions of unmodified "
+			"libraries (no ready events: waits are not attributed):\n", p->pid);
+		for (line = p->switch_desc; line && *line; line = nl ? nl + 1 : NULL) {
+			nl = strchr(line, '\n');
+			fprintf(s->out, "    %.*s\n", (int)(nl ? nl - line : (long)strlen(line)), line);
+			if (!nl)
+				break;
+		}
+		if (p->switch_stepped)
+			fprintf(s->out, "    %u switch function%s probed at an instruction the kernel "
+				"single-steps: several times the cost per switch of an emulated one "
+				"(docs/performance.md)\n", p->switch_stepped,
+				p->switch_stepped == 1 ? " is" : "s are");
+	}
+}
+
 static void summary_finish(void *ctx, const struct model *m)
 {
 	struct summary *s = ctx;
@@ -159,6 +195,7 @@ static void summary_finish(void *ctx, const struct model *m)
 			(unsigned long long)a->running_elsewhere,
 			(unsigned long long)a->recreate_live,
 			(unsigned long long)a->span_unmatched_end);
+	print_paths(s, m);
 	print_findings(s);
 	if (!s->ntop)
 		return;

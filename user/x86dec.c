@@ -489,8 +489,9 @@ modrm:
 
 	/*
 	 * What the kernel's uprobe code does with it: relative jumps, calls and
-	 * conditional branches, nops and pushes of a register are emulated;
-	 * everything else is stepped out of line. Operand-size and other odd
+	 * conditional branches, the one-byte nop and pushes of a register are
+	 * emulated; everything else is stepped out of line (measured on 6.18:
+	 * a multi-byte nop in a function body is stepped too). Operand-size and other odd
 	 * prefixes send even those to the slow path, and int3 is refused.
 	 */
 	in->uprobe = X86_UPROBE_STEPPED;
@@ -507,8 +508,6 @@ modrm:
 		else if (in->map == 0 && op >= 0x50 && op <= 0x57 && (!in->rex || in->rex == 0x41))
 			in->uprobe = X86_UPROBE_EMULATED;
 		else if (in->map == 1 && op >= 0x80 && op <= 0x8f && !in->rex)
-			in->uprobe = X86_UPROBE_EMULATED;
-		else if (in->map == 1 && op == 0x1f && ((in->modrm >> 3) & 7) == 0)
 			in->uprobe = X86_UPROBE_EMULATED;
 	}
 

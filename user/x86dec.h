@@ -36,7 +36,7 @@ enum x86_flow {
 
 /* How the kernel runs an instruction it has put a uprobe on (x86-64). */
 enum x86_uprobe_cost {
-	X86_UPROBE_EMULATED = 0, /* nop, push reg, jmp/call/jcc rel: no single step */
+	X86_UPROBE_EMULATED = 0, /* 0x90 nop, push reg, jmp/call/jcc rel: no single step */
 	X86_UPROBE_STEPPED = 1,	 /* copied out of line and single-stepped: ~10x the cost */
 	X86_UPROBE_REFUSED = 2,	 /* the kernel will not probe it (e.g. int3, or prefixes it rejects) */
 };

@@ -256,6 +256,8 @@ TEST(uprobe_cost_classes)
 	CHECK_EQ(in.target, 0x1000);
 	in = dec("90");
 	CHECK_EQ(in.uprobe, X86_UPROBE_EMULATED);
+	in = dec("0f 1f 40 00"); /* a multi-byte nop is single-stepped (measured) */
+	CHECK_EQ(in.uprobe, X86_UPROBE_STEPPED);
 	in = dec("57"); /* push %rdi */
 	CHECK_EQ(in.uprobe, X86_UPROBE_EMULATED);
 	in = dec("41 57"); /* push %r15 */

@@ -3,6 +3,10 @@
  * floor PROBE -- CMD ARGS: run CMD with an empty BPF program attached (libbpf's
  * USDT attach, so the site and the kernel path are exactly corobpf's) to
  * corobpf:PROBE in CMD's executable. The benchmark's baseline.
+ *
+ * floor uprobe:FILE:OFFSET[,OFFSET...] -- CMD ARGS: the same with plain uprobes
+ * at those file offsets (hex) of FILE: the floor of the switch-function path,
+ * on whatever instruction is there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,16 +44,37 @@ int main(int argc, char **argv)
 		_exit(127);
 	}
 	close(go[0]);
-	link = bpf_program__attach_usdt(skel->progs.empty, pid, argv[3], "corobpf", argv[1], NULL);
-	if (!link) {
-		perror("floor: attach");
-		kill(pid, SIGKILL);
-		return 1;
+	if (!strncmp(argv[1], "uprobe:", 7)) {
+		char *spec = strdup(argv[1] + 7), *offs = strrchr(spec, ':'), *tok, *save;
+
+		if (!offs) {
+			fprintf(stderr, "floor: uprobe:FILE:OFFSET expected\n");
+			kill(pid, SIGKILL);
+			return 2;
+		}
+		*offs++ = 0;
+		for (tok = strtok_r(offs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			link = bpf_program__attach_uprobe(skel->progs.empty_uprobe, false, pid, spec,
+							  strtoul(tok, NULL, 16));
+			if (!link) {
+				perror("floor: attach uprobe");
+				kill(pid, SIGKILL);
+				return 1;
+			}
+		}
+	} else {
+		link = bpf_program__attach_usdt(skel->progs.empty, pid, argv[3], "corobpf", argv[1],
+						NULL);
+		if (!link) {
+			perror("floor: attach");
+			kill(pid, SIGKILL);
+			return 1;
+		}
 	}
 	if (write(go[1], "g", 1) != 1)
 		return 1;
 	waitpid(pid, &status, 0);
-	bpf_link__destroy(link);
-	floor_bpf__destroy(skel);
+	/* The links go with the skeleton's programs at exit. */
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }

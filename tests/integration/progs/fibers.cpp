@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Boost.Fiber, no corobpf probes: the switch-function path must see these
+ * fibers through Boost.Context (make_fcontext, jump_fcontext,
+ * ontop_fcontext) alone.
+ *
+ *     fibers K R M    K fibers each yielding R times, plus a producer fiber
+ *                     sending M values through a buffered channel of 4 to a
+ *                     consumer fiber; main joins them all
+ *     fibers loop N   two fibers yielding to each other N times (the benchmark)
+ *     fibers slow K S K fibers sleeping 2 ms at a time for S seconds; prints
+ *                     "READY" once they are all made (to attach to it then)
+ *
+ * When the run is over it prints "FIBER <name> <times it was resumed>" for
+ * each fiber it made, counted by the fiber itself (its first run counts
+ * one; every return from a yield counts one more), and "SUM <values
+ * received>", then "DONE".
+ */
+#include <boost/fiber/all.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace bf = boost::fibers;
+
+struct counted {
+	std::string name;
+	unsigned resumes = 0;
+};
+
+int main(int argc, char **argv)
+{
+	std::vector<counted> counts;
+
+	if (argc == 3 && !strcmp(argv[1], "loop")) {
+		unsigned n = (unsigned)strtoul(argv[2], nullptr, 0);
+		counts.resize(2);
+		auto pinger = [&](counted *c) {
+			c->resumes++;
+			for (unsigned i = 0; i < n; i++) {
+				boost::this_fiber::yield();
+				c->resumes++;
+			}
+		};
+		counts[0].name = "ping";
+		counts[1].name = "pong";
+		bf::fiber a(pinger, &counts[0]), b(pinger, &counts[1]);
+		a.join();
+		b.join();
+	} else if (argc == 4 && !strcmp(argv[1], "slow")) {
+		unsigned k = (unsigned)atoi(argv[2]);
+		auto until = std::chrono::steady_clock::now() +
+			     std::chrono::milliseconds((long)(atof(argv[3]) * 1000));
+		std::vector<bf::fiber> fs;
+
+		counts.resize(k);
+		for (unsigned i = 0; i < k; i++) {
+			counts[i].name = "sleeper-" + std::to_string(i);
+			fs.emplace_back([&, i] {
+				counted *c = &counts[i];
+				c->resumes++;
+				while (std::chrono::steady_clock::now() < until) {
+					boost::this_fiber::sleep_for(std::chrono::milliseconds(2));
+					c->resumes++;
+				}
+			});
+		}
+		printf("READY\n");
+		fflush(stdout);
+		for (auto &f : fs)
+			f.join();
+	} else if (argc == 4) {
+		unsigned k = (unsigned)atoi(argv[1]), r = (unsigned)atoi(argv[2]),
+			 m = (unsigned)atoi(argv[3]);
+		std::vector<bf::fiber> fs;
+		bf::buffered_channel<unsigned> ch(4);
+		unsigned long sum = 0;
+
+		counts.resize(k + 2);
+		for (unsigned i = 0; i < k; i++) {
+			counts[i].name = "yielder-" + std::to_string(i);
+			fs.emplace_back([&, i] {
+				counted *c = &counts[i];
+				c->resumes++;
+				for (unsigned j = 0; j < r; j++) {
+					boost::this_fiber::yield();
+					c->resumes++;
+				}
+			});
+		}
+		counts[k].name = "producer";
+		counts[k + 1].name = "consumer";
+		/*
+		 * Producer and consumer yield after every channel operation, and the
+		 * round-robin scheduler runs the producer first in every round, so
+		 * neither ever waits on the channel: each of their suspensions is a
+		 * yield, which they count.
+		 */
+		fs.emplace_back([&] {
+			counted *c = &counts[k];
+			c->resumes++;
+			for (unsigned v = 1; v <= m; v++) {
+				ch.push(v);
+				boost::this_fiber::yield();
+				c->resumes++;
+			}
+			ch.close();
+		});
+		fs.emplace_back([&] {
+			counted *c = &counts[k + 1];
+			unsigned v;
+			c->resumes++;
+			while (ch.pop(v) == bf::channel_op_status::success) {
+				sum += v;
+				boost::this_fiber::yield();
+				c->resumes++;
+			}
+		});
+		for (auto &f : fs)
+			f.join();
+		printf("SUM %lu\n", sum);
+	} else {
+		fprintf(stderr, "usage: fibers K R M | fibers loop N | fibers slow K SECONDS\n");
+		return 2;
+	}
+	for (auto &c : counts)
+		printf("FIBER %s %u\n", c.name.c_str(), c.resumes);
+	printf("DONE\n");
+	return 0;
+}

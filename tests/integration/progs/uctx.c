@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Plain ucontext coroutines, no corobpf probes: what the switch-function
+ * path must see through makecontext, swapcontext and setcontext alone.
+ *
+ *     uctx rr K R         K coroutines resumed round-robin by main; each
+ *                         yields R times (swapcontext back to main), so it
+ *                         runs R+1 times and then returns to main through
+ *                         uc_link
+ *     uctx chain K R      the same, but each finishes with setcontext straight
+ *                         to main instead of returning
+ *     uctx threads T K R  T threads, each running `rr K R` on its own
+ *     uctx custom K R     as rr, but every switch goes through the program's
+ *                         own task_switch(from, to), taking the coroutines'
+ *                         records (struct co *): what --switch uprobe:... follows
+ *     uctx loop N         one coroutine, N round trips (the benchmark)
+ *
+ * When the run is over it prints, per thread, "MAIN <tid> <main context
+ * address>" and per coroutine "CO <tid> <ucontext address> <times it was
+ * resumed>" (custom: "MAINTASK <tid> <address>" and "TASK <tid> <struct co
+ * address> <times resumed>"), then "DONE".
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define STACK (64 * 1024)
+
+struct co {
+	ucontext_t uc;
+	unsigned resumes;
+	char *stack;
+};
+
+struct run {
+	ucontext_t main;
+	struct co *cos;
+	struct co main_co; /* custom: main as a task record */
+	unsigned k, r, cur;
+	bool chain, custom;
+	pid_t tid;
+};
+
+/* custom: the program's own switch function, a scheduler's API in miniature. */
+__attribute__((noinline)) void task_switch(struct co *from, struct co *to)
+{
+	swapcontext(&from->uc, &to->uc);
+	__asm__ volatile("" ::: "memory"); /* not a tail call */
+}
+
+static __thread struct run *self;
+static pthread_mutex_t print_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void body(void)
+{
+	struct run *run = self;
+	struct co *co = &run->cos[run->cur];
+
+	co->resumes++;
+	for (unsigned i = 0; i < run->r; i++) {
+		if (run->custom)
+			task_switch(co, &run->main_co);
+		else
+			swapcontext(&co->uc, &run->main);
+		co->resumes++;
+	}
+	if (run->chain)
+		setcontext(&run->main);
+	/* custom: every switch goes through task_switch, the last one too; it is never resumed. */
+	if (run->custom)
+		task_switch(co, &run->main_co);
+	/* Returning goes to uc_link: main. */
+}
+
+static void setup(struct run *run, unsigned k, unsigned r, bool chain, bool custom)
+{
+	memset(run, 0, sizeof(*run));
+	run->k = k;
+	run->r = r;
+	run->chain = chain;
+	run->custom = custom;
+	run->tid = (pid_t)syscall(SYS_gettid);
+	run->cos = calloc(k, sizeof(*run->cos));
+	for (unsigned i = 0; i < k; i++) {
+		struct co *co = &run->cos[i];
+
+		co->stack = malloc(STACK);
+		getcontext(&co->uc);
+		co->uc.uc_stack.ss_sp = co->stack;
+		co->uc.uc_stack.ss_size = STACK;
+		co->uc.uc_link = run->custom ? &run->main_co.uc : &run->main;
+		makecontext(&co->uc, body, 0);
+	}
+}
+
+static void rr(struct run *run)
+{
+	self = run;
+	for (unsigned pass = 0; pass <= run->r; pass++)
+		for (unsigned i = 0; i < run->k; i++) {
+			run->cur = i;
+			if (run->custom)
+				task_switch(&run->main_co, &run->cos[i]);
+			else
+				swapcontext(&run->main, &run->cos[i].uc);
+		}
+}
+
+static void report(struct run *run)
+{
+	pthread_mutex_lock(&print_lock);
+	if (run->custom) {
+		printf("MAINTASK %d %p\n", run->tid, (void *)&run->main_co);
+		for (unsigned i = 0; i < run->k; i++)
+			printf("TASK %d %p %u\n", run->tid, (void *)&run->cos[i], run->cos[i].resumes);
+		pthread_mutex_unlock(&print_lock);
+		return;
+	}
+	printf("MAIN %d %p\n", run->tid, (void *)&run->main);
+	for (unsigned i = 0; i < run->k; i++)
+		printf("CO %d %p %u\n", run->tid, (void *)&run->cos[i].uc, run->cos[i].resumes);
+	pthread_mutex_unlock(&print_lock);
+}
+
+static void release(struct run *run)
+{
+	for (unsigned i = 0; i < run->k; i++)
+		free(run->cos[i].stack);
+	free(run->cos);
+}
+
+struct thread_arg {
+	unsigned k, r;
+	struct run run;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_arg *a = p;
+
+	setup(&a->run, a->k, a->r, false, false);
+	rr(&a->run);
+	return NULL;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: uctx rr K R | chain K R | custom K R | threads T K R | loop N\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	struct run run;
+
+	if (argc < 3)
+		usage();
+	if (!strcmp(argv[1], "rr") || !strcmp(argv[1], "chain") || !strcmp(argv[1], "custom")) {
+		if (argc != 4)
+			usage();
+		setup(&run, (unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]),
+		      !strcmp(argv[1], "chain"), !strcmp(argv[1], "custom"));
+		rr(&run);
+		report(&run);
+		release(&run);
+	} else if (!strcmp(argv[1], "threads")) {
+		unsigned t;
+		pthread_t *th;
+		struct thread_arg *args;
+
+		if (argc != 5)
+			usage();
+		t = (unsigned)atoi(argv[2]);
+		th = calloc(t, sizeof(*th));
+		args = calloc(t, sizeof(*args));
+		for (unsigned i = 0; i < t; i++) {
+			args[i].k = (unsigned)atoi(argv[3]);
+			args[i].r = (unsigned)atoi(argv[4]);
+			pthread_create(&th[i], NULL, thread_main, &args[i]);
+		}
+		for (unsigned i = 0; i < t; i++) {
+			pthread_join(th[i], NULL);
+			report(&args[i].run);
+			release(&args[i].run);
+		}
+		free(th);
+		free(args);
+	} else if (!strcmp(argv[1], "loop")) {
+		/* One coroutine yielding N times: 2N switches. */
+		setup(&run, 1, (unsigned)strtoul(argv[2], NULL, 0), false, false);
+		rr(&run);
+		printf("LOOP %u\n", run.cos[0].resumes);
+		release(&run);
+	} else {
+		usage();
+	}
+	printf("DONE\n");
+	return 0;
+}

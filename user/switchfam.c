@@ -1,0 +1,648 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Planning uprobes on the context functions of unmodified coroutine
+ * libraries (see switchfam.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "elfnotes.h"
+#include "raw.h"
+#include "switchfam.h"
+#include "util.h"
+#include "x86dec.h"
+
+#define CODE_MAX 4096
+
+struct obj {
+	const char *path;
+	int fd;
+	Elf *elf;
+	GElf_Ehdr eh;
+	GElf_Phdr loads[16];
+	size_t nloads;
+};
+
+static int obj_open(struct obj *o, const char *path, char *err, size_t errlen)
+{
+	size_t n;
+	int ret;
+
+	memset(o, 0, sizeof(*o));
+	o->path = path;
+	o->fd = -1;
+	ret = elf_open_host(path, &o->fd, &o->elf, &o->eh, err, errlen);
+	if (ret)
+		return ret;
+	if (elf_getphdrnum(o->elf, &n))
+		n = 0;
+	for (size_t i = 0; i < n && o->nloads < sizeof(o->loads) / sizeof(o->loads[0]); i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(o->elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+			o->loads[o->nloads++] = ph;
+	}
+	return 0;
+}
+
+static void obj_close(struct obj *o)
+{
+	if (o->elf)
+		elf_end(o->elf);
+	if (o->fd >= 0)
+		close(o->fd);
+	o->elf = NULL;
+	o->fd = -1;
+}
+
+/* File offset of vaddr in an executable segment; false if it is in none. */
+static bool obj_text_offset(const struct obj *o, uint64_t vaddr, uint64_t *off, uint64_t *avail)
+{
+	for (size_t i = 0; i < o->nloads; i++) {
+		const GElf_Phdr *ph = &o->loads[i];
+
+		if ((ph->p_flags & PF_X) && vaddr >= ph->p_vaddr &&
+		    vaddr < ph->p_vaddr + ph->p_filesz) {
+			*off = vaddr - ph->p_vaddr + ph->p_offset;
+			*avail = ph->p_vaddr + ph->p_filesz - vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Up to `len` bytes of code at vaddr; returns how many were read (0 if not code). */
+static size_t obj_code(const struct obj *o, uint64_t vaddr, uint8_t *buf, size_t len)
+{
+	uint64_t off, avail;
+	ssize_t n;
+
+	if (!obj_text_offset(o, vaddr, &off, &avail))
+		return 0;
+	if (len > avail)
+		len = (size_t)avail;
+	n = pread(o->fd, buf, len, (off_t)off);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* A defined function symbol by exact name, from .symtab, else .dynsym. */
+static bool obj_symbol(const struct obj *o, const char *name, uint64_t *vaddr, uint64_t *size)
+{
+	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
+
+	for (int pass = 0; pass < 2; pass++) {
+		Elf_Scn *scn = NULL;
+
+		while ((scn = elf_nextscn(o->elf, scn))) {
+			GElf_Shdr sh;
+			Elf_Data *d;
+			size_t n;
+
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[pass] || !sh.sh_entsize)
+				continue;
+			d = elf_getdata(scn, NULL);
+			if (!d)
+				continue;
+			n = sh.sh_size / sh.sh_entsize;
+			for (size_t i = 0; i < n; i++) {
+				GElf_Sym sym;
+				const char *s;
+
+				if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+				    GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+					continue;
+				s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
+				if (s && !strcmp(s, name)) {
+					*vaddr = sym.st_value;
+					*size = sym.st_size;
+					return true;
+				}
+			}
+		}
+	}
+	return false;
+}
+
+/* ---- choosing the instruction ---- */
+
+#define MAX_ARGS 3
+
+struct site_req {
+	int nargs;
+	int reg[MAX_ARGS]; /* where each argument is at the entry */
+};
+
+struct site_res {
+	uint64_t vaddr;
+	bool emulated;
+	int loc[MAX_ARGS]; /* where each argument is at the chosen instruction */
+};
+
+/*
+ * The first instruction on the straight line from the function's entry
+ * that the kernel emulates, at which every requested argument still sits
+ * in some register, and that nothing else in the function jumps to (or
+ * jumps before): it runs exactly once per call, with the values known. The
+ * entry itself if there is none. `fsize` 0: the function ends at its first
+ * return.
+ */
+static int find_site(const struct obj *o, uint64_t start, uint64_t fsize,
+		     const struct site_req *rq, struct site_res *res)
+{
+	uint8_t code[CODE_MAX];
+	size_t n = obj_code(o, start, code, fsize && fsize < CODE_MAX ? fsize : CODE_MAX);
+	uint64_t end = start + n, first_target = UINT64_MAX, a;
+	uint16_t mask[MAX_ARGS], stack[32][MAX_ARGS];
+	int depth = 0;
+	struct x86_insn in;
+
+	if (!n)
+		return -ENOENT;
+	/* The function's extent, and the earliest place inside it something jumps to. */
+	for (a = start; a < end;) {
+		int len = x86_decode(code + (a - start), end - a, a, &in);
+
+		if (!len)
+			break;
+		if ((in.flow == X86_FLOW_JCC || in.flow == X86_FLOW_JMP) && in.target > start &&
+		    in.target < first_target)
+			first_target = in.target;
+		a += len;
+		if (!fsize && (in.flow == X86_FLOW_RET || in.flow == X86_FLOW_INDIRECT ||
+			       in.flow == X86_FLOW_JMP))
+			break;
+	}
+	end = a;
+
+	for (int i = 0; i < rq->nargs; i++)
+		mask[i] = (uint16_t)(1u << rq->reg[i]);
+	res->vaddr = start;
+	res->emulated = false;
+	for (int i = 0; i < rq->nargs; i++)
+		res->loc[i] = rq->reg[i];
+	for (a = start; a < end && a < first_target;) {
+		int len = x86_decode(code + (a - start), end - a, a, &in);
+		bool all = true;
+
+		if (!len)
+			break;
+		if (a == start)
+			res->emulated = in.uprobe == X86_UPROBE_EMULATED;
+		for (int i = 0; i < rq->nargs; i++)
+			all = all && mask[i];
+		if (in.uprobe == X86_UPROBE_EMULATED && all) {
+			res->vaddr = a;
+			res->emulated = true;
+			for (int i = 0; i < rq->nargs; i++)
+				res->loc[i] = __builtin_ctz(mask[i]);
+			return 0;
+		}
+		if (!in.writes_known)
+			break;
+		/* Follow the values: a pop brings back what a push saved. */
+		if (in.push_reg >= 0 && depth < 32) {
+			for (int i = 0; i < rq->nargs; i++)
+				stack[depth][i] = (mask[i] >> in.push_reg) & 1;
+			depth++;
+		}
+		for (int i = 0; i < rq->nargs; i++) {
+			uint16_t had = mask[i];
+
+			mask[i] &= (uint16_t)~in.writes;
+			if (in.copy_src >= 0 && (had >> in.copy_src) & 1)
+				mask[i] |= (uint16_t)(1u << in.copy_dst);
+		}
+		if (in.pop_reg >= 0) {
+			if (!depth)
+				break;
+			depth--;
+			for (int i = 0; i < rq->nargs; i++)
+				if (stack[depth][i])
+					mask[i] |= (uint16_t)(1u << in.pop_reg);
+		}
+		if (in.flow != X86_FLOW_NEXT && in.flow != X86_FLOW_CALL)
+			break;
+		a += len;
+	}
+	/* Nothing better: the entry, arguments where the calling convention puts them. */
+	return 0;
+}
+
+static void add_site(struct switch_plan *p, const struct obj *o, const char *func,
+		     uint64_t fstart, const struct site_res *r, uint64_t cookie, const char *what)
+{
+	struct switch_site *s;
+	uint64_t off, avail;
+
+	if (p->nsites >= SWITCHFAM_MAX_SITES || !obj_text_offset(o, r->vaddr, &off, &avail))
+		return;
+	s = &p->sites[p->nsites++];
+	s->offset = off;
+	s->cookie = cookie;
+	snprintf(s->func, sizeof(s->func), "%s", func);
+	s->insn_off = (uint32_t)(r->vaddr - fstart);
+	s->emulated = r->emulated;
+	snprintf(s->desc, sizeof(s->desc), "%s+0x%x (%s%s%s)", func, s->insn_off,
+		 r->emulated ? "emulated" : "single-stepped", what[0] ? "; " : "", what);
+	if (!r->emulated && CORO_CTX_COOKIE_OP(cookie) == CORO_CTXOP_SWITCH)
+		p->stepped++;
+}
+
+/* A switch function: from (or current) and to, followed to the cheapest instruction. */
+static int plan_switch(struct switch_plan *p, const struct obj *o, const char *func,
+		       int from_reg, int to_reg, int64_t delta, uint64_t at)
+{
+	uint64_t start, size;
+	struct site_req rq = { 0 };
+	struct site_res r;
+	char what[64];
+	int fi = -1, ti;
+
+	if (!obj_symbol(o, func, &start, &size))
+		return -ENOENT;
+	if (from_reg != CORO_CTX_REG_NONE) {
+		fi = rq.nargs;
+		rq.reg[rq.nargs++] = from_reg;
+	}
+	ti = rq.nargs;
+	rq.reg[rq.nargs++] = to_reg;
+	if (at) {
+		/* An offset the user named: exactly there, registers as named. */
+		uint8_t code[CODE_MAX];
+		size_t n = obj_code(o, start, code, CODE_MAX);
+		uint64_t a = start;
+		struct x86_insn in;
+
+		while (a < start + at && a - start < n) {
+			int len = x86_decode(code + (a - start), n - (a - start), a, &in);
+
+			if (!len)
+				break;
+			a += len;
+		}
+		if (a != start + at)
+			return -EINVAL;
+		x86_decode(code + at, n - at, a, &in);
+		r.vaddr = a;
+		r.emulated = in.uprobe == X86_UPROBE_EMULATED;
+		for (int i = 0; i < rq.nargs; i++)
+			r.loc[i] = rq.reg[i];
+	} else if (find_site(o, start, size, &rq, &r)) {
+		return -ENOENT;
+	}
+	if (fi >= 0)
+		snprintf(what, sizeof(what), "from %%%s%s, to %%%s", x86_reg_name(r.loc[fi]),
+			 delta ? (delta < 0 ? "-delta" : "+delta") : "", x86_reg_name(r.loc[ti]));
+	else
+		snprintf(what, sizeof(what), "to %%%s", x86_reg_name(r.loc[ti]));
+	add_site(p, o, func, start, &r,
+		 CORO_CTX_COOKIE(CORO_CTXOP_SWITCH, fi >= 0 ? r.loc[fi] : CORO_CTX_REG_NONE,
+				 r.loc[ti], CORO_CTX_REG_NONE, p->family, 0, delta),
+		 what);
+	return 0;
+}
+
+static int plan_simple(struct switch_plan *p, const struct obj *o, const char *func, int op,
+		       int nargs, const int *regs, uint32_t flags, const char *what)
+{
+	uint64_t start, size;
+	struct site_req rq = { .nargs = nargs };
+	struct site_res r;
+	int loc[MAX_ARGS] = { CORO_CTX_REG_NONE, CORO_CTX_REG_NONE, CORO_CTX_REG_NONE };
+
+	if (!obj_symbol(o, func, &start, &size))
+		return -ENOENT;
+	for (int i = 0; i < nargs; i++)
+		rq.reg[i] = regs[i];
+	if (find_site(o, start, size, &rq, &r))
+		return -ENOENT;
+	for (int i = 0; i < nargs; i++)
+		loc[i] = r.loc[i];
+	add_site(p, o, func, start, &r,
+		 CORO_CTX_COOKIE(op, loc[0], loc[1], loc[2], p->family, flags, 0), what);
+	return 0;
+}
+
+/*
+ * glibc's makecontext points the new context's return address at
+ * __start_context, a local function (no symbol in a stripped libc): found
+ * as the one rip-relative lea of makecontext into code, and recognised by
+ * its first instruction (mov %rbx,%rsp). When a context's function returns
+ * it runs there, on its way to uc_link: that is its exit.
+ */
+static bool find_start_context(const struct obj *o, uint64_t *where)
+{
+	uint64_t start, size, a, found = 0;
+	uint8_t code[1024], head[3];
+	size_t n;
+	int hits = 0;
+	struct x86_insn in;
+
+	if (!obj_symbol(o, "makecontext", &start, &size))
+		return false;
+	n = obj_code(o, start, code, size && size < sizeof(code) ? size : sizeof(code));
+	for (a = start; a < start + n;) {
+		int len = x86_decode(code + (a - start), start + n - a, a, &in);
+		uint64_t off, avail;
+
+		if (!len)
+			break;
+		/* lea disp32(%rip), reg: 48/4c 8d, ModRM mod=00 rm=101 */
+		if (!in.vex && in.map == 0 && in.opcode == 0x8d && (in.modrm & 0xc7) == 0x05) {
+			const uint8_t *p = code + (a - start) + len - 4;
+			int32_t disp = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+						 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+			uint64_t t = a + len + (int64_t)disp;
+
+			if (obj_text_offset(o, t, &off, &avail)) {
+				hits++;
+				found = t;
+			}
+		}
+		a += len;
+		if (in.flow == X86_FLOW_RET)
+			break;
+	}
+	if (hits != 1 || obj_code(o, found, head, 3) != 3 ||
+	    memcmp(head, "\x48\x89\xdc", 3) != 0)
+		return false;
+	*where = found;
+	return true;
+}
+
+/* The stack pointer adjustment at the top of an fcontext switch: lea disp(%rsp),%rsp. */
+static int64_t fcontext_delta(const struct obj *o, const char *func)
+{
+	uint64_t start, size, a;
+	uint8_t code[64];
+	size_t n;
+	struct x86_insn in;
+
+	if (!obj_symbol(o, func, &start, &size))
+		return 0;
+	n = obj_code(o, start, code, sizeof(code));
+	a = start;
+	for (int i = 0; i < 3 && a < start + n; i++) {
+		int len = x86_decode(code + (a - start), start + n - a, a, &in);
+
+		if (!len)
+			break;
+		/* 48 8d 64 24 XX: lea disp8(%rsp),%rsp */
+		if (len == 5 && !memcmp(code + (a - start), "\x48\x8d\x64\x24", 4))
+			return (int8_t)code[a - start + 4];
+		a += len;
+	}
+	return 0;
+}
+
+uint32_t switchfam_detect(const char *path)
+{
+	struct obj o;
+	uint64_t v, s;
+	uint32_t fams = 0;
+
+	if (obj_open(&o, path, NULL, 0))
+		return 0;
+	if (obj_symbol(&o, "swapcontext", &v, &s) && obj_symbol(&o, "makecontext", &v, &s))
+		fams |= 1u << CORO_FAM_UCONTEXT;
+	if (obj_symbol(&o, "jump_fcontext", &v, &s) && obj_symbol(&o, "make_fcontext", &v, &s))
+		fams |= 1u << CORO_FAM_FCONTEXT;
+	if (obj_symbol(&o, "pth_spawn", &v, &s) && obj_symbol(&o, "pth_attr_set", &v, &s))
+		fams |= 1u << CORO_FAM_PTH;
+	obj_close(&o);
+	return fams;
+}
+
+const char *switchfam_name(uint32_t family)
+{
+	return coro_family_name(family);
+}
+
+uint32_t switchfam_parse(const char *name)
+{
+	uint32_t f = coro_family_parse(name);
+
+	if (f == CORO_FAM_CUSTOM)
+		return 0; /* named by its uprobe:... spec, not by name */
+	if (!f && (!strcmp(name, "fcontext") || !strcmp(name, "boost")))
+		return CORO_FAM_FCONTEXT;
+	return f;
+}
+
+void switchfam_help(FILE *out)
+{
+	fprintf(out,
+		"switch-function families (--switch NAME[,NAME...]):\n"
+		"  ucontext       glibc makecontext/swapcontext/setcontext; a coroutine is its\n"
+		"                 ucontext_t; exits seen when its function returns (uc_link)\n"
+		"  boost-context  Boost.Context make_fcontext/jump_fcontext/ontop_fcontext (under\n"
+		"                 Boost.Fiber, Boost.Coroutine2, ...); a coroutine is its stack;\n"
+		"                 exits are not visible (a reused stack ends the old one)\n"
+		"  pth            GNU Pth: names from pth_attr_set, exits from pth_exit; switches\n"
+		"                 through ucontext (implies it)\n"
+		"  uprobe:PATH:SYMBOL[+OFF]:from=ARG,to=ARG\n"
+		"                 any function that switches from one context to another; ARG is\n"
+		"                 arg0..arg5, sp, a register (rdi, r12, ...), or from=current\n"
+		"Without --switch, a process with no corobpf probes is traced through every family\n"
+		"whose library it uses.\n");
+}
+
+int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, char *err,
+		   size_t errlen)
+{
+	struct obj o;
+	int ret;
+
+	memset(plan, 0, sizeof(*plan));
+	plan->family = family;
+	ret = obj_open(&o, path, err, errlen);
+	if (ret)
+		return ret;
+	ret = -ENOENT;
+	switch (family) {
+	case CORO_FAM_UCONTEXT: {
+		const int rdi[1] = { X86_RDI };
+		uint64_t sc;
+
+		if (plan_switch(plan, &o, "swapcontext", X86_RDI, X86_RSI, 0, 0))
+			break;
+		plan_switch(plan, &o, "setcontext", CORO_CTX_REG_NONE, X86_RDI, 0, 0);
+		if (plan_simple(plan, &o, "makecontext", CORO_CTXOP_CREATE, 1, rdi,
+				CORO_CTXC_STACK_UCONTEXT, "the new context in %rdi"))
+			break;
+		if (find_start_context(&o, &sc)) {
+			struct site_req rq = { 0 };
+			struct site_res r;
+
+			if (!find_site(&o, sc, 0, &rq, &r))
+				add_site(plan, &o, "__start_context", sc, &r,
+					 CORO_CTX_COOKIE(CORO_CTXOP_EXIT, CORO_CTX_REG_NONE,
+							 CORO_CTX_REG_NONE, CORO_CTX_REG_NONE,
+							 family, 0, 0),
+					 "a context's function returned");
+		} else {
+			snprintf(plan->limits, sizeof(plan->limits),
+				 "exits not visible (__start_context not recognised in %s)", path);
+		}
+		ret = 0;
+		break;
+	}
+	case CORO_FAM_FCONTEXT: {
+		const int make[2] = { X86_RDI, X86_RSI };
+
+		if (plan_simple(plan, &o, "make_fcontext", CORO_CTXOP_CREATE, 2, make,
+				CORO_CTXC_STACK_REGS, "stack top %rdi, size %rsi"))
+			break;
+		if (plan_switch(plan, &o, "jump_fcontext", X86_RSP, X86_RDI,
+				fcontext_delta(&o, "jump_fcontext"), 0))
+			break;
+		plan_switch(plan, &o, "ontop_fcontext", X86_RSP, X86_RDI,
+			    fcontext_delta(&o, "ontop_fcontext"), 0);
+		snprintf(plan->limits, sizeof(plan->limits),
+			 "exits not visible (a fiber's stack reused by a new one ends it)");
+		ret = 0;
+		break;
+	}
+	case CORO_FAM_PTH: {
+		const int attr_set[3] = { X86_RDI, X86_RSI, X86_RDX }, spawn[1] = { X86_RDI };
+
+		if (plan_simple(plan, &o, "pth_attr_set", CORO_CTXOP_NAME, 3, attr_set, 0,
+				"names") ||
+		    plan_simple(plan, &o, "pth_spawn", CORO_CTXOP_SPAWN, 1, spawn, 0, "spawns"))
+			break;
+		plan_simple(plan, &o, "pth_exit", CORO_CTXOP_EXIT, 0, NULL, 0, "exits");
+		ret = 0;
+		break;
+	}
+	default:
+		errfmt(err, errlen, "unknown switch family %u", family);
+		ret = -EINVAL;
+	}
+	if (ret == -ENOENT)
+		errfmt(err, errlen, "%s: no %s functions", path, switchfam_name(family));
+	obj_close(&o);
+	return ret;
+}
+
+static int parse_reg(const char *s)
+{
+	static const char *const args[6] = { "arg0", "arg1", "arg2", "arg3", "arg4", "arg5" };
+	static const int argregs[6] = { X86_RDI, X86_RSI, X86_RDX, X86_RCX, X86_R8, X86_R9 };
+
+	for (int i = 0; i < 6; i++)
+		if (!strcmp(s, args[i]))
+			return argregs[i];
+	if (!strcmp(s, "sp"))
+		return X86_RSP;
+	if (!strcmp(s, "current"))
+		return CORO_CTX_REG_NONE;
+	for (int i = 0; i < X86_NREGS; i++)
+		if (!strcmp(s, x86_reg_name(i)) || (s[0] == '%' && !strcmp(s + 1, x86_reg_name(i))))
+			return i;
+	return -1;
+}
+
+int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *err, size_t errlen)
+{
+	char buf[4400], *p, *sym, *args, *tok, *save;
+	bool have_from = false, have_to = false;
+
+	memset(out, 0, sizeof(*out));
+	if (strncmp(spec, "uprobe:", 7) || strlen(spec) >= sizeof(buf)) {
+		errfmt(err, errlen, "'%s': expected uprobe:PATH:SYMBOL[+OFFSET]:from=ARG,to=ARG",
+		       spec);
+		return -EINVAL;
+	}
+	snprintf(buf, sizeof(buf), "%s", spec + 7);
+	/* PATH may not contain ':' here; SYMBOL and the arguments never do. */
+	args = strrchr(buf, ':');
+	if (!args || args == buf) {
+		errfmt(err, errlen, "'%s': missing :from=ARG,to=ARG", spec);
+		return -EINVAL;
+	}
+	*args++ = 0;
+	sym = strrchr(buf, ':');
+	if (!sym || sym == buf || !sym[1]) {
+		errfmt(err, errlen, "'%s': expected uprobe:PATH:SYMBOL:from=ARG,to=ARG", spec);
+		return -EINVAL;
+	}
+	*sym++ = 0;
+	if (buf[0] != '/') {
+		errfmt(err, errlen, "'%s': the path must be absolute", spec);
+		return -EINVAL;
+	}
+	if (strlen(buf) >= sizeof(out->path)) {
+		errfmt(err, errlen, "'%s': path too long", spec);
+		return -EINVAL;
+	}
+	memcpy(out->path, buf, strlen(buf) + 1);
+	p = strchr(sym, '+');
+	if (p) {
+		char *end;
+
+		*p++ = 0;
+		errno = 0;
+		out->sym_offset = strtoull(p, &end, 0);
+		if (errno || *end || end == p) {
+			errfmt(err, errlen, "'%s': bad offset '%s'", spec, p);
+			return -EINVAL;
+		}
+	}
+	snprintf(out->symbol, sizeof(out->symbol), "%s", sym);
+	out->from_reg = out->to_reg = -1;
+	for (tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		int r;
+
+		if (!eq) {
+			errfmt(err, errlen, "'%s': '%s' is not KEY=ARG", spec, tok);
+			return -EINVAL;
+		}
+		*eq++ = 0;
+		r = parse_reg(eq);
+		if (r < 0) {
+			errfmt(err, errlen, "'%s': '%s' is not arg0..arg5, sp, current or a register",
+			       spec, eq);
+			return -EINVAL;
+		}
+		if (!strcmp(tok, "from")) {
+			out->from_reg = r;
+			have_from = true;
+		} else if (!strcmp(tok, "to") && r != CORO_CTX_REG_NONE) {
+			out->to_reg = r;
+			have_to = true;
+		} else {
+			errfmt(err, errlen, "'%s': unknown key '%s' (from=, to=)", spec, tok);
+			return -EINVAL;
+		}
+	}
+	if (!have_from || !have_to) {
+		errfmt(err, errlen, "'%s': both from= and to= are needed", spec);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
+			  struct switch_plan *plan, char *err, size_t errlen)
+{
+	struct obj o;
+	int ret;
+
+	memset(plan, 0, sizeof(*plan));
+	plan->family = CORO_FAM_CUSTOM;
+	ret = obj_open(&o, path, err, errlen);
+	if (ret)
+		return ret;
+	ret = plan_switch(plan, &o, cs->symbol, cs->from_reg, cs->to_reg, 0, cs->sym_offset);
+	if (ret == -ENOENT)
+		errfmt(err, errlen, "%s: no function named %s", path, cs->symbol);
+	else if (ret == -EINVAL)
+		errfmt(err, errlen, "%s: %s+0x%llx is not at an instruction boundary", path,
+		       cs->symbol, (unsigned long long)cs->sym_offset);
+	snprintf(plan->limits, sizeof(plan->limits), "creates and exits not visible");
+	obj_close(&o);
+	return ret;
+}

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The switch-function path: where to put uprobes on the context functions
+ * of unmodified coroutine libraries, and what each one means.
+ *
+ * For every function of a family (swapcontext, jump_fcontext, ...) the
+ * planner decodes the machine code from the entry and follows the
+ * arguments it needs (the contexts) through register moves to the first
+ * instruction the kernel emulates instead of single-stepping (a jcc, a
+ * push, ...), provided the straight line from the entry reaches it on every
+ * call and nothing jumps into it. Where no such instruction exists it falls
+ * back to the entry and says so, with the cost class, so the summary can
+ * tell the user what the tracing costs per switch.
+ */
+#ifndef COROBPF_SWITCHFAM_H
+#define COROBPF_SWITCHFAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "corobpf.h"
+
+#define SWITCHFAM_MAX_SITES 16
+
+struct switch_site {
+	uint64_t offset;     /* file offset of the probed instruction */
+	uint64_t cookie;     /* CORO_CTX_COOKIE(...) for the BPF program */
+	char func[48];	     /* the function it belongs to */
+	uint32_t insn_off;   /* its offset in that function */
+	bool emulated;	     /* the kernel emulates it: no single step */
+	char desc[96];	     /* "swapcontext+0x93 (jae; from r9, to r12)" */
+};
+
+struct switch_plan {
+	uint32_t family; /* enum coro_ctx_family */
+	struct switch_site sites[SWITCHFAM_MAX_SITES];
+	uint32_t nsites;
+	uint32_t stepped; /* of the switch sites, how many are single-stepped */
+	/* What this family cannot see in this object, for the summary (or ""). */
+	char limits[160];
+};
+
+/* Bit (1 << family) for every family whose functions `path` defines; 0 on any error. */
+uint32_t switchfam_detect(const char *path);
+
+/* "ucontext", "boost-context", "pth", "custom". */
+const char *switchfam_name(uint32_t family);
+/* Parses a family name (as above); 0 if unknown. */
+uint32_t switchfam_parse(const char *name);
+
+/*
+ * Plan the sites for `family` in the object at `path`. Returns 0 (with at
+ * least one site), -ENOENT if the object does not define the family's
+ * functions, or another negative errno with a message in err.
+ */
+int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, char *err,
+		   size_t errlen);
+
+/*
+ * A custom switch function from the command line:
+ *     uprobe:PATH:SYMBOL[+OFFSET]:from=ARG,to=ARG
+ * ARG is arg0..arg5 (the integer argument registers of the x86-64 calling
+ * convention at the function's entry), sp, or a register name (rdi, r12,
+ * ...); from may also be "current" (the function names only the context it
+ * switches to).
+ */
+struct switch_custom {
+	char path[4096];
+	char symbol[128];
+	uint64_t sym_offset;
+	int from_reg; /* enum x86_reg, or CORO_CTX_REG_NONE for "current" */
+	int to_reg;
+};
+
+int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *err, size_t errlen);
+/* Plan the site of a custom switch function in `path` (the spec's path as the target sees it). */
+int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
+			  struct switch_plan *plan, char *err, size_t errlen);
+
+/* The families --switch help lists, one line each. */
+void switchfam_help(FILE *out);
+
+#endif
