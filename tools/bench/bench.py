@@ -11,6 +11,10 @@ Sections:
   probe      a probe site untraced vs compiled out; traced by an empty BPF program
              (the kernel's floor), by corobpf, by bpftrace printing its arguments
   sched      added time per context switch with corobpf's scheduling view loaded
+  switch     the switch-function path (unmodified libraries): added time per
+             swapcontext (ucontext) and per Boost.Fiber yield (ontop_fcontext),
+             against an empty BPF program on the same instruction, and for
+             swapcontext against one on its entry (single-stepped)
   replay     events/s and peak RSS replaying synthetic captures to each output
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
@@ -148,6 +152,81 @@ def sched_cost(res):
                     "ratio": median(with_) / median(without)}
 
 
+def switch_sites(cmd):
+    """The instructions corobpf chose (from its JSONL switch_path records): {(lib, func): off}."""
+    out = os.path.join(WORK, "sites.jsonl")
+    sh([COROBPF, "-q", "--force", "--no-sched", "-o", out, "--"] + cmd)
+    sites = {}
+    with open(out) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["type"] != "switch_path":
+                continue
+            for m in re.finditer(r"(\w+)\+0x([0-9a-f]+) \(", r["sites"]):
+                sites[(r["object"], m.group(1))] = int(m.group(2), 16)
+    return sites
+
+
+def func_offset(lib, func):
+    """File offset of a defined dynamic function (the text segments here map at their offset)."""
+    addr = None
+    for line in sh(["nm", "-D", "--defined-only", lib]).stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[2].split("@")[0] == func:
+            addr = int(f[0], 16)
+    for line in sh(["readelf", "-lW", lib]).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD" and "E" in f[6:8]:
+            off, vaddr, filesz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if vaddr <= addr < vaddr + filesz:
+                return addr - vaddr + off
+    raise RuntimeError("%s: %s not found" % (lib, func))
+
+
+def switch_costs(res):
+    uctx, fibers = os.path.join(BUILD, "tests/uctx"), os.path.join(BUILD, "tests/fibers")
+    floor = os.path.join(BUILD, "bench/floor")
+    n = 2000 if QUICK else 100000
+    out = {}
+    # ucontext: every swapcontext, corobpf at the instruction it chose, the floor there and
+    # at the entry (single-stepped).
+    sites = switch_sites([uctx, "loop", "10"])
+    libc = next(lib for (lib, fn) in sites if fn == "swapcontext")
+    sc = func_offset(libc, "swapcontext")
+    at = sc + sites[(libc, "swapcontext")]
+    rows = {"native": [], "corobpf": [], "floor_site": [], "floor_entry": []}
+    for _ in range(RUNS):
+        rows["native"].append(per_iter(sh([uctx, "loop", str(n)]).stdout))
+        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", uctx, "loop", str(n)]).stdout))
+        rows["floor_site"].append(per_iter(sh([floor, "uprobe:%s:%x" % (libc, at), "--", uctx, "loop", str(n)]).stdout))
+        rows["floor_entry"].append(per_iter(sh([floor, "uprobe:%s:%x" % (libc, sc), "--", uctx, "loop", str(n)]).stdout))
+    base = median(rows["native"])
+    u = {"native_ns": base, "site": "swapcontext+0x%x" % sites[(libc, "swapcontext")]}
+    for k in ("corobpf", "floor_site", "floor_entry"):
+        u[k + "_added_ns"] = median(rows[k]) - base
+    u["corobpf_over_floor"] = u["corobpf_added_ns"] / u["floor_site_added_ns"]
+    u["entry_over_site"] = u["floor_entry_added_ns"] / u["floor_site_added_ns"]
+    out["ucontext"] = u
+    # Boost.Fiber: a yield is one ontop_fcontext (Boost.Fiber resumes with resume_with);
+    # both switch functions are probed at their entry (nothing in them is emulated).
+    sites = switch_sites([fibers, "loop", "10"])
+    lib = next(l for (l, fn) in sites if fn == "jump_fcontext")
+    offs = ",".join("%x" % (func_offset(lib, fn) + sites[(lib, fn)])
+                    for fn in ("jump_fcontext", "ontop_fcontext"))
+    rows = {"native": [], "corobpf": [], "floor_site": []}
+    for _ in range(RUNS):
+        rows["native"].append(per_iter(sh([fibers, "loop", str(n)]).stdout))
+        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", fibers, "loop", str(n)]).stdout))
+        rows["floor_site"].append(per_iter(sh([floor, "uprobe:%s:%s" % (lib, offs), "--", fibers, "loop", str(n)]).stdout))
+    base = median(rows["native"])
+    b = {"native_ns": base, "site": "ontop_fcontext+0x%x" % sites[(lib, "ontop_fcontext")]}
+    for k in ("corobpf", "floor_site"):
+        b[k + "_added_ns"] = median(rows[k]) - base
+    b["corobpf_over_floor"] = b["corobpf_added_ns"] / b["floor_site_added_ns"]
+    out["fcontext"] = b
+    res["switch"] = out
+
+
 def replay(res):
     sizes = [20000, 100000] if QUICK else [1000000, 10000000]
     gen = os.path.join(BUILD, "bench/gen_raw")
@@ -213,6 +292,17 @@ def table(res):
     if "added_ns_per_context_switch" in s:
         lines.append("context switch, sched view on   %+8.0f ns   (pipe op %.2f -> %.2f us, %.3fx)" % (
             s["added_ns_per_context_switch"], s["pipe_us_per_op"], s["pipe_us_per_op_traced"], s["ratio"]))
+    sw = res.get("switch")
+    if sw:
+        u, b = sw["ucontext"], sw["fcontext"]
+        lines.append("swapcontext (%.0f ns native), added: corobpf at %s %.0f ns = %.2fx an empty "
+                     "program there (%.0f ns); at the entry (stepped) %.0f ns = %.1fx" % (
+                         u["native_ns"], u["site"], u["corobpf_added_ns"], u["corobpf_over_floor"],
+                         u["floor_site_added_ns"], u["floor_entry_added_ns"], u["entry_over_site"]))
+        lines.append("Boost.Fiber yield (%.0f ns native), added: corobpf at %s %.0f ns = %.2fx an "
+                     "empty program there (%.0f ns, stepped)" % (
+                         b["native_ns"], b["site"], b["corobpf_added_ns"], b["corobpf_over_floor"],
+                         b["floor_site_added_ns"]))
     lines.append("")
     lines.append("replay of a synthetic capture: events/s (peak RSS)")
     for n, row in res["replay"].items():
@@ -232,7 +322,7 @@ def main():
         print("make bench needs root (it loads BPF programs)")
         return 1
     res = {"machine": machine()}
-    for step in (probe_costs, sched_cost, replay, loss):
+    for step in (probe_costs, sched_cost, switch_costs, replay, loss):
         step(res)
     text = table(res)
     print(text)
