@@ -983,6 +983,15 @@ def switch_pth_names_and_exits():
     sp = switch_paths(tr, tr.processes[0]["pid"])
     eq(set(sp), {"ucontext", "pth"}, "families used")
     check_replay(out, raw)
+    db = work("pth.db")
+    q = corobpf(["report", "-q", raw, "-o", db])
+    eq(q.returncode, 0, "report to SQLite (%s)" % q.stderr.strip())
+    con = sqlite3.connect(db)
+    eq(sorted(r[0] for r in con.execute("SELECT family FROM switch_paths")), ["pth", "ucontext"],
+       "switch_paths rows")
+    eq(sorted(r[0] for r in con.execute("SELECT name FROM coroutines WHERE end = 'exit'")),
+       sorted(want), "exited coroutines in SQLite")
+    con.close()
 
 
 @test
