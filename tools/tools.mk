@@ -28,7 +28,8 @@ MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
 tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
        $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
-       $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/pth $(OUT)/tests/static_plain
+       $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
+       $(OUT)/tests/static_plain
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -147,6 +148,11 @@ $(OUT)/tests/fibers: tests/integration/progs/fibers.cpp
 	$(call msg,CXX,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -O2 -g -Wall -Wextra -std=gnu++17 $< -lboost_fiber -lboost_context -o $@
+
+$(OUT)/tests/fibers-addr: tests/integration/progs/fibers.cpp
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) -O2 -g -Wall -Wextra -std=gnu++17 -DTAKE_ADDRESS $< -lboost_fiber -lboost_context -o $@
 
 $(OUT)/tests/static_plain: tests/integration/progs/static_plain.c
 	$(call msg,CC,$@)

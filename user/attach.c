@@ -132,6 +132,23 @@ static void join_sites(const struct switch_plan *plan, const bool *ok, char *buf
 	}
 }
 
+/* Call-site plans list dozens of sites: say how many of each instead. */
+static void count_sites(const struct switch_plan *plan, const bool *ok, char *buf, size_t len)
+{
+	u32 jump = 0, ontop = 0;
+
+	for (u32 i = 0; i < plan->nsites; i++) {
+		if (!ok[i])
+			continue;
+		if (!strncmp(plan->sites[i].func, "jump_fcontext", 13))
+			jump++;
+		else
+			ontop++;
+	}
+	snprintf(buf, len, "calls of jump_fcontext at %u places, of ontop_fcontext at %u (emulated)",
+		 jump, ontop);
+}
+
 /* Attach one plan's uprobes; returns how many. */
 static u32 attach_plan(struct capture *c, struct target *t, const char *path, const char *shown,
 		       const struct switch_plan *plan, bool late)
@@ -140,7 +157,30 @@ static u32 attach_plan(struct capture *c, struct target *t, const char *path, co
 	char sites[1024];
 	u32 n = 0, stepped = 0;
 
-	for (u32 i = 0; i < plan->nsites; i++) {
+	if (c->uprobe_multi && plan->nsites) {
+		u64 offs[SWITCHFAM_MAX_SITES], cookies[SWITCHFAM_MAX_SITES];
+		int fd;
+
+		for (u32 i = 0; i < plan->nsites; i++) {
+			offs[i] = plan->sites[i].offset;
+			cookies[i] = plan->sites[i].cookie;
+		}
+		fd = capture_attach_uprobe_multi(c, t->pid, path, offs, cookies, plan->nsites);
+		if (fd < 0) {
+			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			log_warn("cannot attach to the %s functions of %s (process %u): %s",
+				 switchfam_name(plan->family), shown, t->pid, strerror(-fd));
+			return 0;
+		}
+		for (u32 i = 0; i < plan->nsites; i++) {
+			ok[i] = true;
+			if (!plan->sites[i].emulated &&
+			    CORO_CTX_COOKIE_OP(plan->sites[i].cookie) == CORO_CTXOP_SWITCH)
+				stepped++;
+		}
+		n = plan->nsites;
+	}
+	for (u32 i = 0; !c->uprobe_multi && i < plan->nsites; i++) {
 		const struct switch_site *s = &plan->sites[i];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s->cookie);
 		struct bpf_link *link;
@@ -161,7 +201,10 @@ static u32 attach_plan(struct capture *c, struct target *t, const char *path, co
 	}
 	if (!n)
 		return 0;
-	join_sites(plan, ok, sites, sizeof(sites));
+	if (plan->nsites && strstr(plan->sites[0].func, "@call"))
+		count_sites(plan, ok, sites, sizeof(sites));
+	else
+		join_sites(plan, ok, sites, sizeof(sites));
 	log_verbose("process %u: %s switch functions in %s%s: %s", t->pid,
 		    switchfam_name(plan->family), shown, late ? " (loaded after start)" : "", sites);
 	capture_emit_switch(c, t->pid, plan->family, shown, sites, plan->limits, n, stepped);
@@ -169,10 +212,36 @@ static u32 attach_plan(struct capture *c, struct target *t, const char *path, co
 	return n;
 }
 
+/* The call sites of Boost.Context's switch functions in one object (call-site mode). */
+static bool attach_fcontext_callers(struct capture *c, struct target *t, const char *path,
+				    const char *shown, bool late)
+{
+	struct switch_plan *plan = xmalloc(sizeof(*plan));
+	char err[512];
+	bool ok = true;
+
+	if (switchfam_plan_callers(path, t->fc_delta_jump, t->fc_delta_ontop, plan, err,
+				   sizeof(err))) {
+		ok = false;
+	} else if (plan->nsites) {
+		snprintf(plan->limits, sizeof(plan->limits), "probed where they are called");
+		attach_plan(c, t, path, shown, plan, late);
+	}
+	if (!ok && late) {
+		/* Too late to go back to the entries: say what will be missing. */
+		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("%s: %s; Boost.Context switches made from it are not seen", shown, err);
+	} else if (!ok) {
+		log_verbose("%s", err);
+	}
+	free(plan);
+	return ok;
+}
+
 static void attach_switch_object(struct capture *c, struct target *t, const char *path,
 				 const char *shown, u32 families, bool late)
 {
-	for (u32 fam = 1; fam < 32; fam++) {
+	for (u32 fam = CORO_FAM_UCONTEXT; fam <= CORO_FAM_PTH; fam++) {
 		struct switch_plan plan;
 		char err[512];
 
@@ -183,8 +252,65 @@ static void attach_switch_object(struct capture *c, struct target *t, const char
 				 err);
 			continue;
 		}
+		if (fam == CORO_FAM_FCONTEXT && t->fcontext_calls) {
+			/* Switches are seen where they are called: keep only make_fcontext here. */
+			u32 n = 0;
+
+			for (u32 i = 0; i < plan.nsites; i++)
+				if (CORO_CTX_COOKIE_OP(plan.sites[i].cookie) != CORO_CTXOP_SWITCH)
+					plan.sites[n++] = plan.sites[i];
+			plan.nsites = n;
+			plan.stepped = 0;
+		}
 		attach_plan(c, t, path, shown, &plan, late);
 	}
+	if (t->fcontext_calls && (families & (SWITCHFAM_FCONTEXT_CALLER | (1u << CORO_FAM_FCONTEXT))))
+		attach_fcontext_callers(c, t, path, shown, late);
+}
+
+/*
+ * Boost.Context's jump_fcontext and ontop_fcontext have no instruction the
+ * kernel emulates, but every `call` to them is one. Probe the calls, if
+ * every object that can reach the functions reaches them only by direct
+ * calls; else probe the entries (single-stepped, several times dearer).
+ */
+static void choose_fcontext_call_sites(struct capture *c, struct target *t)
+{
+	const char *lib = NULL;
+
+	if (!(wanted_families(c) & (1u << CORO_FAM_FCONTEXT)))
+		return;
+	for (size_t i = 0; i < t->nswobjs; i++)
+		if (t->swobjs[i].families & (1u << CORO_FAM_FCONTEXT))
+			lib = t->swobjs[i].path;
+	if (!lib)
+		return;
+	t->fc_delta_jump = switchfam_fcontext_delta(lib, "jump_fcontext");
+	t->fc_delta_ontop = switchfam_fcontext_delta(lib, "ontop_fcontext");
+	if (!t->fc_delta_jump || !t->fc_delta_ontop) {
+		log_verbose("%s: the switch functions do not start as expected; probing their "
+			    "entries", lib);
+		return;
+	}
+	for (size_t i = 0; i < t->nswobjs; i++) {
+		struct switch_plan *plan;
+		char err[512];
+		int ret;
+
+		if (!(t->swobjs[i].families &
+		      (SWITCHFAM_FCONTEXT_CALLER | (1u << CORO_FAM_FCONTEXT))))
+			continue;
+		plan = xmalloc(sizeof(*plan));
+		ret = switchfam_plan_callers(t->swobjs[i].path, t->fc_delta_jump, t->fc_delta_ontop,
+					     plan, err, sizeof(err));
+		free(plan);
+		if (ret) {
+			log_verbose("%s; Boost.Context switches probed at the functions' entries",
+				    err);
+			return;
+		}
+	}
+	t->fcontext_calls = true;
 }
 
 /* --switch uprobe:PATH:SYMBOL...: the path as the target sees it. */
@@ -214,6 +340,7 @@ void attach_switch_path(struct capture *c, struct target *t)
 	if (o->switch_none || o->system_wide || (t->probe_sites && !o->switch_forced))
 		return;
 	t->switch_mode = true;
+	choose_fcontext_call_sites(c, t);
 	for (size_t i = 0; i < t->nswobjs; i++)
 		attach_switch_object(c, t, t->swobjs[i].path, t->swobjs[i].shown,
 				     t->swobjs[i].families & wanted_families(c), false);

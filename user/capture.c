@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "capture.h"
 #include "corobpf.skel.h"
@@ -355,6 +356,55 @@ int capture_add_link(struct capture *c, struct bpf_link *link)
 	return 0;
 }
 
+/* The kernel has uprobe_multi links (6.6): its BTF knows their type. */
+static bool kernel_has_uprobe_multi(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	bool yes;
+
+	if (libbpf_get_error(btf))
+		return false;
+	yes = btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
+	btf__free(btf);
+	return yes;
+}
+
+/*
+ * One uprobe_multi link: the ctx program at `n` offsets of `path`, each with
+ * its cookie, in process `pid`. libbpf 1.1 has no wrapper and Debian 12's
+ * uapi headers predate it, so the attr is laid out here (its fields are
+ * the kernel's ABI: link_create.uprobe_multi). Returns the link fd or -errno.
+ */
+int capture_attach_uprobe_multi(struct capture *c, u32 pid, const char *path, const u64 *offsets,
+				const u64 *cookies, u32 n)
+{
+	struct {
+		u32 prog_fd, target_fd, attach_type, flags;
+		u64 path, offsets, ref_ctr_offsets, cookies;
+		u32 cnt, mflags, pid, __pad;
+		u8 rest[64]; /* the rest of union bpf_attr, zero */
+	} attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = bpf_program__fd(c->skel->progs.coro_ctx_multi);
+	attr.attach_type = CORO_BPF_TRACE_UPROBE_MULTI;
+	attr.path = (u64)(uintptr_t)path;
+	attr.offsets = (u64)(uintptr_t)offsets;
+	attr.cookies = (u64)(uintptr_t)cookies;
+	attr.cnt = n;
+	attr.pid = pid;
+	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (fd < 0)
+		return -errno;
+	if (c->nlink_fds == c->cap_link_fds) {
+		c->cap_link_fds = c->cap_link_fds ? c->cap_link_fds * 2 : 16;
+		c->link_fds = xrealloc(c->link_fds, c->cap_link_fds * sizeof(*c->link_fds));
+	}
+	c->link_fds[c->nlink_fds++] = fd;
+	return fd;
+}
+
 int capture_open(struct capture *c, const struct capture_opts *opts)
 {
 	int err;
@@ -395,6 +445,13 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			(unsigned long long)opts->ring_bytes, strerror(-err));
 		return EXIT_FAILURE_RUNTIME;
 	}
+	/* uprobe_multi links: one per object and process, detached in one go. */
+	c->uprobe_multi = kernel_has_uprobe_multi();
+	if (c->uprobe_multi)
+		bpf_program__set_expected_attach_type(c->skel->progs.coro_ctx_multi,
+						      CORO_BPF_TRACE_UPROBE_MULTI);
+	else
+		bpf_program__set_autoload(c->skel->progs.coro_ctx_multi, false);
 	err = corobpf_bpf__load(c->skel);
 	if (err) {
 		log_err("cannot load the BPF programs: %s%s", strerror(-err),
@@ -811,6 +868,9 @@ static void *detach_links(void *arg)
 {
 	struct capture *c = arg;
 
+	for (size_t i = 0; i < c->nlink_fds; i++)
+		close(c->link_fds[i]);
+	c->nlink_fds = 0;
 	for (size_t i = 0; i < c->nlinks; i++)
 		bpf_link__destroy(c->links[i]);
 	return NULL;
@@ -818,7 +878,7 @@ static void *detach_links(void *arg)
 
 void capture_detach_async(struct capture *c)
 {
-	if (c->detaching || !c->nlinks)
+	if (c->detaching || (!c->nlinks && !c->nlink_fds))
 		return;
 	if (pthread_create(&c->detacher, NULL, detach_links, c) == 0) {
 		c->detaching = true;
@@ -877,6 +937,9 @@ void capture_close(struct capture *c)
 		c->detaching = false;
 		c->nlinks = 0;
 	}
+	for (size_t i = 0; i < c->nlink_fds; i++)
+		close(c->link_fds[i]);
+	free(c->link_fds);
 	for (size_t i = 0; i < c->nlinks; i++)
 		bpf_link__destroy(c->links[i]);
 	free(c->links);

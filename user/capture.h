@@ -65,6 +65,8 @@ struct target {
 	} *swobjs;
 	size_t nswobjs;
 	bool switch_mode; /* traced through the switch-function path */
+	bool fcontext_calls; /* Boost.Context switches probed at their call sites */
+	s64 fc_delta_jump, fc_delta_ontop;
 	u32 switch_sites;
 	u64 start_ts; /* when corobpf took it on, before attaching */
 	char comm[16];
@@ -78,6 +80,9 @@ struct capture {
 	struct ring_buffer *rb;
 	struct bpf_link **links;
 	size_t nlinks, cap_links;
+	int *link_fds; /* uprobe_multi links (raw fds: libbpf 1.1 cannot make them) */
+	size_t nlink_fds, cap_link_fds;
+	bool uprobe_multi; /* the kernel has them (6.6+) */
 	pthread_t detacher; /* destroys the links while the outputs are finished */
 	bool detaching;
 	struct target *targets;
@@ -129,6 +134,10 @@ void capture_close(struct capture *c); /* waits for the detach */
 int attach_scan_process(struct capture *c, struct target *t, bool late);
 /* After the first scan: the switch-function path for t if it has no probes (or --switch). */
 void attach_switch_path(struct capture *c, struct target *t);
+/* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (kernel 6.6), absent from Debian 12's headers. */
+#define CORO_BPF_TRACE_UPROBE_MULTI 48
+int capture_attach_uprobe_multi(struct capture *c, u32 pid, const char *path, const u64 *offsets,
+				const u64 *cookies, u32 n);
 /* The switch-function path attached in an object (a CORO_REC_SWITCH record). */
 void capture_emit_switch(struct capture *c, u32 pid, u32 family, const char *path,
 			 const char *sites, const char *limits, u32 nsites, u32 stepped);

@@ -397,6 +397,280 @@ static int64_t fcontext_delta(const struct obj *o, const char *func)
 	return 0;
 }
 
+/* ---- call sites (Boost.Context) ---- */
+
+/* The dynamic symbol index of an undefined (imported) function `name`, or -1. */
+static long import_index(const struct obj *o, const char *name)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *s;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx != SHN_UNDEF)
+				continue;
+			s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
+			if (s && !strcmp(s, name))
+				return (long)i;
+		}
+	}
+	return -1;
+}
+
+/*
+ * How the object reaches dynamic symbol `idx`: the GOT slot of its PLT
+ * entry (JUMP_SLOT). Returns 0 and the slot, -ENOENT if it never does, or
+ * -EXDEV if it also takes the function's address through the GOT or a data
+ * relocation (calls we could not all see).
+ */
+static int plt_slot(const struct obj *o, long idx, uint64_t *slot)
+{
+	Elf_Scn *scn = NULL;
+	int found = -ENOENT;
+
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Rela r;
+
+			if (!gelf_getrela(d, (int)i, &r) || (long)GELF_R_SYM(r.r_info) != idx)
+				continue;
+			if (GELF_R_TYPE(r.r_info) != R_X86_64_JUMP_SLOT)
+				return -EXDEV;
+			*slot = r.r_offset;
+			found = 0;
+		}
+	}
+	return found;
+}
+
+struct code_section {
+	uint64_t addr, size, off;
+	char name[32];
+};
+
+/* The object's executable sections (where instructions begin at the section start). */
+static size_t exec_sections(const struct obj *o, struct code_section *v, size_t max)
+{
+	Elf_Scn *scn = NULL;
+	size_t n = 0, shstrndx;
+
+	if (elf_getshdrstrndx(o->elf, &shstrndx))
+		return 0;
+	while ((scn = elf_nextscn(o->elf, scn)) && n < max) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(sh.sh_flags & SHF_EXECINSTR) || !sh.sh_size)
+			continue;
+		name = elf_strptr(o->elf, shstrndx, sh.sh_name);
+		v[n].addr = sh.sh_addr;
+		v[n].size = sh.sh_size;
+		v[n].off = sh.sh_offset;
+		snprintf(v[n].name, sizeof(v[n].name), "%s", name ? name : "?");
+		n++;
+	}
+	return n;
+}
+
+/* Where a rip-relative memory operand of `in` (at addr, bytes b) points; false if none. */
+static bool rip_target(const struct x86_insn *in, const uint8_t *b, uint64_t addr, uint64_t *t)
+{
+	int32_t disp;
+	const uint8_t *p;
+
+	if (!in->has_modrm || (in->modrm & 0xc7) != 0x05 || in->disp_len != 4)
+		return false;
+	p = b + in->len - in->imm_len - 4;
+	disp = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+			 (uint32_t)p[3] << 24);
+	*t = addr + in->len + (int64_t)disp;
+	return true;
+}
+
+#define MAX_CALL_SITES 64
+
+struct call_sites {
+	uint64_t vaddr[MAX_CALL_SITES];
+	bool tail[MAX_CALL_SITES]; /* a jmp (tail call): the caller's return address is on the stack */
+	int n;
+};
+
+/*
+ * Every place object `o` transfers control to function `fn` (imported
+ * through its PLT, or defined in it), found by decoding all its
+ * executable sections. Returns 0 (sites in cs, maybe none), or -EXDEV if
+ * something else refers to the function or its GOT slot (its address
+ * taken, a call through the GOT, code that does not decode): then not
+ * every switch would be seen from call sites.
+ */
+static int find_call_sites(const struct obj *o, const char *fn, struct call_sites *cs)
+{
+	struct code_section secs[32];
+	size_t nsec = exec_sections(o, secs, 32);
+	uint64_t targets[2], slot = 0, v, sz;
+	int nt = 0, ret;
+	long idx = import_index(o, fn);
+	uint8_t *buf = NULL;
+
+	cs->n = 0;
+	if (obj_symbol(o, fn, &v, &sz))
+		targets[nt++] = v;
+	if (idx >= 0) {
+		ret = plt_slot(o, idx, &slot);
+		if (ret == -EXDEV)
+			return ret;
+	}
+	/* The PLT entry: the 16-byte stub whose indirect jmp reads the slot. */
+	for (size_t s = 0; slot && s < nsec; s++) {
+		struct x86_insn in;
+		uint64_t a, t;
+
+		if (strncmp(secs[s].name, ".plt", 4))
+			continue;
+		buf = xrealloc(buf, secs[s].size);
+		if (pread(o->fd, buf, secs[s].size, (off_t)secs[s].off) != (ssize_t)secs[s].size)
+			continue;
+		for (a = secs[s].addr; a < secs[s].addr + secs[s].size;) {
+			const uint8_t *b = buf + (a - secs[s].addr);
+			int len = x86_decode(b, secs[s].addr + secs[s].size - a, a, &in);
+
+			if (!len) {
+				a++;
+				continue;
+			}
+			if (in.flow == X86_FLOW_INDIRECT && rip_target(&in, b, a, &t) && t == slot &&
+			    nt < 2)
+				targets[nt++] = a & ~15ULL;
+			a += len;
+		}
+	}
+	if (!nt) {
+		free(buf);
+		return idx >= 0 && slot ? -EXDEV : 0; /* imported, but no stub found: be safe */
+	}
+	for (size_t s = 0; s < nsec; s++) {
+		struct x86_insn in;
+		uint64_t a, t;
+		bool plt = !strncmp(secs[s].name, ".plt", 4);
+
+		buf = xrealloc(buf, secs[s].size);
+		if (pread(o->fd, buf, secs[s].size, (off_t)secs[s].off) != (ssize_t)secs[s].size) {
+			free(buf);
+			return -EXDEV;
+		}
+		for (a = secs[s].addr; a < secs[s].addr + secs[s].size;) {
+			const uint8_t *b = buf + (a - secs[s].addr);
+			int len = x86_decode(b, secs[s].addr + secs[s].size - a, a, &in);
+			bool hit = false, call_like;
+
+			if (!len) {
+				/* Padding between PLT stubs may not decode; code elsewhere must. */
+				if (plt) {
+					a++;
+					continue;
+				}
+				free(buf);
+				return -EXDEV;
+			}
+			call_like = in.flow == X86_FLOW_CALL || in.flow == X86_FLOW_JMP;
+			for (int i = 0; i < nt; i++)
+				if ((call_like && in.target == targets[i]) ||
+				    (rip_target(&in, b, a, &t) && t == targets[i]))
+					hit = true;
+			if (!plt && rip_target(&in, b, a, &t) && slot && t == slot) {
+				free(buf); /* a call or load through the GOT slot */
+				return -EXDEV;
+			}
+			if (hit) {
+				if (!call_like || in.uprobe != X86_UPROBE_EMULATED ||
+				    cs->n == MAX_CALL_SITES) {
+					free(buf);
+					return -EXDEV;
+				}
+				cs->vaddr[cs->n] = a;
+				cs->tail[cs->n] = in.flow == X86_FLOW_JMP;
+				cs->n++;
+			}
+			a += len;
+		}
+	}
+	free(buf);
+	return 0;
+}
+
+int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_ontop,
+			   struct switch_plan *plan, char *err, size_t errlen)
+{
+	static const char *const fns[2] = { "jump_fcontext", "ontop_fcontext" };
+	const int64_t deltas[2] = { delta_jump, delta_ontop };
+	struct obj o;
+	int ret;
+
+	memset(plan, 0, sizeof(*plan));
+	plan->family = CORO_FAM_FCONTEXT;
+	ret = obj_open(&o, path, err, errlen);
+	if (ret)
+		return ret;
+	for (int f = 0; f < 2; f++) {
+		struct call_sites cs;
+
+		ret = find_call_sites(&o, fns[f], &cs);
+		if (ret) {
+			errfmt(err, errlen, "%s: %s is reached other than by direct calls", path,
+			       fns[f]);
+			obj_close(&o);
+			return ret;
+		}
+		for (int i = 0; i < cs.n; i++) {
+			struct site_res r = { .vaddr = cs.vaddr[i], .emulated = true };
+			/* At a call the return address is not pushed yet: the entry's rsp is 8 lower. */
+			int64_t d = deltas[f] - (cs.tail[i] ? 0 : 8);
+			char func[48];
+
+			snprintf(func, sizeof(func), "%s@call", fns[f]);
+			add_site(plan, &o, func, cs.vaddr[i], &r,
+				 CORO_CTX_COOKIE(CORO_CTXOP_SWITCH, X86_RSP, X86_RDI, CORO_CTX_REG_NONE,
+						 CORO_FAM_FCONTEXT, 0, d),
+				 cs.tail[i] ? "tail call" : "call");
+			/* add_site names it by function offset; a call site is named by address. */
+			if (plan->nsites)
+				snprintf(plan->sites[plan->nsites - 1].desc,
+					 sizeof(plan->sites[plan->nsites - 1].desc),
+					 "%s at 0x%llx (emulated %s)", fns[f],
+					 (unsigned long long)cs.vaddr[i], cs.tail[i] ? "jmp" : "call");
+		}
+	}
+	obj_close(&o);
+	return 0;
+}
+
+int64_t switchfam_fcontext_delta(const char *path, const char *fn)
+{
+	struct obj o;
+	int64_t d;
+
+	if (obj_open(&o, path, NULL, 0))
+		return 0;
+	d = fcontext_delta(&o, fn);
+	obj_close(&o);
+	return d;
+}
+
 uint32_t switchfam_detect(const char *path)
 {
 	struct obj o;
@@ -411,6 +685,8 @@ uint32_t switchfam_detect(const char *path)
 		fams |= 1u << CORO_FAM_FCONTEXT;
 	if (obj_symbol(&o, "pth_spawn", &v, &s) && obj_symbol(&o, "pth_attr_set", &v, &s))
 		fams |= 1u << CORO_FAM_PTH;
+	if (import_index(&o, "jump_fcontext") >= 0 || import_index(&o, "ontop_fcontext") >= 0)
+		fams |= SWITCHFAM_FCONTEXT_CALLER;
 	obj_close(&o);
 	return fams;
 }

@@ -21,7 +21,7 @@
 #include <stdio.h>
 #include "corobpf.h"
 
-#define SWITCHFAM_MAX_SITES 16
+#define SWITCHFAM_MAX_SITES 64
 
 struct switch_site {
 	uint64_t offset;     /* file offset of the probed instruction */
@@ -41,8 +41,28 @@ struct switch_plan {
 	char limits[160];
 };
 
-/* Bit (1 << family) for every family whose functions `path` defines; 0 on any error. */
+/*
+ * Bit (1 << family) for every family whose functions `path` defines, and
+ * SWITCHFAM_FCONTEXT_CALLER if it calls Boost.Context's switch functions
+ * from outside; 0 on any error.
+ */
+#define SWITCHFAM_FCONTEXT_CALLER (1u << 16)
 uint32_t switchfam_detect(const char *path);
+
+/*
+ * Boost.Context's switch functions have no instruction the kernel
+ * emulates, but a `call` to them does: the call sites of jump_fcontext and
+ * ontop_fcontext in the object at `path` (through its PLT, or direct),
+ * each a switch site reading rsp (with the delta the callee's first
+ * instruction applies, minus the return address not yet pushed) and rdi.
+ * Returns 0 (possibly with no sites), or -EXDEV when the object reaches
+ * the functions some other way (address taken, a call through the GOT):
+ * then only the entry probes see every switch.
+ */
+int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_ontop,
+			   struct switch_plan *plan, char *err, size_t errlen);
+/* The stack adjustment at the top of an fcontext switch function in `path` (0 if unknown). */
+int64_t switchfam_fcontext_delta(const char *path, const char *fn);
 
 /* "ucontext", "boost-context", "pth", "custom". */
 const char *switchfam_name(uint32_t family);

@@ -939,9 +939,23 @@ def switch_boost_fiber():
           % (sorted(c["switch_ins"] for c in fibers), resumes))
     sp = switch_paths(tr, pid)
     check("boost-context" in sp, "families: %s" % sorted(sp))
-    eq(sp["boost-context"]["single_stepped"], 2, "jump_fcontext and ontop_fcontext are stepped")
-    check("single-steps" in p.stderr, "the summary does not warn of the cost:\n" + p.stderr)
+    # Their calls are probed instead of the functions (a call is emulated).
+    eq(sp["boost-context"]["single_stepped"], 0, "single-stepped switch sites")
+    callers = [r for r in tr.records if r["type"] == "switch_path" and "calls of jump_fcontext" in r["sites"]]
+    check(len(callers) >= 2, "call sites in the program and in libboost_fiber: %s" % [r["object"] for r in callers])
+    check("probed where they are called" in p.stderr, p.stderr)
     check_replay(out, raw)
+    # A program that takes jump_fcontext's address may call it in ways no call site shows:
+    # then the functions' entries are probed (single-stepped), with the same result.
+    tr, _, p, _, _ = trace_launch("fibers_addr", [os.path.join(TESTS_BIN, "fibers-addr"), "2", "3", "5"])
+    check_clean(tr)
+    resumes = sorted(int(f[2]) for f in (l.split() for l in p.stdout.splitlines()) if f[0] == "FIBER")
+    fibers = [c for c in tr.coroutines if c["id"] != main_id(tr.processes[0]["pid"])]
+    check(any(sorted(c["switch_ins"] - 2 for c in fibers if c is not d) == resumes for d in fibers),
+          "entry probes: switch-ins %s, resumes %s" % (sorted(c["switch_ins"] for c in fibers), resumes))
+    lib = [r for r in tr.records if r["type"] == "switch_path" and "libboost_context" in r["object"]]
+    eq([r["single_stepped"] for r in lib], [2], "jump_fcontext and ontop_fcontext probed at entry")
+    check("single-steps" in p.stderr, "the summary does not warn of the cost:\n" + p.stderr)
 
 
 @test

@@ -13,8 +13,8 @@ Sections:
   sched      added time per context switch with corobpf's scheduling view loaded
   switch     the switch-function path (unmodified libraries): added time per
              swapcontext (ucontext) and per Boost.Fiber yield (ontop_fcontext),
-             against an empty BPF program on the same instruction, and for
-             swapcontext against one on its entry (single-stepped)
+             against an empty BPF program on the same instructions, and against
+             one on the functions' entries (single-stepped)
   replay     events/s and peak RSS replaying synthetic captures to each output
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
@@ -183,6 +183,26 @@ def func_offset(lib, func):
     raise RuntimeError("%s: %s not found" % (lib, func))
 
 
+def call_offsets(obj):
+    """File offsets of the calls (and tail jumps) to jump_fcontext/ontop_fcontext, by objdump."""
+    offs = []
+    for line in sh(["objdump", "-d", "--no-show-raw-insn", obj]).stdout.splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\s+(call|jmp)\s+[0-9a-f]+ <(jump|ontop)_fcontext(@plt)?>", line)
+        if m:
+            offs.append(vaddr_offset(obj, int(m.group(1), 16)))
+    return offs
+
+
+def vaddr_offset(obj, addr):
+    for line in sh(["readelf", "-lW", obj]).stdout.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD" and "E" in f[6:8]:
+            off, vaddr, filesz = int(f[1], 16), int(f[2], 16), int(f[4], 16)
+            if vaddr <= addr < vaddr + filesz:
+                return addr - vaddr + off
+    raise RuntimeError("%s: 0x%x is not in code" % (obj, addr))
+
+
 def switch_costs(res):
     uctx, fibers = os.path.join(BUILD, "tests/uctx"), os.path.join(BUILD, "tests/fibers")
     floor = os.path.join(BUILD, "bench/floor")
@@ -207,22 +227,28 @@ def switch_costs(res):
     u["corobpf_over_floor"] = u["corobpf_added_ns"] / u["floor_site_added_ns"]
     u["entry_over_site"] = u["floor_entry_added_ns"] / u["floor_site_added_ns"]
     out["ucontext"] = u
-    # Boost.Fiber: a yield is one ontop_fcontext (Boost.Fiber resumes with resume_with);
-    # both switch functions are probed at their entry (nothing in them is emulated).
-    sites = switch_sites([fibers, "loop", "10"])
-    lib = next(l for (l, fn) in sites if fn == "jump_fcontext")
-    offs = ",".join("%x" % (func_offset(lib, fn) + sites[(lib, fn)])
-                    for fn in ("jump_fcontext", "ontop_fcontext"))
-    rows = {"native": [], "corobpf": [], "floor_site": []}
+    # Boost.Fiber: a yield is one ontop_fcontext (Boost.Fiber resumes with resume_with).
+    # Nothing in the switch functions is emulated; corobpf probes their calls. The floors:
+    # an empty program on every call (found here with objdump, independently), and on the
+    # two entries (single-stepped).
+    lib = sh(["sh", "-c", "ldd %s | awk '/libboost_context/ {print $3}'" % fibers]).stdout.strip()
+    fiberlib = sh(["sh", "-c", "ldd %s | awk '/libboost_fiber/ {print $3}'" % fibers]).stdout.strip()
+    entries = "uprobe:%s:%s" % (lib, ",".join("%x" % func_offset(lib, fn)
+                                             for fn in ("jump_fcontext", "ontop_fcontext")))
+    calls = ";".join("uprobe:%s:%s" % (obj, ",".join("%x" % o for o in offs))
+                     for obj, offs in ((o, call_offsets(o)) for o in (fibers, fiberlib)) if offs)
+    rows = {"native": [], "corobpf": [], "floor_site": [], "floor_entry": []}
     for _ in range(RUNS):
         rows["native"].append(per_iter(sh([fibers, "loop", str(n)]).stdout))
         rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", fibers, "loop", str(n)]).stdout))
-        rows["floor_site"].append(per_iter(sh([floor, "uprobe:%s:%s" % (lib, offs), "--", fibers, "loop", str(n)]).stdout))
+        rows["floor_site"].append(per_iter(sh([floor, calls, "--", fibers, "loop", str(n)]).stdout))
+        rows["floor_entry"].append(per_iter(sh([floor, entries, "--", fibers, "loop", str(n)]).stdout))
     base = median(rows["native"])
-    b = {"native_ns": base, "site": "ontop_fcontext+0x%x" % sites[(lib, "ontop_fcontext")]}
-    for k in ("corobpf", "floor_site"):
+    b = {"native_ns": base, "site": "the calls of jump_fcontext/ontop_fcontext"}
+    for k in ("corobpf", "floor_site", "floor_entry"):
         b[k + "_added_ns"] = median(rows[k]) - base
     b["corobpf_over_floor"] = b["corobpf_added_ns"] / b["floor_site_added_ns"]
+    b["entry_over_site"] = b["floor_entry_added_ns"] / b["floor_site_added_ns"]
     out["fcontext"] = b
     res["switch"] = out
 
@@ -300,9 +326,9 @@ def table(res):
                          u["native_ns"], u["site"], u["corobpf_added_ns"], u["corobpf_over_floor"],
                          u["floor_site_added_ns"], u["floor_entry_added_ns"], u["entry_over_site"]))
         lines.append("Boost.Fiber yield (%.0f ns native), added: corobpf at %s %.0f ns = %.2fx an "
-                     "empty program there (%.0f ns, stepped)" % (
+                     "empty program there (%.0f ns); at the entries (stepped) %.0f ns = %.1fx" % (
                          b["native_ns"], b["site"], b["corobpf_added_ns"], b["corobpf_over_floor"],
-                         b["floor_site_added_ns"]))
+                         b["floor_site_added_ns"], b["floor_entry_added_ns"], b["entry_over_site"]))
     lines.append("")
     lines.append("replay of a synthetic capture: events/s (peak RSS)")
     for n, row in res["replay"].items():

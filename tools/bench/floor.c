@@ -4,9 +4,9 @@
  * USDT attach, so the site and the kernel path are exactly corobpf's) to
  * corobpf:PROBE in CMD's executable. The benchmark's baseline.
  *
- * floor uprobe:FILE:OFFSET[,OFFSET...] -- CMD ARGS: the same with plain uprobes
- * at those file offsets (hex) of FILE: the floor of the switch-function path,
- * on whatever instruction is there.
+ * floor uprobe:FILE:OFFSET[,OFFSET...][;uprobe:FILE:...] -- CMD ARGS: the same
+ * with plain uprobes at those file offsets (hex) of each FILE: the floor of
+ * the switch-function path, on whatever instruction is there.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,21 +45,26 @@ int main(int argc, char **argv)
 	}
 	close(go[0]);
 	if (!strncmp(argv[1], "uprobe:", 7)) {
-		char *spec = strdup(argv[1] + 7), *offs = strrchr(spec, ':'), *tok, *save;
+		char *all = strdup(argv[1]), *one, *save1;
 
-		if (!offs) {
-			fprintf(stderr, "floor: uprobe:FILE:OFFSET expected\n");
-			kill(pid, SIGKILL);
-			return 2;
-		}
-		*offs++ = 0;
-		for (tok = strtok_r(offs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			link = bpf_program__attach_uprobe(skel->progs.empty_uprobe, false, pid, spec,
-							  strtoul(tok, NULL, 16));
-			if (!link) {
-				perror("floor: attach uprobe");
+		/* uprobe:FILE:OFFS[;uprobe:FILE:OFFS...] */
+		for (one = strtok_r(all, ";", &save1); one; one = strtok_r(NULL, ";", &save1)) {
+			char *spec = one + 7, *offs = strrchr(spec, ':'), *tok, *save;
+
+			if (strncmp(one, "uprobe:", 7) || !offs) {
+				fprintf(stderr, "floor: uprobe:FILE:OFFSET expected\n");
 				kill(pid, SIGKILL);
-				return 1;
+				return 2;
+			}
+			*offs++ = 0;
+			for (tok = strtok_r(offs, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				link = bpf_program__attach_uprobe(skel->progs.empty_uprobe, false, pid,
+								  spec, strtoul(tok, NULL, 16));
+				if (!link) {
+					perror("floor: attach uprobe");
+					kill(pid, SIGKILL);
+					return 1;
+				}
 			}
 		}
 	} else {

@@ -27,6 +27,15 @@
 
 namespace bf = boost::fibers;
 
+#ifdef TAKE_ADDRESS
+/*
+ * Built as fibers-addr: the program takes the address of jump_fcontext, so
+ * corobpf cannot know every call from the call instructions, and must
+ * probe the function's entry instead.
+ */
+void *volatile fcontext_address = (void *)&boost::context::detail::jump_fcontext;
+#endif
+
 struct counted {
 	std::string name;
 	unsigned resumes = 0;
