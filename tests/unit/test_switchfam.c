@@ -40,12 +40,41 @@ static const char asm_src[] =
 	"	.size stacked,.-stacked\n"
 	"	.section .note.GNU-stack,\"\",@progbits\n";
 
+/* Callers of Boost.Context's switch functions, for the call-site planner. */
+static const char callers_ok[] =
+	"	.text\n	.globl a\n	.type a,@function\na:\n"
+	"	sub $8,%rsp\n	call jump_fcontext@PLT\n	add $8,%rsp\n	ret\n	.size a,.-a\n"
+	"	.globl b\n	.type b,@function\nb:\n	jmp ontop_fcontext@PLT\n	.size b,.-b\n"
+	"	.section .note.GNU-stack,\"\",@progbits\n";
+static const char callers_addr[] =
+	"	.text\n	.globl a\n	.type a,@function\na:\n"
+	"	call jump_fcontext@PLT\n	mov jump_fcontext@GOTPCREL(%rip),%rax\n	ret\n"
+	"	.size a,.-a\n	.section .note.GNU-stack,\"\",@progbits\n";
+
+static bool assemble(const char *text, const char *name)
+{
+	char src[300], out[300], cmd[1024];
+	FILE *f;
+
+	snprintf(src, sizeof(src), "%s/%s.S", dir, name);
+	snprintf(out, sizeof(out), "%s/lib%s.so", dir, name);
+	f = fopen(src, "w");
+	if (!f)
+		return false;
+	fputs(text, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "cc -shared -nostdlib -o %s %s", out, src);
+	return system(cmd) == 0;
+}
+
 static bool build(void)
 {
 	char src[300], cmd[1024];
 	FILE *f;
 
 	if (!mkdtemp(dir))
+		return false;
+	if (!assemble(callers_ok, "callers_ok") || !assemble(callers_addr, "callers_addr"))
 		return false;
 	snprintf(src, sizeof(src), "%s/f.S", dir);
 	snprintf(so, sizeof(so), "%s/libf.so", dir);
@@ -198,6 +227,37 @@ TEST(system_libraries)
 	CHECK_CONTAINS(err, "/nonexistent");
 }
 
+TEST(call_sites)
+{
+	char path[300], err[256];
+	struct switch_plan p;
+	const char *fiberlib = "/usr/lib/x86_64-linux-gnu/libboost_fiber.so.1.74.0";
+
+	snprintf(path, sizeof(path), "%s/libcallers_ok.so", dir);
+	CHECK(switchfam_detect(path) & SWITCHFAM_FCONTEXT_CALLER);
+	CHECK_EQ(switchfam_plan_callers(path, -0x38, -0x38, &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.nsites, 2);
+	if (p.nsites == 2) {
+		/* The call: rsp there is 8 above the entry's. The tail jump: the same rsp. */
+		CHECK_EQ(CORO_CTX_COOKIE_OP(p.sites[0].cookie), CORO_CTXOP_SWITCH);
+		CHECK_EQ(CORO_CTX_COOKIE_A(p.sites[0].cookie), X86_RSP);
+		CHECK_EQ(CORO_CTX_COOKIE_B(p.sites[0].cookie), X86_RDI);
+		CHECK_EQ(CORO_CTX_COOKIE_DELTA(p.sites[0].cookie), -0x40);
+		CHECK(!strncmp(p.sites[0].func, "jump_fcontext", 13));
+		CHECK_EQ(CORO_CTX_COOKIE_DELTA(p.sites[1].cookie), -0x38);
+		CHECK(!strncmp(p.sites[1].func, "ontop_fcontext", 14));
+		CHECK(p.sites[0].emulated && p.sites[1].emulated);
+	}
+	/* Its address taken through the GOT: calls could hide anywhere. */
+	snprintf(path, sizeof(path), "%s/libcallers_addr.so", dir);
+	CHECK_EQ(switchfam_plan_callers(path, -0x38, -0x38, &p, err, sizeof(err)), -EXDEV);
+	CHECK_CONTAINS(err, "other than by direct calls");
+	if (access(fiberlib, R_OK) == 0) {
+		CHECK_EQ(switchfam_plan_callers(fiberlib, -0x38, -0x38, &p, err, sizeof(err)), 0);
+		CHECK(p.nsites > 4);
+	}
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -209,6 +269,7 @@ int main(void)
 	}
 	RUN(site_choice);
 	RUN(custom_spec_errors);
+	RUN(call_sites);
 	RUN(system_libraries);
 	rc = unit_done();
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
