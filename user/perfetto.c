@@ -91,6 +91,15 @@ enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
 #define PKT_MAX (16 * 1024)
 #define MAX_NEW_INTERNS 8
 #define LIT_CACHE 256 /* interned string literals, by address */
+/*
+ * Interned strings kept at most: beyond this many, the next packet clears
+ * the sequence's incremental state and interning starts again, so memory
+ * stays flat however many distinct names a long trace has. Cached iids
+ * carry the generation they belong to in their top bits.
+ */
+#define INTERN_MAX 4096
+#define IID_GEN_SHIFT 40
+#define IID_MASK ((1ULL << IID_GEN_SHIFT) - 1)
 
 /* Names go into protobuf strings: valid UTF-8 only (invalid bytes become U+FFFD). */
 #define LABEL_MAX (3 * CORO_STR_LEN + 4)
@@ -170,8 +179,29 @@ struct perfetto_sink {
 	} fresh[MAX_NEW_INTERNS];
 	int nfresh;
 	bool uses_iids; /* the packet refers to interned strings */
-	u64 packets, oversized;
+	bool clear_state; /* this packet clears incremental state (interning restarted) */
+	u64 intern_gen;	  /* generation of interning; cached iids of another one are stale */
+	u64 packets, oversized, intern_resets;
 };
+
+static void free_interned(struct hmap *h)
+{
+	size_t it = 0;
+	void *v;
+
+	while (hmap_next(h, &it, NULL, NULL, &v)) {
+		free(((struct pf_intern *)v)->str);
+		free(v);
+	}
+	hmap_free(h);
+	hmap_init(h);
+}
+
+/* A cached iid (iid | generation << IID_GEN_SHIFT): its iid if still current, else 0. */
+static u64 cached_iid(const struct perfetto_sink *s, u64 slot)
+{
+	return slot >> IID_GEN_SHIFT == s->intern_gen ? slot & IID_MASK : 0;
+}
 
 /* ---- packets ---- */
 
@@ -182,6 +212,18 @@ static void pkt_begin(struct perfetto_sink *s, u64 ts)
 	s->pkt_mark = pb_begin(&s->pb, 1); /* Trace.packet */
 	s->nfresh = 0;
 	s->uses_iids = false;
+	s->clear_state = false;
+	if (s->names.len + s->da_names.len > INTERN_MAX) {
+		/* Start interning again; this packet tells the reader to forget the old ids. */
+		free_interned(&s->names);
+		free_interned(&s->da_names);
+		memset(s->lit_names, 0, sizeof(s->lit_names));
+		memset(s->lit_das, 0, sizeof(s->lit_das));
+		s->next_name_iid = s->next_da_iid = 1;
+		s->intern_gen++;
+		s->intern_resets++;
+		s->clear_state = true;
+	}
 	/* Time never goes back on the sequence, even for late model records. */
 	if (ts < s->last_ts)
 		ts = s->last_ts;
@@ -210,8 +252,9 @@ static void pkt_end(struct perfetto_sink *s)
 		}
 		pb_end(pb, id);
 	}
-	if (s->uses_iids)
-		pb_uint(pb, TP_SEQ_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+	if (s->uses_iids || s->clear_state)
+		pb_uint(pb, TP_SEQ_FLAGS, (s->uses_iids ? SEQ_NEEDS_INCREMENTAL_STATE : 0) |
+						  (s->clear_state ? SEQ_INCREMENTAL_STATE_CLEARED : 0));
 	pb_end(pb, s->pkt_mark);
 	if (pb->overflow) {
 		/* Not committed: the output buffer holds nothing of it. */
@@ -344,12 +387,15 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 	pb_uint(&s->pb, TE_TYPE, ev->type);
 	pb_uint(&s->pb, TE_TRACK, ev->track);
 	if (ev->iid_slot) {
-		if (!*ev->iid_slot)
-			*ev->iid_slot = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES,
-					       ev->name);
-		else
+		u64 iid = cached_iid(s, *ev->iid_slot);
+
+		if (!iid) {
+			iid = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, ev->name);
+			*ev->iid_slot = iid ? iid | s->intern_gen << IID_GEN_SHIFT : 0;
+		} else {
 			s->uses_iids = true;
-		put_name_iid(s, *ev->iid_slot, ev->name);
+		}
+		put_name_iid(s, iid, ev->name);
 	} else if (ev->name) {
 		u64 iid = ev->name_lit ? intern_lit(s, ev->name, false)
 				       : intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES,
@@ -692,12 +738,12 @@ static void state_name(const struct coro *c, struct pf_coro *pc, struct pf_ev *e
 		ev->name_lit = true;
 		return;
 	}
-	/* Interned once per coroutine and state, in the packet that first uses it. */
+	/*
+	 * Interned once per coroutine and state, in the packet that first uses it.
+	 * The text is always there: interning may restart in the very packet.
+	 */
 	ev->iid_slot = &pc->lane_iids[slot];
-	if (!*ev->iid_slot)
-		snprintf(buf, len, "%s: %s", pc->label, state_names[slot]);
-	else
-		buf[0] = 0;
+	snprintf(buf, len, "%s: %s", pc->label, state_names[slot]);
 	ev->name = buf;
 }
 
@@ -1241,6 +1287,7 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 	s->slot = -1;
 	s->max_tracks = max_tracks;
 	s->next_name_iid = 1;
+	s->intern_gen = 1;
 	s->next_da_iid = 1;
 	hmap_init(&s->procs);
 	hmap_init(&s->threads);

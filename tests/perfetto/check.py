@@ -124,6 +124,9 @@ def check(path, jsonl=None):
         if ts < last_ts:
             raise Bad(where + ": time goes back (%d < %d)" % (ts, last_ts))
         last_ts = ts
+        if i and one(p, "sequence_flags", 0) & 1:
+            # Incremental state cleared mid-sequence: interned ids start again at 1.
+            t.names, t.da_names = {}, {}
         interned = one(p, "interned_data")
         if interned:
             for key, table in (("event_names", t.names), ("debug_annotation_names", t.da_names)):
@@ -165,6 +168,9 @@ def check(path, jsonl=None):
         for a in ev.get("debug_annotations", []):
             if "name_iid" in a and one(a, "name_iid") not in t.da_names:
                 raise Bad(where + ": annotation name iid used before it is defined")
+            # Resolved now: the tables may be cleared and refilled later in the sequence.
+            a["_name"] = t.da_names.get(one(a, "name_iid"), one(a, "name"))
+        ev["_name"] = name
         typ = one(ev, "type")
         is_counter = "counter" in d
         if (typ == "TYPE_COUNTER") != is_counter:
@@ -225,7 +231,7 @@ def check_against_jsonl(t, jsonl):
         if track & 15 != 5 or one(ev, "type") != "TYPE_SLICE_BEGIN":
             continue
         for a in ev.get("debug_annotations", []):
-            if t.da_names.get(one(a, "name_iid")) == "uid":
+            if a.get("_name") == "uid":
                 runs[one(a, "uint_value")] = runs.get(one(a, "uint_value"), 0) + 1
     # After a hole a coroutine is known to run without its switch-in having been seen:
     # a slice, not a switch-in. Each hole adds at most one such slice.
@@ -258,6 +264,8 @@ def dump(t, out):
             flags.append("dropped-before")
         if one(p, "first_packet_on_sequence"):
             flags.append("first clock=%s" % one(one(p, "trace_packet_defaults", {}), "timestamp_clock_id"))
+        elif one(p, "sequence_flags", 0) & 1:
+            flags.append("interning restarts")
         d = one(p, "track_descriptor")
         ev = one(p, "track_event")
         if d:
@@ -273,10 +281,10 @@ def dump(t, out):
             line = "describe %s %s %s" % (kind, label(one(d, "uuid")), " ".join(extra))
         elif ev:
             typ = one(ev, "type").replace("TYPE_", "").lower()
-            name = esc(t.names.get(one(ev, "name_iid"), one(ev, "name")) or "")
+            name = esc(ev.get("_name") or "")
             args = []
             for a in ev.get("debug_annotations", []):
-                an = t.da_names.get(one(a, "name_iid"), one(a, "name"))
+                an = a.get("_name")
                 for k in ("int_value", "uint_value", "string_value"):
                     if k in a:
                         v = one(a, k)

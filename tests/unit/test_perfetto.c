@@ -119,9 +119,80 @@ TEST(pb_nested_lengths)
 	}
 }
 
+/*
+ * More distinct names than the writer keeps interned: interning restarts
+ * (the packet clears incremental state, ids start again at 1), the checker
+ * still resolves every name, and names before and after the restart are
+ * right. With packed lanes too, whose names are cached per coroutine.
+ */
+static void many_names(int max_tracks)
+{
+	char dir[] = "/tmp/corobpf-test-pfn-XXXXXX", path[300], cmd[1024], text[300];
+	struct capture_info ci = {0};
+	u32 pids[1] = {TPID};
+	struct output out;
+	struct pipeline p;
+	union rec_buf b;
+	char err[256], *dump;
+	const int n = 5000;
+	u64 ts = 1000;
+
+	if (!mkdtemp(dir)) {
+		CHECK(!"mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/names.pftrace", dir);
+	snprintf(text, sizeof(text), "%s/names.txt", dir);
+	ci.version = 1;
+	ci.npids = 1;
+	ci.pids = pids;
+	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
+	out.max_tracks = (u32)max_tracks;
+	pipeline_init(&p, &ci);
+	output_attach(&out, &p, err, sizeof(err));
+	pipeline_begin(&p);
+	pipeline_feed(&p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
+	for (int i = 1; i <= n; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "task-%d", i);
+		pipeline_feed(&p, mk_create(&b, 2, ts += 10, 0, (u64)i, 0));
+		pipeline_feed(&p, mk_name(&b, 2, ts += 10, 0, (u64)i, name));
+		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
+		pipeline_feed(&p, mk_exit(&b, 2, ts += 10, (u64)i, (u64)i, 0));
+		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_DONE, 0));
+	}
+	pipeline_feed(&p, mk_proc_exit(&b, ts += 10, 0));
+	pipeline_finish(&p);
+	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
+	pipeline_free(&p);
+	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", path, text);
+	CHECK_EQ(system(cmd), 0);
+	dump = unit_slurp(text);
+	CHECK(dump != NULL);
+	if (dump) {
+		/* The first and the last coroutine's run slices carry their names. */
+		CHECK_CONTAINS(dump, max_tracks ? " task-1 " : "task-1: running");
+		CHECK_CONTAINS(dump, max_tracks ? " task-5000 " : "task-5000: running");
+		CHECK_CONTAINS(dump, "interning restarts");
+		free(dump);
+	}
+	if (!unit_failed_checks) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		CHECK_EQ(system(cmd), 0);
+	}
+}
+
+TEST(interning_restarts)
+{
+	many_names(100000);
+	many_names(0);
+}
+
 int main(void)
 {
 	RUN(pb_nested_lengths);
+	RUN(interning_restarts);
 	RUN(golden_tracks);
 	RUN(golden_packed_lanes);
 	return unit_done();
