@@ -5,6 +5,8 @@
 #   make demo            trace the bundled demo scheduler into out/demo.*
 #   make install PREFIX=/usr/local
 #   make bench           side-by-side overhead and throughput benchmarks
+#   make asan-test       unit tests and replays under AddressSanitizer and UBSan
+#   make fuzz            the capture and JSONL readers under libFuzzer (FUZZ_SECONDS=60 each)
 
 PREFIX ?= /usr/local
 OUT := build
@@ -17,7 +19,7 @@ VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 VERSION := 0.1.0
 
 CFLAGS ?= -O2 -g
-CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iuser
 LDLIBS := -lbpf -lelf -lz -lsqlite3 -lpthread
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf \
@@ -39,7 +41,8 @@ USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all clean install test unit integration demo bench tools bench-tools
+.PHONY: all clean install test unit integration demo bench tools bench-tools asan asan-test \
+	fuzz fuzz-build fuzz-short
 .DELETE_ON_ERROR:
 
 all: corobpf tools
@@ -70,6 +73,11 @@ corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
 	$(call msg,LINK,$@)
 	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
 
+# The same program built elsewhere (make asan: build-asan/corobpf).
+$(OUT)/corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(CFLAGS) $^ -o $@ $(LDFLAGS) $(LDLIBS)
+
 include tools/tools.mk
 
 $(OUT)/tests/test_%: tests/unit/test_%.c tests/unit/unit.h $(USER_LIB_OBJS) | $(OUT)
@@ -82,8 +90,50 @@ unit: $(UNIT_BINS)
 integration: corobpf tools
 	$(Q)python3 tests/integration/run.py
 
-# The README's test command. Unit tests need no root; integration tests do.
-test: unit integration
+# The README's test command. Unit tests need no root; integration tests do. Then the
+# sanitizer build (unit tests and replays) and a short run of each fuzzer.
+test: unit integration asan-test fuzz-short
+
+# AddressSanitizer and UndefinedBehaviorSanitizer: corobpf and the unit tests built into
+# build-asan/, the unit tests run, and captures of every kind replayed through it.
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+asan:
+	$(Q)$(MAKE) -s OUT=build-asan CFLAGS="-O1 -g" SAN="$(SAN_FLAGS)" \
+		build-asan/corobpf $(patsubst $(OUT)/%,build-asan/%,$(UNIT_BINS))
+
+asan-test: asan corobpf tools bench-tools
+	$(Q)for t in $(patsubst $(OUT)/%,build-asan/%,$(UNIT_BINS)); do $$t || exit 1; done
+	$(Q)tests/fuzz/replay_asan.sh build-asan/corobpf
+
+# libFuzzer (clang): the raw capture reader and the JSONL reader, each followed by the
+# whole replay pipeline. FUZZ_SECONDS per target (default 60); a crash fails and leaves
+# its input in build/fuzz/; add it to tests/fuzz/regress/ as a regression test.
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+	       -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' \
+	       -I$(OUT) -Ibpf -Iuser -Wno-unused-parameter
+FUZZ_OBJS := $(patsubst user/%.c,$(OUT)/fuzz/%.o,$(USER_LIB_SRCS))
+
+$(OUT)/fuzz/%.o: user/%.c $(wildcard user/*.h) bpf/corobpf.h
+	$(call msg,CC-FUZZ,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(OUT)/fuzz/fuzz_raw: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -lelf -lz -lsqlite3 -lpthread
+
+$(OUT)/fuzz/fuzz_jsonl: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
+	$(call msg,LINK,$@)
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_JSONL $^ -o $@ -lelf -lz -lsqlite3 -lpthread
+
+fuzz-build: $(OUT)/fuzz/fuzz_raw $(OUT)/fuzz/fuzz_jsonl bench-tools corobpf
+
+fuzz: fuzz-build
+	$(Q)tests/fuzz/run.sh $(OUT) $(FUZZ_SECONDS)
+
+fuzz-short: fuzz-build
+	$(Q)tests/fuzz/run.sh $(OUT) 20
 
 demo: corobpf tools
 	$(Q)tools/demo.sh
@@ -97,4 +147,4 @@ install: corobpf
 	install -m 0644 usdt/corobpf.h $(DESTDIR)$(PREFIX)/include/corobpf.h
 
 clean:
-	rm -rf $(OUT) corobpf
+	rm -rf $(OUT) build-asan corobpf

@@ -81,19 +81,18 @@ static void jsonl_begin(void *ctx, const struct capture_info *ci)
 {
 	struct jsonl_sink *s = ctx;
 	struct obuf *o = s->ob;
-	s64 wall = (s64)ci->start_ts + ci->realtime_offset;
-	time_t secs = wall / 1000000000LL;
-	struct tm tm;
-	char when[64] = "";
+	char when[64];
+	bool have_when = fmt_wall_time(when, sizeof(when), ci->start_ts, ci->realtime_offset, true);
 
-	if (gmtime_r(&secs, &tm))
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	obuf_printf(o, "{\"type\":\"header\",\"schema\":%d,\"tool\":\"corobpf\"",
 		    JSONL_SCHEMA_VERSION);
 	put_str(o, "version", ci->tool_version, sizeof(ci->tool_version));
 	obuf_puts(o, ",\"clock\":\"boottime\"");
 	put_u64(o, "start_ts", ci->start_ts);
-	obuf_printf(o, ",\"start_time\":\"%s.%09lldZ\"", when, (long long)(wall % 1000000000LL));
+	if (have_when)
+		obuf_printf(o, ",\"start_time\":\"%s\"", when);
+	else
+		obuf_puts(o, ",\"start_time\":null");
 	obuf_printf(o, ",\"realtime_offset_ns\":%lld", (long long)ci->realtime_offset);
 	put_str(o, "kernel", ci->kernel, sizeof(ci->kernel));
 	put_str(o, "hostname", ci->hostname, sizeof(ci->hostname));

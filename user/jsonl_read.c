@@ -302,7 +302,7 @@ static int jp_array(struct jp *j, const char *key, int depth)
 
 static int jp_value(struct jp *j, const char *key, int depth)
 {
-	struct jv *v;
+	struct jv *v = NULL;
 
 	if (j->p >= j->end) {
 		j->err = "missing value";

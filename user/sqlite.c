@@ -121,19 +121,15 @@ static void meta(struct sqlite_sink *s, const char *key, const char *text, s64 n
 static void sq_begin(void *ctx, const struct capture_info *ci)
 {
 	struct sqlite_sink *s = ctx;
-	s64 wall = (s64)ci->start_ts + ci->realtime_offset;
-	time_t secs = wall / 1000000000LL;
-	struct tm tm;
-	char when[80] = "";
+	char when[80];
 
-	if (gmtime_r(&secs, &tm))
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	fmt_wall_time(when, sizeof(when), ci->start_ts, ci->realtime_offset, false);
 	meta(s, "schema_version", NULL, SQLITE_SCHEMA_VERSION, true);
 	meta(s, "tool", "corobpf", 0, false);
 	meta(s, "tool_version", ci->tool_version, 0, false);
 	meta(s, "clock", "boottime", 0, false);
 	meta(s, "start_ts", NULL, (s64)ci->start_ts, true);
-	meta(s, "start_time", when, 0, false);
+	meta(s, "start_time", when[0] ? when : NULL, 0, false);
 	meta(s, "realtime_offset_ns", NULL, ci->realtime_offset, true);
 	meta(s, "kernel", ci->kernel, 0, false);
 	meta(s, "hostname", ci->hostname, 0, false);

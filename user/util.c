@@ -636,3 +636,24 @@ void errfmt(char *err, size_t errlen, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 }
+
+bool fmt_wall_time(char *buf, size_t len, u64 ts, s64 offset, bool frac)
+{
+	s64 wall;
+	time_t secs;
+	struct tm tm;
+	char date[40];
+
+	buf[0] = 0;
+	if (ts > (u64)INT64_MAX || __builtin_add_overflow((s64)ts, offset, &wall) || wall < 0 ||
+	    wall / 1000000000LL > 253402300799LL) /* 9999-12-31T23:59:59Z */
+		return false;
+	secs = (time_t)(wall / 1000000000LL);
+	if (!gmtime_r(&secs, &tm) || !strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S", &tm))
+		return false;
+	if (frac)
+		snprintf(buf, len, "%s.%09lldZ", date, (long long)(wall % 1000000000LL));
+	else
+		snprintf(buf, len, "%sZ", date);
+	return true;
+}

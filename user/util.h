@@ -126,5 +126,12 @@ s64 realtime_minus_boottime_ns(void);
 /* vsnprintf into err[errlen] when err is non-NULL: for functions that report errors to a buffer. */
 void errfmt(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void fmt_duration(char *buf, size_t len, u64 ns);
+/*
+ * The wall-clock time of boottime `ts` given `offset` (realtime - boottime,
+ * ns) as "YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ" (frac false: without the
+ * fraction). False, and "" in buf, if it is not a time between 1970 and
+ * 9999 (a damaged or hostile capture can hold any values).
+ */
+bool fmt_wall_time(char *buf, size_t len, u64 ts, s64 offset, bool frac);
 
 #endif

@@ -11,7 +11,9 @@
  * target is chosen with -DFUZZ_JSONL. The input is handed to the reader
  * through a memfd, so the reader's own file handling is what runs.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,6 +88,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	an = analyzer_new(&p.model, &ao, &obs);
 	analyzer_bind(an, pipeline_add_observer(&p, &obs));
 	for (int i = 0; i < 3; i++) {
+		/* SQLite costs the most per run (a database made each time): one input in eight. */
+		if (i == 2 && (size & 7))
+			continue;
 		snprintf(path, sizeof(path), "%s/%s", out_dir, names[i]);
 		if (output_open(&outs[nouts], path, OUT_AUTO, true, err, sizeof(err)))
 			continue;
