@@ -370,6 +370,11 @@ static int jp_value(struct jp *j, const char *key, int depth)
 		if (strpbrk(buf, ".eE")) {
 			double d = strtod(buf, &e);
 
+			/* 1e999 is inf; anything outside s64 is no value we wrote. */
+			if (!(d > -9.2e18 && d < 9.2e18)) {
+				j->err = "number out of range";
+				return -1;
+			}
 			if (key)
 				v->num = (s64)d;
 		} else {
