@@ -664,13 +664,15 @@ int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
 	__u32 pid = p->tgid;
 	__u8 *v;
 
-	if (!system_wide || !group_dead || stopped)
+	if (!group_dead || stopped)
 		return 0;
 	v = bpf_map_lookup_elem(&traced, &pid);
 	if (!v)
 		return 0;
-	if (*v == VERDICT_TRACED)
+	/* -p / --: user space learns of the exit from its pidfd (with the status). */
+	if (system_wide && *v == VERDICT_TRACED)
 		emit_proc(CORO_EV_PROC_GONE, pid, p, p->exit_code);
+	/* Forgotten at once: a new process given the same pid is not the target. */
 	bpf_map_delete_elem(&traced, &pid);
 	return 0;
 }

@@ -29,7 +29,7 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
        $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
-       $(OUT)/tests/static_plain
+       $(OUT)/tests/static_plain $(OUT)/tests/faults
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -158,6 +158,12 @@ $(OUT)/tests/static_plain: tests/integration/progs/static_plain.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -static $< -o $@
+
+# Reliability tests: threads by the thousand, fork, a crash, PID reuse (bare probes).
+$(OUT)/tests/faults: tests/integration/progs/faults.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra -Iusdt -pthread $< -o $@
 
 $(OUT)/tests/pth: tests/integration/progs/pth.c
 	$(call msg,CC,$@)

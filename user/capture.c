@@ -314,9 +314,10 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 		struct target *t = find_target(c, h->pid);
 
 		/* New objects may carry probes: look after this batch of records. */
-		if (t)
-			t->rescan = true;
-		else if (c->opts->system_wide)
+		if (t) {
+			if (!t->exited)
+				t->rescan = true;
+		} else if (c->opts->system_wide)
 			hmap_put(&c->rescan_pids, h->pid, 0, (void *)1);
 	}
 	if (h->kind == CORO_EV_PROC_NEW && !hmap_get(&c->announced, h->pid, 0)) {
@@ -460,12 +461,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	}
 	{
 		/*
-		 * Tracepoints: exec always (a target replacing its image; -a: any new
-		 * program), process exit with -a, and the scheduler ones unless
+		 * Tracepoints: exec (a target replacing its image; -a: any new
+		 * program) and process exit (a target's pid forgotten when it dies,
+		 * before it can be reused) always, and the scheduler ones unless
 		 * --no-sched (every context switch on the machine runs them).
 		 */
-		struct bpf_program *tp[] = {c->skel->progs.coro_exec,
-					    opts->system_wide ? c->skel->progs.coro_proc_exit : NULL,
+		struct bpf_program *tp[] = {c->skel->progs.coro_exec, c->skel->progs.coro_proc_exit,
 					    opts->no_sched ? NULL : c->skel->progs.coro_sched_switch,
 					    opts->no_sched ? NULL : c->skel->progs.coro_sched_wakeup};
 

@@ -180,6 +180,7 @@ struct raw_writer {
 	size_t len;  /* bytes of records in the block */
 	u32 nrecords;
 	int err;
+	off_t whole; /* file length after the last block written in full */
 };
 
 static int write_all(int fd, const void *p, size_t n)
@@ -230,6 +231,7 @@ struct raw_writer *raw_writer_open(int fd, const struct capture_info *ci, char *
 	w = xcalloc(1, sizeof(*w));
 	w->fd = fd;
 	w->block = xmalloc(sizeof(struct raw_block_header) + RAW_BLOCK_TARGET);
+	w->whole = (off_t)hsize;
 	return w;
 }
 
@@ -251,8 +253,17 @@ int raw_writer_flush(struct raw_writer *w)
 	bh->nrecords = w->nrecords;
 	bh->crc32 = crc32(0L, (const Bytef *)(bh + 1), w->len);
 	ret = write_all(w->fd, w->block, sizeof(*bh) + w->len);
-	if (ret)
+	if (ret) {
 		w->err = -ret;
+		/*
+		 * A disk that filled up mid-block: cut the piece off, so the file
+		 * ends at a block boundary (a pipe cannot be cut; the reader copes).
+		 */
+		if (ftruncate(w->fd, w->whole) == 0)
+			lseek(w->fd, w->whole, SEEK_SET);
+	} else {
+		w->whole += (off_t)(sizeof(*bh) + w->len);
+	}
 	w->len = 0;
 	w->nrecords = 0;
 	return ret;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <string.h>
+#include <sys/wait.h>
 #include "summary.h"
 
 static void summary_coroutine_end(void *ctx, const struct coro *c)
@@ -150,6 +151,34 @@ static void print_paths(struct summary *s, const struct model *m)
 	}
 }
 
+/* Traced processes a signal killed: their coroutines end with them, mid-state. */
+static void print_crashes(struct summary *s, const struct model *m)
+{
+	size_t it = 0, shown = 0, more = 0;
+	void *v;
+
+	while (hmap_next(&m->procs, &it, NULL, NULL, &v)) {
+		const struct coro_process *p = v;
+		const char *abbrev;
+		char comm[3 * sizeof(p->comm) + 1];
+
+		if (!p->exited || p->exit_status < 0 || !WIFSIGNALED(p->exit_status))
+			continue;
+		if (shown == 5) {
+			more++;
+			continue;
+		}
+		shown++;
+		abbrev = sigabbrev_np(WTERMSIG(p->exit_status));
+		term_safe(comm, sizeof(comm), p->comm);
+		fprintf(s->out, "  process %u (%s) was killed by %s%s (signal %d)%s\n", p->pid, comm,
+			abbrev ? "SIG" : "a signal", abbrev ? abbrev : "", WTERMSIG(p->exit_status),
+			WCOREDUMP(p->exit_status) ? ", core dumped" : "");
+	}
+	if (more)
+		fprintf(s->out, "  ...and %zu more processes killed by signals\n", more);
+}
+
 static void summary_finish(void *ctx, const struct model *m)
 {
 	struct summary *s = ctx;
@@ -170,6 +199,7 @@ static void summary_finish(void *ctx, const struct model *m)
 		(unsigned long long)lost);
 	if (m->input_error)
 		fprintf(s->out, "  INCOMPLETE: the capture is damaged %s\n", m->input_error);
+	print_crashes(s, m);
 	if (lost) {
 		fprintf(s->out, "  %llu events were lost (ring buffer full): the coroutines they "
 			"touched show state \"unknown\" there; try a larger --ring-size\n",

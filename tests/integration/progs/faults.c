@@ -1,0 +1,173 @@
+// SPDX-License-Identifier: MIT
+/*
+ * faults: a probed program that does what traced programs do to a tracer,
+ * for the reliability tests. Coroutines here are bare probe sequences (no
+ * scheduler): their ids say which part of the program fired them.
+ *
+ *     faults [--wait] MODE [ARG]
+ *
+ * --wait        print "READY <pid>", block until SIGUSR1, then run MODE
+ * threads N     N threads, 100 alive at a time; thread i runs coroutine
+ *               0x10000000+i once (create, name, switch in, exit, switch out)
+ * fork          coroutines 0x100..0x102 here, then a child that runs
+ *               0x200..0x202 and exits 7; prints "CHILD <pid> STATUS 7"
+ * crash         0x300 runs, 0x301 suspends on an object, then SIGSEGV
+ *               (no core file)
+ * burst N       N coroutines 0x400+i, one after another, then exit 0
+ * linger MS     coroutine 0x500 runs, then sleep MS ms, then 0x501 runs
+ *
+ * Every mode prints "DONE <mode> <count>" on stdout when its work is done.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "corobpf.h"
+
+static void run_once(uint64_t id, const char *name, int reason, uint64_t obj)
+{
+	CORO_PROBE(create, id, 0);
+	CORO_PROBE(name, id, name);
+	CORO_PROBE(switch, 0, id, 0, 0);
+	if (reason == CORO_DONE)
+		CORO_PROBE(exit, id, 0);
+	CORO_PROBE(switch, id, 0, reason, obj);
+}
+
+#define THREADS_AT_ONCE 100
+
+static void *thread_fn(void *arg)
+{
+	uint64_t i = (uintptr_t)arg;
+	char name[32];
+
+	snprintf(name, sizeof(name), "t%llu", (unsigned long long)i);
+	run_once(0x10000000 + i, name, CORO_DONE, 0);
+	return NULL;
+}
+
+static int do_threads(long n)
+{
+	pthread_t th[THREADS_AT_ONCE];
+
+	for (long base = 0; base < n; base += THREADS_AT_ONCE) {
+		long k = n - base < THREADS_AT_ONCE ? n - base : THREADS_AT_ONCE;
+
+		for (long j = 0; j < k; j++) {
+			int err = pthread_create(&th[j], NULL, thread_fn, (void *)(uintptr_t)(base + j));
+
+			if (err) {
+				fprintf(stderr, "faults: pthread_create: %s\n", strerror(err));
+				return 1;
+			}
+		}
+		for (long j = 0; j < k; j++)
+			pthread_join(th[j], NULL);
+	}
+	printf("DONE threads %ld\n", n);
+	return 0;
+}
+
+static int do_fork(void)
+{
+	int status;
+	pid_t pid;
+
+	for (uint64_t i = 0; i < 3; i++)
+		run_once(0x100 + i, "parent", CORO_DONE, 0);
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0) {
+		perror("faults: fork");
+		return 1;
+	}
+	if (pid == 0) {
+		for (uint64_t i = 0; i < 3; i++)
+			run_once(0x200 + i, "child", CORO_DONE, 0);
+		_exit(7);
+	}
+	if (waitpid(pid, &status, 0) != pid) {
+		perror("faults: waitpid");
+		return 1;
+	}
+	printf("CHILD %d STATUS %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	printf("DONE fork 3\n");
+	return 0;
+}
+
+static int do_crash(void)
+{
+	struct rlimit no_core = {0, 0};
+	static int chan;
+
+	setrlimit(RLIMIT_CORE, &no_core);
+	run_once(0x300, "finished", CORO_DONE, 0);
+	run_once(0x301, "waiter", CORO_WAIT, (uint64_t)(uintptr_t)&chan);
+	printf("DONE crash 2\n");
+	fflush(stdout);
+	raise(SIGSEGV);
+	return 1;
+}
+
+static int do_burst(long n)
+{
+	for (long i = 0; i < n; i++)
+		run_once(0x400 + (uint64_t)i, "burst", CORO_DONE, 0);
+	printf("DONE burst %ld\n", n);
+	return 0;
+}
+
+static int do_linger(long ms)
+{
+	run_once(0x500, "before", CORO_DONE, 0);
+	printf("RAN 0x500\n");
+	fflush(stdout);
+	usleep((useconds_t)ms * 1000);
+	run_once(0x501, "after", CORO_DONE, 0);
+	printf("DONE linger 2\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int i = 1;
+	long arg;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (i < argc && !strcmp(argv[i], "--wait")) {
+		sigset_t set;
+		int sig;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGUSR1);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+		printf("READY %d\n", (int)getpid());
+		while (sigwait(&set, &sig) || sig != SIGUSR1)
+			;
+		i++;
+	}
+	if (i >= argc) {
+		fprintf(stderr, "usage: faults [--wait] threads N|fork|crash|burst N|linger MS\n");
+		return 2;
+	}
+	arg = i + 1 < argc ? atol(argv[i + 1]) : 0;
+	if (!strcmp(argv[i], "threads"))
+		return do_threads(arg);
+	if (!strcmp(argv[i], "fork"))
+		return do_fork();
+	if (!strcmp(argv[i], "crash"))
+		return do_crash();
+	if (!strcmp(argv[i], "burst"))
+		return do_burst(arg);
+	if (!strcmp(argv[i], "linger"))
+		return do_linger(arg);
+	fprintf(stderr, "faults: unknown mode '%s'\n", argv[i]);
+	return 2;
+}
