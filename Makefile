@@ -5,6 +5,7 @@
 #   make demo            trace the bundled demo scheduler into out/demo.*
 #   make install PREFIX=/usr/local
 #   make bench           side-by-side overhead and throughput benchmarks
+#   make soak            an hour of steady tracing; corobpf's memory must stay flat
 #   make asan-test       unit tests and replays under AddressSanitizer and UBSan
 #   make fuzz            the capture and JSONL readers under libFuzzer (FUZZ_SECONDS=60 each)
 
@@ -41,7 +42,7 @@ USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all clean install test unit integration demo bench tools bench-tools asan asan-test \
+.PHONY: all clean install test unit integration demo bench soak tools bench-tools asan asan-test \
 	fuzz fuzz-build fuzz-short
 .DELETE_ON_ERROR:
 
@@ -140,6 +141,10 @@ demo: corobpf tools
 
 bench: corobpf tools bench-tools
 	$(Q)python3 tools/bench/bench.py
+
+# An hour of steady load (SOAK_SECONDS, SOAK_RATE): corobpf's RSS must stay flat.
+soak: corobpf tools
+	$(Q)python3 tools/bench/soak.py
 
 install: corobpf
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include

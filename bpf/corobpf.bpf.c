@@ -15,6 +15,8 @@
 #include <bpf/usdt.bpf.h>
 #include "corobpf.h"
 
+#define E2BIG 7 /* errno.h is not for BPF */
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by user space between open and load. */
@@ -29,6 +31,12 @@ const volatile bool sched_view = true; /* off-CPU stretches of traced threads (-
 const volatile bool system_wide = false;
 const volatile char comm_filter[16] = {};
 const volatile __u32 comm_filter_len = 0;
+/*
+ * --follow: probes are attached for every process too, but only the targets
+ * and the processes they fork (admitted at the fork, before the child runs)
+ * are in `traced`; nothing is admitted on sight.
+ */
+const volatile bool follow = false;
 #define PID_FILTER_MAX 16
 const volatile __u32 pid_filter[PID_FILTER_MAX] = {};
 const volatile __u32 npid_filter = 0;
@@ -59,7 +67,8 @@ struct {
 	__type(value, __u64);
 } last_wakeup SEC(".maps");
 
-enum { VERDICT_TRACED = 1, VERDICT_IGNORED = 2 };
+/* FOLLOWED: forked by a traced process under --follow (its exit is reported from here). */
+enum { VERDICT_TRACED = 1, VERDICT_IGNORED = 2, VERDICT_FOLLOWED = 3 };
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -229,17 +238,26 @@ static __always_inline bool admitted(void)
 {
 	__u32 pid;
 	__u8 verdict, *v;
+	long err;
 
-	if (!system_wide)
+	if (!system_wide && !follow)
 		return true;
 	pid = bpf_get_current_pid_tgid() >> 32;
 	v = bpf_map_lookup_elem(&traced, &pid);
+	if (follow)
+		return v && (*v == VERDICT_TRACED || *v == VERDICT_FOLLOWED);
 	if (v)
 		return *v == VERDICT_TRACED;
 	verdict = filters_pass(pid) ? VERDICT_TRACED : VERDICT_IGNORED;
 	/* Two threads at once: one inserts and announces it, the other follows the verdict. */
-	if (bpf_map_update_elem(&traced, &pid, &verdict, BPF_NOEXIST) == 0 &&
-	    verdict == VERDICT_TRACED)
+	err = bpf_map_update_elem(&traced, &pid, &verdict, BPF_NOEXIST);
+	if (err == -E2BIG) {
+		/* No room to remember it: this event is not traced, and says so. */
+		if (verdict == VERDICT_TRACED)
+			stat_inc(CORO_STAT_MAP_FULL);
+		return false;
+	}
+	if (err == 0 && verdict == VERDICT_TRACED)
 		emit_proc(CORO_EV_PROC_NEW, pid, bpf_get_current_task_btf(), 0);
 	return verdict == VERDICT_TRACED;
 }
@@ -556,8 +574,12 @@ int coro_ctx_multi(struct pt_regs *regs)
 SEC("uprobe")
 int coro_libload(struct pt_regs *ctx)
 {
-	struct coro_ev_libload *e = event_reserve(NULL, sizeof(*e), CORO_EV_LIBLOAD);
+	struct coro_ev_libload *e;
 
+	/* --follow watches ld.so of every process: only the followed ones count. */
+	if (follow && !admitted())
+		return 0;
+	e = event_reserve(NULL, sizeof(*e), CORO_EV_LIBLOAD);
 	if (!e)
 		return 0;
 	/* User space must react soon: probes in the new object fire meanwhile. */
@@ -669,10 +691,34 @@ int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
 	v = bpf_map_lookup_elem(&traced, &pid);
 	if (!v)
 		return 0;
-	/* -p / --: user space learns of the exit from its pidfd (with the status). */
-	if (system_wide && *v == VERDICT_TRACED)
+	/* -p / --: user space learns of a target's exit from its pidfd (with the status). */
+	if ((system_wide && *v == VERDICT_TRACED) || *v == VERDICT_FOLLOWED)
 		emit_proc(CORO_EV_PROC_GONE, pid, p, p->exit_code);
 	/* Forgotten at once: a new process given the same pid is not the target. */
 	bpf_map_delete_elem(&traced, &pid);
+	return 0;
+}
+
+/*
+ * --follow: a traced process forked a new process (not a thread). It is
+ * admitted here, in the parent, before the child's first instruction: the
+ * probes it inherited report from the start.
+ */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(coro_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ppid = parent->tgid, pid = child->tgid;
+	__u8 verdict = VERDICT_FOLLOWED, *v;
+
+	if (!follow || stopped || pid == ppid)
+		return 0;
+	v = bpf_map_lookup_elem(&traced, &ppid);
+	if (!v || (*v != VERDICT_TRACED && *v != VERDICT_FOLLOWED))
+		return 0;
+	/* The parent's pid rides in exit_code: user space names it as the ppid. */
+	if (bpf_map_update_elem(&traced, &pid, &verdict, BPF_ANY) == 0)
+		emit_proc(CORO_EV_PROC_NEW, pid, child, (__s32)ppid);
+	else
+		stat_inc(CORO_STAT_MAP_FULL);
 	return 0;
 }

@@ -137,7 +137,7 @@ struct coro_ev_libload {
 /* hdr.pid: the process (PROC_NEW, EXEC, PROC_GONE). */
 struct coro_ev_proc {
 	struct coro_event_hdr hdr;
-	__s32 exit_code; /* PROC_GONE: the wait status (exit code << 8 | signal) */
+	__s32 exit_code; /* PROC_GONE: the wait status (exit code << 8 | signal); PROC_NEW of a fork: the parent */
 	__u32 __pad;
 	char comm[16];
 };
@@ -243,6 +243,11 @@ enum coro_stat {
 	CORO_STAT_STR_FAULT = 1,     /* strings that could not be read (event kept, empty) */
 	CORO_STAT_NO_TASK_STATE = 2, /* per-thread state could not be allocated (event kept) */
 	CORO_STAT_WAKEUPS = 3,	     /* reader wakeups forced by the BPF side */
+	/*
+	 * The map of traced processes was full: -a, events of a process that
+	 * could not be admitted; --follow, forked processes not followed.
+	 */
+	CORO_STAT_MAP_FULL = 4,
 	CORO_STAT_MAX = 8,
 };
 

@@ -52,10 +52,25 @@ static bool attach_libload_pid(struct capture *c, int pid, const char *path)
 	return true;
 }
 
+/*
+ * --follow attaches for every process (the BPF side admits the followed
+ * ones), each object once whichever target maps it: the pid to attach
+ * with, and the set of objects already examined.
+ */
+static int attach_pid(struct capture *c, struct target *t)
+{
+	return c->opts->follow ? -1 : (int)t->pid;
+}
+
+static struct hmap *examined(struct capture *c, struct target *t)
+{
+	return c->opts->follow ? &c->global_objects : &t->objects;
+}
+
 static void attach_libload(struct capture *c, struct target *t, const char *path)
 {
 	if (!t->libload_attached)
-		t->libload_attached = attach_libload_pid(c, t->pid, path);
+		t->libload_attached = attach_libload_pid(c, attach_pid(c, t), path);
 }
 
 /*
@@ -337,7 +352,7 @@ void attach_switch_path(struct capture *c, struct target *t)
 {
 	const struct capture_opts *o = c->opts;
 
-	if (o->switch_none || o->system_wide || (t->probe_sites && !o->switch_forced))
+	if (o->switch_none || o->system_wide || o->follow || (t->probe_sites && !o->switch_forced))
 		return;
 	t->switch_mode = true;
 	choose_fcontext_call_sites(c, t);
@@ -362,7 +377,7 @@ static u32 attach_object(struct capture *c, struct target *t, const char *path, 
 		if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) == 0)
 			t->probe_sites_ignored += probes.total;
 	} else {
-		sites = attach_object_pid(c, t->pid, path, shown, late);
+		sites = attach_object_pid(c, attach_pid(c, t), path, shown, late);
 		t->probe_sites += sites;
 	}
 	if (c->opts->switch_none)
@@ -448,7 +463,7 @@ static void process_object(struct capture *c, void *arg, const char *open_path, 
 int attach_scan_process(struct capture *c, struct target *t, bool late)
 {
 	struct process_scan ps = { .t = t, .late = late };
-	int err = for_each_new_object(t->pid, &t->objects, process_object, c, &ps);
+	int err = for_each_new_object(t->pid, examined(c, t), process_object, c, &ps);
 
 	if (err >= 0)
 		return 0;
@@ -589,13 +604,13 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 	/* The executable, then what ld.so will map, in its order. */
 	note_searched(c, exe);
 	if (stat(exe, &st) == 0)
-		hmap_put(&t->objects, st.st_dev, st.st_ino, (void *)1);
+		hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
 	attach_object(c, t, exe, exe, false);
 	for (size_t i = 0; i < npaths; i++) {
 		if (stat(paths[i], &st) == 0) {
-			if (hmap_get(&t->objects, st.st_dev, st.st_ino))
+			if (hmap_get(examined(c, t), st.st_dev, st.st_ino))
 				continue;
-			hmap_put(&t->objects, st.st_dev, st.st_ino, (void *)1);
+			hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
 		}
 		note_searched(c, paths[i]);
 		attach_object(c, t, paths[i], paths[i], false);

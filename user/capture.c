@@ -210,7 +210,7 @@ static void emit_process(struct capture *c, struct target *t)
 	r->hdr.pid = t->pid;
 	r->hdr.tid = t->pid;
 	r->hdr.ts = t->start_ts; /* before its probes were attached: first in time */
-	r->mode = t->launched ? CORO_PROC_LAUNCHED : CORO_PROC_ATTACHED;
+	r->mode = t->launched ? CORO_PROC_LAUNCHED : t->forked ? CORO_PROC_FORKED : CORO_PROC_ATTACHED;
 	r->ppid = t->ppid;
 	memcpy(r->comm, t->comm, sizeof(r->comm));
 	memcpy(r->exe, t->exe, len);
@@ -252,17 +252,45 @@ static void emit_thread(struct capture *c, u32 pid, u32 tid, u64 ts)
 	capture_emit(c, &r.hdr);
 }
 
-static void emit_proc_exit(struct capture *c, struct target *t)
+static void emit_exit_record(struct capture *c, u32 pid, int wait_status)
 {
 	struct coro_rec_proc_exit r = {};
 
 	r.hdr.size = sizeof(r);
 	r.hdr.kind = CORO_REC_PROC_EXIT;
-	r.hdr.pid = t->pid;
-	r.hdr.tid = t->pid;
+	r.hdr.pid = pid;
+	r.hdr.tid = pid;
 	r.hdr.ts = now_boottime_ns();
-	r.status = t->wait_status;
+	r.status = wait_status;
 	capture_emit(c, &r.hdr);
+}
+
+static void emit_proc_exit(struct capture *c, struct target *t)
+{
+	emit_exit_record(c, t->pid, t->wait_status);
+}
+
+/*
+ * --follow: a followed process's exit comes from the BPF side, with its
+ * status. Should that record have been lost (a full ring), a process found
+ * gone here ends anyway, status unknown, so the run is not held open.
+ */
+static void reap_followed(struct capture *c)
+{
+	u32 gone[64];
+	size_t n = 0, it = 0;
+	u64 pid;
+	void *v;
+
+	ring_buffer__consume(c->rb);
+	while (n < ARRAY_SIZE(gone) && hmap_next(&c->announced, &it, &pid, NULL, &v))
+		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			gone[n++] = (u32)pid;
+	for (size_t i = 0; i < n; i++) {
+		log_debug("process %u is gone without its exit record", gone[i]);
+		free(hmap_del(&c->announced, gone[i], 0));
+		emit_exit_record(c, gone[i], -1);
+	}
 }
 
 static void emit_stats(struct capture *c)
@@ -317,26 +345,38 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 		if (t) {
 			if (!t->exited)
 				t->rescan = true;
-		} else if (c->opts->system_wide)
+		} else if (c->opts->system_wide ||
+			   (c->opts->follow && hmap_get(&c->announced, h->pid, 0)))
 			hmap_put(&c->rescan_pids, h->pid, 0, (void *)1);
 	}
 	if (h->kind == CORO_EV_PROC_NEW && !hmap_get(&c->announced, h->pid, 0)) {
 		/* Admitted by the BPF side: say what it is, before its first event. */
-		struct target t = {.pid = h->pid, .start_ts = h->ts};
+		const struct coro_ev_proc *e = data;
+		struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = c->opts->follow};
 		char path[64];
 		u32 tgid;
 		ssize_t n;
 
-		hmap_put(&c->announced, h->pid, 0, (void *)1);
 		read_proc_status(h->pid, &tgid, &t.ppid);
-		read_comm(h->pid, h->pid, t.comm);
+		memcpy(t.comm, e->comm, sizeof(t.comm));
+		t.comm[sizeof(t.comm) - 1] = 0;
 		snprintf(path, sizeof(path), "/proc/%u/exe", h->pid);
 		n = readlink(path, t.exe, sizeof(t.exe) - 1);
 		t.exe[n > 0 ? n : 0] = 0;
+		if (t.forked) {
+			/* At the fork: the parent is in the record; the image is the parent's. */
+			const struct target *pt = find_target(c, (u32)e->exit_code);
+			const char *pexe = pt ? pt->exe : hmap_get(&c->announced, (u32)e->exit_code, 0);
+
+			t.ppid = (u32)e->exit_code;
+			if (n <= 0 && pexe)
+				snprintf(t.exe, sizeof(t.exe), "%s", pexe);
+		}
+		hmap_put(&c->announced, h->pid, 0, xstrdup(t.exe));
 		emit_process(c, &t);
 	}
 	if (h->kind == CORO_EV_PROC_GONE)
-		hmap_del(&c->announced, h->pid, 0);
+		free(hmap_del(&c->announced, h->pid, 0));
 	if (!hmap_get(&c->seen_threads, h->pid, h->tid)) {
 		hmap_put(&c->seen_threads, h->pid, h->tid, (void *)1);
 		emit_thread(c, h->pid, h->tid, h->ts);
@@ -440,6 +480,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			c->skel->rodata->pid_filter[i] = opts->pids[i];
 		c->skel->rodata->npid_filter = MIN(opts->npids, ARRAY_SIZE(c->skel->rodata->pid_filter));
 	}
+	c->skel->rodata->follow = opts->follow;
 	err = bpf_map__set_max_entries(c->skel->maps.events, opts->ring_bytes);
 	if (err) {
 		log_err("cannot size the ring buffer to %llu bytes: %s",
@@ -467,6 +508,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		 * --no-sched (every context switch on the machine runs them).
 		 */
 		struct bpf_program *tp[] = {c->skel->progs.coro_exec, c->skel->progs.coro_proc_exit,
+					    opts->follow ? c->skel->progs.coro_fork : NULL,
 					    opts->no_sched ? NULL : c->skel->progs.coro_sched_switch,
 					    opts->no_sched ? NULL : c->skel->progs.coro_sched_wakeup};
 
@@ -696,6 +738,12 @@ int capture_attach(struct capture *c)
 				return EXIT_NO_PROCESS;
 			}
 		}
+		if (c->opts->follow) {
+			log_info("no corobpf probes in the target%s yet: following %s children and "
+				 "what they exec", c->ntargets == 1 ? "" : "s",
+				 c->ntargets == 1 ? "its" : "their");
+			return 0;
+		}
 		log_err("no corobpf probes%s in the target: searched %zu object%s%s",
 			c->opts->switch_none ? "" : " and no known switch functions",
 			c->nsearched, c->nsearched == 1 ? "" : "s", c->nsearched ? ":" : "");
@@ -825,8 +873,13 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
 		/* -a runs until a signal or -d: programs may start at any time. */
 		if (c->opts->system_wide)
 			alive = 1;
+		/* --follow: until the descendants have exited too. */
+		if (c->opts->follow)
+			alive += c->announced.len;
 		now = now_boottime_ns();
 		if (now >= next_stats) {
+			if (c->opts->follow)
+				reap_followed(c);
 			emit_stats(c);
 			if (raw) {
 				int werr = raw_writer_flush(raw);
@@ -963,7 +1016,14 @@ void capture_close(struct capture *c)
 	hmap_free(&c->seen_threads);
 	hmap_free(&c->global_objects);
 	hmap_free(&c->rescan_pids);
-	hmap_free(&c->announced);
+	{
+		size_t it = 0;
+		void *v;
+
+		while (hmap_next(&c->announced, &it, NULL, NULL, &v))
+			free(v);
+		hmap_free(&c->announced);
+	}
 	if (c->epfd >= 0)
 		close(c->epfd);
 	if (c->release_fd >= 0)

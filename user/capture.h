@@ -35,6 +35,12 @@ struct capture_opts {
 	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
 	const char *comm; /* -a --comm: only processes whose name starts so */
 	/*
+	 * --follow: the targets' probe objects are attached for every process
+	 * (pid -1) and the BPF side admits the targets and, at fork, their
+	 * descendants; exec'd images are scanned like -a's. Probes only.
+	 */
+	bool follow;
+	/*
 	 * The switch-function path (--switch). Automatic by default: a process
 	 * without corobpf probes is traced through every family its libraries
 	 * provide. switch_forced: the families (and custom functions) given,
@@ -51,6 +57,7 @@ struct target {
 	u32 pid;
 	int pidfd;
 	bool launched;
+	bool forked; /* --follow: a descendant of a target, admitted at its fork */
 	bool exited;
 	int wait_status; /* launched: waitpid status; -1 unknown */
 	bool rescan;	 /* ld.so changed its link map */

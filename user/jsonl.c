@@ -245,8 +245,7 @@ static void jsonl_record(void *ctx, const struct coro_event_hdr *h,
 		put_common(o, h, false);
 		put_str(o, "comm", r->comm, sizeof(r->comm));
 		put_str(o, "exe", r->exe, h->size - sizeof(*r));
-		obuf_puts(o, r->mode == CORO_PROC_LAUNCHED ? ",\"mode\":\"launched\""
-							   : ",\"mode\":\"attached\"");
+		obuf_printf(o, ",\"mode\":\"%s\"", coro_proc_mode_name(r->mode));
 		put_u64(o, "ppid", r->ppid);
 		obuf_puts(o, "}\n");
 		break;
@@ -525,6 +524,7 @@ static void jsonl_finish(void *ctx, const struct model *m)
 					   : 0);
 	put_u64(o, "string_faults", m->stats.bpf[CORO_STAT_STR_FAULT]);
 	put_u64(o, "no_thread_state", m->stats.bpf[CORO_STAT_NO_TASK_STATE]);
+	put_u64(o, "map_full", m->stats.bpf[CORO_STAT_MAP_FULL]);
 	put_u64(o, "bad_records", m->stats.user[CORO_USTAT_BAD_RECORDS]);
 	put_u64(o, "late_attach", m->stats.user[CORO_USTAT_LATE_ATTACH]);
 	put_u64(o, "attach_failures", m->stats.user[CORO_USTAT_ATTACH_FAIL]);

@@ -743,7 +743,10 @@ static int build(struct jsonl_reader *r)
 		p = rec_init(r, size, CORO_REC_PROCESS, pid, pid, ts);
 		copy_str(p->comm, sizeof(p->comm), gets_(o, "comm"));
 		memcpy(p->exe, exe, n);
-		p->mode = mode && !strcmp(mode, "launched") ? CORO_PROC_LAUNCHED : CORO_PROC_ATTACHED;
+		p->mode = !mode			     ? CORO_PROC_ATTACHED
+			  : !strcmp(mode, "launched") ? CORO_PROC_LAUNCHED
+			  : !strcmp(mode, "forked")   ? CORO_PROC_FORKED
+						      : CORO_PROC_ATTACHED;
 		if (getn(o, "ppid", &v))
 			p->ppid = (u32)v;
 		return 1;
@@ -820,6 +823,7 @@ static int build(struct jsonl_reader *r)
 		getn(o, "lost.events", &st->bpf[CORO_STAT_RING_FULL]);
 		getn(o, "lost.string_faults", &st->bpf[CORO_STAT_STR_FAULT]);
 		getn(o, "lost.no_thread_state", &st->bpf[CORO_STAT_NO_TASK_STATE]);
+		getn(o, "lost.map_full", &st->bpf[CORO_STAT_MAP_FULL]);
 		getn(o, "lost.bad_records", &st->user[CORO_USTAT_BAD_RECORDS]);
 		getn(o, "lost.late_attach", &st->user[CORO_USTAT_LATE_ATTACH]);
 		getn(o, "lost.attach_failures", &st->user[CORO_USTAT_ATTACH_FAIL]);

@@ -37,6 +37,7 @@ struct args {
 	bool force;
 	bool no_sched;
 	bool all;	   /* -a */
+	bool follow;	   /* --follow */
 	const char *comm;  /* --comm */
 	u32 switch_families; /* --switch NAME */
 	bool switch_given, switch_none;
@@ -82,6 +83,7 @@ static const char trace_doc[] =
 	"  sudo corobpf -a -d 10 -o all.pftrace\n"
 	"  sudo corobpf --switch boost-context -o fibers.pftrace -- ./fiberapp\n"
 	"  sudo corobpf -o trace.jsonl --raw cap.raw -- ./server -c x\n"
+	"  sudo corobpf --follow -o all.jsonl -- make check\n"
 	"  corobpf report cap.raw -o again.jsonl\n"
 	"\n"
 	"Output formats, by extension: .pftrace (Perfetto: open at ui.perfetto.dev), .jsonl "
@@ -108,6 +110,7 @@ enum {
 	OPT_BLOCKING,
 	OPT_COMM,
 	OPT_SWITCH,
+	OPT_FOLLOW,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -130,6 +133,10 @@ static const struct argp_option trace_options[] = {
 	{"all", 'a', NULL, 0,
 	 "Trace every process whose objects carry corobpf probes, now and started later", 0},
 	{"comm", OPT_COMM, "NAME", 0, "With -a: only processes whose name starts with NAME", 0},
+	{"follow", OPT_FOLLOW, NULL, 0,
+	 "Also trace the processes the targets fork, theirs in turn, and what they exec "
+	 "(corobpf probes only)",
+	 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
@@ -261,6 +268,9 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 	case 'a':
 		a->all = true;
 		return 0;
+	case OPT_FOLLOW:
+		a->follow = true;
+		return 0;
 	case OPT_SWITCH: {
 		char buf[256], *tok, *save, err[512];
 
@@ -337,6 +347,12 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			argp_error(state, "--comm filters -a");
 		if (a->switch_none && a->switch_given)
 			argp_error(state, "--switch none excludes other --switch values");
+		if (a->follow && a->all)
+			argp_error(state, "--follow needs -p PID or -- CMD (-a traces every "
+				   "instrumented process anyway)");
+		if (a->follow && a->switch_given && !a->switch_none)
+			argp_error(state, "--switch cannot be combined with --follow: followed "
+				   "processes are traced through corobpf probes only");
 		if (a->all && a->switch_given)
 			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
 				   "follows corobpf probes only; trace the process with -p or --");
@@ -582,6 +598,7 @@ static int cmd_trace(int argc, char **argv)
 	co.ring_bytes = a.ring_bytes;
 	co.no_sched = a.no_sched;
 	co.system_wide = a.all;
+	co.follow = a.follow;
 	co.comm = a.comm;
 	co.switch_families = a.switch_families;
 	co.switch_forced = a.switch_given;

@@ -52,6 +52,15 @@ const char *coro_end_reason_name(u32 reason)
 	return "none";
 }
 
+const char *coro_proc_mode_name(u32 mode)
+{
+	switch (mode) {
+	case CORO_PROC_LAUNCHED: return "launched";
+	case CORO_PROC_FORKED: return "forked";
+	}
+	return "attached";
+}
+
 void model_init(struct model *m, struct capture_info *ci)
 {
 	memset(m, 0, sizeof(*m));

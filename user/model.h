@@ -242,6 +242,7 @@ const char *coro_state_name(enum coro_state s);
 const char *coro_reason_name(u32 reason);
 const char *coro_end_name(enum coro_end e);
 const char *coro_end_reason_name(u32 reason);
+const char *coro_proc_mode_name(u32 mode);
 const char *coro_offcpu_state_name(u32 state);
 
 #endif

@@ -1246,7 +1246,7 @@ static void perfetto_finish(void *ctx, const struct model *m)
 	void *v;
 	u64 ts = m->last_ts;
 	struct pf_desc root = {.uuid = UUID_ROOT, .name = "corobpf"};
-	struct pf_arg a[8];
+	struct pf_arg a[12];
 	int n = 0;
 
 	/* Thread-owned spans still open, and stray running slices, end with the trace. */
@@ -1269,8 +1269,14 @@ static void perfetto_finish(void *ctx, const struct model *m)
 	a[n++] = (struct pf_arg){"coroutines", A_UINT, m->coroutines};
 	a[n++] = (struct pf_arg){"events lost", A_UINT, m->stats.bpf[CORO_STAT_RING_FULL]};
 	a[n++] = (struct pf_arg){"unreadable strings", A_UINT, m->stats.bpf[CORO_STAT_STR_FAULT]};
+	a[n++] = (struct pf_arg){"events without thread state", A_UINT,
+				 m->stats.bpf[CORO_STAT_NO_TASK_STATE]};
+	a[n++] = (struct pf_arg){"traced-process map full", A_UINT, m->stats.bpf[CORO_STAT_MAP_FULL]};
+	a[n++] = (struct pf_arg){"malformed ring records", A_UINT,
+				 m->stats.user[CORO_USTAT_BAD_RECORDS]};
 	a[n++] = (struct pf_arg){"objects attached late", A_UINT,
 				 m->stats.user[CORO_USTAT_LATE_ATTACH]};
+	a[n++] = (struct pf_arg){"attach failures", A_UINT, m->stats.user[CORO_USTAT_ATTACH_FAIL]};
 	a[n++] = (struct pf_arg){"end", A_STR, 0, coro_end_reason_name(m->end_reason)};
 	if (m->input_error)
 		a[n++] = (struct pf_arg){"capture damaged", A_STR, 0, m->input_error};

@@ -43,6 +43,7 @@ enum coro_rec_kind {
 enum coro_proc_mode {
 	CORO_PROC_ATTACHED = 1, /* -p: attached to a running process */
 	CORO_PROC_LAUNCHED = 2, /* -- CMD: traced from its first instruction */
+	CORO_PROC_FORKED = 3,	/* --follow: forked by a traced process, traced from the fork */
 };
 
 struct coro_rec_process {

@@ -239,7 +239,7 @@ static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct mo
 		utf8_sanitize(comm, sizeof(comm), r->comm, sizeof(r->comm));
 		BT(st, 2, comm);
 		BT(st, 3, r->exe);
-		BT(st, 4, r->mode == CORO_PROC_LAUNCHED ? "launched" : "attached");
+		BT(st, 4, coro_proc_mode_name(r->mode));
 		BI(st, 5, r->ppid);
 		BI(st, 6, h->ts);
 		step(s, ST_PROCESS);
@@ -450,7 +450,11 @@ static void sq_finish(void *ctx, const struct model *m)
 	meta(s, "lost_events", NULL, (s64)m->stats.bpf[CORO_STAT_RING_FULL], true);
 	meta(s, "lost_attributed", NULL, (s64)m->anom.lost_events, true);
 	meta(s, "string_faults", NULL, (s64)m->stats.bpf[CORO_STAT_STR_FAULT], true);
+	meta(s, "no_thread_state", NULL, (s64)m->stats.bpf[CORO_STAT_NO_TASK_STATE], true);
+	meta(s, "map_full", NULL, (s64)m->stats.bpf[CORO_STAT_MAP_FULL], true);
+	meta(s, "bad_records", NULL, (s64)m->stats.user[CORO_USTAT_BAD_RECORDS], true);
 	meta(s, "late_attach", NULL, (s64)m->stats.user[CORO_USTAT_LATE_ATTACH], true);
+	meta(s, "attach_failures", NULL, (s64)m->stats.user[CORO_USTAT_ATTACH_FAIL], true);
 	if (m->input_error)
 		meta(s, "input_error", m->input_error, 0, false);
 	if (sqlite3_exec(s->db, indexes, NULL, NULL, &msg) != SQLITE_OK) {

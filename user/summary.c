@@ -212,6 +212,19 @@ static void summary_finish(void *ctx, const struct model *m)
 	if (m->stats.bpf[CORO_STAT_STR_FAULT])
 		fprintf(s->out, "  %llu names/span labels could not be read (kept empty)\n",
 			(unsigned long long)m->stats.bpf[CORO_STAT_STR_FAULT]);
+	if (m->stats.bpf[CORO_STAT_NO_TASK_STATE])
+		fprintf(s->out, "  %llu events came from threads whose state could not be allocated "
+			"(their waker and sched view are missing)\n",
+			(unsigned long long)m->stats.bpf[CORO_STAT_NO_TASK_STATE]);
+	if (m->stats.bpf[CORO_STAT_MAP_FULL])
+		fprintf(s->out, "  %llu processes or events went untraced: the map of traced processes "
+			"(65,536) was full\n", (unsigned long long)m->stats.bpf[CORO_STAT_MAP_FULL]);
+	if (m->stats.user[CORO_USTAT_BAD_RECORDS])
+		fprintf(s->out, "  %llu malformed ring buffer records were dropped\n",
+			(unsigned long long)m->stats.user[CORO_USTAT_BAD_RECORDS]);
+	if (m->stats.user[CORO_USTAT_ATTACH_FAIL])
+		fprintf(s->out, "  %llu probes could not be attached: their events are missing (the "
+			"warnings at the start say why)\n", (unsigned long long)m->stats.user[CORO_USTAT_ATTACH_FAIL]);
 	if (m->stats.user[CORO_USTAT_LATE_ATTACH])
 		fprintf(s->out, "  %llu objects were attached after they were loaded: their first "
 			"probes may be missing\n",

@@ -18,6 +18,10 @@ Sections:
   replay     events/s and peak RSS replaying synthetic captures to each output
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
+  scale      a million coroutines (100,000 alive at once) traced live to JSONL,
+             Perfetto and SQLite: peak RSS, and the memory per live coroutine
+
+make soak (tools/bench/soak.py) runs the hour-long steady-rate soak.
 """
 import json
 import os
@@ -300,21 +304,47 @@ def loss(res):
                    "ring_mib": 16}
 
 
+def scale(res):
+    """Many coroutines, many alive at once: peak RSS of the whole live run, outputs included."""
+    n, lives = (20000, (200, 2000)) if QUICK else (1000000, (1000, 100000))
+    row = {"coroutines": n}
+    for live in lives:
+        outs = [os.path.join(WORK, "scale-%d.%s" % (live, f)) for f in ("jsonl", "pftrace", "db")]
+        cmd = [COROBPF, "-q", "--force"] + [a for o in outs for a in ("-o", o)] + \
+            ["--", os.path.join(BUILD, "tests/faults"), "many", str(n), str(live)]
+        t, rss = timed(cmd)
+        with open(outs[0], "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 8192))
+            trailer = json.loads(f.read().splitlines()[-1])
+        if trailer["coroutines"] != n or trailer["peak_live"] != live + 1 or trailer["lost"]["events"]:
+            raise RuntimeError("scale run with %d alive: %d coroutines, peak %d, %d lost" % (
+                live, trailer["coroutines"], trailer["peak_live"], trailer["lost"]["events"]))
+        row["live_%d" % live] = {"seconds": t, "events": trailer["events"], "peak_rss_kib": rss}
+        for o in outs:
+            os.unlink(o)
+    a, b = row["live_%d" % lives[0]], row["live_%d" % lives[1]]
+    row["bytes_per_live_coroutine"] = (b["peak_rss_kib"] - a["peak_rss_kib"]) * 1024 / (lives[1] - lives[0])
+    row["lives"] = list(lives)
+    res["scale"] = row
+
+
 def table(res):
-    p = res["probe"]
     lines = ["corobpf bench (%s, kernel %s, %s CPUs%s)" % (res["machine"]["cpu"], res["machine"]["kernel"],
                                                        res["machine"]["cpus"], ", quick" if QUICK else ""),
-             "",
-             "probe site, not traced          %8.2f ns   (compiled out: %.2f ns per loop iteration)" % (
-                 p["untraced_site_ns"], p["compiled_out_ns_per_iter"]),
-             "per hit: empty BPF (the floor)  %8.0f ns" % p["floor_ns_per_hit"],
-             "per hit: corobpf, full capture  %8.0f ns   %.2fx the floor" % (p["corobpf_ns_per_hit"], p["corobpf_over_floor"]),
-             "per hit: corobpf + sched view   %8.0f ns" % p["corobpf_sched_ns_per_hit"]]
-    if "bpftrace_ns_per_event" in p:
+             ""]
+    p = res.get("probe")
+    if p:
+        lines += ["probe site, not traced          %8.2f ns   (compiled out: %.2f ns per loop iteration)" % (
+                      p["untraced_site_ns"], p["compiled_out_ns_per_iter"]),
+                  "per hit: empty BPF (the floor)  %8.0f ns" % p["floor_ns_per_hit"],
+                  "per hit: corobpf, full capture  %8.0f ns   %.2fx the floor" % (p["corobpf_ns_per_hit"], p["corobpf_over_floor"]),
+                  "per hit: corobpf + sched view   %8.0f ns" % p["corobpf_sched_ns_per_hit"]]
+    if p and "bpftrace_ns_per_event" in p:
         lines.append("per event: bpftrace printf      %8.0f ns   %.1fx corobpf" % (p["bpftrace_ns_per_event"], p["bpftrace_over_corobpf"]))
         lines.append("added beyond the floor: corobpf %.0f ns, bpftrace %.0f ns (%.1fx)" % (
             p["corobpf_added_ns"], p["bpftrace_added_ns"], p["bpftrace_added_over_corobpf_added"]))
-    s = res["sched"]
+    s = res.get("sched", {})
     if "added_ns_per_context_switch" in s:
         lines.append("context switch, sched view on   %+8.0f ns   (pipe op %.2f -> %.2f us, %.3fx)" % (
             s["added_ns_per_context_switch"], s["pipe_us_per_op"], s["pipe_us_per_op_traced"], s["ratio"]))
@@ -329,17 +359,27 @@ def table(res):
                      "empty program there (%.0f ns); at the entries (stepped) %.0f ns = %.1fx" % (
                          b["native_ns"], b["site"], b["corobpf_added_ns"], b["corobpf_over_floor"],
                          b["floor_site_added_ns"], b["floor_entry_added_ns"], b["entry_over_site"]))
-    lines.append("")
-    lines.append("replay of a synthetic capture: events/s (peak RSS)")
-    for n, row in res["replay"].items():
-        lines.append("  %10s events: " % n + ", ".join(
-            "%s %.2f M/s (%.0f MiB)" % (f, row[f + "_events_per_s"] / 1e6, row[f + "_peak_rss_kib"] / 1024)
-            for f in ("model", "pftrace", "jsonl", "jsonl.gz", "db")))
-    lines.append("bytes per event: " + ", ".join("%s %.0f" % (k.replace("_bytes_per_event", ""), v)
-                                                 for k, v in sorted(res["size"].items())))
-    l = res["loss"]
-    lines.append("loss at full rate: %d events in %d s (%.0f/s), %d lost, %d MiB ring" % (
-        l["events"], l["seconds"], l["events_per_s"], l["lost"], l["ring_mib"]))
+    if "replay" in res:
+        lines.append("")
+        lines.append("replay of a synthetic capture: events/s (peak RSS)")
+        for n, row in res["replay"].items():
+            lines.append("  %10s events: " % n + ", ".join(
+                "%s %.2f M/s (%.0f MiB)" % (f, row[f + "_events_per_s"] / 1e6, row[f + "_peak_rss_kib"] / 1024)
+                for f in ("model", "pftrace", "jsonl", "jsonl.gz", "db")))
+        lines.append("bytes per event: " + ", ".join("%s %.0f" % (k.replace("_bytes_per_event", ""), v)
+                                                     for k, v in sorted(res["size"].items())))
+    l = res.get("loss")
+    if l:
+        lines.append("loss at full rate: %d events in %d s (%.0f/s), %d lost, %d MiB ring" % (
+            l["events"], l["seconds"], l["events_per_s"], l["lost"], l["ring_mib"]))
+    sc = res.get("scale")
+    if sc:
+        lo, hi = sc["lives"]
+        a, b = sc["live_%d" % lo], sc["live_%d" % hi]
+        lines.append("%d coroutines traced live to JSONL+Perfetto+SQLite: peak RSS %.0f MiB with %d "
+                     "alive at once, %.0f MiB with %d; %.0f bytes per live coroutine" % (
+                         sc["coroutines"], b["peak_rss_kib"] / 1024, hi, a["peak_rss_kib"] / 1024, lo,
+                         sc["bytes_per_live_coroutine"]))
     return "\n".join(lines)
 
 
@@ -348,8 +388,10 @@ def main():
         print("make bench needs root (it loads BPF programs)")
         return 1
     res = {"machine": machine()}
-    for step in (probe_costs, sched_cost, switch_costs, replay, loss):
-        step(res)
+    only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
+    for step in (probe_costs, sched_cost, switch_costs, replay, loss, scale):
+        if not only or step.__name__ in only:
+            step(res)
     text = table(res)
     print(text)
     out_dir = os.path.join(ROOT, "results")

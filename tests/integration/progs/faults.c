@@ -15,6 +15,12 @@
  *               (no core file)
  * burst N       N coroutines 0x400+i, one after another, then exit 0
  * linger MS     coroutine 0x500 runs, then sleep MS ms, then 0x501 runs
+ * many N LIVE   N coroutines 0x1000000+i, LIVE of them suspended at any time:
+ *               each is created, runs, waits; LIVE creations later it is
+ *               woken, runs and exits (8 probes each); then the rest finish
+ * steady RATE SECS LIVE
+ *               as `many`, at RATE coroutines per second for SECS seconds,
+ *               paced every 10 ms (for soak runs)
  *
  * Every mode prints "DONE <mode> <count>" on stdout when its work is done.
  */
@@ -27,6 +33,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "corobpf.h"
@@ -135,6 +142,71 @@ static int do_linger(long ms)
 	return 0;
 }
 
+/* `many` and `steady`: coroutine i starts, and the one LIVE before it finishes. */
+static uint64_t chan_obj;
+
+static void start_one(uint64_t id)
+{
+	CORO_PROBE(create, id, 0);
+	CORO_PROBE(name, id, "many");
+	CORO_PROBE(switch, 0, id, 0, 0);
+	CORO_PROBE(switch, id, 0, CORO_WAIT, &chan_obj);
+}
+
+static void finish_one(uint64_t id)
+{
+	CORO_PROBE(ready, id);
+	CORO_PROBE(switch, 0, id, 0, 0);
+	CORO_PROBE(exit, id, 0);
+	CORO_PROBE(switch, id, 0, CORO_DONE, 0);
+}
+
+static void step_many(long i, long live)
+{
+	start_one(0x1000000 + (uint64_t)i);
+	if (i >= live)
+		finish_one(0x1000000 + (uint64_t)(i - live));
+}
+
+static void finish_many(long n, long live)
+{
+	for (long i = n > live ? n - live : 0; i < n; i++)
+		finish_one(0x1000000 + (uint64_t)i);
+}
+
+static int do_many(long n, long live)
+{
+	for (long i = 0; i < n; i++)
+		step_many(i, live);
+	finish_many(n, live);
+	printf("DONE many %ld\n", n);
+	return 0;
+}
+
+static int do_steady(long rate, long secs, long live)
+{
+	struct timespec next;
+	long i = 0, ticks = secs * 100;
+
+	clock_gettime(CLOCK_MONOTONIC, &next);
+	for (long t = 0; t < ticks; t++) {
+		/* Coroutines due by the end of this tick, so the rate holds over any span. */
+		long due = rate * (t + 1) / 100;
+
+		for (; i < due; i++)
+			step_many(i, live);
+		next.tv_nsec += 10000000;
+		if (next.tv_nsec >= 1000000000) {
+			next.tv_nsec -= 1000000000;
+			next.tv_sec++;
+		}
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+	}
+	finish_many(i, live);
+	printf("DONE steady %ld\n", i);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int i = 1;
@@ -154,7 +226,8 @@ int main(int argc, char **argv)
 		i++;
 	}
 	if (i >= argc) {
-		fprintf(stderr, "usage: faults [--wait] threads N|fork|crash|burst N|linger MS\n");
+		fprintf(stderr, "usage: faults [--wait] threads N|fork|crash|burst N|linger MS|many N LIVE|"
+				"steady RATE SECS LIVE\n");
 		return 2;
 	}
 	arg = i + 1 < argc ? atol(argv[i + 1]) : 0;
@@ -168,6 +241,10 @@ int main(int argc, char **argv)
 		return do_burst(arg);
 	if (!strcmp(argv[i], "linger"))
 		return do_linger(arg);
+	if (!strcmp(argv[i], "many") && i + 2 < argc)
+		return do_many(arg, atol(argv[i + 2]));
+	if (!strcmp(argv[i], "steady") && i + 3 < argc)
+		return do_steady(arg, atol(argv[i + 2]), atol(argv[i + 3]));
 	fprintf(stderr, "faults: unknown mode '%s'\n", argv[i]);
 	return 2;
 }
