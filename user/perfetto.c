@@ -97,7 +97,7 @@ enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
  * stays flat however many distinct names a long trace has. Cached iids
  * carry the generation they belong to in their top bits.
  */
-#define INTERN_MAX 4096
+u32 perfetto_intern_max = PERFETTO_INTERN_MAX;
 #define IID_GEN_SHIFT 40
 #define IID_MASK ((1ULL << IID_GEN_SHIFT) - 1)
 
@@ -139,10 +139,54 @@ struct pf_coro {
 	u64 lane_iids[STATE_SLOTS];   /* lanes: interned "label: state" names */
 };
 
+/* Interned strings live in chunks reused from one generation to the next: no malloc per string. */
+#define ARENA_CHUNK (64 * 1024)
+
+struct arena {
+	char **chunks;
+	size_t n, cur, used;
+};
+
 struct pf_intern {
 	u64 iid;
-	char *str;
+	char str[];
 };
+
+/* NULL if `size` is beyond what a chunk sensibly holds (the caller writes the string inline). */
+static void *arena_alloc(struct arena *a, size_t size)
+{
+	void *p;
+
+	size = (size + 7) & ~(size_t)7;
+	if (size > ARENA_CHUNK / 4)
+		return NULL;
+	if (!a->n || a->used + size > ARENA_CHUNK) {
+		if (a->n && a->cur + 1 < a->n) {
+			a->cur++;
+		} else {
+			a->chunks = xrealloc(a->chunks, (a->n + 1) * sizeof(*a->chunks));
+			a->chunks[a->n] = xmalloc(ARENA_CHUNK);
+			a->cur = a->n++;
+		}
+		a->used = 0;
+	}
+	p = a->chunks[a->cur] + a->used;
+	a->used += size;
+	return p;
+}
+
+static void arena_reset(struct arena *a)
+{
+	a->cur = 0;
+	a->used = 0;
+}
+
+static void arena_free(struct arena *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->chunks[i]);
+	free(a->chunks);
+}
 
 struct pf_arg {
 	const char *name; /* always a string literal (interned by address) */
@@ -182,20 +226,9 @@ struct perfetto_sink {
 	bool clear_state; /* this packet clears incremental state (interning restarted) */
 	u64 intern_gen;	  /* generation of interning; cached iids of another one are stale */
 	u64 packets, oversized, intern_resets;
+	struct arena strings; /* of the interned strings of this generation */
 };
 
-static void free_interned(struct hmap *h)
-{
-	size_t it = 0;
-	void *v;
-
-	while (hmap_next(h, &it, NULL, NULL, &v)) {
-		free(((struct pf_intern *)v)->str);
-		free(v);
-	}
-	hmap_free(h);
-	hmap_init(h);
-}
 
 /* A cached iid (iid | generation << IID_GEN_SHIFT): its iid if still current, else 0. */
 static u64 cached_iid(const struct perfetto_sink *s, u64 slot)
@@ -213,10 +246,11 @@ static void pkt_begin(struct perfetto_sink *s, u64 ts)
 	s->nfresh = 0;
 	s->uses_iids = false;
 	s->clear_state = false;
-	if (s->names.len + s->da_names.len > INTERN_MAX) {
+	if (s->names.len + s->da_names.len > perfetto_intern_max) {
 		/* Start interning again; this packet tells the reader to forget the old ids. */
-		free_interned(&s->names);
-		free_interned(&s->da_names);
+		hmap_clear(&s->names);
+		hmap_clear(&s->da_names);
+		arena_reset(&s->strings);
 		memset(s->lit_names, 0, sizeof(s->lit_names));
 		memset(s->lit_das, 0, sizeof(s->lit_das));
 		s->next_name_iid = s->next_da_iid = 1;
@@ -294,10 +328,12 @@ static u64 intern(struct perfetto_sink *s, struct hmap *table, u64 *next, u32 fi
 	}
 	if (s->nfresh == MAX_NEW_INTERNS)
 		return 0;
+	e = arena_alloc(&s->strings, sizeof(*e) + n + 1);
+	if (!e)
+		return 0;
 	s->uses_iids = true;
-	e = xmalloc(sizeof(*e));
 	e->iid = (*next)++;
-	e->str = xstrdup(str);
+	memcpy(e->str, str, n + 1);
 	hmap_put(table, h, n, e);
 	s->fresh[s->nfresh].field = field;
 	s->fresh[s->nfresh].iid = e->iid;
@@ -372,6 +408,8 @@ struct pf_ev {
 	const char *name; /* NULL for slice ends and counters */
 	bool name_lit;	  /* name is a string literal */
 	u64 *iid_slot;	  /* the name's iid is cached here (0: intern `name` and cache it) */
+	/* With iid_slot and no name: the name is "a: b", formatted only when not cached. */
+	const char *lazy_a, *lazy_b;
 	const struct pf_arg *args;
 	int nargs;
 	u64 flow, term_flow[2];
@@ -388,14 +426,21 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 	pb_uint(&s->pb, TE_TRACK, ev->track);
 	if (ev->iid_slot) {
 		u64 iid = cached_iid(s, *ev->iid_slot);
+		const char *name = ev->name;
+		char buf[LABEL_MAX + 40];
 
 		if (!iid) {
-			iid = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, ev->name);
+			/* First use in this generation (interning may have restarted in this very packet). */
+			if (!name) {
+				snprintf(buf, sizeof(buf), "%s: %s", ev->lazy_a, ev->lazy_b);
+				name = buf;
+			}
+			iid = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, name);
 			*ev->iid_slot = iid ? iid | s->intern_gen << IID_GEN_SHIFT : 0;
 		} else {
 			s->uses_iids = true;
 		}
-		put_name_iid(s, iid, ev->name);
+		put_name_iid(s, iid, name);
 	} else if (ev->name) {
 		u64 iid = ev->name_lit ? intern_lit(s, ev->name, false)
 				       : intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES,
@@ -728,8 +773,7 @@ static int state_slot(const struct coro *c)
 }
 
 /* The slice name of c's state: a literal on its own track; "label: state" on a lane. */
-static void state_name(const struct coro *c, struct pf_coro *pc, struct pf_ev *ev, char *buf,
-		       size_t len)
+static void state_name(const struct coro *c, struct pf_coro *pc, struct pf_ev *ev)
 {
 	int slot = state_slot(c);
 
@@ -738,13 +782,10 @@ static void state_name(const struct coro *c, struct pf_coro *pc, struct pf_ev *e
 		ev->name_lit = true;
 		return;
 	}
-	/*
-	 * Interned once per coroutine and state, in the packet that first uses it.
-	 * The text is always there: interning may restart in the very packet.
-	 */
+	/* Interned once per coroutine and state, in the packet that first uses it. */
 	ev->iid_slot = &pc->lane_iids[slot];
-	snprintf(buf, len, "%s: %s", pc->label, state_names[slot]);
-	ev->name = buf;
+	ev->lazy_a = pc->label;
+	ev->lazy_b = state_names[slot];
 }
 
 /* Open the slice of c's current state on its track (and on its thread's, if running). */
@@ -754,9 +795,7 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
 	struct pf_arg args[3];
 	struct pf_ev ev = {.type = TYPE_SLICE_BEGIN, .track = pc->track, .args = args};
 
-	char lane_name[LABEL_MAX + 40];
-
-	state_name(c, pc, &ev, lane_name, sizeof(lane_name));
+	state_name(c, pc, &ev);
 	if (pc->lane)
 		args[ev.nargs++] = (struct pf_arg){"coroutine", A_PTR, c->id};
 	switch (c->state) {
@@ -1324,16 +1363,13 @@ int perfetto_sink_error(struct perfetto_sink *s)
 	return s->ob->err ? -s->ob->err : 0;
 }
 
-static void free_table(struct hmap *h, bool interned)
+static void free_table(struct hmap *h)
 {
 	size_t it = 0;
 	void *v;
 
-	while (hmap_next(h, &it, NULL, NULL, &v)) {
-		if (interned)
-			free(((struct pf_intern *)v)->str);
+	while (hmap_next(h, &it, NULL, NULL, &v))
 		free(v);
-	}
 	hmap_free(h);
 }
 
@@ -1344,10 +1380,11 @@ void perfetto_sink_free(struct perfetto_sink *s)
 
 	while (hmap_next(&s->procs, &it, NULL, NULL, &v))
 		free(((struct pf_proc *)v)->free_lanes);
-	free_table(&s->procs, false);
-	free_table(&s->threads, false);
-	free_table(&s->coros, false);
-	free_table(&s->names, true);
-	free_table(&s->da_names, true);
+	free_table(&s->procs);
+	free_table(&s->threads);
+	free_table(&s->coros);
+	hmap_free(&s->names);
+	hmap_free(&s->da_names);
+	arena_free(&s->strings);
 	free(s);
 }

@@ -82,6 +82,12 @@ void hmap_free(struct hmap *m)
 	m->cap = m->len = 0;
 }
 
+void hmap_clear(struct hmap *m)
+{
+	memset(m->slots, 0, m->cap * sizeof(*m->slots));
+	m->len = 0;
+}
+
 static struct hmap_slot *hmap_find(const struct hmap *m, u64 k1, u64 k2)
 {
 	size_t mask = m->cap - 1, i = hmap_hash(k1, k2) & mask;
@@ -229,7 +235,7 @@ static void obuf_drain(struct obuf *o)
 	o->len = 0;
 }
 
-void obuf_write(struct obuf *o, const void *p, size_t n)
+void obuf_write_slow(struct obuf *o, const void *p, size_t n)
 {
 	o->bytes += n;
 	if (o->len + n > o->cap) {
@@ -266,19 +272,6 @@ void obuf_commit(struct obuf *o, size_t n)
 	o->bytes += n;
 }
 
-void obuf_puts(struct obuf *o, const char *s)
-{
-	obuf_write(o, s, strlen(s));
-}
-
-void obuf_putc(struct obuf *o, char c)
-{
-	if (o->len + 1 > o->cap)
-		obuf_drain(o);
-	o->buf[o->len++] = c;
-	o->bytes++;
-}
-
 void obuf_printf(struct obuf *o, const char *fmt, ...)
 {
 	char tmp[1024];
@@ -293,15 +286,30 @@ void obuf_printf(struct obuf *o, const char *fmt, ...)
 	obuf_write(o, tmp, MIN((size_t)n, sizeof(tmp) - 1));
 }
 
+/* Two digits per division: timestamps have 13 or more. */
+static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
+				  "25262728293031323334353637383940414243444546474849"
+				  "50515253545556575859606162636465666768697071727374"
+				  "75767778798081828384858687888990919293949596979899";
+
 void obuf_u64(struct obuf *o, u64 v)
 {
 	char tmp[24];
 	int i = sizeof(tmp);
 
-	do {
-		tmp[--i] = '0' + v % 10;
-		v /= 10;
-	} while (v);
+	while (v >= 100) {
+		unsigned r = (unsigned)(v % 100);
+
+		v /= 100;
+		i -= 2;
+		memcpy(tmp + i, digit_pairs + 2 * r, 2);
+	}
+	if (v >= 10) {
+		i -= 2;
+		memcpy(tmp + i, digit_pairs + 2 * v, 2);
+	} else {
+		tmp[--i] = (char)('0' + v);
+	}
 	obuf_write(o, tmp + i, sizeof(tmp) - i);
 }
 
@@ -321,10 +329,13 @@ void obuf_hex(struct obuf *o, u64 v)
 	char tmp[20];
 	int i = sizeof(tmp);
 
-	do {
+	/* Digits from the lowest, no leading zeros: 16 - clz/4 of them. */
+	int n = v ? 16 - __builtin_clzll(v) / 4 : 1;
+
+	while (n--) {
 		tmp[--i] = digits[v & 15];
 		v >>= 4;
-	} while (v);
+	}
 	tmp[--i] = 'x';
 	tmp[--i] = '0';
 	obuf_write(o, tmp + i, sizeof(tmp) - i);

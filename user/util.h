@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 typedef uint8_t u8;
@@ -61,6 +62,7 @@ struct hmap {
 
 void hmap_init(struct hmap *m);
 void hmap_free(struct hmap *m);
+void hmap_clear(struct hmap *m); /* empty, keeping its room */
 void *hmap_get(const struct hmap *m, u64 k1, u64 k2);
 void hmap_put(struct hmap *m, u64 k1, u64 k2, void *val); /* val != NULL; replaces */
 void *hmap_del(struct hmap *m, u64 k1, u64 k2);		  /* returns the removed value */
@@ -81,12 +83,36 @@ struct obuf {
 };
 
 int obuf_open_fd(struct obuf *o, int fd, bool gzip);
-void obuf_write(struct obuf *o, const void *p, size_t n);
+void obuf_write_slow(struct obuf *o, const void *p, size_t n);
+
+/*
+ * Inline: most writes are a few bytes of a literal, whose length and copy
+ * the compiler then folds to a handful of moves.
+ */
+static inline void obuf_write(struct obuf *o, const void *p, size_t n)
+{
+	if (__builtin_expect(o->len + n <= o->cap, 1)) {
+		memcpy(o->buf + o->len, p, n);
+		o->len += n;
+		o->bytes += n;
+		return;
+	}
+	obuf_write_slow(o, p, n);
+}
+
+static inline void obuf_puts(struct obuf *o, const char *s)
+{
+	obuf_write(o, s, strlen(s));
+}
+
+static inline void obuf_putc(struct obuf *o, char c)
+{
+	obuf_write(o, &c, 1);
+}
+
 /* Room for n bytes written in place (n <= the buffer's size); then obuf_commit() what was used. */
 void *obuf_reserve(struct obuf *o, size_t n);
 void obuf_commit(struct obuf *o, size_t n);
-void obuf_puts(struct obuf *o, const char *s);
-void obuf_putc(struct obuf *o, char c);
 void obuf_printf(struct obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void obuf_u64(struct obuf *o, u64 v);
 void obuf_s64(struct obuf *o, s64 v);
