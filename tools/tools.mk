@@ -22,14 +22,14 @@ SCHED_OBJS := $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/switch_x86_64.o
 SCHED_PIC_OBJS := $(OUT)/tools/sched/pic/corosched.o $(OUT)/tools/sched/pic/switch_x86_64.o
 
 MATRIX_SRC := tests/integration/progs/usdt_matrix.c
-MATRIX_BINS := $(addprefix $(OUT)/tests/usdt_matrix_,c_O0 c_O2 cxx_O0 cxx_O2 clang_O2 so)
+MATRIX_BINS := $(addprefix $(OUT)/tests/usdt_matrix_,c_O0 c_O2 cxx_O0 cxx_O2 clang_O2 so c_O2_nop5)
 MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
 
 tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
        $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
-       $(OUT)/tests/static_plain $(OUT)/tests/faults
+       $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -94,6 +94,17 @@ $(OUT)/tests/usdt_matrix_cxx_O2: $(MATRIX_SRC) usdt/corobpf.h
 	$(call msg,CXX,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) $(MATRIX_FLAGS) -x c++ -std=gnu++17 -O2 $< -o $@
+
+# The five-byte-nop sites (COROBPF_NOP5), and a leaf whose red zone must survive them.
+$(OUT)/tests/usdt_matrix_c_O2_nop5: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -std=gnu11 -O2 -DCOROBPF_NOP5 $< -o $@
+
+$(OUT)/tests/redzone: tests/integration/progs/redzone.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra -Iusdt -DCOROBPF_NOP5 $< -o $@
 
 $(OUT)/tests/usdt_matrix_clang_O2: $(MATRIX_SRC) usdt/corobpf.h
 	$(call msg,CLANG,$@)
@@ -173,7 +184,7 @@ $(OUT)/tests/pth: tests/integration/progs/pth.c
 # Benchmarks (make bench): the floor (an empty BPF program on the same site), a probe loop
 # with and without probes, and a synthetic raw capture generator for the replay path.
 BENCH_BINS := $(OUT)/bench/floor $(OUT)/bench/probe_loop $(OUT)/bench/probe_loop_off \
-	      $(OUT)/bench/gen_raw
+	      $(OUT)/bench/probe_loop_nop5 $(OUT)/bench/gen_raw
 
 bench-tools: $(BENCH_BINS)
 
@@ -194,6 +205,11 @@ $(OUT)/bench/probe_loop: tools/bench/probe_loop.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -Iusdt $< -o $@
+
+$(OUT)/bench/probe_loop_nop5: tools/bench/probe_loop.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Iusdt -DCOROBPF_NOP5 $< -o $@
 
 $(OUT)/bench/probe_loop_off: tools/bench/probe_loop.c usdt/corobpf.h
 	$(call msg,CC,$@)

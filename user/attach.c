@@ -73,6 +73,52 @@ static void attach_libload(struct capture *c, struct target *t, const char *path
 		t->libload_attached = attach_libload_pid(c, attach_pid(c, t), path);
 }
 
+/* Kernels with optimized uprobes (6.17+ on x86-64) call a trampoline at a five-byte nop. */
+static bool kernel_optimizes_uprobes(void)
+{
+	static int known = -1;
+	char line[256];
+	FILE *f;
+
+	if (known >= 0)
+		return known;
+	known = 0;
+	f = fopen("/proc/kallsyms", "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		const char *sym = strrchr(line, ' ');
+
+		if (sym && !strcmp(sym + 1, "arch_uprobe_optimize\n")) {
+			known = 1;
+			break;
+		}
+	}
+	fclose(f);
+	return known;
+}
+
+/* Say what the sites cost here: the kind of nop against what this kernel does with it. */
+static void note_site_kind(const struct elf_probes *probes, const char *shown)
+{
+	bool opt;
+
+	if (!probes->sites_nop1 && !probes->sites_nop5)
+		return;
+	opt = kernel_optimizes_uprobes();
+	if (probes->sites_nop5 && !opt)
+		log_warn("%s: %u probe sites are five-byte nops (COROBPF_NOP5), which this kernel "
+			 "single-steps: each traced hit costs several times a one-byte nop's; "
+			 "rebuild without COROBPF_NOP5 for this kernel", shown, probes->sites_nop5);
+	else if (probes->sites_nop5)
+		log_verbose("%s: %u probe sites are five-byte nops: this kernel optimizes them "
+			    "(a call instead of a trap)", shown, probes->sites_nop5);
+	else if (opt)
+		log_verbose("%s: probe sites are one-byte nops; this kernel optimizes uprobes on "
+			    "five-byte ones: building it with -DCOROBPF_NOP5 makes each traced hit "
+			    "several times cheaper (docs/probes.md)", shown);
+}
+
 /*
  * Attach every corobpf probe of one object. `path` opens the file in our
  * namespace; `shown` is how the target names it. Returns the sites attached.
@@ -88,6 +134,7 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 		log_debug("skipping %s: %s", shown, err);
 		return 0;
 	}
+	note_site_kind(&probes, shown);
 	for (unsigned i = 0; i < probes.n_names; i++) {
 		const struct elf_probe_name *pn = &probes.names[i];
 		struct bpf_program *prog = capture_prog_for_probe(c, pn->name);

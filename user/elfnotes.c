@@ -203,9 +203,39 @@ static void count_probe(struct elf_probes *out, const char *name, size_t name_le
  * file offset, so that a message points at the bytes a user can inspect
  * with a hex dump.
  */
+/* The instruction at a site: looked up through the program headers, read from the file. */
+struct site_reader {
+	int fd;
+	GElf_Phdr *ph;
+	size_t nph;
+};
+
+static void classify_site(const struct site_reader *sr, uint64_t pc, struct elf_probes *out)
+{
+	static const unsigned char nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
+	unsigned char b[5];
+
+	for (size_t i = 0; i < sr->nph; i++) {
+		const GElf_Phdr *p = &sr->ph[i];
+
+		if (p->p_type != PT_LOAD || pc < p->p_vaddr || pc + 5 > p->p_vaddr + p->p_filesz)
+			continue;
+		if (pread(sr->fd, b, 5, (off_t)(p->p_offset + pc - p->p_vaddr)) != 5)
+			break;
+		if (b[0] == 0x90)
+			out->sites_nop1++;
+		else if (!memcmp(b, nop5, 5))
+			out->sites_nop5++;
+		else
+			out->sites_other++;
+		return;
+	}
+	out->sites_other++;
+}
+
 static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size, size_t align,
-			uint64_t sec_off, const char *provider, struct elf_probes *out, char *err,
-			size_t errlen)
+			uint64_t sec_off, const char *provider, const struct site_reader *sr,
+			struct elf_probes *out, char *err, size_t errlen)
 {
 	size_t off = 0;
 
@@ -272,8 +302,13 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 			return -EINVAL;
 		}
 		name++;
-		if (strcmp(prov, provider) == 0)
+		if (strcmp(prov, provider) == 0) {
+			uint64_t pc;
+
+			memcpy(&pc, desc, 8);
 			count_probe(out, name, strlen(name), sem != 0);
+			classify_site(sr, pc, out);
+		}
 		off = next;
 	}
 	return 0;
@@ -282,7 +317,8 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 int elf_probe_scan(const char *path, const char *provider, struct elf_probes *out, char *err,
 		   size_t errlen)
 {
-	size_t shstrndx;
+	struct site_reader sr = {0};
+	size_t shstrndx, nph = 0;
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr ehdr;
 	Elf *elf;
@@ -295,6 +331,13 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 	if (ret)
 		return ret;
 	out->elf_type = ehdr.e_type;
+	sr.fd = fd;
+	if (elf_getphdrnum(elf, &nph) == 0 && nph && nph < 4096) {
+		sr.ph = xcalloc(nph, sizeof(*sr.ph));
+		for (size_t i = 0; i < nph; i++)
+			if (gelf_getphdr(elf, (int)i, &sr.ph[sr.nph]))
+				sr.nph++;
+	}
 
 	if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
 		errfmt(err, errlen, "%s: cannot find the section name table: %s", path,
@@ -336,7 +379,7 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 				break;
 			ret = scan_stapsdt(path, data->d_buf, data->d_size,
 					   shdr.sh_addralign == 8 ? 8 : 4,
-					   shdr.sh_offset + data->d_off, provider, out, err,
+					   shdr.sh_offset + data->d_off, provider, &sr, out, err,
 					   errlen);
 			if (ret)
 				goto out;
@@ -352,6 +395,7 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 	}
 	ret = 0;
 out:
+	free(sr.ph);
 	elf_end(elf);
 	close(fd);
 	return ret;

@@ -38,6 +38,12 @@ struct elf_probes {
 	unsigned int total;		/* sites of the provider, every name */
 	unsigned int n_names;		/* entries used in names[], in order of first site */
 	unsigned int names_dropped;	/* sites whose name did not fit in names[] */
+	/*
+	 * What the sites are (usdt/corobpf.h: a one-byte nop, or with
+	 * COROBPF_NOP5 a five-byte one the kernel may optimize), as the file
+	 * holds them; sites outside a loaded segment count as other.
+	 */
+	unsigned int sites_nop1, sites_nop5, sites_other;
 	struct elf_probe_name names[ELF_PROBE_NAMES_MAX];
 };
 

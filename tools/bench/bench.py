@@ -86,17 +86,27 @@ def probe_costs(res):
     off = [per_iter(sh([loop_off, str(n_fast)]).stdout) for _ in range(RUNS)]
     res["probe"] = {"untraced_ns_per_iter": median(on), "compiled_out_ns_per_iter": median(off),
                     "untraced_site_ns": median(on) - median(off)}
+    loop5 = os.path.join(BUILD, "bench/probe_loop_nop5")
+    on5 = [per_iter(sh([loop5, str(n_fast)]).stdout) for _ in range(RUNS)]
+    res["probe"]["untraced_site_nop5_ns"] = median(on5) - median(off)
     n = 2000 if QUICK else 200000
-    rows = {"floor": [], "corobpf": [], "corobpf_sched": []}
+    rows = {"floor": [], "corobpf": [], "corobpf_sched": [], "floor_nop5": [], "corobpf_nop5": []}
     for _ in range(RUNS):
         # Interleaved, so drift hits all of them alike.
         rows["floor"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "ready", "--", loop, str(n)]).stdout))
         rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", loop, str(n)]).stdout))
         rows["corobpf_sched"].append(per_iter(sh([COROBPF, "-q", "--", loop, str(n)]).stdout))
+        # The same probe built with COROBPF_NOP5: optimized uprobes where the kernel has them.
+        rows["floor_nop5"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "ready", "--", loop5, str(n)]).stdout))
+        rows["corobpf_nop5"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", loop5, str(n)]).stdout))
     base = median(off)
     for k, v in rows.items():
         res["probe"][k + "_ns_per_hit"] = median(v) - base
     res["probe"]["corobpf_over_floor"] = res["probe"]["corobpf_ns_per_hit"] / res["probe"]["floor_ns_per_hit"]
+    res["probe"]["corobpf_nop5_over_floor_nop5"] = res["probe"]["corobpf_nop5_ns_per_hit"] / res["probe"]["floor_nop5_ns_per_hit"]
+    res["probe"]["corobpf_nop1_over_nop5"] = res["probe"]["corobpf_ns_per_hit"] / res["probe"]["corobpf_nop5_ns_per_hit"]
+    with open("/proc/kallsyms") as f:
+        res["probe"]["kernel_optimizes_uprobes"] = any(l.rstrip().endswith(" arch_uprobe_optimize") for l in f)
     # What each tool adds beyond the kernel's trap, which neither can avoid.
     res["probe"]["corobpf_added_ns"] = res["probe"]["corobpf_ns_per_hit"] - res["probe"]["floor_ns_per_hit"]
     if QUICK:
@@ -339,7 +349,12 @@ def table(res):
                       p["untraced_site_ns"], p["compiled_out_ns_per_iter"]),
                   "per hit: empty BPF (the floor)  %8.0f ns" % p["floor_ns_per_hit"],
                   "per hit: corobpf, full capture  %8.0f ns   %.2fx the floor" % (p["corobpf_ns_per_hit"], p["corobpf_over_floor"]),
-                  "per hit: corobpf + sched view   %8.0f ns" % p["corobpf_sched_ns_per_hit"]]
+                  "per hit: corobpf + sched view   %8.0f ns" % p["corobpf_sched_ns_per_hit"],
+                  "COROBPF_NOP5 sites (kernel %s optimized uprobes): not traced %.2f ns; per hit: empty BPF %.0f ns, "
+                  "corobpf %.0f ns (%.2fx that floor; the default site costs %.1fx as much)" % (
+                      "has" if p["kernel_optimizes_uprobes"] else "lacks", p["untraced_site_nop5_ns"],
+                      p["floor_nop5_ns_per_hit"], p["corobpf_nop5_ns_per_hit"],
+                      p["corobpf_nop5_over_floor_nop5"], p["corobpf_nop1_over_nop5"])]
     if p and "bpftrace_ns_per_event" in p:
         lines.append("per event: bpftrace printf      %8.0f ns   %.1fx corobpf" % (p["bpftrace_ns_per_event"], p["bpftrace_over_corobpf"]))
         lines.append("added beyond the floor: corobpf %.0f ns, bpftrace %.0f ns (%.1fx)" % (
