@@ -460,8 +460,11 @@ static int build_fixtures(void)
 		  CC " -no-pie -I'%s/usdt' probe_exe.c extra_notes.S -o probe_exe_nopie && "
 		  CC " -I'%s/usdt' -c probe_exe.c -o probe_exe.o && "
 		  CC " -shared -fPIC -I'%s/usdt' probe_lib.c -o probe_lib.so && "
+		  CC " -DCOROBPF_NOP5 -I'%s/usdt' probe_exe.c -c -o probe_exe_nop5.o && "
+		  CC " -DCOROBPF_NOP5 -I'%s/usdt' probe_exe.c extra_notes.S -o probe_exe_nop5 && "
+		  CC " -DCOROBPF_NOP5 -shared -fPIC -I'%s/usdt' probe_lib.c -o probe_lib_nop5.so && "
 		  CC " plain.c -o plain && " CC " -static plain.c -o plain_static",
-		  tmp, usdt, usdt, usdt, usdt);
+		  tmp, usdt, usdt, usdt, usdt, usdt, usdt, usdt);
 	bad |= sh("cd %s && "
 		  CC " -shared -fPIC -Wl,-soname,libB.so b.c -o llp/libB.so && "
 		  CC " -shared -fPIC -Wl,-soname,libA.so -Wl,--no-as-needed a.c -Lllp -lB "
@@ -569,6 +572,30 @@ TEST(probes_executable)
 	/* NULL provider means corobpf. */
 	CHECK_EQ(elf_probe_scan(tpath("probe_exe"), NULL, &p, err, sizeof(err)), 0);
 	CHECK_EQ(p.total, 4);
+}
+
+TEST(probes_site_kinds)
+{
+	struct elf_probes p;
+	char err[512];
+
+	/* The default site is a one-byte nop; COROBPF_NOP5 makes it a five-byte one. */
+	CHECK_EQ(elf_probe_scan(tpath("probe_exe"), "corobpf", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.sites_nop1, p.total);
+	CHECK_EQ(p.sites_nop5, 0);
+	CHECK_EQ(elf_probe_scan(tpath("probe_exe_nopie"), "corobpf", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.sites_nop1, p.total);
+	CHECK_EQ(elf_probe_scan(tpath("probe_exe_nop5"), "corobpf", &p, err, sizeof(err)), 0);
+	/* Three sites from the header, and the hand-written one-byte nop of extra_notes.S. */
+	CHECK_EQ(p.total, 4);
+	CHECK_EQ(p.sites_nop5, 3);
+	CHECK_EQ(p.sites_nop1, 1);
+	CHECK_EQ(p.sites_other, 0);
+	CHECK_EQ(elf_probe_scan(tpath("probe_lib_nop5.so"), "corobpf", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.sites_nop5, 3);
+	/* An object file's sites are not in any loaded segment: neither kind. */
+	CHECK_EQ(elf_probe_scan(tpath("probe_exe_nop5.o"), "corobpf", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.sites_other, p.total);
 }
 
 TEST(probes_object_file)
@@ -1509,6 +1536,7 @@ int main(void)
 	}
 
 	RUN(probes_executable);
+	RUN(probes_site_kinds);
 	RUN(probes_object_file);
 	RUN(probes_shared_library);
 	RUN(probes_none);
