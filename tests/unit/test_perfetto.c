@@ -10,6 +10,7 @@
 #include "unit.h"
 #include "stream.h"
 #include "pb.h"
+#include "perfetto.h"
 
 static void golden(const char *name, int max_tracks)
 {
