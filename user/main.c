@@ -69,6 +69,8 @@ static const char trace_doc[] =
 	"                                         instruction\n"
 	"  corobpf [OPTIONS] -a [--comm NAME]     every instrumented process, now and\n"
 	"                                         started later\n"
+	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
+	"                                         they fork, and what those exec\n"
 	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or a JSONL trace\n"
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
