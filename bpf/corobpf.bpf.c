@@ -230,7 +230,8 @@ static __always_inline void emit_proc(__u8 kind, __u32 pid, struct task_struct *
 	e->exit_code = code;
 	e->__pad = 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
-	event_submit(e);
+	/* Rare, and user space must act on an exec (scan the new image) soon. */
+	bpf_ringbuf_submit(e, kind == CORO_EV_EXEC ? BPF_RB_FORCE_WAKEUP : 0);
 }
 
 /* -p / --: the uprobes fire only in the targets. -a: admit or ignore on first sight. */

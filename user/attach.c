@@ -451,7 +451,8 @@ static u32 attach_object(struct capture *c, struct target *t, const char *path, 
  * target's root, or map_files for a replaced file) and the path as mapped.
  * Returns -errno when the maps cannot be read.
  */
-typedef void (*object_fn)(struct capture *c, void *arg, const char *open_path, const char *shown);
+/* Returns false if the object could not be examined (its process gone): it is tried again later. */
+typedef bool (*object_fn)(struct capture *c, void *arg, const char *open_path, const char *shown);
 
 static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct capture *c,
 			       void *arg)
@@ -485,7 +486,8 @@ static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct 
 				 start, end);
 		else
 			snprintf(open_path, sizeof(open_path), "/proc/%u/root%s", pid, p);
-		fn(c, arg, open_path, p);
+		if (!fn(c, arg, open_path, p))
+			hmap_del(seen, makedev(maj, min), ino);
 	}
 	fclose(f);
 	return 0;
@@ -496,15 +498,28 @@ struct process_scan {
 	bool late;
 };
 
-static void process_object(struct capture *c, void *arg, const char *open_path, const char *shown)
+static bool process_object(struct capture *c, void *arg, const char *open_path, const char *shown)
 {
 	struct process_scan *ps = arg;
+	char fd_path[32];
+	int fd = -1;
 
 	if (!ps->late)
 		note_searched(c, shown);
+	if (c->opts->follow) {
+		/* Attached for every process: through one descriptor, as global_object() does. */
+		fd = open(open_path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return false;
+		snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
+		open_path = fd_path;
+	}
 	attach_object(c, ps->t, open_path, shown, ps->late);
 	if (is_ldso(shown))
 		attach_libload(c, ps->t, open_path);
+	if (fd >= 0)
+		close(fd);
+	return true;
 }
 
 int attach_scan_process(struct capture *c, struct target *t, bool late)
@@ -520,13 +535,29 @@ int attach_scan_process(struct capture *c, struct target *t, bool late)
 	return err == -ENOENT ? EXIT_NO_PROCESS : EXIT_FAILURE_RUNTIME;
 }
 
-static void global_object(struct capture *c, void *arg, const char *open_path, const char *shown)
+/*
+ * Attached for every process. The file is opened once, through the
+ * process that maps it, and used through that descriptor: a short-lived
+ * process (a command exec'd under --follow) may be gone before libbpf opens
+ * the path again, and the object would then never be attached for anyone.
+ */
+static bool global_object(struct capture *c, void *arg, const char *open_path, const char *shown)
 {
 	bool late = *(bool *)arg;
+	char fd_path[32];
+	int fd = open(open_path, O_RDONLY | O_CLOEXEC);
 
-	c->global_sites += attach_object_pid(c, -1, open_path, shown, late);
+	if (fd < 0) {
+		log_debug("%s: cannot open %s (%s); tried again when another process maps it",
+			  shown, open_path, strerror(errno));
+		return false;
+	}
+	snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
+	c->global_sites += attach_object_pid(c, -1, fd_path, shown, late);
 	if (is_ldso(shown))
-		attach_libload_pid(c, -1, open_path);
+		attach_libload_pid(c, -1, fd_path);
+	close(fd);
+	return true;
 }
 
 /*

@@ -277,16 +277,28 @@ static void emit_proc_exit(struct capture *c, struct target *t)
  */
 static void reap_followed(struct capture *c)
 {
+	int fd = bpf_map__fd(c->skel->maps.traced);
 	u32 gone[64];
 	size_t n = 0, it = 0;
 	u64 pid;
 	void *v;
 
+	/*
+	 * The BPF side forgets a pid at its exit even when the ring is full: a
+	 * zombie, or a pid already given to another process, is gone too.
+	 */
+	while (n < ARRAY_SIZE(gone) && hmap_next(&c->announced, &it, &pid, NULL, &v)) {
+		u32 key = (u32)pid;
+		__u8 verdict;
+
+		if (bpf_map_lookup_elem(fd, &key, &verdict) < 0 && errno == ENOENT)
+			gone[n++] = key;
+	}
+	/* Their exit records, if delivered, are in the ring by now: those come first. */
 	ring_buffer__consume(c->rb);
-	while (n < ARRAY_SIZE(gone) && hmap_next(&c->announced, &it, &pid, NULL, &v))
-		if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
-			gone[n++] = (u32)pid;
 	for (size_t i = 0; i < n; i++) {
+		if (!hmap_get(&c->announced, gone[i], 0))
+			continue;
 		log_debug("process %u is gone without its exit record", gone[i]);
 		free(hmap_del(&c->announced, gone[i], 0));
 		emit_exit_record(c, gone[i], -1);
@@ -521,7 +533,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			if (!l) {
 				log_err("cannot attach %s: %s%s", bpf_program__name(tp[i]),
 					strerror(errno),
-					i >= 2 ? " (run with --no-sched to trace without the "
+					i >= 3 ? " (run with --no-sched to trace without the "
 						 "kernel's scheduling view)" : "");
 				return EXIT_FAILURE_RUNTIME;
 			}
@@ -725,7 +737,8 @@ int capture_attach(struct capture *c)
 				return ret;
 		}
 		attach_switch_path(c, t);
-		if (!t->probe_sites && !t->switch_sites && c->ntargets > 1)
+		/* --follow: a second target of the same program finds its objects attached already. */
+		if (!t->probe_sites && !t->switch_sites && c->ntargets > 1 && !c->opts->follow)
 			log_warn("process %u (%s) carries no corobpf probes and no known switch "
 				 "functions", t->pid, t->comm);
 		sites += t->probe_sites + t->switch_sites;

@@ -1077,6 +1077,24 @@ def follow_through_a_shell_and_exec():
 
 
 @test
+def follow_short_lived_programs_do_not_block_later_ones():
+    """A program exec'd under --follow that is gone before its objects are attached: the
+    next process running the same binary is attached anyway."""
+    out = work("follow-short.jsonl")
+    p = corobpf(["--follow", "-o", out, "--", "sh", "-c",
+                 "%s burst 3; %s linger 500" % (FAULTS, FAULTS)])
+    eq(p.returncode, 0, "corobpf exit code (%s)" % p.stderr.strip())
+    check("DONE burst 3" in p.stdout and "DONE linger 2" in p.stdout, "output: %r" % p.stdout)
+    trace = Trace(out)
+    linger = [c for c in trace.coroutines if c["id"] in ("0x500", "0x501")]
+    # 0x501 fires half a second after the program starts: long after any attach.
+    check("0x501" in [c["id"] for c in linger], "the second program was never traced: %s" %
+          sorted((c["pid"], c["id"]) for c in trace.coroutines))
+    eq(trace.trailer["lost"]["attach_failures"], 0, "attach failures")
+    check(trace.trailer["lost"]["late_attach"] >= 1, "late attach not counted")
+
+
+@test
 def follow_off_the_target_nothing_is_traced():
     """Probes attached for every process under --follow: an unrelated run of the same program stays out."""
     out, err = work("follow-other.jsonl"), work("follow-other.err")
