@@ -239,7 +239,8 @@ static void read_comm(u32 pid, u32 tid, char comm[16])
 			comm[i] = '?';
 }
 
-static void emit_thread(struct capture *c, u32 pid, u32 tid, u64 ts)
+/* `known`: the name the BPF side read (process records), for a thread already gone from /proc. */
+static void emit_thread(struct capture *c, u32 pid, u32 tid, u64 ts, const char *known)
 {
 	struct coro_rec_thread r = {};
 
@@ -249,6 +250,10 @@ static void emit_thread(struct capture *c, u32 pid, u32 tid, u64 ts)
 	r.hdr.tid = tid;
 	r.hdr.ts = ts;
 	read_comm(pid, tid, r.comm);
+	if (!r.comm[0] && known) {
+		memcpy(r.comm, known, sizeof(r.comm));
+		r.comm[sizeof(r.comm) - 1] = 0;
+	}
 	capture_emit(c, &r.hdr);
 }
 
@@ -391,7 +396,11 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 		free(hmap_del(&c->announced, h->pid, 0));
 	if (!hmap_get(&c->seen_threads, h->pid, h->tid)) {
 		hmap_put(&c->seen_threads, h->pid, h->tid, (void *)1);
-		emit_thread(c, h->pid, h->tid, h->ts);
+		emit_thread(c, h->pid, h->tid, h->ts,
+			    h->kind == CORO_EV_PROC_NEW || h->kind == CORO_EV_EXEC ||
+				    h->kind == CORO_EV_PROC_GONE
+				    ? ((const struct coro_ev_proc *)data)->comm
+				    : NULL);
 	}
 	capture_emit(c, h);
 	return 0;

@@ -1033,6 +1033,9 @@ def follow_forked_children():
        ("forked", parent, FAULTS), "the child's process record")
     eq(faults_ids(trace, parent), ["0x100", "0x101", "0x102"], "the parent's coroutines")
     eq(faults_ids(trace, child), ["0x200", "0x201", "0x202"], "the child's coroutines")
+    # Named even when the child is gone from /proc before corobpf reads it.
+    eq([r["comm"] for r in trace.records if r["type"] == "thread" and r["tid"] == child],
+       ["faults"], "the child's thread record")
     exits = {r["pid"]: r.get("exit_code") for r in trace.records if r["type"] == "process_exit"}
     eq(exits, {parent: 0, child: 7}, "exit codes")
     eq(trace.trailer["processes"], 2, "trailer processes")
