@@ -88,8 +88,9 @@
  *	(those whose /proc/kallsyms lists arch_uprobe_optimize) replace such a
  *	nop with a call instead of trapping: a traced hit cost about a quarter
  *	as much on the machine docs/performance.md describes. Kernels without
- *	them single-step it instead, about four times the cost of the default
- *	one-byte nop. corobpf says at attach which kind of site it found and
+ *	them most likely single-step it, as 6.18 does other multi-byte nops:
+ *	about four times the cost of the default one-byte nop (not measured on
+ *	such a kernel). corobpf says at attach which kind of site it found and
  *	whether the kernel optimizes them.
  *
  * CONTRACT FOR ARGUMENTS

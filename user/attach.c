@@ -108,8 +108,9 @@ static void note_site_kind(const struct elf_probes *probes, const char *shown)
 	opt = kernel_optimizes_uprobes();
 	if (probes->sites_nop5 && !opt)
 		log_warn("%s: %u probe sites are five-byte nops (COROBPF_NOP5), which this kernel "
-			 "single-steps: each traced hit costs several times a one-byte nop's; "
-			 "rebuild without COROBPF_NOP5 for this kernel", shown, probes->sites_nop5);
+			 "cannot optimize and most likely single-steps: a traced hit may cost "
+			 "several times a one-byte nop's; rebuild without COROBPF_NOP5 for this "
+			 "kernel", shown, probes->sites_nop5);
 	else if (probes->sites_nop5)
 		log_verbose("%s: %u probe sites are five-byte nops: this kernel optimizes them "
 			    "(a call instead of a trap)", shown, probes->sites_nop5);

@@ -692,25 +692,18 @@ static void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 	}
 }
 
-static void apply_proc_exit(struct model *m, const struct coro_rec_proc_exit *r)
+/*
+ * A traced process ended: told by user space (its pidfd, proc_exit) or,
+ * with -a and --follow, by the kernel (proc_gone); the wait status, or -1.
+ */
+static void process_ended(struct model *m, u32 pid, u64 ts, s32 status)
 {
-	struct coro_process *p = model_process(m, r->hdr.pid);
+	struct coro_process *p = model_process(m, pid);
 
 	p->exited = true;
-	p->exit_status = r->status;
-	p->exit_ts = r->hdr.ts;
-	end_process(m, r->hdr.pid, r->hdr.ts, CE_PROCESS_EXIT);
-}
-
-/* -a: the kernel saw a traced process end (its exit status in the record). */
-static void apply_proc_gone(struct model *m, const struct coro_ev_proc *e)
-{
-	struct coro_process *p = model_process(m, e->hdr.pid);
-
-	p->exited = true;
-	p->exit_status = e->exit_code;
-	p->exit_ts = e->hdr.ts;
-	end_process(m, e->hdr.pid, e->hdr.ts, CE_PROCESS_EXIT);
+	p->exit_status = status;
+	p->exit_ts = ts;
+	end_process(m, pid, ts, CE_PROCESS_EXIT);
 }
 
 static void apply_exec(struct model *m, const struct coro_ev_proc *e)
@@ -799,7 +792,7 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		apply_exec(m, (const void *)h);
 		break;
 	case CORO_EV_PROC_GONE:
-		apply_proc_gone(m, (const void *)h);
+		process_ended(m, h->pid, h->ts, ((const struct coro_ev_proc *)h)->exit_code);
 		break;
 	case CORO_REC_PROCESS:
 		apply_process(m, (const void *)h);
@@ -818,7 +811,7 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		apply_switch_path(m, (const void *)h);
 		break;
 	case CORO_REC_PROC_EXIT:
-		apply_proc_exit(m, (const void *)h);
+		process_ended(m, h->pid, h->ts, ((const struct coro_rec_proc_exit *)h)->status);
 		break;
 	case CORO_REC_STATS:
 		memcpy(&m->stats, h, sizeof(m->stats));

@@ -91,12 +91,7 @@ enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
 #define PKT_MAX (16 * 1024)
 #define MAX_NEW_INTERNS 8
 #define LIT_CACHE 256 /* interned string literals, by address */
-/*
- * Interned strings kept at most: beyond this many, the next packet clears
- * the sequence's incremental state and interning starts again, so memory
- * stays flat however many distinct names a long trace has. Cached iids
- * carry the generation they belong to in their top bits.
- */
+/* perfetto.h: the interning limit. Cached iids carry their generation in their top bits. */
 u32 perfetto_intern_max = PERFETTO_INTERN_MAX;
 #define IID_GEN_SHIFT 40
 #define IID_MASK ((1ULL << IID_GEN_SHIFT) - 1)
