@@ -22,7 +22,7 @@ VERSION := 0.1.0
 CFLAGS ?= -O2 -g
 override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iuser
-LDLIBS := -lbpf -lelf -lz -lsqlite3 -lpthread
+LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf \
 	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
 
@@ -35,8 +35,8 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 USER_LIB_SRCS := user/log.c user/util.c user/raw.c user/reorder.c user/model.c user/pipeline.c user/output.c \
-		 user/jsonl.c user/perfetto.c user/summary.c user/analyze.c user/sqlite.c user/report.c user/jsonl_read.c user/elfnotes.c user/ldpaths.c user/x86dec.c user/switchfam.c user/ctxmap.c
-USER_LIVE_SRCS := user/capture.c user/attach.c user/main.c
+		 user/jsonl.c user/perfetto.c user/summary.c user/analyze.c user/sqlite.c user/report.c user/jsonl_read.c user/elfnotes.c user/ldpaths.c user/x86dec.c user/switchfam.c user/ctxmap.c user/stacks.c user/ps.c
+USER_LIVE_SRCS := user/stackres.c user/capture.c user/attach.c user/main.c
 USER_LIB_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIB_SRCS))
 USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -122,11 +122,11 @@ $(OUT)/fuzz/%.o: user/%.c $(wildcard user/*.h) bpf/corobpf.h
 
 $(OUT)/fuzz/fuzz_raw: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -lelf -lz -lsqlite3 -lpthread
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
 
 $(OUT)/fuzz/fuzz_jsonl: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_JSONL $^ -o $@ -lelf -lz -lsqlite3 -lpthread
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_JSONL $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
 
 fuzz-build: $(OUT)/fuzz/fuzz_raw $(OUT)/fuzz/fuzz_jsonl bench-tools corobpf
 

@@ -107,6 +107,29 @@ static __always_inline struct coro_task_state *task_state_get(void)
 	return st;
 }
 
+static __always_inline void fill_hdr(struct coro_event_hdr *hdr, struct coro_task_state *st,
+				     __u32 size, __u8 kind, __u32 pid, __u32 tid)
+{
+	hdr->size = size;
+	hdr->kind = kind;
+	hdr->flags = 0;
+	hdr->pid = pid;
+	hdr->tid = tid;
+	/* Taken after the reservation, so ring order and time order agree closely. */
+	hdr->ts = bpf_ktime_get_boot_ns();
+	if (st) {
+		hdr->cur = st->cur;
+		hdr->lost_before = st->lost;
+		if (!st->cur_valid)
+			hdr->flags = CORO_EVF_CUR_UNKNOWN;
+		st->lost = 0;
+	} else {
+		hdr->cur = 0;
+		hdr->lost_before = 0;
+		hdr->flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+	}
+}
+
 /*
  * Reserve a record for thread (pid, tid) and fill its header. On failure the
  * loss is counted globally and on the thread, so that the thread's next
@@ -126,24 +149,7 @@ static __always_inline void *event_reserve_for(struct coro_task_state *st, __u32
 			st->lost++;
 		return NULL;
 	}
-	hdr->size = size;
-	hdr->kind = kind;
-	hdr->flags = 0;
-	hdr->pid = pid;
-	hdr->tid = tid;
-	/* Taken after the reservation, so ring order and time order agree closely. */
-	hdr->ts = bpf_ktime_get_boot_ns();
-	if (st) {
-		hdr->cur = st->cur;
-		hdr->lost_before = st->lost;
-		if (!st->cur_valid)
-			hdr->flags = CORO_EVF_CUR_UNKNOWN;
-		st->lost = 0;
-	} else {
-		hdr->cur = 0;
-		hdr->lost_before = 0;
-		hdr->flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
-	}
+	fill_hdr(hdr, st, size, kind, pid, tid);
 	return hdr;
 }
 
@@ -155,22 +161,200 @@ static __always_inline void *event_reserve(struct coro_task_state *st, __u32 siz
 	return event_reserve_for(st, size, kind, pid_tgid >> 32, (__u32)pid_tgid);
 }
 
-static __always_inline void event_submit(void *rec)
+static __always_inline __u64 submit_flags(__u64 ts)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes) {
-		struct coro_event_hdr *hdr = rec;
 		__u32 zero = 0;
 		__u64 *last = bpf_map_lookup_elem(&last_wakeup, &zero);
 
-		if (last && hdr->ts - *last >= wakeup_min_gap_ns) {
-			*last = hdr->ts;
+		if (last && ts - *last >= wakeup_min_gap_ns) {
+			*last = ts;
 			flags = BPF_RB_FORCE_WAKEUP;
 			stat_inc(CORO_STAT_WAKEUPS);
 		}
 	}
-	bpf_ringbuf_submit(rec, flags);
+	return flags;
+}
+
+static __always_inline void event_submit(void *rec)
+{
+	bpf_ringbuf_submit(rec, submit_flags(((struct coro_event_hdr *)rec)->ts));
+}
+
+/*
+ * --stacks. fp: the kernel walks the frame pointers into its stack map (one
+ * id per distinct stack: the deduplication happens here). dwarf: the record
+ * is built in a per-CPU buffer with the registers and the top of the user
+ * stack after it, then copied into the ring at its real length; user space
+ * unwinds it from .eh_frame.
+ */
+enum { STACKS_OFF = 0, STACKS_FP = 1, STACKS_DWARF = 2 };
+const volatile __u32 stack_mode = STACKS_OFF;
+const volatile __u32 stack_bytes = 4096; /* --stack-bytes, at most CORO_STACK_BYTES_MAX */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384); /* resized by user space (--stack-map) */
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, CORO_STACK_DEPTH * sizeof(__u64));
+} stackmap SEC(".maps");
+
+/* The largest record that carries a stack, then its ref and sample. */
+#define STACK_REC_MAX 64
+struct stack_scratch {
+	__u64 busy;
+	__u8 buf[STACK_REC_MAX + sizeof(struct coro_stack_ref) + sizeof(struct coro_stack_sample) +
+		 CORO_STACK_BYTES_MAX + 8192]; /* what the verifier sees of the last read */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_scratch);
+} stack_scratch SEC(".maps");
+
+/*
+ * Where a record that carries a stack is built: in the ring (no stacks, or
+ * fp: `size` grows by the ref), or in this CPU's scratch buffer (dwarf). A
+ * thread preempted inside a program on this CPU holds the buffer: the other
+ * one goes to the ring without a stack.
+ */
+struct stk_rec {
+	void *rec;
+	struct stack_scratch *scratch;
+	struct coro_task_state *st;
+};
+
+static __always_inline void *stk_reserve(struct stk_rec *r, struct coro_task_state *st,
+					 __u32 size, __u8 kind)
+{
+	__u64 pid_tgid;
+	__u32 zero = 0;
+	struct stack_scratch *s;
+
+	r->scratch = NULL;
+	r->st = st;
+	r->rec = NULL;
+	if (stack_mode == STACKS_OFF) {
+		r->rec = event_reserve(st, size, kind);
+		return r->rec;
+	}
+	if (stack_mode == STACKS_DWARF && !stopped) {
+		s = bpf_map_lookup_elem(&stack_scratch, &zero);
+		if (s && !__sync_lock_test_and_set(&s->busy, 1ULL)) {
+			pid_tgid = bpf_get_current_pid_tgid();
+			r->scratch = s;
+			r->rec = s->buf;
+			fill_hdr((struct coro_event_hdr *)s->buf, st, size, kind, pid_tgid >> 32,
+				 (__u32)pid_tgid);
+			return r->rec;
+		}
+	}
+	r->rec = event_reserve(st, size + sizeof(struct coro_stack_ref), kind);
+	if (r->rec) {
+		struct coro_stack_ref *ref = r->rec + size;
+
+		ref->id = 0;
+		ref->how = CORO_STACK_NONE;
+	}
+	return r->rec;
+}
+
+/* Take the stack into the record reserved by stk_reserve(); `size`: its payload's. */
+static __always_inline void stk_take(struct stk_rec *r, void *ctx, __u32 size)
+{
+	struct coro_stack_ref *ref;
+	struct coro_stack_sample *smp;
+	struct pt_regs *regs = ctx;
+	__u32 n, got, off;
+	long id;
+
+	if (stack_mode == STACKS_OFF || size > STACK_REC_MAX)
+		return;
+	if (!r->scratch) {
+		ref = r->rec + size;
+		if (stack_mode != STACKS_FP)
+			goto lost; /* dwarf without the buffer */
+		id = bpf_get_stackid(ctx, &stackmap, BPF_F_USER_STACK);
+		if (id < 0)
+			goto lost;
+		ref->id = (__u32)id;
+		ref->how = CORO_STACK_KERNEL_ID;
+		return;
+	}
+	ref = (void *)r->scratch->buf + size;
+	smp = (void *)(ref + 1);
+	ref->id = 0;
+	ref->how = CORO_STACK_SAMPLE;
+	smp->ip = PT_REGS_IP(regs);
+	smp->sp = PT_REGS_SP(regs);
+	smp->bp = PT_REGS_FP(regs);
+	smp->__pad = 0;
+	/*
+	 * Page by page: a coroutine's stack may end (and its mapping with it)
+	 * a few hundred bytes above sp. What could be read is kept.
+	 */
+	n = stack_bytes;
+	if (n > CORO_STACK_BYTES_MAX)
+		n = CORO_STACK_BYTES_MAX;
+	got = 0;
+	for (int i = 0; i < CORO_STACK_BYTES_MAX / 4096 + 1; i++) {
+		__u32 want = i == 0 ? 4096 - (__u32)(smp->sp & 4095) : 4096;
+
+		if (got >= n)
+			break;
+		if (want > n - got)
+			want = n - got;
+		if (!want || got >= CORO_STACK_BYTES_MAX)
+			break;
+		/* Masks the compiler may not drop: they are what the verifier follows. */
+		off = got;
+		asm volatile("" : "+r"(want), "+r"(off));
+		off &= CORO_STACK_BYTES_MAX - 1;
+		want &= 8191;
+		if (bpf_probe_read_user((__u8 *)(smp + 1) + off, want, (const void *)(smp->sp + got)))
+			break;
+		got += want;
+	}
+	got &= ~7u;
+	if (got) {
+		smp->len = got;
+		((struct coro_event_hdr *)r->rec)->size = size + sizeof(*ref) + sizeof(*smp) + got;
+		return;
+	}
+	smp->len = 0;
+	ref->how = CORO_STACK_NONE;
+	((struct coro_event_hdr *)r->rec)->size = size + sizeof(*ref);
+	stat_inc(CORO_STAT_STACK_LOST);
+	return;
+lost:
+	ref->id = 0;
+	ref->how = CORO_STACK_NONE;
+	stat_inc(CORO_STAT_STACK_LOST);
+}
+
+static __always_inline void stk_submit(struct stk_rec *r)
+{
+	struct coro_event_hdr *hdr = r->rec;
+	__u32 size;
+
+	if (!r->scratch) {
+		event_submit(hdr);
+		return;
+	}
+	size = hdr->size;
+	if (size > sizeof(r->scratch->buf))
+		size = sizeof(r->scratch->buf);
+	if (bpf_ringbuf_output(&events, r->scratch->buf, size, submit_flags(hdr->ts))) {
+		stat_inc(CORO_STAT_RING_FULL);
+		/* The record and the losses it was to report: on the thread's next one. */
+		if (r->st)
+			r->st->lost += hdr->lost_before + 1;
+	}
+	r->scratch->busy = 0;
 }
 
 static __always_inline void read_label(char *dst, __u64 uptr, struct coro_event_hdr *hdr)
@@ -271,13 +455,15 @@ int BPF_USDT(coro_create, __u64 id, __u64 parent)
 	if (!admitted())
 		return 0;
 	st = task_state_get();
-	struct coro_ev_create *e = event_reserve(st, sizeof(*e), CORO_EV_CREATE);
+	struct stk_rec r;
+	struct coro_ev_create *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_CREATE);
 
 	if (!e)
 		return 0;
 	e->id = id;
 	e->parent = parent;
-	event_submit(e);
+	stk_take(&r, ctx, sizeof(*e));
+	stk_submit(&r);
 	return 0;
 }
 
@@ -324,7 +510,8 @@ int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 	if (!admitted())
 		return 0;
 	st = task_state_get();
-	struct coro_ev_switch *e = event_reserve(st, sizeof(*e), CORO_EV_SWITCH);
+	struct stk_rec r;
+	struct coro_ev_switch *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_SWITCH);
 
 	/* Track the thread's coroutine even when the event itself is lost. */
 	if (st) {
@@ -338,7 +525,8 @@ int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 	e->obj = obj;
 	e->reason = (__u32)reason;
 	e->__pad = 0;
-	event_submit(e);
+	stk_take(&r, ctx, sizeof(*e));
+	stk_submit(&r);
 	return 0;
 }
 
@@ -424,7 +612,8 @@ static __always_inline __u64 ctx_reg(struct pt_regs *regs, __u32 r)
 
 static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
 {
-	struct coro_ev_ctx_switch *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_SWITCH);
+	struct stk_rec r;
+	struct coro_ev_ctx_switch *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_CTX_SWITCH);
 	__u32 a = CORO_CTX_COOKIE_A(k);
 	__u64 to = ctx_reg(regs, CORO_CTX_COOKIE_B(k));
 
@@ -443,12 +632,14 @@ static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct cor
 	}
 	e->to = to;
 	e->family = CORO_CTX_COOKIE_FAM(k);
-	event_submit(e);
+	stk_take(&r, regs, sizeof(*e));
+	stk_submit(&r);
 }
 
 static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
 {
-	struct coro_ev_ctx_create *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_CREATE);
+	struct stk_rec r;
+	struct coro_ev_ctx_create *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_CTX_CREATE);
 	__u32 flags = CORO_CTX_COOKIE_FLAGS(k);
 	__u64 id = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
 
@@ -473,7 +664,8 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 	}
 	e->family = CORO_CTX_COOKIE_FAM(k);
 	e->__pad = 0;
-	event_submit(e);
+	stk_take(&r, regs, sizeof(*e));
+	stk_submit(&r);
 
 	/* Pth: a thread spawned with a named attr gets that name. */
 	if (st && st->pth_spawning) {

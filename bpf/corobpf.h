@@ -142,6 +142,41 @@ struct coro_ev_proc {
 	char comm[16];
 };
 
+/*
+ * --stacks: CREATE, SWITCH, CTX_CREATE and CTX_SWITCH records then carry a
+ * struct coro_stack_ref right after their payload (records without one are
+ * shorter: hdr.size says). The user stack of the thread at the probe: the
+ * spawn site at a create, the suspension point at a switch fired on the
+ * stack of the coroutine being left.
+ */
+enum coro_stack_how {
+	CORO_STACK_NONE = 0,	   /* no stack: it could not be taken (counted: CORO_STAT_STACK_LOST) */
+	CORO_STACK_KERNEL_ID = 1,  /* BPF, --stacks=fp: an id in the kernel's stack map */
+	CORO_STACK_SAMPLE = 2,	   /* BPF, --stacks=dwarf: a struct coro_stack_sample follows */
+	CORO_STACK_CAPTURE_ID = 3, /* user space: a stack id of the capture (CORO_REC_STACK) */
+};
+
+struct coro_stack_ref {
+	__u32 id;  /* CORO_STACK_KERNEL_ID, CORO_STACK_CAPTURE_ID */
+	__u32 how; /* enum coro_stack_how */
+};
+
+/*
+ * --stacks=dwarf: the registers the unwinder starts from and the top of the
+ * user stack, `len` bytes from sp (then padding to 8). User space unwinds it
+ * with the objects' .eh_frame and replaces it by a capture stack id.
+ */
+struct coro_stack_sample {
+	__u64 ip, sp, bp;
+	__u32 len;
+	__u32 __pad;
+};
+
+/* Bytes of user stack a sample may copy (--stack-bytes). */
+#define CORO_STACK_BYTES_MAX 16384
+/* Frames of a stack kept (the kernel's limit for its stack map, too). */
+#define CORO_STACK_DEPTH 127
+
 /* Families of context functions the switch-function path knows. Append-only. */
 enum coro_ctx_family {
 	CORO_FAM_UCONTEXT = 1, /* glibc makecontext/swapcontext/setcontext: ids are ucontext_t addresses */
@@ -248,6 +283,12 @@ enum coro_stat {
 	 * could not be admitted; --follow, forked processes not followed.
 	 */
 	CORO_STAT_MAP_FULL = 4,
+	/*
+	 * --stacks: a stack that could not be taken (the kernel stack map full,
+	 * the user stack unreadable, the per-CPU buffer in use): the event is
+	 * kept, without its stack.
+	 */
+	CORO_STAT_STACK_LOST = 5,
 	CORO_STAT_MAX = 8,
 };
 

@@ -9,7 +9,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	echo "corobpf: tracing needs root: sudo make demo" >&2
 	exit 3
 fi
-./corobpf --force -o out/demo.pftrace -o out/demo.jsonl --raw out/demo.raw -- build/demo -d "${DEMO_SECS:-3}"
+./corobpf --stacks --force -o out/demo.pftrace -o out/demo.jsonl --raw out/demo.raw -- build/demo -d "${DEMO_SECS:-3}"
 cat <<MSG
 
 The trace of the demo:

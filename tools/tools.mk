@@ -29,7 +29,8 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
        $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
-       $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone
+       $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone \
+       $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -175,6 +176,24 @@ $(OUT)/tests/faults: tests/integration/progs/faults.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -Wextra -Iusdt -pthread $< -o $@
+
+# --stacks: coroutines parked in known functions, in the executable and in a library, the
+# whole program (scheduler included) built with frame pointers (stacks-fp) and without.
+STACKS_FLAGS_fp := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+STACKS_FLAGS_nofp := -fomit-frame-pointer
+.PRECIOUS: $(OUT)/tests/libstackslib-%.so
+
+$(OUT)/tests/libstackslib-%.so: tests/integration/progs/stacks_lib.c $(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) -fPIC -shared $< -o $@
+
+$(OUT)/tests/stacks-%: tests/integration/progs/stacks.c $(OUT)/tests/libstackslib-%.so \
+		tools/sched/corosched.c tools/sched/switch_x86_64.S $(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) $< tools/sched/corosched.c \
+		tools/sched/switch_x86_64.S -L$(OUT)/tests -lstackslib-$* -Wl,-rpath,'$$ORIGIN' \
+		$(TOOLS_LDFLAGS) -o $@
 
 $(OUT)/tests/pth: tests/integration/progs/pth.c
 	$(call msg,CC,$@)

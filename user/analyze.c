@@ -136,6 +136,8 @@ static void at_end(struct analyzer *a, const struct coro *c, enum coro_state sta
 	f.obj = obj;
 	f.has_waker = state == CS_RUNNABLE && c->has_waker;
 	f.waker = c->waker;
+	/* Never started: where it was made; else where it last parked. */
+	f.stack = state == CS_NEW ? c->create_stack : c->park_stack;
 	model_emit_finding(a->m, &f);
 }
 
@@ -176,6 +178,7 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 		f.obj = obj;
 		f.has_waker = c->has_waker && c->ready_ts == end;
 		f.waker = c->waker;
+		f.stack = c->park_stack;
 		model_emit_finding(a->m, &f);
 	} else if (state == CS_RUNNABLE && dur >= a->o.sched_latency_ns) {
 		finding_init(a, &f, FK_SCHED_LATENCY, c);

@@ -68,6 +68,7 @@ struct finding {
 	u64 count;	    /* spawn_storm: children created in the storm */
 	u64 peak;	    /* spawn_storm: most created within one second */
 	u32 offcpu_state;   /* blocking: enum coro_offcpu_state */
+	u32 stack;	    /* --stacks: where it was parked (lost_wakeup, stall, leak), or 0 */
 };
 
 struct analyze_opts {

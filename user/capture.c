@@ -325,6 +325,10 @@ static void emit_stats(struct capture *c)
 		for (int i = 0; i < ncpu; i++)
 			r.bpf[k] += vals[i];
 	}
+	if (c->stk) {
+		c->ustats[CORO_USTAT_STACK_UNRESOLVED] = stack_resolver_stats(c->stk)->unresolved;
+		c->ustats[CORO_USTAT_STACK_UNMAPPED] = stack_resolver_stats(c->stk)->unmapped;
+	}
 	memcpy(r.user, c->ustats, sizeof(r.user));
 	free(vals);
 	capture_emit(c, &r.hdr);
@@ -342,6 +346,14 @@ static void emit_end(struct capture *c)
 }
 
 static int read_proc_status(u32 pid, u32 *tgid, u32 *ppid);
+
+/* The largest payload a record with a stack has (before its ref). */
+#define STACK_REC_COPY_MAX 64
+
+static void stack_emit_record(void *ctx, const struct coro_event_hdr *rec)
+{
+	capture_emit(ctx, rec);
+}
 
 static int on_ring_record(void *ctx, void *data, size_t size)
 {
@@ -394,6 +406,12 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 	}
 	if (h->kind == CORO_EV_PROC_GONE)
 		free(hmap_del(&c->announced, h->pid, 0));
+	if (c->stk && (h->kind == CORO_EV_PROC_GONE || h->kind == CORO_EV_EXEC))
+		stack_resolver_forget(c->stk, h->pid);
+	/* A new image, a new library, a new process: its mappings, while it is alive. */
+	if (c->stk && (h->kind == CORO_EV_EXEC || h->kind == CORO_EV_LIBLOAD ||
+		       h->kind == CORO_EV_PROC_NEW))
+		stack_resolver_snapshot(c->stk, h->pid, h->ts, stack_emit_record, c);
 	if (!hmap_get(&c->seen_threads, h->pid, h->tid)) {
 		hmap_put(&c->seen_threads, h->pid, h->tid, (void *)1);
 		emit_thread(c, h->pid, h->tid, h->ts,
@@ -401,6 +419,24 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 				    h->kind == CORO_EV_PROC_GONE
 				    ? ((const struct coro_ev_proc *)data)->comm
 				    : NULL);
+	}
+	if (c->stk && coro_stack_ref_of(h)) {
+		/*
+		 * The stack leaves as a capture id (defined before its first use);
+		 * the registers and stack bytes of a dwarf sample stay behind.
+		 */
+		size_t base = coro_stack_base_size(h->kind);
+		u64 buf[(STACK_REC_COPY_MAX + sizeof(struct coro_stack_ref)) / 8];
+		struct coro_event_hdr *out = (void *)buf;
+		struct coro_stack_ref *ref = (void *)((char *)buf + base);
+		u32 id = stack_resolve(c->stk, h, stack_emit_record, c);
+
+		memcpy(buf, h, base);
+		out->size = (u16)(base + sizeof(*ref));
+		ref->id = id;
+		ref->how = id ? CORO_STACK_CAPTURE_ID : CORO_STACK_NONE;
+		capture_emit(c, out);
+		return 0;
 	}
 	capture_emit(c, h);
 	return 0;
@@ -502,6 +538,17 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		c->skel->rodata->npid_filter = MIN(opts->npids, ARRAY_SIZE(c->skel->rodata->pid_filter));
 	}
 	c->skel->rodata->follow = opts->follow;
+	c->skel->rodata->stack_mode = opts->stacks;
+	c->skel->rodata->stack_bytes = opts->stack_bytes;
+	/* The kernel stack map is preallocated (~1 KiB an entry): none unless asked for. */
+	err = bpf_map__set_max_entries(c->skel->maps.stackmap,
+				       opts->stacks == STACK_MODE_FP ? opts->stack_map : 1);
+	if (!err && opts->stacks != STACK_MODE_DWARF)
+		err = bpf_map__set_max_entries(c->skel->maps.stack_scratch, 1);
+	if (err) {
+		log_err("cannot size the stack maps: %s", strerror(-err));
+		return EXIT_FAILURE_RUNTIME;
+	}
 	err = bpf_map__set_max_entries(c->skel->maps.events, opts->ring_bytes);
 	if (err) {
 		log_err("cannot size the ring buffer to %llu bytes: %s",
@@ -549,6 +596,8 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			capture_add_link(c, l);
 		}
 	}
+	if (opts->stacks)
+		c->stk = stack_resolver_new(opts->stacks, bpf_map__fd(c->skel->maps.stackmap));
 	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_ring_record, c, NULL);
 	if (!c->rb) {
 		log_err("cannot open the ring buffer: %s", strerror(errno));
@@ -809,6 +858,8 @@ static void target_exited(struct capture *c, struct target *t)
 	t->exited = true;
 	/* Everything it produced is in the ring by now: take it before saying it ended. */
 	ring_buffer__consume(c->rb);
+	if (c->stk)
+		stack_resolver_forget(c->stk, t->pid);
 	emit_proc_exit(c, t);
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
 	close(t->pidfd);
@@ -823,8 +874,13 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
 
 	c->pipeline = p;
 	c->raw = raw;
-	for (size_t i = 0; i < c->ntargets; i++)
+	for (size_t i = 0; i < c->ntargets; i++) {
 		emit_process(c, &c->targets[i]);
+		/* Running ones now; a launched one at its exec (its image is not yet its own). */
+		if (c->stk && !c->targets[i].launched)
+			stack_resolver_snapshot(c->stk, c->targets[i].pid, c->targets[i].start_ts,
+						stack_emit_record, c);
+	}
 	for (size_t i = 0; i < npending_objects; i++) {
 		capture_emit(c, pending_objects[i]);
 		free(pending_objects[i]);
@@ -1037,6 +1093,8 @@ void capture_close(struct capture *c)
 	free(c->searched);
 	hmap_free(&c->seen_threads);
 	hmap_free(&c->global_objects);
+	stack_resolver_free(c->stk);
+	c->stk = NULL;
 	hmap_free(&c->rescan_pids);
 	{
 		size_t it = 0;

@@ -20,6 +20,7 @@
 #include "pipeline.h"
 #include "switchfam.h"
 #include "raw.h"
+#include "stacks.h"
 
 struct corobpf_bpf;
 struct ring_buffer;
@@ -51,6 +52,9 @@ struct capture_opts {
 	bool switch_none;
 	struct switch_custom *custom;
 	size_t ncustom;
+	u32 stacks;	  /* enum stack_mode (stacks.h) */
+	u32 stack_bytes;  /* dwarf: bytes of user stack copied per event */
+	u32 stack_map;	  /* fp: entries of the kernel stack map */
 };
 
 struct target {
@@ -111,6 +115,7 @@ struct capture {
 	struct hmap rescan_pids;
 	struct hmap announced;
 	u32 global_sites;
+	struct stack_resolver *stk; /* --stacks */
 };
 
 /* Set by the signal handlers (the signal number); capture_run stops when it sees it. */

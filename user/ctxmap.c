@@ -222,6 +222,11 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 			 const struct coro_ev_ctx_switch *e, ctxmap_emit_fn emit, void *ctx)
 {
 	struct coro_event_hdr *h = translate_cur(x, p, t, &e->hdr);
+	const struct coro_stack_ref *ref = coro_stack_ref_of(&e->hdr);
+	struct {
+		struct coro_ev_switch s;
+		struct coro_stack_ref ref;
+	} sr = {0};
 	struct coro_ev_switch s = {0};
 	bool fcontext = e->family == CORO_FAM_FCONTEXT;
 	u64 from, to, id;
@@ -270,7 +275,15 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	s.from = from;
 	s.to = to;
 	s.reason = t->exited && t->cur_id == from ? CORO_R_DONE : CORO_R_UNKNOWN;
-	emit(ctx, &s.hdr);
+	if (ref) {
+		/* Its stack travels with it: where `from` was left. */
+		sr.s = s;
+		sr.ref = *ref;
+		sr.s.hdr.size = sizeof(sr);
+		emit(ctx, &sr.s.hdr);
+	} else {
+		emit(ctx, &s.hdr);
+	}
 	t->known = true;
 	t->exited = false;
 	t->cur_raw = e->to;
@@ -281,6 +294,11 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 			 const struct coro_ev_ctx_create *e, ctxmap_emit_fn emit, void *ctx)
 {
 	struct coro_event_hdr *h = translate_cur(x, p, t, &e->hdr);
+	const struct coro_stack_ref *ref = coro_stack_ref_of(&e->hdr);
+	struct {
+		struct coro_ev_create c;
+		struct coro_stack_ref ref;
+	} cr = {0};
 	struct coro_ev_create c = {0};
 	u64 id = e->id;
 
@@ -310,7 +328,14 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	c.hdr.kind = CORO_EV_CREATE;
 	c.id = id;
 	c.parent = h->flags & CORO_EVF_CUR_UNKNOWN ? 0 : h->cur;
-	emit(ctx, &c.hdr);
+	if (ref) {
+		cr.c = c;
+		cr.ref = *ref;
+		cr.c.hdr.size = sizeof(cr);
+		emit(ctx, &cr.c.hdr);
+	} else {
+		emit(ctx, &c.hdr);
+	}
 }
 
 static u32 rec_family(const struct coro_event_hdr *rec)

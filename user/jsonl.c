@@ -13,6 +13,8 @@
 
 struct jsonl_sink {
 	struct obuf *ob;
+	const struct model *m;
+	struct hmap stacks_written; /* (stack id, 0) */
 	/* Coroutine summaries go to the end of the file; until then they wait on disk, not in memory. */
 	int spill_fd;
 	struct obuf spill;
@@ -77,6 +79,54 @@ static void put_common(struct obuf *o, const struct coro_event_hdr *h, bool tid)
 		put_u64(o, "tid", h->tid);
 }
 
+/*
+ * A stack's definition line, once, in the main stream before the first line
+ * that names it (coroutine summaries are written later, at the end).
+ */
+static void need_stack(struct jsonl_sink *s, u32 id)
+{
+	const struct sym_stack *st;
+	struct obuf *o = s->ob;
+
+	if (!id || hmap_get(&s->stacks_written, id, 0))
+		return;
+	hmap_put(&s->stacks_written, id, 0, (void *)1);
+	st = model_stack(s->m, id);
+	obuf_puts(o, "{\"type\":\"stack\"");
+	put_u64(o, "id", id);
+	put_u64(o, "pid", st ? st->pid : 0);
+	obuf_puts(o, ",\"frames\":[");
+	for (u32 i = 0; st && i < st->n; i++) {
+		const struct sym_frame *f = st->frames[i];
+
+		obuf_puts(o, i ? ",{\"ip\":\"" : "{\"ip\":\"");
+		obuf_hex(o, f->ip);
+		obuf_putc(o, '"');
+		if (f->func) {
+			put_str(o, "func", f->func, 4096);
+			put_u64(o, "off", f->func_off);
+		}
+		if (f->obj) {
+			put_str(o, "obj", f->obj, 4096);
+			put_id(o, "rel", f->rel);
+		}
+		if (f->file) {
+			put_str(o, "file", f->file, 4096);
+			put_u64(o, "line", f->line);
+		}
+		obuf_putc(o, '}');
+	}
+	obuf_puts(o, "]}\n");
+}
+
+static void put_stack(struct jsonl_sink *s, struct obuf *o, const char *key, u32 id)
+{
+	if (!id)
+		return;
+	need_stack(s, id);
+	put_u64(o, key, id);
+}
+
 static void jsonl_begin(void *ctx, const struct capture_info *ci)
 {
 	struct jsonl_sink *s = ctx;
@@ -125,6 +175,7 @@ static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 		put_u64(o, "count", h->lost_before);
 		obuf_puts(o, "}\n");
 	}
+	need_stack(s, coro_record_stack(h));
 	begin_record(o, "event", h);
 	obuf_puts(o, ",\"ev\":\"");
 	obuf_puts(o, ev);
@@ -156,6 +207,7 @@ static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 
 		put_id(o, "id", e->id);
 		put_id(o, "parent", e->parent);
+		put_stack(s, o, "stack", coro_record_stack(h));
 		break;
 	}
 	case CORO_EV_NAME: {
@@ -189,6 +241,7 @@ static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 			put_u64(o, "from_uid", mi->c->uid);
 		if (mi->to)
 			put_u64(o, "to_uid", mi->to->uid);
+		put_stack(s, o, "stack", coro_record_stack(h));
 		obuf_puts(o, "}\n");
 		return;
 	}
@@ -393,6 +446,8 @@ static void jsonl_coroutine_end(void *ctx, const struct coro *c)
 	}
 	if (c->uncertain)
 		obuf_puts(o, ",\"uncertain\":true");
+	put_stack(s, o, "create_stack", c->create_stack);
+	put_stack(s, o, "park_stack", c->park_stack);
 	obuf_puts(o, "}\n");
 }
 
@@ -454,6 +509,8 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 	default:
 		break;
 	}
+	if (f->stack)
+		put_u64(o, "stack", f->stack);
 	obuf_puts(o, record ? "}\n" : "}");
 }
 
@@ -462,6 +519,7 @@ static void jsonl_finding(void *ctx, const struct finding *f)
 	struct jsonl_sink *s = ctx;
 
 	s->findings[f->kind]++;
+	need_stack(s, f->stack);
 	jsonl_write_finding(s->ob, f, true);
 }
 
@@ -525,6 +583,9 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	put_u64(o, "string_faults", m->stats.bpf[CORO_STAT_STR_FAULT]);
 	put_u64(o, "no_thread_state", m->stats.bpf[CORO_STAT_NO_TASK_STATE]);
 	put_u64(o, "map_full", m->stats.bpf[CORO_STAT_MAP_FULL]);
+	put_u64(o, "stacks_lost", m->stats.bpf[CORO_STAT_STACK_LOST]);
+	put_u64(o, "stacks_unresolved", m->stats.user[CORO_USTAT_STACK_UNRESOLVED]);
+	put_u64(o, "stacks_unmapped", m->stats.user[CORO_USTAT_STACK_UNMAPPED]);
 	put_u64(o, "bad_records", m->stats.user[CORO_USTAT_BAD_RECORDS]);
 	put_u64(o, "late_attach", m->stats.user[CORO_USTAT_LATE_ATTACH]);
 	put_u64(o, "attach_failures", m->stats.user[CORO_USTAT_ATTACH_FAIL]);
@@ -550,10 +611,13 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	obuf_puts(o, "}\n");
 }
 
-struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, struct model_observer *obs)
+struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, const struct model *m,
+				  struct model_observer *obs)
 {
 	struct jsonl_sink *s = xcalloc(1, sizeof(*s));
 
+	s->m = m;
+	hmap_init(&s->stacks_written);
 	s->ob = ob;
 	s->spill_fd = open_spill(path);
 	if (s->spill_fd < 0) {
@@ -581,5 +645,6 @@ void jsonl_sink_free(struct jsonl_sink *s)
 {
 	obuf_close(&s->spill);
 	close(s->spill_fd);
+	hmap_free(&s->stacks_written);
 	free(s);
 }

@@ -15,7 +15,8 @@
 struct jsonl_sink;
 
 /* `path` is the final output's path: summaries are spilled to a temporary file beside it. */
-struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, struct model_observer *obs);
+struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, const struct model *m,
+				  struct model_observer *obs);
 int jsonl_sink_error(struct jsonl_sink *s); /* 0 or -errno */
 
 struct finding;

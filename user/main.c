@@ -19,6 +19,8 @@
 #include "jsonl_read.h"
 #include "summary.h"
 #include "switchfam.h"
+#include "stacks.h"
+#include "ps.h"
 
 #define MAX_OUTPUTS 16
 #define MAX_PIDS 256
@@ -43,6 +45,8 @@ struct args {
 	bool switch_given, switch_none;
 	struct switch_custom custom[8]; /* --switch uprobe:... */
 	size_t ncustom;
+	u32 stacks;	     /* --stacks: enum stack_mode */
+	u32 stack_bytes;     /* --stack-bytes */
 	char **argv; /* after -- */
 	const char *capture; /* report: the raw capture */
 	bool json;	     /* report --json */
@@ -72,6 +76,9 @@ static const char trace_doc[] =
 	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
 	"                                         they fork, and what those exec\n"
 	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or a JSONL trace\n"
+	"  corobpf ps -p PID [-d SECS]            every live coroutine of PID seen in a\n"
+	"                                         SECS window (default 1), its state and\n"
+	"                                         the stack where it is parked\n"
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries they use (ucontext, Boost.Context, GNU "
@@ -86,6 +93,8 @@ static const char trace_doc[] =
 	"  sudo corobpf --switch boost-context -o fibers.pftrace -- ./fiberapp\n"
 	"  sudo corobpf -o trace.jsonl --raw cap.raw -- ./server -c x\n"
 	"  sudo corobpf --follow -o all.jsonl -- make check\n"
+	"  sudo corobpf --stacks -o trace.db -p 4242\n"
+	"  sudo corobpf ps -p 4242\n"
 	"  corobpf report cap.raw -o again.jsonl\n"
 	"\n"
 	"Output formats, by extension: .pftrace (Perfetto: open at ui.perfetto.dev), .jsonl "
@@ -113,6 +122,8 @@ enum {
 	OPT_COMM,
 	OPT_SWITCH,
 	OPT_FOLLOW,
+	OPT_STACKS,
+	OPT_STACK_BYTES,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -154,6 +165,15 @@ static const struct argp_option trace_options[] = {
 	 "ucontext, boost-context, pth, a list of them, uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
 	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
 	 "uses, when it has no corobpf probes",
+	 0},
+	{"stacks", OPT_STACKS, "MODE", OPTION_ARG_OPTIONAL,
+	 "User stacks at every create (the spawn site) and switch-out (where a coroutine is "
+	 "parked): dwarf (the default: unwound from .eh_frame, right without frame pointers) "
+	 "or fp (frame pointers only, cheaper; wrong frames where code omits them)",
+	 0},
+	{"stack-bytes", OPT_STACK_BYTES, "N", 0,
+	 "--stacks=dwarf: bytes of each stack copied for unwinding, 512 to 16384 (default "
+	 "4096); deeper frames are cut",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
@@ -273,6 +293,25 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 	case OPT_FOLLOW:
 		a->follow = true;
 		return 0;
+	case OPT_STACKS:
+		if (!arg || !strcmp(arg, "dwarf"))
+			a->stacks = STACK_MODE_DWARF;
+		else if (!strcmp(arg, "fp"))
+			a->stacks = STACK_MODE_FP;
+		else
+			argp_error(state, "invalid --stacks '%s' (dwarf or fp)", arg);
+		return 0;
+	case OPT_STACK_BYTES: {
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(arg, &end, 10);
+		if (errno || *end || n < 512 || n > CORO_STACK_BYTES_MAX)
+			argp_error(state, "invalid --stack-bytes '%s' (512 to %d)", arg,
+				   CORO_STACK_BYTES_MAX);
+		a->stack_bytes = (u32)ROUND_UP(n, 8);
+		return 0;
+	}
 	case OPT_SWITCH: {
 		char buf[256], *tok, *save, err[512];
 
@@ -355,6 +394,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->follow && a->switch_given && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
 				   "processes are traced through corobpf probes only");
+		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
+			argp_error(state, "--stack-bytes sizes --stacks=dwarf samples");
 		if (a->all && a->switch_given)
 			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
 				   "follows corobpf probes only; trace the process with -p or --");
@@ -559,6 +600,9 @@ static int cmd_report(int argc, char **argv)
 
 /* ---- live tracing ---- */
 
+/* corobpf ps: a snapshot (cmd_trace with a short window and the ps table for a summary). */
+static bool ps_mode;
+
 static int cmd_trace(int argc, char **argv)
 {
 	struct argp argp = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
@@ -573,6 +617,7 @@ static int cmd_trace(int argc, char **argv)
 	struct pipeline p;
 	struct summary sum;
 	struct model_observer obs;
+	struct ps *ps = NULL;
 	u32 *pids = NULL;
 	char err[512];
 	bool cap_open = false, pipe_open = false;
@@ -593,11 +638,24 @@ static int cmd_trace(int argc, char **argv)
 	}
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
+	if (ps_mode) {
+		if (!a.npids || a.argv || a.all || a.follow) {
+			log_err("corobpf ps takes -p PID (repeatable): it looks at running processes");
+			return EXIT_USAGE;
+		}
+		if (!a.stacks)
+			a.stacks = STACK_MODE_DWARF;
+		if (!a.duration)
+			a.duration = 1.0;
+	}
 	co.pids = a.pids;
 	co.npids = a.npids;
 	co.argv = a.argv;
 	co.duration_ns = (u64)(a.duration * 1e9);
 	co.ring_bytes = a.ring_bytes;
+	co.stacks = a.stacks;
+	co.stack_bytes = a.stack_bytes ? a.stack_bytes : 4096;
+	co.stack_map = 16384;
 	co.no_sched = a.no_sched;
 	co.system_wide = a.all;
 	co.follow = a.follow;
@@ -648,7 +706,10 @@ static int cmd_trace(int argc, char **argv)
 			goto fail;
 		}
 	}
-	if (log_level >= LOG_INFO) {
+	if (ps_mode) {
+		ps = ps_new(stdout, &p.model, &obs);
+		pipeline_add_observer(&p, &obs);
+	} else if (log_level >= LOG_INFO) {
 		summary_init(&sum, stderr, &obs);
 		pipeline_add_observer(&p, &obs);
 	}
@@ -675,6 +736,8 @@ static int cmd_trace(int argc, char **argv)
 		goto fail;
 	code = ret;
 	pipeline_finish(&p);
+	if (ps)
+		ps_print(ps, a.duration, 12);
 	if (raw) {
 		int werr = raw_writer_close(raw);
 
@@ -705,6 +768,7 @@ static int cmd_trace(int argc, char **argv)
 	}
 	pipeline_free(&p);
 	analyzer_free(an);
+	ps_free(ps);
 	capture_close(&cap);
 	capture_info_free(&ci);
 	free(pids);
@@ -721,6 +785,7 @@ fail:
 		pipeline_free(&p);
 	if (an)
 		analyzer_free(an);
+	ps_free(ps);
 	if (cap_open)
 		capture_close(&cap);
 	capture_info_free(&ci);
@@ -736,5 +801,9 @@ int main(int argc, char **argv)
 	argp_err_exit_status = EXIT_USAGE;
 	if (argc > 1 && !strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "ps")) {
+		ps_mode = true;
+		return cmd_trace(argc - 1, argv + 1);
+	}
 	return cmd_trace(argc, argv);
 }

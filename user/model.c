@@ -412,6 +412,7 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 	}
 	if (!c)
 		c = coro_new(m, h->pid, e->id, h->ts, CS_NEW, true, 0, 0, 0);
+	c->create_stack = coro_record_stack(h);
 	c->parent = e->parent;
 	pc = e->parent ? model_find(m, h->pid, e->parent) : NULL;
 	c->parent_uid = pc ? pc->uid : 0;
@@ -489,8 +490,11 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			if (!c) {
 				c = coro_new(m, h->pid, e->from, h->ts, next, false, h->tid, reason,
 					     e->obj);
+				c->park_stack = coro_record_stack(h);
 				coro_add_tid(c, h->tid);
 			} else {
+				/* The stack of a switch is the one being left: where it parks. */
+				c->park_stack = coro_record_stack(h);
 				set_state(m, c, next, h->ts, h->tid, reason, e->obj);
 			}
 			c->ready_pending = false;
@@ -862,8 +866,25 @@ void model_finish(struct model *m)
 	bury_flush();
 }
 
+void model_define(struct model *m, const struct coro_event_hdr *rec)
+{
+	if (!m->sym)
+		m->sym = symbolizer_new();
+	if (rec->kind == CORO_REC_MAP)
+		symbolizer_map(m->sym, (const struct coro_rec_map *)rec);
+	else if (rec->kind == CORO_REC_STACK)
+		symbolizer_define(m->sym, (const struct coro_rec_stack *)rec);
+}
+
+const struct sym_stack *model_stack(const struct model *m, u32 id)
+{
+	return m->sym ? symbolizer_stack(m->sym, id) : NULL;
+}
+
 void model_free(struct model *m)
 {
+	symbolizer_free(m->sym);
+	m->sym = NULL;
 	size_t it = 0;
 	void *v;
 

@@ -24,6 +24,7 @@
 #include "corobpf.h"
 #include "raw.h"
 #include "util.h"
+#include "stacks.h"
 
 enum coro_state {
 	CS_NEW = 0,	  /* created, not yet runnable */
@@ -104,6 +105,10 @@ struct coro {
 	u32 longest_susp_reason;
 	u64 longest_susp_obj;
 	bool longest_open; /* the longest suspension was still open at the end */
+
+	/* --stacks: capture stack ids (model_stack()), 0 if none. */
+	u32 create_stack; /* where it was created (the spawn site) */
+	u32 park_stack;	  /* where it last switched out (its suspension point) */
 
 	u32 *tids; /* distinct threads it ran on, in first-run order */
 	u32 ntids, cap_tids;
@@ -221,6 +226,7 @@ struct model {
 	const struct coro_event_hdr *applying;
 	u64 applied;
 	struct model_anomalies anom;
+	struct symbolizer *sym; /* --stacks: the stacks defined so far, symbolized (NULL: none) */
 };
 
 void model_init(struct model *m, struct capture_info *ci);
@@ -228,6 +234,10 @@ void model_init(struct model *m, struct capture_info *ci);
 int model_add_observer(struct model *m, const struct model_observer *obs);
 void model_begin(struct model *m);
 void model_apply(struct model *m, const struct coro_event_hdr *rec);
+/* A mapping or stack definition (CORO_REC_MAP, CORO_REC_STACK): taken at once, not in time order. */
+void model_define(struct model *m, const struct coro_event_hdr *rec);
+/* A stack named by a record, symbolized; NULL if none. */
+const struct sym_stack *model_stack(const struct model *m, u32 id);
 /* Hand a finding to every observer (detectors call this). */
 void model_emit_finding(struct model *m, const struct finding *f);
 /* End of input: close every live coroutine at the last timestamp. */

@@ -104,7 +104,7 @@ int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen
 
 	switch (o->fmt) {
 	case OUT_JSONL:
-		o->sink = jsonl_sink_new(&o->ob, o->path, &obs);
+		o->sink = jsonl_sink_new(&o->ob, o->path, &p->model, &obs);
 		pipeline_add_observer(p, &obs);
 		break;
 	case OUT_PERFETTO:

@@ -49,7 +49,12 @@ enum {
 	TE_COUNTER = 30,
 	TE_FLOW = 47,
 	TE_TERM_FLOW = 48,
+	TE_CALLSTACK = 55, /* InlineCallstack: repeated Frame frames = 1, root first */
 };
+/* InlineCallstack.Frame */
+enum { ICS_FRAMES = 1, ICF_FUNCTION = 1, ICF_SOURCE = 2, ICF_LINE = 3 };
+/* Frames of a stack written on an event: the innermost ones (a packet has a size limit). */
+#define PF_STACK_FRAMES 32
 enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
 /* TrackDescriptor and friends */
 enum {
@@ -222,6 +227,7 @@ struct perfetto_sink {
 	u64 intern_gen;	  /* generation of interning; cached iids of another one are stale */
 	u64 packets, oversized, intern_resets;
 	struct arena strings; /* of the interned strings of this generation */
+	u32 stack_next; /* --stacks: the stack for the next track event (then cleared) */
 };
 
 
@@ -411,6 +417,42 @@ struct pf_ev {
 	s64 counter;
 };
 
+/*
+ * A stack inline on the event (the UI shows it when the slice is selected):
+ * function, and the source file and line where known, else the object.
+ */
+static void put_callstack(struct perfetto_sink *s, u32 id)
+{
+	const struct sym_stack *st = model_stack(s->m, id);
+	size_t cs, fr;
+	u32 n;
+	char buf[64];
+
+	if (!st || !st->n)
+		return;
+	n = MIN(st->n, PF_STACK_FRAMES);
+	cs = pb_begin(&s->pb, TE_CALLSTACK);
+	for (u32 i = n; i-- > 0;) {
+		const struct sym_frame *f = st->frames[i];
+
+		fr = pb_begin(&s->pb, ICS_FRAMES);
+		if (f->func) {
+			pb_str(&s->pb, ICF_FUNCTION, f->func);
+		} else {
+			snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)f->ip);
+			pb_str(&s->pb, ICF_FUNCTION, buf);
+		}
+		if (f->file) {
+			pb_str(&s->pb, ICF_SOURCE, f->file);
+			pb_uint(&s->pb, ICF_LINE, f->line);
+		} else if (f->obj) {
+			pb_str(&s->pb, ICF_SOURCE, f->obj);
+		}
+		pb_end(&s->pb, fr);
+	}
+	pb_end(&s->pb, cs);
+}
+
 static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 {
 	size_t mark;
@@ -446,6 +488,10 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 	if (ev->type == TYPE_COUNTER)
 		pb_int(&s->pb, TE_COUNTER, ev->counter);
 	put_args(s, ev->args, ev->nargs);
+	if (s->stack_next) {
+		put_callstack(s, s->stack_next);
+		s->stack_next = 0;
+	}
 	if (ev->flow)
 		pb_fixed64(&s->pb, TE_FLOW, ev->flow);
 	for (int i = 0; i < 2; i++)
@@ -805,6 +851,7 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
 	case CS_SUSPENDED:
 		if (c->obj)
 			args[ev.nargs++] = (struct pf_arg){"obj", A_PTR, c->obj};
+		s->stack_next = c->park_stack; /* where it parked */
 		break;
 	case CS_RUNNABLE:
 		if (c->has_waker)
@@ -1043,6 +1090,7 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 		struct pf_arg b = {"child", A_PTR, e->id};
 		u64 flow = ++s->next_flow;
 
+		s->stack_next = mi->c->create_stack; /* the spawn site */
 		instant(s, h->ts, pc->track, pc->lane ? "create (lane)" : "create", &a, 1, 0, 0, 0);
 		instant(s, h->ts, actor_track(s, h, mi->cur_known), "spawn", &b, 1, flow, 0, 0);
 		pc->create_flow = flow;
@@ -1248,8 +1296,10 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 		struct pf_ev ev = {.type = TYPE_INSTANT, .track = UUID_FINDINGS(f->pid),
 				   .name = name, .args = a, .nargs = n};
 
+		s->stack_next = f->stack;
 		track_event(s, at, &ev);
 		if (pc) {
+			s->stack_next = f->stack;
 			ev.track = pc->track;
 			ev.name = finding_kind_name(f->kind);
 			ev.name_lit = true;

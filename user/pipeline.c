@@ -40,6 +40,11 @@ void pipeline_begin(struct pipeline *p)
 void pipeline_feed(struct pipeline *p, const struct coro_event_hdr *rec)
 {
 	p->fed++;
+	/* Stack definitions are timeless, and come before their first use: no reordering. */
+	if (rec->kind == CORO_REC_MAP || rec->kind == CORO_REC_STACK) {
+		model_define(&p->model, rec);
+		return;
+	}
 	reorder_push(&p->reorder, rec);
 }
 

@@ -68,6 +68,8 @@ const char *coro_kind_name(unsigned kind)
 	case CORO_REC_STATS: return "stats";
 	case CORO_REC_END: return "end";
 	case CORO_REC_SWITCH: return "switch_path";
+	case CORO_REC_MAP: return "map";
+	case CORO_REC_STACK: return "stack";
 	}
 	return NULL;
 }
@@ -89,6 +91,33 @@ u32 coro_family_parse(const char *name)
 		if (!strcmp(name, coro_family_name(f)))
 			return f;
 	return 0;
+}
+
+size_t coro_stack_base_size(unsigned kind)
+{
+	switch (kind) {
+	case CORO_EV_CREATE: return sizeof(struct coro_ev_create);
+	case CORO_EV_SWITCH: return sizeof(struct coro_ev_switch);
+	case CORO_EV_CTX_CREATE: return sizeof(struct coro_ev_ctx_create);
+	case CORO_EV_CTX_SWITCH: return sizeof(struct coro_ev_ctx_switch);
+	}
+	return 0;
+}
+
+const struct coro_stack_ref *coro_stack_ref_of(const struct coro_event_hdr *h)
+{
+	size_t base = coro_stack_base_size(h->kind);
+
+	if (!base || h->size < base + sizeof(struct coro_stack_ref))
+		return NULL;
+	return (const struct coro_stack_ref *)((const char *)h + base);
+}
+
+u32 coro_record_stack(const struct coro_event_hdr *h)
+{
+	const struct coro_stack_ref *r = coro_stack_ref_of(h);
+
+	return r && r->how == CORO_STACK_CAPTURE_ID ? r->id : 0;
 }
 
 static size_t kind_min_size(unsigned kind)
@@ -117,6 +146,8 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_REC_STATS: return sizeof(struct coro_rec_stats);
 	case CORO_REC_END: return sizeof(struct coro_rec_end);
 	case CORO_REC_SWITCH: return sizeof(struct coro_rec_switch) + 3;
+	case CORO_REC_MAP: return sizeof(struct coro_rec_map) + 1;
+	case CORO_REC_STACK: return sizeof(struct coro_rec_stack);
 	}
 	return sizeof(struct coro_event_hdr);
 }
@@ -144,12 +175,22 @@ bool coro_record_valid(const struct coro_event_hdr *h, size_t avail, const char 
 		return false;
 	}
 	/* Strings inside must end within the record. */
-	if (h->kind == CORO_REC_PROCESS || h->kind == CORO_REC_OBJECT) {
-		size_t off = h->kind == CORO_REC_PROCESS ? sizeof(struct coro_rec_process)
-							 : sizeof(struct coro_rec_object);
+	if (h->kind == CORO_REC_PROCESS || h->kind == CORO_REC_OBJECT || h->kind == CORO_REC_MAP) {
+		size_t off = h->kind == CORO_REC_PROCESS  ? sizeof(struct coro_rec_process)
+			     : h->kind == CORO_REC_OBJECT ? sizeof(struct coro_rec_object)
+							  : sizeof(struct coro_rec_map);
 
 		if (!memchr((const char *)h + off, 0, h->size - off)) {
 			*why = "string in record not terminated";
+			return false;
+		}
+	}
+	if (h->kind == CORO_REC_STACK) {
+		const struct coro_rec_stack *st = (const void *)h;
+
+		if (st->nframes > CORO_STACK_DEPTH || st->id == 0 ||
+		    sizeof(*st) + (size_t)st->nframes * 8 > h->size) {
+			*why = "stack record with a bad frame count or id";
 			return false;
 		}
 	}

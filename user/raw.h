@@ -38,6 +38,8 @@ enum coro_rec_kind {
 	CORO_REC_STATS = 132,	  /* loss and throughput counters so far: struct coro_rec_stats */
 	CORO_REC_END = 133,	  /* the capture ended cleanly: struct coro_rec_end */
 	CORO_REC_SWITCH = 134,	  /* switch-function uprobes attached: struct coro_rec_switch */
+	CORO_REC_MAP = 135,	  /* --stacks: an executable mapping of a process: struct coro_rec_map */
+	CORO_REC_STACK = 136,	  /* --stacks: a distinct user stack: struct coro_rec_stack */
 };
 
 enum coro_proc_mode {
@@ -82,6 +84,36 @@ struct coro_rec_switch {
 	char text[]; /* path, sites, limits; padded to 8 */
 };
 
+/*
+ * --stacks. A file mapped executable into a traced process, written before
+ * the first stack with an address in it (the process may be gone when the
+ * capture is symbolized). CORO_MAPF_RESET: the process exec'd, its earlier
+ * mappings are gone.
+ */
+enum { CORO_MAPF_RESET = 1 };
+
+struct coro_rec_map {
+	struct coro_event_hdr hdr; /* pid, ts */
+	u64 start, end;		   /* addresses */
+	u64 pgoff;		   /* file offset mapped at start */
+	u32 flags;
+	u32 __pad;
+	char path[]; /* NUL-terminated, padded to 8 */
+};
+
+/*
+ * A distinct stack of a process, defined once, before the first record that
+ * names it (struct coro_stack_ref, CORO_STACK_CAPTURE_ID). ips[0] is where
+ * the probe fired; the others are return addresses, innermost first.
+ * Definitions are timeless: readers take them when read, not in time order.
+ */
+struct coro_rec_stack {
+	struct coro_event_hdr hdr; /* pid, ts of its first use */
+	u32 id;			   /* 1.. within the capture */
+	u32 nframes;		   /* at most CORO_STACK_DEPTH */
+	u64 ips[];
+};
+
 struct coro_rec_proc_exit {
 	struct coro_event_hdr hdr; /* pid, ts */
 	s32 status;		   /* waitpid status if known (launched), else -1 */
@@ -94,6 +126,8 @@ enum coro_user_stat {
 	CORO_USTAT_BAD_RECORDS = 1,  /* records from the ring that failed validation */
 	CORO_USTAT_LATE_ATTACH = 2,  /* objects attached after they were mapped */
 	CORO_USTAT_ATTACH_FAIL = 3,  /* objects with probes that could not be attached */
+	CORO_USTAT_STACK_UNRESOLVED = 4, /* --stacks: refs that gave no stack (kept without) */
+	CORO_USTAT_STACK_UNMAPPED = 5,	 /* --stacks: stacks with addresses in no mapping read */
 	CORO_USTAT_MAX = 8,
 };
 
@@ -157,6 +191,15 @@ void capture_info_free(struct capture_info *ci);
 /* Record validation shared by the ring reader and the file reader. */
 bool coro_record_valid(const struct coro_event_hdr *h, size_t avail, const char **why);
 const char *coro_kind_name(unsigned kind);
+/*
+ * The stack ref of a record that may carry one (CREATE, SWITCH, CTX_CREATE,
+ * CTX_SWITCH taken with --stacks), or NULL; and the size of its payload
+ * without it.
+ */
+const struct coro_stack_ref *coro_stack_ref_of(const struct coro_event_hdr *h);
+size_t coro_stack_base_size(unsigned kind);
+/* The capture stack id a record names (0: none). */
+u32 coro_record_stack(const struct coro_event_hdr *h);
 /* enum coro_ctx_family as text ("ucontext", "boost-context", "pth", "custom"), and back (0: unknown). */
 const char *coro_family_name(u32 family);
 u32 coro_family_parse(const char *name);

@@ -27,19 +27,23 @@ static const char schema[] =
 	"  running_ns INTEGER, runnable_ns INTEGER, suspended_ns INTEGER, new_ns INTEGER,\n"
 	"  unknown_ns INTEGER, longest_suspended_ns INTEGER, switch_ins INTEGER,\n"
 	"  readies INTEGER, threads TEXT, open_spans TEXT, name_truncated INTEGER,\n"
-	"  uncertain INTEGER, offcpu_ns INTEGER, blocked_ns INTEGER, runq_ns INTEGER);\n"
+	"  uncertain INTEGER, offcpu_ns INTEGER, blocked_ns INTEGER, runq_ns INTEGER,\n"
+	"  create_stack INTEGER, park_stack INTEGER);\n"
 	"CREATE TABLE offcpu (pid INTEGER, tid INTEGER, uid INTEGER, id INTEGER, start_ts INTEGER,\n"
 	"  end_ts INTEGER, dur_ns INTEGER, state TEXT, runq_ns INTEGER, cpu INTEGER);\n"
 	"CREATE TABLE events (ts INTEGER, pid INTEGER, tid INTEGER, ev TEXT, id INTEGER,\n"
 	"  uid INTEGER, parent INTEGER, waker INTEGER, to_id INTEGER, to_uid INTEGER,\n"
 	"  reason TEXT, obj INTEGER, status INTEGER, name TEXT, depth INTEGER,\n"
-	"  lost_before INTEGER);\n"
+	"  lost_before INTEGER, stack INTEGER);\n"
 	"CREATE TABLE slices (uid INTEGER, pid INTEGER, tid INTEGER, state TEXT, reason TEXT,\n"
 	"  obj INTEGER, start_ts INTEGER, end_ts INTEGER, dur_ns INTEGER);\n"
 	"CREATE TABLE findings (kind TEXT, pid INTEGER, tid INTEGER, coroutine_uid INTEGER,\n"
 	"  coroutine_id INTEGER, name TEXT, ts INTEGER, dur_ns INTEGER, open INTEGER,\n"
 	"  state TEXT, reason TEXT, obj INTEGER, waker INTEGER, span TEXT, count INTEGER,\n"
-	"  peak_per_s INTEGER, chain TEXT);\n";
+	"  peak_per_s INTEGER, chain TEXT, stack INTEGER);\n"
+	"CREATE TABLE stacks (id INTEGER PRIMARY KEY, pid INTEGER, nframes INTEGER);\n"
+	"CREATE TABLE frames (stack_id INTEGER, depth INTEGER, ip INTEGER, func TEXT,\n"
+	"  func_off INTEGER, object TEXT, rel INTEGER, file TEXT, line INTEGER);\n";
 
 /* Created after the rows: cheaper than maintaining them during the inserts. */
 static const char indexes[] =
@@ -50,18 +54,24 @@ static const char indexes[] =
 	"CREATE INDEX slices_uid ON slices (uid, start_ts);\n"
 	"CREATE INDEX slices_state ON slices (state, dur_ns);\n"
 	"CREATE INDEX findings_kind ON findings (kind, dur_ns);\n"
-	"CREATE INDEX offcpu_uid ON offcpu (uid, start_ts);\n";
+	"CREATE INDEX offcpu_uid ON offcpu (uid, start_ts);\n"
+	"CREATE INDEX frames_stack ON frames (stack_id, depth);\n";
 
-enum stmt { ST_PROCESS, ST_THREAD, ST_CORO, ST_EVENT, ST_SLICE, ST_FINDING, ST_META, ST_OFFCPU, ST_N };
+enum stmt {
+	ST_PROCESS, ST_THREAD, ST_CORO, ST_EVENT, ST_SLICE, ST_FINDING, ST_META, ST_OFFCPU,
+	ST_STACK, ST_FRAME, ST_N
+};
 
 static const char *const stmt_sql[ST_N] = {
 	[ST_PROCESS] = "INSERT INTO processes VALUES (?,?,?,?,?,?,NULL,NULL,NULL)",
 	[ST_THREAD] = "INSERT INTO threads VALUES (?,?,?,?)",
 	[ST_CORO] = "INSERT INTO coroutines VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-		    "?,?,?,?,?,?,?)",
-	[ST_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+		    "?,?,?,?,?,?,?,?,?)",
+	[ST_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[ST_SLICE] = "INSERT INTO slices VALUES (?,?,?,?,?,?,?,?,?)",
-	[ST_FINDING] = "INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[ST_FINDING] = "INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[ST_STACK] = "INSERT INTO stacks VALUES (?,?,?)",
+	[ST_FRAME] = "INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?)",
 	[ST_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
 	[ST_OFFCPU] = "INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?)",
 };
@@ -148,6 +158,8 @@ static void sq_event(struct sqlite_sink *s, const struct coro_event_hdr *h,
 		BI(st, 6, mi->c->uid);
 	if (h->lost_before)
 		BI(st, 16, h->lost_before);
+	if (coro_record_stack(h))
+		BI(st, 17, coro_record_stack(h));
 	switch (h->kind) {
 	case CORO_EV_CREATE: {
 		const struct coro_ev_create *e = (const void *)h;
@@ -390,6 +402,10 @@ static void sq_coroutine_end(void *ctx, const struct coro *c)
 	BI(st, 28, c->t_offcpu);
 	BI(st, 29, c->t_blocked);
 	BI(st, 30, c->t_runq);
+	if (c->create_stack)
+		BI(st, 31, c->create_stack);
+	if (c->park_stack)
+		BI(st, 32, c->park_stack);
 	step(s, ST_CORO);
 }
 
@@ -436,6 +452,8 @@ static void sq_finding(void *ctx, const struct finding *f)
 	}
 	if (n)
 		BT(st, 17, chain);
+	if (f->stack)
+		BI(st, 18, f->stack);
 	step(s, ST_FINDING);
 }
 
@@ -452,6 +470,44 @@ static void sq_finish(void *ctx, const struct model *m)
 	meta(s, "string_faults", NULL, (s64)m->stats.bpf[CORO_STAT_STR_FAULT], true);
 	meta(s, "no_thread_state", NULL, (s64)m->stats.bpf[CORO_STAT_NO_TASK_STATE], true);
 	meta(s, "map_full", NULL, (s64)m->stats.bpf[CORO_STAT_MAP_FULL], true);
+	meta(s, "stacks_lost", NULL, (s64)m->stats.bpf[CORO_STAT_STACK_LOST], true);
+	meta(s, "stacks_unresolved", NULL, (s64)m->stats.user[CORO_USTAT_STACK_UNRESOLVED], true);
+	meta(s, "stacks_unmapped", NULL, (s64)m->stats.user[CORO_USTAT_STACK_UNMAPPED], true);
+	/* Every stack defined, whether or not a row names it (frames innermost first, depth 0). */
+	if (m->sym) {
+		const struct sym_stack *stk;
+		size_t it = 0;
+
+		while ((stk = symbolizer_next(m->sym, &it))) {
+			sqlite3_stmt *st = s->st[ST_STACK];
+
+			BI(st, 1, stk->id);
+			BI(st, 2, stk->pid);
+			BI(st, 3, stk->n);
+			step(s, ST_STACK);
+			for (u32 i = 0; i < stk->n; i++) {
+				const struct sym_frame *f = stk->frames[i];
+
+				st = s->st[ST_FRAME];
+				BI(st, 1, stk->id);
+				BI(st, 2, i);
+				BI(st, 3, f->ip);
+				if (f->func) {
+					BT(st, 4, f->func);
+					BI(st, 5, f->func_off);
+				}
+				if (f->obj) {
+					BT(st, 6, f->obj);
+					BI(st, 7, f->rel);
+				}
+				if (f->file) {
+					BT(st, 8, f->file);
+					BI(st, 9, f->line);
+				}
+				step(s, ST_FRAME);
+			}
+		}
+	}
 	meta(s, "bad_records", NULL, (s64)m->stats.user[CORO_USTAT_BAD_RECORDS], true);
 	meta(s, "late_attach", NULL, (s64)m->stats.user[CORO_USTAT_LATE_ATTACH], true);
 	meta(s, "attach_failures", NULL, (s64)m->stats.user[CORO_USTAT_ATTACH_FAIL], true);

@@ -65,7 +65,26 @@ static void term_safe(char *dst, size_t len, const char *src)
 			*p = '?';
 }
 
-static void print_findings(struct summary *s)
+/* The innermost frames of a finding's stack, one a line. */
+#define SUMMARY_FRAMES 6
+
+static void print_stack(struct summary *s, const struct model *m, u32 id)
+{
+	const struct sym_stack *st = model_stack(m, id);
+	char buf[512], safe[3 * 512 + 1];
+
+	if (!st)
+		return;
+	for (u32 i = 0; i < st->n && i < SUMMARY_FRAMES; i++) {
+		sym_frame_format(st->frames[i], buf, sizeof(buf));
+		utf8_sanitize(safe, sizeof(safe), buf, sizeof(buf));
+		fprintf(s->out, "                  %s %s\n", i ? "  " : "at", safe);
+	}
+	if (st->n > SUMMARY_FRAMES)
+		fprintf(s->out, "                    ... %u more frames\n", st->n - SUMMARY_FRAMES);
+}
+
+static void print_findings(struct summary *s, const struct model *m)
 {
 	u64 total = 0;
 
@@ -111,6 +130,7 @@ static void print_findings(struct summary *s)
 			if (f->has_waker)
 				fprintf(s->out, ", woken by 0x%llx", (unsigned long long)f->waker);
 			fprintf(s->out, "%s\n", f->open ? ", still so at the end" : "");
+			print_stack(s, m, f->stack);
 		}
 	}
 }
@@ -239,7 +259,7 @@ static void summary_finish(void *ctx, const struct model *m)
 			(unsigned long long)a->recreate_live,
 			(unsigned long long)a->span_unmatched_end);
 	print_paths(s, m);
-	print_findings(s);
+	print_findings(s, m);
 	if (!s->ntop)
 		return;
 	fprintf(s->out, "  longest suspended:\n");

@@ -175,13 +175,13 @@ def trace_launch(name, cmd, extra=(), env=None):
     return Trace(out), (read_truth(truth) if os.path.exists(truth) else None), p, out, raw
 
 
-def check_replay(live_jsonl, raw):
+def check_replay(live_jsonl, raw, extra=()):
     """The raw capture replays into byte-identical outputs (JSONL, and Perfetto if written)."""
     outs = [live_jsonl]
     pf = live_jsonl[:-len(".jsonl")] + ".pftrace"
     if os.path.exists(pf):
         outs.append(pf)
-    args = ["report", "-q", raw]
+    args = ["report", "-q", raw] + list(extra)
     for o in outs:
         args += ["-o", o + ".replay" + os.path.splitext(o)[1]]
     p = corobpf(args)
@@ -645,7 +645,8 @@ def all_mode_finds_programs_started_later_and_after_exec():
 @test
 def sqlite_matches_jsonl_and_documented_queries_run():
     out, db, cs, raw = work("sq.jsonl"), work("sq.db"), work("sq.csv"), work("sq.raw")
-    p = corobpf(["-o", out, "-o", db, "-o", cs, "--raw", raw, "--", os.path.join(BUILD, "demo"), "-d", "1"])
+    p = corobpf(["--stacks", "-o", out, "-o", db, "-o", cs, "--raw", raw, "--",
+                 os.path.join(BUILD, "demo"), "-d", "1"])
     eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
     trace = Trace(out)
     con = sqlite3.connect(db)
@@ -1493,6 +1494,172 @@ def demo_runs_and_traces():
     check(-5 in statuses and -125 in statuses, "the demo's failures are not traced: %s" % statuses)
     check(trace.by_ev("span_begin"), "no spans")
     check("longest suspended" in p.stderr, "no summary:\n" + p.stderr)
+
+
+# ---- --stacks: where coroutines were created and where they park ----
+
+def stack_funcs(trace, sid):
+    stacks = {r["id"]: r for r in trace.records if r["type"] == "stack"}
+    check(sid in stacks, "stack %r is not defined before the end" % sid)
+    return [f.get("func") for f in stacks[sid]["frames"]], stacks[sid]["frames"]
+
+
+def check_parking_stacks(trace, variant, how):
+    """The stacks of progs/stacks.c name the functions its coroutines park in."""
+    cor = {c["name"]: c for c in trace.coroutines}
+    want_park = {"exe-parker": ["co_sleep_us", "exe_park_here", "exe_parker"],
+                 "lib-parker": ["co_sleep_us", "lib_park_here", "lib_parker"],
+                 "forgotten": ["chan_recv", "exe_wait_forever", "forgotten"]}
+    for name, chain in want_park.items():
+        check(name in cor, "%s: coroutine %s missing" % (how, name))
+        funcs, frames = stack_funcs(trace, cor[name].get("park_stack"))
+        # Innermost first: the scheduler's switch_out_locked, then the chain, in order.
+        i = funcs.index(chain[0]) if chain[0] in funcs else -1
+        eq(funcs[i:i + len(chain)], chain, "%s: park stack of %s (%s)" % (how, name, funcs))
+        cfuncs, _ = stack_funcs(trace, cor[name].get("create_stack"))
+        eq(cfuncs[:3], ["co_spawn", "spawn_them", "spawner"],
+           "%s: create stack of %s" % (how, name))
+        if name == "lib-parker":
+            lib = [f for f in frames if f.get("func") == "lib_park_here"][0]
+            check(lib["obj"].endswith("/libstackslib-%s.so" % variant),
+                  "%s: lib_park_here is in %s" % (how, lib["obj"]))
+        if name == "exe-parker":
+            exe = [f for f in frames if f.get("func") == "exe_park_here"][0]
+            check(exe["obj"].endswith("/stacks-%s" % variant) and
+                  exe.get("file", "").endswith("progs/stacks.c") and exe.get("line", 0) > 0,
+                  "%s: exe_park_here's object and line: %r" % (how, exe))
+    # Every switch and create event names a stack (none lost, none unresolved).
+    for e in trace.events:
+        if e["ev"] in ("create", "switch") and e["pid"] == trace.processes[0]["pid"]:
+            check("stack" in e, "%s: %s event without a stack: %r" % (how, e["ev"], e))
+    eq(trace.trailer["lost"]["stacks_lost"], 0, "%s: stacks lost" % how)
+    eq(trace.trailer["lost"]["stacks_unresolved"], 0, "%s: stacks unresolved" % how)
+    found = [f for f in trace.records if f["type"] == "finding"]
+    eq([(f["kind"], f["name"]) for f in found], [("lost_wakeup", "forgotten")], "findings")
+    eq(found[0].get("stack"), cor["forgotten"]["park_stack"], "the finding's stack")
+
+
+def perfetto_callstacks(pf):
+    """The function names of every inline callstack in a trace, root first."""
+    with open(pf, "rb") as f:
+        p = subprocess.run(["protoc", "--decode=corobpf.Trace", "-I",
+                            os.path.join(ROOT, "tests/perfetto"),
+                            os.path.join(ROOT, "tests/perfetto/corobpf_trace.proto")],
+                           stdin=f, capture_output=True, timeout=120)
+    eq(p.returncode, 0, "protoc --decode")
+    out, stacks, cur = p.stdout.decode(), [], None
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("callstack {"):
+            cur = []
+            stacks.append(cur)
+        elif cur is not None and line.startswith("function_name:"):
+            cur.append(json.loads(line.split(":", 1)[1].strip()))
+        elif line.startswith("track_event {"):
+            cur = None
+    return stacks
+
+
+def make_stacks_test(variant, how):
+    def t():
+        out, raw, db = work("stacks-%s-%s.jsonl" % (variant, how)), \
+            work("stacks-%s-%s.raw" % (variant, how)), work("stacks-%s-%s.db" % (variant, how))
+        pf = out[:-len(".jsonl")] + ".pftrace"
+        p = corobpf(["--stacks=" + how, "--stall", "0.2", "-o", out, "-o", db, "-o", pf,
+                     "--raw", raw, "--", os.path.join(TESTS_BIN, "stacks-" + variant)])
+        eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+        check("DONE" in p.stdout, "the program's output: %r" % p.stdout)
+        trace = Trace(out)
+        check_parking_stacks(trace, variant, how)
+        # The summary shows where the forgotten coroutine is parked.
+        check("at switch_out_locked" in p.stderr and "exe_wait_forever" in p.stderr,
+              "summary without the finding's stack:\n" + p.stderr)
+        # Symbolized again from the raw capture, after the process is gone: the same.
+        check_replay(out, raw, ["--stall", "0.2"])
+        # Perfetto: valid, and the forgotten coroutine's suspended slice carries its stack.
+        t2 = perfetto_check.check(pf, out)
+        stacks = perfetto_callstacks(pf)
+        check(any(fr[-3:] == ["exe_wait_forever", "chan_recv", "switch_out_locked"]
+                  for fr in stacks), "no Perfetto callstack ends in exe_wait_forever: %r" %
+              stacks[:5])
+        # SQLite: the same stacks, frame by frame.
+        con = sqlite3.connect(db)
+        for c in trace.coroutines:
+            if c["name"] != "lib-parker":
+                continue
+            got = [r[0] for r in con.execute(
+                "SELECT f.func FROM coroutines c JOIN frames f ON f.stack_id = c.park_stack "
+                "WHERE c.uid = ? ORDER BY f.depth", (c["uid"],))]
+            funcs, _ = stack_funcs(trace, c["park_stack"])
+            eq(got, funcs, "SQLite frames of lib-parker's park stack")
+        con.close()
+    t.__name__ = "stacks_%s_%s" % (how, variant)
+    return t
+
+
+for _variant, _how in (("nofp", "dwarf"), ("fp", "dwarf"), ("fp", "fp")):
+    test(make_stacks_test(_variant, _how))
+
+
+@test
+def stacks_fp_without_frame_pointers_is_short_and_says_so():
+    """--stacks=fp on code built without frame pointers: few frames (the reason dwarf is the
+    default), never a crash or a lost event."""
+    out = work("stacks-nofp-fpwalk.jsonl")
+    p = corobpf(["--stacks=fp", "-o", out, "--", os.path.join(TESTS_BIN, "stacks-nofp")])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    cor = {c["name"]: c for c in trace.coroutines}
+    funcs, _ = stack_funcs(trace, cor["exe-parker"]["park_stack"])
+    check("exe_park_here" not in funcs, "a frame-pointer walk found frames it cannot: %r" % funcs)
+    eq(trace.trailer["lost"]["events"], 0, "events lost")
+
+
+@test
+def ps_lists_live_coroutines_where_they_park():
+    """corobpf ps on a running process: each coroutine that parks during the window, with the
+    function it parks in (executable and library, no frame pointers); exits 0 and leaves the
+    process running."""
+    prog = subprocess.Popen([os.path.join(TESTS_BIN, "stacks-nofp"), "serve"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = prog.stdout.readline().split()
+        check(line and line[0] == "READY", "the program did not start: %r" % line)
+        pid = int(line[1])
+        p = corobpf(["ps", "-p", str(pid), "-d", "0.5"])
+        eq(p.returncode, 0, "corobpf ps exit code (%s)" % p.stderr.strip())
+        out = p.stdout
+        check("process %d (stacks-nofp)" % pid in out, "no process header:\n" + out)
+        # Attached mid-life, names fired at creation are not seen: found by where they park.
+        blocks = out.split("\n  0x")[1:]
+        for fn in ("exe_park_here", "lib_park_here"):
+            mine = [b for b in blocks if fn in b]
+            eq(len(mine), 1, "coroutines parked in %s:\n%s" % (fn, out))
+            b = mine[0]
+            check("suspended: sleep for " in b.splitlines()[0], "state: %s" % b.splitlines()[0])
+            check("at switch_out_locked" in b and "co_sleep_us" in b, "where it parks:\n" + b)
+            if fn == "lib_park_here":
+                check("libstackslib-nofp.so" in b, "the library is named:\n" + b)
+        # Parked since before the window, the forgotten one fired nothing: not listed, and the
+        # output says such coroutines are invisible.
+        eq(len(blocks), 2, "coroutines listed")
+        check("not listed" in out, "no note about unseen coroutines:\n" + out)
+        check(prog.poll() is None, "the process did not survive corobpf ps")
+    finally:
+        prog.kill()
+        prog.wait()
+    p = corobpf(["ps", "--", "/bin/true"])
+    eq(p.returncode, 2, "corobpf ps -- CMD is a usage error")
+
+
+@test
+def stacks_usage_errors():
+    for args, text in ((["--stacks=lbr"], "invalid --stacks"),
+                       (["--stack-bytes", "100", "--stacks"], "invalid --stack-bytes"),
+                       (["--stacks=fp", "--stack-bytes", "4096"], "--stack-bytes sizes")):
+        p = corobpf(args + ["--", "/bin/true"])
+        eq(p.returncode, 2, "exit code of %r" % args)
+        check(text in p.stderr, "%r: %s" % (args, p.stderr.strip()))
 
 
 # ---- make bench runs (its numbers are not asserted: this is not a timed test) ----

@@ -135,6 +135,34 @@ def probe_costs(res):
             res["probe"]["bpftrace_added_ns"] / max(res["probe"]["corobpf_added_ns"], 1)
 
 
+def stacks_cost(res):
+    """--stacks: what a stack adds per event, on a probe that carries one (create)."""
+    loop, loop_off = os.path.join(BUILD, "bench/probe_loop"), os.path.join(BUILD, "bench/probe_loop_off")
+    n = 2000 if QUICK else 200000
+    base = median([per_iter(sh([loop_off, str(n)]).stdout) for _ in range(RUNS)])
+    modes = {"none": [], "fp": [], "dwarf": []}
+    lost = {"fp": [], "dwarf": []}
+    out = os.path.join(WORK, "stk.jsonl")
+    for _ in range(RUNS):
+        for m in modes:
+            args = [COROBPF, "-q", "--no-sched", "--force", "-o", out]
+            if m != "none":
+                args.append("--stacks=" + m)
+            modes[m].append(per_iter(sh(args + ["--", loop, str(n), "create"]).stdout))
+            if m != "none":
+                with open(out) as f:
+                    trailer = json.loads(f.read().splitlines()[-1])
+                lost[m].append(trailer["lost"]["events"] + trailer["lost"]["stacks_lost"])
+    r = res["stacks"] = {}
+    for m, v in modes.items():
+        r[m + "_ns_per_hit"] = median(v) - base
+    for m in ("fp", "dwarf"):
+        r[m + "_added_ns"] = r[m + "_ns_per_hit"] - r["none_ns_per_hit"]
+        r[m + "_over_none"] = r[m + "_ns_per_hit"] / r["none_ns_per_hit"]
+        r[m + "_lost_max"] = max(lost[m])
+    r["events"] = n
+
+
 def sched_cost(res):
     if not shutil.which("perf"):
         res["sched"] = {"skipped": "perf (linux-perf) not installed"}
@@ -359,6 +387,13 @@ def table(res):
         lines.append("per event: bpftrace printf      %8.0f ns   %.1fx corobpf" % (p["bpftrace_ns_per_event"], p["bpftrace_over_corobpf"]))
         lines.append("added beyond the floor: corobpf %.0f ns, bpftrace %.0f ns (%.1fx)" % (
             p["corobpf_added_ns"], p["bpftrace_added_ns"], p["bpftrace_added_over_corobpf_added"]))
+    st = res.get("stacks")
+    if st:
+        lines.append("--stacks, per create (a stack each): none %.0f ns; fp %.0f ns (+%.0f, %.2fx); "
+                     "dwarf %.0f ns (+%.0f, %.2fx); lost at most: fp %d, dwarf %d of %d" % (
+                         st["none_ns_per_hit"], st["fp_ns_per_hit"], st["fp_added_ns"], st["fp_over_none"],
+                         st["dwarf_ns_per_hit"], st["dwarf_added_ns"], st["dwarf_over_none"],
+                         st["fp_lost_max"], st["dwarf_lost_max"], st["events"]))
     s = res.get("sched", {})
     if "added_ns_per_context_switch" in s:
         lines.append("context switch, sched view on   %+8.0f ns   (pipe op %.2f -> %.2f us, %.3fx)" % (
@@ -404,7 +439,7 @@ def main():
         return 1
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
-    for step in (probe_costs, sched_cost, switch_costs, replay, loss, scale):
+    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, replay, loss, scale):
         if not only or step.__name__ in only:
             step(res)
     text = table(res)

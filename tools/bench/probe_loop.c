@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * probe_loop N: fire CORO_PROBE(ready, i) N times and print the time per
+ * probe_loop N [create]: fire CORO_PROBE(ready, i) (or create(i, 0), a
+ * probe that carries a stack under --stacks) N times and print the time per
  * iteration. Built twice: with the probes, and with -DCOROBPF_DISABLE.
  */
 #include <stdio.h>
@@ -11,13 +12,21 @@
 int main(int argc, char **argv)
 {
 	long n = argc > 1 ? atol(argv[1]) : 1000000;
+	int create = argc > 2 && argv[2][0] == 'c';
 	struct timespec a, b;
 
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	for (long i = 0; i < n; i++) {
-		/* Keeps the loop (and i in a register) when the probe compiles away. */
-		__asm__ __volatile__("" ::"r"(i));
-		CORO_PROBE(ready, i);
+	if (create) {
+		for (long i = 0; i < n; i++) {
+			__asm__ __volatile__("" ::"r"(i));
+			CORO_PROBE(create, i, 0);
+		}
+	} else {
+		for (long i = 0; i < n; i++) {
+			/* Keeps the loop (and i in a register) when the probe compiles away. */
+			__asm__ __volatile__("" ::"r"(i));
+			CORO_PROBE(ready, i);
+		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	printf("%.3f ns/iter\n",

@@ -121,7 +121,6 @@ struct worker {
 	void *sp;			/* the loop's context while a coroutine runs */
 	struct coro *current;
 	int out_reason;			/* why `current` switched back, and on what */
-	uint64_t out_obj;
 	const void *stack_lo;		/* this thread's stack, for ASan */
 	size_t stack_size;
 	void *asan_fake_stack;
@@ -330,7 +329,12 @@ static void switch_out_locked(struct coro *self, int reason, uint64_t obj)
 	struct worker *w = this_worker();
 
 	w->out_reason = reason;
-	w->out_obj = obj;
+	/*
+	 * Fired here, on the coroutine's own stack, not in the worker's loop:
+	 * a stack taken at this probe (corobpf --stacks) is where it parks.
+	 */
+	S.stats.switches++;
+	CORO_PROBE(switch, self->id, 0, reason, obj);
 #ifdef CORO_ASAN
 	__sanitizer_start_switch_fiber(reason == CORO_DONE ? NULL : &self->asan_fake_stack,
 				       w->stack_lo, w->stack_size);
@@ -631,7 +635,6 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	struct coro *from = NULL, *next;
 	int reason = 0;
-	uint64_t obj = 0;
 
 	tls_worker = w;
 	worker_init_fiber(w);
@@ -642,21 +645,8 @@ static void *worker_main(void *arg)
 		if (from)
 			settle_locked(from, reason);
 		next = rq_pop_locked();
-		if (from && (!next || next == from)) {
-			/*
-			 * Nothing else to run. Even a yielder that is the only runnable
-			 * coroutine leaves the worker for an instant, so that every
-			 * co_yield() is one switch out and one switch in.
-			 */
-			S.stats.switches++;
-			CORO_PROBE(switch, from->id, 0, reason, obj);
-			from = NULL;
-			reason = 0;
-			obj = 0;
-			/* Its own timer may be due by now: go round once more. */
-			if (!next)
-				continue;
-		}
+		/* `from` said its switch out itself (switch_out_locked). */
+		from = NULL;
 		if (!next) {
 			if (S.stopping)
 				break;
@@ -664,7 +654,7 @@ static void *worker_main(void *arg)
 			continue;
 		}
 		S.stats.switches++;
-		CORO_PROBE(switch, from ? from->id : 0, next->id, reason, obj);
+		CORO_PROBE(switch, 0, next->id, 0, 0);
 		next->state = CO_RUNNING;
 		next->switch_ins++;
 		w->current = next;
@@ -672,7 +662,6 @@ static void *worker_main(void *arg)
 		/* Whoever runs on this worker switched back: that is w->current. */
 		from = w->current;
 		reason = w->out_reason;
-		obj = w->out_obj;
 		w->current = NULL;
 	}
 	pthread_mutex_unlock(&S.lock);

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Coroutines that park in known functions, for corobpf --stacks. Built with
+ * and without frame pointers (stacks-fp, stacks-nofp), the scheduler
+ * compiled in with the same flags, and a shared library (libstackslib*.so)
+ * holding one of the parking functions.
+ *
+ *   spawner            spawns the others from spawn_them()
+ *   exe-parker         parks in exe_park_here() -> co_sleep_us(), 3 times
+ *   lib-parker         parks in lib_park_here() (the library) -> co_sleep_us(), 3 times
+ *   forgotten          parks in exe_wait_forever() -> chan_recv() on a channel
+ *                      nobody sends to: a lost wakeup at the end (--stall 0.2)
+ *
+ * Prints "DONE" when the parkers have finished; the forgotten one is left
+ * waiting, and the process exits 400 ms later.
+ *
+ * stacks serve: the parkers park for 50 ms at a time until killed (for
+ * corobpf ps); prints "READY <pid>" once they run.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "corosched.h"
+
+void lib_park_here(unsigned us);
+
+static co_chan_t *never;
+
+__attribute__((noinline)) void exe_park_here(unsigned us)
+{
+	co_sleep_us(us);
+	__asm__ volatile("" ::: "memory"); /* not a tail call: this frame stays */
+}
+
+__attribute__((noinline)) void exe_wait_forever(void)
+{
+	void *msg;
+
+	chan_recv(never, &msg);
+	__asm__ volatile("" ::: "memory");
+}
+
+static int serve;
+
+static int exe_parker(void *arg)
+{
+	for (int i = 0; serve || i < 3; i++)
+		exe_park_here(serve ? 50000 : 2000);
+	return 0;
+}
+
+static int lib_parker(void *arg)
+{
+	for (int i = 0; serve || i < 3; i++)
+		lib_park_here(serve ? 50000 : 2000);
+	return 0;
+}
+
+static int forgotten(void *arg)
+{
+	exe_wait_forever();
+	return 0;
+}
+
+__attribute__((noinline)) void spawn_them(void)
+{
+	co_spawn(exe_parker, NULL, "exe-parker");
+	co_spawn(lib_parker, NULL, "lib-parker");
+	co_spawn(forgotten, NULL, "forgotten");
+	__asm__ volatile("" ::: "memory");
+}
+
+static int spawner(void *arg)
+{
+	spawn_them();
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t id;
+
+	serve = argc > 1 && !strcmp(argv[1], "serve");
+	never = chan_new(0);
+	if (sched_start(2))
+		return 1;
+	id = co_spawn(spawner, NULL, "spawner");
+	(void)id;
+	if (serve) {
+		printf("READY %d\n", (int)getpid());
+		fflush(stdout);
+		for (;;)
+			pause();
+	}
+	/* The parkers take ~6 ms; give them ample time. */
+	usleep(300000);
+	printf("DONE\n");
+	fflush(stdout);
+	usleep(400000);
+	return 0;
+}

@@ -1,0 +1,460 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The capture side of --stacks (stacks.h): kernel stack ids and dwarf samples to capture stack ids. */
+#include <bpf/bpf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "log.h"
+#include "stacks.h"
+
+struct map_ent {
+	u64 start, end, pgoff;
+	char *path;
+};
+
+static u64 hash_ips(const u64 *ips, u32 n)
+{
+	u64 h = 0xcbf29ce484222325ull ^ n;
+
+	for (u32 i = 0; i < n; i++) {
+		h ^= ips[i];
+		h *= 0x100000001b3ull;
+		h ^= h >> 29;
+	}
+	return h ? h : 1;
+}
+
+/* ======================= capture side ======================= */
+
+
+/* What the resolver knows of one process (one image: an exec starts another). */
+struct rproc {
+	u32 pid;
+	u32 gen;	      /* bumped by stack_resolver_forget(): part of every cache key */
+	struct map_ent *maps; /* emitted so far */
+	size_t nmaps;
+	bool reset_next;      /* the next MAP record says the earlier ones are gone */
+	Dwfl *dwfl;	      /* dwarf: the process's modules, for unwinding */
+	size_t dwfl_nmaps;    /* ...built from this many of maps[] */
+	bool dwfl_failed;
+};
+
+struct stack_resolver {
+	u32 mode;
+	int stackmap_fd;
+	struct hmap procs; /* (pid, 0) -> struct rproc */
+	struct hmap kids;  /* (pid | gen << 32, kernel id) -> capture id */
+	struct hmap dedup; /* (pid | gen << 32, hash of the frames) -> capture id */
+	u32 next_id;
+	struct stack_resolver_stats st;
+	/* The sample being unwound (dwarf). */
+	const struct coro_stack_sample *smp;
+	const u8 *smp_bytes;
+};
+
+static const Dwfl_Callbacks uw_dwfl_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+};
+
+struct stack_resolver *stack_resolver_new(u32 mode, int stackmap_fd)
+{
+	struct stack_resolver *r = xcalloc(1, sizeof(*r));
+
+	r->mode = mode;
+	r->stackmap_fd = stackmap_fd;
+	hmap_init(&r->procs);
+	hmap_init(&r->kids);
+	hmap_init(&r->dedup);
+	r->next_id = 1;
+	return r;
+}
+
+static struct rproc *rproc_get(struct stack_resolver *r, u32 pid)
+{
+	struct rproc *p = hmap_get(&r->procs, pid, 0);
+
+	if (!p) {
+		p = xcalloc(1, sizeof(*p));
+		p->pid = pid;
+		hmap_put(&r->procs, pid, 0, p);
+	}
+	return p;
+}
+
+static void rproc_drop_image(struct rproc *p)
+{
+	for (size_t i = 0; i < p->nmaps; i++)
+		free(p->maps[i].path);
+	free(p->maps);
+	p->maps = NULL;
+	p->nmaps = 0;
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	p->dwfl = NULL;
+	p->dwfl_failed = false;
+}
+
+void stack_resolver_forget(struct stack_resolver *r, u32 pid)
+{
+	struct rproc *p = hmap_get(&r->procs, pid, 0);
+
+	if (!p)
+		return;
+	rproc_drop_image(p);
+	p->gen++;
+	p->reset_next = true;
+}
+
+static bool maps_cover(const struct rproc *p, u64 ip)
+{
+	for (size_t i = 0; i < p->nmaps; i++)
+		if (ip >= p->maps[i].start && ip < p->maps[i].end)
+			return true;
+	return false;
+}
+
+static void emit_map(struct rproc *p, const struct map_ent *m, u64 ts, stack_emit_fn emit,
+		     void *ctx)
+{
+	size_t plen = strlen(m->path) + 1, size = ROUND_UP(sizeof(struct coro_rec_map) + plen, 8);
+	struct coro_rec_map *rec = xcalloc(1, size);
+
+	rec->hdr.size = (u16)size;
+	rec->hdr.kind = CORO_REC_MAP;
+	rec->hdr.pid = rec->hdr.tid = p->pid;
+	rec->hdr.ts = ts;
+	rec->start = m->start;
+	rec->end = m->end;
+	rec->pgoff = m->pgoff;
+	rec->flags = p->reset_next ? CORO_MAPF_RESET : 0;
+	p->reset_next = false;
+	memcpy(rec->path, m->path, plen);
+	emit(ctx, &rec->hdr);
+	free(rec);
+}
+
+/* Read the process's executable file mappings; emit those not emitted yet. */
+static void refresh_maps(struct rproc *p, u64 ts, stack_emit_fn emit, void *ctx)
+{
+	char path[64], line[4096 + 128];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", p->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return; /* gone: its stacks keep raw addresses */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off;
+		char perms[8];
+		int pos = 0;
+		struct map_ent m;
+		bool have = false;
+		char *file, *nl;
+
+		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &pos) < 4 ||
+		    !pos || perms[2] != 'x')
+			continue;
+		file = line + pos;
+		if (file[0] != '/')
+			continue; /* anonymous, [vdso], [stack]: no file to read symbols from */
+		if ((nl = strchr(file, '\n')))
+			*nl = 0;
+		for (size_t i = 0; i < p->nmaps && !have; i++)
+			have = p->maps[i].start == start && p->maps[i].end == end &&
+			       p->maps[i].pgoff == off && !strcmp(p->maps[i].path, file);
+		if (have)
+			continue;
+		m = (struct map_ent){.start = start, .end = end, .pgoff = off, .path = xstrdup(file)};
+		p->maps = xrealloc(p->maps, (p->nmaps + 1) * sizeof(*p->maps));
+		p->maps[p->nmaps++] = m;
+		emit_map(p, &m, ts, emit, ctx);
+	}
+	fclose(f);
+}
+
+static u32 define_stack(struct stack_resolver *r, struct rproc *p, const struct coro_event_hdr *h,
+			const u64 *ips, u32 n, stack_emit_fn emit, void *ctx)
+{
+	u64 key = p->pid | (u64)p->gen << 32, hash = hash_ips(ips, n);
+	u32 id = (u32)(uintptr_t)hmap_get(&r->dedup, key, hash);
+	struct coro_rec_stack *rec;
+	size_t size;
+
+	if (id)
+		return id;
+	for (u32 i = 0; i < n; i++) {
+		if (!maps_cover(p, ips[i])) {
+			refresh_maps(p, h->ts, emit, ctx);
+			break;
+		}
+	}
+	for (u32 i = 0; i < n; i++) {
+		if (maps_cover(p, ips[i]))
+			continue;
+		if (i && p->nmaps) {
+			/*
+			 * A return address in no code: the unwinder ran past the
+			 * stack's end (the bottom of a makecontext stack, say).
+			 */
+			n = i;
+			hash = hash_ips(ips, n);
+			id = (u32)(uintptr_t)hmap_get(&r->dedup, key, hash);
+			if (id)
+				return id;
+		} else {
+			/* Gone before its mappings were read, or code in no file (JIT, vdso). */
+			r->st.unmapped++;
+		}
+		break;
+	}
+	id = r->next_id++;
+	hmap_put(&r->dedup, key, hash, (void *)(uintptr_t)id);
+	size = sizeof(*rec) + (size_t)n * sizeof(u64);
+	rec = xcalloc(1, size);
+	rec->hdr.size = (u16)size;
+	rec->hdr.kind = CORO_REC_STACK;
+	rec->hdr.pid = h->pid;
+	rec->hdr.tid = h->tid;
+	rec->hdr.ts = h->ts;
+	rec->id = id;
+	rec->nframes = n;
+	memcpy(rec->ips, ips, (size_t)n * sizeof(u64));
+	emit(ctx, &rec->hdr);
+	free(rec);
+	r->st.stacks++;
+	return id;
+}
+
+/* ---- dwarf: libdw unwinds the copied stack ---- */
+
+static pid_t uw_next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	(void)dwfl, (void)arg, (void)thread_argp;
+	return 0; /* threads are named by the sample, never listed */
+}
+
+static bool uw_get_thread(Dwfl *dwfl, pid_t tid, void *arg, void **thread_argp)
+{
+	(void)dwfl, (void)tid;
+	*thread_argp = arg;
+	return true;
+}
+
+/* Only the copied stack is memory: an unwinder reading elsewhere stops there. */
+static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct stack_resolver *r = arg;
+	const struct coro_stack_sample *s = r->smp;
+
+	(void)dwfl;
+	if (!s || addr < s->sp || addr + sizeof(*result) > s->sp + s->len ||
+	    addr + sizeof(*result) < addr)
+		return false;
+	memcpy(result, r->smp_bytes + (addr - s->sp), sizeof(*result));
+	return true;
+}
+
+static bool uw_set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	struct stack_resolver *r = arg;
+	/* DWARF numbering on x86-64: 6 rbp, 7 rsp. */
+	Dwarf_Word regs[2] = {r->smp->bp, r->smp->sp};
+
+	dwfl_thread_state_register_pc(thread, r->smp->ip);
+	return dwfl_thread_state_registers(thread, 6, 2, regs);
+}
+
+static const Dwfl_Thread_Callbacks uw_callbacks = {
+	.next_thread = uw_next_thread,
+	.get_thread = uw_get_thread,
+	.memory_read = uw_memory_read,
+	.set_initial_registers = uw_set_initial_registers,
+};
+
+/* ET_EXEC objects sit at their link addresses; shared objects and PIEs where they were mapped. */
+static bool is_exec_type(const char *path)
+{
+	unsigned char e[18];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool exec = false;
+
+	if (fd < 0)
+		return false;
+	if (pread(fd, e, sizeof(e), 0) == (ssize_t)sizeof(e) && !memcmp(e, ELFMAG, SELFMAG))
+		exec = (e[16] | e[17] << 8) == ET_EXEC; /* little-endian hosts only */
+	close(fd);
+	return exec;
+}
+
+/*
+ * The modules to unwind with, from the mappings read so far (not from
+ * /proc: the process may be gone by the time its records are read). Built
+ * again when mappings were added since.
+ */
+static bool rproc_dwfl(struct stack_resolver *r, struct rproc *p)
+{
+	if (p->dwfl && p->dwfl_nmaps == p->nmaps)
+		return true;
+	if (p->dwfl_failed && p->dwfl_nmaps == p->nmaps)
+		return false;
+	if (p->dwfl)
+		dwfl_end(p->dwfl);
+	p->dwfl_nmaps = p->nmaps;
+	p->dwfl_failed = true;
+	p->dwfl = dwfl_begin(&uw_dwfl_callbacks);
+	if (!p->dwfl)
+		return false;
+	dwfl_report_begin(p->dwfl);
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const struct map_ent *m = &p->maps[i], *first = m;
+		bool seen = false;
+
+		for (size_t j = 0; j < p->nmaps && !seen; j++) {
+			if (!strcmp(p->maps[j].path, m->path)) {
+				seen = j < i;
+				if (p->maps[j].pgoff < first->pgoff)
+					first = &p->maps[j];
+			}
+		}
+		if (seen)
+			continue; /* one module per file */
+		if (!dwfl_report_elf(p->dwfl, m->path, m->path, -1,
+				     is_exec_type(m->path) ? 0 : first->start - first->pgoff, false))
+			log_debug("stacks: cannot read %s for unwinding: %s", m->path, dwfl_errmsg(-1));
+	}
+	if (dwfl_report_end(p->dwfl, NULL, NULL) != 0 ||
+	    !dwfl_attach_state(p->dwfl, NULL, (pid_t)p->pid, &uw_callbacks, r)) {
+		log_debug("stacks: cannot prepare unwinding for process %u: %s", p->pid,
+			  dwfl_errmsg(-1));
+		dwfl_end(p->dwfl);
+		p->dwfl = NULL;
+		return false;
+	}
+	p->dwfl_failed = false;
+	return true;
+}
+
+struct uw_frames {
+	u64 ips[CORO_STACK_DEPTH];
+	u32 n;
+};
+
+static int uw_frame(Dwfl_Frame *frame, void *arg)
+{
+	struct uw_frames *f = arg;
+	Dwarf_Addr pc;
+	bool act;
+
+	if (!dwfl_frame_pc(frame, &pc, &act) || !pc)
+		return DWARF_CB_ABORT;
+	f->ips[f->n++] = pc;
+	return f->n < CORO_STACK_DEPTH ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+static u32 unwind(struct stack_resolver *r, struct rproc *p, const struct coro_event_hdr *h,
+		  const struct coro_stack_sample *s, struct uw_frames *out, stack_emit_fn emit,
+		  void *ctx)
+{
+	out->n = 0;
+	/* Code mapped since the mappings were read (dlopen): read them again. */
+	if (!maps_cover(p, s->ip))
+		refresh_maps(p, h->ts, emit, ctx);
+	if (!rproc_dwfl(r, p))
+		goto fallback;
+	r->smp = s;
+	r->smp_bytes = (const u8 *)(s + 1);
+	dwfl_getthread_frames(p->dwfl, (pid_t)h->tid, uw_frame, out);
+	r->smp = NULL;
+	r->st.unwound++;
+	r->st.unwind_frames += out->n;
+	if (out->n)
+		return out->n;
+fallback:
+	/* Nothing to unwind with: where it was is still worth saying. */
+	out->ips[0] = s->ip;
+	out->n = 1;
+	return 1;
+}
+
+void stack_resolver_snapshot(struct stack_resolver *r, u32 pid, u64 ts, stack_emit_fn emit,
+			     void *ctx)
+{
+	refresh_maps(rproc_get(r, pid), ts, emit, ctx);
+}
+
+u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stack_emit_fn emit,
+		  void *ctx)
+{
+	const struct coro_stack_ref *ref = coro_stack_ref_of(h);
+	struct rproc *p;
+
+	if (!ref)
+		return 0;
+	p = rproc_get(r, h->pid);
+	if (ref->how == CORO_STACK_KERNEL_ID) {
+		u64 key = h->pid | (u64)p->gen << 32;
+		u32 id = (u32)(uintptr_t)hmap_get(&r->kids, key, ref->id);
+		u64 ips[CORO_STACK_DEPTH] = {0};
+		u32 n = 0;
+
+		if (id)
+			return id;
+		if (r->stackmap_fd < 0 || bpf_map_lookup_elem(r->stackmap_fd, &ref->id, ips)) {
+			r->st.unresolved++;
+			return 0;
+		}
+		while (n < CORO_STACK_DEPTH && ips[n])
+			n++;
+		if (!n) {
+			r->st.unresolved++;
+			return 0;
+		}
+		id = define_stack(r, p, h, ips, n, emit, ctx);
+		hmap_put(&r->kids, key, ref->id, (void *)(uintptr_t)id);
+		return id;
+	}
+	if (ref->how == CORO_STACK_SAMPLE) {
+		const struct coro_stack_sample *s = (const void *)(ref + 1);
+		size_t base = (size_t)((const char *)(s + 1) - (const char *)h);
+		struct uw_frames f;
+
+		if (h->size < base || s->len > h->size - base) {
+			r->st.unresolved++;
+			return 0;
+		}
+		unwind(r, p, h, s, &f, emit, ctx);
+		return define_stack(r, p, h, f.ips, f.n, emit, ctx);
+	}
+	if (ref->how == CORO_STACK_CAPTURE_ID)
+		return ref->id;
+	return 0;
+}
+
+const struct stack_resolver_stats *stack_resolver_stats(const struct stack_resolver *r)
+{
+	return &r->st;
+}
+
+void stack_resolver_free(struct stack_resolver *r)
+{
+	size_t it = 0;
+	void *v;
+
+	if (!r)
+		return;
+	while (hmap_next(&r->procs, &it, NULL, NULL, &v)) {
+		rproc_drop_image(v);
+		free(v);
+	}
+	hmap_free(&r->procs);
+	hmap_free(&r->kids);
+	hmap_free(&r->dedup);
+	free(r);
+}
+
