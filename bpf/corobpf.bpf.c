@@ -263,12 +263,15 @@ static __always_inline void *stk_reserve(struct stk_rec *r, struct coro_task_sta
 	return r->rec;
 }
 
-/* Take the stack into the record reserved by stk_reserve(); `size`: its payload's. */
-static __always_inline void stk_take(struct stk_rec *r, void *ctx, __u32 size)
+/*
+ * Take the stack into the record reserved by stk_reserve(); `size`: its
+ * payload's. ctx: the program's (for the kernel's walk); regs: the user
+ * registers (the same for uprobes; the task's saved ones for a perf event).
+ */
+static __always_inline void stk_take(struct stk_rec *r, void *ctx, struct pt_regs *regs, __u32 size)
 {
 	struct coro_stack_ref *ref;
 	struct coro_stack_sample *smp;
-	struct pt_regs *regs = ctx;
 	__u32 n, got, off;
 	long id;
 
@@ -462,7 +465,7 @@ int BPF_USDT(coro_create, __u64 id, __u64 parent)
 		return 0;
 	e->id = id;
 	e->parent = parent;
-	stk_take(&r, ctx, sizeof(*e));
+	stk_take(&r, ctx, ctx, sizeof(*e));
 	stk_submit(&r);
 	return 0;
 }
@@ -525,7 +528,7 @@ int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 	e->obj = obj;
 	e->reason = (__u32)reason;
 	e->__pad = 0;
-	stk_take(&r, ctx, sizeof(*e));
+	stk_take(&r, ctx, ctx, sizeof(*e));
 	stk_submit(&r);
 	return 0;
 }
@@ -632,7 +635,7 @@ static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct cor
 	}
 	e->to = to;
 	e->family = CORO_CTX_COOKIE_FAM(k);
-	stk_take(&r, regs, sizeof(*e));
+	stk_take(&r, regs, regs, sizeof(*e));
 	stk_submit(&r);
 }
 
@@ -664,7 +667,7 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 	}
 	e->family = CORO_CTX_COOKIE_FAM(k);
 	e->__pad = 0;
-	stk_take(&r, regs, sizeof(*e));
+	stk_take(&r, regs, regs, sizeof(*e));
 	stk_submit(&r);
 
 	/* Pth: a thread spawned with a named attr gets that name. */
@@ -761,6 +764,38 @@ int coro_ctx_multi(struct pt_regs *regs)
 #endif
 
 /*
+ * --stacks with --sample-hz: a CPU-clock perf event on every CPU. When it
+ * interrupts a traced thread running a coroutine, the user stack it runs
+ * on: what a long run is doing. Every other thread costs a task storage
+ * lookup, 99 times a second per CPU by default.
+ */
+const volatile bool sample_runs = false;
+
+SEC("perf_event")
+int coro_sample(struct bpf_perf_event_data *ctx)
+{
+	struct task_struct *task;
+	struct coro_task_state *st;
+	struct coro_ev_sample *e;
+	struct stk_rec r;
+
+	if (!sample_runs || stopped)
+		return 0;
+	task = bpf_get_current_task_btf();
+	st = bpf_task_storage_get(&task_state, task, 0, 0);
+	if (!st || !st->cur_valid || !st->cur)
+		return 0;
+	e = stk_reserve(&r, st, sizeof(*e), CORO_EV_SAMPLE);
+	if (!e)
+		return 0;
+	e->cpu = bpf_get_smp_processor_id();
+	e->__pad = 0;
+	stk_take(&r, ctx, (struct pt_regs *)bpf_task_pt_regs(task), sizeof(*e));
+	stk_submit(&r);
+	return 0;
+}
+
+/*
  * ld.so calls _dl_debug_state() whenever the link map changes (the hook
  * debuggers use): tell user space to look for newly mapped objects.
  */
@@ -813,11 +848,30 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 		st->off_ts = now;
 		st->wake_ts = 0;
 		st->off_state = offcpu_state(preempt, prev_state);
-		b = event_reserve_for(st, sizeof(*b), CORO_EV_OFFCPU_BEGIN, prev->tgid, prev->pid);
-		if (b) {
-			b->state = st->off_state;
-			b->cpu = bpf_get_smp_processor_id();
-			event_submit(b);
+		if (stack_mode != STACKS_OFF && st->cur_valid && st->cur &&
+		    (st->off_state == CORO_OFF_SLEEPING || st->off_state == CORO_OFF_DISK)) {
+			/*
+			 * A coroutine's thread blocks in the kernel (prev is the
+			 * current task here): where in the coroutine, for a
+			 * blocking finding.
+			 */
+			struct stk_rec r;
+
+			b = stk_reserve(&r, st, sizeof(*b), CORO_EV_OFFCPU_BEGIN);
+			if (b) {
+				b->state = st->off_state;
+				b->cpu = bpf_get_smp_processor_id();
+				stk_take(&r, ctx, (struct pt_regs *)bpf_task_pt_regs(prev), sizeof(*b));
+				stk_submit(&r);
+			}
+		} else {
+			b = event_reserve_for(st, sizeof(*b), CORO_EV_OFFCPU_BEGIN, prev->tgid,
+					      prev->pid);
+			if (b) {
+				b->state = st->off_state;
+				b->cpu = bpf_get_smp_processor_id();
+				event_submit(b);
+			}
 		}
 	}
 	st = bpf_task_storage_get(&task_state, next, 0, 0);

@@ -51,6 +51,7 @@ enum coro_event_kind {
 	CORO_EV_CTX_CREATE = 14, /* a context was made */
 	CORO_EV_CTX_SWITCH = 15, /* a thread switched contexts */
 	CORO_EV_CTX_EXIT = 16,	 /* the thread's current context finished */
+	CORO_EV_SAMPLE = 17,	 /* --stacks: a timer sample of a thread running a coroutine (hdr.cur) */
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -143,7 +144,7 @@ struct coro_ev_proc {
 };
 
 /*
- * --stacks: CREATE, SWITCH, CTX_CREATE and CTX_SWITCH records then carry a
+ * --stacks: CREATE, SWITCH, CTX_CREATE, CTX_SWITCH and SAMPLE records carry a
  * struct coro_stack_ref right after their payload (records without one are
  * shorter: hdr.size says). The user stack of the thread at the probe: the
  * spawn site at a create, the suspension point at a switch fired on the
@@ -176,6 +177,17 @@ struct coro_stack_sample {
 #define CORO_STACK_BYTES_MAX 16384
 /* Frames of a stack kept (the kernel's limit for its stack map, too). */
 #define CORO_STACK_DEPTH 127
+
+/*
+ * A perf-event sample (--sample-hz) of a traced thread while it runs a
+ * coroutine (hdr.cur): a struct coro_stack_ref follows, the stack it is
+ * running on at that moment.
+ */
+struct coro_ev_sample {
+	struct coro_event_hdr hdr;
+	__u32 cpu;
+	__u32 __pad;
+};
 
 /* Families of context functions the switch-function path knows. Append-only. */
 enum coro_ctx_family {

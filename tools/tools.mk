@@ -30,7 +30,7 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
        $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone \
-       $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp
+       $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -178,9 +178,12 @@ $(OUT)/tests/faults: tests/integration/progs/faults.c usdt/corobpf.h
 	$(Q)$(CC) -O2 -g -Wall -Wextra -Iusdt -pthread $< -o $@
 
 # --stacks: coroutines parked in known functions, in the executable and in a library, the
-# whole program (scheduler included) built with frame pointers (stacks-fp) and without.
+# whole program (scheduler included) built with frame pointers (stacks-fp), without
+# (stacks-nofp), and as a position-dependent executable (stacks-nopie, ET_EXEC).
 STACKS_FLAGS_fp := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 STACKS_FLAGS_nofp := -fomit-frame-pointer
+STACKS_FLAGS_nopie := -fomit-frame-pointer -fno-pie
+STACKS_LD_nopie := -no-pie
 .PRECIOUS: $(OUT)/tests/libstackslib-%.so
 
 $(OUT)/tests/libstackslib-%.so: tests/integration/progs/stacks_lib.c $(SCHED_DEPS)
@@ -193,7 +196,7 @@ $(OUT)/tests/stacks-%: tests/integration/progs/stacks.c $(OUT)/tests/libstacksli
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) $< tools/sched/corosched.c \
 		tools/sched/switch_x86_64.S -L$(OUT)/tests -lstackslib-$* -Wl,-rpath,'$$ORIGIN' \
-		$(TOOLS_LDFLAGS) -o $@
+		$(TOOLS_LDFLAGS) $(STACKS_LD_$*) -o $@
 
 $(OUT)/tests/pth: tests/integration/progs/pth.c
 	$(call msg,CC,$@)

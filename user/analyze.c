@@ -141,6 +141,78 @@ static void at_end(struct analyzer *a, const struct coro *c, enum coro_state sta
 	model_emit_finding(a->m, &f);
 }
 
+static u64 str_hash(const char *p)
+{
+	u64 h = 0xcbf29ce484222325ULL;
+
+	while (*p)
+		h = (h ^ (u8)*p++) * 0x100000001b3ULL;
+	return h;
+}
+
+/*
+ * The key frame of a run from its samples: of the frames present in more
+ * than 30% of them (a function counted once per sample), the deepest.
+ * Frames are told apart by function and object (by address where there is
+ * no symbol).
+ */
+static void key_frame(struct analyzer *a, const struct coro *c, struct finding *f)
+{
+	struct kf {
+		u32 count, last_sample, depth_from_root, stack, index;
+	} *v = NULL;
+	size_t nv = 0, capv = 0;
+	struct hmap ids;
+	u32 n = c->nrun_samples;
+	int best = -1;
+
+	f->samples = (u32)MIN(c->run_samples_total, UINT32_MAX);
+	if (!n)
+		return;
+	hmap_init(&ids);
+	for (u32 i = 0; i < n; i++) {
+		const struct sym_stack *st = model_stack(a->m, c->run_samples[i]);
+
+		for (u32 d = 0; st && d < st->n; d++) {
+			const struct sym_frame *fr = st->frames[d];
+			u64 k1 = fr->func ? str_hash(fr->func) : (fr->obj ? fr->rel : fr->ip) ^ 0x5a5a5a5a5a5a5a5aULL;
+			u64 k2 = (u64)(uintptr_t)fr->obj;
+			uintptr_t idx = (uintptr_t)hmap_get(&ids, k1, k2);
+			struct kf *e;
+
+			if (!idx) {
+				if (nv == capv) {
+					capv = capv ? capv * 2 : 64;
+					v = xrealloc(v, capv * sizeof(*v));
+				}
+				v[nv] = (struct kf){0, UINT32_MAX, st->n - 1 - d, st->id, d};
+				hmap_put(&ids, k1, k2, (void *)(uintptr_t)++nv);
+				idx = nv;
+			}
+			e = &v[idx - 1];
+			if (e->last_sample != i) {
+				e->last_sample = i;
+				e->count++;
+			}
+		}
+	}
+	for (size_t i = 0; i < nv; i++)
+		if ((u64)v[i].count * 10 > (u64)n * 3 &&
+		    (best < 0 || v[i].depth_from_root > v[best].depth_from_root))
+			best = (int)i;
+	if (best >= 0) {
+		const struct sym_stack *st = model_stack(a->m, v[best].stack);
+
+		f->has_key = true;
+		f->key_samples = v[best].count;
+		f->stack = v[best].stack;
+		f->key_depth = v[best].index;
+		sym_frame_format(st->frames[v[best].index], f->key_frame, sizeof(f->key_frame));
+	}
+	hmap_free(&ids);
+	free(v);
+}
+
 static void analyze_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
 			     u64 end, u32 tid, u32 reason, u64 obj)
 {
@@ -158,6 +230,7 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 		f.ts = start;
 		f.dur = dur;
 		f.open = open;
+		key_frame(a, c, &f);
 		model_emit_finding(a->m, &f);
 		return;
 	}
@@ -298,6 +371,12 @@ static void analyze_record(void *ctx, const struct coro_event_hdr *h,
 		f.ts = e->start;
 		f.dur = blocked;
 		f.offcpu_state = e->state;
+		{
+			/* Where the coroutine made the call that blocked (--stacks). */
+			const struct coro_thread *t = hmap_get(&a->m->threads, h->pid, h->tid);
+
+			f.stack = t ? t->off_stack : 0;
+		}
 		model_emit_finding(a->m, &f);
 		break;
 	}

@@ -68,7 +68,16 @@ struct finding {
 	u64 count;	    /* spawn_storm: children created in the storm */
 	u64 peak;	    /* spawn_storm: most created within one second */
 	u32 offcpu_state;   /* blocking: enum coro_offcpu_state */
-	u32 stack;	    /* --stacks: where it was parked (lost_wakeup, stall, leak), or 0 */
+	u32 stack;	    /* --stacks: where it was parked (lost_wakeup, stall, leak), or 0;
+			     * long_run: a sampled stack holding the key frame */
+	/*
+	 * long_run with --sample-hz: samples taken during the run, and the key
+	 * frame: the deepest frame present in more than 30% of them, at
+	 * frames[key_depth] of `stack`, in key_samples of them.
+	 */
+	u32 samples, key_samples, key_depth;
+	bool has_key;
+	char key_frame[256]; /* "func+0x1e (obj) file.c:52" */
 };
 
 struct analyze_opts {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -503,6 +505,41 @@ int capture_attach_uprobe_multi(struct capture *c, u32 pid, const char *path, co
 	return fd;
 }
 
+/* A CPU-clock perf event per CPU, running coro_sample (which keeps only traced coroutines). */
+static int attach_samplers(struct capture *c, u32 hz)
+{
+	int ncpu = libbpf_num_possible_cpus();
+
+	for (int cpu = 0; cpu < ncpu; cpu++) {
+		struct perf_event_attr attr = {
+			.type = PERF_TYPE_SOFTWARE,
+			.size = sizeof(attr),
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.sample_freq = hz,
+			.freq = 1,
+		};
+		struct bpf_link *l;
+		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+
+		if (fd < 0) {
+			if (errno == ENODEV || errno == ENOENT)
+				continue; /* a possible CPU that is not online */
+			log_err("cannot open a CPU-clock perf event on CPU %d for --sample-hz: %s "
+				"(--sample-hz 0 traces without sampling)", cpu, strerror(errno));
+			return EXIT_FAILURE_RUNTIME;
+		}
+		l = bpf_program__attach_perf_event(c->skel->progs.coro_sample, fd);
+		if (!l) {
+			log_err("cannot attach the sampler to CPU %d: %s (--sample-hz 0 traces "
+				"without sampling)", cpu, strerror(errno));
+			close(fd);
+			return EXIT_FAILURE_RUNTIME;
+		}
+		capture_add_link(c, l);
+	}
+	return 0;
+}
+
 int capture_open(struct capture *c, const struct capture_opts *opts)
 {
 	int err;
@@ -539,6 +576,9 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	}
 	c->skel->rodata->follow = opts->follow;
 	c->skel->rodata->stack_mode = opts->stacks;
+	c->skel->rodata->sample_runs = opts->stacks && opts->sample_hz;
+	if (!c->skel->rodata->sample_runs)
+		bpf_program__set_autoload(c->skel->progs.coro_sample, false);
 	c->skel->rodata->stack_bytes = opts->stack_bytes;
 	/* The kernel stack map is preallocated (~1 KiB an entry): none unless asked for. */
 	err = bpf_map__set_max_entries(c->skel->maps.stackmap,
@@ -598,6 +638,11 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	}
 	if (opts->stacks)
 		c->stk = stack_resolver_new(opts->stacks, bpf_map__fd(c->skel->maps.stackmap));
+	if (opts->stacks && opts->sample_hz) {
+		err = attach_samplers(c, opts->sample_hz);
+		if (err)
+			return err;
+	}
 	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_ring_record, c, NULL);
 	if (!c->rb) {
 		log_err("cannot open the ring buffer: %s", strerror(errno));

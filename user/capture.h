@@ -55,6 +55,7 @@ struct capture_opts {
 	u32 stacks;	  /* enum stack_mode (stacks.h) */
 	u32 stack_bytes;  /* dwarf: bytes of user stack copied per event */
 	u32 stack_map;	  /* fp: entries of the kernel stack map */
+	u32 sample_hz;	  /* --stacks: perf-event samples of running coroutines per second per CPU (0: none) */
 };
 
 struct target {

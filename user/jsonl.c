@@ -511,6 +511,14 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 	}
 	if (f->stack)
 		put_u64(o, "stack", f->stack);
+	if (f->kind == FK_LONG_RUN && f->samples) {
+		put_u64(o, "samples", f->samples);
+		if (f->has_key) {
+			put_str(o, "key_frame", f->key_frame, sizeof(f->key_frame));
+			put_u64(o, "key_samples", f->key_samples);
+			put_u64(o, "key_depth", f->key_depth);
+		}
+	}
 	obuf_puts(o, record ? "}\n" : "}");
 }
 
@@ -564,6 +572,8 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	put_u64(o, "coroutines", m->coroutines);
 	put_u64(o, "peak_live", m->peak_live);
 	put_u64(o, "events", m->events);
+	if (m->samples)
+		put_u64(o, "samples", m->samples);
 	obuf_puts(o, ",\"events_by_kind\":{");
 	for (unsigned k = CORO_EV_CREATE; k <= CORO_EV_OFFCPU_END; k++) {
 		if (k == CORO_EV_LIBLOAD)

@@ -47,6 +47,8 @@ struct args {
 	size_t ncustom;
 	u32 stacks;	     /* --stacks: enum stack_mode */
 	u32 stack_bytes;     /* --stack-bytes */
+	u32 sample_hz;	     /* --sample-hz */
+	bool sample_hz_set;
 	char **argv; /* after -- */
 	const char *capture; /* report: the raw capture */
 	bool json;	     /* report --json */
@@ -124,6 +126,7 @@ enum {
 	OPT_FOLLOW,
 	OPT_STACKS,
 	OPT_STACK_BYTES,
+	OPT_SAMPLE_HZ,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -174,6 +177,10 @@ static const struct argp_option trace_options[] = {
 	{"stack-bytes", OPT_STACK_BYTES, "N", 0,
 	 "--stacks=dwarf: bytes of each stack copied for unwinding, 512 to 16384 (default "
 	 "4096); deeper frames are cut",
+	 0},
+	{"sample-hz", OPT_SAMPLE_HZ, "HZ", 0,
+	 "--stacks: sample the stacks of running coroutines HZ times a second per CPU (default "
+	 "99; 0: never), for the key frame of long_run findings",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
@@ -301,6 +308,17 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		else
 			argp_error(state, "invalid --stacks '%s' (dwarf or fp)", arg);
 		return 0;
+	case OPT_SAMPLE_HZ: {
+		unsigned long n;
+
+		errno = 0;
+		n = strtoul(arg, &end, 10);
+		if (errno || *end || n > 10000)
+			argp_error(state, "invalid --sample-hz '%s' (0 to 10000)", arg);
+		a->sample_hz = (u32)n;
+		a->sample_hz_set = true;
+		return 0;
+	}
 	case OPT_STACK_BYTES: {
 		unsigned long n;
 
@@ -394,6 +412,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->follow && a->switch_given && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
 				   "processes are traced through corobpf probes only");
+		if (a->sample_hz_set && !a->stacks)
+			argp_error(state, "--sample-hz samples stacks: add --stacks");
 		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
 			argp_error(state, "--stack-bytes sizes --stacks=dwarf samples");
 		if (a->all && a->switch_given)
@@ -656,6 +676,7 @@ static int cmd_trace(int argc, char **argv)
 	co.stacks = a.stacks;
 	co.stack_bytes = a.stack_bytes ? a.stack_bytes : 4096;
 	co.stack_map = 16384;
+	co.sample_hz = a.sample_hz_set ? a.sample_hz : 99;
 	co.no_sched = a.no_sched;
 	co.system_wide = a.all;
 	co.follow = a.follow;

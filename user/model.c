@@ -236,6 +236,7 @@ static struct graveyard graveyard;
 
 static void coro_free(struct coro *c)
 {
+	free(c->run_samples);
 	free(c->tids);
 	free(c->spans);
 	free(c);
@@ -504,6 +505,11 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 switch_in:
 	if (e->to) {
 		c = model_find(m, h->pid, e->to);
+		if (c) {
+			/* A new run: its samples start afresh. */
+			c->nrun_samples = 0;
+			c->run_samples_total = 0;
+		}
 		if (!c) {
 			c = coro_new(m, h->pid, e->to, h->ts, CS_RUNNING, false, h->tid, 0, 0);
 		} else {
@@ -527,6 +533,26 @@ switch_in:
 	t->cur = e->to;
 	t->cur_known = true;
 	t->cur_exited = false;
+}
+
+/* A timer sample of a thread running a coroutine: kept for the run's key frame. */
+static void apply_sample(struct model *m, const struct coro_event_hdr *h,
+			 struct model_event_info *mi)
+{
+	struct coro *c = h->cur ? model_find(m, h->pid, h->cur) : NULL;
+	u32 stack = coro_record_stack(h);
+
+	if (!c || c->state != CS_RUNNING || c->tid != h->tid)
+		return; /* the model's view of the thread says otherwise: not this run's */
+	mi->c = c;
+	c->run_samples_total++;
+	if (!stack || c->nrun_samples == CORO_RUN_SAMPLES_MAX)
+		return;
+	if (c->nrun_samples == c->cap_run_samples) {
+		c->cap_run_samples = c->cap_run_samples ? c->cap_run_samples * 2 : 16;
+		c->run_samples = xrealloc(c->run_samples, c->cap_run_samples * sizeof(u32));
+	}
+	c->run_samples[c->nrun_samples++] = stack;
 }
 
 static void apply_exit(struct model *m, const struct coro_ev_exit *e, struct model_event_info *mi)
@@ -603,6 +629,7 @@ static void apply_offcpu_begin(struct model *m, const struct coro_ev_offcpu_begi
 	t->off = true;
 	t->off_ts = e->hdr.ts;
 	t->off_state = e->state;
+	t->off_stack = coro_record_stack(&e->hdr);
 	mi->c = running_on(m, t);
 }
 
@@ -752,8 +779,10 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		m->first_ts = h->ts;
 	m->events_by_kind[h->kind]++;
 	if (h->kind <= CORO_EV_BPF_MAX) {
-		if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
-		    h->kind != CORO_EV_EXEC && h->kind != CORO_EV_PROC_GONE)
+		if (h->kind == CORO_EV_SAMPLE)
+			m->samples++;
+		else if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
+			 h->kind != CORO_EV_EXEC && h->kind != CORO_EV_PROC_GONE)
 			m->events++;
 		if (!hmap_get(&m->procs, h->pid, 0))
 			m->anom.unknown_pid++;
@@ -783,6 +812,9 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		apply_span(m, (const void *)h, &mi);
 		break;
 	case CORO_EV_LIBLOAD:
+		break;
+	case CORO_EV_SAMPLE:
+		apply_sample(m, h, &mi);
 		break;
 	case CORO_EV_OFFCPU_BEGIN:
 		apply_offcpu_begin(m, (const void *)h, &mi);

@@ -37,6 +37,8 @@ enum coro_state {
 };
 
 #define CORO_NREASONS 6 /* CORO_R_UNKNOWN..CORO_R_DONE */
+/* Samples kept per run for its key frame (99 Hz: ten seconds). */
+#define CORO_RUN_SAMPLES_MAX 1024
 
 /*
  * Observers may keep their own state beside the model's: coroutines, threads
@@ -109,6 +111,10 @@ struct coro {
 	/* --stacks: capture stack ids (model_stack()), 0 if none. */
 	u32 create_stack; /* where it was created (the spawn site) */
 	u32 park_stack;	  /* where it last switched out (its suspension point) */
+	/* --sample-hz: the stacks sampled during its current (or last) run, and how many. */
+	u32 *run_samples;
+	u32 nrun_samples, cap_run_samples;
+	u64 run_samples_total; /* of the run, those not kept included */
 
 	u32 *tids; /* distinct threads it ran on, in first-run order */
 	u32 ntids, cap_tids;
@@ -128,6 +134,7 @@ struct coro_thread {
 	bool off;      /* off the CPU since off_ts (the kernel's view) */
 	u64 off_ts;
 	u32 off_state;
+	u32 off_stack;	 /* --stacks: where its coroutine blocked (off since off_ts), or 0 */
 	struct coro_span *spans; /* spans opened outside any coroutine */
 	u32 nspans, cap_spans;
 	void *priv[MODEL_MAX_OBSERVERS];
@@ -213,6 +220,7 @@ struct model {
 	u64 first_ts, last_ts;
 	u64 events_by_kind[256];
 	u64 events;	   /* BPF-born records applied (probes and off-CPU stretches) */
+	u64 samples;	   /* perf-event samples of running coroutines (--sample-hz) */
 	u64 coroutines;	   /* incarnations seen */
 	u64 live, peak_live;
 	struct coro_rec_stats stats; /* the latest stats record */

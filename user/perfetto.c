@@ -1292,6 +1292,10 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 		a[n++] = (struct pf_arg){"children", A_UINT, f->count};
 		a[n++] = (struct pf_arg){"peak_per_s", A_UINT, f->peak};
 	}
+	if (f->has_key && n < 7) {
+		a[n++] = (struct pf_arg){"key_frame", A_STR, 0, f->key_frame};
+		a[n++] = (struct pf_arg){"samples", A_UINT, f->samples};
+	}
 	{
 		struct pf_ev ev = {.type = TYPE_INSTANT, .track = UUID_FINDINGS(f->pid),
 				   .name = name, .args = a, .nargs = n};
@@ -1330,7 +1334,7 @@ static void perfetto_finish(void *ctx, const struct model *m)
 	void *v;
 	u64 ts = m->last_ts;
 	struct pf_desc root = {.uuid = UUID_ROOT, .name = "corobpf"};
-	struct pf_arg a[12];
+	struct pf_arg a[16];
 	int n = 0;
 
 	/* Thread-owned spans still open, and stray running slices, end with the trace. */
@@ -1361,6 +1365,15 @@ static void perfetto_finish(void *ctx, const struct model *m)
 	a[n++] = (struct pf_arg){"objects attached late", A_UINT,
 				 m->stats.user[CORO_USTAT_LATE_ATTACH]};
 	a[n++] = (struct pf_arg){"attach failures", A_UINT, m->stats.user[CORO_USTAT_ATTACH_FAIL]};
+	if (m->sym || m->stats.bpf[CORO_STAT_STACK_LOST] || m->stats.user[CORO_USTAT_STACK_UNRESOLVED]) {
+		/* --stacks */
+		a[n++] = (struct pf_arg){"stacks lost", A_UINT, m->stats.bpf[CORO_STAT_STACK_LOST]};
+		a[n++] = (struct pf_arg){"stacks unresolved", A_UINT,
+					 m->stats.user[CORO_USTAT_STACK_UNRESOLVED]};
+		a[n++] = (struct pf_arg){"stacks unmapped", A_UINT,
+					 m->stats.user[CORO_USTAT_STACK_UNMAPPED]};
+		a[n++] = (struct pf_arg){"samples", A_UINT, m->samples};
+	}
 	a[n++] = (struct pf_arg){"end", A_STR, 0, coro_end_reason_name(m->end_reason)};
 	if (m->input_error)
 		a[n++] = (struct pf_arg){"capture damaged", A_STR, 0, m->input_error};

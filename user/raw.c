@@ -69,6 +69,7 @@ const char *coro_kind_name(unsigned kind)
 	case CORO_REC_END: return "end";
 	case CORO_REC_SWITCH: return "switch_path";
 	case CORO_REC_MAP: return "map";
+	case CORO_EV_SAMPLE: return "sample";
 	case CORO_REC_STACK: return "stack";
 	}
 	return NULL;
@@ -100,6 +101,8 @@ size_t coro_stack_base_size(unsigned kind)
 	case CORO_EV_SWITCH: return sizeof(struct coro_ev_switch);
 	case CORO_EV_CTX_CREATE: return sizeof(struct coro_ev_ctx_create);
 	case CORO_EV_CTX_SWITCH: return sizeof(struct coro_ev_ctx_switch);
+	case CORO_EV_SAMPLE: return sizeof(struct coro_ev_sample);
+	case CORO_EV_OFFCPU_BEGIN: return sizeof(struct coro_ev_offcpu_begin);
 	}
 	return 0;
 }
@@ -139,6 +142,7 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_EV_CTX_CREATE: return sizeof(struct coro_ev_ctx_create);
 	case CORO_EV_CTX_SWITCH: return sizeof(struct coro_ev_ctx_switch);
 	case CORO_EV_CTX_EXIT: return sizeof(struct coro_ev_ctx_exit);
+	case CORO_EV_SAMPLE: return sizeof(struct coro_ev_sample);
 	case CORO_REC_PROCESS: return sizeof(struct coro_rec_process) + 1;
 	case CORO_REC_THREAD: return sizeof(struct coro_rec_thread);
 	case CORO_REC_OBJECT: return sizeof(struct coro_rec_object) + 1;

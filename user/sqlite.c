@@ -40,7 +40,8 @@ static const char schema[] =
 	"CREATE TABLE findings (kind TEXT, pid INTEGER, tid INTEGER, coroutine_uid INTEGER,\n"
 	"  coroutine_id INTEGER, name TEXT, ts INTEGER, dur_ns INTEGER, open INTEGER,\n"
 	"  state TEXT, reason TEXT, obj INTEGER, waker INTEGER, span TEXT, count INTEGER,\n"
-	"  peak_per_s INTEGER, chain TEXT, stack INTEGER);\n"
+	"  peak_per_s INTEGER, chain TEXT, stack INTEGER, samples INTEGER, key_frame TEXT,\n"
+	"  key_samples INTEGER);\n"
 	"CREATE TABLE stacks (id INTEGER PRIMARY KEY, pid INTEGER, nframes INTEGER);\n"
 	"CREATE TABLE frames (stack_id INTEGER, depth INTEGER, ip INTEGER, func TEXT,\n"
 	"  func_off INTEGER, object TEXT, rel INTEGER, file TEXT, line INTEGER);\n";
@@ -69,7 +70,7 @@ static const char *const stmt_sql[ST_N] = {
 		    "?,?,?,?,?,?,?,?,?)",
 	[ST_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[ST_SLICE] = "INSERT INTO slices VALUES (?,?,?,?,?,?,?,?,?)",
-	[ST_FINDING] = "INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	[ST_FINDING] = "INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 	[ST_STACK] = "INSERT INTO stacks VALUES (?,?,?)",
 	[ST_FRAME] = "INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?)",
 	[ST_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
@@ -454,6 +455,13 @@ static void sq_finding(void *ctx, const struct finding *f)
 		BT(st, 17, chain);
 	if (f->stack)
 		BI(st, 18, f->stack);
+	if (f->kind == FK_LONG_RUN && f->samples) {
+		BI(st, 19, f->samples);
+		if (f->has_key) {
+			BT(st, 20, f->key_frame);
+			BI(st, 21, f->key_samples);
+		}
+	}
 	step(s, ST_FINDING);
 }
 
@@ -464,6 +472,7 @@ static void sq_finish(void *ctx, const struct model *m)
 
 	meta(s, "end_reason", coro_end_reason_name(m->end_reason), 0, false);
 	meta(s, "events", NULL, (s64)m->events, true);
+	meta(s, "samples", NULL, (s64)m->samples, true);
 	meta(s, "coroutines", NULL, (s64)m->coroutines, true);
 	meta(s, "lost_events", NULL, (s64)m->stats.bpf[CORO_STAT_RING_FULL], true);
 	meta(s, "lost_attributed", NULL, (s64)m->anom.lost_events, true);

@@ -161,10 +161,11 @@ static void refresh_maps(struct rproc *p, u64 ts, stack_emit_fn emit, void *ctx)
 		    !pos || perms[2] != 'x')
 			continue;
 		file = line + pos;
-		if (file[0] != '/')
-			continue; /* anonymous, [vdso], [stack]: no file to read symbols from */
 		if ((nl = strchr(file, '\n')))
 			*nl = 0;
+		/* Files, and the vDSO (named, though there is no file to read symbols from). */
+		if (file[0] != '/' && strcmp(file, "[vdso]"))
+			continue;
 		for (size_t i = 0; i < p->nmaps && !have; i++)
 			have = p->maps[i].start == start && p->maps[i].end == end &&
 			       p->maps[i].pgoff == off && !strcmp(p->maps[i].path, file);

@@ -130,6 +130,13 @@ static void print_findings(struct summary *s, const struct model *m)
 			if (f->has_waker)
 				fprintf(s->out, ", woken by 0x%llx", (unsigned long long)f->waker);
 			fprintf(s->out, "%s\n", f->open ? ", still so at the end" : "");
+			if (f->has_key) {
+				char kf[3 * sizeof(f->key_frame) + 1];
+
+				utf8_sanitize(kf, sizeof(kf), f->key_frame, sizeof(f->key_frame));
+				fprintf(s->out, "                  key frame: %s (in %u of %u samples)\n",
+					kf, f->key_samples, f->samples);
+			}
 			print_stack(s, m, f->stack);
 		}
 	}
@@ -239,6 +246,17 @@ static void summary_finish(void *ctx, const struct model *m)
 	if (m->stats.bpf[CORO_STAT_MAP_FULL])
 		fprintf(s->out, "  %llu processes or events went untraced: the map of traced processes "
 			"(65,536) was full\n", (unsigned long long)m->stats.bpf[CORO_STAT_MAP_FULL]);
+	if (m->stats.bpf[CORO_STAT_STACK_LOST] || m->stats.user[CORO_USTAT_STACK_UNRESOLVED])
+		fprintf(s->out, "  %llu events have no stack: %llu could not be taken in the kernel, "
+			"%llu not resolved (docs/stacks.md)\n",
+			(unsigned long long)(m->stats.bpf[CORO_STAT_STACK_LOST] +
+					     m->stats.user[CORO_USTAT_STACK_UNRESOLVED]),
+			(unsigned long long)m->stats.bpf[CORO_STAT_STACK_LOST],
+			(unsigned long long)m->stats.user[CORO_USTAT_STACK_UNRESOLVED]);
+	if (m->stats.user[CORO_USTAT_STACK_UNMAPPED])
+		fprintf(s->out, "  %llu stacks have addresses outside any mapping read (the process "
+			"ended first): shown as addresses\n",
+			(unsigned long long)m->stats.user[CORO_USTAT_STACK_UNMAPPED]);
 	if (m->stats.user[CORO_USTAT_BAD_RECORDS])
 		fprintf(s->out, "  %llu malformed ring buffer records were dropped\n",
 			(unsigned long long)m->stats.user[CORO_USTAT_BAD_RECORDS]);

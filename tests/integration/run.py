@@ -1597,7 +1597,7 @@ def make_stacks_test(variant, how):
     return t
 
 
-for _variant, _how in (("nofp", "dwarf"), ("fp", "dwarf"), ("fp", "fp")):
+for _variant, _how in (("nofp", "dwarf"), ("fp", "dwarf"), ("fp", "fp"), ("nopie", "dwarf")):
     test(make_stacks_test(_variant, _how))
 
 
@@ -1613,6 +1613,52 @@ def stacks_fp_without_frame_pointers_is_short_and_says_so():
     funcs, _ = stack_funcs(trace, cor["exe-parker"]["park_stack"])
     check("exe_park_here" not in funcs, "a frame-pointer walk found frames it cannot: %r" % funcs)
     eq(trace.trailer["lost"]["events"], 0, "events lost")
+
+
+def make_key_frame_test(variant, how):
+    def t():
+        out, db = work("spin-%s-%s.jsonl" % (variant, how)), work("spin-%s-%s.db" % (variant, how))
+        p = corobpf(["--stacks=" + how, "-o", out, "-o", db, "--",
+                     os.path.join(TESTS_BIN, "stacks-" + variant), "spin"])
+        eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+        trace = Trace(out)
+        found = [f for f in trace.records if f["type"] == "finding"]
+        eq([(f["kind"], f["name"]) for f in found], [("long_run", "spinner")], "findings")
+        f = found[0]
+        # 300 ms at 99 Hz: about 30 samples, nearly all in spin_here.
+        check(f.get("samples", 0) >= 10, "samples of the run: %r" % f.get("samples"))
+        check(f.get("key_frame", "").startswith("spin_here+"), "key frame: %r" % f.get("key_frame"))
+        check(f["key_samples"] * 10 > f["samples"] * 3, "the key frame's share")
+        funcs, _ = stack_funcs(trace, f["stack"])
+        eq(funcs[f["key_depth"]], "spin_here", "the key frame in its stack")
+        check("spinner" in funcs, "the sampled stack reaches the coroutine's function: %r" % funcs)
+        check("key frame: spin_here+" in p.stderr, "summary:\n" + p.stderr)
+        con = sqlite3.connect(db)
+        eq(con.execute("SELECT key_frame, samples FROM findings").fetchone(),
+           (f["key_frame"], f["samples"]), "SQLite key frame")
+        con.close()
+    t.__name__ = "stacks_long_run_key_frame_%s_%s" % (how, variant)
+    return t
+
+
+for _variant, _how in (("nofp", "dwarf"), ("fp", "fp")):
+    test(make_key_frame_test(_variant, _how))
+
+
+@test
+def stacks_blocking_finding_names_the_blocking_call():
+    """A coroutine that blocks its worker in usleep: the blocking finding's stack is the
+    thread's user stack when it left the CPU, through libc (no frame pointers) to the
+    coroutine's function."""
+    out = work("block-stacks.jsonl")
+    p = corobpf(["--stacks", "-o", out, "--", os.path.join(TESTS_BIN, "bugs"), "blocking"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    found = [f for f in trace.records if f["type"] == "finding"]
+    eq([f["kind"] for f in found], ["blocking"], "findings")
+    funcs, _ = stack_funcs(trace, found[0].get("stack"))
+    i = funcs.index("usleep") if "usleep" in funcs else -1
+    check(i >= 0 and funcs[i + 1:i + 2] == ["blocker"], "the blocking stack: %r" % funcs)
 
 
 @test
@@ -1656,7 +1702,9 @@ def ps_lists_live_coroutines_where_they_park():
 def stacks_usage_errors():
     for args, text in ((["--stacks=lbr"], "invalid --stacks"),
                        (["--stack-bytes", "100", "--stacks"], "invalid --stack-bytes"),
-                       (["--stacks=fp", "--stack-bytes", "4096"], "--stack-bytes sizes")):
+                       (["--stacks=fp", "--stack-bytes", "4096"], "--stack-bytes sizes"),
+                       (["--sample-hz", "99"], "add --stacks"),
+                       (["--stacks", "--sample-hz", "x"], "invalid --sample-hz")):
         p = corobpf(args + ["--", "/bin/true"])
         eq(p.returncode, 2, "exit code of %r" % args)
         check(text in p.stderr, "%r: %s" % (args, p.stderr.strip()))

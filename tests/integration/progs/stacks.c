@@ -16,9 +16,13 @@
  *
  * stacks serve: the parkers park for 50 ms at a time until killed (for
  * corobpf ps); prints "READY <pid>" once they run.
+ *
+ * stacks spin: one coroutine, "spinner", computes for 300 ms in spin_here()
+ * without yielding (a long_run whose key frame is spin_here).
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "corosched.h"
 
@@ -41,6 +45,32 @@ __attribute__((noinline)) void exe_wait_forever(void)
 }
 
 static int serve;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Arithmetic, the clock read once per million steps: nearly every sample lands here. */
+__attribute__((noinline)) void spin_here(unsigned ms)
+{
+	uint64_t end = now_ns() + ms * 1000000ull;
+	volatile uint64_t x = 1;
+
+	do {
+		for (int i = 0; i < 1000000; i++)
+			x = x * 3 + 1;
+	} while (now_ns() < end);
+}
+
+static int spinner(void *arg)
+{
+	spin_here(300);
+	return 0;
+}
 
 static int exe_parker(void *arg)
 {
@@ -82,6 +112,14 @@ int main(int argc, char **argv)
 
 	serve = argc > 1 && !strcmp(argv[1], "serve");
 	never = chan_new(0);
+	if (argc > 1 && !strcmp(argv[1], "spin")) {
+		if (sched_start(1))
+			return 1;
+		co_spawn(spinner, NULL, "spinner");
+		sched_stop();
+		printf("DONE\n");
+		return 0;
+	}
 	if (sched_start(2))
 		return 1;
 	id = co_spawn(spawner, NULL, "spawner");
