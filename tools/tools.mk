@@ -206,7 +206,7 @@ $(OUT)/tests/pth: tests/integration/progs/pth.c
 # Benchmarks (make bench): the floor (an empty BPF program on the same site), a probe loop
 # with and without probes, and a synthetic raw capture generator for the replay path.
 BENCH_BINS := $(OUT)/bench/floor $(OUT)/bench/probe_loop $(OUT)/bench/probe_loop_off \
-	      $(OUT)/bench/probe_loop_nop5 $(OUT)/bench/gen_raw
+	      $(OUT)/bench/probe_loop_nop5 $(OUT)/bench/probe_loop_fp $(OUT)/bench/gen_raw
 
 bench-tools: $(BENCH_BINS)
 
@@ -232,6 +232,12 @@ $(OUT)/bench/probe_loop_nop5: tools/bench/probe_loop.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -Iusdt -DCOROBPF_NOP5 $< -o $@
+
+# With frame pointers: --stacks=fp walks them (without, it reads garbage and faults).
+$(OUT)/bench/probe_loop_fp: tools/bench/probe_loop.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Iusdt -fno-omit-frame-pointer $< -o $@
 
 $(OUT)/bench/probe_loop_off: tools/bench/probe_loop.c usdt/corobpf.h
 	$(call msg,CC,$@)

@@ -1138,6 +1138,14 @@ void capture_close(struct capture *c)
 	free(c->searched);
 	hmap_free(&c->seen_threads);
 	hmap_free(&c->global_objects);
+	if (c->stk) {
+		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
+
+		log_verbose("stacks: %llu distinct; %llu samples unwound (%llu frames), %llu answered "
+			    "by an earlier unwind of the same context",
+			    (unsigned long long)st->stacks, (unsigned long long)st->unwound,
+			    (unsigned long long)st->unwind_frames, (unsigned long long)st->memo_hits);
+	}
 	stack_resolver_free(c->stk);
 	c->stk = NULL;
 	hmap_free(&c->rescan_pids);

@@ -14,6 +14,7 @@ struct ps_row {
 	u64 since;	/* the state began (or was first seen) at */
 	bool since_known; /* false: in it already when first seen */
 	u32 park_stack, create_stack;
+	u32 run_stack; /* running: its latest sampled stack (--sample-hz), or 0 */
 	bool switched_out; /* a switch out was seen in the window */
 };
 
@@ -65,6 +66,7 @@ static void ps_coroutine_end(void *ctx, const struct coro *c)
 	r->since_known = c->created_seen || r->since > c->first_ts;
 	r->park_stack = c->park_stack;
 	r->create_stack = c->create_stack;
+	r->run_stack = c->nrun_samples ? c->run_samples[c->nrun_samples - 1] : 0;
 	r->switched_out = c->park_stack || c->t_state[CS_SUSPENDED] || c->t_state[CS_RUNNABLE];
 }
 
@@ -153,8 +155,11 @@ void ps_print(struct ps *ps, double window_s, u32 frames)
 		if (r->tid)
 			fprintf(ps->out, " (thread %u)", r->tid);
 		fputc('\n', ps->out);
-		if (r->state == CS_RUNNING) {
-			fprintf(ps->out, "      running: its stack is its thread's\n");
+		if (r->state == CS_RUNNING && r->run_stack) {
+			fprintf(ps->out, "      running; sampled last\n");
+			print_frames(ps, r->run_stack, frames);
+		} else if (r->state == CS_RUNNING) {
+			fprintf(ps->out, "      running (no stack sample in the window)\n");
 		} else if (r->park_stack && r->state != CS_NEW) {
 			print_frames(ps, r->park_stack, frames);
 		} else if (r->state == CS_NEW && r->create_stack) {

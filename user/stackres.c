@@ -42,6 +42,28 @@ struct rproc {
 	Dwfl *dwfl;	      /* dwarf: the process's modules, for unwinding */
 	size_t dwfl_nmaps;    /* ...built from this many of maps[] */
 	bool dwfl_failed;
+	struct hmap memo;     /* dwarf: (ip, sp and bp) -> struct uw_memo */
+};
+
+/*
+ * An unwind remembered: the same ip, sp and bp, and the same values at
+ * every stack address the unwinder read (or failed to read), give the same
+ * frames: libdw's answer is a function of those alone. A loop or a
+ * coroutine parking at the same place again costs a lookup and a few
+ * compares instead of an unwind.
+ */
+#define UW_READS_MAX 48
+#define UW_MEMO_MAX 65536
+struct uw_read {
+	u64 addr, val;
+	bool ok;
+};
+
+struct uw_memo {
+	u64 ip, sp, bp;
+	u32 id; /* the capture stack it gave */
+	u32 nreads;
+	struct uw_read reads[];
 };
 
 struct stack_resolver {
@@ -52,9 +74,12 @@ struct stack_resolver {
 	struct hmap dedup; /* (pid | gen << 32, hash of the frames) -> capture id */
 	u32 next_id;
 	struct stack_resolver_stats st;
-	/* The sample being unwound (dwarf). */
+	/* The sample being unwound (dwarf), and what the unwinder read of it. */
 	const struct coro_stack_sample *smp;
 	const u8 *smp_bytes;
+	struct uw_read reads[UW_READS_MAX];
+	u32 nreads;
+	bool reads_overflow;
 };
 
 static const Dwfl_Callbacks uw_dwfl_callbacks = {
@@ -82,13 +107,17 @@ static struct rproc *rproc_get(struct stack_resolver *r, u32 pid)
 	if (!p) {
 		p = xcalloc(1, sizeof(*p));
 		p->pid = pid;
+		hmap_init(&p->memo);
 		hmap_put(&r->procs, pid, 0, p);
 	}
 	return p;
 }
 
+static void memo_clear(struct rproc *p);
+
 static void rproc_drop_image(struct rproc *p)
 {
+	memo_clear(p);
 	for (size_t i = 0; i < p->nmaps; i++)
 		free(p->maps[i].path);
 	free(p->maps);
@@ -253,12 +282,79 @@ static bool uw_memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void
 	struct stack_resolver *r = arg;
 	const struct coro_stack_sample *s = r->smp;
 
+	bool ok;
+
 	(void)dwfl;
-	if (!s || addr < s->sp || addr + sizeof(*result) > s->sp + s->len ||
-	    addr + sizeof(*result) < addr)
+	if (!s)
 		return false;
-	memcpy(result, r->smp_bytes + (addr - s->sp), sizeof(*result));
-	return true;
+	ok = !(addr < s->sp || addr + sizeof(*result) > s->sp + s->len ||
+	       addr + sizeof(*result) < addr);
+	if (ok)
+		memcpy(result, r->smp_bytes + (addr - s->sp), sizeof(*result));
+	if (r->nreads < UW_READS_MAX)
+		r->reads[r->nreads++] = (struct uw_read){addr, ok ? *result : 0, ok};
+	else
+		r->reads_overflow = true;
+	return ok;
+}
+
+static void memo_clear(struct rproc *p)
+{
+	size_t it = 0;
+	void *v;
+
+	while (hmap_next(&p->memo, &it, NULL, NULL, &v))
+		free(v);
+	hmap_clear(&p->memo);
+}
+
+static u64 memo_key(const struct coro_stack_sample *s)
+{
+	return s->sp * 0x9e3779b97f4a7c15ull ^ s->bp;
+}
+
+/* The stack an earlier unwind gave for this very context, or 0. */
+static u32 memo_find(struct rproc *p, const struct coro_stack_sample *s)
+{
+	const struct uw_memo *m = hmap_get(&p->memo, s->ip, memo_key(s));
+	const u8 *bytes = (const u8 *)(s + 1);
+
+	if (!m || m->ip != s->ip || m->sp != s->sp || m->bp != s->bp)
+		return 0;
+	for (u32 i = 0; i < m->nreads; i++) {
+		const struct uw_read *rd = &m->reads[i];
+		bool ok = !(rd->addr < s->sp || rd->addr + 8 > s->sp + s->len);
+		u64 v;
+
+		if (ok != rd->ok)
+			return 0;
+		if (!ok)
+			continue;
+		memcpy(&v, bytes + (rd->addr - s->sp), sizeof(v));
+		if (v != rd->val)
+			return 0;
+	}
+	return m->id;
+}
+
+static void memo_put(struct stack_resolver *r, struct rproc *p, const struct coro_stack_sample *s,
+		     u32 id)
+{
+	struct uw_memo *m;
+
+	if (r->reads_overflow || !id)
+		return;
+	if (p->memo.len >= UW_MEMO_MAX)
+		memo_clear(p);
+	m = xmalloc(sizeof(*m) + r->nreads * sizeof(m->reads[0]));
+	m->ip = s->ip;
+	m->sp = s->sp;
+	m->bp = s->bp;
+	m->id = id;
+	m->nreads = r->nreads;
+	memcpy(m->reads, r->reads, r->nreads * sizeof(m->reads[0]));
+	free(hmap_del(&p->memo, s->ip, memo_key(s)));
+	hmap_put(&p->memo, s->ip, memo_key(s), m);
 }
 
 static bool uw_set_initial_registers(Dwfl_Thread *thread, void *arg)
@@ -306,6 +402,8 @@ static bool rproc_dwfl(struct stack_resolver *r, struct rproc *p)
 		return false;
 	if (p->dwfl)
 		dwfl_end(p->dwfl);
+	/* New modules may unwind further than before. */
+	memo_clear(p);
 	p->dwfl_nmaps = p->nmaps;
 	p->dwfl_failed = true;
 	p->dwfl = dwfl_begin(&uw_dwfl_callbacks);
@@ -370,6 +468,8 @@ static u32 unwind(struct stack_resolver *r, struct rproc *p, const struct coro_e
 		goto fallback;
 	r->smp = s;
 	r->smp_bytes = (const u8 *)(s + 1);
+	r->nreads = 0;
+	r->reads_overflow = false;
 	dwfl_getthread_frames(p->dwfl, (pid_t)h->tid, uw_frame, out);
 	r->smp = NULL;
 	r->st.unwound++;
@@ -378,6 +478,7 @@ static u32 unwind(struct stack_resolver *r, struct rproc *p, const struct coro_e
 		return out->n;
 fallback:
 	/* Nothing to unwind with: where it was is still worth saying. */
+	r->reads_overflow = true; /* not a result to remember */
 	out->ips[0] = s->ip;
 	out->n = 1;
 	return 1;
@@ -429,8 +530,16 @@ u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stac
 			r->st.unresolved++;
 			return 0;
 		}
+		u32 id = memo_find(p, s);
+
+		if (id) {
+			r->st.memo_hits++;
+			return id;
+		}
 		unwind(r, p, h, s, &f, emit, ctx);
-		return define_stack(r, p, h, f.ips, f.n, emit, ctx);
+		id = define_stack(r, p, h, f.ips, f.n, emit, ctx);
+		memo_put(r, p, s, id);
+		return id;
 	}
 	if (ref->how == CORO_STACK_CAPTURE_ID)
 		return ref->id;
@@ -451,6 +560,7 @@ void stack_resolver_free(struct stack_resolver *r)
 		return;
 	while (hmap_next(&r->procs, &it, NULL, NULL, &v)) {
 		rproc_drop_image(v);
+		hmap_free(&((struct rproc *)v)->memo);
 		free(v);
 	}
 	hmap_free(&r->procs);

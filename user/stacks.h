@@ -40,6 +40,7 @@ struct stack_resolver_stats {
 	u64 stacks;	    /* distinct stacks defined */
 	u64 unresolved;	    /* refs that gave no stack (kernel id gone, nothing unwound) */
 	u64 unwound;	    /* dwarf samples unwound */
+	u64 memo_hits;	    /* dwarf samples answered by an earlier unwind of the same context */
 	u64 unwind_frames;  /* frames they gave */
 	u64 unmapped;	    /* stacks with an address in no mapping read (kept as addresses) */
 };

@@ -136,31 +136,33 @@ def probe_costs(res):
 
 
 def stacks_cost(res):
-    """--stacks: what a stack adds per event, on a probe that carries one (create)."""
-    loop, loop_off = os.path.join(BUILD, "bench/probe_loop"), os.path.join(BUILD, "bench/probe_loop_off")
+    """--stacks: what a stack adds per event, on a probe that carries one (create), in a loop
+    built with frame pointers (so fp walks them); and fp on the usual build without them."""
+    loop_fp, loop = os.path.join(BUILD, "bench/probe_loop_fp"), os.path.join(BUILD, "bench/probe_loop")
+    loop_off = os.path.join(BUILD, "bench/probe_loop_off")
     n = 2000 if QUICK else 200000
     base = median([per_iter(sh([loop_off, str(n)]).stdout) for _ in range(RUNS)])
-    modes = {"none": [], "fp": [], "dwarf": []}
-    lost = {"fp": [], "dwarf": []}
+    runs = {"none": (loop_fp, None), "fp": (loop_fp, "fp"), "dwarf": (loop_fp, "dwarf"),
+            "fp_without_frame_pointers": (loop, "fp")}
+    times = {k: [] for k in runs}
+    lost = {k: [] for k in runs}
     out = os.path.join(WORK, "stk.jsonl")
     for _ in range(RUNS):
-        for m in modes:
+        for k, (binary, mode) in runs.items():
             args = [COROBPF, "-q", "--no-sched", "--force", "-o", out]
-            if m != "none":
-                args.append("--stacks=" + m)
-            modes[m].append(per_iter(sh(args + ["--", loop, str(n), "create"]).stdout))
-            if m != "none":
-                with open(out) as f:
-                    trailer = json.loads(f.read().splitlines()[-1])
-                lost[m].append(trailer["lost"]["events"] + trailer["lost"]["stacks_lost"])
-    r = res["stacks"] = {}
-    for m, v in modes.items():
-        r[m + "_ns_per_hit"] = median(v) - base
-    for m in ("fp", "dwarf"):
-        r[m + "_added_ns"] = r[m + "_ns_per_hit"] - r["none_ns_per_hit"]
-        r[m + "_over_none"] = r[m + "_ns_per_hit"] / r["none_ns_per_hit"]
-        r[m + "_lost_max"] = max(lost[m])
-    r["events"] = n
+            if mode:
+                args.append("--stacks=" + mode)
+            times[k].append(per_iter(sh(args + ["--", binary, str(n), "create"]).stdout))
+            with open(out) as f:
+                trailer = json.loads(f.read().splitlines()[-1])
+            lost[k].append(trailer["lost"]["events"] + trailer["lost"].get("stacks_lost", 0))
+    r = res["stacks"] = {"events": n}
+    for k in runs:
+        r[k + "_ns_per_hit"] = median(times[k]) - base
+        r[k + "_lost_max"] = max(lost[k])
+    for k in ("fp", "dwarf", "fp_without_frame_pointers"):
+        r[k + "_added_ns"] = r[k + "_ns_per_hit"] - r["none_ns_per_hit"]
+        r[k + "_over_none"] = r[k + "_ns_per_hit"] / r["none_ns_per_hit"]
 
 
 def sched_cost(res):
@@ -390,9 +392,12 @@ def table(res):
     st = res.get("stacks")
     if st:
         lines.append("--stacks, per create (a stack each): none %.0f ns; fp %.0f ns (+%.0f, %.2fx); "
-                     "dwarf %.0f ns (+%.0f, %.2fx); lost at most: fp %d, dwarf %d of %d" % (
+                     "dwarf %.0f ns (+%.0f, %.2fx); fp on code without frame pointers %.0f ns "
+                     "(+%.0f); lost at most: none %d, fp %d, dwarf %d of %d" % (
                          st["none_ns_per_hit"], st["fp_ns_per_hit"], st["fp_added_ns"], st["fp_over_none"],
                          st["dwarf_ns_per_hit"], st["dwarf_added_ns"], st["dwarf_over_none"],
+                         st["fp_without_frame_pointers_ns_per_hit"],
+                         st["fp_without_frame_pointers_added_ns"], st["none_lost_max"],
                          st["fp_lost_max"], st["dwarf_lost_max"], st["events"]))
     s = res.get("sched", {})
     if "added_ns_per_context_switch" in s:
