@@ -49,11 +49,13 @@ enum {
 	TE_COUNTER = 30,
 	TE_FLOW = 47,
 	TE_TERM_FLOW = 48,
-	TE_CALLSTACK = 55, /* InlineCallstack: repeated Frame frames = 1, root first */
+	TE_CALLSTACK_IID = 56, /* an interned Callstack */
 };
-/* InlineCallstack.Frame */
-enum { ICS_FRAMES = 1, ICF_FUNCTION = 1, ICF_SOURCE = 2, ICF_LINE = 3 };
-/* Frames of a stack written on an event: the innermost ones (a packet has a size limit). */
+/* InternedData's stack tables, and their messages (profile_common.proto) */
+enum { ID_FUNCTION_NAMES = 5, ID_FRAMES = 6, ID_CALLSTACKS = 7, ID_SOURCE_PATHS = 18 };
+enum { FR_IID = 1, FR_FUNCTION = 2, FR_SOURCE = 5, FR_LINE = 6 };
+enum { CS_IID = 1, CS_FRAMES = 2 };
+/* Frames of a stack written for an event: the innermost ones (a packet has a size limit). */
 #define PF_STACK_FRAMES 32
 enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
 /* TrackDescriptor and friends */
@@ -228,6 +230,27 @@ struct perfetto_sink {
 	u64 packets, oversized, intern_resets;
 	struct arena strings; /* of the interned strings of this generation */
 	u32 stack_next; /* --stacks: the stack for the next track event (then cleared) */
+	/*
+	 * Interned stacks, per interning generation: capture stack id, frame
+	 * (function, file, line) and string (function names, source paths)
+	 * -> iid. New ones are defined in the packet that first uses them.
+	 */
+	struct hmap cs_iids, frame_iids, fn_iids, src_iids;
+	u64 next_cs_iid, next_frame_iid, next_fn_iid, next_src_iid;
+	struct {
+		u32 field;
+		u64 iid;
+		const char *str;
+	} fresh_str[2 * PF_STACK_FRAMES];
+	int nfresh_str;
+	struct {
+		u64 iid, fn, src;
+		u32 line;
+	} fresh_frame[PF_STACK_FRAMES];
+	int nfresh_frame;
+	u64 fresh_cs_iid; /* a callstack defined in this packet (0: none) */
+	u64 fresh_cs_frames[PF_STACK_FRAMES];
+	u32 fresh_cs_n;
 };
 
 
@@ -245,12 +268,21 @@ static void pkt_begin(struct perfetto_sink *s, u64 ts)
 	pb_init(&s->pb, obuf_reserve(s->ob, PKT_MAX), PKT_MAX);
 	s->pkt_mark = pb_begin(&s->pb, 1); /* Trace.packet */
 	s->nfresh = 0;
+	s->nfresh_str = s->nfresh_frame = 0;
+	s->fresh_cs_iid = 0;
 	s->uses_iids = false;
 	s->clear_state = false;
-	if (s->names.len + s->da_names.len > perfetto_intern_max) {
+	if (s->names.len + s->da_names.len + s->cs_iids.len + s->frame_iids.len + s->fn_iids.len +
+		    s->src_iids.len >
+	    perfetto_intern_max) {
 		/* Start interning again; this packet tells the reader to forget the old ids. */
 		hmap_clear(&s->names);
 		hmap_clear(&s->da_names);
+		hmap_clear(&s->cs_iids);
+		hmap_clear(&s->frame_iids);
+		hmap_clear(&s->fn_iids);
+		hmap_clear(&s->src_iids);
+		s->next_cs_iid = s->next_frame_iid = s->next_fn_iid = s->next_src_iid = 1;
 		arena_reset(&s->strings);
 		memset(s->lit_names, 0, sizeof(s->lit_names));
 		memset(s->lit_das, 0, sizeof(s->lit_das));
@@ -275,7 +307,7 @@ static void pkt_end(struct perfetto_sink *s)
 {
 	struct pb *pb = &s->pb;
 
-	if (s->nfresh) {
+	if (s->nfresh || s->nfresh_str || s->nfresh_frame || s->fresh_cs_iid) {
 		size_t id = pb_begin(pb, TP_INTERNED);
 
 		for (int i = 0; i < s->nfresh; i++) {
@@ -283,6 +315,33 @@ static void pkt_end(struct perfetto_sink *s)
 
 			pb_uint(pb, IN_IID, s->fresh[i].iid);
 			pb_str(pb, IN_NAME, s->fresh[i].str);
+			pb_end(pb, e);
+		}
+		/* Stacks: strings, then frames, then the callstack naming them. */
+		for (int i = 0; i < s->nfresh_str; i++) {
+			size_t e = pb_begin(pb, s->fresh_str[i].field);
+
+			pb_uint(pb, IN_IID, s->fresh_str[i].iid);
+			pb_str(pb, IN_NAME, s->fresh_str[i].str); /* InternedString.str (bytes) */
+			pb_end(pb, e);
+		}
+		for (int i = 0; i < s->nfresh_frame; i++) {
+			size_t e = pb_begin(pb, ID_FRAMES);
+
+			pb_uint(pb, FR_IID, s->fresh_frame[i].iid);
+			pb_uint(pb, FR_FUNCTION, s->fresh_frame[i].fn);
+			if (s->fresh_frame[i].src) {
+				pb_uint(pb, FR_SOURCE, s->fresh_frame[i].src);
+				pb_uint(pb, FR_LINE, s->fresh_frame[i].line);
+			}
+			pb_end(pb, e);
+		}
+		if (s->fresh_cs_iid) {
+			size_t e = pb_begin(pb, ID_CALLSTACKS);
+
+			pb_uint(pb, CS_IID, s->fresh_cs_iid);
+			for (u32 i = 0; i < s->fresh_cs_n; i++)
+				pb_uint(pb, CS_FRAMES, s->fresh_cs_frames[i]);
 			pb_end(pb, e);
 		}
 		pb_end(pb, id);
@@ -417,40 +476,92 @@ struct pf_ev {
 	s64 counter;
 };
 
+/* A copy that lives until interning starts again (so past this packet's end). */
+static const char *xstrdup_arena(struct perfetto_sink *s, const char *str)
+{
+	size_t n = strlen(str) + 1;
+	char *p = arena_alloc(&s->strings, n);
+
+	if (!p)
+		return "?";
+	memcpy(p, str, n);
+	return p;
+}
+
+/* A string of the stack tables: its iid, defined in this packet the first time. */
+static u64 stack_str_iid(struct perfetto_sink *s, struct hmap *t, u64 *next, u32 field,
+			 const char *str)
+{
+	u64 h = fnv1a(str, strlen(str)), iid = (u64)(uintptr_t)hmap_get(t, h, field);
+
+	if (iid)
+		return iid;
+	iid = (*next)++;
+	hmap_put(t, h, field, (void *)(uintptr_t)iid);
+	s->fresh_str[s->nfresh_str].field = field;
+	s->fresh_str[s->nfresh_str].iid = iid;
+	s->fresh_str[s->nfresh_str].str = str;
+	s->nfresh_str++;
+	return iid;
+}
+
+/* A frame as the UI shows it: function (or address), source file and line. */
+static u64 frame_iid(struct perfetto_sink *s, const struct sym_frame *f)
+{
+	char addr[64];
+	const char *fn = f->func;
+	u64 h, iid, fn_iid, src_iid = 0;
+
+	if (!fn) {
+		snprintf(addr, sizeof(addr), "0x%llx", (unsigned long long)f->ip);
+		fn = addr;
+	}
+	h = fnv1a(fn, strlen(fn)) ^ (f->file ? fnv1a(f->file, strlen(f->file)) * 31 : 0);
+	iid = (u64)(uintptr_t)hmap_get(&s->frame_iids, h, f->line);
+	if (iid)
+		return iid;
+	fn_iid = stack_str_iid(s, &s->fn_iids, &s->next_fn_iid, ID_FUNCTION_NAMES,
+			       f->func ? f->func : xstrdup_arena(s, fn));
+	if (f->file)
+		src_iid = stack_str_iid(s, &s->src_iids, &s->next_src_iid, ID_SOURCE_PATHS, f->file);
+	iid = s->next_frame_iid++;
+	hmap_put(&s->frame_iids, h, f->line, (void *)(uintptr_t)iid);
+	s->fresh_frame[s->nfresh_frame].iid = iid;
+	s->fresh_frame[s->nfresh_frame].fn = fn_iid;
+	s->fresh_frame[s->nfresh_frame].src = src_iid;
+	s->fresh_frame[s->nfresh_frame].line = f->line;
+	s->nfresh_frame++;
+	return iid;
+}
+
 /*
- * A stack inline on the event (the UI shows it when the slice is selected):
- * function, and the source file and line where known, else the object.
+ * A stack on the event, as an interned callstack (the UI lists its frames
+ * when the slice is selected). Root first; at most the innermost
+ * PF_STACK_FRAMES frames. Defined, with its frames and strings, in the
+ * packet that first uses it in this interning generation.
  */
 static void put_callstack(struct perfetto_sink *s, u32 id)
 {
 	const struct sym_stack *st = model_stack(s->m, id);
-	size_t cs, fr;
+	u64 iid;
 	u32 n;
-	char buf[64];
 
 	if (!st || !st->n)
 		return;
-	n = MIN(st->n, PF_STACK_FRAMES);
-	cs = pb_begin(&s->pb, TE_CALLSTACK);
-	for (u32 i = n; i-- > 0;) {
-		const struct sym_frame *f = st->frames[i];
-
-		fr = pb_begin(&s->pb, ICS_FRAMES);
-		if (f->func) {
-			pb_str(&s->pb, ICF_FUNCTION, f->func);
-		} else {
-			snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)f->ip);
-			pb_str(&s->pb, ICF_FUNCTION, buf);
-		}
-		if (f->file) {
-			pb_str(&s->pb, ICF_SOURCE, f->file);
-			pb_uint(&s->pb, ICF_LINE, f->line);
-		} else if (f->obj) {
-			pb_str(&s->pb, ICF_SOURCE, f->obj);
-		}
-		pb_end(&s->pb, fr);
+	iid = (u64)(uintptr_t)hmap_get(&s->cs_iids, id, 0);
+	if (!iid && !s->fresh_cs_iid) {
+		n = MIN(st->n, PF_STACK_FRAMES);
+		iid = s->next_cs_iid++;
+		s->fresh_cs_iid = iid;
+		s->fresh_cs_n = 0;
+		for (u32 i = n; i-- > 0;)
+			s->fresh_cs_frames[s->fresh_cs_n++] = frame_iid(s, st->frames[i]);
+		hmap_put(&s->cs_iids, id, 0, (void *)(uintptr_t)iid);
 	}
-	pb_end(&s->pb, cs);
+	if (!iid)
+		return; /* a second new stack in one packet: never happens (one per event) */
+	pb_uint(&s->pb, TE_CALLSTACK_IID, iid);
+	s->uses_iids = true;
 }
 
 static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
@@ -1392,6 +1503,11 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 	s->next_name_iid = 1;
 	s->intern_gen = 1;
 	s->next_da_iid = 1;
+	s->next_cs_iid = s->next_frame_iid = s->next_fn_iid = s->next_src_iid = 1;
+	hmap_init(&s->cs_iids);
+	hmap_init(&s->frame_iids);
+	hmap_init(&s->fn_iids);
+	hmap_init(&s->src_iids);
 	hmap_init(&s->procs);
 	hmap_init(&s->threads);
 	hmap_init(&s->coros);
@@ -1443,6 +1559,10 @@ void perfetto_sink_free(struct perfetto_sink *s)
 	free_table(&s->coros);
 	hmap_free(&s->names);
 	hmap_free(&s->da_names);
+	hmap_free(&s->cs_iids);
+	hmap_free(&s->frame_iids);
+	hmap_free(&s->fn_iids);
+	hmap_free(&s->src_iids);
 	arena_free(&s->strings);
 	free(s);
 }

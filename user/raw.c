@@ -189,6 +189,11 @@ bool coro_record_valid(const struct coro_event_hdr *h, size_t avail, const char 
 			return false;
 		}
 	}
+	if (h->kind == CORO_REC_MAP &&
+	    ((const struct coro_rec_map *)h)->build_id_len > sizeof(((struct coro_rec_map *)0)->build_id)) {
+		*why = "map record with a bad build-id length";
+		return false;
+	}
 	if (h->kind == CORO_REC_STACK) {
 		const struct coro_rec_stack *st = (const void *)h;
 

@@ -97,8 +97,9 @@ struct coro_rec_map {
 	u64 start, end;		   /* addresses */
 	u64 pgoff;		   /* file offset mapped at start */
 	u32 flags;
-	u32 __pad;
-	char path[]; /* NUL-terminated, padded to 8 */
+	u32 build_id_len;	   /* 0: none read */
+	u8 build_id[24];	   /* the file's GNU build-id when mapped */
+	char path[];		   /* NUL-terminated, padded to 8 */
 };
 
 /*

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The capture side of --stacks (stacks.h): kernel stack ids and dwarf samples to capture stack ids. */
 #include <bpf/bpf.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -66,8 +67,14 @@ struct uw_memo {
 	struct uw_read reads[];
 };
 
+struct build_id {
+	u32 len;
+	u8 id[24];
+};
+
 struct stack_resolver {
 	u32 mode;
+	struct hmap build_ids; /* (hash of path, 0) -> struct build_id (read once per path) */
 	int stackmap_fd;
 	struct hmap procs; /* (pid, 0) -> struct rproc */
 	struct hmap kids;  /* (pid | gen << 32, kernel id) -> capture id */
@@ -94,6 +101,8 @@ struct stack_resolver *stack_resolver_new(u32 mode, int stackmap_fd)
 	r->mode = mode;
 	r->stackmap_fd = stackmap_fd;
 	hmap_init(&r->procs);
+	hmap_init(&r->build_ids);
+	elf_version(EV_CURRENT);
 	hmap_init(&r->kids);
 	hmap_init(&r->dedup);
 	r->next_id = 1;
@@ -148,9 +157,51 @@ static bool maps_cover(const struct rproc *p, u64 ip)
 	return false;
 }
 
-static void emit_map(struct rproc *p, const struct map_ent *m, u64 ts, stack_emit_fn emit,
-		     void *ctx)
+static u64 path_hash(const char *p)
 {
+	u64 h = 0xcbf29ce484222325ull;
+
+	while (*p)
+		h = (h ^ (u8)*p++) * 0x100000001b3ull;
+	return h;
+}
+
+/*
+ * The file's build-id, read once per path: symbolizing later (report, on
+ * another day) checks it against the file then on disk.
+ */
+static const struct build_id *build_id_of(struct stack_resolver *r, const char *path)
+{
+	u64 h = path_hash(path);
+	struct build_id *b = hmap_get(&r->build_ids, h, 0);
+	const void *id;
+	Elf *elf;
+	ssize_t n;
+	int fd;
+
+	if (b)
+		return b;
+	b = xcalloc(1, sizeof(*b));
+	hmap_put(&r->build_ids, h, 0, b);
+	fd = path[0] == '/' ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0)
+		return b;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	n = elf ? dwelf_elf_gnu_build_id(elf, &id) : -1;
+	if (n > 0 && (size_t)n <= sizeof(b->id)) {
+		b->len = (u32)n;
+		memcpy(b->id, id, (size_t)n);
+	}
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return b;
+}
+
+static void emit_map(struct stack_resolver *r, struct rproc *p, const struct map_ent *m, u64 ts,
+		     stack_emit_fn emit, void *ctx)
+{
+	const struct build_id *bid = build_id_of(r, m->path);
 	size_t plen = strlen(m->path) + 1, size = ROUND_UP(sizeof(struct coro_rec_map) + plen, 8);
 	struct coro_rec_map *rec = xcalloc(1, size);
 
@@ -163,13 +214,16 @@ static void emit_map(struct rproc *p, const struct map_ent *m, u64 ts, stack_emi
 	rec->pgoff = m->pgoff;
 	rec->flags = p->reset_next ? CORO_MAPF_RESET : 0;
 	p->reset_next = false;
+	rec->build_id_len = bid->len;
+	memcpy(rec->build_id, bid->id, bid->len);
 	memcpy(rec->path, m->path, plen);
 	emit(ctx, &rec->hdr);
 	free(rec);
 }
 
 /* Read the process's executable file mappings; emit those not emitted yet. */
-static void refresh_maps(struct rproc *p, u64 ts, stack_emit_fn emit, void *ctx)
+static void refresh_maps(struct stack_resolver *r, struct rproc *p, u64 ts, stack_emit_fn emit,
+			 void *ctx)
 {
 	char path[64], line[4096 + 128];
 	FILE *f;
@@ -203,7 +257,7 @@ static void refresh_maps(struct rproc *p, u64 ts, stack_emit_fn emit, void *ctx)
 		m = (struct map_ent){.start = start, .end = end, .pgoff = off, .path = xstrdup(file)};
 		p->maps = xrealloc(p->maps, (p->nmaps + 1) * sizeof(*p->maps));
 		p->maps[p->nmaps++] = m;
-		emit_map(p, &m, ts, emit, ctx);
+		emit_map(r, p, &m, ts, emit, ctx);
 	}
 	fclose(f);
 }
@@ -220,7 +274,7 @@ static u32 define_stack(struct stack_resolver *r, struct rproc *p, const struct 
 		return id;
 	for (u32 i = 0; i < n; i++) {
 		if (!maps_cover(p, ips[i])) {
-			refresh_maps(p, h->ts, emit, ctx);
+			refresh_maps(r, p, h->ts, emit, ctx);
 			break;
 		}
 	}
@@ -463,7 +517,7 @@ static u32 unwind(struct stack_resolver *r, struct rproc *p, const struct coro_e
 	out->n = 0;
 	/* Code mapped since the mappings were read (dlopen): read them again. */
 	if (!maps_cover(p, s->ip))
-		refresh_maps(p, h->ts, emit, ctx);
+		refresh_maps(r, p, h->ts, emit, ctx);
 	if (!rproc_dwfl(r, p))
 		goto fallback;
 	r->smp = s;
@@ -487,7 +541,7 @@ fallback:
 void stack_resolver_snapshot(struct stack_resolver *r, u32 pid, u64 ts, stack_emit_fn emit,
 			     void *ctx)
 {
-	refresh_maps(rproc_get(r, pid), ts, emit, ctx);
+	refresh_maps(r, rproc_get(r, pid), ts, emit, ctx);
 }
 
 u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stack_emit_fn emit,
@@ -564,6 +618,10 @@ void stack_resolver_free(struct stack_resolver *r)
 		free(v);
 	}
 	hmap_free(&r->procs);
+	it = 0;
+	while (hmap_next(&r->build_ids, &it, NULL, NULL, &v))
+		free(v);
+	hmap_free(&r->build_ids);
 	hmap_free(&r->kids);
 	hmap_free(&r->dedup);
 	free(r);

@@ -28,11 +28,15 @@ const char *stack_mode_name(u32 mode)
 struct map_ent {
 	u64 start, end, pgoff;
 	char *path;
+	u32 build_id_len;
+	u8 build_id[24];
 };
 
 /* One object file, opened once for every process that maps it. */
 struct sym_obj {
 	char *path;
+	u32 build_id_len; /* as the capture saw it (0: not known) */
+	u8 build_id[24];
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	struct {
@@ -80,37 +84,92 @@ static const char *own(struct symbolizer *s, char *str)
 	return str;
 }
 
-static struct sym_obj *obj_get(struct symbolizer *s, const char *path)
+/* The module of ELF file `file` at its own addresses, or NULL (*dwflp set when opened). */
+static Dwfl_Module *open_module(Dwfl **dwflp, const char *file)
+{
+	struct stat sb;
+	Dwfl_Module *mod;
+
+	*dwflp = NULL;
+	/* Regular files only: a capture could name a FIFO or a device. */
+	if (stat(file, &sb) || !S_ISREG(sb.st_mode))
+		return NULL;
+	*dwflp = dwfl_begin(&offline_callbacks);
+	if (!*dwflp)
+		return NULL;
+	dwfl_report_begin(*dwflp);
+	/* At base 0: module addresses are the file's own virtual addresses. */
+	mod = dwfl_report_elf(*dwflp, file, file, -1, 0, false);
+	dwfl_report_end(*dwflp, NULL, NULL);
+	if (!mod) {
+		log_debug("stacks: cannot read %s: %s", file, dwfl_errmsg(-1));
+		dwfl_end(*dwflp);
+		*dwflp = NULL;
+	}
+	return mod;
+}
+
+static bool build_id_is(Dwfl_Module *mod, const u8 *id, u32 len)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+
+	return dwfl_module_build_id(mod, &bits, &vaddr) == (int)len && !memcmp(bits, id, len);
+}
+
+/*
+ * The object mapped from `path` when the capture was taken: the file there
+ * now if its build-id is the one the capture saw, else the separate debug
+ * file of that build-id in /usr/lib/debug. Neither: its frames keep their
+ * addresses (a rebuilt binary's symbols would name the wrong functions).
+ */
+static struct sym_obj *obj_get(struct symbolizer *s, const char *path, const u8 *bid, u32 bidlen)
 {
 	struct sym_obj *o;
 	GElf_Addr bias;
 	Elf *elf;
 	size_t nph;
-	struct stat sb;
+	bool mismatch = false;
 
 	for (size_t i = 0; i < s->nobjs; i++)
-		if (!strcmp(s->objv[i]->path, path))
+		if (!strcmp(s->objv[i]->path, path) && s->objv[i]->build_id_len == bidlen &&
+		    !memcmp(s->objv[i]->build_id, bid, bidlen))
 			return s->objv[i];
 	o = xcalloc(1, sizeof(*o));
 	o->path = xstrdup(path);
+	o->build_id_len = bidlen;
+	memcpy(o->build_id, bid, bidlen);
 	hmap_init(&o->frames);
 	s->objv = xrealloc(s->objv, (s->nobjs + 1) * sizeof(*s->objv));
 	s->objv[s->nobjs++] = o;
-	/* Regular files only: a capture could name a FIFO or a device. */
-	if (stat(path, &sb) || !S_ISREG(sb.st_mode)) {
-		log_debug("stacks: %s is not a readable file (its frames keep their addresses)", path);
-		return o;
+	o->mod = open_module(&o->dwfl, path);
+	if (o->mod && bidlen && !build_id_is(o->mod, bid, bidlen)) {
+		dwfl_end(o->dwfl);
+		o->dwfl = NULL;
+		o->mod = NULL;
+		mismatch = true;
 	}
-	o->dwfl = dwfl_begin(&offline_callbacks);
-	if (!o->dwfl)
-		return o;
-	dwfl_report_begin(o->dwfl);
-	/* At base 0: module addresses are the file's own virtual addresses. */
-	o->mod = dwfl_report_elf(o->dwfl, path, path, -1, 0, false);
-	dwfl_report_end(o->dwfl, NULL, NULL);
+	if (!o->mod && bidlen) {
+		char dbg[128];
+		int n = snprintf(dbg, sizeof(dbg), "/usr/lib/debug/.build-id/%02x/", bid[0]);
+
+		for (u32 i = 1; i < bidlen && n + 3 < (int)sizeof(dbg); i++)
+			n += snprintf(dbg + n, sizeof(dbg) - n, "%02x", bid[i]);
+		snprintf(dbg + n, sizeof(dbg) - n, ".debug");
+		o->mod = open_module(&o->dwfl, dbg);
+		if (o->mod && !build_id_is(o->mod, bid, bidlen)) {
+			dwfl_end(o->dwfl);
+			o->dwfl = NULL;
+			o->mod = NULL;
+		}
+	}
 	if (!o->mod) {
-		log_debug("stacks: cannot read %s: %s (its frames keep their addresses)", path,
-			  dwfl_errmsg(-1));
+		if (mismatch)
+			log_warn("stacks: %s changed since the capture (its build-id differs) and "
+				 "/usr/lib/debug has no file of the old one: its frames keep their "
+				 "addresses", path);
+		else
+			log_debug("stacks: no symbols for %s (its frames keep their addresses)", path);
 		return o;
 	}
 	elf = dwfl_module_getelf(o->mod, &bias);
@@ -212,7 +271,9 @@ void symbolizer_map(struct symbolizer *s, const struct coro_rec_map *m)
 		.end = m->end,
 		.pgoff = m->pgoff,
 		.path = xstrdup(m->path), /* NUL-terminated: checked by coro_record_valid() */
+		.build_id_len = m->build_id_len, /* at most 24: checked there too */
 	};
+	memcpy(p->maps[p->nmaps - 1].build_id, m->build_id, m->build_id_len);
 }
 
 void symbolizer_define(struct symbolizer *s, const struct coro_rec_stack *rec)
@@ -242,7 +303,8 @@ void symbolizer_define(struct symbolizer *s, const struct coro_rec_stack *rec)
 		/* Each stack's frames are its own (ip and mapping differ per process). */
 		f = xcalloc(1, sizeof(*f));
 		if (m) {
-			tmpl = obj_frame(s, obj_get(s, m->path), ip - m->start + m->pgoff, i > 0);
+			tmpl = obj_frame(s, obj_get(s, m->path, m->build_id, m->build_id_len),
+					 ip - m->start + m->pgoff, i > 0);
 			*f = *tmpl;
 			f->map_start = m->start;
 			f->map_end = m->end;

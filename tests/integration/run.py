@@ -1539,25 +1539,10 @@ def check_parking_stacks(trace, variant, how):
     eq(found[0].get("stack"), cor["forgotten"]["park_stack"], "the finding's stack")
 
 
-def perfetto_callstacks(pf):
-    """The function names of every inline callstack in a trace, root first."""
-    with open(pf, "rb") as f:
-        p = subprocess.run(["protoc", "--decode=corobpf.Trace", "-I",
-                            os.path.join(ROOT, "tests/perfetto"),
-                            os.path.join(ROOT, "tests/perfetto/corobpf_trace.proto")],
-                           stdin=f, capture_output=True, timeout=120)
-    eq(p.returncode, 0, "protoc --decode")
-    out, stacks, cur = p.stdout.decode(), [], None
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith("callstack {"):
-            cur = []
-            stacks.append(cur)
-        elif cur is not None and line.startswith("function_name:"):
-            cur.append(json.loads(line.split(":", 1)[1].strip()))
-        elif line.startswith("track_event {"):
-            cur = None
-    return stacks
+def perfetto_callstacks(t):
+    """The function names of every event's callstack in a checked trace, root first."""
+    return [[fr[0] for fr in ev["_callstack"]] for ts, i, track, ev, name in t.events
+            if "_callstack" in ev]
 
 
 def make_stacks_test(variant, how):
@@ -1578,7 +1563,7 @@ def make_stacks_test(variant, how):
         check_replay(out, raw, ["--stall", "0.2"])
         # Perfetto: valid, and the forgotten coroutine's suspended slice carries its stack.
         t2 = perfetto_check.check(pf, out)
-        stacks = perfetto_callstacks(pf)
+        stacks = perfetto_callstacks(t2)
         check(any(fr[-3:] == ["exe_wait_forever", "chan_recv", "switch_out_locked"]
                   for fr in stacks), "no Perfetto callstack ends in exe_wait_forever: %r" %
               stacks[:5])
@@ -1643,6 +1628,35 @@ def make_key_frame_test(variant, how):
 
 for _variant, _how in (("nofp", "dwarf"), ("fp", "fp")):
     test(make_key_frame_test(_variant, _how))
+
+
+@test
+def stacks_report_after_the_binary_changed():
+    """A capture symbolized after its binary was replaced by another build: that object's frames
+    keep their addresses, and corobpf says why, rather than naming functions of the new build;
+    the unchanged library's frames are still named."""
+    d = work("rebuilt")
+    os.makedirs(d, exist_ok=True)
+    exe = os.path.join(d, "stacks-nofp")
+    shutil.copy(os.path.join(TESTS_BIN, "stacks-nofp"), exe)
+    shutil.copy(os.path.join(TESTS_BIN, "libstackslib-nofp.so"), d)
+    raw, out, again = work("rebuilt.raw"), work("rebuilt.jsonl"), work("rebuilt-again.jsonl")
+    p = corobpf(["--stacks", "--raw", raw, "-o", out, "--", exe])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    cor = {c["name"]: c for c in Trace(out).coroutines}
+    funcs, _ = stack_funcs(Trace(out), cor["lib-parker"]["park_stack"])
+    check("lib_park_here" in funcs and "lib_parker" in funcs, "live: %r" % funcs)
+    shutil.copy(os.path.join(TESTS_BIN, "stacks-fp"), exe)   # another build, another build-id
+    r = corobpf(["report", raw, "-o", again])
+    eq(r.returncode, 0, "report exit code (%s)" % r.stderr.strip())
+    check("changed since the capture" in r.stderr and exe in r.stderr, "no warning:\n" + r.stderr)
+    trace = Trace(again)
+    cor = {c["name"]: c for c in trace.coroutines}
+    _, frames = stack_funcs(trace, cor["lib-parker"]["park_stack"])
+    exe_frames = [f for f in frames if f.get("obj") == exe]
+    check(exe_frames and all("func" not in f for f in exe_frames),
+          "frames of the replaced binary named anyway: %r" % exe_frames)
+    check(any(f.get("func") == "lib_park_here" for f in frames), "the library's frame: %r" % frames)
 
 
 @test

@@ -97,6 +97,7 @@ class Trace:
         self.tracks = {}        # uuid -> descriptor dict
         self.events = []        # (ts, index, track_uuid, event dict, resolved name)
         self.names, self.da_names = {}, {}
+        self.fn_names, self.src_paths, self.frames, self.callstacks = {}, {}, {}, {}
 
 
 def check(path, jsonl=None):
@@ -127,14 +128,34 @@ def check(path, jsonl=None):
         if i and one(p, "sequence_flags", 0) & 1:
             # Incremental state cleared mid-sequence: interned ids start again at 1.
             t.names, t.da_names = {}, {}
+            t.fn_names, t.src_paths, t.frames, t.callstacks = {}, {}, {}, {}
         interned = one(p, "interned_data")
         if interned:
-            for key, table in (("event_names", t.names), ("debug_annotation_names", t.da_names)):
+            for key, table, field in (("event_names", t.names, "name"),
+                                      ("debug_annotation_names", t.da_names, "name"),
+                                      ("function_names", t.fn_names, "str"),
+                                      ("source_paths", t.src_paths, "str")):
                 for e in interned.get(key, []):
-                    iid, name = one(e, "iid"), one(e, "name")
+                    iid, name = one(e, "iid"), one(e, field)
                     if iid != len(table) + 1:
                         raise Bad(where + ": %s iid %s out of sequence (expected %d)" % (key, iid, len(table) + 1))
                     table[iid] = name
+            for e in interned.get("frames", []):
+                iid = one(e, "iid")
+                if iid != len(t.frames) + 1:
+                    raise Bad(where + ": frame iid %s out of sequence" % iid)
+                fn, src = one(e, "function_name_id"), one(e, "source_path_iid")
+                if fn not in t.fn_names or (src is not None and src not in t.src_paths):
+                    raise Bad(where + ": frame %d names an undefined string" % iid)
+                t.frames[iid] = (t.fn_names[fn], t.src_paths.get(src), one(e, "line_number"))
+            for e in interned.get("callstacks", []):
+                iid = one(e, "iid")
+                if iid != len(t.callstacks) + 1:
+                    raise Bad(where + ": callstack iid %s out of sequence" % iid)
+                ids = e.get("frame_ids", [])
+                if not ids or any(f not in t.frames for f in ids):
+                    raise Bad(where + ": callstack %d names an undefined frame" % iid)
+                t.callstacks[iid] = [t.frames[f] for f in ids]
         desc = one(p, "track_descriptor")
         if desc:
             uuid = one(desc, "uuid")
@@ -152,7 +173,13 @@ def check(path, jsonl=None):
         ev = one(p, "track_event")
         if not ev:
             continue
-        uses_interning = "name_iid" in ev or any("name_iid" in a for a in ev.get("debug_annotations", []))
+        uses_interning = "name_iid" in ev or "callstack_iid" in ev or \
+            any("name_iid" in a for a in ev.get("debug_annotations", []))
+        if "callstack_iid" in ev:
+            if one(ev, "callstack_iid") not in t.callstacks:
+                raise Bad(where + ": callstack iid used before it is defined")
+            # Root first: [(function, source, line), ...]
+            ev["_callstack"] = t.callstacks[one(ev, "callstack_iid")]
         if uses_interning and not (one(p, "sequence_flags", 0) & 2):
             raise Bad(where + ": uses interned data without SEQ_NEEDS_INCREMENTAL_STATE")
         track = one(ev, "track_uuid")

@@ -184,6 +184,91 @@ static void many_names(int max_tracks)
 	}
 }
 
+/*
+ * --stacks: every suspended slice names a stack (500 distinct ones, one
+ * frame each at an address in no mapping: "0x..." frames, each used six
+ * times), with interning restarting several times on the way: a stack
+ * interned before a restart is defined again after it. The checker
+ * resolves every callstack, and the last one names its address.
+ */
+TEST(callstacks_across_interning_restarts)
+{
+	char dir[] = "/tmp/corobpf-test-pfs-XXXXXX", path[300], cmd[1200];
+	struct capture_info ci = {0};
+	u32 pids[1] = {TPID};
+	struct output out;
+	struct pipeline p;
+	union rec_buf b;
+	char err[256];
+	const int n = 3000;
+	u64 ts = 1000;
+
+	perfetto_intern_max = 1024;
+	if (!mkdtemp(dir)) {
+		CHECK(!"mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/stacks.pftrace", dir);
+	ci.version = 1;
+	ci.npids = 1;
+	ci.pids = pids;
+	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
+	pipeline_init(&p, &ci);
+	output_attach(&out, &p, err, sizeof(err));
+	pipeline_begin(&p);
+	pipeline_feed(&p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
+	for (int i = 1; i <= n; i++) {
+		struct {
+			struct coro_rec_stack st;
+			u64 ip;
+		} def = {0};
+		struct {
+			struct coro_ev_switch sw;
+			struct coro_stack_ref ref;
+		} out_sw;
+
+		u32 sid = (u32)(i - 1) % 500 + 1;
+
+		def.st.hdr.size = sizeof(def);
+		def.st.hdr.kind = CORO_REC_STACK;
+		def.st.hdr.pid = def.st.hdr.tid = TPID;
+		def.st.id = sid;
+		def.st.nframes = 1;
+		def.ip = 0x100000 + (u64)sid;
+		pipeline_feed(&p, mk_create(&b, 2, ts += 10, 0, (u64)i, 0));
+		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
+		if (i <= 500)
+			pipeline_feed(&p, &def.st.hdr);
+		mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_WAIT, 0x42);
+		memcpy(&out_sw.sw, &b.sw, sizeof(out_sw.sw));
+		out_sw.sw.hdr.size = sizeof(out_sw);
+		out_sw.ref.id = sid;
+		out_sw.ref.how = CORO_STACK_CAPTURE_ID;
+		pipeline_feed(&p, &out_sw.sw.hdr);
+		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
+		pipeline_feed(&p, mk_exit(&b, 2, ts += 10, (u64)i, (u64)i, 0));
+		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_DONE, 0));
+	}
+	pipeline_feed(&p, mk_proc_exit(&b, ts += 10, 0));
+	pipeline_finish(&p);
+	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
+	pipeline_free(&p);
+	perfetto_intern_max = PERFETTO_INTERN_MAX;
+	snprintf(cmd, sizeof(cmd),
+		 "python3 -c \"import sys; sys.path.insert(0, 'tests/perfetto'); import check; "
+		 "t = check.check('%s'); cs = [e[3]['_callstack'] for e in t.events if "
+		 "'_callstack' in e[3]]; restarts = sum(1 for p in t.packets[1:] if "
+		 "check.one(p, 'sequence_flags', 0) & 1); "
+		 "assert len(cs) == %d, len(cs); assert cs[-1] == [('0x%x', None, None)], cs[-1]; "
+		 "assert restarts >= 3, restarts\"",
+		 path, n, 0x100000 + (n - 1) % 500 + 1);
+	CHECK_EQ(system(cmd), 0);
+	if (!unit_failed_checks) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+		CHECK_EQ(system(cmd), 0);
+	}
+}
+
 TEST(interning_restarts)
 {
 	/* 5000 coroutines' names overflow this; the default is larger. */
@@ -197,6 +282,7 @@ int main(void)
 {
 	RUN(pb_nested_lengths);
 	RUN(interning_restarts);
+	RUN(callstacks_across_interning_restarts);
 	RUN(golden_tracks);
 	RUN(golden_packed_lanes);
 	return unit_done();
