@@ -30,7 +30,8 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
        $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone \
-       $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie
+       $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
+       $(OUT)/tests/stacks-lld
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -179,17 +180,20 @@ $(OUT)/tests/faults: tests/integration/progs/faults.c usdt/corobpf.h
 
 # --stacks: coroutines parked in known functions, in the executable and in a library, the
 # whole program (scheduler included) built with frame pointers (stacks-fp), without
-# (stacks-nofp), and as a position-dependent executable (stacks-nopie, ET_EXEC).
+# (stacks-nofp), as a position-dependent executable (stacks-nopie, ET_EXEC), and linked by lld
+# (stacks-lld: segments whose file offsets and addresses are not page-congruent).
 STACKS_FLAGS_fp := -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 STACKS_FLAGS_nofp := -fomit-frame-pointer
 STACKS_FLAGS_nopie := -fomit-frame-pointer -fno-pie
 STACKS_LD_nopie := -no-pie
+STACKS_FLAGS_lld := -fomit-frame-pointer
+STACKS_LD_lld := -fuse-ld=lld
 .PRECIOUS: $(OUT)/tests/libstackslib-%.so
 
 $(OUT)/tests/libstackslib-%.so: tests/integration/progs/stacks_lib.c $(SCHED_DEPS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) -fPIC -shared $< -o $@
+	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) -fPIC -shared $(STACKS_LD_$*) $< -o $@
 
 $(OUT)/tests/stacks-%: tests/integration/progs/stacks.c $(OUT)/tests/libstackslib-%.so \
 		tools/sched/corosched.c tools/sched/switch_x86_64.S $(SCHED_DEPS)

@@ -167,6 +167,7 @@ static void key_frame(struct analyzer *a, const struct coro *c, struct finding *
 	int best = -1;
 
 	f->samples = (u32)MIN(c->run_samples_total, UINT32_MAX);
+	f->samples_kept = n;
 	if (!n)
 		return;
 	hmap_init(&ids);
@@ -375,7 +376,14 @@ static void analyze_record(void *ctx, const struct coro_event_hdr *h,
 			/* Where the coroutine made the call that blocked (--stacks). */
 			const struct coro_thread *t = hmap_get(&a->m->threads, h->pid, h->tid);
 
-			f.stack = t ? t->off_stack : 0;
+			/*
+			 * Only if this stretch's begin record carried it (a lost begin
+			 * leaves an older stretch's): both times come from one BPF
+			 * program run, microseconds apart.
+			 */
+			f.stack = t && t->off_ts >= e->start && t->off_ts - e->start < 1000000
+					  ? t->off_stack
+					  : 0;
 		}
 		model_emit_finding(a->m, &f);
 		break;

@@ -76,6 +76,7 @@ struct finding {
 	 * frames[key_depth] of `stack`, in key_samples of them.
 	 */
 	u32 samples, key_samples, key_depth;
+	u32 samples_kept; /* of `samples`, kept for the key frame (a uniform sample of long runs) */
 	bool has_key;
 	char key_frame[256]; /* "func+0x1e (obj) file.c:52" */
 };

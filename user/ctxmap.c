@@ -149,8 +149,11 @@ static struct coro_event_hdr *translate_cur(struct ctxmap *x, struct ctx_proc *p
 					    struct ctx_thread *t, const struct coro_event_hdr *rec)
 {
 	struct coro_event_hdr *h = &x->buf.hdr;
+	/* Longer records (a newer writer, or damage) keep what this version reads. */
+	size_t n = MIN((size_t)rec->size, sizeof(x->buf.bytes) & ~(size_t)7);
 
-	memcpy(x->buf.bytes, rec, rec->size);
+	memcpy(x->buf.bytes, rec, n);
+	h->size = (u16)n;
 	if (t->known && h->cur == t->cur_raw) {
 		h->cur = t->cur_id;
 		h->flags &= (u8)~CORO_EVF_CUR_UNKNOWN;

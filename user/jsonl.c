@@ -95,6 +95,8 @@ static void need_stack(struct jsonl_sink *s, u32 id)
 	obuf_puts(o, "{\"type\":\"stack\"");
 	put_u64(o, "id", id);
 	put_u64(o, "pid", st ? st->pid : 0);
+	if (!st)
+		obuf_puts(o, ",\"undefined\":true"); /* named by a damaged capture, never defined */
 	obuf_puts(o, ",\"frames\":[");
 	for (u32 i = 0; st && i < st->n; i++) {
 		const struct sym_frame *f = st->frames[i];
@@ -513,6 +515,8 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 		put_u64(o, "stack", f->stack);
 	if (f->kind == FK_LONG_RUN && f->samples) {
 		put_u64(o, "samples", f->samples);
+		if (f->samples_kept < f->samples)
+			put_u64(o, "samples_kept", f->samples_kept);
 		if (f->has_key) {
 			put_str(o, "key_frame", f->key_frame, sizeof(f->key_frame));
 			put_u64(o, "key_samples", f->key_samples);

@@ -193,6 +193,9 @@ static const struct argp_option trace_options[] = {
 	{},
 };
 
+/* corobpf ps: a snapshot (cmd_trace with a short window and the ps table for a summary). */
+static bool ps_mode;
+
 /* A positive number of `unit`s (seconds, milliseconds) as nanoseconds. */
 static u64 parse_threshold(struct argp_state *state, const char *opt, const char *arg, double unit)
 {
@@ -412,6 +415,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->follow && a->switch_given && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
 				   "processes are traced through corobpf probes only");
+		if (ps_mode && !a->stacks)
+			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
 		if (a->sample_hz_set && !a->stacks)
 			argp_error(state, "--sample-hz samples stacks: add --stacks");
 		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
@@ -620,8 +625,6 @@ static int cmd_report(int argc, char **argv)
 
 /* ---- live tracing ---- */
 
-/* corobpf ps: a snapshot (cmd_trace with a short window and the ps table for a summary). */
-static bool ps_mode;
 
 static int cmd_trace(int argc, char **argv)
 {

@@ -69,6 +69,7 @@ void model_init(struct model *m, struct capture_info *ci)
 	hmap_init(&m->threads);
 	hmap_init(&m->procs);
 	m->next_uid = 1;
+	m->rng = 0x9e3779b97f4a7c15ull;
 }
 
 int model_add_observer(struct model *m, const struct model_observer *obs)
@@ -546,8 +547,23 @@ static void apply_sample(struct model *m, const struct coro_event_hdr *h,
 		return; /* the model's view of the thread says otherwise: not this run's */
 	mi->c = c;
 	c->run_samples_total++;
-	if (!stack || c->nrun_samples == CORO_RUN_SAMPLES_MAX)
+	if (!stack)
 		return;
+	if (c->nrun_samples == CORO_RUN_SAMPLES_MAX) {
+		/*
+		 * Full: keep a uniform sample of the whole run (reservoir). The
+		 * generator is seeded per model, so a replay picks the same ones.
+		 */
+		u64 j;
+
+		m->rng ^= m->rng << 13;
+		m->rng ^= m->rng >> 7;
+		m->rng ^= m->rng << 17;
+		j = m->rng % c->run_samples_total;
+		if (j < CORO_RUN_SAMPLES_MAX)
+			c->run_samples[j] = stack;
+		return;
+	}
 	if (c->nrun_samples == c->cap_run_samples) {
 		c->cap_run_samples = c->cap_run_samples ? c->cap_run_samples * 2 : 16;
 		c->run_samples = xrealloc(c->run_samples, c->cap_run_samples * sizeof(u32));

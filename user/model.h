@@ -37,7 +37,7 @@ enum coro_state {
 };
 
 #define CORO_NREASONS 6 /* CORO_R_UNKNOWN..CORO_R_DONE */
-/* Samples kept per run for its key frame (99 Hz: ten seconds). */
+/* Samples kept per run for its key frame (99 Hz: ten seconds; longer runs: a uniform sample). */
 #define CORO_RUN_SAMPLES_MAX 1024
 
 /*
@@ -235,6 +235,7 @@ struct model {
 	u64 applied;
 	struct model_anomalies anom;
 	struct symbolizer *sym; /* --stacks: the stacks defined so far, symbolized (NULL: none) */
+	u64 rng;		/* for the samples kept of long runs (fixed seed: replays agree) */
 };
 
 void model_init(struct model *m, struct capture_info *ci);

@@ -57,6 +57,10 @@ enum { FR_IID = 1, FR_FUNCTION = 2, FR_SOURCE = 5, FR_LINE = 6 };
 enum { CS_IID = 1, CS_FRAMES = 2 };
 /* Frames of a stack written for an event: the innermost ones (a packet has a size limit). */
 #define PF_STACK_FRAMES 32
+/* Bytes kept of a function name or source path (template-heavy C++ names run to kilobytes). */
+#define PF_STACK_STR_MAX 256
+/* New stack strings per packet: frames beyond it are left out, so a packet stays well under PKT_MAX. */
+#define PF_STACK_NEW_BYTES 8192
 enum { TYPE_SLICE_BEGIN = 1, TYPE_SLICE_END = 2, TYPE_INSTANT = 3, TYPE_COUNTER = 4 };
 /* TrackDescriptor and friends */
 enum {
@@ -248,6 +252,7 @@ struct perfetto_sink {
 		u32 line;
 	} fresh_frame[PF_STACK_FRAMES];
 	int nfresh_frame;
+	size_t fresh_stack_bytes; /* of the strings in fresh_str */
 	u64 fresh_cs_iid; /* a callstack defined in this packet (0: none) */
 	u64 fresh_cs_frames[PF_STACK_FRAMES];
 	u32 fresh_cs_n;
@@ -269,6 +274,7 @@ static void pkt_begin(struct perfetto_sink *s, u64 ts)
 	s->pkt_mark = pb_begin(&s->pb, 1); /* Trace.packet */
 	s->nfresh = 0;
 	s->nfresh_str = s->nfresh_frame = 0;
+	s->fresh_stack_bytes = 0;
 	s->fresh_cs_iid = 0;
 	s->uses_iids = false;
 	s->clear_state = false;
@@ -502,14 +508,30 @@ static u64 stack_str_iid(struct perfetto_sink *s, struct hmap *t, u64 *next, u32
 	s->fresh_str[s->nfresh_str].iid = iid;
 	s->fresh_str[s->nfresh_str].str = str;
 	s->nfresh_str++;
+	s->fresh_stack_bytes += strlen(str) + 8;
 	return iid;
+}
+
+/* str, or a copy cut to PF_STACK_STR_MAX bytes ending in "..." (lives until interning restarts). */
+static const char *clip(struct perfetto_sink *s, const char *str)
+{
+	char *p;
+
+	if (strlen(str) < PF_STACK_STR_MAX)
+		return str;
+	p = arena_alloc(&s->strings, PF_STACK_STR_MAX);
+	if (!p)
+		return "?";
+	memcpy(p, str, PF_STACK_STR_MAX - 4);
+	memcpy(p + PF_STACK_STR_MAX - 4, "...", 4);
+	return p;
 }
 
 /* A frame as the UI shows it: function (or address), source file and line. */
 static u64 frame_iid(struct perfetto_sink *s, const struct sym_frame *f)
 {
 	char addr[64];
-	const char *fn = f->func;
+	const char *fn = f->func, *file;
 	u64 h, iid, fn_iid, src_iid = 0;
 
 	if (!fn) {
@@ -521,9 +543,11 @@ static u64 frame_iid(struct perfetto_sink *s, const struct sym_frame *f)
 	if (iid)
 		return iid;
 	fn_iid = stack_str_iid(s, &s->fn_iids, &s->next_fn_iid, ID_FUNCTION_NAMES,
-			       f->func ? f->func : xstrdup_arena(s, fn));
-	if (f->file)
-		src_iid = stack_str_iid(s, &s->src_iids, &s->next_src_iid, ID_SOURCE_PATHS, f->file);
+			       f->func ? clip(s, f->func) : xstrdup_arena(s, fn));
+	if (f->file) {
+		file = clip(s, f->file);
+		src_iid = stack_str_iid(s, &s->src_iids, &s->next_src_iid, ID_SOURCE_PATHS, file);
+	}
 	iid = s->next_frame_iid++;
 	hmap_put(&s->frame_iids, h, f->line, (void *)(uintptr_t)iid);
 	s->fresh_frame[s->nfresh_frame].iid = iid;
@@ -550,12 +574,19 @@ static void put_callstack(struct perfetto_sink *s, u32 id)
 		return;
 	iid = (u64)(uintptr_t)hmap_get(&s->cs_iids, id, 0);
 	if (!iid && !s->fresh_cs_iid) {
-		n = MIN(st->n, PF_STACK_FRAMES);
+		u64 inner[PF_STACK_FRAMES];
+
+		/* Innermost first, while the packet has room for new strings. */
+		n = 0;
+		while (n < MIN(st->n, PF_STACK_FRAMES) && s->fresh_stack_bytes < PF_STACK_NEW_BYTES) {
+			inner[n] = frame_iid(s, st->frames[n]);
+			n++;
+		}
 		iid = s->next_cs_iid++;
 		s->fresh_cs_iid = iid;
 		s->fresh_cs_n = 0;
 		for (u32 i = n; i-- > 0;)
-			s->fresh_cs_frames[s->fresh_cs_n++] = frame_iid(s, st->frames[i]);
+			s->fresh_cs_frames[s->fresh_cs_n++] = inner[i]; /* root first */
 		hmap_put(&s->cs_iids, id, 0, (void *)(uintptr_t)iid);
 	}
 	if (!iid)

@@ -16,6 +16,9 @@
 struct map_ent {
 	u64 start, end, pgoff;
 	char *path;
+	u64 dev, ino;	/* of the file mapped (it may since have been replaced at `path`) */
+	u32 build_id_len;
+	u8 build_id[24];
 };
 
 static u64 hash_ips(const u64 *ips, u32 n)
@@ -43,6 +46,8 @@ struct rproc {
 	Dwfl *dwfl;	      /* dwarf: the process's modules, for unwinding */
 	size_t dwfl_nmaps;    /* ...built from this many of maps[] */
 	bool dwfl_failed;
+	bool warned;	      /* said once that its stacks cannot be unwound */
+	u64 refreshed_ts;     /* the last re-read of its mappings for an unknown address */
 	struct hmap memo;     /* dwarf: (ip, sp and bp) -> struct uw_memo */
 };
 
@@ -54,7 +59,7 @@ struct rproc {
  * compares instead of an unwind.
  */
 #define UW_READS_MAX 48
-#define UW_MEMO_MAX 65536
+#define UW_MEMO_MAX 4096 /* per process: ~5 MiB at most */
 struct uw_read {
 	u64 addr, val;
 	bool ok;
@@ -157,33 +162,34 @@ static bool maps_cover(const struct rproc *p, u64 ip)
 	return false;
 }
 
-static u64 path_hash(const char *p)
-{
-	u64 h = 0xcbf29ce484222325ull;
-
-	while (*p)
-		h = (h ^ (u8)*p++) * 0x100000001b3ull;
-	return h;
-}
-
 /*
- * The file's build-id, read once per path: symbolizing later (report, on
- * another day) checks it against the file then on disk.
+ * The build-id of the file a mapping maps, read once per (device, inode):
+ * through /proc/PID/map_files, which is the file mapped even if another has
+ * replaced it at its path since (a rebuild during the run), else the path.
  */
-static const struct build_id *build_id_of(struct stack_resolver *r, const char *path)
+static const struct build_id *build_id_of(struct stack_resolver *r, u32 pid,
+					  const struct map_ent *m)
 {
-	u64 h = path_hash(path);
-	struct build_id *b = hmap_get(&r->build_ids, h, 0);
+	struct build_id *b = hmap_get(&r->build_ids, m->dev, m->ino);
+	char mf[96];
 	const void *id;
 	Elf *elf;
 	ssize_t n;
 	int fd;
 
-	if (b)
+	if (b && m->ino)
 		return b;
-	b = xcalloc(1, sizeof(*b));
-	hmap_put(&r->build_ids, h, 0, b);
-	fd = path[0] == '/' ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (!b) {
+		b = xcalloc(1, sizeof(*b));
+		hmap_put(&r->build_ids, m->dev, m->ino, b);
+	}
+	if (m->path[0] != '/')
+		return b;
+	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	fd = open(mf, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		fd = open(m->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return b;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -201,7 +207,6 @@ static const struct build_id *build_id_of(struct stack_resolver *r, const char *
 static void emit_map(struct stack_resolver *r, struct rproc *p, const struct map_ent *m, u64 ts,
 		     stack_emit_fn emit, void *ctx)
 {
-	const struct build_id *bid = build_id_of(r, m->path);
 	size_t plen = strlen(m->path) + 1, size = ROUND_UP(sizeof(struct coro_rec_map) + plen, 8);
 	struct coro_rec_map *rec = xcalloc(1, size);
 
@@ -214,8 +219,8 @@ static void emit_map(struct stack_resolver *r, struct rproc *p, const struct map
 	rec->pgoff = m->pgoff;
 	rec->flags = p->reset_next ? CORO_MAPF_RESET : 0;
 	p->reset_next = false;
-	rec->build_id_len = bid->len;
-	memcpy(rec->build_id, bid->id, bid->len);
+	rec->build_id_len = m->build_id_len;
+	memcpy(rec->build_id, m->build_id, m->build_id_len);
 	memcpy(rec->path, m->path, plen);
 	emit(ctx, &rec->hdr);
 	free(rec);
@@ -233,14 +238,17 @@ static void refresh_maps(struct stack_resolver *r, struct rproc *p, u64 ts, stac
 	if (!f)
 		return; /* gone: its stacks keep raw addresses */
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long long start, end, off;
+		unsigned long long start, end, off, ino;
+		unsigned int maj, min;
 		char perms[8];
 		int pos = 0;
 		struct map_ent m;
+		const struct build_id *bid;
 		bool have = false;
 		char *file, *nl;
 
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &off, &pos) < 4 ||
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu %n", &start, &end, perms, &off, &maj,
+			   &min, &ino, &pos) < 7 ||
 		    !pos || perms[2] != 'x')
 			continue;
 		file = line + pos;
@@ -254,7 +262,11 @@ static void refresh_maps(struct stack_resolver *r, struct rproc *p, u64 ts, stac
 			       p->maps[i].pgoff == off && !strcmp(p->maps[i].path, file);
 		if (have)
 			continue;
-		m = (struct map_ent){.start = start, .end = end, .pgoff = off, .path = xstrdup(file)};
+		m = (struct map_ent){.start = start, .end = end, .pgoff = off, .path = xstrdup(file),
+				     .dev = (u64)maj << 32 | min, .ino = ino};
+		bid = build_id_of(r, p->pid, &m);
+		m.build_id_len = bid->len;
+		memcpy(m.build_id, bid->id, bid->len);
 		p->maps = xrealloc(p->maps, (p->nmaps + 1) * sizeof(*p->maps));
 		p->maps[p->nmaps++] = m;
 		emit_map(r, p, &m, ts, emit, ctx);
@@ -273,7 +285,9 @@ static u32 define_stack(struct stack_resolver *r, struct rproc *p, const struct 
 	if (id)
 		return id;
 	for (u32 i = 0; i < n; i++) {
-		if (!maps_cover(p, ips[i])) {
+		/* At most once per 10 ms: a stack ending in garbage would re-read every time. */
+		if (!maps_cover(p, ips[i]) && (!p->refreshed_ts || h->ts - p->refreshed_ts > 10000000)) {
+			p->refreshed_ts = h->ts;
 			refresh_maps(r, p, h->ts, emit, ctx);
 			break;
 		}
@@ -428,19 +442,81 @@ static const Dwfl_Thread_Callbacks uw_callbacks = {
 	.set_initial_registers = uw_set_initial_registers,
 };
 
-/* ET_EXEC objects sit at their link addresses; shared objects and PIEs where they were mapped. */
-static bool is_exec_type(const char *path)
+/*
+ * Where the object's virtual address 0 sits in the process: 0 for ET_EXEC;
+ * for shared objects and PIEs, from a mapping and the load segment it maps
+ * (the kernel maps page-down(p_offset) at page-down(p_vaddr) + base, which
+ * start - pgoff assumes only when offsets and addresses are page-congruent;
+ * lld does not make them so). false if the file cannot say.
+ */
+static bool load_base(const char *file, const char *path, const struct map_ent *maps,
+		      size_t nmaps, u64 *base)
 {
-	unsigned char e[18];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	bool exec = false;
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	Elf *elf;
+	GElf_Ehdr eh;
+	size_t nph;
+	bool ok = false;
 
 	if (fd < 0)
 		return false;
-	if (pread(fd, e, sizeof(e), 0) == (ssize_t)sizeof(e) && !memcmp(e, ELFMAG, SELFMAG))
-		exec = (e[16] | e[17] << 8) == ET_EXEC; /* little-endian hosts only */
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && gelf_getehdr(elf, &eh) && elf_getphdrnum(elf, &nph) == 0) {
+		if (eh.e_type == ET_EXEC) {
+			*base = 0;
+			ok = true;
+		}
+		for (size_t i = 0; i < nph && !ok; i++) {
+			GElf_Phdr ph;
+
+			/*
+			 * Only executable mappings are kept: match the executable
+			 * segment (a read-only one may start in the same page).
+			 */
+			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+			    !(ph.p_flags & PF_X))
+				continue;
+			for (size_t j = 0; j < nmaps && !ok; j++) {
+				if (strcmp(maps[j].path, path) || maps[j].pgoff != (ph.p_offset & ~4095ull))
+					continue;
+				*base = maps[j].start - (ph.p_vaddr & ~4095ull);
+				ok = true;
+			}
+		}
+	}
+	if (elf)
+		elf_end(elf);
 	close(fd);
-	return exec;
+	return ok;
+}
+
+/*
+ * The file to unwind m's code with: its path if the file there has the
+ * build-id m was mapped with, else the mapped file itself while the
+ * process lives (/proc/PID/map_files), else none.
+ */
+static const char *unwind_file(const struct rproc *p, const struct map_ent *m, char *buf,
+			       size_t len)
+{
+	int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	bool same = !m->build_id_len;
+	const void *id;
+	Elf *elf;
+
+	if (fd >= 0 && !same) {
+		elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+		same = elf && dwelf_elf_gnu_build_id(elf, &id) == (ssize_t)m->build_id_len &&
+		       !memcmp(id, m->build_id, m->build_id_len);
+		if (elf)
+			elf_end(elf);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (fd >= 0 && same)
+		return m->path;
+	snprintf(buf, len, "/proc/%u/map_files/%llx-%llx", p->pid, (unsigned long long)m->start,
+		 (unsigned long long)m->end);
+	return access(buf, R_OK) == 0 ? buf : NULL;
 }
 
 /*
@@ -465,21 +541,21 @@ static bool rproc_dwfl(struct stack_resolver *r, struct rproc *p)
 		return false;
 	dwfl_report_begin(p->dwfl);
 	for (size_t i = 0; i < p->nmaps; i++) {
-		const struct map_ent *m = &p->maps[i], *first = m;
+		const struct map_ent *m = &p->maps[i];
+		const char *file;
+		char mf[96];
 		bool seen = false;
+		u64 base;
 
-		for (size_t j = 0; j < p->nmaps && !seen; j++) {
-			if (!strcmp(p->maps[j].path, m->path)) {
-				seen = j < i;
-				if (p->maps[j].pgoff < first->pgoff)
-					first = &p->maps[j];
-			}
-		}
-		if (seen)
-			continue; /* one module per file */
-		if (!dwfl_report_elf(p->dwfl, m->path, m->path, -1,
-				     is_exec_type(m->path) ? 0 : first->start - first->pgoff, false))
-			log_debug("stacks: cannot read %s for unwinding: %s", m->path, dwfl_errmsg(-1));
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = !strcmp(p->maps[j].path, m->path);
+		if (seen || m->path[0] != '/')
+			continue; /* one module per file; the vDSO has none */
+		file = unwind_file(p, m, mf, sizeof(mf));
+		if (!file || !load_base(file, m->path, p->maps, p->nmaps, &base) ||
+		    !dwfl_report_elf(p->dwfl, m->path, file, -1, base, false))
+			log_debug("stacks: cannot read %s for unwinding: %s", m->path,
+				  file ? dwfl_errmsg(-1) : "replaced since it was mapped");
 	}
 	if (dwfl_report_end(p->dwfl, NULL, NULL) != 0 ||
 	    !dwfl_attach_state(p->dwfl, NULL, (pid_t)p->pid, &uw_callbacks, r)) {
@@ -532,6 +608,12 @@ static u32 unwind(struct stack_resolver *r, struct rproc *p, const struct coro_e
 		return out->n;
 fallback:
 	/* Nothing to unwind with: where it was is still worth saying. */
+	if (!p->warned) {
+		p->warned = true;
+		log_warn("stacks of process %u cannot be unwound (%s): they keep their innermost "
+			 "frame only", p->pid, p->nmaps ? "its objects cannot be read" :
+			 "its mappings could not be read; it ended first?");
+	}
 	r->reads_overflow = true; /* not a result to remember */
 	out->ips[0] = s->ip;
 	out->n = 1;

@@ -294,7 +294,8 @@ void symbolizer_define(struct symbolizer *s, const struct coro_rec_stack *rec)
 		struct sym_frame *f;
 		const struct sym_frame *tmpl;
 
-		for (size_t j = 0; p && j < p->nmaps; j++) {
+		/* Newest first: a library dlclose'd and another mapped at its place. */
+		for (size_t j = p ? p->nmaps : 0; j-- > 0;) {
 			if (ip >= p->maps[j].start && ip < p->maps[j].end) {
 				m = &p->maps[j];
 				break;

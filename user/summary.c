@@ -134,8 +134,13 @@ static void print_findings(struct summary *s, const struct model *m)
 				char kf[3 * sizeof(f->key_frame) + 1];
 
 				utf8_sanitize(kf, sizeof(kf), f->key_frame, sizeof(f->key_frame));
-				fprintf(s->out, "                  key frame: %s (in %u of %u samples)\n",
-					kf, f->key_samples, f->samples);
+				if (f->samples_kept < f->samples)
+					fprintf(s->out, "                  key frame: %s (in %u of %u "
+						"samples kept of %u)\n", kf, f->key_samples,
+						f->samples_kept, f->samples);
+				else
+					fprintf(s->out, "                  key frame: %s (in %u of %u "
+						"samples)\n", kf, f->key_samples, f->samples);
 			}
 			print_stack(s, m, f->stack);
 		}

@@ -1582,7 +1582,8 @@ def make_stacks_test(variant, how):
     return t
 
 
-for _variant, _how in (("nofp", "dwarf"), ("fp", "dwarf"), ("fp", "fp"), ("nopie", "dwarf")):
+for _variant, _how in (("nofp", "dwarf"), ("fp", "dwarf"), ("fp", "fp"), ("nopie", "dwarf"),
+                       ("lld", "dwarf")):
     test(make_stacks_test(_variant, _how))
 
 

@@ -56,6 +56,15 @@ def per_iter(out):
     return float(re.search(r"([\d.]+) ns/iter", out).group(1))
 
 
+def trailer_of(path):
+    """The last line of a JSONL trace, read from its end: reading the whole file would grow
+    this process, and every child forked after it starts with that peak RSS."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - 65536))
+        return json.loads(f.read().splitlines()[-1])
+
+
 def timed(cmd):
     """Wall seconds and this child's own peak RSS (KiB) of one run."""
     t0 = time.perf_counter()
@@ -153,8 +162,7 @@ def stacks_cost(res):
             if mode:
                 args.append("--stacks=" + mode)
             times[k].append(per_iter(sh(args + ["--", binary, str(n), "create"]).stdout))
-            with open(out) as f:
-                trailer = json.loads(f.read().splitlines()[-1])
+            trailer = trailer_of(out)
             lost[k].append(trailer["lost"]["events"] + trailer["lost"].get("stacks_lost", 0))
     r = res["stacks"] = {"events": n}
     for k in runs:
