@@ -1661,6 +1661,22 @@ def stacks_report_after_the_binary_changed():
 
 
 @test
+def stacks_follow_through_a_shell_and_exec():
+    """--follow --stacks: the shell forks, the child execs the program. Its mappings are read
+    afresh after the exec (the shell's image is gone), and its stacks name its functions."""
+    out = work("follow-stacks.jsonl")
+    p = corobpf(["--follow", "--stacks", "-o", out, "--", "sh", "-c",
+                 os.path.join(TESTS_BIN, "stacks-nofp") + "; true"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    cor = {c["name"]: c for c in trace.coroutines}
+    for name, fn in (("exe-parker", "exe_park_here"), ("lib-parker", "lib_park_here")):
+        funcs, _ = stack_funcs(trace, cor[name]["park_stack"])
+        check(fn in funcs and name.replace("-", "_") in funcs, "%s: %r" % (name, funcs))
+    eq(trace.trailer["lost"]["stacks_unmapped"], 0, "stacks with unmapped addresses")
+
+
+@test
 def stacks_blocking_finding_names_the_blocking_call():
     """A coroutine that blocks its worker in usleep: the blocking finding's stack is the
     thread's user stack when it left the CPU, through libc (no frame pointers) to the
