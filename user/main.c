@@ -77,10 +77,10 @@ static const char trace_doc[] =
 	"                                         started later\n"
 	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
 	"                                         they fork, and what those exec\n"
-	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or a JSONL trace\n"
-	"  corobpf ps -p PID [-d SECS]            every live coroutine of PID seen in a\n"
-	"                                         SECS window (default 1), its state and\n"
-	"                                         the stack where it is parked\n"
+	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or JSONL trace\n"
+	"  corobpf ps -p PID [-d SECS]            the live coroutines of PID seen in\n"
+	"                                         SECS (default 1): state, for how\n"
+	"                                         long, where each is parked\n"
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries they use (ucontext, Boost.Context, GNU "
@@ -172,7 +172,8 @@ static const struct argp_option trace_options[] = {
 	{"stacks", OPT_STACKS, "MODE", OPTION_ARG_OPTIONAL,
 	 "User stacks at every create (the spawn site) and switch-out (where a coroutine is "
 	 "parked): dwarf (the default: unwound from .eh_frame, right without frame pointers) "
-	 "or fp (frame pointers only, cheaper; wrong frames where code omits them)",
+	 "or fp (the kernel's frame-pointer walk, deduplicated in the kernel; wrong frames "
+	 "where code omits them; docs/stacks.md compares their costs)",
 	 0},
 	{"stack-bytes", OPT_STACK_BYTES, "N", 0,
 	 "--stacks=dwarf: bytes of each stack copied for unwinding, 512 to 16384 (default "
@@ -397,6 +398,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		argp_error(state, "unexpected argument '%s' (a command goes after --)", arg);
 		return 0;
 	case ARGP_KEY_END:
+		if (ps_mode && (!a->npids || a->argv || a->all || a->follow))
+			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
 		if (!a->npids && !a->argv && !a->all)
 			argp_error(state, "nothing to trace: give -p PID, -- CMD, or -a");
 		if (a->npids && a->argv)
@@ -662,10 +665,6 @@ static int cmd_trace(int argc, char **argv)
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
 	if (ps_mode) {
-		if (!a.npids || a.argv || a.all || a.follow) {
-			log_err("corobpf ps takes -p PID (repeatable): it looks at running processes");
-			return EXIT_USAGE;
-		}
 		if (!a.stacks)
 			a.stacks = STACK_MODE_DWARF;
 		if (!a.duration)
@@ -827,6 +826,7 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "ps")) {
 		ps_mode = true;
+		argv[1] = "corobpf ps"; /* how argp names it in its messages */
 		return cmd_trace(argc - 1, argv + 1);
 	}
 	return cmd_trace(argc, argv);
