@@ -188,12 +188,14 @@ STACKS_FLAGS_nopie := -fomit-frame-pointer -fno-pie
 STACKS_LD_nopie := -no-pie
 STACKS_FLAGS_lld := -fomit-frame-pointer
 STACKS_LD_lld := -fuse-ld=lld
+# The library's link (the executable's -no-pie has no place there).
+STACKS_SOLD_lld := -fuse-ld=lld
 .PRECIOUS: $(OUT)/tests/libstackslib-%.so
 
 $(OUT)/tests/libstackslib-%.so: tests/integration/progs/stacks_lib.c $(SCHED_DEPS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
-	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) -fPIC -shared $(STACKS_LD_$*) $< -o $@
+	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) -fPIC -shared $(STACKS_SOLD_$*) $< -o $@
 
 $(OUT)/tests/stacks-%: tests/integration/progs/stacks.c $(OUT)/tests/libstackslib-%.so \
 		tools/sched/corosched.c tools/sched/switch_x86_64.S $(SCHED_DEPS)

@@ -1756,9 +1756,12 @@ def bench_quick_mode_writes_a_complete_table():
         for fmt in ("model", "jsonl", "pftrace", "db"):
             check(row[fmt + "_events_per_s"] > 0 and row[fmt + "_peak_rss_kib"] > 0,
                   "replay %s %s" % (n, fmt))
+    for key in ("none_ns_per_hit", "fp_ns_per_hit", "dwarf_ns_per_hit", "dwarf_lost_max"):
+        check(isinstance(res["stacks"].get(key), (int, float)), "stacks.%s missing" % key)
     check(res["loss"]["events"] > 0, "the loss run traced nothing")
     eq(res["loss"]["lost"], 0, "events lost at the default ring size in the quick run")
-    check("per hit: corobpf" in p.stdout and "bytes per event" in p.stdout, p.stdout)
+    check("per hit: corobpf" in p.stdout and "bytes per event" in p.stdout and
+          "--stacks, per create" in p.stdout, p.stdout)
     os.unlink(path)
 
 
