@@ -1665,8 +1665,9 @@ def stacks_follow_through_a_shell_and_exec():
     """--follow --stacks: the shell forks, the child execs the program. Its mappings are read
     afresh after the exec (the shell's image is gone), and its stacks name its functions."""
     out = work("follow-stacks.jsonl")
+    # "late": the exec'd binary is attached a few ms after its exec; it starts after that.
     p = corobpf(["--follow", "--stacks", "-o", out, "--", "sh", "-c",
-                 os.path.join(TESTS_BIN, "stacks-nofp") + "; true"])
+                 os.path.join(TESTS_BIN, "stacks-nofp") + " late; true"])
     eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
     trace = Trace(out)
     cor = {c["name"]: c for c in trace.coroutines}

@@ -19,6 +19,9 @@
  *
  * stacks spin: one coroutine, "spinner", computes for 300 ms in spin_here()
  * without yielding (a long_run whose key frame is spin_here).
+ *
+ * stacks late: the default run, after 300 ms (a tracer that attaches after
+ * the exec, as --follow does for a binary it has not seen, is in place).
  */
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +114,8 @@ int main(int argc, char **argv)
 	uint64_t id;
 
 	serve = argc > 1 && !strcmp(argv[1], "serve");
+	if (argc > 1 && !strcmp(argv[1], "late"))
+		usleep(300000);
 	never = chan_new(0);
 	if (argc > 1 && !strcmp(argv[1], "spin")) {
 		if (sched_start(1))
