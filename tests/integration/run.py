@@ -1678,6 +1678,40 @@ def stacks_follow_through_a_shell_and_exec():
 
 
 @test
+def stacks_all_mode_program_started_later():
+    """-a --stacks: a program started after corobpf is admitted on its first probe; its
+    mappings are read then, and its park stacks name its functions, executable and library."""
+    out, err = work("all-stacks.jsonl"), work("all-stacks.err")
+    ef = open(err, "w")
+    tr = subprocess.Popen([COROBPF, "-a", "-v", "--stacks", "-o", out], stderr=ef, stdout=ef)
+    prog = None
+    try:
+        wait_for(err, "tracing every")
+        prog = subprocess.Popen([os.path.join(TESTS_BIN, "stacks-nofp"), "serve"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = prog.stdout.readline().split()
+        check(line and line[0] == "READY", "the program did not start: %r" % line)
+        pid = int(line[1])
+        wait_for(err, "/stacks-nofp (loaded after start)")
+        time.sleep(0.6)   # a dozen parks of each parker
+    finally:
+        tr.send_signal(signal.SIGINT)
+        tr.wait(timeout=60)
+        ef.close()
+        if prog:
+            prog.kill()
+            prog.wait()
+    trace = Trace(out)
+    stacks = {r["id"]: [f.get("func") for f in r["frames"]] for r in trace.records
+              if r["type"] == "stack"}
+    parks = [stacks.get(e.get("stack"), []) for e in trace.events
+             if e["ev"] == "switch" and e["pid"] == pid and e["from"] != "0x0"]
+    for fn in ("exe_park_here", "lib_park_here"):
+        check(any(fn in f and "co_sleep_us" in f for f in parks),
+              "no switch out of %d parks in %s: %r" % (pid, fn, parks[:3]))
+
+
+@test
 def stacks_blocking_finding_names_the_blocking_call():
     """A coroutine that blocks its worker in usleep: the blocking finding's stack is the
     thread's user stack when it left the CPU, through libc (no frame pointers) to the
