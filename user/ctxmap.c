@@ -226,11 +226,12 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 {
 	struct coro_event_hdr *h = translate_cur(x, p, t, &e->hdr);
 	const struct coro_stack_ref *ref = coro_stack_ref_of(&e->hdr);
+	/* Its stack, if it has one, travels with it: where `from` was left. */
 	struct {
 		struct coro_ev_switch s;
 		struct coro_stack_ref ref;
 	} sr = {0};
-	struct coro_ev_switch s = {0};
+	struct coro_ev_switch *s = &sr.s;
 	bool fcontext = e->family == CORO_FAM_FCONTEXT;
 	u64 from, to, id;
 	void *v;
@@ -268,25 +269,19 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 		to = resolve(x, p, e->hdr.pid, e->to);
 	}
 
-	s.hdr = *h;
-	s.hdr.size = sizeof(s);
-	s.hdr.kind = CORO_EV_SWITCH;
+	s->hdr = *h;
+	s->hdr.size = ref ? sizeof(sr) : sizeof(*s);
+	s->hdr.kind = CORO_EV_SWITCH;
 	if (from) {
-		s.hdr.cur = from;
-		s.hdr.flags &= (u8)~CORO_EVF_CUR_UNKNOWN;
+		s->hdr.cur = from;
+		s->hdr.flags &= (u8)~CORO_EVF_CUR_UNKNOWN;
 	}
-	s.from = from;
-	s.to = to;
-	s.reason = t->exited && t->cur_id == from ? CORO_R_DONE : CORO_R_UNKNOWN;
-	if (ref) {
-		/* Its stack travels with it: where `from` was left. */
-		sr.s = s;
+	s->from = from;
+	s->to = to;
+	s->reason = t->exited && t->cur_id == from ? CORO_R_DONE : CORO_R_UNKNOWN;
+	if (ref)
 		sr.ref = *ref;
-		sr.s.hdr.size = sizeof(sr);
-		emit(ctx, &sr.s.hdr);
-	} else {
-		emit(ctx, &s.hdr);
-	}
+	emit(ctx, &s->hdr);
 	t->known = true;
 	t->exited = false;
 	t->cur_raw = e->to;
@@ -298,11 +293,12 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 {
 	struct coro_event_hdr *h = translate_cur(x, p, t, &e->hdr);
 	const struct coro_stack_ref *ref = coro_stack_ref_of(&e->hdr);
+	/* Its stack, if it has one, travels with it: the spawn site. */
 	struct {
 		struct coro_ev_create c;
 		struct coro_stack_ref ref;
 	} cr = {0};
-	struct coro_ev_create c = {0};
+	struct coro_ev_create *c = &cr.c;
 	u64 id = e->id;
 
 	if (e->family == CORO_FAM_FCONTEXT && e->stack_hi > e->stack_lo) {
@@ -326,19 +322,14 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 		/* A main context's old save area made into a coroutine of its own. */
 		hmap_del(&x->alias, e->hdr.pid, id);
 	}
-	c.hdr = *h;
-	c.hdr.size = sizeof(c);
-	c.hdr.kind = CORO_EV_CREATE;
-	c.id = id;
-	c.parent = h->flags & CORO_EVF_CUR_UNKNOWN ? 0 : h->cur;
-	if (ref) {
-		cr.c = c;
+	c->hdr = *h;
+	c->hdr.size = ref ? sizeof(cr) : sizeof(*c);
+	c->hdr.kind = CORO_EV_CREATE;
+	c->id = id;
+	c->parent = h->flags & CORO_EVF_CUR_UNKNOWN ? 0 : h->cur;
+	if (ref)
 		cr.ref = *ref;
-		cr.c.hdr.size = sizeof(cr);
-		emit(ctx, &cr.c.hdr);
-	} else {
-		emit(ctx, &c.hdr);
-	}
+	emit(ctx, &c->hdr);
 }
 
 static u32 rec_family(const struct coro_event_hdr *rec)

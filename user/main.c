@@ -197,6 +197,20 @@ static const struct argp_option trace_options[] = {
 /* corobpf ps: a snapshot (cmd_trace with a short window and the ps table for a summary). */
 static bool ps_mode;
 
+/* A whole number for --opt in [min, max], or a usage error naming the range. */
+static unsigned long parse_count(struct argp_state *state, const char *opt, const char *arg,
+				 unsigned long min, unsigned long max)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(arg, &end, 10);
+	if (errno || *end || end == arg || v < min || v > max)
+		argp_error(state, "invalid --%s '%s' (%lu to %lu)", opt, arg, min, max);
+	return v;
+}
+
 /* A positive number of `unit`s (seconds, milliseconds) as nanoseconds. */
 static u64 parse_threshold(struct argp_state *state, const char *opt, const char *arg, double unit)
 {
@@ -227,17 +241,9 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case OPT_BLOCKING:
 		a->an.blocking_ns = parse_threshold(state, "blocking", arg, 1e6);
 		return 0;
-	case OPT_STORM: {
-		char *end;
-		unsigned long n;
-
-		errno = 0;
-		n = strtoul(arg, &end, 10);
-		if (errno || *end || !n)
-			argp_error(state, "invalid --spawn-storm '%s' (a positive count)", arg);
-		a->an.spawn_storm = n;
+	case OPT_STORM:
+		a->an.spawn_storm = parse_count(state, "spawn-storm", arg, 1, 1000000000);
 		return 0;
-	}
 	case 'o':
 		if (a->noutputs == MAX_OUTPUTS)
 			argp_error(state, "at most %d outputs", MAX_OUTPUTS);
@@ -248,18 +254,10 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 		if (a->format == OUT_AUTO)
 			argp_error(state, "unknown format '%s' (known: perfetto, jsonl, sqlite, csv)", arg);
 		return 0;
-	case OPT_TRACKS: {
-		char *end;
-		unsigned long n;
-
-		errno = 0;
-		n = strtoul(arg, &end, 10);
-		if (errno || *end || n > 10000000)
-			argp_error(state, "invalid --coroutine-tracks '%s'", arg);
-		a->coroutine_tracks = n;
+	case OPT_TRACKS:
+		a->coroutine_tracks = (u32)parse_count(state, "coroutine-tracks", arg, 0, 10000000);
 		a->coroutine_tracks_set = true;
 		return 0;
-	}
 	case OPT_FORCE:
 		a->force = true;
 		return 0;
@@ -312,28 +310,14 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		else
 			argp_error(state, "invalid --stacks '%s' (dwarf or fp)", arg);
 		return 0;
-	case OPT_SAMPLE_HZ: {
-		unsigned long n;
-
-		errno = 0;
-		n = strtoul(arg, &end, 10);
-		if (errno || *end || n > 10000)
-			argp_error(state, "invalid --sample-hz '%s' (0 to 10000)", arg);
-		a->sample_hz = (u32)n;
+	case OPT_SAMPLE_HZ:
+		a->sample_hz = (u32)parse_count(state, "sample-hz", arg, 0, 10000);
 		a->sample_hz_set = true;
 		return 0;
-	}
-	case OPT_STACK_BYTES: {
-		unsigned long n;
-
-		errno = 0;
-		n = strtoul(arg, &end, 10);
-		if (errno || *end || n < 512 || n > CORO_STACK_BYTES_MAX)
-			argp_error(state, "invalid --stack-bytes '%s' (512 to %d)", arg,
-				   CORO_STACK_BYTES_MAX);
-		a->stack_bytes = (u32)ROUND_UP(n, 8);
+	case OPT_STACK_BYTES:
+		a->stack_bytes = (u32)ROUND_UP(parse_count(state, "stack-bytes", arg, 512,
+							   CORO_STACK_BYTES_MAX), 8);
 		return 0;
-	}
 	case OPT_SWITCH: {
 		char buf[256], *tok, *save, err[512];
 

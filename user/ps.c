@@ -15,7 +15,6 @@ struct ps_row {
 	bool since_known; /* false: in it already when first seen */
 	u32 park_stack, create_stack;
 	u32 run_stack; /* running: its latest sampled stack (--sample-hz), or 0 */
-	bool switched_out; /* a switch out was seen in the window */
 };
 
 struct ps {
@@ -67,7 +66,6 @@ static void ps_coroutine_end(void *ctx, const struct coro *c)
 	r->park_stack = c->park_stack;
 	r->create_stack = c->create_stack;
 	r->run_stack = c->nrun_samples ? c->run_samples[c->nrun_samples - 1] : 0;
-	r->switched_out = c->park_stack || c->t_state[CS_SUSPENDED] || c->t_state[CS_RUNNABLE];
 }
 
 static void ps_finish(void *ctx, const struct model *m)

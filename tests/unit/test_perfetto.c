@@ -120,6 +120,58 @@ TEST(pb_nested_lengths)
 	}
 }
 
+/* A trace written through the whole pipeline into a temporary directory. */
+struct pf_run {
+	char dir[64], path[300];
+	struct capture_info ci;
+	u32 pids[1];
+	struct output out;
+	struct pipeline p;
+};
+
+static bool pf_run_open(struct pf_run *r, const char *file, int max_tracks)
+{
+	char err[256];
+
+	memset(r, 0, sizeof(*r));
+	snprintf(r->dir, sizeof(r->dir), "/tmp/corobpf-test-pf-XXXXXX");
+	if (!mkdtemp(r->dir)) {
+		CHECK(!"mkdtemp");
+		return false;
+	}
+	snprintf(r->path, sizeof(r->path), "%s/%s", r->dir, file);
+	r->pids[0] = TPID;
+	r->ci.version = 1;
+	r->ci.npids = 1;
+	r->ci.pids = r->pids;
+	CHECK_EQ(output_open(&r->out, r->path, OUT_AUTO, true, err, sizeof(err)), 0);
+	r->out.max_tracks = (u32)max_tracks;
+	pipeline_init(&r->p, &r->ci);
+	output_attach(&r->out, &r->p, err, sizeof(err));
+	pipeline_begin(&r->p);
+	return true;
+}
+
+static void pf_run_close(struct pf_run *r)
+{
+	char err[256];
+
+	pipeline_finish(&r->p);
+	CHECK_EQ(output_close(&r->out, err, sizeof(err)), 0);
+	pipeline_free(&r->p);
+}
+
+/* The directory goes unless a check failed (then it is kept to look at). */
+static void pf_run_cleanup(struct pf_run *r)
+{
+	char cmd[128];
+
+	if (!unit_failed_checks) {
+		snprintf(cmd, sizeof(cmd), "rm -rf %s", r->dir);
+		CHECK_EQ(system(cmd), 0);
+	}
+}
+
 /*
  * More distinct names than the writer keeps interned: interning restarts
  * (the packet clears incremental state, ids start again at 1), the checker
@@ -128,46 +180,30 @@ TEST(pb_nested_lengths)
  */
 static void many_names(int max_tracks)
 {
-	char dir[] = "/tmp/corobpf-test-pfn-XXXXXX", path[300], cmd[1024], text[300];
-	struct capture_info ci = {0};
-	u32 pids[1] = {TPID};
-	struct output out;
-	struct pipeline p;
+	struct pf_run r;
+	struct pipeline *p = &r.p;
+	char cmd[1024], text[400], *dump;
 	union rec_buf b;
-	char err[256], *dump;
 	const int n = 5000;
 	u64 ts = 1000;
 
-	if (!mkdtemp(dir)) {
-		CHECK(!"mkdtemp");
+	if (!pf_run_open(&r, "names.pftrace", max_tracks))
 		return;
-	}
-	snprintf(path, sizeof(path), "%s/names.pftrace", dir);
-	snprintf(text, sizeof(text), "%s/names.txt", dir);
-	ci.version = 1;
-	ci.npids = 1;
-	ci.pids = pids;
-	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
-	out.max_tracks = (u32)max_tracks;
-	pipeline_init(&p, &ci);
-	output_attach(&out, &p, err, sizeof(err));
-	pipeline_begin(&p);
-	pipeline_feed(&p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
+	snprintf(text, sizeof(text), "%s/names.txt", r.dir);
+	pipeline_feed(p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
 	for (int i = 1; i <= n; i++) {
 		char name[32];
 
 		snprintf(name, sizeof(name), "task-%d", i);
-		pipeline_feed(&p, mk_create(&b, 2, ts += 10, 0, (u64)i, 0));
-		pipeline_feed(&p, mk_name(&b, 2, ts += 10, 0, (u64)i, name));
-		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
-		pipeline_feed(&p, mk_exit(&b, 2, ts += 10, (u64)i, (u64)i, 0));
-		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_DONE, 0));
+		pipeline_feed(p, mk_create(&b, 2, ts += 10, 0, (u64)i, 0));
+		pipeline_feed(p, mk_name(&b, 2, ts += 10, 0, (u64)i, name));
+		pipeline_feed(p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
+		pipeline_feed(p, mk_exit(&b, 2, ts += 10, (u64)i, (u64)i, 0));
+		pipeline_feed(p, mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_DONE, 0));
 	}
-	pipeline_feed(&p, mk_proc_exit(&b, ts += 10, 0));
-	pipeline_finish(&p);
-	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
-	pipeline_free(&p);
-	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", path, text);
+	pipeline_feed(p, mk_proc_exit(&b, ts += 10, 0));
+	pf_run_close(&r);
+	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", r.path, text);
 	CHECK_EQ(system(cmd), 0);
 	dump = unit_slurp(text);
 	CHECK(dump != NULL);
@@ -178,10 +214,7 @@ static void many_names(int max_tracks)
 		CHECK_CONTAINS(dump, "interning restarts");
 		free(dump);
 	}
-	if (!unit_failed_checks) {
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		CHECK_EQ(system(cmd), 0);
-	}
+	pf_run_cleanup(&r);
 }
 
 /*
@@ -193,30 +226,19 @@ static void many_names(int max_tracks)
  */
 TEST(callstacks_across_interning_restarts)
 {
-	char dir[] = "/tmp/corobpf-test-pfs-XXXXXX", path[300], cmd[1200];
-	struct capture_info ci = {0};
-	u32 pids[1] = {TPID};
-	struct output out;
-	struct pipeline p;
+	struct pf_run r;
+	struct pipeline *p = &r.p;
+	char cmd[1200];
 	union rec_buf b;
-	char err[256];
 	const int n = 3000;
 	u64 ts = 1000;
 
 	perfetto_intern_max = 1024;
-	if (!mkdtemp(dir)) {
-		CHECK(!"mkdtemp");
+	if (!pf_run_open(&r, "stacks.pftrace", PERFETTO_DEFAULT_MAX_TRACKS)) {
+		perfetto_intern_max = PERFETTO_INTERN_MAX;
 		return;
 	}
-	snprintf(path, sizeof(path), "%s/stacks.pftrace", dir);
-	ci.version = 1;
-	ci.npids = 1;
-	ci.pids = pids;
-	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
-	pipeline_init(&p, &ci);
-	output_attach(&out, &p, err, sizeof(err));
-	pipeline_begin(&p);
-	pipeline_feed(&p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
+	pipeline_feed(p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
 	for (int i = 1; i <= n; i++) {
 		struct {
 			struct coro_rec_stack st;
@@ -226,7 +248,6 @@ TEST(callstacks_across_interning_restarts)
 			struct coro_ev_switch sw;
 			struct coro_stack_ref ref;
 		} out_sw;
-
 		u32 sid = (u32)(i - 1) % 500 + 1;
 
 		def.st.hdr.size = sizeof(def);
@@ -235,24 +256,22 @@ TEST(callstacks_across_interning_restarts)
 		def.st.id = sid;
 		def.st.nframes = 1;
 		def.ip = 0x100000 + (u64)sid;
-		pipeline_feed(&p, mk_create(&b, 2, ts += 10, 0, (u64)i, 0));
-		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
+		pipeline_feed(p, mk_create(&b, 2, ts += 10, 0, (u64)i, 0));
+		pipeline_feed(p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
 		if (i <= 500)
-			pipeline_feed(&p, &def.st.hdr);
+			pipeline_feed(p, &def.st.hdr);
 		mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_WAIT, 0x42);
 		memcpy(&out_sw.sw, &b.sw, sizeof(out_sw.sw));
 		out_sw.sw.hdr.size = sizeof(out_sw);
 		out_sw.ref.id = sid;
 		out_sw.ref.how = CORO_STACK_CAPTURE_ID;
-		pipeline_feed(&p, &out_sw.sw.hdr);
-		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
-		pipeline_feed(&p, mk_exit(&b, 2, ts += 10, (u64)i, (u64)i, 0));
-		pipeline_feed(&p, mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_DONE, 0));
+		pipeline_feed(p, &out_sw.sw.hdr);
+		pipeline_feed(p, mk_switch(&b, 2, ts += 10, 0, (u64)i, 0, 0));
+		pipeline_feed(p, mk_exit(&b, 2, ts += 10, (u64)i, (u64)i, 0));
+		pipeline_feed(p, mk_switch(&b, 2, ts += 10, (u64)i, 0, CORO_R_DONE, 0));
 	}
-	pipeline_feed(&p, mk_proc_exit(&b, ts += 10, 0));
-	pipeline_finish(&p);
-	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
-	pipeline_free(&p);
+	pipeline_feed(p, mk_proc_exit(&b, ts += 10, 0));
+	pf_run_close(&r);
 	perfetto_intern_max = PERFETTO_INTERN_MAX;
 	snprintf(cmd, sizeof(cmd),
 		 "python3 -c \"import sys; sys.path.insert(0, 'tests/perfetto'); import check; "
@@ -261,12 +280,9 @@ TEST(callstacks_across_interning_restarts)
 		 "check.one(p, 'sequence_flags', 0) & 1); "
 		 "assert len(cs) == %d, len(cs); assert cs[-1] == [('0x%x', None, None)], cs[-1]; "
 		 "assert restarts >= 3, restarts\"",
-		 path, n, 0x100000 + (n - 1) % 500 + 1);
+		 r.path, n, 0x100000 + (n - 1) % 500 + 1);
 	CHECK_EQ(system(cmd), 0);
-	if (!unit_failed_checks) {
-		snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-		CHECK_EQ(system(cmd), 0);
-	}
+	pf_run_cleanup(&r);
 }
 
 TEST(interning_restarts)
