@@ -100,6 +100,8 @@ enum { ID_EVENT_NAMES = 2, ID_DA_NAMES = 3, IN_IID = 1, IN_NAME = 2 };
 enum { CNT_LIVE, CNT_RUNNABLE, CNT_LOST };
 
 #define PKT_MAX (16 * 1024)
+/* Room a track event may reserve (the output buffer holds 256 KiB; events need a few KiB at most). */
+#define PF_EVENT_ROOM_MAX (64 * 1024)
 #define MAX_NEW_INTERNS 8
 #define LIT_CACHE 256 /* interned string literals, by address */
 /* perfetto.h: the interning limit. Cached iids carry their generation in their top bits. */
@@ -211,6 +213,7 @@ struct perfetto_sink {
 	struct hmap procs, threads, coros;
 	struct hmap names, da_names; /* interning: (hash, len) -> struct pf_intern */
 	u64 next_name_iid, next_da_iid;
+	u64 interned; /* entries in the interning tables: past perfetto_intern_max, interning restarts */
 	struct {
 		const char *lit;
 		u64 iid;
@@ -226,6 +229,7 @@ struct perfetto_sink {
 		u32 field;
 		u64 iid;
 		const char *str;
+		size_t len;
 	} fresh[MAX_NEW_INTERNS];
 	int nfresh;
 	bool uses_iids; /* the packet refers to interned strings */
@@ -245,6 +249,7 @@ struct perfetto_sink {
 		u32 field;
 		u64 iid;
 		const char *str;
+		size_t len;
 	} fresh_str[2 * PF_STACK_FRAMES];
 	int nfresh_str;
 	struct {
@@ -267,27 +272,28 @@ static u64 cached_iid(const struct perfetto_sink *s, u64 slot)
 
 /* ---- packets ---- */
 
-/* A packet is built where it will be written: the output buffer, no copy. */
-static void pkt_begin(struct perfetto_sink *s, u64 ts)
+/*
+ * Before a packet: start interning again when the tables are full (the
+ * packet then tells the reader to forget the old ids) and reset what the
+ * packet will define. Returns its timestamp: time never goes back on the
+ * sequence, even for late model records.
+ */
+static u64 pkt_prepare(struct perfetto_sink *s, u64 ts)
 {
-	pb_init(&s->pb, obuf_reserve(s->ob, PKT_MAX), PKT_MAX);
-	s->pkt_mark = pb_begin(&s->pb, 1); /* Trace.packet */
 	s->nfresh = 0;
 	s->nfresh_str = s->nfresh_frame = 0;
 	s->fresh_stack_bytes = 0;
 	s->fresh_cs_iid = 0;
 	s->uses_iids = false;
 	s->clear_state = false;
-	if (s->names.len + s->da_names.len + s->cs_iids.len + s->frame_iids.len + s->fn_iids.len +
-		    s->src_iids.len >
-	    perfetto_intern_max) {
-		/* Start interning again; this packet tells the reader to forget the old ids. */
+	if (s->interned > perfetto_intern_max) {
 		hmap_clear(&s->names);
 		hmap_clear(&s->da_names);
 		hmap_clear(&s->cs_iids);
 		hmap_clear(&s->frame_iids);
 		hmap_clear(&s->fn_iids);
 		hmap_clear(&s->src_iids);
+		s->interned = 0;
 		s->next_cs_iid = s->next_frame_iid = s->next_fn_iid = s->next_src_iid = 1;
 		arena_reset(&s->strings);
 		memset(s->lit_names, 0, sizeof(s->lit_names));
@@ -297,65 +303,100 @@ static void pkt_begin(struct perfetto_sink *s, u64 ts)
 		s->intern_resets++;
 		s->clear_state = true;
 	}
-	/* Time never goes back on the sequence, even for late model records. */
 	if (ts < s->last_ts)
 		ts = s->last_ts;
 	s->last_ts = ts;
-	pb_uint(&s->pb, TP_TIMESTAMP, ts);
-	pb_uint(&s->pb, TP_SEQ_ID, SEQ_ID);
-	if (s->dropped_next) {
-		pb_uint(&s->pb, TP_DROPPED, 1);
-		s->dropped_next = false;
-	}
+	return ts;
 }
 
-static void pkt_end(struct perfetto_sink *s)
+/* A packet is built where it will be written: the output buffer, no copy. */
+static size_t pkt_head(struct perfetto_sink *s, struct pb *pb, u64 ts)
 {
-	struct pb *pb = &s->pb;
+	size_t mark;
 
-	if (s->nfresh || s->nfresh_str || s->nfresh_frame || s->fresh_cs_iid) {
-		size_t id = pb_begin(pb, TP_INTERNED);
-
-		for (int i = 0; i < s->nfresh; i++) {
-			size_t e = pb_begin(pb, s->fresh[i].field);
-
-			pb_uint(pb, IN_IID, s->fresh[i].iid);
-			pb_str(pb, IN_NAME, s->fresh[i].str);
-			pb_end(pb, e);
-		}
-		/* Stacks: strings, then frames, then the callstack naming them. */
-		for (int i = 0; i < s->nfresh_str; i++) {
-			size_t e = pb_begin(pb, s->fresh_str[i].field);
-
-			pb_uint(pb, IN_IID, s->fresh_str[i].iid);
-			pb_str(pb, IN_NAME, s->fresh_str[i].str); /* InternedString.str (bytes) */
-			pb_end(pb, e);
-		}
-		for (int i = 0; i < s->nfresh_frame; i++) {
-			size_t e = pb_begin(pb, ID_FRAMES);
-
-			pb_uint(pb, FR_IID, s->fresh_frame[i].iid);
-			pb_uint(pb, FR_FUNCTION, s->fresh_frame[i].fn);
-			if (s->fresh_frame[i].src) {
-				pb_uint(pb, FR_SOURCE, s->fresh_frame[i].src);
-				pb_uint(pb, FR_LINE, s->fresh_frame[i].line);
-			}
-			pb_end(pb, e);
-		}
-		if (s->fresh_cs_iid) {
-			size_t e = pb_begin(pb, ID_CALLSTACKS);
-
-			pb_uint(pb, CS_IID, s->fresh_cs_iid);
-			for (u32 i = 0; i < s->fresh_cs_n; i++)
-				pb_uint(pb, CS_FRAMES, s->fresh_cs_frames[i]);
-			pb_end(pb, e);
-		}
-		pb_end(pb, id);
+	pb_init(pb, obuf_reserve(s->ob, PKT_MAX), PKT_MAX);
+	mark = pb_begin(pb, 1); /* Trace.packet */
+	pb_uint(pb, TP_TIMESTAMP, ts);
+	pb_uint(pb, TP_SEQ_ID, SEQ_ID);
+	if (s->dropped_next) {
+		pb_uint(pb, TP_DROPPED, 1);
+		s->dropped_next = false;
 	}
+	return mark;
+}
+
+static bool pkt_has_interned(const struct perfetto_sink *s)
+{
+	return s->nfresh || s->nfresh_str || s->nfresh_frame || s->fresh_cs_iid;
+}
+
+/* Room pkt_interned() needs at most. */
+static size_t pkt_interned_room(const struct perfetto_sink *s)
+{
+	size_t n = PBW_NESTED + 4;
+
+	for (int i = 0; i < s->nfresh; i++)
+		n += PBW_NESTED + 4 + 2 * PBW_VARINT_MAX + s->fresh[i].len;
+	for (int i = 0; i < s->nfresh_str; i++)
+		n += PBW_NESTED + 4 + 2 * PBW_VARINT_MAX + s->fresh_str[i].len;
+	n += (size_t)s->nfresh_frame * (PBW_NESTED + 4 + 8 * PBW_VARINT_MAX);
+	if (s->fresh_cs_iid)
+		n += PBW_NESTED + 4 + (2 + 2 * (size_t)s->fresh_cs_n) * PBW_VARINT_MAX;
+	return n;
+}
+
+/* What the packet first used: interned strings, then stack frames and the callstack naming them. */
+static u8 *pkt_interned(const struct perfetto_sink *s, u8 *p)
+{
+	u8 *id, *e;
+
+	p = pbw_begin(p, TP_INTERNED, &id);
+	for (int i = 0; i < s->nfresh; i++) {
+		p = pbw_begin(p, s->fresh[i].field, &e);
+		p = pbw_uint(p, IN_IID, s->fresh[i].iid);
+		p = pbw_bytes(p, IN_NAME, s->fresh[i].str, s->fresh[i].len);
+		p = pbw_end(p, e);
+	}
+	for (int i = 0; i < s->nfresh_str; i++) {
+		p = pbw_begin(p, s->fresh_str[i].field, &e);
+		p = pbw_uint(p, IN_IID, s->fresh_str[i].iid);
+		/* InternedString.str (bytes) */
+		p = pbw_bytes(p, IN_NAME, s->fresh_str[i].str, s->fresh_str[i].len);
+		p = pbw_end(p, e);
+	}
+	for (int i = 0; i < s->nfresh_frame; i++) {
+		p = pbw_begin(p, ID_FRAMES, &e);
+		p = pbw_uint(p, FR_IID, s->fresh_frame[i].iid);
+		p = pbw_uint(p, FR_FUNCTION, s->fresh_frame[i].fn);
+		if (s->fresh_frame[i].src) {
+			p = pbw_uint(p, FR_SOURCE, s->fresh_frame[i].src);
+			p = pbw_uint(p, FR_LINE, s->fresh_frame[i].line);
+		}
+		p = pbw_end(p, e);
+	}
+	if (s->fresh_cs_iid) {
+		p = pbw_begin(p, ID_CALLSTACKS, &e);
+		p = pbw_uint(p, CS_IID, s->fresh_cs_iid);
+		for (u32 i = 0; i < s->fresh_cs_n; i++)
+			p = pbw_uint(p, CS_FRAMES, s->fresh_cs_frames[i]);
+		p = pbw_end(p, e);
+	}
+	return pbw_end(p, id);
+}
+
+static u64 seq_flags(const struct perfetto_sink *s)
+{
+	return (s->uses_iids ? SEQ_NEEDS_INCREMENTAL_STATE : 0) |
+	       (s->clear_state ? SEQ_INCREMENTAL_STATE_CLEARED : 0);
+}
+
+static void pkt_tail(struct perfetto_sink *s, struct pb *pb, size_t mark)
+{
+	if (pkt_has_interned(s) && pb_room(pb, pkt_interned_room(s)))
+		pb->len = pkt_interned(s, pb->buf + pb->len) - pb->buf;
 	if (s->uses_iids || s->clear_state)
-		pb_uint(pb, TP_SEQ_FLAGS, (s->uses_iids ? SEQ_NEEDS_INCREMENTAL_STATE : 0) |
-						  (s->clear_state ? SEQ_INCREMENTAL_STATE_CLEARED : 0));
-	pb_end(pb, s->pkt_mark);
+		pb_uint(pb, TP_SEQ_FLAGS, seq_flags(s));
+	pb_end(pb, mark);
 	if (pb->overflow) {
 		/* Not committed: the output buffer holds nothing of it. */
 		s->oversized++;
@@ -363,6 +404,17 @@ static void pkt_end(struct perfetto_sink *s)
 	}
 	obuf_commit(s->ob, pb->len);
 	s->packets++;
+}
+
+/* Packets other than track events: built on s->pb between these two. */
+static void pkt_begin(struct perfetto_sink *s, u64 ts)
+{
+	s->pkt_mark = pkt_head(s, &s->pb, pkt_prepare(s, ts));
+}
+
+static void pkt_end(struct perfetto_sink *s)
+{
+	pkt_tail(s, &s->pb, s->pkt_mark);
 }
 
 static u64 fnv1a(const char *p, size_t n)
@@ -401,11 +453,33 @@ static u64 intern(struct perfetto_sink *s, struct hmap *table, u64 *next, u32 fi
 	e->iid = (*next)++;
 	memcpy(e->str, str, n + 1);
 	hmap_put(table, h, n, e);
+	s->interned++;
 	s->fresh[s->nfresh].field = field;
 	s->fresh[s->nfresh].iid = e->iid;
 	s->fresh[s->nfresh].str = e->str;
+	s->fresh[s->nfresh].len = n;
 	s->nfresh++;
 	return e->iid;
+}
+
+/*
+ * Interning of a name its user caches (a coroutine's label, a lane's
+ * "label: state"): no table, so no lookup among the many such names; two
+ * coroutines of one name each define it once. `str` lives until the packet
+ * is written.
+ */
+static u64 intern_cached(struct perfetto_sink *s, const char *str)
+{
+	u64 iid = s->next_name_iid++;
+
+	s->uses_iids = true;
+	s->interned++;
+	s->fresh[s->nfresh].field = ID_EVENT_NAMES;
+	s->fresh[s->nfresh].iid = iid;
+	s->fresh[s->nfresh].str = str;
+	s->fresh[s->nfresh].len = strlen(str);
+	s->nfresh++;
+	return iid;
 }
 
 /* Interning of string literals, found by address: no hashing of their text per event. */
@@ -432,40 +506,36 @@ static u64 intern_lit(struct perfetto_sink *s, const char *lit, bool da)
 	return iid;
 }
 
-static void put_name_iid(struct perfetto_sink *s, u64 iid, const char *name)
-{
-	if (iid)
-		pb_uint(&s->pb, TE_NAME_IID, iid);
-	else
-		pb_str(&s->pb, 23, name); /* TrackEvent.name */
-}
+#define PF_MAX_ARGS 8
 
-static void put_args(struct perfetto_sink *s, const struct pf_arg *args, int nargs)
+static inline __attribute__((always_inline)) u8 *put_args(u8 *p, const struct pf_arg *args,
+							  const u64 *name_iids, int nargs)
 {
 	for (int i = 0; i < nargs; i++) {
-		size_t mark = pb_begin(&s->pb, TE_DEBUG);
-		u64 iid = intern_lit(s, args[i].name, true);
+		u8 *mark;
 
-		if (iid)
-			pb_uint(&s->pb, DA_NAME_IID, iid);
+		p = pbw_begin(p, TE_DEBUG, &mark);
+		if (name_iids[i])
+			p = pbw_uint(p, DA_NAME_IID, name_iids[i]);
 		else
-			pb_str(&s->pb, 10, args[i].name); /* DebugAnnotation.name */
+			p = pbw_bytes(p, 10, args[i].name, strlen(args[i].name)); /* DebugAnnotation.name */
 		switch (args[i].kind) {
 		case A_INT:
-			pb_int(&s->pb, DA_INT, (s64)args[i].v);
+			p = pbw_uint(p, DA_INT, args[i].v); /* int64: two's complement */
 			break;
 		case A_UINT:
-			pb_uint(&s->pb, DA_UINT, args[i].v);
+			p = pbw_uint(p, DA_UINT, args[i].v);
 			break;
 		case A_PTR:
-			pb_uint(&s->pb, DA_POINTER, args[i].v);
+			p = pbw_uint(p, DA_POINTER, args[i].v);
 			break;
 		case A_STR:
-			pb_str(&s->pb, DA_STRING, args[i].s);
+			p = pbw_bytes(p, DA_STRING, args[i].s, strlen(args[i].s));
 			break;
 		}
-		pb_end(&s->pb, mark);
+		p = pbw_end(p, mark);
 	}
+	return p;
 }
 
 struct pf_ev {
@@ -504,11 +574,13 @@ static u64 stack_str_iid(struct perfetto_sink *s, struct hmap *t, u64 *next, u32
 		return iid;
 	iid = (*next)++;
 	hmap_put(t, h, field, (void *)(uintptr_t)iid);
+	s->interned++;
 	s->fresh_str[s->nfresh_str].field = field;
 	s->fresh_str[s->nfresh_str].iid = iid;
 	s->fresh_str[s->nfresh_str].str = str;
+	s->fresh_str[s->nfresh_str].len = strlen(str);
+	s->fresh_stack_bytes += s->fresh_str[s->nfresh_str].len + 8;
 	s->nfresh_str++;
-	s->fresh_stack_bytes += strlen(str) + 8;
 	return iid;
 }
 
@@ -550,6 +622,7 @@ static u64 frame_iid(struct perfetto_sink *s, const struct sym_frame *f)
 	}
 	iid = s->next_frame_iid++;
 	hmap_put(&s->frame_iids, h, f->line, (void *)(uintptr_t)iid);
+	s->interned++;
 	s->fresh_frame[s->nfresh_frame].iid = iid;
 	s->fresh_frame[s->nfresh_frame].fn = fn_iid;
 	s->fresh_frame[s->nfresh_frame].src = src_iid;
@@ -564,14 +637,14 @@ static u64 frame_iid(struct perfetto_sink *s, const struct sym_frame *f)
  * PF_STACK_FRAMES frames. Defined, with its frames and strings, in the
  * packet that first uses it in this interning generation.
  */
-static void put_callstack(struct perfetto_sink *s, u32 id)
+static u64 callstack_iid(struct perfetto_sink *s, u32 id)
 {
 	const struct sym_stack *st = model_stack(s->m, id);
 	u64 iid;
 	u32 n;
 
 	if (!st || !st->n)
-		return;
+		return 0;
 	iid = (u64)(uintptr_t)hmap_get(&s->cs_iids, id, 0);
 	if (!iid && !s->fresh_cs_iid) {
 		u64 inner[PF_STACK_FRAMES];
@@ -588,59 +661,108 @@ static void put_callstack(struct perfetto_sink *s, u32 id)
 		for (u32 i = n; i-- > 0;)
 			s->fresh_cs_frames[s->fresh_cs_n++] = inner[i]; /* root first */
 		hmap_put(&s->cs_iids, id, 0, (void *)(uintptr_t)iid);
+		s->interned++;
 	}
-	if (!iid)
-		return; /* a second new stack in one packet: never happens (one per event) */
-	pb_uint(&s->pb, TE_CALLSTACK_IID, iid);
-	s->uses_iids = true;
+	if (iid) /* (0: a second new stack in one packet: never happens, one per event) */
+		s->uses_iids = true;
+	return iid;
 }
 
+/*
+ * One track event packet. Its interned ids are found first (defining new
+ * ones in this packet, in the order they are written); then the room it can
+ * take is reserved in the output buffer, and it is encoded there without
+ * further checks.
+ */
 static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 {
-	size_t mark;
+	u64 name_iid = 0, arg_iids[PF_MAX_ARGS], cs_iid = 0;
+	const char *name = ev->name;
+	char buf[LABEL_MAX + 40];
+	size_t room, name_len = 0;
+	bool has_interned;
+	u8 *start, *p, *pkt, *te;
 
-	pkt_begin(s, ts);
-	mark = pb_begin(&s->pb, TP_TRACK_EVENT);
-	pb_uint(&s->pb, TE_TYPE, ev->type);
-	pb_uint(&s->pb, TE_TRACK, ev->track);
+	ts = pkt_prepare(s, ts);
 	if (ev->iid_slot) {
-		u64 iid = cached_iid(s, *ev->iid_slot);
-		const char *name = ev->name;
-		char buf[LABEL_MAX + 40];
-
-		if (!iid) {
+		name_iid = cached_iid(s, *ev->iid_slot);
+		if (!name_iid) {
 			/* First use in this generation (interning may have restarted in this very packet). */
 			if (!name) {
-				snprintf(buf, sizeof(buf), "%s: %s", ev->lazy_a, ev->lazy_b);
+				size_t a = strlen(ev->lazy_a), b = strlen(ev->lazy_b);
+
+				memcpy(buf, ev->lazy_a, a);
+				memcpy(buf + a, ": ", 2);
+				memcpy(buf + a + 2, ev->lazy_b, b + 1);
 				name = buf;
 			}
-			iid = intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, name);
-			*ev->iid_slot = iid ? iid | s->intern_gen << IID_GEN_SHIFT : 0;
+			name_iid = intern_cached(s, name);
+			*ev->iid_slot = name_iid | s->intern_gen << IID_GEN_SHIFT;
 		} else {
 			s->uses_iids = true;
 		}
-		put_name_iid(s, iid, name);
-	} else if (ev->name) {
-		u64 iid = ev->name_lit ? intern_lit(s, ev->name, false)
-				       : intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES,
-						ev->name);
-
-		put_name_iid(s, iid, ev->name);
+	} else if (name) {
+		name_iid = ev->name_lit ? intern_lit(s, name, false)
+					: intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, name);
 	}
-	if (ev->type == TYPE_COUNTER)
-		pb_int(&s->pb, TE_COUNTER, ev->counter);
-	put_args(s, ev->args, ev->nargs);
+	for (int i = 0; i < ev->nargs; i++)
+		arg_iids[i] = intern_lit(s, ev->args[i].name, true);
 	if (s->stack_next) {
-		put_callstack(s, s->stack_next);
+		cs_iid = callstack_iid(s, s->stack_next);
 		s->stack_next = 0;
 	}
+
+	/* Fixed fields: packet and event headers, 8 varints, 3 fixed64 flows. */
+	room = 2 * PBW_NESTED + 8 + 16 * PBW_VARINT_MAX + 3 * 8;
+	if (!name_iid && name) {
+		name_len = strlen(name);
+		room += 2 * PBW_VARINT_MAX + name_len;
+	}
+	for (int i = 0; i < ev->nargs; i++)
+		room += PBW_NESTED + 4 + 4 * PBW_VARINT_MAX +
+			(arg_iids[i] ? 0 : strlen(ev->args[i].name)) +
+			(ev->args[i].kind == A_STR ? strlen(ev->args[i].s) : 0);
+	has_interned = pkt_has_interned(s);
+	if (has_interned)
+		room += pkt_interned_room(s);
+	if (room > PF_EVENT_ROOM_MAX) {
+		s->oversized++; /* bounded inputs make this impossible; counted if it ever is not */
+		return;
+	}
+
+	start = p = obuf_reserve(s->ob, room);
+	p = pbw_begin(p, 1, &pkt); /* Trace.packet */
+	p = pbw_uint(p, TP_TIMESTAMP, ts);
+	p = pbw_uint(p, TP_SEQ_ID, SEQ_ID);
+	if (s->dropped_next) {
+		p = pbw_uint(p, TP_DROPPED, 1);
+		s->dropped_next = false;
+	}
+	p = pbw_begin(p, TP_TRACK_EVENT, &te);
+	p = pbw_uint(p, TE_TYPE, ev->type);
+	p = pbw_uint(p, TE_TRACK, ev->track);
+	if (name_iid)
+		p = pbw_uint(p, TE_NAME_IID, name_iid);
+	else if (name)
+		p = pbw_bytes(p, 23, name, name_len); /* TrackEvent.name */
+	if (ev->type == TYPE_COUNTER)
+		p = pbw_uint(p, TE_COUNTER, (u64)ev->counter); /* int64: two's complement */
+	p = put_args(p, ev->args, arg_iids, ev->nargs);
+	if (cs_iid)
+		p = pbw_uint(p, TE_CALLSTACK_IID, cs_iid);
 	if (ev->flow)
-		pb_fixed64(&s->pb, TE_FLOW, ev->flow);
+		p = pbw_fixed64(p, TE_FLOW, ev->flow);
 	for (int i = 0; i < 2; i++)
 		if (ev->term_flow[i])
-			pb_fixed64(&s->pb, TE_TERM_FLOW, ev->term_flow[i]);
-	pb_end(&s->pb, mark);
-	pkt_end(s);
+			p = pbw_fixed64(p, TE_TERM_FLOW, ev->term_flow[i]);
+	p = pbw_end(p, te);
+	if (has_interned)
+		p = pkt_interned(s, p);
+	if (s->uses_iids || s->clear_state)
+		p = pbw_uint(p, TP_SEQ_FLAGS, seq_flags(s));
+	p = pbw_end(p, pkt);
+	obuf_commit(s->ob, p - start);
+	s->packets++;
 }
 
 static void slice_begin(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
@@ -834,7 +956,6 @@ static struct pf_thread *thread_ready(struct perfetto_sink *s, u64 ts, u32 pid, 
 static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, s64 v)
 {
 	static const char *names[3] = {"live coroutines", "runnable coroutines", "events lost"};
-	struct pf_ev ev = {.type = TYPE_COUNTER, .track = UUID_COUNTER(pp->pid, k), .counter = v};
 
 	if (pp->counters_described[k] && pp->last[k] == v)
 		return;
@@ -848,7 +969,8 @@ static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, 
 		pp->counters_described[k] = true;
 	}
 	pp->last[k] = v;
-	track_event(s, ts, &ev);
+	track_event(s, ts, &(struct pf_ev){.type = TYPE_COUNTER, .track = UUID_COUNTER(pp->pid, k),
+					   .counter = v});
 }
 
 /* ---- coroutines ---- */

@@ -107,13 +107,13 @@ static void fifo_push(struct reorder *r, struct reorder_item it)
 		struct reorder_item *n = xmalloc(2 * r->fcap * sizeof(*n));
 
 		for (size_t i = 0; i < r->flen; i++)
-			n[i] = r->fifo[(r->fhead + i) % r->fcap];
+			n[i] = r->fifo[(r->fhead + i) & (r->fcap - 1)];
 		free(r->fifo);
 		r->fifo = n;
 		r->fhead = 0;
 		r->fcap *= 2;
 	}
-	r->fifo[(r->fhead + r->flen++) % r->fcap] = it;
+	r->fifo[(r->fhead + r->flen++) & (r->fcap - 1)] = it;
 }
 
 /* The oldest held record: the smaller of the FIFO's head and the heap's top. */
@@ -134,7 +134,7 @@ static void emit_one(struct reorder *r)
 	peek(r, &from_fifo);
 	if (from_fifo) {
 		it = r->fifo[r->fhead];
-		r->fhead = (r->fhead + 1) % r->fcap;
+		r->fhead = (r->fhead + 1) & (r->fcap - 1);
 		r->flen--;
 	} else {
 		it = heap_pop(r);
@@ -150,7 +150,7 @@ static void emit_one(struct reorder *r)
 		__builtin_prefetch(n);
 		__builtin_prefetch(n + 63);
 		if (r->flen > 1)
-			__builtin_prefetch(r->fifo[(r->fhead + 1) % r->fcap].rec);
+			__builtin_prefetch(r->fifo[(r->fhead + 1) & (r->fcap - 1)].rec);
 	}
 	if (r->hlen)
 		__builtin_prefetch(r->heap[0].rec);
@@ -173,7 +173,7 @@ void reorder_push(struct reorder *r, const struct coro_event_hdr *rec)
 	it.ts = rec->ts;
 	it.seq = r->seq++;
 	/* In order with the FIFO's tail: O(1). A straggler: the heap. */
-	if (!r->flen || it.ts >= r->fifo[(r->fhead + r->flen - 1) % r->fcap].ts)
+	if (!r->flen || it.ts >= r->fifo[(r->fhead + r->flen - 1) & (r->fcap - 1)].ts)
 		fifo_push(r, it);
 	else
 		heap_push(r, it);
@@ -199,7 +199,7 @@ void reorder_free(struct reorder *r)
 		rec_free(r, it.rec);
 	}
 	for (size_t i = 0; i < r->flen; i++)
-		rec_free(r, r->fifo[(r->fhead + i) % r->fcap].rec);
+		rec_free(r, r->fifo[(r->fhead + i) & (r->fcap - 1)].rec);
 	for (size_t i = 0; i < r->nslabs; i++)
 		free(r->slabs[i]);
 	free(r->slabs);

@@ -36,7 +36,7 @@ struct reorder {
 	u64 late;	 /* records that arrived after newer ones had already left */
 	struct reorder_item *heap;
 	size_t hlen, hcap;
-	struct reorder_item *fifo; /* ring, sorted by (ts, seq) */
+	struct reorder_item *fifo; /* ring, sorted by (ts, seq); fcap a power of two */
 	size_t fhead, flen, fcap;
 	size_t len, peak; /* records held in both */
 	void *free_list[REORDER_CLASSES];

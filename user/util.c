@@ -237,7 +237,6 @@ static void obuf_drain(struct obuf *o)
 
 void obuf_write_slow(struct obuf *o, const void *p, size_t n)
 {
-	o->bytes += n;
 	if (o->len + n > o->cap) {
 		obuf_drain(o);
 		if (n > o->cap) {
@@ -269,7 +268,6 @@ void *obuf_reserve(struct obuf *o, size_t n)
 void obuf_commit(struct obuf *o, size_t n)
 {
 	o->len += n;
-	o->bytes += n;
 }
 
 void obuf_printf(struct obuf *o, const char *fmt, ...)
@@ -287,30 +285,16 @@ void obuf_printf(struct obuf *o, const char *fmt, ...)
 }
 
 /* Two digits per division: timestamps have 13 or more. */
-static const char digit_pairs[] = "00010203040506070809101112131415161718192021222324"
-				  "25262728293031323334353637383940414243444546474849"
-				  "50515253545556575859606162636465666768697071727374"
-				  "75767778798081828384858687888990919293949596979899";
+const char obuf_digit_pairs[200] = "00010203040506070809101112131415161718192021222324"
+				   "25262728293031323334353637383940414243444546474849"
+				   "50515253545556575859606162636465666768697071727374"
+				   "75767778798081828384858687888990919293949596979899";
 
-void obuf_u64(struct obuf *o, u64 v)
+void obuf_u64_slow(struct obuf *o, u64 v)
 {
 	char tmp[24];
-	int i = sizeof(tmp);
 
-	while (v >= 100) {
-		unsigned r = (unsigned)(v % 100);
-
-		v /= 100;
-		i -= 2;
-		memcpy(tmp + i, digit_pairs + 2 * r, 2);
-	}
-	if (v >= 10) {
-		i -= 2;
-		memcpy(tmp + i, digit_pairs + 2 * v, 2);
-	} else {
-		tmp[--i] = (char)('0' + v);
-	}
-	obuf_write(o, tmp + i, sizeof(tmp) - i);
+	obuf_write(o, tmp, fmt_u64(tmp, v) - tmp);
 }
 
 void obuf_s64(struct obuf *o, s64 v)
@@ -323,22 +307,11 @@ void obuf_s64(struct obuf *o, s64 v)
 	}
 }
 
-void obuf_hex(struct obuf *o, u64 v)
+void obuf_hex_slow(struct obuf *o, u64 v)
 {
-	static const char digits[] = "0123456789abcdef";
-	char tmp[20];
-	int i = sizeof(tmp);
+	char tmp[24];
 
-	/* Digits from the lowest, no leading zeros: 16 - clz/4 of them. */
-	int n = v ? 16 - __builtin_clzll(v) / 4 : 1;
-
-	while (n--) {
-		tmp[--i] = digits[v & 15];
-		v >>= 4;
-	}
-	tmp[--i] = 'x';
-	tmp[--i] = '0';
-	obuf_write(o, tmp + i, sizeof(tmp) - i);
+	obuf_write(o, tmp, fmt_hex(tmp, v) - tmp);
 }
 
 /* Length of a valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. */

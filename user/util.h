@@ -79,7 +79,6 @@ struct obuf {
 	int fd;
 	void *gz; /* gzFile when compressing */
 	int err;  /* first errno seen */
-	u64 bytes;
 };
 
 int obuf_open_fd(struct obuf *o, int fd, bool gzip);
@@ -89,23 +88,22 @@ void obuf_write_slow(struct obuf *o, const void *p, size_t n);
  * Inline: most writes are a few bytes of a literal, whose length and copy
  * the compiler then folds to a handful of moves.
  */
-static inline void obuf_write(struct obuf *o, const void *p, size_t n)
+static inline __attribute__((always_inline)) void obuf_write(struct obuf *o, const void *p, size_t n)
 {
 	if (__builtin_expect(o->len + n <= o->cap, 1)) {
 		memcpy(o->buf + o->len, p, n);
 		o->len += n;
-		o->bytes += n;
 		return;
 	}
 	obuf_write_slow(o, p, n);
 }
 
-static inline void obuf_puts(struct obuf *o, const char *s)
+static inline __attribute__((always_inline)) void obuf_puts(struct obuf *o, const char *s)
 {
 	obuf_write(o, s, strlen(s));
 }
 
-static inline void obuf_putc(struct obuf *o, char c)
+static inline __attribute__((always_inline)) void obuf_putc(struct obuf *o, char c)
 {
 	obuf_write(o, &c, 1);
 }
@@ -114,9 +112,72 @@ static inline void obuf_putc(struct obuf *o, char c)
 void *obuf_reserve(struct obuf *o, size_t n);
 void obuf_commit(struct obuf *o, size_t n);
 void obuf_printf(struct obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void obuf_u64(struct obuf *o, u64 v);
 void obuf_s64(struct obuf *o, s64 v);
-void obuf_hex(struct obuf *o, u64 v); /* "0x..." without quotes */
+
+extern const char obuf_digit_pairs[200];
+
+/* Decimal digits of v, written at p (room for 20); returns the end. */
+static inline char *fmt_u64(char *p, u64 v)
+{
+	static const u64 p10[20] = {1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+				    10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
+				    100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+				    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+				    100000000000000000ULL, 1000000000000000000ULL,
+				    10000000000000000000ULL};
+	/* floor(log10(v)) from the bit length (1233/4096 ~ log10(2)), corrected by one compare */
+	int t = ((64 - __builtin_clzll(v | 1)) * 1233) >> 12;
+	int n = t - ((v | 1) < p10[t]) + 1;
+	char *e;
+
+	e = p + n;
+	p = e;
+	while (v >= 100) {
+		unsigned r = (unsigned)(v % 100);
+
+		v /= 100;
+		p -= 2;
+		memcpy(p, obuf_digit_pairs + 2 * r, 2);
+	}
+	if (v >= 10)
+		memcpy(p - 2, obuf_digit_pairs + 2 * v, 2);
+	else
+		p[-1] = (char)('0' + v);
+	return e;
+}
+
+/* "0x" and the hex digits of v without leading zeros, written at p (room for 18); returns the end. */
+static inline char *fmt_hex(char *p, u64 v)
+{
+	int n = v ? 16 - __builtin_clzll(v) / 4 : 1;
+	char *e = p + 2 + n;
+
+	p[0] = '0';
+	p[1] = 'x';
+	for (char *q = e; q > p + 2; v >>= 4)
+		*--q = "0123456789abcdef"[v & 15];
+	return e;
+}
+
+void obuf_u64_slow(struct obuf *o, u64 v);
+void obuf_hex_slow(struct obuf *o, u64 v);
+
+/* Numbers are formatted in place in the buffer when it has room (nearly always). */
+static inline __attribute__((always_inline)) void obuf_u64(struct obuf *o, u64 v)
+{
+	if (__builtin_expect(o->len + 20 <= o->cap, 1))
+		o->len = fmt_u64(o->buf + o->len, v) - o->buf;
+	else
+		obuf_u64_slow(o, v);
+}
+
+static inline __attribute__((always_inline)) void obuf_hex(struct obuf *o, u64 v) /* "0x..." without quotes */
+{
+	if (__builtin_expect(o->len + 18 <= o->cap, 1))
+		o->len = fmt_hex(o->buf + o->len, v) - o->buf;
+	else
+		obuf_hex_slow(o, v);
+}
 /* A JSON string, quoted and escaped; invalid UTF-8 bytes become \u00XX escapes of U+FFFD. */
 void obuf_json_str(struct obuf *o, const char *s, size_t maxlen);
 /*
