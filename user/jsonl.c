@@ -158,102 +158,125 @@ static void jsonl_begin(void *ctx, const struct capture_info *ci)
 	obuf_puts(o, "]}\n");
 }
 
-static void put_str_flags(struct obuf *o, const struct coro_event_hdr *h)
-{
-	if (h->flags & CORO_EVF_STR_TRUNCATED)
-		obuf_puts(o, ",\"truncated\":true");
-	if (h->flags & CORO_EVF_STR_FAULT)
-		obuf_puts(o, ",\"unreadable\":true");
-}
+/*
+ * Event lines are built at a cursor in room reserved for the whole line: a
+ * line holds at most one string of CORO_STR_LEN bytes (6 bytes each when
+ * escaped) besides its keys and numbers, so EVENT_LINE_ROOM always fits.
+ */
+#define EVENT_LINE_ROOM 1024
+#define J_LIT(lit) (p = mempcpy(p, lit, sizeof(lit) - 1))
+#define J_U64(key, v) (J_LIT(",\"" key "\":"), p = fmt_u64(p, (v)))
+#define J_ID(key, v) (J_LIT(",\"" key "\":\""), p = fmt_hex(p, (v)), *p++ = '"')
+#define J_STR(key, str, max) (J_LIT(",\"" key "\":"), p = json_str_at(p, (str), strnlen((str), (max))))
+#define J_NAME(str) (p = mempcpy(p, (str), strlen(str)))
 
 static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 			const struct model_event_info *mi)
 {
 	struct obuf *o = s->ob;
-	const char *ev = coro_kind_name(h->kind);
+	u32 stack = coro_record_stack(h);
+	char *start, *p;
 
+	need_stack(s, stack); /* its definition line first */
+	start = p = obuf_reserve(o, EVENT_LINE_ROOM);
 	if (h->lost_before) {
-		begin_record(o, "lost", h);
-		put_common(o, h, true);
-		put_u64(o, "count", h->lost_before);
-		obuf_puts(o, "}\n");
+		J_LIT("{\"type\":\"lost\"");
+		J_U64("ts", h->ts);
+		J_U64("pid", h->pid);
+		J_U64("tid", h->tid);
+		J_U64("count", h->lost_before);
+		J_LIT("}\n");
 	}
-	need_stack(s, coro_record_stack(h));
-	begin_record(o, "event", h);
-	obuf_puts(o, ",\"ev\":\"");
-	obuf_puts(o, ev);
-	obuf_putc(o, '"');
+	J_LIT("{\"type\":\"event\",\"ev\":\"");
+	J_NAME(coro_kind_name(h->kind));
+	*p++ = '"';
 	if (h->kind == CORO_EV_OFFCPU_END) {
 		const struct coro_ev_offcpu_end *e = (const void *)h;
 
 		/* A stretch: ts is when the thread left the CPU. */
-		put_u64(o, "ts", e->start);
-		put_u64(o, "pid", h->pid);
-		put_u64(o, "tid", h->tid);
+		J_U64("ts", e->start);
+		J_U64("pid", h->pid);
+		J_U64("tid", h->tid);
 		if (mi->c)
-			put_id(o, "id", mi->c->id);
+			J_ID("id", mi->c->id);
 		else
-			obuf_puts(o, ",\"id\":null");
-		put_u64(o, "dur", h->ts - MIN(e->start, h->ts));
-		obuf_printf(o, ",\"state\":\"%s\"", coro_offcpu_state_name(e->state));
-		put_u64(o, "runq", e->runq_ns);
-		put_u64(o, "cpu", e->cpu);
+			J_LIT(",\"id\":null");
+		J_U64("dur", h->ts - MIN(e->start, h->ts));
+		J_LIT(",\"state\":\"");
+		J_NAME(coro_offcpu_state_name(e->state));
+		*p++ = '"';
+		J_U64("runq", e->runq_ns);
+		J_U64("cpu", e->cpu);
 		if (mi->c)
-			put_u64(o, "uid", mi->c->uid);
-		obuf_puts(o, "}\n");
+			J_U64("uid", mi->c->uid);
+		J_LIT("}\n");
+		obuf_commit(o, p - start);
 		return;
 	}
-	put_common(o, h, true);
+	J_U64("ts", h->ts);
+	J_U64("pid", h->pid);
+	J_U64("tid", h->tid);
 	switch (h->kind) {
 	case CORO_EV_CREATE: {
 		const struct coro_ev_create *e = (const void *)h;
 
-		put_id(o, "id", e->id);
-		put_id(o, "parent", e->parent);
-		put_stack(s, o, "stack", coro_record_stack(h));
+		J_ID("id", e->id);
+		J_ID("parent", e->parent);
+		if (stack)
+			J_U64("stack", stack);
 		break;
 	}
 	case CORO_EV_NAME: {
 		const struct coro_ev_name *e = (const void *)h;
 
-		put_id(o, "id", e->id);
-		put_str(o, "name", e->name, CORO_STR_LEN);
-		put_str_flags(o, h);
+		J_ID("id", e->id);
+		J_STR("name", e->name, CORO_STR_LEN);
+		if (h->flags & CORO_EVF_STR_TRUNCATED)
+			J_LIT(",\"truncated\":true");
+		if (h->flags & CORO_EVF_STR_FAULT)
+			J_LIT(",\"unreadable\":true");
 		break;
 	}
 	case CORO_EV_READY: {
 		const struct coro_ev_ready *e = (const void *)h;
 
-		put_id(o, "id", e->id);
+		J_ID("id", e->id);
 		if (mi->cur_known)
-			put_id(o, "waker", h->cur);
+			J_ID("waker", h->cur);
 		else
-			obuf_puts(o, ",\"waker\":null");
+			J_LIT(",\"waker\":null");
 		break;
 	}
 	case CORO_EV_SWITCH: {
 		const struct coro_ev_switch *e = (const void *)h;
 
-		put_id(o, "from", e->from);
-		put_id(o, "to", e->to);
-		obuf_puts(o, ",\"reason\":\"");
-		obuf_puts(o, coro_reason_name(e->reason));
-		obuf_putc(o, '"');
-		put_id(o, "obj", e->obj);
+		J_ID("from", e->from);
+		J_ID("to", e->to);
+		J_LIT(",\"reason\":\"");
+		J_NAME(coro_reason_name(e->reason));
+		*p++ = '"';
+		J_ID("obj", e->obj);
 		if (mi->c)
-			put_u64(o, "from_uid", mi->c->uid);
+			J_U64("from_uid", mi->c->uid);
 		if (mi->to)
-			put_u64(o, "to_uid", mi->to->uid);
-		put_stack(s, o, "stack", coro_record_stack(h));
-		obuf_puts(o, "}\n");
+			J_U64("to_uid", mi->to->uid);
+		if (stack)
+			J_U64("stack", stack);
+		J_LIT("}\n");
+		obuf_commit(o, p - start);
 		return;
 	}
 	case CORO_EV_EXIT: {
 		const struct coro_ev_exit *e = (const void *)h;
 
-		put_id(o, "id", e->id);
-		obuf_puts(o, ",\"status\":");
-		obuf_s64(o, e->status);
+		J_ID("id", e->id);
+		J_LIT(",\"status\":");
+		if (e->status < 0) {
+			*p++ = '-';
+			p = fmt_u64(p, (u64)0 - (u64)e->status);
+		} else {
+			p = fmt_u64(p, (u64)e->status);
+		}
 		break;
 	}
 	case CORO_EV_SPAN_BEGIN:
@@ -261,20 +284,24 @@ static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 		const struct coro_ev_span *e = (const void *)h;
 
 		if (mi->owner_known)
-			put_id(o, "id", mi->owner);
+			J_ID("id", mi->owner);
 		else
-			obuf_puts(o, ",\"id\":null");
-		put_str(o, "name", e->name, CORO_STR_LEN);
-		put_str_flags(o, h);
-		put_u64(o, "depth", mi->span_depth);
+			J_LIT(",\"id\":null");
+		J_STR("name", e->name, CORO_STR_LEN);
+		if (h->flags & CORO_EVF_STR_TRUNCATED)
+			J_LIT(",\"truncated\":true");
+		if (h->flags & CORO_EVF_STR_FAULT)
+			J_LIT(",\"unreadable\":true");
+		J_U64("depth", mi->span_depth);
 		if (h->kind == CORO_EV_SPAN_END && !mi->span_matched)
-			obuf_puts(o, ",\"matched\":false");
+			J_LIT(",\"matched\":false");
 		break;
 	}
 	}
 	if (mi->c)
-		put_u64(o, "uid", mi->c->uid);
-	obuf_puts(o, "}\n");
+		J_U64("uid", mi->c->uid);
+	J_LIT("}\n");
+	obuf_commit(o, p - start);
 }
 
 static void jsonl_record(void *ctx, const struct coro_event_hdr *h,

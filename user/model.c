@@ -93,22 +93,40 @@ struct coro *model_find(struct model *m, u32 pid, u64 id)
 	return hmap_get(&m->coros, pid, id);
 }
 
+/* One-entry caches in front of the thread and process maps: events come in runs from one thread. */
 struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid)
 {
-	struct coro_thread *t = hmap_get(&m->threads, pid, tid);
+	struct coro_thread *t = m->last_thread;
 
+	if (t && t->tid == tid && t->pid == pid)
+		return t;
+	t = hmap_get(&m->threads, pid, tid);
 	if (!t) {
 		t = xcalloc(1, sizeof(*t));
 		t->pid = pid;
 		t->tid = tid;
 		hmap_put(&m->threads, pid, tid, t);
 	}
+	m->last_thread = t;
 	return t;
+}
+
+/* The process if the model knows it, else NULL. */
+struct coro_process *model_proc_peek(struct model *m, u32 pid)
+{
+	struct coro_process *p = m->last_proc;
+
+	if (p && p->pid == pid)
+		return p;
+	p = hmap_get(&m->procs, pid, 0);
+	if (p)
+		m->last_proc = p;
+	return p;
 }
 
 struct coro_process *model_process(struct model *m, u32 pid)
 {
-	struct coro_process *p = hmap_get(&m->procs, pid, 0);
+	struct coro_process *p = model_proc_peek(m, pid);
 
 	if (!p) {
 		p = xcalloc(1, sizeof(*p));
@@ -299,7 +317,7 @@ static bool cur_certain(struct model *m, const struct coro_event_hdr *h)
 	if (!(h->flags & CORO_EVF_CUR_UNKNOWN))
 		return true;
 	/* Launched under us: no switch yet really means the thread runs no coroutine. */
-	p = hmap_get(&m->procs, h->pid, 0);
+	p = model_proc_peek(m, h->pid);
 	return p && p->mode == CORO_PROC_LAUNCHED;
 }
 
@@ -730,6 +748,7 @@ static void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 			}
 			gone[n++] = v;
 		}
+		m->last_thread = NULL;
 		for (size_t i = 0; i < n; i++) {
 			hmap_del(&m->threads, gone[i]->pid, gone[i]->tid);
 			free(gone[i]->spans);
@@ -800,7 +819,7 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		else if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
 			 h->kind != CORO_EV_EXEC && h->kind != CORO_EV_PROC_GONE)
 			m->events++;
-		if (!hmap_get(&m->procs, h->pid, 0))
+		if (!model_proc_peek(m, h->pid))
 			m->anom.unknown_pid++;
 		mi.cur_known = cur_certain(m, h);
 		/* Events with no per-thread state (ld.so's hook, process events) say nothing of threads. */

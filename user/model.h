@@ -214,6 +214,8 @@ struct model {
 	struct hmap coros;   /* (pid, id) -> struct coro * */
 	struct hmap threads; /* (pid, tid) -> struct coro_thread * */
 	struct hmap procs;   /* (pid, 0) -> struct coro_process * */
+	struct coro_thread *last_thread; /* model_thread()'s last answer (NULL when threads are freed) */
+	struct coro_process *last_proc;	 /* model_proc_peek()'s last answer */
 	struct model_observer *obs;
 	size_t nobs;
 	u64 next_uid;
@@ -256,6 +258,7 @@ void model_free(struct model *m);
 struct coro *model_find(struct model *m, u32 pid, u64 id);
 struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid);
 struct coro_process *model_process(struct model *m, u32 pid);
+struct coro_process *model_proc_peek(struct model *m, u32 pid); /* NULL if unknown */
 
 const char *coro_state_name(enum coro_state s);
 const char *coro_reason_name(u32 reason);

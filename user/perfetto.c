@@ -893,7 +893,7 @@ static struct pf_proc *proc_ready(struct perfetto_sink *s, u64 ts, u32 pid)
 	struct pf_proc *pp = proc_get(s, pid);
 
 	if (!pp->described)
-		describe_process(s, ts, pp, hmap_get(&s->m->procs, pid, 0));
+		describe_process(s, ts, pp, model_proc_peek(s->m, pid));
 	return pp;
 }
 
@@ -1398,7 +1398,7 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 	case CORO_REC_PROCESS: {
 		struct pf_proc *pp = proc_get(s, h->pid);
 
-		describe_process(s, h->ts, pp, hmap_get(&s->m->procs, h->pid, 0));
+		describe_process(s, h->ts, pp, model_proc_peek(s->m, h->pid));
 		break;
 	}
 	case CORO_REC_THREAD: {
@@ -1438,7 +1438,7 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 	}
 	if ((h->kind <= CORO_EV_BPF_MAX && !(h->flags & CORO_EVF_NO_THREAD)) ||
 	    h->kind == CORO_REC_PROC_EXIT || h->kind == CORO_EV_PROC_GONE || h->kind == CORO_EV_EXEC) {
-		const struct coro_process *mp = mi->c ? mi->c->proc : hmap_get(&s->m->procs, h->pid, 0);
+		const struct coro_process *mp = mi->c ? mi->c->proc : model_proc_peek(s->m, h->pid);
 		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
 
 		if (mp) {

@@ -301,7 +301,7 @@ int raw_writer_flush(struct raw_writer *w)
 	bh->magic = RAW_BLOCK_MAGIC;
 	bh->len = w->len;
 	bh->nrecords = w->nrecords;
-	bh->crc32 = crc32(0L, (const Bytef *)(bh + 1), w->len);
+	bh->crc32 = crc32_buf(0, bh + 1, w->len);
 	ret = write_all(w->fd, w->block, sizeof(*bh) + w->len);
 	if (ret) {
 		w->err = -ret;
@@ -455,7 +455,7 @@ static int reader_load_block(struct raw_reader *r)
 	if (n != bh.len)
 		return reader_fail(r, "truncated block (%zu of %u bytes): the capture was cut "
 				      "short", n, bh.len);
-	if (crc32(0L, (const Bytef *)r->block, bh.len) != bh.crc32)
+	if (crc32_buf(0, r->block, bh.len) != bh.crc32)
 		return reader_fail(r, "corrupt block (checksum mismatch)");
 	r->block_len = bh.len;
 	return 1;

@@ -39,6 +39,9 @@ enum exit_code {
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
 
+/* zlib's crc32() (same values), faster where the CPU multiplies carry-less. */
+u32 crc32_buf(u32 crc, const void *buf, size_t len);
+
 void *xmalloc(size_t n);
 void *xcalloc(size_t n, size_t sz);
 void *xrealloc(void *p, size_t n);
@@ -180,6 +183,9 @@ static inline __attribute__((always_inline)) void obuf_hex(struct obuf *o, u64 v
 }
 /* A JSON string, quoted and escaped; invalid UTF-8 bytes become \u00XX escapes of U+FFFD. */
 void obuf_json_str(struct obuf *o, const char *s, size_t maxlen);
+/* The same for the n bytes at str, written at p (room: JSON_STR_ROOM(n)); returns the end. */
+char *json_str_at(char *p, const char *str, size_t n);
+#define JSON_STR_ROOM(n) (6 * (size_t)(n) + 2)
 /*
  * Copy at most `maxlen` bytes of `src` into `dst` (always NUL-terminated) as
  * valid UTF-8: each invalid byte becomes U+FFFD, as in the JSON output.
