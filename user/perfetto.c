@@ -220,6 +220,10 @@ struct perfetto_sink {
 	} lit_names[LIT_CACHE], lit_das[LIT_CACHE];
 	u64 next_flow;
 	u64 last_ts;
+	/* The packet head (timestamp and sequence id) last encoded, reused while the time stays. */
+	u64 head_ts;
+	u8 head[16];
+	size_t head_len;
 	bool dropped_next; /* set previous_packet_dropped on the next packet */
 	u64 loss_noted;	   /* serial of the last record whose hole was marked */
 	struct pb pb;	  /* the packet being built, in place in the output buffer */
@@ -549,7 +553,6 @@ struct pf_ev {
 	const struct pf_arg *args;
 	int nargs;
 	u64 flow, term_flow[2];
-	s64 counter;
 };
 
 /* A copy that lives until interning starts again (so past this packet's end). */
@@ -668,6 +671,52 @@ static u64 callstack_iid(struct perfetto_sink *s, u32 id)
 	return iid;
 }
 
+/* A track event packet's fields before its event: timestamp, sequence, loss mark. */
+static inline __attribute__((always_inline)) u8 *put_head(struct perfetto_sink *s, u8 *p, u64 ts)
+{
+	if (ts != s->head_ts || !s->head_len) {
+		/* An event's packets mostly share its time: encode the head once for them. */
+		u8 *h = pbw_uint(s->head, TP_TIMESTAMP, ts);
+
+		h = pbw_uint(h, TP_SEQ_ID, SEQ_ID);
+		s->head_len = h - s->head;
+		s->head_ts = ts;
+	}
+	memcpy(p, s->head, sizeof(s->head));
+	p += s->head_len;
+	if (s->dropped_next) {
+		p = pbw_uint(p, TP_DROPPED, 1);
+		s->dropped_next = false;
+	}
+	return p;
+}
+
+/*
+ * A track event with neither name, arguments, stack nor flows (a slice's
+ * end, a counter's value: half the packets): the short path.
+ */
+static void track_event_bare(struct perfetto_sink *s, u64 ts, int type, u64 track, bool counter,
+			     s64 value)
+{
+	u8 *start, *p, *pkt, *te;
+
+	ts = pkt_prepare(s, ts);
+	start = p = obuf_reserve(s->ob, 96);
+	p = pbw_begin(p, 1, &pkt); /* Trace.packet */
+	p = put_head(s, p, ts);
+	p = pbw_begin(p, TP_TRACK_EVENT, &te);
+	p = pbw_uint(p, TE_TYPE, type);
+	p = pbw_uint(p, TE_TRACK, track);
+	if (counter)
+		p = pbw_uint(p, TE_COUNTER, (u64)value); /* int64: two's complement */
+	p = pbw_end(p, te);
+	if (s->clear_state) /* interning restarted just now: say so even here */
+		p = pbw_uint(p, TP_SEQ_FLAGS, seq_flags(s));
+	p = pbw_end(p, pkt);
+	obuf_commit(s->ob, p - start);
+	s->packets++;
+}
+
 /*
  * One track event packet. Its interned ids are found first (defining new
  * ones in this packet, in the order they are written); then the room it can
@@ -732,12 +781,7 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 
 	start = p = obuf_reserve(s->ob, room);
 	p = pbw_begin(p, 1, &pkt); /* Trace.packet */
-	p = pbw_uint(p, TP_TIMESTAMP, ts);
-	p = pbw_uint(p, TP_SEQ_ID, SEQ_ID);
-	if (s->dropped_next) {
-		p = pbw_uint(p, TP_DROPPED, 1);
-		s->dropped_next = false;
-	}
+	p = put_head(s, p, ts);
 	p = pbw_begin(p, TP_TRACK_EVENT, &te);
 	p = pbw_uint(p, TE_TYPE, ev->type);
 	p = pbw_uint(p, TE_TRACK, ev->track);
@@ -745,8 +789,6 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 		p = pbw_uint(p, TE_NAME_IID, name_iid);
 	else if (name)
 		p = pbw_bytes(p, 23, name, name_len); /* TrackEvent.name */
-	if (ev->type == TYPE_COUNTER)
-		p = pbw_uint(p, TE_COUNTER, (u64)ev->counter); /* int64: two's complement */
 	p = put_args(p, ev->args, arg_iids, ev->nargs);
 	if (cs_iid)
 		p = pbw_uint(p, TE_CALLSTACK_IID, cs_iid);
@@ -776,9 +818,7 @@ static void slice_begin(struct perfetto_sink *s, u64 ts, u64 track, const char *
 
 static void slice_end(struct perfetto_sink *s, u64 ts, u64 track)
 {
-	struct pf_ev ev = {.type = TYPE_SLICE_END, .track = track};
-
-	track_event(s, ts, &ev);
+	track_event_bare(s, ts, TYPE_SLICE_END, track, false, 0);
 }
 
 /* An instant named by a string literal. */
@@ -969,8 +1009,7 @@ static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, 
 		pp->counters_described[k] = true;
 	}
 	pp->last[k] = v;
-	track_event(s, ts, &(struct pf_ev){.type = TYPE_COUNTER, .track = UUID_COUNTER(pp->pid, k),
-					   .counter = v});
+	track_event_bare(s, ts, TYPE_COUNTER, UUID_COUNTER(pp->pid, k), true, v);
 }
 
 /* ---- coroutines ---- */
