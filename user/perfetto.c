@@ -276,13 +276,32 @@ static u64 cached_iid(const struct perfetto_sink *s, u64 slot)
 
 /* ---- packets ---- */
 
+/* Interning starts again: the next packet tells the reader to forget the old ids. */
+static void intern_restart(struct perfetto_sink *s)
+{
+	hmap_clear(&s->names);
+	hmap_clear(&s->da_names);
+	hmap_clear(&s->cs_iids);
+	hmap_clear(&s->frame_iids);
+	hmap_clear(&s->fn_iids);
+	hmap_clear(&s->src_iids);
+	s->interned = 0;
+	s->next_cs_iid = s->next_frame_iid = s->next_fn_iid = s->next_src_iid = 1;
+	arena_reset(&s->strings);
+	memset(s->lit_names, 0, sizeof(s->lit_names));
+	memset(s->lit_das, 0, sizeof(s->lit_das));
+	s->next_name_iid = s->next_da_iid = 1;
+	s->intern_gen++;
+	s->intern_resets++;
+	s->clear_state = true;
+}
+
 /*
- * Before a packet: start interning again when the tables are full (the
- * packet then tells the reader to forget the old ids) and reset what the
- * packet will define. Returns its timestamp: time never goes back on the
- * sequence, even for late model records.
+ * Before a packet: start interning again when the tables are full, and
+ * reset what the packet will define. Returns its timestamp: time never goes
+ * back on the sequence, even for late model records.
  */
-static u64 pkt_prepare(struct perfetto_sink *s, u64 ts)
+static inline u64 pkt_prepare(struct perfetto_sink *s, u64 ts)
 {
 	s->nfresh = 0;
 	s->nfresh_str = s->nfresh_frame = 0;
@@ -290,23 +309,8 @@ static u64 pkt_prepare(struct perfetto_sink *s, u64 ts)
 	s->fresh_cs_iid = 0;
 	s->uses_iids = false;
 	s->clear_state = false;
-	if (s->interned > perfetto_intern_max) {
-		hmap_clear(&s->names);
-		hmap_clear(&s->da_names);
-		hmap_clear(&s->cs_iids);
-		hmap_clear(&s->frame_iids);
-		hmap_clear(&s->fn_iids);
-		hmap_clear(&s->src_iids);
-		s->interned = 0;
-		s->next_cs_iid = s->next_frame_iid = s->next_fn_iid = s->next_src_iid = 1;
-		arena_reset(&s->strings);
-		memset(s->lit_names, 0, sizeof(s->lit_names));
-		memset(s->lit_das, 0, sizeof(s->lit_das));
-		s->next_name_iid = s->next_da_iid = 1;
-		s->intern_gen++;
-		s->intern_resets++;
-		s->clear_state = true;
-	}
+	if (__builtin_expect(s->interned > perfetto_intern_max, 0))
+		intern_restart(s);
 	if (ts < s->last_ts)
 		ts = s->last_ts;
 	s->last_ts = ts;
@@ -487,7 +491,7 @@ static u64 intern_cached(struct perfetto_sink *s, const char *str)
 }
 
 /* Interning of string literals, found by address: no hashing of their text per event. */
-static u64 intern_lit(struct perfetto_sink *s, const char *lit, bool da)
+static u64 intern_lit_slow(struct perfetto_sink *s, const char *lit, bool da)
 {
 	typeof(s->lit_names[0]) *cache = da ? s->lit_das : s->lit_names;
 	size_t i = ((uintptr_t)lit >> 3) % LIT_CACHE;
@@ -508,6 +512,18 @@ static u64 intern_lit(struct perfetto_sink *s, const char *lit, bool da)
 		cache[i].iid = iid;
 	}
 	return iid;
+}
+
+/* Nearly always found at once, in its home slot. */
+static inline u64 intern_lit(struct perfetto_sink *s, const char *lit, bool da)
+{
+	typeof(s->lit_names[0]) *e = (da ? s->lit_das : s->lit_names) + ((uintptr_t)lit >> 3) % LIT_CACHE;
+
+	if (__builtin_expect(e->lit == lit, 1)) {
+		s->uses_iids = true;
+		return e->iid;
+	}
+	return intern_lit_slow(s, lit, da);
 }
 
 #define PF_MAX_ARGS 8
@@ -1171,14 +1187,11 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
  * A record that follows a hole on its thread: mark the hole before anything
  * the record changes, on the first packet written after it.
  */
-static void note_loss(struct perfetto_sink *s)
+static void mark_loss(struct perfetto_sink *s, const struct coro_event_hdr *h)
 {
-	const struct coro_event_hdr *h = s->m->applying;
 	struct pf_proc *pp;
 	struct pf_arg a;
 
-	if (!h || !h->lost_before || s->loss_noted == s->m->applied)
-		return;
 	s->loss_noted = s->m->applied;
 	pp = proc_ready(s, h->ts, h->pid);
 	thread_ready(s, h->ts, h->pid, h->tid);
@@ -1187,6 +1200,14 @@ static void note_loss(struct perfetto_sink *s)
 	instant(s, h->ts, UUID_THREAD(h->tid), "events lost", &a, 1, 0, 0, 0);
 	pp->lost += h->lost_before;
 	counter(s, h->ts, pp, CNT_LOST, pp->lost);
+}
+
+static inline void note_loss(struct perfetto_sink *s)
+{
+	const struct coro_event_hdr *h = s->m->applying;
+
+	if (__builtin_expect(h && h->lost_before && s->loss_noted != s->m->applied, 0))
+		mark_loss(s, h);
 }
 
 static void perfetto_enter(void *ctx, const struct coro *c, u64 ts)

@@ -258,16 +258,11 @@ void obuf_write_slow(struct obuf *o, const void *p, size_t n)
 	o->len += n;
 }
 
-void *obuf_reserve(struct obuf *o, size_t n)
+void *obuf_reserve_slow(struct obuf *o, size_t n)
 {
 	if (o->len + n > o->cap)
 		obuf_drain(o);
 	return o->buf + o->len;
-}
-
-void obuf_commit(struct obuf *o, size_t n)
-{
-	o->len += n;
 }
 
 void obuf_printf(struct obuf *o, const char *fmt, ...)

@@ -112,8 +112,18 @@ static inline __attribute__((always_inline)) void obuf_putc(struct obuf *o, char
 }
 
 /* Room for n bytes written in place (n <= the buffer's size); then obuf_commit() what was used. */
-void *obuf_reserve(struct obuf *o, size_t n);
-void obuf_commit(struct obuf *o, size_t n);
+void *obuf_reserve_slow(struct obuf *o, size_t n);
+
+static inline void *obuf_reserve(struct obuf *o, size_t n)
+{
+	if (__builtin_expect(o->len + n <= o->cap, 1))
+		return o->buf + o->len;
+	return obuf_reserve_slow(o, n);
+}
+static inline void obuf_commit(struct obuf *o, size_t n)
+{
+	o->len += n;
+}
 void obuf_printf(struct obuf *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void obuf_s64(struct obuf *o, s64 v);
 
