@@ -13,8 +13,8 @@ void reorder_init(struct reorder *r, u64 window_ns, reorder_emit_fn emit, void *
 	r->ctx = ctx;
 	r->hcap = 1024;
 	r->heap = xmalloc(r->hcap * sizeof(*r->heap));
-	r->fcap = 1024;
-	r->fifo = xmalloc(r->fcap * sizeof(*r->fifo));
+	r->rcap = 64 * 1024;
+	r->ring = xmalloc(r->rcap);
 }
 
 static void *rec_alloc(struct reorder *r, size_t size)
@@ -100,88 +100,133 @@ static struct reorder_item heap_pop(struct reorder *r)
 	return top;
 }
 
-static void fifo_push(struct reorder *r, struct reorder_item it)
-{
-	if (r->flen == r->fcap) {
-		/* Unroll the ring into a buffer twice the size. */
-		struct reorder_item *n = xmalloc(2 * r->fcap * sizeof(*n));
+/* Ring entries never wrap: a SKIP in place of the seq pads the rest to the ring's end. */
+#define RING_SKIP (~0ULL)
+#define ENTRY_BYTES(size) (8 + ROUND_UP((size_t)(size), 8))
 
-		for (size_t i = 0; i < r->flen; i++)
-			n[i] = r->fifo[(r->fhead + i) & (r->fcap - 1)];
-		free(r->fifo);
-		r->fifo = n;
-		r->fhead = 0;
-		r->fcap *= 2;
-	}
-	r->fifo[(r->fhead + r->flen++) & (r->fcap - 1)] = it;
+static inline u8 *ring_at(const struct reorder *r, u64 off)
+{
+	return r->ring + (off & (r->rcap - 1));
 }
 
-/* The oldest held record: the smaller of the FIFO's head and the heap's top. */
-static const struct reorder_item *peek(const struct reorder *r, bool *from_fifo)
+/* The oldest ring entry's offset, past any padding at the ring's end. */
+static inline u64 ring_head(struct reorder *r)
 {
-	const struct reorder_item *f = r->flen ? &r->fifo[r->fhead] : NULL;
-	const struct reorder_item *h = r->hlen ? &r->heap[0] : NULL;
+	if (*(const u64 *)ring_at(r, r->rhead) == RING_SKIP)
+		r->rhead = ROUND_UP(r->rhead + 1, r->rcap);
+	return r->rhead;
+}
 
-	*from_fifo = f && (!h || item_less(f, h));
-	return *from_fifo ? f : h;
+/* Room for n more bytes, with the padding a wrap may take: a bigger ring, entries kept in order. */
+static void ring_room(struct reorder *r, size_t n)
+{
+	size_t cap = r->rcap;
+	u8 *ring;
+	u64 off, to = 0;
+
+	while (r->rtail - r->rhead + n + n > cap)
+		cap *= 2;
+	if (cap == r->rcap)
+		return;
+	ring = xmalloc(cap);
+	for (size_t i = 0; i < r->flen; i++) {
+		const struct coro_event_hdr *h;
+		size_t e;
+
+		off = ring_head(r);
+		h = (const void *)(ring_at(r, off) + 8);
+		e = ENTRY_BYTES(h->size);
+		memcpy(ring + to, ring_at(r, off), e);
+		to += e;
+		r->rhead = off + e;
+	}
+	free(r->ring);
+	r->ring = ring;
+	r->rcap = cap;
+	r->rhead = 0;
+	r->rtail = to;
+}
+
+static void ring_push(struct reorder *r, const struct coro_event_hdr *rec, u64 seq)
+{
+	size_t e = ENTRY_BYTES(rec->size), left;
+
+	ring_room(r, e);
+	left = r->rcap - (r->rtail & (r->rcap - 1));
+	if (left < e) {
+		*(u64 *)ring_at(r, r->rtail) = RING_SKIP;
+		r->rtail += left;
+	}
+	*(u64 *)ring_at(r, r->rtail) = seq;
+	memcpy(ring_at(r, r->rtail) + 8, rec, rec->size);
+	r->rtail += e;
+	r->flen++;
+	r->ftail_ts = rec->ts;
+}
+
+/* The oldest held record: the smaller of the ring's head and the heap's top. */
+static const struct coro_event_hdr *peek(struct reorder *r, bool *from_ring)
+{
+	const struct coro_event_hdr *f = NULL;
+	const struct reorder_item *h = r->hlen ? &r->heap[0] : NULL;
+	u64 fseq = 0;
+
+	if (r->flen) {
+		const u8 *e = ring_at(r, ring_head(r));
+
+		fseq = *(const u64 *)e;
+		f = (const void *)(e + 8);
+	}
+	*from_ring = f && (!h || f->ts < h->ts || (f->ts == h->ts && fseq < h->seq));
+	return *from_ring ? f : h ? h->rec : NULL;
 }
 
 static void emit_one(struct reorder *r)
 {
-	struct reorder_item it;
-	bool from_fifo;
+	bool from_ring;
+	const struct coro_event_hdr *rec = peek(r, &from_ring);
+	struct reorder_item it = {0};
 
-	peek(r, &from_fifo);
-	if (from_fifo) {
-		it = r->fifo[r->fhead];
-		r->fhead = (r->fhead + 1) & (r->fcap - 1);
-		r->flen--;
-	} else {
+	if (from_ring)
+		__builtin_prefetch(ring_at(r, r->rhead + 512)); /* the ring streams: fetch ahead */
+	else
 		it = heap_pop(r);
-	}
 	r->len--;
-	/*
-	 * Held records have left the cache by the time they are due (the window
-	 * holds megabytes): fetch the next ones while this one is processed.
-	 */
-	if (r->flen) {
-		const char *n = (const char *)r->fifo[r->fhead].rec;
-
-		__builtin_prefetch(n);
-		__builtin_prefetch(n + 63);
-		if (r->flen > 1)
-			__builtin_prefetch(r->fifo[(r->fhead + 1) & (r->fcap - 1)].rec);
-	}
 	if (r->hlen)
 		__builtin_prefetch(r->heap[0].rec);
-	if (it.ts < r->last_out_ts)
+	if (rec->ts < r->last_out_ts)
 		r->late++;
 	else
-		r->last_out_ts = it.ts;
-	r->emit(r->ctx, it.rec);
-	rec_free(r, it.rec);
+		r->last_out_ts = rec->ts;
+	r->emit(r->ctx, rec);
+	if (from_ring) {
+		r->rhead += ENTRY_BYTES(rec->size);
+		r->flen--;
+	} else {
+		rec_free(r, it.rec);
+	}
 }
 
 void reorder_push(struct reorder *r, const struct coro_event_hdr *rec)
 {
-	struct reorder_item it;
-	const struct reorder_item *oldest;
-	bool from_fifo;
+	const struct coro_event_hdr *oldest;
+	u64 seq = r->seq++;
+	bool from_ring;
 
-	it.rec = rec_alloc(r, rec->size);
-	memcpy(it.rec, rec, rec->size);
-	it.ts = rec->ts;
-	it.seq = r->seq++;
-	/* In order with the FIFO's tail: O(1). A straggler: the heap. */
-	if (!r->flen || it.ts >= r->fifo[(r->fhead + r->flen - 1) & (r->fcap - 1)].ts)
-		fifo_push(r, it);
-	else
+	/* In order with the ring's newest: appended. A straggler: the heap. */
+	if (!r->flen || rec->ts >= r->ftail_ts) {
+		ring_push(r, rec, seq);
+	} else {
+		struct reorder_item it = {.ts = rec->ts, .seq = seq, .rec = rec_alloc(r, rec->size)};
+
+		memcpy(it.rec, rec, rec->size);
 		heap_push(r, it);
+	}
 	if (++r->len > r->peak)
 		r->peak = r->len;
 	if (rec->ts > r->max_ts)
 		r->max_ts = rec->ts;
-	while ((oldest = peek(r, &from_fifo)) && oldest->ts + r->window < r->max_ts)
+	while ((oldest = peek(r, &from_ring)) && oldest->ts + r->window < r->max_ts)
 		emit_one(r);
 }
 
@@ -198,12 +243,10 @@ void reorder_free(struct reorder *r)
 
 		rec_free(r, it.rec);
 	}
-	for (size_t i = 0; i < r->flen; i++)
-		rec_free(r, r->fifo[(r->fhead + i) & (r->fcap - 1)].rec);
 	for (size_t i = 0; i < r->nslabs; i++)
 		free(r->slabs[i]);
 	free(r->slabs);
 	free(r->heap);
-	free(r->fifo);
+	free(r->ring);
 	memset(r, 0, sizeof(*r));
 }

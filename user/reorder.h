@@ -8,10 +8,12 @@
  * the record sequence, never on wall time, so a replay of a raw capture
  * orders exactly as the live run did.
  *
- * Records are copied into size-class slabs: no allocation per record once
- * the slabs have grown to the working set. Records that arrive in order
- * (nearly all) wait in a FIFO, O(1); only stragglers go to a heap, and each
- * emit takes the smaller head of the two.
+ * Records that arrive in order (nearly all) are copied into a byte ring in
+ * arrival order, each after its arrival number: written and read
+ * sequentially, so the window streams through the cache. Only stragglers
+ * are copied into size-class slabs and wait in a heap; each emit takes the
+ * smaller head of the two. No allocation per record once the ring and the
+ * slabs have grown to the working set.
  */
 #ifndef COROBPF_REORDER_H
 #define COROBPF_REORDER_H
@@ -36,8 +38,12 @@ struct reorder {
 	u64 late;	 /* records that arrived after newer ones had already left */
 	struct reorder_item *heap;
 	size_t hlen, hcap;
-	struct reorder_item *fifo; /* ring, sorted by (ts, seq); fcap a power of two */
-	size_t fhead, flen, fcap;
+	/* In-order records: [u64 seq][record, 8-byte sized] entries at offsets head..tail. */
+	u8 *ring;
+	size_t rcap;	  /* bytes, a power of two */
+	u64 rhead, rtail; /* byte offsets, growing; position = offset & (rcap - 1) */
+	size_t flen;	  /* entries in the ring */
+	u64 ftail_ts;	  /* timestamp of its newest entry */
 	size_t len, peak; /* records held in both */
 	void *free_list[REORDER_CLASSES];
 	void **slabs;
