@@ -526,7 +526,8 @@ static inline u64 intern_lit(struct perfetto_sink *s, const char *lit, bool da)
 	return intern_lit_slow(s, lit, da);
 }
 
-#define PF_MAX_ARGS 8
+/* Arguments of one event at most (the capture summary has the most: 15). */
+#define PF_MAX_ARGS 16
 
 static inline __attribute__((always_inline)) u8 *put_args(u8 *p, const struct pf_arg *args,
 							  const u64 *name_iids, int nargs)
@@ -746,6 +747,7 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 	char buf[LABEL_MAX + 40];
 	size_t room, name_len = 0;
 	bool has_interned;
+	int nargs;
 	u8 *start, *p, *pkt, *te;
 
 	ts = pkt_prepare(s, ts);
@@ -770,7 +772,8 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 		name_iid = ev->name_lit ? intern_lit(s, name, false)
 					: intern(s, &s->names, &s->next_name_iid, ID_EVENT_NAMES, name);
 	}
-	for (int i = 0; i < ev->nargs; i++)
+	nargs = MIN(ev->nargs, PF_MAX_ARGS); /* (never more: the callers' arrays are smaller) */
+	for (int i = 0; i < nargs; i++)
 		arg_iids[i] = intern_lit(s, ev->args[i].name, true);
 	if (s->stack_next) {
 		cs_iid = callstack_iid(s, s->stack_next);
@@ -783,7 +786,7 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 		name_len = strlen(name);
 		room += 2 * PBW_VARINT_MAX + name_len;
 	}
-	for (int i = 0; i < ev->nargs; i++)
+	for (int i = 0; i < nargs; i++)
 		room += PBW_NESTED + 4 + 4 * PBW_VARINT_MAX +
 			(arg_iids[i] ? 0 : strlen(ev->args[i].name)) +
 			(ev->args[i].kind == A_STR ? strlen(ev->args[i].s) : 0);
@@ -805,7 +808,7 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 		p = pbw_uint(p, TE_NAME_IID, name_iid);
 	else if (name)
 		p = pbw_bytes(p, 23, name, name_len); /* TrackEvent.name */
-	p = put_args(p, ev->args, arg_iids, ev->nargs);
+	p = put_args(p, ev->args, arg_iids, nargs);
 	if (cs_iid)
 		p = pbw_uint(p, TE_CALLSTACK_IID, cs_iid);
 	if (ev->flow)
