@@ -19,7 +19,7 @@ MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
 VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 VERSION := 0.1.0
 
-CFLAGS ?= -O2 -g
+CFLAGS ?= -O3 -g
 override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iuser
 LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
