@@ -198,14 +198,23 @@ static void set_state(struct model *m, struct coro *c, enum coro_state s, u64 ts
 	notify_enter(m, c, c->state_since);
 }
 
+/* The first few threads are kept in the coroutine itself: no second cache miss per switch-in. */
 static void coro_add_tid(struct coro *c, u32 tid)
 {
 	for (u32 i = 0; i < c->ntids; i++)
 		if (c->tids[i] == tid)
 			return;
-	if (c->ntids == c->cap_tids) {
-		c->cap_tids = c->cap_tids ? c->cap_tids * 2 : 4;
-		c->tids = xrealloc(c->tids, c->cap_tids * sizeof(*c->tids));
+	if (!c->tids) {
+		c->tids = c->tids_few;
+		c->cap_tids = sizeof(c->tids_few) / sizeof(c->tids_few[0]);
+	} else if (c->ntids == c->cap_tids) {
+		u32 *more = xmalloc(2 * c->cap_tids * sizeof(*more));
+
+		memcpy(more, c->tids, c->ntids * sizeof(*more));
+		if (c->tids != c->tids_few)
+			free(c->tids);
+		c->tids = more;
+		c->cap_tids *= 2;
 	}
 	c->tids[c->ntids++] = tid;
 }
@@ -256,7 +265,8 @@ static struct graveyard graveyard;
 static void coro_free(struct coro *c)
 {
 	free(c->run_samples);
-	free(c->tids);
+	if (c->tids != c->tids_few)
+		free(c->tids);
 	free(c->spans);
 	free(c);
 }

@@ -116,8 +116,9 @@ struct coro {
 	u32 nrun_samples, cap_run_samples;
 	u64 run_samples_total; /* of the run, those not kept included */
 
-	u32 *tids; /* distinct threads it ran on, in first-run order */
+	u32 *tids; /* distinct threads it ran on, in first-run order (tids_few until more) */
 	u32 ntids, cap_tids;
+	u32 tids_few[4];
 
 	struct coro_span *spans; /* open spans, innermost last */
 	u32 nspans, cap_spans;
