@@ -177,16 +177,18 @@ static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
 	u32 stack = coro_record_stack(h);
 	char *start, *p;
 
-	need_stack(s, stack); /* its definition line first */
-	start = p = obuf_reserve(o, EVENT_LINE_ROOM);
 	if (h->lost_before) {
+		start = p = obuf_reserve(o, EVENT_LINE_ROOM);
 		J_LIT("{\"type\":\"lost\"");
 		J_U64("ts", h->ts);
 		J_U64("pid", h->pid);
 		J_U64("tid", h->tid);
 		J_U64("count", h->lost_before);
 		J_LIT("}\n");
+		obuf_commit(o, p - start);
 	}
+	need_stack(s, stack); /* its definition line before the line naming it */
+	start = p = obuf_reserve(o, EVENT_LINE_ROOM);
 	J_LIT("{\"type\":\"event\",\"ev\":\"");
 	J_NAME(coro_kind_name(h->kind));
 	*p++ = '"';

@@ -105,10 +105,15 @@ def probe_costs(res):
     on5 = [per_iter(sh([loop5, str(n_fast)]).stdout) for _ in range(RUNS)]
     res["probe"]["untraced_site_nop5_ns"] = median(on5) - median(off)
     n = 2000 if QUICK else 200000
-    rows = {"floor": [], "corobpf": [], "corobpf_sched": [], "floor_nop5": [], "corobpf_nop5": []}
+    rows = {"floor": [], "args": [], "counting": [], "corobpf": [], "corobpf_sched": [], "floor_nop5": [],
+            "corobpf_nop5": []}
     for _ in range(RUNS):
         # Interleaved, so drift hits all of them alike.
         rows["floor"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "ready", "--", loop, str(n)]).stdout))
+        # libbpf's generic USDT argument read alone, and a counters-only mode at the least:
+        # the argument counted per coroutine in the kernel, no ring buffer.
+        rows["args"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "args:ready", "--", loop, str(n)]).stdout))
+        rows["counting"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "count:ready", "--", loop, str(n)]).stdout))
         rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", loop, str(n)]).stdout))
         rows["corobpf_sched"].append(per_iter(sh([COROBPF, "-q", "--", loop, str(n)]).stdout))
         # The same probe built with COROBPF_NOP5: optimized uprobes where the kernel has them.
@@ -124,6 +129,9 @@ def probe_costs(res):
         res["probe"]["kernel_optimizes_uprobes"] = any(l.rstrip().endswith(" arch_uprobe_optimize") for l in f)
     # What each tool adds beyond the kernel's trap, which neither can avoid.
     res["probe"]["corobpf_added_ns"] = res["probe"]["corobpf_ns_per_hit"] - res["probe"]["floor_ns_per_hit"]
+    res["probe"]["counting_added_ns"] = res["probe"]["counting_ns_per_hit"] - res["probe"]["floor_ns_per_hit"]
+    res["probe"]["args_added_ns"] = res["probe"]["args_ns_per_hit"] - res["probe"]["floor_ns_per_hit"]
+    res["probe"]["corobpf_over_counting"] = res["probe"]["corobpf_ns_per_hit"] / res["probe"]["counting_ns_per_hit"]
     if QUICK:
         res["probe"]["bpftrace"] = "skipped in quick mode"
     elif shutil.which("bpftrace"):
@@ -419,6 +427,11 @@ def table(res):
                   "per hit: empty BPF (the floor)  %8.0f ns" % p["floor_ns_per_hit"],
                   "per hit: corobpf, full capture  %8.0f ns   %.2fx the floor" % (p["corobpf_ns_per_hit"], p["corobpf_over_floor"]),
                   "per hit: corobpf + sched view   %8.0f ns" % p["corobpf_sched_ns_per_hit"],
+                  "per hit: argument read only    %8.0f ns   (libbpf's USDT argument path: %.0f ns beyond the floor)" % (
+                      p["args_ns_per_hit"], p["args_added_ns"]),
+                  "per hit: counted in the kernel  %8.0f ns   (a counters-only mode at the least: %.0f ns "
+                  "beyond the floor, against corobpf's %.0f)" % (
+                      p["counting_ns_per_hit"], p["counting_added_ns"], p["corobpf_added_ns"]),
                   "COROBPF_NOP5 sites (kernel %s optimized uprobes): not traced %.2f ns; per hit: empty BPF %.0f ns, "
                   "corobpf %.0f ns (%.2fx that floor; the default site costs %.1fx as much)" % (
                       "has" if p["kernel_optimizes_uprobes"] else "lacks", p["untraced_site_nop5_ns"],

@@ -4,6 +4,11 @@
  * USDT attach, so the site and the kernel path are exactly corobpf's) to
  * corobpf:PROBE in CMD's executable. The benchmark's baseline.
  *
+ * floor count:PROBE -- CMD ARGS: the same with a program that counts the
+ * probe's first argument per value in a hash map (what a counters-only mode
+ * would do at the least), instead of the empty one. floor args:PROBE: one
+ * that only reads the argument (libbpf's generic USDT argument path).
+ *
  * floor uprobe:FILE:OFFSET[,OFFSET...][;uprobe:FILE:...] -- CMD ARGS: the same
  * with plain uprobes at those file offsets (hex) of each FILE: the floor of
  * the switch-function path, on whatever instruction is there.
@@ -68,8 +73,17 @@ int main(int argc, char **argv)
 			}
 		}
 	} else {
-		link = bpf_program__attach_usdt(skel->progs.empty, pid, argv[3], "corobpf", argv[1],
-						NULL);
+		struct bpf_program *prog = skel->progs.empty;
+		const char *probe = argv[1];
+
+		if (!strncmp(probe, "count:", 6)) {
+			prog = skel->progs.count;
+			probe += 6;
+		} else if (!strncmp(probe, "args:", 5)) {
+			prog = skel->progs.args;
+			probe += 5;
+		}
+		link = bpf_program__attach_usdt(prog, pid, argv[3], "corobpf", probe, NULL);
 		if (!link) {
 			perror("floor: attach");
 			kill(pid, SIGKILL);
