@@ -478,7 +478,11 @@ static u64 intern(struct perfetto_sink *s, struct hmap *table, u64 *next, u32 fi
  */
 static u64 intern_cached(struct perfetto_sink *s, const char *str)
 {
-	u64 iid = s->next_name_iid++;
+	u64 iid;
+
+	if (s->nfresh == MAX_NEW_INTERNS)
+		return 0; /* written inline (it is a packet's first intern: never) */
+	iid = s->next_name_iid++;
 
 	s->uses_iids = true;
 	s->interned++;
@@ -764,7 +768,7 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 				name = buf;
 			}
 			name_iid = intern_cached(s, name);
-			*ev->iid_slot = name_iid | s->intern_gen << IID_GEN_SHIFT;
+			*ev->iid_slot = name_iid ? name_iid | s->intern_gen << IID_GEN_SHIFT : 0;
 		} else {
 			s->uses_iids = true;
 		}
@@ -794,7 +798,13 @@ static void track_event(struct perfetto_sink *s, u64 ts, const struct pf_ev *ev)
 	if (has_interned)
 		room += pkt_interned_room(s);
 	if (room > PF_EVENT_ROOM_MAX) {
-		s->oversized++; /* bounded inputs make this impossible; counted if it ever is not */
+		/*
+		 * Bounded inputs make this impossible; counted if it ever is not.
+		 * Ids found for this packet were never defined: interning starts
+		 * again with the next one, so no later packet uses them.
+		 */
+		s->oversized++;
+		s->interned = (u64)perfetto_intern_max + 1;
 		return;
 	}
 
@@ -1511,6 +1521,15 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 	}
 }
 
+static const char *const trace_end_names[CS_NSTATES] = {
+	[CS_NEW] = "trace end: new",
+	[CS_RUNNABLE] = "trace end: runnable",
+	[CS_RUNNING] = "trace end: running",
+	[CS_SUSPENDED] = "trace end: suspended",
+	[CS_UNKNOWN] = "trace end: unknown",
+	[CS_EXITED] = "trace end: exited",
+};
+
 static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 {
 	struct perfetto_sink *s = ctx;
@@ -1519,7 +1538,6 @@ static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 	struct pf_arg a[3];
 	int n = 0;
 	const char *name;
-	char buf[64];
 
 	if (!pc)
 		return;
@@ -1543,8 +1561,8 @@ static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 		name = "superseded (exit lost)";
 		break;
 	default:
-		snprintf(buf, sizeof(buf), "trace end: %s", coro_state_name(c->end_state));
-		name = buf;
+		/* Literals: instants interned by address must never share one buffer. */
+		name = c->end_state < CS_NSTATES ? trace_end_names[c->end_state] : "trace end: ?";
 		if (c->end_state == CS_SUSPENDED) {
 			a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(c->end_reason)};
 			if (c->end_obj)

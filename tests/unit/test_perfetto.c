@@ -285,6 +285,46 @@ TEST(callstacks_across_interning_restarts)
 	pf_run_cleanup(&r);
 }
 
+/*
+ * Coroutines still alive when the trace ends, in different states: each
+ * end instant names its own state. (Their names were once formatted into
+ * one buffer and interned by its address: every one after the first took
+ * the first one's name.)
+ */
+TEST(trace_end_names_each_state)
+{
+	struct pf_run r;
+	struct pipeline *p = &r.p;
+	char cmd[1024], text[400], *dump;
+	union rec_buf b;
+	u64 ts = 1000;
+
+	if (!pf_run_open(&r, "end.pftrace", PERFETTO_DEFAULT_MAX_TRACKS))
+		return;
+	snprintf(text, sizeof(text), "%s/end.txt", r.dir);
+	pipeline_feed(p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
+	/* 1 parks waiting, 2 is made ready but never runs again, 3 is left running. */
+	for (u64 id = 1; id <= 3; id++)
+		pipeline_feed(p, mk_create(&b, 2, ts += 10, 0, id, 0));
+	pipeline_feed(p, mk_switch(&b, 2, ts += 10, 0, 1, 0, 0));
+	pipeline_feed(p, mk_switch(&b, 2, ts += 10, 1, 0, CORO_R_WAIT, 0x42));
+	pipeline_feed(p, mk_switch(&b, 2, ts += 10, 0, 2, 0, 0));
+	pipeline_feed(p, mk_switch(&b, 2, ts += 10, 2, 0, CORO_R_YIELD, 0));
+	pipeline_feed(p, mk_switch(&b, 2, ts += 10, 0, 3, 0, 0));
+	pf_run_close(&r);
+	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", r.path, text);
+	CHECK_EQ(system(cmd), 0);
+	dump = unit_slurp(text);
+	CHECK(dump != NULL);
+	if (dump) {
+		CHECK_CONTAINS(dump, "trace end: suspended");
+		CHECK_CONTAINS(dump, "trace end: runnable");
+		CHECK_CONTAINS(dump, "trace end: running");
+		free(dump);
+	}
+	pf_run_cleanup(&r);
+}
+
 TEST(interning_restarts)
 {
 	/* 5000 coroutines' names overflow this; the default is larger. */
@@ -298,6 +338,7 @@ int main(void)
 {
 	RUN(pb_nested_lengths);
 	RUN(interning_restarts);
+	RUN(trace_end_names_each_state);
 	RUN(callstacks_across_interning_restarts);
 	RUN(golden_tracks);
 	RUN(golden_packed_lanes);

@@ -333,9 +333,17 @@ def replay_dir():
 
 
 def replay(res):
+    work = replay_dir()
+    try:
+        replay_in(res, work)
+    finally:
+        if work != WORK:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def replay_in(res, work):
     sizes = [20000, 100000] if QUICK else [1000000, 10000000]
     gen = os.path.join(BUILD, "bench/gen_raw")
-    work = replay_dir()
     res["replay"], res["size"] = {}, {}
     res["replay_dir_tmpfs"] = work != WORK
     for n in sizes:
@@ -364,8 +372,6 @@ def replay(res):
         res["size"]["raw_bytes_per_event"] = os.path.getsize(raw) / n
         os.unlink(raw)
         res["replay"][str(n)] = row
-    if work != WORK:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def loss(res):
