@@ -408,8 +408,10 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 	}
 	if (h->kind == CORO_EV_PROC_GONE)
 		free(hmap_del(&c->announced, h->pid, 0));
-	if (c->stk && (h->kind == CORO_EV_PROC_GONE || h->kind == CORO_EV_EXEC))
+	if (c->stk && h->kind == CORO_EV_EXEC)
 		stack_resolver_forget(c->stk, h->pid);
+	if (c->stk && h->kind == CORO_EV_PROC_GONE)
+		stack_resolver_ended(c->stk, h->pid);
 	/* A new image, a new library, a new process: its mappings, while it is alive. */
 	if (c->stk && (h->kind == CORO_EV_EXEC || h->kind == CORO_EV_LIBLOAD ||
 		       h->kind == CORO_EV_PROC_NEW))
@@ -904,7 +906,7 @@ static void target_exited(struct capture *c, struct target *t)
 	/* Everything it produced is in the ring by now: take it before saying it ended. */
 	ring_buffer__consume(c->rb);
 	if (c->stk)
-		stack_resolver_forget(c->stk, t->pid);
+		stack_resolver_ended(c->stk, t->pid);
 	emit_proc_exit(c, t);
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
 	close(t->pidfd);
@@ -1142,9 +1144,11 @@ void capture_close(struct capture *c)
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 
 		log_verbose("stacks: %llu distinct; %llu samples unwound (%llu frames), %llu answered "
-			    "by an earlier unwind of the same context",
+			    "by an earlier unwind of the same context; at the end, state held for %llu "
+			    "processes (%llu stacks and unwinds remembered)",
 			    (unsigned long long)st->stacks, (unsigned long long)st->unwound,
-			    (unsigned long long)st->unwind_frames, (unsigned long long)st->memo_hits);
+			    (unsigned long long)st->unwind_frames, (unsigned long long)st->memo_hits,
+			    (unsigned long long)st->procs, (unsigned long long)st->remembered);
 	}
 	stack_resolver_free(c->stk);
 	c->stk = NULL;

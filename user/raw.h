@@ -87,8 +87,9 @@ struct coro_rec_switch {
 /*
  * --stacks. A file mapped executable into a traced process, written before
  * the first stack with an address in it (the process may be gone when the
- * capture is symbolized). CORO_MAPF_RESET: the process exec'd, its earlier
- * mappings are gone.
+ * capture is symbolized). CORO_MAPF_RESET: mappings recorded earlier for
+ * this pid are gone (the process exec'd, or it is a new process with a
+ * reused pid: the first map of every process says so).
  */
 enum { CORO_MAPF_RESET = 1 };
 

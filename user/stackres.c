@@ -36,10 +36,14 @@ static u64 hash_ips(const u64 *ips, u32 n)
 /* ======================= capture side ======================= */
 
 
-/* What the resolver knows of one process (one image: an exec starts another). */
+/*
+ * What the resolver knows of one process (one image: an exec starts
+ * another). All of it goes when the process ends.
+ */
 struct rproc {
 	u32 pid;
-	u32 gen;	      /* bumped by stack_resolver_forget(): part of every cache key */
+	struct hmap kids;     /* fp: (kernel stack id, 0) -> capture id */
+	struct hmap dedup;    /* (hash of the frames, 0) -> capture id */
 	struct map_ent *maps; /* emitted so far */
 	size_t nmaps;
 	bool reset_next;      /* the next MAP record says the earlier ones are gone */
@@ -81,9 +85,7 @@ struct stack_resolver {
 	u32 mode;
 	struct hmap build_ids; /* (hash of path, 0) -> struct build_id (read once per path) */
 	int stackmap_fd;
-	struct hmap procs; /* (pid, 0) -> struct rproc */
-	struct hmap kids;  /* (pid | gen << 32, kernel id) -> capture id */
-	struct hmap dedup; /* (pid | gen << 32, hash of the frames) -> capture id */
+	struct hmap procs; /* (pid, 0) -> struct rproc, while the process lives */
 	u32 next_id;
 	struct stack_resolver_stats st;
 	/* The sample being unwound (dwarf), and what the unwinder read of it. */
@@ -108,8 +110,6 @@ struct stack_resolver *stack_resolver_new(u32 mode, int stackmap_fd)
 	hmap_init(&r->procs);
 	hmap_init(&r->build_ids);
 	elf_version(EV_CURRENT);
-	hmap_init(&r->kids);
-	hmap_init(&r->dedup);
 	r->next_id = 1;
 	return r;
 }
@@ -122,6 +122,10 @@ static struct rproc *rproc_get(struct stack_resolver *r, u32 pid)
 		p = xcalloc(1, sizeof(*p));
 		p->pid = pid;
 		hmap_init(&p->memo);
+		hmap_init(&p->kids);
+		hmap_init(&p->dedup);
+		/* A pid can be reused: mappings of an earlier process of that pid are gone. */
+		p->reset_next = true;
 		hmap_put(&r->procs, pid, 0, p);
 	}
 	return p;
@@ -129,9 +133,12 @@ static struct rproc *rproc_get(struct stack_resolver *r, u32 pid)
 
 static void memo_clear(struct rproc *p);
 
+/* Its image's stacks and mappings: an exec replaced it, or the process ended. */
 static void rproc_drop_image(struct rproc *p)
 {
 	memo_clear(p);
+	hmap_clear(&p->kids);
+	hmap_clear(&p->dedup);
 	for (size_t i = 0; i < p->nmaps; i++)
 		free(p->maps[i].path);
 	free(p->maps);
@@ -150,8 +157,24 @@ void stack_resolver_forget(struct stack_resolver *r, u32 pid)
 	if (!p)
 		return;
 	rproc_drop_image(p);
-	p->gen++;
 	p->reset_next = true;
+}
+
+static void rproc_free(struct rproc *p)
+{
+	rproc_drop_image(p);
+	hmap_free(&p->memo);
+	hmap_free(&p->kids);
+	hmap_free(&p->dedup);
+	free(p);
+}
+
+void stack_resolver_ended(struct stack_resolver *r, u32 pid)
+{
+	struct rproc *p = hmap_del(&r->procs, pid, 0);
+
+	if (p)
+		rproc_free(p);
 }
 
 static bool maps_cover(const struct rproc *p, u64 ip)
@@ -277,8 +300,8 @@ static void refresh_maps(struct stack_resolver *r, struct rproc *p, u64 ts, stac
 static u32 define_stack(struct stack_resolver *r, struct rproc *p, const struct coro_event_hdr *h,
 			const u64 *ips, u32 n, stack_emit_fn emit, void *ctx)
 {
-	u64 key = p->pid | (u64)p->gen << 32, hash = hash_ips(ips, n);
-	u32 id = (u32)(uintptr_t)hmap_get(&r->dedup, key, hash);
+	u64 hash = hash_ips(ips, n);
+	u32 id = (u32)(uintptr_t)hmap_get(&p->dedup, hash, 0);
 	struct coro_rec_stack *rec;
 	size_t size;
 
@@ -302,7 +325,7 @@ static u32 define_stack(struct stack_resolver *r, struct rproc *p, const struct 
 			 */
 			n = i;
 			hash = hash_ips(ips, n);
-			id = (u32)(uintptr_t)hmap_get(&r->dedup, key, hash);
+			id = (u32)(uintptr_t)hmap_get(&p->dedup, hash, 0);
 			if (id)
 				return id;
 		} else {
@@ -312,7 +335,7 @@ static u32 define_stack(struct stack_resolver *r, struct rproc *p, const struct 
 		break;
 	}
 	id = r->next_id++;
-	hmap_put(&r->dedup, key, hash, (void *)(uintptr_t)id);
+	hmap_put(&p->dedup, hash, 0, (void *)(uintptr_t)id);
 	size = sizeof(*rec) + (size_t)n * sizeof(u64);
 	rec = xcalloc(1, size);
 	rec->hdr.size = (u16)size;
@@ -636,8 +659,7 @@ u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stac
 		return 0;
 	p = rproc_get(r, h->pid);
 	if (ref->how == CORO_STACK_KERNEL_ID) {
-		u64 key = h->pid | (u64)p->gen << 32;
-		u32 id = (u32)(uintptr_t)hmap_get(&r->kids, key, ref->id);
+		u32 id = (u32)(uintptr_t)hmap_get(&p->kids, ref->id, 0);
 		u64 ips[CORO_STACK_DEPTH] = {0};
 		u32 n = 0;
 
@@ -654,7 +676,7 @@ u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stac
 			return 0;
 		}
 		id = define_stack(r, p, h, ips, n, emit, ctx);
-		hmap_put(&r->kids, key, ref->id, (void *)(uintptr_t)id);
+		hmap_put(&p->kids, ref->id, 0, (void *)(uintptr_t)id);
 		return id;
 	}
 	if (ref->how == CORO_STACK_SAMPLE) {
@@ -682,8 +704,18 @@ u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stac
 	return 0;
 }
 
-const struct stack_resolver_stats *stack_resolver_stats(const struct stack_resolver *r)
+const struct stack_resolver_stats *stack_resolver_stats(struct stack_resolver *r)
 {
+	size_t it = 0;
+	void *v;
+
+	r->st.procs = r->procs.len;
+	r->st.remembered = 0;
+	while (hmap_next(&r->procs, &it, NULL, NULL, &v)) {
+		const struct rproc *p = v;
+
+		r->st.remembered += p->kids.len + p->dedup.len + p->memo.len;
+	}
 	return &r->st;
 }
 
@@ -694,18 +726,13 @@ void stack_resolver_free(struct stack_resolver *r)
 
 	if (!r)
 		return;
-	while (hmap_next(&r->procs, &it, NULL, NULL, &v)) {
-		rproc_drop_image(v);
-		hmap_free(&((struct rproc *)v)->memo);
-		free(v);
-	}
+	while (hmap_next(&r->procs, &it, NULL, NULL, &v))
+		rproc_free(v);
 	hmap_free(&r->procs);
 	it = 0;
 	while (hmap_next(&r->build_ids, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&r->build_ids);
-	hmap_free(&r->kids);
-	hmap_free(&r->dedup);
 	free(r);
 }
 

@@ -43,6 +43,9 @@ struct stack_resolver_stats {
 	u64 memo_hits;	    /* dwarf samples answered by an earlier unwind of the same context */
 	u64 unwind_frames;  /* frames they gave */
 	u64 unmapped;	    /* stacks with an address in no mapping read (kept as addresses) */
+	/* Filled in by stack_resolver_stats(): what is held now, for processes still alive. */
+	u64 procs;	    /* processes */
+	u64 remembered;	    /* their stacks and unwinds remembered */
 };
 
 struct stack_resolver;
@@ -61,8 +64,9 @@ u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stac
 void stack_resolver_snapshot(struct stack_resolver *r, u32 pid, u64 ts, stack_emit_fn emit,
 			     void *ctx);
 /* The process exec'd or ended: its addresses mean something else from now on. */
-void stack_resolver_forget(struct stack_resolver *r, u32 pid);
-const struct stack_resolver_stats *stack_resolver_stats(const struct stack_resolver *r);
+void stack_resolver_forget(struct stack_resolver *r, u32 pid); /* its image was replaced (exec) */
+void stack_resolver_ended(struct stack_resolver *r, u32 pid);	 /* it ended: all of it goes */
+const struct stack_resolver_stats *stack_resolver_stats(struct stack_resolver *r);
 void stack_resolver_free(struct stack_resolver *r);
 
 /* ---- pipeline side ---- */

@@ -1678,6 +1678,30 @@ def stacks_follow_through_a_shell_and_exec():
 
 
 @test
+def stacks_state_goes_with_each_process():
+    """--follow --stacks over two runs of a program, one after the other: each run's stacks
+    name its functions, and what the resolver held for each (mappings, stacks, unwinds) goes
+    when it ends: at the end nothing is held (a day of -a would otherwise keep every ended
+    process's)."""
+    out = work("ended-stacks.jsonl")
+    prog = os.path.join(TESTS_BIN, "stacks-nofp")
+    p = corobpf(["--follow", "--stacks", "-v", "-o", out, "--", "sh", "-c",
+                 "%s late; %s late; true" % (prog, prog)])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip()[-500:])
+    trace = Trace(out)
+    runs = {}
+    for c in trace.coroutines:
+        if c["name"] == "exe-parker":
+            runs[c["pid"]] = stack_funcs(trace, c["park_stack"])[0]
+    eq(len(runs), 2, "exe-parker coroutines in two processes: %r" % list(runs))
+    for pid, funcs in runs.items():
+        check("exe_park_here" in funcs, "pid %d: %r" % (pid, funcs))
+    m = re.search(r"state held for (\d+) processes \((\d+) stacks and unwinds remembered\)", p.stderr)
+    check(m, "no resolver summary in -v output: %s" % p.stderr.strip()[-800:])
+    eq((int(m.group(1)), int(m.group(2))), (0, 0), "resolver state left after every process ended")
+
+
+@test
 def stacks_all_mode_program_started_later():
     """-a --stacks: a program started after corobpf is admitted on its first probe; its
     mappings are read then, and its park stacks name its functions, executable and library."""
