@@ -308,6 +308,8 @@ static void reap_followed(struct capture *c)
 			continue;
 		log_debug("process %u is gone without its exit record", gone[i]);
 		free(hmap_del(&c->announced, gone[i], 0));
+		if (c->stk)
+			stack_resolver_ended(c->stk, gone[i]);
 		emit_exit_record(c, gone[i], -1);
 	}
 }
@@ -412,9 +414,14 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 		stack_resolver_forget(c->stk, h->pid);
 	if (c->stk && h->kind == CORO_EV_PROC_GONE)
 		stack_resolver_ended(c->stk, h->pid);
-	/* A new image, a new library, a new process: its mappings, while it is alive. */
-	if (c->stk && (h->kind == CORO_EV_EXEC || h->kind == CORO_EV_LIBLOAD ||
-		       h->kind == CORO_EV_PROC_NEW))
+	/*
+	 * A new image, a new library, a new process: its mappings, while it is
+	 * alive. Only of processes traced (-a sees every exec on the machine).
+	 */
+	if (c->stk &&
+	    (h->kind == CORO_EV_PROC_NEW ||
+	     ((h->kind == CORO_EV_EXEC || h->kind == CORO_EV_LIBLOAD) &&
+	      (find_target(c, h->pid) || hmap_get(&c->announced, h->pid, 0)))))
 		stack_resolver_snapshot(c->stk, h->pid, h->ts, stack_emit_record, c);
 	if (!hmap_get(&c->seen_threads, h->pid, h->tid)) {
 		hmap_put(&c->seen_threads, h->pid, h->tid, (void *)1);
@@ -892,6 +899,15 @@ static void target_exited(struct capture *c, struct target *t)
 {
 	if (t->exited)
 		return;
+	t->exited = true;
+	/*
+	 * Everything it produced is in the ring by now: take it before saying
+	 * it ended, and let go of its stacks' state while its pid cannot be
+	 * reused yet (ours is not reaped until just below).
+	 */
+	ring_buffer__consume(c->rb);
+	if (c->stk)
+		stack_resolver_ended(c->stk, t->pid);
 	if (t->launched) {
 		int status;
 
@@ -902,11 +918,6 @@ static void target_exited(struct capture *c, struct target *t)
 			c->child = -1;
 		}
 	}
-	t->exited = true;
-	/* Everything it produced is in the ring by now: take it before saying it ended. */
-	ring_buffer__consume(c->rb);
-	if (c->stk)
-		stack_resolver_ended(c->stk, t->pid);
 	emit_proc_exit(c, t);
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
 	close(t->pidfd);

@@ -649,15 +649,10 @@ void stack_resolver_snapshot(struct stack_resolver *r, u32 pid, u64 ts, stack_em
 	refresh_maps(r, rproc_get(r, pid), ts, emit, ctx);
 }
 
-u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stack_emit_fn emit,
-		  void *ctx)
+static u32 stack_resolve_in(struct stack_resolver *r, struct rproc *p,
+			    const struct coro_event_hdr *h, const struct coro_stack_ref *ref,
+			    stack_emit_fn emit, void *ctx)
 {
-	const struct coro_stack_ref *ref = coro_stack_ref_of(h);
-	struct rproc *p;
-
-	if (!ref)
-		return 0;
-	p = rproc_get(r, h->pid);
 	if (ref->how == CORO_STACK_KERNEL_ID) {
 		u32 id = (u32)(uintptr_t)hmap_get(&p->kids, ref->id, 0);
 		u64 ips[CORO_STACK_DEPTH] = {0};
@@ -702,6 +697,30 @@ u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stac
 	if (ref->how == CORO_STACK_CAPTURE_ID)
 		return ref->id;
 	return 0;
+}
+
+
+u32 stack_resolve(struct stack_resolver *r, const struct coro_event_hdr *h, stack_emit_fn emit,
+		  void *ctx)
+{
+	const struct coro_stack_ref *ref = coro_stack_ref_of(h);
+	struct rproc *p;
+	u32 id;
+
+	if (!ref)
+		return 0;
+	if ((p = hmap_get(&r->procs, h->pid, 0)))
+		return stack_resolve_in(r, p, h, ref, emit, ctx);
+	/*
+	 * A process the resolver does not hold: one that just ended (a
+	 * thread's last records can follow the process's end record). What it
+	 * takes is let go again at once if the process's mappings are gone.
+	 */
+	p = rproc_get(r, h->pid);
+	id = stack_resolve_in(r, p, h, ref, emit, ctx);
+	if (!p->nmaps)
+		stack_resolver_ended(r, h->pid);
+	return id;
 }
 
 const struct stack_resolver_stats *stack_resolver_stats(struct stack_resolver *r)

@@ -1717,6 +1717,9 @@ def stacks_all_mode_program_started_later():
         check(line and line[0] == "READY", "the program did not start: %r" % line)
         pid = int(line[1])
         wait_for(err, "/stacks-nofp (loaded after start)")
+        # Programs without probes exec meanwhile: -a sees their execs, never traces them.
+        for _ in range(5):
+            subprocess.run(["/bin/true"], check=True)
         time.sleep(0.6)   # a dozen parks of each parker
     finally:
         tr.send_signal(signal.SIGINT)
@@ -1725,6 +1728,9 @@ def stacks_all_mode_program_started_later():
         if prog:
             prog.kill()
             prog.wait()
+    # The resolver holds state for the one traced process still alive, none for the others.
+    m = re.search(r"state held for (\d+) processes", open(err).read())
+    check(m and int(m.group(1)) == 1, "resolver state at the end: %r" % (m and m.group(0)))
     trace = Trace(out)
     stacks = {r["id"]: [f.get("func") for f in r["frames"]] for r in trace.records
               if r["type"] == "stack"}
