@@ -330,8 +330,10 @@ static void emit_stats(struct capture *c)
 			r.bpf[k] += vals[i];
 	}
 	if (c->stk) {
-		c->ustats[CORO_USTAT_STACK_UNRESOLVED] = stack_resolver_stats(c->stk)->unresolved;
-		c->ustats[CORO_USTAT_STACK_UNMAPPED] = stack_resolver_stats(c->stk)->unmapped;
+		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
+
+		c->ustats[CORO_USTAT_STACK_UNRESOLVED] = st->unresolved;
+		c->ustats[CORO_USTAT_STACK_UNMAPPED] = st->unmapped;
 	}
 	memcpy(r.user, c->ustats, sizeof(r.user));
 	free(vals);

@@ -317,6 +317,26 @@ static inline u64 pkt_prepare(struct perfetto_sink *s, u64 ts)
 	return ts;
 }
 
+/* A track event packet's fields before its event: timestamp, sequence, loss mark. */
+static inline __attribute__((always_inline)) u8 *put_head(struct perfetto_sink *s, u8 *p, u64 ts)
+{
+	if (ts != s->head_ts || !s->head_len) {
+		/* An event's packets mostly share its time: encode the head once for them. */
+		u8 *h = pbw_uint(s->head, TP_TIMESTAMP, ts);
+
+		h = pbw_uint(h, TP_SEQ_ID, SEQ_ID);
+		s->head_len = h - s->head;
+		s->head_ts = ts;
+	}
+	memcpy(p, s->head, sizeof(s->head));
+	p += s->head_len;
+	if (s->dropped_next) {
+		p = pbw_uint(p, TP_DROPPED, 1);
+		s->dropped_next = false;
+	}
+	return p;
+}
+
 /* A packet is built where it will be written: the output buffer, no copy. */
 static size_t pkt_head(struct perfetto_sink *s, struct pb *pb, u64 ts)
 {
@@ -324,12 +344,7 @@ static size_t pkt_head(struct perfetto_sink *s, struct pb *pb, u64 ts)
 
 	pb_init(pb, obuf_reserve(s->ob, PKT_MAX), PKT_MAX);
 	mark = pb_begin(pb, 1); /* Trace.packet */
-	pb_uint(pb, TP_TIMESTAMP, ts);
-	pb_uint(pb, TP_SEQ_ID, SEQ_ID);
-	if (s->dropped_next) {
-		pb_uint(pb, TP_DROPPED, 1);
-		s->dropped_next = false;
-	}
+	pb->len = put_head(s, pb->buf + pb->len, ts) - pb->buf; /* a few bytes of PKT_MAX */
 	return mark;
 }
 
@@ -692,26 +707,6 @@ static u64 callstack_iid(struct perfetto_sink *s, u32 id)
 	return iid;
 }
 
-/* A track event packet's fields before its event: timestamp, sequence, loss mark. */
-static inline __attribute__((always_inline)) u8 *put_head(struct perfetto_sink *s, u8 *p, u64 ts)
-{
-	if (ts != s->head_ts || !s->head_len) {
-		/* An event's packets mostly share its time: encode the head once for them. */
-		u8 *h = pbw_uint(s->head, TP_TIMESTAMP, ts);
-
-		h = pbw_uint(h, TP_SEQ_ID, SEQ_ID);
-		s->head_len = h - s->head;
-		s->head_ts = ts;
-	}
-	memcpy(p, s->head, sizeof(s->head));
-	p += s->head_len;
-	if (s->dropped_next) {
-		p = pbw_uint(p, TP_DROPPED, 1);
-		s->dropped_next = false;
-	}
-	return p;
-}
-
 /*
  * A track event with neither name, arguments, stack nor flows (a slice's
  * end, a counter's value: half the packets): the short path.
@@ -850,7 +845,7 @@ static void slice_end(struct perfetto_sink *s, u64 ts, u64 track)
 	track_event_bare(s, ts, TYPE_SLICE_END, track, false, 0);
 }
 
-/* An instant named by a string literal. */
+/* A slice named by a string literal (interned by its address). */
 static void slice_begin_lit(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
 			    const struct pf_arg *args, int nargs)
 {
@@ -860,6 +855,7 @@ static void slice_begin_lit(struct perfetto_sink *s, u64 ts, u64 track, const ch
 	track_event(s, ts, &ev);
 }
 
+/* An instant named by a string literal (interned by its address). */
 static void instant(struct perfetto_sink *s, u64 ts, u64 track, const char *name,
 		    const struct pf_arg *args, int nargs, u64 flow, u64 term0, u64 term1)
 {
@@ -1521,15 +1517,6 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 	}
 }
 
-static const char *const trace_end_names[CS_NSTATES] = {
-	[CS_NEW] = "trace end: new",
-	[CS_RUNNABLE] = "trace end: runnable",
-	[CS_RUNNING] = "trace end: running",
-	[CS_SUSPENDED] = "trace end: suspended",
-	[CS_UNKNOWN] = "trace end: unknown",
-	[CS_EXITED] = "trace end: exited",
-};
-
 static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 {
 	struct perfetto_sink *s = ctx;
@@ -1538,6 +1525,7 @@ static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 	struct pf_arg a[3];
 	int n = 0;
 	const char *name;
+	char buf[64];
 
 	if (!pc)
 		return;
@@ -1561,16 +1549,21 @@ static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 		name = "superseded (exit lost)";
 		break;
 	default:
-		/* Literals: instants interned by address must never share one buffer. */
-		name = c->end_state < CS_NSTATES ? trace_end_names[c->end_state] : "trace end: ?";
+		snprintf(buf, sizeof(buf), "trace end: %s", coro_state_name(c->end_state));
+		name = buf;
 		if (c->end_state == CS_SUSPENDED) {
 			a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(c->end_reason)};
 			if (c->end_obj)
 				a[n++] = (struct pf_arg){"obj", A_PTR, c->end_obj};
 		}
 	}
-	/* Every arrow that starts must end: a wake that never led to a run ends here. */
-	instant(s, c->end_ts, pc->track, name, a, n, 0, pc->create_flow, pc->ready_flow);
+	/*
+	 * Every arrow that starts must end: a wake that never led to a run ends
+	 * here. The name is interned by its text: it may be in buf.
+	 */
+	track_event(s, c->end_ts,
+		    &(struct pf_ev){.type = TYPE_INSTANT, .track = pc->track, .name = name,
+				    .args = a, .nargs = n, .term_flow = {pc->create_flow, pc->ready_flow}});
 	pp = proc_get(s, c->pid);
 	if (pc->lane) {
 		if (pp->nfree == pp->cap_free) {

@@ -172,6 +172,17 @@ static void pf_run_cleanup(struct pf_run *r)
 	}
 }
 
+/* The checked trace, one packet per line (check.py --dump; NULL if it fails the check): free it. */
+static char *pf_run_dump(struct pf_run *r)
+{
+	char cmd[1024], text[400];
+
+	snprintf(text, sizeof(text), "%s/dump.txt", r->dir);
+	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", r->path, text);
+	CHECK_EQ(system(cmd), 0);
+	return unit_slurp(text);
+}
+
 /*
  * More distinct names than the writer keeps interned: interning restarts
  * (the packet clears incremental state, ids start again at 1), the checker
@@ -182,14 +193,13 @@ static void many_names(int max_tracks)
 {
 	struct pf_run r;
 	struct pipeline *p = &r.p;
-	char cmd[1024], text[400], *dump;
+	char *dump;
 	union rec_buf b;
 	const int n = 5000;
 	u64 ts = 1000;
 
 	if (!pf_run_open(&r, "names.pftrace", max_tracks))
 		return;
-	snprintf(text, sizeof(text), "%s/names.txt", r.dir);
 	pipeline_feed(p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
 	for (int i = 1; i <= n; i++) {
 		char name[32];
@@ -203,9 +213,7 @@ static void many_names(int max_tracks)
 	}
 	pipeline_feed(p, mk_proc_exit(&b, ts += 10, 0));
 	pf_run_close(&r);
-	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", r.path, text);
-	CHECK_EQ(system(cmd), 0);
-	dump = unit_slurp(text);
+	dump = pf_run_dump(&r);
 	CHECK(dump != NULL);
 	if (dump) {
 		/* The first and the last coroutine's run slices carry their names. */
@@ -295,13 +303,12 @@ TEST(trace_end_names_each_state)
 {
 	struct pf_run r;
 	struct pipeline *p = &r.p;
-	char cmd[1024], text[400], *dump;
+	char *dump;
 	union rec_buf b;
 	u64 ts = 1000;
 
 	if (!pf_run_open(&r, "end.pftrace", PERFETTO_DEFAULT_MAX_TRACKS))
 		return;
-	snprintf(text, sizeof(text), "%s/end.txt", r.dir);
 	pipeline_feed(p, mk_process(&b, ts, CORO_PROC_LAUNCHED));
 	/* 1 parks waiting, 2 is made ready but never runs again, 3 is left running. */
 	for (u64 id = 1; id <= 3; id++)
@@ -312,9 +319,7 @@ TEST(trace_end_names_each_state)
 	pipeline_feed(p, mk_switch(&b, 2, ts += 10, 2, 0, CORO_R_YIELD, 0));
 	pipeline_feed(p, mk_switch(&b, 2, ts += 10, 0, 3, 0, 0));
 	pf_run_close(&r);
-	snprintf(cmd, sizeof(cmd), "python3 tests/perfetto/check.py --dump %s > %s", r.path, text);
-	CHECK_EQ(system(cmd), 0);
-	dump = unit_slurp(text);
+	dump = pf_run_dump(&r);
 	CHECK(dump != NULL);
 	if (dump) {
 		CHECK_CONTAINS(dump, "trace end: suspended");
