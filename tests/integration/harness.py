@@ -1,0 +1,218 @@
+"""The integration tests' common ground: paths, the test registry, running corobpf,
+reading its JSONL and checking it against a program's own ground truth."""
+import csv
+import gzip
+import json
+import re
+import sqlite3
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "perfetto"))
+import check as perfetto_check  # noqa: E402
+COROBPF = os.path.join(ROOT, "corobpf")
+BUILD = os.path.join(ROOT, "build")
+TESTS_BIN = os.path.join(BUILD, "tests")
+CI = os.environ.get("CI") == "true"
+WORK = tempfile.mkdtemp(prefix="corobpf-it-")
+
+TESTS = []
+
+
+def test(fn):
+    TESTS.append(fn)
+    return fn
+
+
+class Failure(Exception):
+    pass
+
+
+def check(cond, msg):
+    if not cond:
+        raise Failure(msg)
+
+
+def eq(got, want, what):
+    if got != want:
+        raise Failure("%s: got %r, want %r" % (what, got, want))
+
+
+def work(name):
+    return os.path.join(WORK, name)
+
+
+def run(cmd, env=None, timeout=120, **kw):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    return subprocess.run(cmd, env=e, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+# ---- reading outputs ----
+
+class Trace:
+    def __init__(self, path):
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            self.records = [json.loads(line) for line in f]
+        self.header = self.records[0]
+        self.trailer = self.records[-1]
+        eq(self.header["type"], "header", "first record")
+        eq(self.trailer["type"], "trailer", "last record")
+        self.events = [r for r in self.records if r["type"] == "event"]
+        self.coroutines = [r for r in self.records if r["type"] == "coroutine"]
+        self.processes = [r for r in self.records if r["type"] == "process"]
+
+    def by_ev(self, ev):
+        return [e for e in self.events if e["ev"] == ev]
+
+
+def read_truth(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def name_as_traced(name):
+    """What corobpf writes for a name: 63 bytes kept; each invalid UTF-8 byte one U+FFFD."""
+    if name is None:
+        return ""
+    raw = name.encode("utf-8")[:63]
+    out, i = [], 0
+    while i < len(raw):
+        for n in (1, 2, 3, 4):
+            try:
+                out.append(raw[i:i + n].decode("utf-8"))
+                i += n
+                break
+            except UnicodeDecodeError:
+                continue
+        else:
+            out.append("\ufffd")
+            i += 1
+    return "".join(out)
+
+
+def check_clean(trace, allow_lost=False):
+    t = trace.trailer
+    if not allow_lost:
+        eq(t["lost"]["events"], 0, "events lost")
+    eq(t["lost"]["string_faults"], 0, "string faults")
+    eq(t["lost"]["bad_records"], 0, "bad ring records")
+    bad = {k: v for k, v in t["anomalies"].items() if v}
+    eq(bad, {}, "anomalies")
+
+
+def check_truth(trace, truth, pid, launched=True):
+    """The trace holds exactly the program's coroutines, each as it says."""
+    mine = [c for c in trace.coroutines if c["pid"] == pid]
+    by_id = {}
+    for c in mine:
+        check(c["id"] not in by_id, "coroutine %s appears twice" % c["id"])
+        by_id[c["id"]] = c
+    want_ids = {t["id"] for t in truth}
+    extra = sorted(set(by_id) - want_ids)
+    missing = sorted(want_ids - set(by_id))
+    check(not extra and not missing,
+          "coroutine sets differ: %d traced, %d in truth; extra %s, missing %s"
+          % (len(by_id), len(truth), extra[:5], missing[:5]))
+    for t in truth:
+        c = by_id[t["id"]]
+        where = "coroutine %s (%s)" % (t["id"], t.get("name"))
+        eq(c["parent"], t["parent"], where + " parent")
+        eq(c["name"], name_as_traced(t.get("name")), where + " name")
+        eq(bool(c.get("name_truncated")), len((t.get("name") or "").encode()) > 63,
+           where + " name_truncated")
+        eq(c["end"], "exit", where + " end")
+        eq(c["status"], t["status"], where + " status")
+        eq(c["switch_ins"], t["switch_ins"], where + " switch_ins")
+        if launched:
+            check(c["created"] is not None, where + ": create not seen")
+        eq(c["running_ns"] + c["runnable_ns"] + c["suspended_ns"] + c["new_ns"] + c["unknown_ns"],
+           c["ended"] - c["first_seen"], where + " state times add up")
+    ev = lambda kind: [e for e in trace.by_ev(kind) if e["pid"] == pid]
+    eq(len(ev("create")), len(truth), "create events")
+    eq(len(ev("exit")), len(truth), "exit events")
+    eq(sum(1 for e in ev("switch") if e["to"] != "0x0"),
+       sum(t["switch_ins"] for t in truth), "switch-ins")
+
+
+def corobpf(args, env=None, timeout=120):
+    return run([COROBPF] + args, env=env, timeout=timeout)
+
+
+def trace_launch(name, cmd, extra=(), env=None):
+    """corobpf -- cmd, with ground truth, JSONL, Perfetto and raw capture; the Perfetto
+    trace is checked against the format's rules and the JSONL."""
+    out, raw, truth = work(name + ".jsonl"), work(name + ".raw"), work(name + ".truth")
+    pf = work(name + ".pftrace")
+    e = {"COROBPF_TRUTH": truth}
+    if env:
+        e.update(env)
+    p = corobpf(["-o", out, "-o", pf, "--raw", raw] + list(extra) + ["--"] + cmd, env=e)
+    if p.returncode == 0:
+        try:
+            perfetto_check.check(pf, out)
+        except perfetto_check.Bad as err:
+            raise Failure("%s: %s" % (pf, err))
+    if p.returncode != 0:
+        raise Failure("corobpf -- %s exited %d:\n%s%s" % (cmd, p.returncode, p.stdout, p.stderr))
+    return Trace(out), (read_truth(truth) if os.path.exists(truth) else None), p, out, raw
+
+
+def check_replay(live_jsonl, raw, extra=()):
+    """The raw capture replays into byte-identical outputs (JSONL, and Perfetto if written)."""
+    outs = [live_jsonl]
+    pf = live_jsonl[:-len(".jsonl")] + ".pftrace"
+    if os.path.exists(pf):
+        outs.append(pf)
+    args = ["report", "-q", raw] + list(extra)
+    for o in outs:
+        args += ["-o", o + ".replay" + os.path.splitext(o)[1]]
+    p = corobpf(args)
+    eq(p.returncode, 0, "corobpf report exit code (%s)" % p.stderr.strip())
+    for o in outs:
+        with open(o, "rb") as a, open(o + ".replay" + os.path.splitext(o)[1], "rb") as b:
+            check(a.read() == b.read(), "replay of %s differs from the live %s" % (raw, o))
+
+
+# ---- an unprivileged user, for the tests that play the attacker ----
+
+ATTACKER = "corobpf-it"
+
+
+def attacker():
+    """(uid, gid) of an unprivileged account the tests create once (no home, no shell)."""
+    import pwd
+    try:
+        pw = pwd.getpwnam(ATTACKER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        ATTACKER], check=True, capture_output=True)
+        pw = pwd.getpwnam(ATTACKER)
+    return pw.pw_uid, pw.pw_gid
+
+
+def as_attacker(cmd):
+    """cmd run as the unprivileged account, without root's groups or capabilities."""
+    uid, gid = attacker()
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % gid, "--clear-groups",
+            "--inh-caps=-all", "--"] + list(cmd)
+
+
+def attacker_dir(name):
+    """A fresh directory under /tmp that the unprivileged account owns (mode 0755)."""
+    uid, gid = attacker()
+    d = tempfile.mkdtemp(prefix="corobpf-it-%s-" % name, dir="/tmp")
+    os.chmod(d, 0o755)
+    os.chown(d, uid, gid)
+    if not os.environ.get("KEEP"):
+        import atexit
+        atexit.register(shutil.rmtree, d, True)
+    return d
