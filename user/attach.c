@@ -17,7 +17,9 @@
 #include "elfnotes.h"
 #include "ldpaths.h"
 #include "log.h"
+#include "safeopen.h"
 #include "switchfam.h"
+#include "usdt.h"
 
 struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
 
@@ -41,6 +43,22 @@ static bool attach_libload_pid(struct capture *c, int pid, const char *path)
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
 	struct bpf_link *link;
 
+	if (c->usdt) {
+		/* Its program is loaded for uprobe_multi links, as the probes' are. */
+		u64 off, cookie = 0;
+		int ret = switchfam_symbol_offset(path, "_dl_debug_state", &off);
+
+		if (!ret)
+			ret = capture_attach_uprobe_multi(c, capture_prog_for_probe(c, "@libload"),
+							  pid < 0 ? 0 : (u32)pid, path, &off, NULL,
+							  &cookie, 1);
+		if (ret < 0) {
+			log_warn("cannot watch %s for dlopen (%s): libraries loaded later will be "
+				 "found only by chance", path, strerror(-ret));
+			return false;
+		}
+		return true;
+	}
 	link = bpf_program__attach_uprobe_opts(capture_prog_for_probe(c, "@libload"), pid, path, 0,
 					       &opts);
 	if (!link) {
@@ -129,12 +147,27 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 {
 	struct elf_probes probes;
 	char err[512];
-	u32 sites = 0;
+	u32 sites = 0, need = 0;
 
+	if (c->usdt) {
+		int n = usdt_attach_object(c, pid, path, shown, &probes);
+
+		if (n < 0)
+			return 0;
+		if (n)
+			note_site_kind(&probes, shown);
+		sites = (u32)n;
+		goto attached;
+	}
 	if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) < 0) {
 		log_debug("skipping %s: %s", shown, err);
 		return 0;
 	}
+	for (unsigned i = 0; i < probes.n_names; i++)
+		if (capture_prog_for_probe(c, probes.names[i].name))
+			need += probes.names[i].specs;
+	if (!need || !usdt_budget_take(c, path, shown, need))
+		return 0;
 	note_site_kind(&probes, shown);
 	for (unsigned i = 0; i < probes.n_names; i++) {
 		const struct elf_probe_name *pn = &probes.names[i];
@@ -156,6 +189,7 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 		capture_add_link(c, link);
 		sites += pn->count;
 	}
+attached:
 	if (sites) {
 		if (pid < 0)
 			log_verbose("all processes: %u probe sites in %s%s", sites, shown,
@@ -228,7 +262,8 @@ static u32 attach_plan(struct capture *c, struct target *t, const char *path, co
 			offs[i] = plan->sites[i].offset;
 			cookies[i] = plan->sites[i].cookie;
 		}
-		fd = capture_attach_uprobe_multi(c, t->pid, path, offs, cookies, plan->nsites);
+		fd = capture_attach_uprobe_multi(c, capture_prog_for_probe(c, "@ctx_multi"), t->pid, path, offs,
+						 NULL, cookies, plan->nsites);
 		if (fd < 0) {
 			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("cannot attach to the %s functions of %s (process %u): %s",
@@ -382,17 +417,22 @@ static void attach_custom(struct capture *c, struct target *t)
 	for (size_t i = 0; i < c->opts->ncustom; i++) {
 		const struct switch_custom *cs = &c->opts->custom[i];
 		struct switch_plan plan;
-		char path[4200], err[512];
+		char path[32], err[512];
+		/* Inside the target's root: symlinks planted there cannot lead out of it. */
+		int fd = t->launched ? open_regular(cs->path) : open_regular_in_root(t->pid, cs->path);
 
-		if (t->launched)
-			snprintf(path, sizeof(path), "%s", cs->path);
-		else
-			snprintf(path, sizeof(path), "/proc/%u/root%s", t->pid, cs->path);
-		if (switchfam_plan_custom(path, cs, &plan, err, sizeof(err))) {
-			log_warn("--switch uprobe:%s:%s: %s", cs->path, cs->symbol, err);
+		if (fd < 0) {
+			log_warn("--switch uprobe:%s:%s: cannot open %s in process %u: %s", cs->path,
+				 cs->symbol, cs->path, t->pid,
+				 fd == -EINVAL ? "not a regular file" : strerror(-fd));
 			continue;
 		}
-		attach_plan(c, t, path, cs->path, &plan, false);
+		fd_path(path, fd);
+		if (switchfam_plan_custom(path, cs, &plan, err, sizeof(err)))
+			log_warn("--switch uprobe:%s:%s: %s", cs->path, cs->symbol, err);
+		else
+			attach_plan(c, t, path, cs->path, &plan, false);
+		close(fd);
 	}
 }
 
@@ -413,8 +453,14 @@ void attach_switch_path(struct capture *c, struct target *t)
 			 t->probe_sites_ignored);
 }
 
-static u32 attach_object(struct capture *c, struct target *t, const char *path, const char *shown,
-			 bool late)
+/*
+ * One object of t: its corobpf probes, else (later, in attach_switch_path)
+ * its switch functions. `path` opens it; when fd >= 0 it is fd's
+ * /proc/self/fd path, and an object kept for the switch-function path
+ * keeps a descriptor of its own.
+ */
+static u32 attach_object(struct capture *c, struct target *t, int fd, const char *path,
+			 const char *shown, bool late)
 {
 	u32 sites = 0, fams;
 
@@ -437,7 +483,20 @@ static u32 attach_object(struct capture *c, struct target *t, const char *path, 
 		/* Loaded later (dlopen, or a new program after exec): its families now. */
 		attach_switch_object(c, t, path, shown, fams & wanted_families(c), late);
 	} else {
+		char kept[32];
+		int keep = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+
+		if (fd >= 0 && keep < 0) {
+			log_warn("%s: cannot keep it open for the switch-function path: %s", shown,
+				 strerror(errno));
+			return sites;
+		}
+		if (keep >= 0) {
+			fd_path(kept, keep);
+			path = kept;
+		}
 		t->swobjs = xrealloc(t->swobjs, (t->nswobjs + 1) * sizeof(*t->swobjs));
+		t->swobjs[t->nswobjs].fd = keep;
 		t->swobjs[t->nswobjs].path = xstrdup(path);
 		t->swobjs[t->nswobjs].shown = xstrdup(shown);
 		t->swobjs[t->nswobjs].families = fams;
@@ -446,14 +505,44 @@ static u32 attach_object(struct capture *c, struct target *t, const char *path, 
 	return sites;
 }
 
+/* An object a process maps that cannot be opened: why, where a person needs to know it. */
+static void object_open_failed(struct capture *c, u32 pid, const char *shown, int err)
+{
+	switch (err) {
+	case EINVAL:
+		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("process %u maps %s, which is now not a regular file: not opened", pid,
+			 shown);
+		break;
+	case ESTALE:
+		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("process %u maps %s, but the file at that path is another one: not "
+			 "opened", pid, shown);
+		break;
+	case EACCES:
+	case EPERM:
+		c->open_denied++;
+		c->open_denied_errno = err;
+		if (!c->opts->system_wide)
+			log_warn("cannot open %s mapped by process %u: %s (corobpf needs "
+				 "CAP_SYS_ADMIN to open the files another process maps)", shown,
+				 pid, strerror(err));
+		break;
+	default:
+		/* The process exited, or the mapping went away: tried again if it comes back. */
+		log_debug("cannot open %s mapped by process %u: %s", shown, pid, strerror(err));
+	}
+}
+
 /*
  * Calls fn once for every executable file mapping of pid not yet in seen
- * (keyed by device and inode), with the path to open it by (through the
- * target's root, or map_files for a replaced file) and the path as mapped.
- * Returns -errno when the maps cannot be read.
+ * (keyed by device and inode), with a descriptor of the exact file mapped
+ * (safeopen.h: never a FIFO, a device or a file swapped in since) and the
+ * path as mapped. fn returns false if the object could not be examined
+ * (its process gone): it is tried again later. Returns -errno when the maps
+ * cannot be read.
  */
-/* Returns false if the object could not be examined (its process gone): it is tried again later. */
-typedef bool (*object_fn)(struct capture *c, void *arg, const char *open_path, const char *shown);
+typedef bool (*object_fn)(struct capture *c, void *arg, int fd, const char *shown);
 
 static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct capture *c,
 			       void *arg)
@@ -468,8 +557,8 @@ static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct 
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long start, end, ino;
 		unsigned maj, min;
-		char perms[8], open_path[4096 + 64];
-		int off = 0;
+		char perms[8];
+		int off = 0, fd;
 		const char *p;
 
 		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu %n", &start, &end, perms, &maj, &min,
@@ -482,13 +571,16 @@ static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct 
 		if (hmap_get(seen, makedev(maj, min), ino))
 			continue;
 		hmap_put(seen, makedev(maj, min), ino, (void *)1);
-		if (strstr(p, " (deleted)"))
-			snprintf(open_path, sizeof(open_path), "/proc/%u/map_files/%lx-%lx", pid,
-				 start, end);
-		else
-			snprintf(open_path, sizeof(open_path), "/proc/%u/root%s", pid, p);
-		if (!fn(c, arg, open_path, p))
+		fd = open_mapped_object(pid, start, end, makedev(maj, min), ino, p);
+		if (fd < 0) {
+			object_open_failed(c, pid, p, -fd);
+			if (fd != -EINVAL && fd != -ESTALE)
+				hmap_del(seen, makedev(maj, min), ino);
+			continue;
+		}
+		if (!fn(c, arg, fd, p))
 			hmap_del(seen, makedev(maj, min), ino);
+		close(fd);
 	}
 	fclose(f);
 	return 0;
@@ -499,27 +591,17 @@ struct process_scan {
 	bool late;
 };
 
-static bool process_object(struct capture *c, void *arg, const char *open_path, const char *shown)
+static bool process_object(struct capture *c, void *arg, int fd, const char *shown)
 {
 	struct process_scan *ps = arg;
-	char fd_path[32];
-	int fd = -1;
+	char open_path[32];
 
 	if (!ps->late)
 		note_searched(c, shown);
-	if (c->opts->follow) {
-		/* Attached for every process: through one descriptor, as global_object() does. */
-		fd = open(open_path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return false;
-		snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
-		open_path = fd_path;
-	}
-	attach_object(c, ps->t, open_path, shown, ps->late);
+	fd_path(open_path, fd);
+	attach_object(c, ps->t, fd, open_path, shown, ps->late);
 	if (is_ldso(shown))
 		attach_libload(c, ps->t, open_path);
-	if (fd >= 0)
-		close(fd);
 	return true;
 }
 
@@ -537,27 +619,20 @@ int attach_scan_process(struct capture *c, struct target *t, bool late)
 }
 
 /*
- * Attached for every process. The file is opened once, through the
- * process that maps it, and used through that descriptor: a short-lived
- * process (a command exec'd under --follow) may be gone before libbpf opens
- * the path again, and the object would then never be attached for anyone.
+ * Attached for every process. The file is used through the descriptor
+ * for_each_new_object() opened: a short-lived process (a command exec'd
+ * under --follow) may be gone before libbpf opens the path again, and the
+ * object would then never be attached for anyone.
  */
-static bool global_object(struct capture *c, void *arg, const char *open_path, const char *shown)
+static bool global_object(struct capture *c, void *arg, int fd, const char *shown)
 {
 	bool late = *(bool *)arg;
-	char fd_path[32];
-	int fd = open(open_path, O_RDONLY | O_CLOEXEC);
+	char fd_path_buf[32];
 
-	if (fd < 0) {
-		log_debug("%s: cannot open %s (%s); tried again when another process maps it",
-			  shown, open_path, strerror(errno));
-		return false;
-	}
-	snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", fd);
-	c->global_sites += attach_object_pid(c, -1, fd_path, shown, late);
+	fd_path(fd_path_buf, fd);
+	c->global_sites += attach_object_pid(c, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
-		attach_libload_pid(c, -1, fd_path);
-	close(fd);
+		attach_libload_pid(c, -1, fd_path_buf);
 	return true;
 }
 
@@ -684,7 +759,7 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 	note_searched(c, exe);
 	if (stat(exe, &st) == 0)
 		hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
-	attach_object(c, t, exe, exe, false);
+	attach_object(c, t, -1, exe, exe, false);
 	for (size_t i = 0; i < npaths; i++) {
 		if (stat(paths[i], &st) == 0) {
 			if (hmap_get(examined(c, t), st.st_dev, st.st_ino))
@@ -692,7 +767,7 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 			hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
 		}
 		note_searched(c, paths[i]);
-		attach_object(c, t, paths[i], paths[i], false);
+		attach_object(c, t, -1, paths[i], paths[i], false);
 		if (i == 0 || is_ldso(paths[i]))
 			attach_libload(c, t, paths[i]);
 	}

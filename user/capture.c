@@ -17,6 +17,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "capture.h"
+#include "usdt.h"
 #include "corobpf.skel.h"
 #include "log.h"
 
@@ -486,7 +487,8 @@ static bool kernel_has_uprobe_multi(void)
  * uapi headers predate it, so the attr is laid out here (its fields are
  * the kernel's ABI: link_create.uprobe_multi). Returns the link fd or -errno.
  */
-int capture_attach_uprobe_multi(struct capture *c, u32 pid, const char *path, const u64 *offsets,
+int capture_attach_uprobe_multi(struct capture *c, const struct bpf_program *prog, u32 pid,
+				const char *path, const u64 *offsets, const u64 *refs,
 				const u64 *cookies, u32 n)
 {
 	struct {
@@ -498,10 +500,11 @@ int capture_attach_uprobe_multi(struct capture *c, u32 pid, const char *path, co
 	int fd;
 
 	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = bpf_program__fd(c->skel->progs.coro_ctx_multi);
+	attr.prog_fd = bpf_program__fd(prog);
 	attr.attach_type = CORO_BPF_TRACE_UPROBE_MULTI;
 	attr.path = (u64)(uintptr_t)path;
 	attr.offsets = (u64)(uintptr_t)offsets;
+	attr.ref_ctr_offsets = (u64)(uintptr_t)refs;
 	attr.cookies = (u64)(uintptr_t)cookies;
 	attr.cnt = n;
 	attr.pid = pid;
@@ -563,6 +566,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->epfd = -1;
 	hmap_init(&c->seen_threads);
 	hmap_init(&c->global_objects);
+	hmap_init(&c->usdt_specs_by_owner);
 	hmap_init(&c->rescan_pids);
 	hmap_init(&c->announced);
 	c->skel = corobpf_bpf__open();
@@ -600,7 +604,17 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		log_err("cannot size the stack maps: %s", strerror(-err));
 		return EXIT_FAILURE_RUNTIME;
 	}
-	err = bpf_map__set_max_entries(c->skel->maps.events, opts->ring_bytes);
+	/*
+	 * libbpf's USDT spec map: one slot per distinct argument string of a
+	 * probe, per attach, held until the end. Larger than libbpf's 256, and
+	 * shared out by attach.c (usdt_budget) so that no object or user can
+	 * take the slots others need (libbpf 1.1.2 also double-frees when it
+	 * runs out).
+	 */
+	if (!err)
+		err = bpf_map__set_max_entries(c->skel->maps.__bpf_usdt_specs, USDT_SPEC_SLOTS);
+	if (!err)
+		err = bpf_map__set_max_entries(c->skel->maps.events, opts->ring_bytes);
 	if (err) {
 		log_err("cannot size the ring buffer to %llu bytes: %s",
 			(unsigned long long)opts->ring_bytes, strerror(-err));
@@ -613,6 +627,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_MULTI);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_ctx_multi, false);
+	usdt_multi_setup(c);
 	err = corobpf_bpf__load(c->skel);
 	if (err) {
 		log_err("cannot load the BPF programs: %s%s", strerror(-err),
@@ -698,6 +713,8 @@ struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name)
 		return s->progs.coro_libload;
 	if (!strcmp(name, "@ctx"))
 		return s->progs.coro_ctx;
+	if (!strcmp(name, "@ctx_multi"))
+		return s->progs.coro_ctx_multi;
 	return NULL;
 }
 
@@ -1142,6 +1159,8 @@ void capture_close(struct capture *c)
 			close(c->targets[i].pidfd);
 		hmap_free(&c->targets[i].objects);
 		for (size_t j = 0; j < c->targets[i].nswobjs; j++) {
+			if (c->targets[i].swobjs[j].fd >= 0)
+				close(c->targets[i].swobjs[j].fd);
 			free(c->targets[i].swobjs[j].path);
 			free(c->targets[i].swobjs[j].shown);
 		}
@@ -1153,6 +1172,8 @@ void capture_close(struct capture *c)
 	free(c->searched);
 	hmap_free(&c->seen_threads);
 	hmap_free(&c->global_objects);
+	hmap_free(&c->usdt_specs_by_owner);
+	usdt_free(c);
 	if (c->stk) {
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 

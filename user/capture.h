@@ -22,9 +22,21 @@
 #include "raw.h"
 #include "stacks.h"
 
+/*
+ * USDT spec slots (attach.c): the pool, and what one object, one user other
+ * than root, and all such users together may take of it. Root's own
+ * objects (system libraries, the invoker's programs) always find room.
+ */
+#define USDT_SPEC_SLOTS		16384
+#define USDT_SPECS_PER_OBJECT	512
+#define USDT_SPECS_PER_USER	(USDT_SPEC_SLOTS / 8)
+#define USDT_SPECS_ALL_USERS	(USDT_SPEC_SLOTS / 2)
+
 struct corobpf_bpf;
 struct ring_buffer;
 struct bpf_link;
+struct bpf_program;
+struct usdt_table;
 
 struct capture_opts {
 	u32 *pids;
@@ -72,6 +84,7 @@ struct target {
 	u32 probe_sites_ignored; /* --switch: probes found but not used */
 	/* Objects that define context functions, kept until the path is chosen. */
 	struct target_swobj {
+		int fd; /* -1, or the descriptor `path` names (/proc/self/fd/N) */
 		char *path, *shown;
 		u32 families;
 	} *swobjs;
@@ -95,6 +108,7 @@ struct capture {
 	int *link_fds; /* uprobe_multi links (raw fds: libbpf 1.1 cannot make them) */
 	size_t nlink_fds, cap_link_fds;
 	bool uprobe_multi; /* the kernel has them (6.6+) */
+	struct usdt_table *usdt; /* USDT attached by corobpf through them (usdt.h), or NULL */
 	pthread_t detacher; /* destroys the links while the outputs are finished */
 	bool detaching;
 	struct target *targets;
@@ -108,6 +122,17 @@ struct capture {
 	struct pipeline *pipeline;
 	struct raw_writer *raw;
 	u32 end_reason;
+	/*
+	 * USDT argument-spec slots (libbpf's spec map, USDT_SPEC_SLOTS) taken so
+	 * far: in all, and per owner of the object file (uid -> count) for the
+	 * objects -a and --follow find on their own.
+	 */
+	u32 usdt_specs_used;
+	u32 usdt_specs_users;	/* taken by objects owned by other users than root */
+	struct hmap usdt_specs_by_owner;
+	/* Objects a process maps that corobpf was not allowed to open, and why. */
+	u32 open_denied;
+	int open_denied_errno;
 	/* Objects searched, for the "no probes" error. */
 	char **searched;
 	size_t nsearched;
@@ -149,7 +174,9 @@ int attach_scan_process(struct capture *c, struct target *t, bool late);
 void attach_switch_path(struct capture *c, struct target *t);
 /* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (kernel 6.6), absent from Debian 12's headers. */
 #define CORO_BPF_TRACE_UPROBE_MULTI 48
-int capture_attach_uprobe_multi(struct capture *c, u32 pid, const char *path, const u64 *offsets,
+/* prog at n offsets of path for pid (0: every process), with semaphores (refs may be NULL). */
+int capture_attach_uprobe_multi(struct capture *c, const struct bpf_program *prog, u32 pid,
+				const char *path, const u64 *offsets, const u64 *refs,
 				const u64 *cookies, u32 n);
 /* The switch-function path attached in an object (a CORO_REC_SWITCH record). */
 void capture_emit_switch(struct capture *c, u32 pid, u32 family, const char *path,

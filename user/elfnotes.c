@@ -208,7 +208,103 @@ struct site_reader {
 	int fd;
 	GElf_Phdr *ph;
 	size_t nph;
+	/* Distinct (probe name, argument string) pairs seen: an open-addressing set. */
+	struct spec_slot {
+		uint64_t hash;
+		const char *args;	/* into the section's data, alive for the scan */
+		unsigned int name;	/* index in out->names, plus one (0: empty slot) */
+	} *specs;
+	size_t specs_cap, specs_used;
+	/* elf_probe_walk: the caller's per-site callback, and .stapsdt.base's address. */
+	elf_site_fn site_fn;
+	void *site_ctx;
+	uint64_t base_addr;
 };
+
+/* The file offset of [addr, addr + len) in a loaded segment with `flag`, or 0. */
+static uint64_t seg_offset(const struct site_reader *sr, uint64_t addr, uint64_t len,
+			   uint32_t flag)
+{
+	for (size_t i = 0; i < sr->nph; i++) {
+		const GElf_Phdr *p = &sr->ph[i];
+
+		if (p->p_type == PT_LOAD && (p->p_flags & flag) && addr >= p->p_vaddr &&
+		    addr - p->p_vaddr < p->p_filesz && len <= p->p_filesz - (addr - p->p_vaddr))
+			return p->p_offset + (addr - p->p_vaddr);
+	}
+	return 0;
+}
+
+/* Hand one site to elf_probe_walk's caller, placed the way libbpf places USDT sites. */
+static void report_site(const struct site_reader *sr, const char *name, const char *args,
+			const char *desc)
+{
+	struct elf_probe_site site = { .name = name, .args = args };
+	uint64_t note_base;
+
+	memcpy(&site.pc, desc, 8);
+	memcpy(&note_base, desc + 8, 8);
+	memcpy(&site.sema, desc + 16, 8);
+	/* A prelinked object moved its code; the note recorded where .stapsdt.base was. */
+	if (sr->base_addr && note_base)
+		site.pc = site.pc + sr->base_addr - note_base;
+	if (!*site.args || *site.args == ':')
+		site.args = "";
+	site.off = seg_offset(sr, site.pc, 1, PF_X);
+	if (site.sema)
+		site.sema_off = seg_offset(sr, site.sema, 2, PF_W);
+	sr->site_fn(sr->site_ctx, &site);
+}
+
+static uint64_t spec_hash(unsigned int name, const char *args)
+{
+	uint64_t h = 1469598103934665603ULL ^ name;
+
+	for (; *args; args++)
+		h = (h ^ (unsigned char)*args) * 1099511628211ULL;
+	return h;
+}
+
+/* Count the site's argument string once per probe name (libbpf's unit of spec slots). */
+static void count_spec(struct site_reader *sr, struct elf_probes *out, const char *name,
+		       const char *args)
+{
+	const struct elf_probe_name *pn = elf_probes_find(out, name);
+	unsigned int idx;
+	uint64_t h;
+	size_t i;
+
+	if (!pn)
+		return;	/* dropped: never attached */
+	if (!*args || *args == ':')
+		args = "";
+	idx = (unsigned int)(pn - out->names) + 1;
+	if (sr->specs_used * 2 >= sr->specs_cap) {
+		size_t cap = sr->specs_cap ? sr->specs_cap * 2 : 64;
+		struct spec_slot *n = xcalloc(cap, sizeof(*n));
+
+		for (i = 0; i < sr->specs_cap; i++) {
+			size_t j = sr->specs[i].hash & (cap - 1);
+
+			if (!sr->specs[i].name)
+				continue;
+			while (n[j].name)
+				j = (j + 1) & (cap - 1);
+			n[j] = sr->specs[i];
+		}
+		free(sr->specs);
+		sr->specs = n;
+		sr->specs_cap = cap;
+	}
+	h = spec_hash(idx, args);
+	for (i = h & (sr->specs_cap - 1); sr->specs[i].name; i = (i + 1) & (sr->specs_cap - 1))
+		if (sr->specs[i].hash == h && sr->specs[i].name == idx &&
+		    strcmp(sr->specs[i].args, args) == 0)
+			return;
+	sr->specs[i] = (struct spec_slot){ .hash = h, .args = args, .name = idx };
+	sr->specs_used++;
+	out->names[idx - 1].specs++;
+}
 
 static void classify_site(const struct site_reader *sr, uint64_t pc, struct elf_probes *out)
 {
@@ -234,7 +330,7 @@ static void classify_site(const struct site_reader *sr, uint64_t pc, struct elf_
 }
 
 static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size, size_t align,
-			uint64_t sec_off, const char *provider, const struct site_reader *sr,
+			uint64_t sec_off, const char *provider, struct site_reader *sr,
 			struct elf_probes *out, char *err, size_t errlen)
 {
 	size_t off = 0;
@@ -307,6 +403,9 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 
 			memcpy(&pc, desc, 8);
 			count_probe(out, name, strlen(name), sem != 0);
+			count_spec(sr, out, name, args + 1);
+			if (sr->site_fn)
+				report_site(sr, name, args + 1, desc);
 			classify_site(sr, pc, out);
 		}
 		off = next;
@@ -317,7 +416,13 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 int elf_probe_scan(const char *path, const char *provider, struct elf_probes *out, char *err,
 		   size_t errlen)
 {
-	struct site_reader sr = {0};
+	return elf_probe_walk(path, provider, NULL, NULL, out, err, errlen);
+}
+
+int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void *ctx,
+		   struct elf_probes *out, char *err, size_t errlen)
+{
+	struct site_reader sr = { .site_fn = fn, .site_ctx = ctx };
 	size_t shstrndx, nph = 0;
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr ehdr;
@@ -345,6 +450,16 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 		ret = -EINVAL;
 		goto out;
 	}
+	while (fn && (scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr shdr;
+		const char *sname;
+
+		if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_PROGBITS &&
+		    (sname = elf_strptr(elf, shstrndx, shdr.sh_name)) &&
+		    !strcmp(sname, ".stapsdt.base"))
+			sr.base_addr = shdr.sh_addr;
+	}
+	scn = NULL;
 	while ((scn = elf_nextscn(elf, scn))) {
 		Elf_Data *data = NULL;
 		const char *sname;
@@ -396,6 +511,7 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 	ret = 0;
 out:
 	free(sr.ph);
+	free(sr.specs);
 	elf_end(elf);
 	close(fd);
 	return ret;

@@ -30,6 +30,12 @@
 struct elf_probe_name {
 	char name[ELF_PROBE_NAME_LEN];
 	unsigned int count;		/* sites (notes) of this probe */
+	/*
+	 * Distinct argument strings among those sites, as libbpf counts them:
+	 * each takes one slot of its USDT spec map per attach (an empty string
+	 * or one that starts with ':' counts as the empty string).
+	 */
+	unsigned int specs;
 	bool has_semaphore;		/* some site has a nonzero semaphore address */
 };
 
@@ -59,6 +65,27 @@ struct elf_probes {
  */
 int elf_probe_scan(const char *path, const char *provider, struct elf_probes *out, char *err,
 		   size_t errlen);
+
+/*
+ * One site of the provider, as an attach needs it: where to put the uprobe
+ * and the semaphore the kernel counts, as file offsets (through the program
+ * headers, after the .stapsdt.base adjustment prelink may call for), and
+ * the argument string. sema_off is 0 without a semaphore. Strings point
+ * into the file's data and live only during the callback.
+ */
+struct elf_probe_site {
+	const char *name;
+	const char *args;	/* "" when the note has none */
+	uint64_t pc;		/* the site's address in the object, adjusted */
+	uint64_t off;		/* file offset of the site; 0: in no executable segment */
+	uint64_t sema;		/* the semaphore's address in the object, or 0 */
+	uint64_t sema_off;	/* its file offset; 0: none, or in no writable segment */
+};
+typedef void (*elf_site_fn)(void *ctx, const struct elf_probe_site *site);
+
+/* elf_probe_scan(), and `fn` called for every site of `provider` in file order. */
+int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void *ctx,
+		   struct elf_probes *out, char *err, size_t errlen);
 
 /* The entry for probe `name`, or NULL if the object has no site of it. */
 const struct elf_probe_name *elf_probes_find(const struct elf_probes *probes, const char *name);

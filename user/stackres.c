@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "log.h"
 #include "stacks.h"
+#include "safeopen.h"
 
 struct map_ent {
 	u64 start, end, pgoff;
@@ -210,9 +211,9 @@ static const struct build_id *build_id_of(struct stack_resolver *r, u32 pid,
 		return b;
 	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", pid, (unsigned long long)m->start,
 		 (unsigned long long)m->end);
-	fd = open(mf, O_RDONLY | O_CLOEXEC);
+	fd = open_regular(mf);
 	if (fd < 0)
-		fd = open(m->path, O_RDONLY | O_CLOEXEC);
+		fd = open_regular(m->path);
 	if (fd < 0)
 		return b;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -472,17 +473,14 @@ static const Dwfl_Thread_Callbacks uw_callbacks = {
  * start - pgoff assumes only when offsets and addresses are page-congruent;
  * lld does not make them so). false if the file cannot say.
  */
-static bool load_base(const char *file, const char *path, const struct map_ent *maps,
-		      size_t nmaps, u64 *base)
+static bool load_base(int fd, const char *path, const struct map_ent *maps, size_t nmaps,
+		      u64 *base)
 {
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	Elf *elf;
 	GElf_Ehdr eh;
 	size_t nph;
 	bool ok = false;
 
-	if (fd < 0)
-		return false;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (elf && gelf_getehdr(elf, &eh) && elf_getphdrnum(elf, &nph) == 0) {
 		if (eh.e_type == ET_EXEC) {
@@ -509,21 +507,21 @@ static bool load_base(const char *file, const char *path, const struct map_ent *
 	}
 	if (elf)
 		elf_end(elf);
-	close(fd);
 	return ok;
 }
 
 /*
- * The file to unwind m's code with: its path if the file there has the
- * build-id m was mapped with, else the mapped file itself while the
- * process lives (/proc/PID/map_files), else none.
+ * The file to unwind m's code with, opened (safeopen.h: regular files
+ * only): the file at its path if it has the build-id m was mapped with,
+ * else the mapped file itself while the process lives (/proc/PID/map_files),
+ * else -1.
  */
-static const char *unwind_file(const struct rproc *p, const struct map_ent *m, char *buf,
-			       size_t len)
+static int unwind_file(const struct rproc *p, const struct map_ent *m)
 {
-	int fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	int fd = open_regular(m->path);
 	bool same = !m->build_id_len;
 	const void *id;
+	char mf[96];
 	Elf *elf;
 
 	if (fd >= 0 && !same) {
@@ -533,13 +531,14 @@ static const char *unwind_file(const struct rproc *p, const struct map_ent *m, c
 		if (elf)
 			elf_end(elf);
 	}
+	if (fd >= 0 && same)
+		return fd;
 	if (fd >= 0)
 		close(fd);
-	if (fd >= 0 && same)
-		return m->path;
-	snprintf(buf, len, "/proc/%u/map_files/%llx-%llx", p->pid, (unsigned long long)m->start,
-		 (unsigned long long)m->end);
-	return access(buf, R_OK) == 0 ? buf : NULL;
+	snprintf(mf, sizeof(mf), "/proc/%u/map_files/%llx-%llx", p->pid,
+		 (unsigned long long)m->start, (unsigned long long)m->end);
+	fd = open_regular(mf);
+	return fd >= 0 ? fd : -1;
 }
 
 /*
@@ -565,20 +564,23 @@ static bool rproc_dwfl(struct stack_resolver *r, struct rproc *p)
 	dwfl_report_begin(p->dwfl);
 	for (size_t i = 0; i < p->nmaps; i++) {
 		const struct map_ent *m = &p->maps[i];
-		const char *file;
-		char mf[96];
 		bool seen = false;
 		u64 base;
+		int fd;
 
 		for (size_t j = 0; j < i && !seen; j++)
 			seen = !strcmp(p->maps[j].path, m->path);
 		if (seen || m->path[0] != '/')
 			continue; /* one module per file; the vDSO has none */
-		file = unwind_file(p, m, mf, sizeof(mf));
-		if (!file || !load_base(file, m->path, p->maps, p->nmaps, &base) ||
-		    !dwfl_report_elf(p->dwfl, m->path, file, -1, base, false))
+		fd = unwind_file(p, m);
+		/* libdw keeps fd when it takes the module. */
+		if (fd < 0 || !load_base(fd, m->path, p->maps, p->nmaps, &base) ||
+		    !dwfl_report_elf(p->dwfl, m->path, m->path, fd, base, false)) {
 			log_debug("stacks: cannot read %s for unwinding: %s", m->path,
-				  file ? dwfl_errmsg(-1) : "replaced since it was mapped");
+				  fd >= 0 ? dwfl_errmsg(-1) : "replaced since it was mapped");
+			if (fd >= 0)
+				close(fd);
+		}
 	}
 	if (dwfl_report_end(p->dwfl, NULL, NULL) != 0 ||
 	    !dwfl_attach_state(p->dwfl, NULL, (pid_t)p->pid, &uw_callbacks, r)) {

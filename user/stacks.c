@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "log.h"
 #include "stacks.h"
+#include "safeopen.h"
 
 /* libstdc++'s demangler (a C ABI function): C++ names read as written. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
@@ -87,21 +88,24 @@ static const char *own(struct symbolizer *s, char *str)
 /* The module of ELF file `file` at its own addresses, or NULL (*dwflp set when opened). */
 static Dwfl_Module *open_module(Dwfl **dwflp, const char *file)
 {
-	struct stat sb;
 	Dwfl_Module *mod;
+	/* Regular files only, checked on what is opened: a capture could name a FIFO or a device. */
+	int fd = open_regular(file);
 
 	*dwflp = NULL;
-	/* Regular files only: a capture could name a FIFO or a device. */
-	if (stat(file, &sb) || !S_ISREG(sb.st_mode))
+	if (fd < 0)
 		return NULL;
 	*dwflp = dwfl_begin(&offline_callbacks);
-	if (!*dwflp)
+	if (!*dwflp) {
+		close(fd);
 		return NULL;
+	}
 	dwfl_report_begin(*dwflp);
-	/* At base 0: module addresses are the file's own virtual addresses. */
-	mod = dwfl_report_elf(*dwflp, file, file, -1, 0, false);
+	/* At base 0: module addresses are the file's own virtual addresses. libdw keeps fd. */
+	mod = dwfl_report_elf(*dwflp, file, file, fd, 0, false);
 	dwfl_report_end(*dwflp, NULL, NULL);
 	if (!mod) {
+		close(fd);
 		log_debug("stacks: cannot read %s: %s", file, dwfl_errmsg(-1));
 		dwfl_end(*dwflp);
 		*dwflp = NULL;

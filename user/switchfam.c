@@ -671,6 +671,20 @@ int64_t switchfam_fcontext_delta(const char *path, const char *fn)
 	return d;
 }
 
+int switchfam_symbol_offset(const char *path, const char *name, uint64_t *off)
+{
+	uint64_t vaddr, size, avail;
+	struct obj o;
+	int ret = -ENOENT;
+
+	if (obj_open(&o, path, NULL, 0))
+		return -ENOEXEC;
+	if (obj_symbol(&o, name, &vaddr, &size) && obj_text_offset(&o, vaddr, off, &avail))
+		ret = 0;
+	obj_close(&o);
+	return ret;
+}
+
 uint32_t switchfam_detect(const char *path)
 {
 	struct obj o;

@@ -101,4 +101,7 @@ int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 /* The families --switch help lists, one line each. */
 void switchfam_help(FILE *out);
 
+/* The file offset of function `name` in the ELF object at path (for a uprobe). 0 or -errno. */
+int switchfam_symbol_offset(const char *path, const char *name, uint64_t *off);
+
 #endif

@@ -283,8 +283,11 @@ def make_bug_test(prog_arg, kind):
     def t():
         out, pf, raw = work("bug-%s.jsonl" % prog_arg), work("bug-%s.pftrace" % prog_arg), \
             work("bug-%s.raw" % prog_arg)
-        p = corobpf(["-o", out, "-o", pf, "--raw", raw, "--", os.path.join(TESTS_BIN, "bugs"),
-                     prog_arg])
+        # A busy machine keeps runnable coroutines waiting: only the test of that finding
+        # keeps its threshold, the others cannot see it whatever the load.
+        quiet = [] if kind == "sched_latency" else ["--sched-latency", "600000"]
+        p = corobpf(["-o", out, "-o", pf, "--raw", raw] + quiet +
+                    ["--", os.path.join(TESTS_BIN, "bugs"), prog_arg])
         eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
         bugs = [l.split()[1:] for l in p.stdout.splitlines() if l.startswith("BUG ")]
         eq(len(bugs), 1, "bugs announced")
@@ -299,10 +302,10 @@ def make_bug_test(prog_arg, kind):
         marks = [n for ts, i, track, ev, n in t2.events if track & 15 == 9]
         eq(len(marks), 1, "instants on the Findings track")
         check(marks[0].startswith(kind + ": "), "Findings track instant %r" % marks[0])
-        check_replay(out, raw)
+        check_replay(out, raw, quiet)
         # The same analysis from the recording: the raw capture, and the JSONL read back.
         for src in (raw, out):
-            r = corobpf(["report", "--json", src])
+            r = corobpf(["report", "--json", src] + quiet)
             eq(r.returncode, 0, "report --json %s (%s)" % (src, r.stderr.strip()))
             doc = json.loads(r.stdout)
             eq([(f["kind"], f["id"], f["dur"]) for f in doc["findings"]],
@@ -823,18 +826,12 @@ def fault_pid_reused_after_the_target_exits():
     eq(a.communicate(timeout=30)[0].split("\n")[0], "DONE burst 3", "first incarnation")
     b.send_signal(signal.SIGUSR1)
     eq(b.stdout.readline().strip(), "RAN 0x500", "B's first step")
-    # The next pid handed out is apid (root may set it): a new program, same pid.
-    again = None
-    for _ in range(50):
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(apid - 1))
-        c = subprocess.Popen([FAULTS, "linger", "0"], stdout=subprocess.PIPE, text=True)
-        if c.pid == apid:
-            again = c
-            break
-        c.communicate()
-    check(again, "could not get pid %d handed out again" % apid)
-    eq(again.communicate(timeout=30)[0], "RAN 0x500\nDONE linger 2\n", "second incarnation")
+    # A new program with apid (clone3's set_tid: exactly that pid, whatever else starts).
+    again = subprocess.Popen([FAULTS, "--as-pid", str(apid), FAULTS, "linger", "0"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    got, why = again.communicate(timeout=30)
+    eq(again.returncode, 0, "the program run as pid %d (%s)" % (apid, why.strip()))
+    eq(got, "RAN 0x500\nDONE linger 2\n", "second incarnation")
     b.communicate(timeout=30)
     eq(tr.wait(timeout=30), 0, "corobpf exit code")
     ef.close()

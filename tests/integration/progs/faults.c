@@ -32,6 +32,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -207,12 +209,42 @@ static int do_steady(long rate, long secs, long live)
 	return 0;
 }
 
+/*
+ * --as-pid PID CMD...: run CMD as a child with exactly that pid (clone3's
+ * set_tid; root), whatever else the machine starts meanwhile; exit with
+ * its status. A test reuses a traced process's pid this way.
+ */
+static int as_pid(pid_t want, char **cmd)
+{
+	struct clone_args ca = {
+		.exit_signal = SIGCHLD,
+		.set_tid = (uint64_t)(uintptr_t)&want,
+		.set_tid_size = 1,
+	};
+	long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+	int st;
+
+	if (pid < 0) {
+		fprintf(stderr, "faults: clone3 with pid %d: %s\n", (int)want, strerror(errno));
+		return 3;
+	}
+	if (pid == 0) {
+		execv(cmd[0], cmd);
+		_exit(127);
+	}
+	if (waitpid((pid_t)pid, &st, 0) < 0)
+		return 3;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 int main(int argc, char **argv)
 {
 	int i = 1;
 	long arg;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 3 && !strcmp(argv[1], "--as-pid"))
+		return as_pid((pid_t)atol(argv[2]), argv + 3);
 	if (i < argc && !strcmp(argv[i], "--wait")) {
 		sigset_t set;
 		int sig;

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* USDT through uprobe_multi links, argument specs decoded here: see usdt.h. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <asm/ptrace.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "corobpf.skel.h"
+#include "log.h"
+#include "usdt.h"
+
+struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
+
+/* ---- argument strings ---- */
+
+static const struct {
+	const char *names[4]; /* 64, 32, 16, 8 bits */
+	short off;
+} usdt_regs[] = {
+	{ { "rip", "eip", "", "" }, offsetof(struct pt_regs, rip) },
+	{ { "rax", "eax", "ax", "al" }, offsetof(struct pt_regs, rax) },
+	{ { "rbx", "ebx", "bx", "bl" }, offsetof(struct pt_regs, rbx) },
+	{ { "rcx", "ecx", "cx", "cl" }, offsetof(struct pt_regs, rcx) },
+	{ { "rdx", "edx", "dx", "dl" }, offsetof(struct pt_regs, rdx) },
+	{ { "rsi", "esi", "si", "sil" }, offsetof(struct pt_regs, rsi) },
+	{ { "rdi", "edi", "di", "dil" }, offsetof(struct pt_regs, rdi) },
+	{ { "rbp", "ebp", "bp", "bpl" }, offsetof(struct pt_regs, rbp) },
+	{ { "rsp", "esp", "sp", "spl" }, offsetof(struct pt_regs, rsp) },
+	{ { "r8", "r8d", "r8w", "r8b" }, offsetof(struct pt_regs, r8) },
+	{ { "r9", "r9d", "r9w", "r9b" }, offsetof(struct pt_regs, r9) },
+	{ { "r10", "r10d", "r10w", "r10b" }, offsetof(struct pt_regs, r10) },
+	{ { "r11", "r11d", "r11w", "r11b" }, offsetof(struct pt_regs, r11) },
+	{ { "r12", "r12d", "r12w", "r12b" }, offsetof(struct pt_regs, r12) },
+	{ { "r13", "r13d", "r13w", "r13b" }, offsetof(struct pt_regs, r13) },
+	{ { "r14", "r14d", "r14w", "r14b" }, offsetof(struct pt_regs, r14) },
+	{ { "r15", "r15d", "r15w", "r15b" }, offsetof(struct pt_regs, r15) },
+};
+
+/* "%rax" at s: its pt_regs offset, and the characters taken; -1 if no register. */
+static int parse_reg(const char *s, short *off)
+{
+	size_t best = 0;
+
+	if (*s != '%')
+		return -1;
+	s++;
+	for (size_t i = 0; i < sizeof(usdt_regs) / sizeof(usdt_regs[0]); i++) {
+		for (int w = 0; w < 4; w++) {
+			size_t n = strlen(usdt_regs[i].names[w]);
+
+			/* The longest name that matches: "r8" is a prefix of "r8d". */
+			if (n > best && !strncmp(s, usdt_regs[i].names[w], n)) {
+				best = n;
+				*off = usdt_regs[i].off;
+			}
+		}
+	}
+	return best ? (int)best + 1 : -1;
+}
+
+int usdt_parse_args(const char *args, struct usdt_spec *spec, char *err, size_t errlen)
+{
+	const char *s = args;
+
+	memset(spec, 0, sizeof(*spec));
+	while (*s) {
+		struct usdt_arg *a;
+		long long size, val = 0;
+		char *end;
+		int n;
+
+		while (*s == ' ')
+			s++;
+		if (!*s)
+			break;
+		if (spec->nargs == USDT_MAX_ARGS) {
+			snprintf(err, errlen, "more than %d arguments in \"%s\"", USDT_MAX_ARGS, args);
+			return -EINVAL;
+		}
+		a = &spec->args[spec->nargs];
+		size = strtoll(s, &end, 10);
+		if (end == s || *end != '@' ||
+		    (llabs(size) != 1 && llabs(size) != 2 && llabs(size) != 4 && llabs(size) != 8)) {
+			snprintf(err, errlen, "argument %d of \"%s\": no size of 1, 2, 4 or 8 bytes",
+				 spec->nargs, args);
+			return -EINVAL;
+		}
+		a->is_signed = size < 0;
+		a->bitshift = (int8_t)(64 - 8 * llabs(size));
+		s = end + 1;
+		if (*s == '$') {
+			val = strtoll(s + 1, &end, 0);
+			if (end == s + 1) {
+				snprintf(err, errlen, "argument %d of \"%s\": bad constant",
+					 spec->nargs, args);
+				return -EINVAL;
+			}
+			a->type = USDT_ARG_CONST;
+			a->val_off = (u64)val;
+			s = end;
+		} else if ((n = parse_reg(s, &a->reg_off)) > 0) {
+			a->type = USDT_ARG_REG;
+			s += n;
+		} else {
+			/* off(%reg), or (%reg) */
+			if (*s != '(') {
+				val = strtoll(s, &end, 0);
+				if (end == s) {
+					snprintf(err, errlen, "argument %d of \"%s\" is of a form "
+						 "corobpf does not read", spec->nargs, args);
+					return -EINVAL;
+				}
+				s = end;
+			}
+			if (*s != '(' || (n = parse_reg(s + 1, &a->reg_off)) < 0 ||
+			    s[1 + n] != ')') {
+				snprintf(err, errlen, "argument %d of \"%s\" is of a form corobpf "
+					 "does not read (index registers, segments)", spec->nargs,
+					 args);
+				return -EINVAL;
+			}
+			a->type = USDT_ARG_REG_DEREF;
+			a->val_off = (u64)val;
+			s += n + 2;
+		}
+		if (*s && *s != ' ') {
+			snprintf(err, errlen, "argument %d of \"%s\" is of a form corobpf does not "
+				 "read", spec->nargs, args);
+			return -EINVAL;
+		}
+		spec->nargs++;
+	}
+	return 0;
+}
+
+/* ---- the run's spec slots, shared by content ---- */
+
+struct usdt_table {
+	struct hmap ids;	/* (hash, probe) -> slot + 1 */
+	struct usdt_spec *specs;
+	u32 n, cap;
+};
+
+static u64 spec_hash(const struct usdt_spec *s)
+{
+	const unsigned char *p = (const void *)s;
+	u64 h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < sizeof(*s); i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+/* The slot + 1 of a spec with this content in t, or 0. */
+static u32 table_find(const struct usdt_table *t, const struct usdt_spec *s, u64 h)
+{
+	for (u64 probe = 0;; probe++) {
+		u32 id = (u32)(uintptr_t)hmap_get(&t->ids, h, probe);
+
+		if (!id || !memcmp(&t->specs[id - 1], s, sizeof(*s)))
+			return id;
+	}
+}
+
+static u32 table_add(struct usdt_table *t, const struct usdt_spec *s, u64 h)
+{
+	u64 probe = 0;
+
+	if (t->n == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 64;
+		t->specs = xrealloc(t->specs, t->cap * sizeof(*t->specs));
+	}
+	t->specs[t->n++] = *s;
+	while (hmap_get(&t->ids, h, probe))
+		probe++;
+	hmap_put(&t->ids, h, probe, (void *)(uintptr_t)t->n);
+	return t->n;
+}
+
+void usdt_free(struct capture *c)
+{
+	if (!c->usdt)
+		return;
+	hmap_free(&c->usdt->ids);
+	free(c->usdt->specs);
+	free(c->usdt);
+	c->usdt = NULL;
+}
+
+bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u32 need)
+{
+	bool found = c->opts->system_wide || c->opts->follow;
+	struct stat st;
+	u64 owner = 0, mine = 0;
+	const char *why = NULL;
+
+	if (stat(path, &st) == 0)
+		owner = st.st_uid;
+	if (owner)
+		mine = (u64)(uintptr_t)hmap_get(&c->usdt_specs_by_owner, owner, 0);
+	if (need > USDT_SPECS_PER_OBJECT)
+		why = "more than one object may have";
+	else if (found && owner && mine + need > USDT_SPECS_PER_USER)
+		why = "more than its owner's objects may have together";
+	else if (found && owner && c->usdt_specs_users + need > USDT_SPECS_ALL_USERS)
+		why = "more than other users' objects may have together";
+	else if (c->usdt_specs_used + need > USDT_SPEC_SLOTS)
+		why = "more than are left";
+	if (why) {
+		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("%s (owner uid %llu): not attached: its probes need %u more USDT argument "
+			 "specifications, %s (%u of %u are taken); corobpf's SDK needs a few per "
+			 "probe, so this object was built to exhaust them or is not ours",
+			 shown, (unsigned long long)owner, need, why, c->usdt_specs_used,
+			 USDT_SPEC_SLOTS);
+		return false;
+	}
+	c->usdt_specs_used += need;
+	if (found && owner && need) {
+		hmap_put(&c->usdt_specs_by_owner, owner, 0, (void *)(uintptr_t)(mine + need));
+		c->usdt_specs_users += need;
+	}
+	return true;
+}
+
+/* ---- setup ---- */
+
+static const char *const probe_names[] = {
+	"create", "name", "ready", "switch", "exit", "span_begin", "span_end",
+};
+#define NPROBES (sizeof(probe_names) / sizeof(probe_names[0]))
+
+bool usdt_multi_setup(struct capture *c)
+{
+	struct bpf_map *specs = c->skel->maps.__bpf_usdt_specs;
+
+	if (!c->uprobe_multi)
+		return false;
+	if (bpf_map__value_size(specs) != sizeof(struct usdt_spec)) {
+		log_verbose("libbpf's USDT spec is %u bytes here, not the %zu corobpf writes: "
+			    "USDT probes attached through libbpf", bpf_map__value_size(specs),
+			    sizeof(struct usdt_spec));
+		return false;
+	}
+	for (size_t i = 0; i < NPROBES; i++)
+		bpf_program__set_expected_attach_type(capture_prog_for_probe(c, probe_names[i]),
+						      CORO_BPF_TRACE_UPROBE_MULTI);
+	bpf_program__set_expected_attach_type(capture_prog_for_probe(c, "@libload"),
+					      CORO_BPF_TRACE_UPROBE_MULTI);
+	c->usdt = xcalloc(1, sizeof(*c->usdt));
+	hmap_init(&c->usdt->ids);
+	return true;
+}
+
+/* ---- one object ---- */
+
+struct site_vec {
+	u64 *offs, *refs, *cookies;
+	u32 n, cap;
+};
+
+struct walk {
+	struct capture *c;
+	struct site_vec v[NPROBES];
+	struct usdt_table local; /* this object's distinct specs */
+	char why[512];
+};
+
+static int probe_index(const char *name)
+{
+	for (size_t i = 0; i < NPROBES; i++)
+		if (!strcmp(name, probe_names[i]))
+			return (int)i;
+	return -1;
+}
+
+static void walk_site(void *ctx, const struct elf_probe_site *site)
+{
+	struct walk *w = ctx;
+	int k = probe_index(site->name);
+	struct site_vec *v;
+	struct usdt_spec spec;
+	char err[256];
+	u64 h;
+	u32 id;
+
+	if (k < 0 || w->why[0])
+		return;
+	if (!site->off) {
+		snprintf(w->why, sizeof(w->why), "site of corobpf:%s at 0x%llx is in no "
+			 "executable segment", site->name, (unsigned long long)site->pc);
+		return;
+	}
+	if (site->sema && !site->sema_off) {
+		snprintf(w->why, sizeof(w->why), "semaphore of corobpf:%s at 0x%llx is in no "
+			 "writable segment", site->name, (unsigned long long)site->sema);
+		return;
+	}
+	if (usdt_parse_args(site->args, &spec, err, sizeof(err))) {
+		snprintf(w->why, sizeof(w->why), "corobpf:%s at 0x%llx: %s", site->name,
+			 (unsigned long long)site->pc, err);
+		return;
+	}
+	h = spec_hash(&spec);
+	id = table_find(&w->local, &spec, h);
+	if (!id) {
+		if (w->local.n >= USDT_SPECS_PER_OBJECT + 1)
+			return; /* refused whole below; keep the walk cheap */
+		id = table_add(&w->local, &spec, h);
+	}
+	v = &w->v[k];
+	if (v->n == v->cap) {
+		v->cap = v->cap ? v->cap * 2 : 16;
+		v->offs = xrealloc(v->offs, v->cap * sizeof(u64));
+		v->refs = xrealloc(v->refs, v->cap * sizeof(u64));
+		v->cookies = xrealloc(v->cookies, v->cap * sizeof(u64));
+	}
+	v->offs[v->n] = site->off;
+	v->refs[v->n] = site->sema_off;
+	v->cookies[v->n] = id - 1; /* local for now */
+	v->n++;
+}
+
+static void walk_free(struct walk *w)
+{
+	for (size_t i = 0; i < NPROBES; i++) {
+		free(w->v[i].offs);
+		free(w->v[i].refs);
+		free(w->v[i].cookies);
+	}
+	hmap_free(&w->local.ids);
+	free(w->local.specs);
+}
+
+int usdt_attach_object(struct capture *c, int pid, const char *path, const char *shown,
+		       struct elf_probes *probes)
+{
+	struct usdt_table *t = c->usdt;
+	struct walk w = { .c = c };
+	u32 *global = NULL, need = 0, sites = 0;
+	char err[512];
+	int map_fd = bpf_map__fd(c->skel->maps.__bpf_usdt_specs);
+
+	hmap_init(&w.local.ids);
+	if (elf_probe_walk(path, "corobpf", walk_site, &w, probes, err, sizeof(err)) < 0) {
+		log_debug("skipping %s: %s", shown, err);
+		walk_free(&w);
+		return -EINVAL;
+	}
+	if (w.why[0]) {
+		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("%s: not attached: %s", shown, w.why);
+		goto out;
+	}
+	/* The slots this object adds to the run's: the specs no earlier object had. */
+	global = xcalloc(w.local.n ? w.local.n : 1, sizeof(*global));
+	for (u32 i = 0; i < w.local.n; i++) {
+		global[i] = table_find(t, &w.local.specs[i], spec_hash(&w.local.specs[i]));
+		need += !global[i];
+	}
+	if (!w.local.n || !usdt_budget_take(c, path, shown, need))
+		goto out;
+	for (u32 i = 0; i < w.local.n; i++) {
+		u32 slot;
+
+		if (global[i])
+			continue;
+		global[i] = table_add(t, &w.local.specs[i], spec_hash(&w.local.specs[i]));
+		slot = global[i] - 1;
+		if (bpf_map_update_elem(map_fd, &slot, &w.local.specs[i], BPF_ANY)) {
+			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			log_warn("%s: not attached: cannot store USDT spec %u: %s", shown, slot,
+				 strerror(errno));
+			goto out;
+		}
+	}
+	for (size_t k = 0; k < NPROBES; k++) {
+		struct site_vec *v = &w.v[k];
+		int fd;
+
+		if (!v->n)
+			continue;
+		for (u32 i = 0; i < v->n; i++)
+			v->cookies[i] = global[v->cookies[i]] - 1;
+		fd = capture_attach_uprobe_multi(c, capture_prog_for_probe(c, probe_names[k]),
+						 pid < 0 ? 0 : (u32)pid, path, v->offs, v->refs,
+						 v->cookies, v->n);
+		if (fd < 0) {
+			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			log_warn("cannot attach to corobpf:%s in %s (%s): %s", probe_names[k],
+				 shown, pid < 0 ? "every process" : "its process", strerror(-fd));
+			continue;
+		}
+		sites += v->n;
+	}
+out:
+	free(global);
+	walk_free(&w);
+	return (int)sites;
+}
