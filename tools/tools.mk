@@ -31,7 +31,9 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
        $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone \
        $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
-       $(OUT)/tests/stacks-lld
+       $(OUT)/tests/stacks-lld \
+       $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
+       $(OUT)/tests/attach_target-specs600
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -166,6 +168,17 @@ $(OUT)/tests/fibers-addr: tests/integration/progs/fibers.cpp
 	$(call msg,CXX,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX) -O2 -g -Wall -Wextra -std=gnu++17 -DTAKE_ADDRESS $< -lboost_fiber -lboost_context -o $@
+
+# attach_target: static for a chroot; with 400 and 600 extra argument specifications.
+$(OUT)/tests/attach_target-static: tests/integration/progs/attach_target.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -static $< -o $@
+
+$(OUT)/tests/attach_target-specs%: tests/integration/progs/attach_target.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -DSPECS_EXTRA=$* $< -o $@
 
 $(OUT)/tests/static_plain: tests/integration/progs/static_plain.c
 	$(call msg,CC,$@)

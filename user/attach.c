@@ -524,9 +524,9 @@ static void object_open_failed(struct capture *c, u32 pid, const char *shown, in
 		c->open_denied++;
 		c->open_denied_errno = err;
 		if (!c->opts->system_wide)
-			log_warn("cannot open %s mapped by process %u: %s (corobpf needs "
-				 "CAP_SYS_ADMIN to open the files another process maps)", shown,
-				 pid, strerror(err));
+			log_warn("cannot open %s mapped by process %u: %s (the files another "
+				 "user's process maps need CAP_SYS_ADMIN, or CAP_SYS_PTRACE and "
+				 "CAP_DAC_READ_SEARCH)", shown, pid, strerror(err));
 		break;
 	default:
 		/* The process exited, or the mapping went away: tried again if it comes back. */
@@ -614,6 +614,12 @@ int attach_scan_process(struct capture *c, struct target *t, bool late)
 		return 0;
 	if (late)
 		return 0;
+	if (err == -EACCES || err == -EPERM) {
+		log_err("cannot read /proc/%u/maps: %s: process %u belongs to another user, and "
+			"reading it needs CAP_SYS_PTRACE (run corobpf as root)", t->pid,
+			strerror(-err), t->pid);
+		return EXIT_PRIVILEGE;
+	}
 	log_err("cannot read /proc/%u/maps: %s", t->pid, strerror(-err));
 	return err == -ENOENT ? EXIT_NO_PROCESS : EXIT_FAILURE_RUNTIME;
 }

@@ -92,6 +92,8 @@ static bool has_cap(const struct __user_cap_data_struct *d, int cap)
 	return d[cap / 32].effective & (1u << (cap % 32));
 }
 
+static bool kernel_has_uprobe_multi(void);
+
 int capture_preflight(void)
 {
 	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
@@ -112,6 +114,11 @@ int capture_preflight(void)
 			has_cap(data, CAP_BPF) ? "" : "CAP_BPF",
 			!has_cap(data, CAP_BPF) && !has_cap(data, CAP_PERFMON) ? " and " : "",
 			has_cap(data, CAP_PERFMON) ? "" : "CAP_PERFMON");
+		return EXIT_PRIVILEGE;
+	}
+	if (!has_cap(data, CAP_SYS_ADMIN) && !kernel_has_uprobe_multi()) {
+		log_err("this kernel has no uprobe_multi links (Linux 6.6): its uprobes need "
+			"CAP_SYS_ADMIN, which this process lacks; run corobpf with sudo");
 		return EXIT_PRIVILEGE;
 	}
 	ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL);
@@ -881,6 +888,21 @@ int capture_attach(struct capture *c)
 					c->targets[i].pid);
 				return EXIT_NO_PROCESS;
 			}
+		}
+		if (c->open_denied) {
+			log_err("nothing attached: %u object%s the target%s map%s could not be "
+				"opened (%s); tracing another user's process needs CAP_SYS_ADMIN, "
+				"or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH: run corobpf as root",
+				c->open_denied, c->open_denied == 1 ? "" : "s",
+				c->ntargets == 1 ? "" : "s", c->ntargets == 1 ? "s" : "",
+				strerror(c->open_denied_errno));
+			return EXIT_PRIVILEGE;
+		}
+		if (c->ustats[CORO_USTAT_ATTACH_FAIL]) {
+			log_err("nothing attached: %llu attach%s failed or refused (the warnings above "
+				"say why)", (unsigned long long)c->ustats[CORO_USTAT_ATTACH_FAIL],
+				c->ustats[CORO_USTAT_ATTACH_FAIL] == 1 ? "" : "es");
+			return EXIT_FAILURE_RUNTIME;
 		}
 		if (c->opts->follow) {
 			log_info("no corobpf probes in the target%s yet: following %s children and "

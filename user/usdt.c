@@ -204,7 +204,7 @@ bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u3
 	if (owner)
 		mine = (u64)(uintptr_t)hmap_get(&c->usdt_specs_by_owner, owner, 0);
 	if (need > USDT_SPECS_PER_OBJECT)
-		why = "more than one object may have";
+		why = "more than one object may have", need = USDT_SPECS_PER_OBJECT + 1;
 	else if (found && owner && mine + need > USDT_SPECS_PER_USER)
 		why = "more than its owner's objects may have together";
 	else if (found && owner && c->usdt_specs_users + need > USDT_SPECS_ALL_USERS)
@@ -213,11 +213,13 @@ bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u3
 		why = "more than are left";
 	if (why) {
 		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
-		log_warn("%s (owner uid %llu): not attached: its probes need %u more USDT argument "
-			 "specifications, %s (%u of %u are taken); corobpf's SDK needs a few per "
-			 "probe, so this object was built to exhaust them or is not ours",
-			 shown, (unsigned long long)owner, need, why, c->usdt_specs_used,
-			 USDT_SPEC_SLOTS);
+		log_warn("%s (owner uid %llu): not attached: its probes need %s%u more USDT "
+			 "argument specifications, %s (%u of %u are taken); corobpf's SDK needs "
+			 "a few per probe, so this object was built to exhaust them or is not ours",
+			 shown, (unsigned long long)owner,
+			 need > USDT_SPECS_PER_OBJECT ? "more than " : "",
+			 need > USDT_SPECS_PER_OBJECT ? USDT_SPECS_PER_OBJECT : need, why,
+			 c->usdt_specs_used, USDT_SPEC_SLOTS);
 		return false;
 	}
 	c->usdt_specs_used += need;
