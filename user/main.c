@@ -60,8 +60,9 @@ const char *argp_program_bug_address = NULL;
 
 #define EXIT_CODES_DOC                                                                       \
 	"Exit codes: 0 ok (with -- CMD: the command's own status once it ran), 1 runtime "   \
-	"failure (BPF load/attach), 2 usage, 3 missing privilege (root, or CAP_BPF and "     \
-	"CAP_PERFMON), 4 kernel lacks BTF, ring buffers or task storage, 5 no such process, " \
+	"failure (BPF load/attach, or nothing could be attached), 2 usage, 3 missing "       \
+	"privilege (root; or CAP_BPF and CAP_PERFMON for one's own processes on Linux 6.6+), " \
+	"4 kernel lacks BTF, ring buffers or task storage, 5 no such process, " \
 	"6 no corobpf probes and no known switch functions in the target, 7 output cannot be "  \
 	"written (or exists: --force), " \
 	"8 raw capture truncated, corrupt or of another version (outputs still hold what "   \
