@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zlib.h>
 #include "jsonl.h"
 #include "jsonl_read.h"
@@ -529,11 +530,15 @@ static int fail(struct jsonl_reader *r, const char *fmt, ...)
 
 bool jsonl_file_looks_like(const char *path)
 {
-	gzFile gz = gzopen(path, "rb");
+	int fd = input_open(path, NULL, 0); /* a FIFO is no JSONL: never wait on one */
+	gzFile gz = fd >= 0 ? gzdopen(fd, "rb") : NULL;
 	int c;
 
-	if (!gz)
+	if (!gz) {
+		if (fd >= 0)
+			close(fd);
 		return false;
+	}
 	do
 		c = gzgetc(gz);
 	while (c == ' ' || c == '\n' || c == '\r' || c == '\t');
@@ -548,13 +553,18 @@ struct jsonl_reader *jsonl_reader_open(const char *path, struct capture_info *ci
 	const char *line, *perr = NULL, *type;
 	size_t len;
 	u64 v = 0;
+	int fd;
 
 	memset(ci, 0, sizeof(*ci));
 	r->o = xmalloc(sizeof(*r->o));
 	hmap_init(&r->lost);
-	r->gz = gzopen(path, "rb");
+	fd = input_open(path, err, errlen); /* a regular file, or a clear error */
+	if (fd < 0)
+		goto fail;
+	r->gz = gzdopen(fd, "rb");
 	if (!r->gz) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		snprintf(err, errlen, "cannot read %s: out of memory", path);
+		close(fd);
 		goto fail;
 	}
 	line = read_line(r, &len);

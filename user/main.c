@@ -273,6 +273,20 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	return ARGP_ERR_UNKNOWN;
 }
 
+/* Two outputs (or --raw and an output) naming one file would each replace the other. */
+static void check_outputs_distinct(struct argp_state *state, const struct args *a)
+{
+	for (int i = 0; i < a->noutputs; i++) {
+		for (int j = 0; j < i; j++)
+			if (outfile_same(a->outputs[j], a->outputs[i]))
+				argp_error(state, "-o %s and -o %s name the same file: give each "
+					   "output once", a->outputs[j], a->outputs[i]);
+		if (a->raw && outfile_same(a->raw, a->outputs[i]))
+			argp_error(state, "--raw %s and -o %s name the same file: give each output "
+				   "once", a->raw, a->outputs[i]);
+	}
+}
+
 static error_t parse_trace(int key, char *arg, struct argp_state *state)
 {
 	struct args *a = state->input;
@@ -412,6 +426,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->all && a->switch_given)
 			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
 				   "follows corobpf probes only; trace the process with -p or --");
+		check_outputs_distinct(state, a);
 		return 0;
 	}
 	return parse_common(key, arg, state);
@@ -462,6 +477,7 @@ static error_t parse_report(int key, char *arg, struct argp_state *state)
 	case ARGP_KEY_END:
 		if (!a->capture)
 			argp_error(state, "which capture? corobpf report FILE");
+		check_outputs_distinct(state, a);
 		return 0;
 	}
 	return parse_common(key, arg, state);
@@ -510,6 +526,23 @@ static void abort_outputs(struct args *a, struct output *outs)
 
 /* ---- corobpf report ---- */
 
+/* An output over the capture it replays would destroy it: a usage error. */
+static int check_not_input(const struct args *a)
+{
+	struct stat st;
+
+	if (stat(a->capture, &st) < 0)
+		return 0;
+	for (int i = 0; i < a->noutputs; i++) {
+		if (outfile_is_input(a->outputs[i], &st)) {
+			log_err("-o %s would overwrite the input %s: write the output elsewhere",
+				a->outputs[i], a->capture);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
@@ -545,7 +578,9 @@ static int cmd_report(int argc, char **argv)
 			return EXIT_BAD_CAPTURE;
 		}
 	}
-	ret = open_outputs(&a, outs);
+	ret = check_not_input(&a);
+	if (!ret)
+		ret = open_outputs(&a, outs);
 	if (ret) {
 		raw_reader_close(r);
 		jsonl_reader_close(jr);

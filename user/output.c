@@ -83,12 +83,8 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 	if (ret)
 		return ret;
 	o->path = xstrdup(path);
-	if (o->fmt == OUT_SQLITE) {
-		/* SQLite opens the temporary file by its name. */
-		close(o->file.fd);
-		o->file.fd = -1;
-		return 0;
-	}
+	if (o->fmt == OUT_SQLITE)
+		return 0; /* SQLite writes through o->file.fd itself */
 	ret = obuf_open_fd(&o->ob, o->file.fd, o->gzip);
 	if (ret) {
 		snprintf(err, errlen, "cannot start compressing %s: %s", path, strerror(-ret));
@@ -112,7 +108,7 @@ int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen
 		perfetto_sink_bind(o->sink, pipeline_add_observer(p, &obs));
 		break;
 	case OUT_SQLITE:
-		o->sink = sqlite_sink_new(o->file.tmp_path, &p->model, &obs, err, errlen);
+		o->sink = sqlite_sink_new(o->file.fd, o->path, &p->model, &obs, err, errlen);
 		if (!o->sink)
 			return -1;
 		pipeline_add_observer(p, &obs);

@@ -360,11 +360,15 @@ struct raw_reader *raw_reader_open(const char *path, struct capture_info *ci, ch
 {
 	struct raw_file_header h;
 	struct raw_reader *r;
-	FILE *f = fopen(path, "rb");
+	int fd = input_open(path, err, errlen); /* a regular file, or a clear error */
+	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
 
 	memset(ci, 0, sizeof(*ci));
 	if (!f) {
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		if (fd >= 0) {
+			snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+			close(fd);
+		}
 		return NULL;
 	}
 	if (fread(&h, 1, sizeof(h), f) != sizeof(h) || memcmp(h.magic, RAW_MAGIC, 8) != 0) {

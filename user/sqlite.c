@@ -5,10 +5,13 @@
  * INTEGER (the same bits, so ids above 2^63 read as negative numbers; show
  * them with printf('0x%x', id)).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include "analyze.h"
 #include "sqlite.h"
@@ -529,15 +532,238 @@ static void sq_finish(void *ctx, const struct model *m)
 	}
 }
 
-struct sqlite_sink *sqlite_sink_new(const char *path, struct model *m, struct model_observer *obs,
-				    char *err, size_t errlen)
+/*
+ * The database is written through the descriptor of the output's temporary
+ * file, never opened by name: SQLite would open the name again (resolving
+ * symbolic links itself), and whoever can rename in the output directory
+ * could make root create or overwrite any file through it. A small VFS
+ * serves the main database from that descriptor. With journal_mode=OFF
+ * SQLite opens no journal; its own temporary files (the sort for the
+ * indexes, when it outgrows memory) have no name of ours and go to the
+ * default VFS, which creates them with O_EXCL under a random name and
+ * unlinks them at once. Anything else asked for by name is refused.
+ */
+#define FD_VFS_NAME "corobpf-fd"
+#define FD_DB_PREFIX "corobpf-fd:"
+
+struct fd_file {
+	sqlite3_file base;
+	int fd; /* the output's, closed by its owner */
+};
+
+static sqlite3_vfs *fd_vfs_base;
+
+static int fd_close(sqlite3_file *f)
+{
+	return SQLITE_OK;
+}
+
+static int fd_read(sqlite3_file *f, void *buf, int amt, sqlite3_int64 off)
+{
+	int fd = ((struct fd_file *)f)->fd;
+	char *p = buf;
+
+	while (amt > 0) {
+		ssize_t n = pread(fd, p, amt, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return SQLITE_IOERR_READ;
+		if (n == 0) {
+			/* SQLite's contract: a short read is zero-filled. */
+			memset(p, 0, amt);
+			return SQLITE_IOERR_SHORT_READ;
+		}
+		p += n;
+		off += n;
+		amt -= n;
+	}
+	return SQLITE_OK;
+}
+
+static int fd_write(sqlite3_file *f, const void *buf, int amt, sqlite3_int64 off)
+{
+	int fd = ((struct fd_file *)f)->fd;
+	const char *p = buf;
+
+	while (amt > 0) {
+		ssize_t n = pwrite(fd, p, amt, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 && (errno == ENOSPC || errno == EDQUOT) ? SQLITE_FULL
+									    : SQLITE_IOERR_WRITE;
+		p += n;
+		off += n;
+		amt -= n;
+	}
+	return SQLITE_OK;
+}
+
+static int fd_truncate(sqlite3_file *f, sqlite3_int64 size)
+{
+	return ftruncate(((struct fd_file *)f)->fd, size) < 0 ? SQLITE_IOERR_TRUNCATE : SQLITE_OK;
+}
+
+static int fd_sync(sqlite3_file *f, int flags)
+{
+	return fdatasync(((struct fd_file *)f)->fd) < 0 ? SQLITE_IOERR_FSYNC : SQLITE_OK;
+}
+
+static int fd_file_size(sqlite3_file *f, sqlite3_int64 *size)
+{
+	struct stat st;
+
+	if (fstat(((struct fd_file *)f)->fd, &st) < 0)
+		return SQLITE_IOERR_FSTAT;
+	*size = st.st_size;
+	return SQLITE_OK;
+}
+
+/* One connection, on a file no other process knows as a database: no locks to take. */
+static int fd_lock(sqlite3_file *f, int level)
+{
+	return SQLITE_OK;
+}
+
+static int fd_check_reserved_lock(sqlite3_file *f, int *out)
+{
+	*out = 0;
+	return SQLITE_OK;
+}
+
+static int fd_file_control(sqlite3_file *f, int op, void *arg)
+{
+	return SQLITE_NOTFOUND;
+}
+
+static int fd_sector_size(sqlite3_file *f)
+{
+	return 4096; /* the unix VFS's default */
+}
+
+static int fd_device_characteristics(sqlite3_file *f)
+{
+	return SQLITE_IOCAP_POWERSAFE_OVERWRITE; /* as the unix VFS says of local disks */
+}
+
+static const sqlite3_io_methods fd_io = {
+	.iVersion = 1, /* no shared memory (no WAL), no memory mapping */
+	.xClose = fd_close,
+	.xRead = fd_read,
+	.xWrite = fd_write,
+	.xTruncate = fd_truncate,
+	.xSync = fd_sync,
+	.xFileSize = fd_file_size,
+	.xLock = fd_lock,
+	.xUnlock = fd_lock,
+	.xCheckReservedLock = fd_check_reserved_lock,
+	.xFileControl = fd_file_control,
+	.xSectorSize = fd_sector_size,
+	.xDeviceCharacteristics = fd_device_characteristics,
+};
+
+static int fd_vfs_open(sqlite3_vfs *vfs, const char *name, sqlite3_file *f, int flags,
+		       int *out_flags)
+{
+	struct fd_file *ff = (struct fd_file *)f;
+	char *end;
+	long fd;
+
+	if (!name)
+		return fd_vfs_base->xOpen(fd_vfs_base, name, f, flags, out_flags);
+	f->pMethods = NULL;
+	if (!(flags & SQLITE_OPEN_MAIN_DB) || strncmp(name, FD_DB_PREFIX, strlen(FD_DB_PREFIX)))
+		return SQLITE_CANTOPEN;
+	fd = strtol(name + strlen(FD_DB_PREFIX), &end, 10);
+	if (*end || fd < 0)
+		return SQLITE_CANTOPEN;
+	ff->fd = (int)fd;
+	f->pMethods = &fd_io;
+	if (out_flags)
+		*out_flags = flags;
+	return SQLITE_OK;
+}
+
+/* Nothing of ours has a name: no journal to delete (SQLite asks when journal_mode changes). */
+static int fd_vfs_delete(sqlite3_vfs *vfs, const char *name, int sync_dir)
+{
+	return SQLITE_OK;
+}
+
+static int fd_vfs_access(sqlite3_vfs *vfs, const char *name, int flags, int *out)
+{
+	*out = 0; /* no hot journal, no WAL */
+	return SQLITE_OK;
+}
+
+static int fd_vfs_full_pathname(sqlite3_vfs *vfs, const char *name, int n, char *out)
+{
+	sqlite3_snprintf(n, out, "%s", name);
+	return SQLITE_OK;
+}
+
+static int fd_vfs_randomness(sqlite3_vfs *vfs, int n, char *out)
+{
+	return fd_vfs_base->xRandomness(fd_vfs_base, n, out);
+}
+
+static int fd_vfs_sleep(sqlite3_vfs *vfs, int us)
+{
+	return fd_vfs_base->xSleep(fd_vfs_base, us);
+}
+
+static int fd_vfs_current_time(sqlite3_vfs *vfs, double *t)
+{
+	return fd_vfs_base->xCurrentTime(fd_vfs_base, t);
+}
+
+static int fd_vfs_last_error(sqlite3_vfs *vfs, int n, char *out)
+{
+	return fd_vfs_base->xGetLastError(fd_vfs_base, n, out);
+}
+
+static sqlite3_vfs fd_vfs = {
+	.iVersion = 1,
+	.mxPathname = 64,
+	.zName = FD_VFS_NAME,
+	.xOpen = fd_vfs_open,
+	.xDelete = fd_vfs_delete,
+	.xAccess = fd_vfs_access,
+	.xFullPathname = fd_vfs_full_pathname,
+	.xRandomness = fd_vfs_randomness,
+	.xSleep = fd_vfs_sleep,
+	.xCurrentTime = fd_vfs_current_time,
+	.xGetLastError = fd_vfs_last_error,
+};
+
+static int fd_vfs_register(void)
+{
+	if (fd_vfs_base)
+		return SQLITE_OK;
+	if (sqlite3_initialize() != SQLITE_OK || !(fd_vfs_base = sqlite3_vfs_find(NULL)))
+		return SQLITE_ERROR;
+	/* Room for the default VFS's files too: the temporary ones are its. */
+	fd_vfs.szOsFile = MAX((int)sizeof(struct fd_file), fd_vfs_base->szOsFile);
+	return sqlite3_vfs_register(&fd_vfs, 0);
+}
+
+struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
+				    struct model_observer *obs, char *err, size_t errlen)
 {
 	struct sqlite_sink *s = xcalloc(1, sizeof(*s));
-	char *msg = NULL;
+	char name[64], *msg = NULL;
 
 	s->m = m;
-	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
-	    SQLITE_OK) {
+	snprintf(name, sizeof(name), FD_DB_PREFIX "%d", fd);
+	if (fd_vfs_register() != SQLITE_OK) {
+		snprintf(err, errlen, "cannot create the database %s: SQLite does not start", path);
+		goto fail;
+	}
+	if (sqlite3_open_v2(name, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+			    FD_VFS_NAME) != SQLITE_OK) {
 		snprintf(err, errlen, "cannot create the database %s: %s", path,
 			 s->db ? sqlite3_errmsg(s->db) : "out of memory");
 		goto fail;

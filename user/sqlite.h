@@ -14,9 +14,13 @@
 
 struct sqlite_sink;
 
-/* Opens (creates) the database at `path`, which must not exist yet. */
-struct sqlite_sink *sqlite_sink_new(const char *path, struct model *m, struct model_observer *obs,
-				    char *err, size_t errlen);
+/*
+ * Writes the database through `fd` (an empty file opened read-write, still
+ * open after sqlite_sink_close), never opening a file by name; `path`
+ * names it in messages.
+ */
+struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
+				    struct model_observer *obs, char *err, size_t errlen);
 /* Finishes writing and closes the database; 0 or -1 with the reason in err. */
 int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen);
 

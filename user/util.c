@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <linux/openat2.h>
 #include <zlib.h>
 #include "log.h"
 #include "util.h"
@@ -463,92 +465,296 @@ int obuf_close(struct obuf *o)
 
 /* ---- output files ---- */
 
-/* Temporary names in use, for the second Ctrl-C, which leaves through _exit. */
+/*
+ * Temporary files in use, for the second Ctrl-C, which leaves through
+ * _exit: each slot is filled before its name is set, and read by the
+ * signal handler only once the name is there.
+ */
 #define OUTFILE_MAX_OPEN 32
-static char *volatile open_tmp_paths[OUTFILE_MAX_OPEN];
+struct tmp_slot {
+	int dirfd;
+	dev_t dev;
+	ino_t ino;
+	const char *name;
+};
+static volatile struct tmp_slot open_tmps[OUTFILE_MAX_OPEN];
 
-static void tmp_register(char *path)
+static void tmp_register(const struct outfile *f)
 {
 	for (int i = 0; i < OUTFILE_MAX_OPEN; i++) {
-		if (!open_tmp_paths[i]) {
-			open_tmp_paths[i] = path;
+		if (!open_tmps[i].name) {
+			open_tmps[i].dirfd = f->dirfd;
+			open_tmps[i].dev = f->dev;
+			open_tmps[i].ino = f->ino;
+			open_tmps[i].name = f->tmp_name;
 			return;
 		}
 	}
 }
 
-static void tmp_unregister(char *path)
+static void tmp_unregister(const struct outfile *f)
 {
 	for (int i = 0; i < OUTFILE_MAX_OPEN; i++)
-		if (open_tmp_paths[i] == path)
-			open_tmp_paths[i] = NULL;
+		if (open_tmps[i].name == f->tmp_name)
+			open_tmps[i].name = NULL;
+}
+
+/* Whether `name` in dirfd is still the file (dev, ino): another user may have replaced it. */
+static bool still_ours(int dirfd, const char *name, dev_t dev, ino_t ino)
+{
+	struct stat st;
+
+	return fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == dev &&
+	       st.st_ino == ino;
 }
 
 void outfile_emergency_cleanup(void)
 {
-	for (int i = 0; i < OUTFILE_MAX_OPEN; i++)
-		if (open_tmp_paths[i])
-			unlink(open_tmp_paths[i]);
+	for (int i = 0; i < OUTFILE_MAX_OPEN; i++) {
+		const char *name = open_tmps[i].name;
+
+		if (name && still_ours(open_tmps[i].dirfd, name, open_tmps[i].dev, open_tmps[i].ino))
+			unlinkat(open_tmps[i].dirfd, name, 0);
+	}
+}
+
+/*
+ * Splits `path` into its directory (allocated; "." when it has none) and
+ * its last name (in path). -EISDIR when the path names a directory itself
+ * ("dir/", ".", "..").
+ */
+static int split_path(const char *path, char **dir, const char **name)
+{
+	const char *slash = strrchr(path, '/');
+
+	*name = slash ? slash + 1 : path;
+	if (!**name || !strcmp(*name, ".") || !strcmp(*name, ".."))
+		return -EISDIR;
+	if (!slash) {
+		*dir = xstrdup(".");
+	} else if (slash == path) {
+		*dir = xstrdup("/");
+	} else {
+		*dir = xmalloc(slash - path + 1);
+		memcpy(*dir, path, slash - path);
+		(*dir)[slash - path] = 0;
+	}
+	return 0;
+}
+
+/*
+ * Opens the directory `real` (an absolute path without symbolic links, as
+ * realpath() gives) refusing any link met on the way: one swapped in since
+ * realpath() read the path fails with ELOOP instead of being followed.
+ */
+static int open_dir_nofollow(const char *real)
+{
+	struct open_how how = {
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_NO_SYMLINKS,
+	};
+	char *copy, *comp, *save;
+	int fd, next, e;
+
+	fd = (int)syscall(SYS_openat2, AT_FDCWD, real, &how, sizeof(how));
+	if (fd >= 0 || errno != ENOSYS)
+		return fd;
+	/* Before Linux 5.6: one component at a time, none of them a link. */
+	fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	copy = xstrdup(real);
+	for (comp = strtok_r(copy, "/", &save); comp && fd >= 0; comp = strtok_r(NULL, "/", &save)) {
+		next = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		e = errno;
+		close(fd);
+		fd = next;
+		errno = e;
+	}
+	free(copy);
+	return fd;
+}
+
+/* The directory of path, opened (O_PATH); -errno with the reason in err. */
+static int open_parent(const char *path, const char **name, char *err, size_t errlen)
+{
+	char *dir = NULL, *real = NULL;
+	int fd, ret;
+
+	ret = split_path(path, &dir, name);
+	if (ret) {
+		errfmt(err, errlen, "cannot create %s: %s; name a file", path, strerror(-ret));
+		return ret;
+	}
+	real = realpath(dir, NULL);
+	if (!real) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot create %s: its directory %s: %s", path, dir,
+		       strerror(-ret));
+		free(dir);
+		return ret;
+	}
+	fd = open_dir_nofollow(real);
+	if (fd < 0) {
+		ret = -errno;
+		if (ret == -ELOOP)
+			errfmt(err, errlen, "cannot create %s: a symbolic link appeared in the path "
+			       "of its directory %s while it was opened; check who else can "
+			       "rename there", path, real);
+		else
+			errfmt(err, errlen, "cannot create %s: its directory %s: %s", path, real,
+			       strerror(-ret));
+	}
+	free(dir);
+	free(real);
+	return fd < 0 ? ret : fd;
 }
 
 int outfile_open(struct outfile *f, const char *path, bool force, char *err, size_t errlen)
 {
 	struct stat st;
-	const char *sudo_uid = getenv("SUDO_UID"), *sudo_gid = getenv("SUDO_GID");
-	size_t n = strlen(path) + 32;
+	const char *name;
+	size_t n;
+	int ret;
 
 	memset(f, 0, sizeof(*f));
 	f->fd = -1;
-	if (!force && stat(path, &st) == 0) {
-		snprintf(err, errlen, "%s already exists; remove it or add --force", path);
-		return -EEXIST;
+	f->dirfd = open_parent(path, &name, err, errlen);
+	if (f->dirfd < 0) {
+		ret = f->dirfd;
+		f->dirfd = -1;
+		return ret;
 	}
+	if (fstatat(f->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			errfmt(err, errlen, "%s is a directory; name a file", path);
+			ret = -EISDIR;
+			goto fail;
+		}
+		if (!force) {
+			errfmt(err, errlen, "%s already exists; remove it or add --force", path);
+			ret = -EEXIST;
+			goto fail;
+		}
+	}
+	n = strlen(path) + 32;
 	f->path = xstrdup(path);
+	f->name = xstrdup(name);
+	f->force = force;
 	f->tmp_path = xmalloc(n);
 	snprintf(f->tmp_path, n, "%s.tmp-%d", path, (int)getpid());
-	/* Never follow a link planted at the temporary name, never reuse a file there. */
-	unlink(f->tmp_path);
-	f->fd = open(f->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (f->fd < 0) {
-		int e = errno;
+	f->tmp_name = f->tmp_path + (name - path);
+	/* A leftover of a run that had our pid; what another user plants there fails O_EXCL. */
+	unlinkat(f->dirfd, f->tmp_name, 0);
+	/* Root writes other users' traces (-a): none of them may read another's. */
+	f->fd = openat(f->dirfd, f->tmp_name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		       geteuid() == 0 ? 0600 : 0644);
+	if (f->fd < 0 || fstat(f->fd, &st) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot create %s: %s", f->tmp_path, strerror(-ret));
+		goto fail;
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	tmp_register(f);
+	return 0;
+fail:
+	if (f->fd >= 0)
+		close(f->fd);
+	close(f->dirfd);
+	free(f->path);
+	free(f->name);
+	free(f->tmp_path);
+	memset(f, 0, sizeof(*f));
+	f->fd = f->dirfd = -1;
+	return ret;
+}
 
-		snprintf(err, errlen, "cannot create %s: %s", f->tmp_path, strerror(e));
-		free(f->path);
-		free(f->tmp_path);
-		f->path = f->tmp_path = NULL;
-		return -e;
-	}
-	tmp_register(f->tmp_path);
-	/* Run under sudo: the trace belongs to whoever asked for it. */
-	if (geteuid() == 0 && sudo_uid && sudo_gid) {
-		if (fchown(f->fd, atoi(sudo_uid), atoi(sudo_gid)) < 0)
-			log_debug("chown %s to SUDO_UID: %s", f->tmp_path, strerror(errno));
-	}
+static void outfile_free(struct outfile *f)
+{
+	tmp_unregister(f);
+	if (f->fd >= 0)
+		close(f->fd);
+	close(f->dirfd);
+	free(f->path);
+	free(f->name);
+	free(f->tmp_path);
+	memset(f, 0, sizeof(*f));
+	f->fd = f->dirfd = -1;
+}
+
+/* Under sudo, the trace belongs to whoever asked for it: given through our own descriptor. */
+static void give_to_sudo_user(const struct outfile *f, int fd)
+{
+	const char *uid = getenv("SUDO_UID"), *gid = getenv("SUDO_GID");
+
+	if (geteuid() != 0 || !uid || !gid)
+		return;
+	if (fchown(fd, (uid_t)strtoul(uid, NULL, 10), (gid_t)strtoul(gid, NULL, 10)) < 0)
+		log_debug("chown %s to SUDO_UID %s: %s", f->path, uid, strerror(errno));
+}
+
+/* tmp_name to name in dirfd, replacing nothing unless force; 0 or -errno. */
+static int rename_into_place(const struct outfile *f)
+{
+	if (f->force)
+		return renameat(f->dirfd, f->tmp_name, f->dirfd, f->name) < 0 ? -errno : 0;
+	if (renameat2(f->dirfd, f->tmp_name, f->dirfd, f->name, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS)
+		return -errno;
+	/* A filesystem without RENAME_NOREPLACE (NFS): a hard link fails as well on a name taken. */
+	if (linkat(f->dirfd, f->tmp_name, f->dirfd, f->name, 0) < 0)
+		return -errno;
+	unlinkat(f->dirfd, f->tmp_name, 0);
 	return 0;
 }
 
 int outfile_commit(struct outfile *f, char *err, size_t errlen)
 {
-	int ret = 0;
+	int keep, ret = 0;
 
 	if (!f->path)
 		return 0;
-	if (f->fd >= 0 && close(f->fd) < 0) {
+	/*
+	 * Write errors held back by the filesystem (NFS) come at close: close
+	 * one descriptor now, keep a duplicate to give the file away once it
+	 * is in place.
+	 */
+	keep = fcntl(f->fd, F_DUPFD_CLOEXEC, 0);
+	if (keep < 0) {
 		ret = -errno;
-		snprintf(err, errlen, "cannot write %s: %s", f->path, strerror(errno));
+	} else {
+		if (close(f->fd) < 0)
+			ret = -errno;
+		f->fd = keep;
 	}
-	f->fd = -1;
-	if (!ret && rename(f->tmp_path, f->path) < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "cannot rename %s to %s: %s", f->tmp_path, f->path,
-			 strerror(errno));
+	if (ret) {
+		errfmt(err, errlen, "cannot write %s: %s", f->path, strerror(-ret));
+		goto abort;
 	}
-	if (ret)
-		unlink(f->tmp_path);
-	tmp_unregister(f->tmp_path);
-	free(f->path);
-	free(f->tmp_path);
-	f->path = f->tmp_path = NULL;
+	if (!still_ours(f->dirfd, f->tmp_name, f->dev, f->ino)) {
+		errfmt(err, errlen, "%s was replaced or removed during the run (can another user "
+		       "rename in its directory?); nothing was written to %s", f->tmp_path, f->path);
+		ret = -ESTALE;
+		goto abort;
+	}
+	ret = rename_into_place(f);
+	if (ret) {
+		/* Finished: kept under its temporary name, whatever went wrong with the rename. */
+		if (ret == -EEXIST || ret == -ENOTEMPTY)
+			errfmt(err, errlen, "%s appeared during the run; the finished trace is kept "
+			       "as %s", f->path, f->tmp_path);
+		else if (ret == -EISDIR)
+			errfmt(err, errlen, "%s became a directory during the run; the finished "
+			       "trace is kept as %s", f->path, f->tmp_path);
+		else
+			errfmt(err, errlen, "cannot rename %s to %s: %s; the finished trace is kept "
+			       "as %s", f->tmp_path, f->path, strerror(-ret), f->tmp_path);
+	}
+	give_to_sudo_user(f, f->fd);
+	outfile_free(f);
+	return ret;
+abort:
+	outfile_abort(f);
 	return ret;
 }
 
@@ -556,14 +762,93 @@ void outfile_abort(struct outfile *f)
 {
 	if (!f->path)
 		return;
-	if (f->fd >= 0)
-		close(f->fd);
-	unlink(f->tmp_path);
-	tmp_unregister(f->tmp_path);
-	free(f->path);
-	free(f->tmp_path);
-	f->path = f->tmp_path = NULL;
-	f->fd = -1;
+	if (still_ours(f->dirfd, f->tmp_name, f->dev, f->ino))
+		unlinkat(f->dirfd, f->tmp_name, 0);
+	outfile_free(f);
+}
+
+/* The directory's identity and the file there (lstat, and stat through a link) for path. */
+struct out_ident {
+	struct stat dir, link, file;
+	bool has_link, has_file;
+	const char *name;
+};
+
+static bool out_ident(const char *path, struct out_ident *id)
+{
+	int dirfd = open_parent(path, &id->name, NULL, 0);
+	bool ok;
+
+	if (dirfd < 0)
+		return false;
+	ok = fstat(dirfd, &id->dir) == 0;
+	id->has_link = fstatat(dirfd, id->name, &id->link, AT_SYMLINK_NOFOLLOW) == 0;
+	id->has_file = fstatat(dirfd, id->name, &id->file, 0) == 0;
+	close(dirfd);
+	return ok;
+}
+
+static bool same_inode(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+bool outfile_same(const char *a, const char *b)
+{
+	struct out_ident x, y;
+
+	if (!out_ident(a, &x) || !out_ident(b, &y))
+		return false;
+	if (same_inode(&x.dir, &y.dir) && !strcmp(x.name, y.name))
+		return true;
+	return x.has_link && y.has_link && same_inode(&x.link, &y.link);
+}
+
+bool outfile_is_input(const char *path, const struct stat *input)
+{
+	struct out_ident x;
+
+	if (!out_ident(path, &x))
+		return false;
+	return (x.has_link && same_inode(&x.link, input)) ||
+	       (x.has_file && same_inode(&x.file, input));
+}
+
+/* ---- inputs ---- */
+
+int input_open(const char *path, char *err, size_t errlen)
+{
+	struct stat st;
+	int fd, ret;
+
+	/* O_NONBLOCK: opening a FIFO waits for a writer otherwise. */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot open %s: %s", path, strerror(-ret));
+		return ret;
+	}
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot open %s: %s", path, strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		errfmt(err, errlen, "%s is not a regular file (a %s); give a capture file "
+		       "written by corobpf --raw or -o FILE.jsonl", path,
+		       S_ISDIR(st.st_mode) ? "directory" : S_ISFIFO(st.st_mode) ? "FIFO" :
+		       S_ISSOCK(st.st_mode) ? "socket" : "device");
+		close(fd);
+		return -EINVAL;
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
+		ret = -errno;
+		errfmt(err, errlen, "cannot read %s: %s", path, strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	return fd;
 }
 
 /* ---- time ---- */

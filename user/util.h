@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 typedef uint8_t u8;
@@ -205,15 +206,29 @@ int obuf_flush(struct obuf *o);
 int obuf_close(struct obuf *o); /* flushes; returns 0 or -errno (the first error) */
 
 /*
- * Output files are written to "<path>.tmp-<pid>" beside the target and
- * renamed over it only by outfile_commit(): a file under the requested
- * name is always complete. Under sudo, the file is given to the invoking
- * user. Without `force`, an existing file is an error.
+ * Output files. outfile_open() resolves the directory of `path` once (its
+ * symbolic links then, none after) and keeps it open: every later step is
+ * relative to it, so whoever can rename in that directory, or above it,
+ * cannot move the output elsewhere. The file is written as
+ * "<name>.tmp-<pid>", created there without following a link or reusing a
+ * file, and outfile_commit() renames it to <name> in the same directory:
+ * a file under the requested name is always complete, and nothing that
+ * appeared there meanwhile is replaced unless `force` (a directory never
+ * is). A rename that fails keeps the finished file and says where it is.
+ * Created 0600 when run as root (a trace holds other users' data), 0644
+ * less the umask otherwise; under sudo, given to the invoking user once
+ * in place, never before (a temporary file of theirs could be swapped).
  */
 struct outfile {
-	char *path;
-	char *tmp_path;
-	int fd;
+	char *path;	/* as given, for messages */
+	char *tmp_path; /* the temporary file's path, for messages */
+	char *name;	/* the file's name in dirfd */
+	char *tmp_name; /* the temporary file's name in dirfd */
+	int dirfd;	/* the directory, O_PATH */
+	int fd;		/* the temporary file, read-write */
+	bool force;
+	dev_t dev; /* the temporary file: unlinked only while the name is still it */
+	ino_t ino;
 };
 
 int outfile_open(struct outfile *f, const char *path, bool force, char *err, size_t errlen);
@@ -221,6 +236,21 @@ int outfile_commit(struct outfile *f, char *err, size_t errlen);
 void outfile_abort(struct outfile *f);
 /* From a signal handler: unlink every temporary output file (async-signal-safe). */
 void outfile_emergency_cleanup(void);
+/*
+ * True when output paths a and b are one file: the same name in the same
+ * directory however spelled (symbolic links, ".", ".."), or the same file
+ * now. False when either directory cannot be found (outfile_open says why).
+ */
+bool outfile_same(const char *a, const char *b);
+/* True when writing output `path` would replace or write through the file of `input`. */
+bool outfile_is_input(const char *path, const struct stat *input);
+
+/*
+ * Opens an input for reading (O_CLOEXEC, no controlling terminal): only a
+ * regular file, as a FIFO or a device could block forever or never end.
+ * The descriptor, or -errno with the reason in err (when not NULL).
+ */
+int input_open(const char *path, char *err, size_t errlen);
 
 u64 now_boottime_ns(void);
 s64 realtime_minus_boottime_ns(void);
