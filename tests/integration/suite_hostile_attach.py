@@ -42,7 +42,7 @@ def hostile_attach_fifo_planted_in_a_chroot_does_not_hang():
     decoy = jail + jail
     r = run(as_attacker(["sh", "-c", "mkdir -p %s && mkfifo %s/prog" % (decoy, decoy)]))
     eq(r.returncode, 0, "attacker's FIFO (%s)" % r.stderr)
-    t, pid = start_target(["unshare", "-Ur", "chroot", jail, "/prog", "run", "8"], user=True)
+    t, pid = start_target(["unshare", "-Ur", "chroot", jail, "/prog", "run", "120"], user=True)
     try:
         for mode in (["-a"], ["-p", str(pid)]):
             out = work("chroot-fifo-%s.jsonl" % mode[0][1:])
