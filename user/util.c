@@ -608,6 +608,20 @@ static int open_parent(const char *path, const char **name, char *err, size_t er
 	return fd < 0 ? ret : fd;
 }
 
+/* Everything an outfile holds, let go (tmp_unregister of one not registered does nothing). */
+static void outfile_free(struct outfile *f)
+{
+	tmp_unregister(f);
+	if (f->fd >= 0)
+		close(f->fd);
+	close(f->dirfd);
+	free(f->path);
+	free(f->name);
+	free(f->tmp_path);
+	memset(f, 0, sizeof(*f));
+	f->fd = f->dirfd = -1;
+}
+
 int outfile_open(struct outfile *f, const char *path, bool force, char *err, size_t errlen)
 {
 	struct stat st;
@@ -657,28 +671,8 @@ int outfile_open(struct outfile *f, const char *path, bool force, char *err, siz
 	tmp_register(f);
 	return 0;
 fail:
-	if (f->fd >= 0)
-		close(f->fd);
-	close(f->dirfd);
-	free(f->path);
-	free(f->name);
-	free(f->tmp_path);
-	memset(f, 0, sizeof(*f));
-	f->fd = f->dirfd = -1;
+	outfile_free(f);
 	return ret;
-}
-
-static void outfile_free(struct outfile *f)
-{
-	tmp_unregister(f);
-	if (f->fd >= 0)
-		close(f->fd);
-	close(f->dirfd);
-	free(f->path);
-	free(f->name);
-	free(f->tmp_path);
-	memset(f, 0, sizeof(*f));
-	f->fd = f->dirfd = -1;
 }
 
 /* Under sudo, the trace belongs to whoever asked for it: given through our own descriptor. */
