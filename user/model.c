@@ -157,6 +157,13 @@ struct coro_process *model_process(struct model *m, u32 pid)
  * hashing, no map.
  */
 #define SPAN_SEARCH_MAX 16
+/*
+ * A stack's first array, and the size of those kept for reuse: a coroutine
+ * holds one only while a span is open, so the many idle coroutines of a
+ * server cost no span memory. The free ones are linked through their first
+ * bytes.
+ */
+#define SPAN_FIRST_CAP 4
 
 /* The open spans of a coroutine, or of a thread outside any coroutine. */
 struct span_stack {
@@ -206,8 +213,12 @@ static void span_push(struct model *m, const struct span_stack *st, const char *
 {
 	struct coro_span *sp;
 
-	if (*st->n == *st->cap) {
-		*st->cap = *st->cap ? *st->cap * 2 : 4;
+	if (!*st->cap && m->span_pool) {
+		*st->v = m->span_pool;
+		memcpy(&m->span_pool, *st->v, sizeof(m->span_pool));
+		*st->cap = SPAN_FIRST_CAP;
+	} else if (*st->n == *st->cap) {
+		*st->cap = *st->cap ? *st->cap * 2 : SPAN_FIRST_CAP;
 		*st->v = xrealloc(*st->v, *st->cap * sizeof(**st->v));
 	}
 	sp = &(*st->v)[*st->n];
@@ -275,6 +286,17 @@ static bool span_pop(struct model *m, const struct span_stack *st, const char *n
 	if (i == SPAN_NONE)
 		return false;
 	span_close_to(m, st, i);
+	if (!*st->n) {
+		/* None open: its array goes back for the next coroutine to open one. */
+		if (*st->cap == SPAN_FIRST_CAP) {
+			memcpy(*st->v, &m->span_pool, sizeof(m->span_pool));
+			m->span_pool = *st->v;
+		} else {
+			free(*st->v);
+		}
+		*st->v = NULL;
+		*st->cap = 0;
+	}
 	return true;
 }
 
@@ -1114,6 +1136,13 @@ void model_free(struct model *m)
 	hmap_free(&m->threads);
 	hmap_free(&m->procs);
 	hmap_free(&m->span_index);
+	while (m->span_pool) {
+		struct coro_span *next;
+
+		memcpy(&next, m->span_pool, sizeof(next));
+		free(m->span_pool);
+		m->span_pool = next;
+	}
 	free(m->obs);
 	bury_flush();
 	free(graveyard.v);

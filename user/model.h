@@ -234,6 +234,7 @@ struct model {
 	 */
 	struct hmap span_index;
 	u64 span_seed;
+	struct coro_span *span_pool; /* span arrays no stack uses, kept for reuse */
 	struct coro_thread *last_thread; /* model_thread()'s last answer (NULL when threads are freed) */
 	struct coro_process *last_proc;	 /* model_proc_peek()'s last answer */
 	struct model_observer *obs;

@@ -319,6 +319,7 @@ static struct {
 	u32 n;
 	char open_at_end[64][CORO_STR_LEN]; /* coroutine 7's open spans when it last ended */
 	u32 nopen_at_end;
+	u32 cap_at_end;
 } SP;
 
 static void span_record(void *ctx, const struct coro_event_hdr *h,
@@ -336,6 +337,7 @@ static void span_record(void *ctx, const struct coro_event_hdr *h,
 static void span_coroutine_end(void *ctx, const struct coro *c)
 {
 	SP.nopen_at_end = MIN(c->nspans, 64);
+	SP.cap_at_end = c->cap_spans;
 	for (u32 i = 0; i < SP.nopen_at_end; i++)
 		memcpy(SP.open_at_end[i], c->spans[i].name, CORO_STR_LEN);
 }
@@ -386,6 +388,8 @@ TEST(spans_deep_stack_ends_cost_no_search)
 	CHECK(SP.matched[DEPTH + ENDS] && SP.depth[DEPTH + ENDS] == DEPTH);
 	CHECK(SP.matched[DEPTH + ENDS + 1] && SP.depth[DEPTH + ENDS + 1] == 2);
 	CHECK(!SP.matched[DEPTH + ENDS + 2] && SP.depth[DEPTH + ENDS + 2] == 0);
+	/* With no span open, it holds no span memory. */
+	CHECK_EQ(SP.cap_at_end, 0);
 	/* A search per end was 50,000 x 50,000 name compares: many seconds. */
 	if (secs > 2.0) {
 		fprintf(stderr, "  %.2f s for %d unmatched ends at depth %d\n", secs, ENDS, DEPTH);
