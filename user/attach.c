@@ -135,6 +135,13 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 		log_debug("skipping %s: %s", shown, err);
 		return 0;
 	}
+	if (probes.sites_refused) {
+		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("%s: refusing its probes, nothing attached in it: %s (%u of %u sites "
+			 "refused; see \"What corobpf refuses\" in docs/probes.md)", shown,
+			 probes.refused, probes.sites_refused, probes.total);
+		return 0;
+	}
 	note_site_kind(&probes, shown);
 	for (unsigned i = 0; i < probes.n_names; i++) {
 		const struct elf_probe_name *pn = &probes.names[i];
