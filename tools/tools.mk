@@ -31,7 +31,7 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
        $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone \
        $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
-       $(OUT)/tests/stacks-lld \
+       $(OUT)/tests/stacks-lld $(OUT)/tests/hostile $(OUT)/tests/hostile_many \
        $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
        $(OUT)/tests/attach_target-specs600
 
@@ -216,6 +216,19 @@ $(OUT)/tests/stacks-%: tests/integration/progs/stacks.c $(OUT)/tests/libstacksli
 	$(Q)$(CC) $(TOOLS_CFLAGS) $(STACKS_FLAGS_$*) $< tools/sched/corosched.c \
 		tools/sched/switch_x86_64.S -L$(OUT)/tests -lstackslib-$* -Wl,-rpath,'$$ORIGIN' \
 		$(TOOLS_LDFLAGS) $(STACKS_LD_$*) -o $@
+
+# hostile_elf: a probed program whose notes the tests rewrite as a hostile object would have
+# them; hostile_many adds tens of thousands of notes.
+$(OUT)/tests/hostile: tests/integration/progs/hostile.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -o $@
+
+$(OUT)/tests/hostile_many: tests/integration/progs/hostile.c tests/integration/progs/hostile_many.S \
+		usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $(filter %.c %.S,$^) -o $@
 
 $(OUT)/tests/pth: tests/integration/progs/pth.c
 	$(call msg,CC,$@)

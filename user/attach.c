@@ -163,6 +163,8 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 		log_debug("skipping %s: %s", shown, err);
 		return 0;
 	}
+	if (usdt_object_refused(c, &probes, shown))
+		return 0;
 	for (unsigned i = 0; i < probes.n_names; i++)
 		if (capture_prog_for_probe(c, probes.names[i].name))
 			need += probes.names[i].specs;

@@ -174,7 +174,9 @@ static size_t align_up(size_t v, size_t align)
 	return (v + align - 1) & ~(align - 1);
 }
 
-static void count_probe(struct elf_probes *out, const char *name, size_t name_len, bool sem)
+/* Counts a site; returns its number among the sites of its name (from 1), or 0 if dropped. */
+static unsigned int count_probe(struct elf_probes *out, const char *name, size_t name_len,
+				bool sem)
 {
 	struct elf_probe_name *p;
 	unsigned int i;
@@ -185,29 +187,60 @@ static void count_probe(struct elf_probes *out, const char *name, size_t name_le
 		if (strcmp(p->name, name) == 0) {
 			p->count++;
 			p->has_semaphore |= sem;
-			return;
+			return p->count;
 		}
 	}
 	if (name_len >= ELF_PROBE_NAME_LEN || out->n_names == ELF_PROBE_NAMES_MAX) {
 		out->names_dropped++;
-		return;
+		return 0;
 	}
 	p = &out->names[out->n_names++];
 	memcpy(p->name, name, name_len + 1);
 	p->count = 1;
 	p->has_semaphore = sem;
+	return 1;
 }
 
 /*
- * Walk the notes of one .note.stapsdt section. `sec_off` is the section's
- * file offset, so that a message points at the bytes a user can inspect
- * with a hex dump.
+ * What usdt/corobpf.h writes at a site: a one-byte nop, or with COROBPF_NOP5
+ * a five-byte nop between two steps of the stack pointer over the red zone.
  */
-/* The instruction at a site: looked up through the program headers, read from the file. */
-struct site_reader {
+#define SDK_NOP1 0x90
+static const unsigned char sdk_nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+static const unsigned char sdk_nop5_before[5] = { 0x48, 0x8d, 0x64, 0x24, 0x80 };
+static const unsigned char sdk_nop5_after[8] = { 0x48, 0x8d, 0xa4, 0x24, 0x80, 0x00, 0x00, 0x00 };
+#define SITE_BEFORE sizeof(sdk_nop5_before)
+#define SITE_AFTER (sizeof(sdk_nop5) + sizeof(sdk_nop5_after))
+
+/* More program headers than this is no object a loader would map. */
+#define ELF_PHDRS_MAX 65535
+
+/* A PT_LOAD segment as libbpf matches an address to it: [vaddr, mem_end). */
+struct load_seg {
+	uint64_t vaddr, mem_end;
+	uint64_t file_end;	/* vaddr + p_filesz: the part the file holds */
+	uint64_t offset;
+	uint32_t flags;
+};
+
+/*
+ * What a scan knows of the object to judge each site of the provider the
+ * way libbpf will attach it. Filled on the first such site: objects without
+ * one (most libraries) cost nothing more.
+ */
+struct scan {
+	const char *path, *provider;
 	int fd;
-	GElf_Phdr *ph;
-	size_t nph;
+	Elf *elf;
+	size_t shstrndx;
+	bool prepared;
+	struct load_seg *segs;	/* sorted by address, none overlapping */
+	size_t nsegs;
+	char segs_bad[192];	/* why no address in the object can be trusted, or "" */
+	uint64_t base;		/* address of the first .stapsdt.base section, 0 if none */
+	bool has_probes_sec;	/* the first .probes section, where semaphores belong: */
+	uint64_t probes_addr, probes_size, probes_offset;
+	struct elf_probes *out;
 	/* Distinct (probe name, argument string) pairs seen: an open-addressing set. */
 	struct spec_slot {
 		uint64_t hash;
@@ -215,46 +248,10 @@ struct site_reader {
 		unsigned int name;	/* index in out->names, plus one (0: empty slot) */
 	} *specs;
 	size_t specs_cap, specs_used;
-	/* elf_probe_walk: the caller's per-site callback, and .stapsdt.base's address. */
+	/* elf_probe_walk: the caller's callback for every site accepted. */
 	elf_site_fn site_fn;
 	void *site_ctx;
-	uint64_t base_addr;
 };
-
-/* The file offset of [addr, addr + len) in a loaded segment with `flag`, or 0. */
-static uint64_t seg_offset(const struct site_reader *sr, uint64_t addr, uint64_t len,
-			   uint32_t flag)
-{
-	for (size_t i = 0; i < sr->nph; i++) {
-		const GElf_Phdr *p = &sr->ph[i];
-
-		if (p->p_type == PT_LOAD && (p->p_flags & flag) && addr >= p->p_vaddr &&
-		    addr - p->p_vaddr < p->p_filesz && len <= p->p_filesz - (addr - p->p_vaddr))
-			return p->p_offset + (addr - p->p_vaddr);
-	}
-	return 0;
-}
-
-/* Hand one site to elf_probe_walk's caller, placed the way libbpf places USDT sites. */
-static void report_site(const struct site_reader *sr, const char *name, const char *args,
-			const char *desc)
-{
-	struct elf_probe_site site = { .name = name, .args = args };
-	uint64_t note_base;
-
-	memcpy(&site.pc, desc, 8);
-	memcpy(&note_base, desc + 8, 8);
-	memcpy(&site.sema, desc + 16, 8);
-	/* A prelinked object moved its code; the note recorded where .stapsdt.base was. */
-	if (sr->base_addr && note_base)
-		site.pc = site.pc + sr->base_addr - note_base;
-	if (!*site.args || *site.args == ':')
-		site.args = "";
-	site.off = seg_offset(sr, site.pc, 1, PF_X);
-	if (site.sema)
-		site.sema_off = seg_offset(sr, site.sema, 2, PF_W);
-	sr->site_fn(sr->site_ctx, &site);
-}
 
 static uint64_t spec_hash(unsigned int name, const char *args)
 {
@@ -266,73 +263,399 @@ static uint64_t spec_hash(unsigned int name, const char *args)
 }
 
 /* Count the site's argument string once per probe name (libbpf's unit of spec slots). */
-static void count_spec(struct site_reader *sr, struct elf_probes *out, const char *name,
-		       const char *args)
+static void count_spec(struct scan *s, const char *name, const char *args)
 {
-	const struct elf_probe_name *pn = elf_probes_find(out, name);
+	const struct elf_probe_name *pn = elf_probes_find(s->out, name);
 	unsigned int idx;
 	uint64_t h;
 	size_t i;
 
 	if (!pn)
 		return;	/* dropped: never attached */
-	if (!*args || *args == ':')
-		args = "";
-	idx = (unsigned int)(pn - out->names) + 1;
-	if (sr->specs_used * 2 >= sr->specs_cap) {
-		size_t cap = sr->specs_cap ? sr->specs_cap * 2 : 64;
+	idx = (unsigned int)(pn - s->out->names) + 1;
+	if (s->specs_used * 2 >= s->specs_cap) {
+		size_t cap = s->specs_cap ? s->specs_cap * 2 : 64;
 		struct spec_slot *n = xcalloc(cap, sizeof(*n));
 
-		for (i = 0; i < sr->specs_cap; i++) {
-			size_t j = sr->specs[i].hash & (cap - 1);
+		for (i = 0; i < s->specs_cap; i++) {
+			size_t j = s->specs[i].hash & (cap - 1);
 
-			if (!sr->specs[i].name)
+			if (!s->specs[i].name)
 				continue;
 			while (n[j].name)
 				j = (j + 1) & (cap - 1);
-			n[j] = sr->specs[i];
+			n[j] = s->specs[i];
 		}
-		free(sr->specs);
-		sr->specs = n;
-		sr->specs_cap = cap;
+		free(s->specs);
+		s->specs = n;
+		s->specs_cap = cap;
 	}
 	h = spec_hash(idx, args);
-	for (i = h & (sr->specs_cap - 1); sr->specs[i].name; i = (i + 1) & (sr->specs_cap - 1))
-		if (sr->specs[i].hash == h && sr->specs[i].name == idx &&
-		    strcmp(sr->specs[i].args, args) == 0)
+	for (i = h & (s->specs_cap - 1); s->specs[i].name; i = (i + 1) & (s->specs_cap - 1))
+		if (s->specs[i].hash == h && s->specs[i].name == idx &&
+		    strcmp(s->specs[i].args, args) == 0)
 			return;
-	sr->specs[i] = (struct spec_slot){ .hash = h, .args = args, .name = idx };
-	sr->specs_used++;
-	out->names[idx - 1].specs++;
+	s->specs[i] = (struct spec_slot){ .hash = h, .args = args, .name = idx };
+	s->specs_used++;
+	s->out->names[idx - 1].specs++;
 }
 
-static void classify_site(const struct site_reader *sr, uint64_t pc, struct elf_probes *out)
+static int cmp_seg(const void *a, const void *b)
 {
-	static const unsigned char nop5[5] = {0x0f, 0x1f, 0x44, 0x00, 0x00};
-	unsigned char b[5];
+	const struct load_seg *x = a, *y = b;
 
-	for (size_t i = 0; i < sr->nph; i++) {
-		const GElf_Phdr *p = &sr->ph[i];
+	return x->vaddr < y->vaddr ? -1 : x->vaddr > y->vaddr;
+}
 
-		if (p->p_type != PT_LOAD || pc < p->p_vaddr || pc + 5 > p->p_vaddr + p->p_filesz)
-			continue;
-		if (pread(sr->fd, b, 5, (off_t)(p->p_offset + pc - p->p_vaddr)) != 5)
-			break;
-		if (b[0] == 0x90)
-			out->sites_nop1++;
-		else if (!memcmp(b, nop5, 5))
-			out->sites_nop5++;
-		else
-			out->sites_other++;
+/*
+ * libbpf takes the first PT_LOAD in address order that holds an address. If
+ * segments overlapped, which bytes that is would depend on libbpf's sort; a
+ * loadable object has no overlaps, so an object with them is refused whole.
+ * Addresses past INT64_MAX are refused too: libbpf compares them as longs.
+ */
+static void load_segments(struct scan *s)
+{
+	size_t nph, i;
+
+	if (elf_getphdrnum(s->elf, &nph) != 0 || !nph) {
+		snprintf(s->segs_bad, sizeof(s->segs_bad),
+			 "it has no program headers (not an object a process maps)");
 		return;
 	}
-	out->sites_other++;
+	if (nph > ELF_PHDRS_MAX) {
+		snprintf(s->segs_bad, sizeof(s->segs_bad),
+			 "it has %zu program headers, more than any loader takes", nph);
+		return;
+	}
+	s->segs = xcalloc(nph, sizeof(*s->segs));
+	for (i = 0; i < nph; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(s->elf, (int)i, &ph)) {
+			snprintf(s->segs_bad, sizeof(s->segs_bad),
+				 "its program header %zu is unreadable", i);
+			return;
+		}
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_filesz > ph.p_memsz || ph.p_vaddr > INT64_MAX ||
+		    ph.p_memsz > INT64_MAX - ph.p_vaddr || ph.p_offset > INT64_MAX ||
+		    ph.p_filesz > INT64_MAX - ph.p_offset) {
+			snprintf(s->segs_bad, sizeof(s->segs_bad),
+				 "its PT_LOAD segment %zu (address 0x%llx, file offset 0x%llx) has "
+				 "impossible sizes", i, (unsigned long long)ph.p_vaddr,
+				 (unsigned long long)ph.p_offset);
+			return;
+		}
+		s->segs[s->nsegs++] = (struct load_seg){
+			.vaddr = ph.p_vaddr,
+			.mem_end = ph.p_vaddr + ph.p_memsz,
+			.file_end = ph.p_vaddr + ph.p_filesz,
+			.offset = ph.p_offset,
+			.flags = ph.p_flags,
+		};
+	}
+	if (!s->nsegs) {
+		snprintf(s->segs_bad, sizeof(s->segs_bad),
+			 "it has no PT_LOAD segment (not an object a process maps)");
+		return;
+	}
+	qsort(s->segs, s->nsegs, sizeof(*s->segs), cmp_seg);
+	for (i = 1; i < s->nsegs; i++) {
+		if (s->segs[i].vaddr < s->segs[i - 1].mem_end) {
+			snprintf(s->segs_bad, sizeof(s->segs_bad),
+				 "its PT_LOAD segments at 0x%llx-0x%llx and 0x%llx-0x%llx overlap",
+				 (unsigned long long)s->segs[i - 1].vaddr,
+				 (unsigned long long)s->segs[i - 1].mem_end,
+				 (unsigned long long)s->segs[i].vaddr,
+				 (unsigned long long)s->segs[i].mem_end);
+			return;
+		}
+	}
 }
 
-static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size, size_t align,
-			uint64_t sec_off, const char *provider, struct site_reader *sr,
-			struct elf_probes *out, char *err, size_t errlen)
+/* The segment libbpf maps `addr` with, or NULL. */
+static const struct load_seg *find_seg(const struct scan *s, uint64_t addr)
 {
+	size_t lo = 0, hi = s->nsegs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (addr < s->segs[mid].vaddr)
+			hi = mid;
+		else if (addr >= s->segs[mid].mem_end)
+			lo = mid + 1;
+		else
+			return &s->segs[mid];
+	}
+	return NULL;
+}
+
+/* .stapsdt.base found by name as libbpf finds it (the first one, any type); the first .probes. */
+static void load_sections(struct scan *s)
+{
+	bool have_base = false;
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(s->elf, scn))) {
+		const char *name;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			return;		/* elf_probe_scan's own walk fails on it */
+		name = elf_strptr(s->elf, s->shstrndx, sh.sh_name);
+		if (!name)
+			continue;
+		if (!have_base && !strcmp(name, ".stapsdt.base")) {
+			s->base = sh.sh_addr;
+			have_base = true;
+		} else if (!s->has_probes_sec && !strcmp(name, ".probes") &&
+			   sh.sh_type == SHT_PROGBITS &&
+			   (sh.sh_flags & (SHF_WRITE | SHF_ALLOC | SHF_EXECINSTR)) ==
+				   (SHF_WRITE | SHF_ALLOC) &&
+			   sh.sh_size <= UINT64_MAX - sh.sh_addr) {
+			s->has_probes_sec = true;
+			s->probes_addr = sh.sh_addr;
+			s->probes_size = sh.sh_size;
+			s->probes_offset = sh.sh_offset;
+		}
+	}
+}
+
+/* The allocated section holding `addr`, for messages: "in .rodata". */
+static void section_of(const struct scan *s, uint64_t addr, char *buf, size_t len)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(s->elf, scn))) {
+		const char *name;
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			break;
+		/* TLS sections' addresses are templates that overlap the sections after them. */
+		if (!(sh.sh_flags & SHF_ALLOC) || (sh.sh_flags & SHF_TLS) || addr < sh.sh_addr ||
+		    addr - sh.sh_addr >= sh.sh_size)
+			continue;
+		name = elf_strptr(s->elf, s->shstrndx, sh.sh_name);
+		if (!name)
+			break;
+		snprintf(buf, len, "in %.64s", name);
+		return;
+	}
+	snprintf(buf, len, "in no section");
+}
+
+/* A name CORO_PROBE() can write: a C identifier. */
+static bool is_identifier(const char *s)
+{
+	if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z')))
+		return false;
+	for (s++; *s; s++)
+		if (!(*s == '_' || (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9')))
+			return false;
+	return true;
+}
+
+/* One site of the provider, as its note has it and as libbpf will compute it. */
+struct site {
+	const char *name;	/* from the file: any bytes */
+	unsigned int nth;	/* among the sites of its name, from 1; 0: name dropped */
+	uint64_t loc, note_base, sem;
+	uint64_t pc;		/* what libbpf probes: loc moved as .stapsdt.base moved */
+	uint64_t off, sem_off;	/* file offsets of pc and of the semaphore, once accepted */
+};
+
+/*
+ * "site 3 of corobpf:switch at 0x1234", "semaphore of corobpf:name at 0x4010".
+ * The name is the file's bytes, cut at 64: the log escapes what it prints.
+ */
+static void site_label(const struct scan *s, const struct site *site, const char *what,
+		       uint64_t addr, char *buf, size_t len)
+{
+	if (site->nth && !strcmp(what, "site"))
+		snprintf(buf, len, "site %u of %s:%.64s at 0x%llx", site->nth, s->provider,
+			 site->name, (unsigned long long)addr);
+	else
+		snprintf(buf, len, "%s of %s:%.64s at 0x%llx", what, s->provider, site->name,
+			 (unsigned long long)addr);
+}
+
+/*
+ * Counts one refused site and keeps the first reason: "<label> <why>". Only
+ * the first is formatted, so a file of refused sites costs no more than one.
+ */
+static void refuse(struct scan *s, const struct site *site, const char *what, uint64_t addr,
+		   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void refuse(struct scan *s, const struct site *site, const char *what, uint64_t addr,
+		   const char *fmt, ...)
+{
+	struct elf_probes *out = s->out;
+	char label[256];
+	size_t n;
+	va_list ap;
+
+	out->sites_refused++;
+	if (out->refused[0])
+		return;
+	site_label(s, site, what, addr, label, sizeof(label));
+	n = (size_t)snprintf(out->refused, sizeof(out->refused), "%s ", label);
+	if (n >= sizeof(out->refused))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(out->refused + n, sizeof(out->refused) - n, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * The semaphore the kernel will increment at ref_ctr_offset while a uprobe
+ * sits on the site: it must be one our SDK defines, a 2-byte word in
+ * .probes, which libbpf must map to the same file bytes (it maps through
+ * the segments, the section says where the word is).
+ */
+static void check_semaphore(struct scan *s, struct site *site)
+{
+	const struct load_seg *seg;
+	uint64_t sem = site->sem, seg_off, sec_off;
+	char where[96];
+
+	if (sem & 1) {
+		refuse(s, site, "semaphore", sem, "is not 2-byte aligned: not a semaphore our "
+		       "SDK defines");
+		return;
+	}
+	if (!s->has_probes_sec) {
+		section_of(s, sem, where, sizeof(where));
+		refuse(s, site, "semaphore", sem, "is outside .probes (%s; the object has no "
+		       "writable .probes section)", where);
+		return;
+	}
+	if (sem < s->probes_addr || s->probes_size < 2 ||
+	    sem - s->probes_addr > s->probes_size - 2) {
+		section_of(s, sem, where, sizeof(where));
+		refuse(s, site, "semaphore", sem, "is outside .probes (%s)", where);
+		return;
+	}
+	seg = find_seg(s, sem);
+	if (!seg || !(seg->flags & PF_W) || (seg->flags & PF_X) || sem >= seg->file_end ||
+	    seg->file_end - sem < 2) {
+		refuse(s, site, "semaphore", sem, "is not in the file-backed part of a writable, "
+		       "non-executable segment");
+		return;
+	}
+	seg_off = seg->offset + (sem - seg->vaddr);
+	sec_off = s->probes_offset + (sem - s->probes_addr);
+	if (seg_off != sec_off) {
+		refuse(s, site, "semaphore", sem, "is at file offset 0x%llx by its segment, "
+		       "0x%llx by .probes: the kernel would increment other bytes",
+		       (unsigned long long)seg_off, (unsigned long long)sec_off);
+		return;
+	}
+	site->sem_off = seg_off;
+}
+
+/*
+ * Judge one site of the provider: the nop our SDK writes, at the address
+ * libbpf will probe, in an executable segment, and a semaphore our SDK
+ * defines. Counts its kind, or refuses it with the reason.
+ */
+static void check_site(struct scan *s, struct site *site)
+{
+	unsigned char win[SITE_BEFORE + SITE_AFTER];
+	const struct load_seg *seg;
+	size_t at, n, avail;
+	uint64_t lo, hi;
+	char bytes[3 * 5 + 1];
+
+	if (!s->prepared) {
+		load_segments(s);
+		load_sections(s);
+		s->prepared = true;
+	}
+	site->pc = site->loc;
+	if (!is_identifier(site->name)) {
+		refuse(s, site, "site", site->loc, "has a name that is not a C identifier: not a "
+		       "probe our SDK emits");
+		goto other;
+	}
+	if (s->segs_bad[0]) {
+		refuse(s, site, "site", site->loc, "cannot be placed: %s", s->segs_bad);
+		goto other;
+	}
+	/* libbpf moves each site by how far .stapsdt.base moved since the note was written. */
+	if (s->base)
+		site->pc = site->loc + (s->base - site->note_base);
+	if (site->note_base != s->base) {
+		refuse(s, site, "site", site->loc, "has a note that puts .stapsdt.base at 0x%llx, "
+		       "but the object has it at 0x%llx: changed after linking, or not written by "
+		       "our SDK (libbpf would probe 0x%llx)", (unsigned long long)site->note_base,
+		       (unsigned long long)s->base, (unsigned long long)site->pc);
+		goto other;
+	}
+	seg = find_seg(s, site->pc);
+	if (!seg) {
+		refuse(s, site, "site", site->pc, "is in no loaded segment");
+		goto other;
+	}
+	if (!(seg->flags & PF_X)) {
+		refuse(s, site, "site", site->pc, "is in a segment that is not executable");
+		goto other;
+	}
+	if (site->pc >= seg->file_end) {
+		refuse(s, site, "site", site->pc, "is past the bytes its segment has in the file");
+		goto other;
+	}
+	/* The site and what COROBPF_NOP5 puts around it, as far as the segment's file bytes go. */
+	lo = site->pc - seg->vaddr >= SITE_BEFORE ? site->pc - SITE_BEFORE : seg->vaddr;
+	hi = seg->file_end - site->pc > SITE_AFTER ? site->pc + SITE_AFTER : seg->file_end;
+	n = (size_t)(hi - lo);
+	at = (size_t)(site->pc - lo);
+	avail = n - at;
+	if (pread(s->fd, win, n, (off_t)(seg->offset + (lo - seg->vaddr))) != (ssize_t)n) {
+		refuse(s, site, "site", site->pc, "cannot be read: the file ends before it");
+		goto other;
+	}
+	if (win[at] == SDK_NOP1) {
+		s->out->sites_nop1++;
+	} else if (avail >= sizeof(sdk_nop5) && !memcmp(win + at, sdk_nop5, sizeof(sdk_nop5))) {
+		if (at < SITE_BEFORE || avail < SITE_AFTER ||
+		    memcmp(win + at - SITE_BEFORE, sdk_nop5_before, SITE_BEFORE) ||
+		    memcmp(win + at + sizeof(sdk_nop5), sdk_nop5_after, sizeof(sdk_nop5_after))) {
+			refuse(s, site, "site", site->pc, "is a five-byte nop without the "
+			       "stack-pointer steps COROBPF_NOP5 puts around it: a kernel that "
+			       "optimizes the uprobe into a call would overwrite the red zone "
+			       "there");
+			goto other;
+		}
+		s->out->sites_nop5++;
+	} else {
+		for (size_t i = 0; i < 5 && i < avail; i++)
+			snprintf(bytes + 3 * i, sizeof(bytes) - 3 * i, "%02x ", win[at + i]);
+		bytes[3 * MIN(avail, 5) - 1] = '\0';
+		refuse(s, site, "site", site->pc, "is not a nop (bytes %s): not an instruction our "
+		       "SDK emits", bytes);
+		goto other;
+	}
+	site->off = seg->offset + (site->pc - seg->vaddr);
+	if (site->sem)
+		check_semaphore(s, site);
+	return;
+other:
+	s->out->sites_other++;
+}
+
+/*
+ * Walk the notes of one .note.stapsdt section. `sec_off` is the section's
+ * file offset, so that a message points at the bytes a user can inspect
+ * with a hex dump.
+ */
+static int scan_stapsdt(struct scan *s, const unsigned char *buf, size_t size, size_t align,
+			uint64_t sec_off, char *err, size_t errlen)
+{
+	const char *path = s->path;
 	size_t off = 0;
 
 	while (off < size) {
@@ -398,15 +721,25 @@ static int scan_stapsdt(const char *path, const unsigned char *buf, size_t size,
 			return -EINVAL;
 		}
 		name++;
-		if (strcmp(prov, provider) == 0) {
-			uint64_t pc;
+		if (strcmp(prov, s->provider) == 0) {
+			struct site site = { .name = name, .sem = sem };
 
-			memcpy(&pc, desc, 8);
-			count_probe(out, name, strlen(name), sem != 0);
-			count_spec(sr, out, name, args + 1);
-			if (sr->site_fn)
-				report_site(sr, name, args + 1, desc);
-			classify_site(sr, pc, out);
+			memcpy(&site.loc, desc, 8);
+			memcpy(&site.note_base, desc + 8, 8);
+			unsigned int refused = s->out->sites_refused;
+			const char *spec = args[1] && args[1] != ':' ? args + 1 : "";
+
+			site.nth = count_probe(s->out, name, args - name, sem != 0);
+			check_site(s, &site);
+			count_spec(s, name, spec);
+			if (s->site_fn && s->out->sites_refused == refused) {
+				struct elf_probe_site es = {
+					.name = name, .args = spec, .pc = site.pc, .off = site.off,
+					.sema = site.sem, .sema_off = site.sem_off,
+				};
+
+				s->site_fn(s->site_ctx, &es);
+			}
 		}
 		off = next;
 	}
@@ -422,45 +755,25 @@ int elf_probe_scan(const char *path, const char *provider, struct elf_probes *ou
 int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void *ctx,
 		   struct elf_probes *out, char *err, size_t errlen)
 {
-	struct site_reader sr = { .site_fn = fn, .site_ctx = ctx };
-	size_t shstrndx, nph = 0;
+	struct scan s = { .path = path, .out = out, .site_fn = fn, .site_ctx = ctx };
 	Elf_Scn *scn = NULL;
 	GElf_Ehdr ehdr;
-	Elf *elf;
-	int fd, ret;
+	int ret;
 
 	memset(out, 0, sizeof(*out));
-	if (!provider)
-		provider = "corobpf";
-	ret = elf_open_host(path, &fd, &elf, &ehdr, err, errlen);
+	s.provider = provider ? provider : "corobpf";
+	ret = elf_open_host(path, &s.fd, &s.elf, &ehdr, err, errlen);
 	if (ret)
 		return ret;
 	out->elf_type = ehdr.e_type;
-	sr.fd = fd;
-	if (elf_getphdrnum(elf, &nph) == 0 && nph && nph < 4096) {
-		sr.ph = xcalloc(nph, sizeof(*sr.ph));
-		for (size_t i = 0; i < nph; i++)
-			if (gelf_getphdr(elf, (int)i, &sr.ph[sr.nph]))
-				sr.nph++;
-	}
 
-	if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
+	if (elf_getshdrstrndx(s.elf, &s.shstrndx) != 0) {
 		errfmt(err, errlen, "%s: cannot find the section name table: %s", path,
 		       elf_errmsg(-1));
 		ret = -EINVAL;
 		goto out;
 	}
-	while (fn && (scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr shdr;
-		const char *sname;
-
-		if (gelf_getshdr(scn, &shdr) && shdr.sh_type == SHT_PROGBITS &&
-		    (sname = elf_strptr(elf, shstrndx, shdr.sh_name)) &&
-		    !strcmp(sname, ".stapsdt.base"))
-			sr.base_addr = shdr.sh_addr;
-	}
-	scn = NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
+	while ((scn = elf_nextscn(s.elf, scn))) {
 		Elf_Data *data = NULL;
 		const char *sname;
 		GElf_Shdr shdr;
@@ -473,7 +786,7 @@ int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void 
 		}
 		if (shdr.sh_type != SHT_NOTE)
 			continue;
-		sname = elf_strptr(elf, shstrndx, shdr.sh_name);
+		sname = elf_strptr(s.elf, s.shstrndx, shdr.sh_name);
 		if (!sname) {
 			errfmt(err, errlen, "%s: note section %zu: name offset %u is out of range",
 			       path, elf_ndxscn(scn), shdr.sh_name);
@@ -492,10 +805,9 @@ int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void 
 		while ((data = elf_getdata(scn, data))) {
 			if (data->d_size && !data->d_buf)
 				break;
-			ret = scan_stapsdt(path, data->d_buf, data->d_size,
+			ret = scan_stapsdt(&s, data->d_buf, data->d_size,
 					   shdr.sh_addralign == 8 ? 8 : 4,
-					   shdr.sh_offset + data->d_off, provider, &sr, out, err,
-					   errlen);
+					   shdr.sh_offset + data->d_off, err, errlen);
 			if (ret)
 				goto out;
 		}
@@ -510,10 +822,10 @@ int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void 
 	}
 	ret = 0;
 out:
-	free(sr.ph);
-	free(sr.specs);
-	elf_end(elf);
-	close(fd);
+	free(s.segs);
+	free(s.specs);
+	elf_end(s.elf);
+	close(s.fd);
 	return ret;
 }
 

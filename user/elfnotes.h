@@ -47,9 +47,22 @@ struct elf_probes {
 	/*
 	 * What the sites are (usdt/corobpf.h: a one-byte nop, or with
 	 * COROBPF_NOP5 a five-byte one the kernel may optimize), as the file
-	 * holds them; sites outside a loaded segment count as other.
+	 * holds them at the address libbpf will probe; every refused site
+	 * counts as other.
 	 */
 	unsigned int sites_nop1, sites_nop5, sites_other;
+	/*
+	 * Sites that must not be probed, and why the first one: a uprobe there
+	 * could change what the program computes (not the nop our SDK writes,
+	 * or not in an executable segment), or the kernel would increment a
+	 * word that is not a semaphore of ours (outside .probes). One is
+	 * enough to leave the whole object alone: libbpf attaches every site
+	 * of a name at once, and an object with one such note is not what our
+	 * SDK built. `refused` may quote a name from the file as it is: print it
+	 * through log_*() or term_safe(), which escape it.
+	 */
+	unsigned int sites_refused;
+	char refused[512];
 	struct elf_probe_name names[ELF_PROBE_NAMES_MAX];
 };
 
@@ -59,6 +72,12 @@ struct elf_probes {
  * and other note types are skipped, but every note is bounds-checked: a
  * truncated or inconsistent note fails with -EINVAL and the file offset of the
  * note in the message. A file without the section has zero probes (success).
+ *
+ * Each site of the provider is also judged as libbpf will attach it (its
+ * address moved by .stapsdt.base, mapped through the PT_LOAD segments to
+ * the file): a site or semaphore our SDK would not have written counts in
+ * sites_refused, with the first reason in `refused`; the call still
+ * succeeds. Time and memory are linear in the size of the notes.
  *
  * Returns 0, -ENOEXEC (not an ELF, or not x86-64), -EINVAL (malformed),
  * -ENOMEM, or the errno of open().
@@ -83,7 +102,7 @@ struct elf_probe_site {
 };
 typedef void (*elf_site_fn)(void *ctx, const struct elf_probe_site *site);
 
-/* elf_probe_scan(), and `fn` called for every site of `provider` in file order. */
+/* elf_probe_scan(), and `fn` called for every site of `provider` it accepts, in file order. */
 int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void *ctx,
 		   struct elf_probes *out, char *err, size_t errlen);
 

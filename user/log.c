@@ -3,21 +3,27 @@
 #include <stdio.h>
 #include <string.h>
 #include "log.h"
+#include "termsafe.h"
 
 int log_level = LOG_INFO;
 
 void log_msg(const char *prefix, const char *fmt, ...)
 {
-	char buf[2048];
+	char msg[2048], buf[TERM_SAFE_MAX(sizeof(msg)) + 64];
 	va_list ap;
 	int n;
 
-	/* One write per message, so lines from the target and from us do not interleave. */
-	n = snprintf(buf, sizeof(buf), "corobpf: %s", prefix);
 	va_start(ap, fmt);
-	vsnprintf(buf + n, sizeof(buf) - n - 1, fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	/*
+	 * Messages quote what traced programs named: their comm, object paths,
+	 * probe names. Escaped here, so no caller can forget it on one message.
+	 */
+	n = snprintf(buf, sizeof(buf), "corobpf: %s", prefix);
+	term_safe(buf + n, sizeof(buf) - n - 1, msg, sizeof(msg));
 	n = strlen(buf);
+	/* One write per message, so lines from the target and from us do not interleave. */
 	buf[n++] = '\n';
 	fwrite(buf, 1, n, stderr);
 	fflush(stderr);

@@ -2,6 +2,8 @@
 /*
  * Messages go to stderr, prefixed "corobpf:". Errors always print; -q
  * silences info, -v shows verbose, -vv debug (and libbpf's own log).
+ * A message is passed through term_safe() (termsafe.h) whole: pass names and
+ * paths as they are, not escaped already, and put no newline in one.
  */
 #ifndef COROBPF_LOG_H
 #define COROBPF_LOG_H

@@ -17,6 +17,10 @@
  *   until its next certain event. No transition is invented.
  * - Memory is bounded by live coroutines, threads and open spans: a
  *   finished coroutine is handed to the observers and freed.
+ * - Work per record is bounded or amortized, whatever the program does: a
+ *   span_end in a deep stack finds its span through an index by name, not
+ *   a search of the open spans (a program may open thousands and end names
+ *   it never opened).
  */
 #ifndef COROBPF_MODEL_H
 #define COROBPF_MODEL_H
@@ -62,7 +66,11 @@ enum coro_end {
 struct coro_span {
 	char name[CORO_STR_LEN];
 	u64 ts;
+	/* In an indexed stack (see span_index): */
+	u64 hash;  /* of the name */
+	u32 outer; /* the next open span outward with the same hash, or SPAN_NONE */
 };
+#define SPAN_NONE ((u32)-1)
 
 struct coro {
 	u64 uid;     /* serial over the whole trace, 1..: tells incarnations of an id apart */
@@ -122,6 +130,7 @@ struct coro {
 
 	struct coro_span *spans; /* open spans, innermost last */
 	u32 nspans, cap_spans;
+	bool spans_indexed; /* deep: its spans are in the model's span_index */
 	u64 spans_unmatched_end;
 };
 
@@ -138,6 +147,7 @@ struct coro_thread {
 	u32 off_stack;	 /* --stacks: where its coroutine blocked (off since off_ts), or 0 */
 	struct coro_span *spans; /* spans opened outside any coroutine */
 	u32 nspans, cap_spans;
+	bool spans_indexed;
 	void *priv[MODEL_MAX_OBSERVERS];
 };
 
@@ -215,6 +225,16 @@ struct model {
 	struct hmap coros;   /* (pid, id) -> struct coro * */
 	struct hmap threads; /* (pid, tid) -> struct coro_thread * */
 	struct hmap procs;   /* (pid, 0) -> struct coro_process * */
+	/*
+	 * (owner, name hash) -> 1 + position of the innermost open span with that
+	 * hash in the owner's (a struct coro's or coro_thread's) stack, for the
+	 * stacks deep enough to be indexed. The hash is keyed with a per-run
+	 * random seed, so a program cannot choose names that collide; the seed
+	 * decides only how fast a span is found, never which.
+	 */
+	struct hmap span_index;
+	u64 span_seed;
+	struct coro_span *span_pool; /* span arrays no stack uses, kept for reuse */
 	struct coro_thread *last_thread; /* model_thread()'s last answer (NULL when threads are freed) */
 	struct coro_process *last_proc;	 /* model_proc_peek()'s last answer */
 	struct model_observer *obs;

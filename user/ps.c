@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ps.h"
+#include "termsafe.h"
 
 struct ps_row {
 	u32 pid, tid;
@@ -105,12 +106,13 @@ static int row_cmp(const void *a, const void *b)
 static void print_frames(struct ps *ps, u32 id, u32 max)
 {
 	const struct sym_stack *st = model_stack(ps->m, id);
-	char buf[512], safe[3 * 512 + 1];
+	char buf[512], safe[TERM_SAFE_MAX(sizeof(buf))];
 
 	for (u32 i = 0; st && i < st->n && i < max; i++) {
+		/* Symbols and object paths are the target's to choose, like its names. */
 		sym_frame_format(st->frames[i], buf, sizeof(buf));
-		utf8_sanitize(safe, sizeof(safe), buf, sizeof(buf));
-		fprintf(ps->out, "      %s %s\n", i ? "  " : "at", safe);
+		fprintf(ps->out, "      %s %s\n", i ? "  " : "at",
+			term_safe(safe, sizeof(safe), buf, sizeof(buf)));
 	}
 	if (st && st->n > max)
 		fprintf(ps->out, "         ... %u more frames\n", st->n - max);
@@ -124,22 +126,20 @@ void ps_print(struct ps *ps, double window_s, u32 frames)
 	for (size_t i = 0; i < ps->n; i++) {
 		struct ps_row *r = &ps->rows[i];
 		const struct coro_process *p = model_process((struct model *)ps->m, r->pid);
-		char name[3 * CORO_STR_LEN + 1], state[96], dur[32];
+		char name[TERM_SAFE_MAX(CORO_STR_LEN)], state[96], dur[32];
 
 		if (r->pid != pid || !i) {
+			char comm[TERM_SAFE_MAX(sizeof(p->comm))];
 			size_t n = 0;
 
 			pid = r->pid;
 			for (size_t j = i; j < ps->n && ps->rows[j].pid == pid; j++)
 				n++;
+			term_safe(comm, sizeof(comm), p && p->comm[0] ? p->comm : "?", sizeof(p->comm));
 			fprintf(ps->out, "%sprocess %u (%s): %zu coroutine%s alive, seen in a %.1f s "
-				"window\n", i ? "\n" : "", pid, p && p->comm[0] ? p->comm : "?", n,
-				n == 1 ? "" : "s", window_s);
+				"window\n", i ? "\n" : "", pid, comm, n, n == 1 ? "" : "s", window_s);
 		}
-		utf8_sanitize(name, sizeof(name), r->name[0] ? r->name : "(unnamed)", CORO_STR_LEN);
-		for (char *c = name; *c; c++)
-			if ((unsigned char)*c < 0x20)
-				*c = '?';
+		term_safe(name, sizeof(name), r->name[0] ? r->name : "(unnamed)", CORO_STR_LEN);
 		if (r->state == CS_SUSPENDED && r->obj)
 			snprintf(state, sizeof(state), "suspended: %s on 0x%llx",
 				 coro_reason_name(r->reason), (unsigned long long)r->obj);

@@ -4,6 +4,7 @@
 #include "analyze.h"
 #include "jsonl.h"
 #include "report.h"
+#include "termsafe.h"
 
 #define MAX_KINDS 4096 /* distinct kinds kept; the rest count as "(other)" */
 #define NBUCKETS 26    /* log2 buckets of microseconds: <1 us .. >= 2^24 us (16.8 s) */
@@ -276,15 +277,13 @@ static void rv_finish(void *ctx, const struct model *m)
 		fprintf(r->out, "  %-24s %8s %12s %12s %12s %10s\n", "kind", "count", "running",
 			"runnable", "suspended", "switch-ins");
 		for (size_t i = 0; i < n; i++) {
-			char a[32], b[32], c[32], kind[3 * CORO_STR_LEN + 1];
+			char a[32], b[32], c[32], kind[TERM_SAFE_MAX(sizeof(rows[i]->kind))];
 
 			fmt_duration(a, sizeof(a), rows[i]->running);
 			fmt_duration(b, sizeof(b), rows[i]->runnable);
 			fmt_duration(c, sizeof(c), rows[i]->suspended);
-			snprintf(kind, sizeof(kind), "%s", rows[i]->kind);
-			for (char *p = kind; *p; p++)
-				if ((unsigned char)*p < 0x20 || *p == 0x7f)
-					*p = '?';
+			/* Kinds are valid UTF-8 already (name_kind()), not yet free of controls. */
+			term_safe(kind, sizeof(kind), rows[i]->kind, sizeof(rows[i]->kind));
 			fprintf(r->out, "  %-24s %8llu %12s %12s %12s %10llu\n", kind,
 				(unsigned long long)rows[i]->n, a, b, c,
 				(unsigned long long)rows[i]->switch_ins);

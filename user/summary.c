@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include "summary.h"
+#include "termsafe.h"
 
 static void summary_coroutine_end(void *ctx, const struct coro *c)
 {
@@ -53,32 +55,21 @@ static void summary_finding(void *ctx, const struct finding *f)
 	w[i] = *f;
 }
 
-/*
- * A name as it may reach a terminal: valid UTF-8, control characters (and so
- * any escape sequence a traced program could plant) shown as '?'.
- */
-static void term_safe(char *dst, size_t len, const char *src)
-{
-	utf8_sanitize(dst, len, src, CORO_STR_LEN);
-	for (unsigned char *p = (unsigned char *)dst; *p; p++)
-		if (*p < 0x20 || *p == 0x7f)
-			*p = '?';
-}
-
 /* The innermost frames of a finding's stack, one a line. */
 #define SUMMARY_FRAMES 6
 
 static void print_stack(struct summary *s, const struct model *m, u32 id)
 {
 	const struct sym_stack *st = model_stack(m, id);
-	char buf[512], safe[3 * 512 + 1];
+	char buf[512], safe[TERM_SAFE_MAX(sizeof(buf))];
 
 	if (!st)
 		return;
 	for (u32 i = 0; i < st->n && i < SUMMARY_FRAMES; i++) {
+		/* Symbols and paths come from the target's files: as untrusted as its names. */
 		sym_frame_format(st->frames[i], buf, sizeof(buf));
-		utf8_sanitize(safe, sizeof(safe), buf, sizeof(buf));
-		fprintf(s->out, "                  %s %s\n", i ? "  " : "at", safe);
+		fprintf(s->out, "                  %s %s\n", i ? "  " : "at",
+			term_safe(safe, sizeof(safe), buf, sizeof(buf)));
 	}
 	if (st->n > SUMMARY_FRAMES)
 		fprintf(s->out, "                    ... %u more frames\n", st->n - SUMMARY_FRAMES);
@@ -103,10 +94,10 @@ static void print_findings(struct summary *s, const struct model *m)
 			s->nfindings[k] > SUMMARY_WORST ? ", the worst:" : "");
 		for (int i = 0; i < s->nworst[k]; i++) {
 			const struct finding *f = &s->worst[k][i];
-			char d[32], name[3 * CORO_STR_LEN + 1];
+			char d[32], name[TERM_SAFE_MAX(CORO_STR_LEN)];
 
 			fmt_duration(d, sizeof(d), f->dur);
-			term_safe(name, sizeof(name), f->name[0] ? f->name : "(unnamed)");
+			term_safe(name, sizeof(name), f->name[0] ? f->name : "(unnamed)", CORO_STR_LEN);
 			if (f->kind == FK_SPAWN_STORM) {
 				fprintf(s->out, "      %llu created by 0x%llx %s (pid %u) in %s, "
 					"%llu within one second\n",
@@ -117,7 +108,7 @@ static void print_findings(struct summary *s, const struct model *m)
 			fprintf(s->out, "      %10s  0x%llx %s (pid %u)", d, (unsigned long long)f->id,
 				f->uid ? name : "(thread)", f->pid);
 			if (f->kind == FK_UNMATCHED_SPAN) {
-				term_safe(name, sizeof(name), f->span);
+				term_safe(name, sizeof(name), f->span, CORO_STR_LEN);
 				fprintf(s->out, ", span \"%s\"%s", name,
 					f->dur || f->open ? " never closed" : " ended without a begin");
 			} else if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
@@ -131,9 +122,9 @@ static void print_findings(struct summary *s, const struct model *m)
 				fprintf(s->out, ", woken by 0x%llx", (unsigned long long)f->waker);
 			fprintf(s->out, "%s\n", f->open ? ", still so at the end" : "");
 			if (f->has_key) {
-				char kf[3 * sizeof(f->key_frame) + 1];
+				char kf[TERM_SAFE_MAX(sizeof(f->key_frame))];
 
-				utf8_sanitize(kf, sizeof(kf), f->key_frame, sizeof(f->key_frame));
+				term_safe(kf, sizeof(kf), f->key_frame, sizeof(f->key_frame));
 				if (f->samples_kept < f->samples)
 					fprintf(s->out, "                  key frame: %s (in %u of %u "
 						"samples kept of %u)\n", kf, f->key_samples,
@@ -162,6 +153,8 @@ static void print_paths(struct summary *s, const struct model *m)
 	while (hmap_next(&m->procs, &it, NULL, NULL, &v)) {
 		const struct coro_process *p = v;
 		const char *line, *nl;
+		char *safe;
+		size_t len;
 
 		if (!p->switch_families) {
 			fprintf(s->out, "  pid %u traced through its corobpf probes\n", p->pid);
@@ -170,8 +163,12 @@ static void print_paths(struct summary *s, const struct model *m)
 		fprintf(s->out, "  pid %u traced through the switch functions of unmodified "
 			"libraries (no ready events: waits are not attributed):\n", p->pid);
 		for (line = p->switch_desc; line && *line; line = nl ? nl + 1 : NULL) {
+			/* Each line names an object by its path in the target's mappings. */
 			nl = strchr(line, '\n');
-			fprintf(s->out, "    %.*s\n", (int)(nl ? nl - line : (long)strlen(line)), line);
+			len = nl ? (size_t)(nl - line) : strlen(line);
+			safe = xmalloc(TERM_SAFE_MAX(len));
+			fprintf(s->out, "    %s\n", term_safe(safe, TERM_SAFE_MAX(len), line, len));
+			free(safe);
 			if (!nl)
 				break;
 		}
@@ -192,7 +189,7 @@ static void print_crashes(struct summary *s, const struct model *m)
 	while (hmap_next(&m->procs, &it, NULL, NULL, &v)) {
 		const struct coro_process *p = v;
 		const char *abbrev;
-		char comm[3 * sizeof(p->comm) + 1];
+		char comm[TERM_SAFE_MAX(sizeof(p->comm))];
 
 		if (!p->exited || p->exit_status < 0 || !WIFSIGNALED(p->exit_status))
 			continue;
@@ -202,7 +199,7 @@ static void print_crashes(struct summary *s, const struct model *m)
 		}
 		shown++;
 		abbrev = sigabbrev_np(WTERMSIG(p->exit_status));
-		term_safe(comm, sizeof(comm), p->comm);
+		term_safe(comm, sizeof(comm), p->comm, sizeof(p->comm));
 		fprintf(s->out, "  process %u (%s) was killed by %s%s (signal %d)%s\n", p->pid, comm,
 			abbrev ? "SIG" : "a signal", abbrev ? abbrev : "", WTERMSIG(p->exit_status),
 			WCOREDUMP(p->exit_status) ? ", core dumped" : "");
@@ -229,8 +226,14 @@ static void summary_finish(void *ctx, const struct model *m)
 		(unsigned long long)m->coroutines, m->coroutines == 1 ? "" : "s",
 		(unsigned long long)m->peak_live, (unsigned long long)m->events, span,
 		(unsigned long long)lost);
-	if (m->input_error)
-		fprintf(s->out, "  INCOMPLETE: the capture is damaged %s\n", m->input_error);
+	if (m->input_error) {
+		size_t len = strlen(m->input_error);
+		char *safe = xmalloc(TERM_SAFE_MAX(len));
+
+		fprintf(s->out, "  INCOMPLETE: the capture is damaged %s\n",
+			term_safe(safe, TERM_SAFE_MAX(len), m->input_error, len));
+		free(safe);
+	}
 	print_crashes(s, m);
 	if (lost) {
 		fprintf(s->out, "  %llu events were lost (ring buffer full): the coroutines they "
@@ -288,10 +291,10 @@ static void summary_finish(void *ctx, const struct model *m)
 	fprintf(s->out, "  longest suspended:\n");
 	for (int i = 0; i < s->ntop; i++) {
 		const struct summary_entry *e = &s->top[i];
-		char d[32], name[3 * CORO_STR_LEN + 1];
+		char d[32], name[TERM_SAFE_MAX(CORO_STR_LEN)];
 
 		fmt_duration(d, sizeof(d), e->dur);
-		term_safe(name, sizeof(name), e->name[0] ? e->name : "(unnamed)");
+		term_safe(name, sizeof(name), e->name[0] ? e->name : "(unnamed)", CORO_STR_LEN);
 		fprintf(s->out, "    %10s  0x%llx %-20s pid %u, %s", d, (unsigned long long)e->id,
 			name, e->pid, coro_reason_name(e->reason));
 		if (e->obj)

@@ -192,6 +192,17 @@ void usdt_free(struct capture *c)
 	c->usdt = NULL;
 }
 
+bool usdt_object_refused(struct capture *c, const struct elf_probes *probes, const char *shown)
+{
+	if (!probes->sites_refused)
+		return false;
+	c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+	log_warn("%s: refusing its probes, nothing attached in it: %s (%u of %u sites refused; "
+		 "see \"What corobpf refuses\" in docs/probes.md)", shown, probes->refused,
+		 probes->sites_refused, probes->total);
+	return true;
+}
+
 bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u32 need)
 {
 	bool found = c->opts->system_wide || c->opts->follow;
@@ -354,6 +365,8 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
 		walk_free(&w);
 		return -EINVAL;
 	}
+	if (usdt_object_refused(c, probes, shown))
+		goto out;
 	if (w.why[0]) {
 		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
 		log_warn("%s: not attached: %s", shown, w.why);

@@ -69,6 +69,13 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
 		       struct elf_probes *probes);
 
 /*
+ * Whether elfnotes refused some site of the object (a site that is not our
+ * nop, a semaphore outside .probes: attaching would harm the target): if
+ * so, counted and said, and nothing of it may be attached.
+ */
+bool usdt_object_refused(struct capture *c, const struct elf_probes *probes, const char *shown);
+
+/*
  * Whether an object that needs `need` new spec slots may have them: false,
  * having counted and said why, when it would take more than its share.
  */

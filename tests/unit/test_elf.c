@@ -287,6 +287,8 @@ static const char probe_exe_c[] =
 /*
  * Notes a scanner must sort out: a corobpf probe without semaphore, a probe
  * of another provider, and a note of another type with the stapsdt owner.
+ * The corobpf note carries .stapsdt.base as the SDK writes it (libbpf moves
+ * a site by the difference, and corobpf refuses a note without it).
  */
 static const char extra_notes_s[] =
 	"	.text\n"
@@ -295,11 +297,19 @@ static const char extra_notes_s[] =
 	"extra_probes:\n"
 	"90:	nop\n"
 	"	ret\n"
+	"	.ifndef _.stapsdt.base\n"
+	"	.pushsection .stapsdt.base,\"aG\",\"progbits\",.stapsdt.base,comdat\n"
+	"	.weak _.stapsdt.base\n"
+	"	.hidden _.stapsdt.base\n"
+	"_.stapsdt.base: .space 1\n"
+	"	.size _.stapsdt.base, 1\n"
+	"	.popsection\n"
+	"	.endif\n"
 	"	.section .note.stapsdt,\"\",@note\n"
 	"	.balign 4\n"
 	"	.4byte 8, 92f-91f, 3\n"
 	"	.asciz \"stapsdt\"\n"
-	"91:	.8byte 90b, 0, 0\n"
+	"91:	.8byte 90b, _.stapsdt.base, 0\n"
 	"	.asciz \"corobpf\"\n"
 	"	.asciz \"ready\"\n"
 	"	.asciz \"8@%rdi\"\n"
@@ -322,6 +332,79 @@ static const char probe_lib_c[] =
 	"void lib_span(const char *s) { CORO_PROBE(span_begin, s); CORO_PROBE(span_end, s); }\n";
 
 static const char plain_c[] = "int main(void) { return 0; }\n";
+
+/*
+ * Where the refusal tests move sites and semaphores: an instruction that is
+ * not a nop (48 89 c7, mov %rax,%rdi), a five-byte nop without the steps
+ * COROBPF_NOP5 puts around it, a constant in .rodata, words in .bss and
+ * .data.
+ */
+static const char refuse_c[] =
+	"#include \"corobpf.h\"\n"
+	"const unsigned short ro_const = 1;\n"
+	"unsigned short bss_word;\n"
+	"unsigned short data_word = 7;\n"
+	"__asm__(\".text\\n\"\n"
+	"	\".globl mov_site\\n.type mov_site,@function\\n\"\n"
+	"	\"mov_site: movq %rax, %rdi\\n nop\\n ret\\n\"\n"
+	"	\".globl bare_nop5\\n.type bare_nop5,@function\\n\"\n"
+	"	\"bare_nop5: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\\n ret\\n\");\n"
+	"int main(int argc, char **argv)\n"
+	"{\n"
+	"	(void)argv;\n"
+	"	CORO_PROBE(create, argc, 0);\n"
+	"	CORO_PROBE(switch, 0, 1, CORO_YIELD, 0);\n"
+	"	CORO_PROBE(switch, 1, 0, CORO_WAIT, argc);\n"
+	"	return ro_const + bss_word + data_word;\n"
+	"}\n";
+
+/*
+ * An object with as many notes as a hostile file may carry: MANY_NOTES
+ * sites of corobpf:bulk and one each of MANY_NAMES more names, all at
+ * symbol SITE (-DSITE=...), and 5,000 notes of another provider.
+ */
+#define MANY_NOTES 50000
+#define MANY_NAMES 100
+static const char many_s[] =
+	"	.text\n"
+	"	.globl good_site, bad_site\n"
+	"good_site: nop\n"
+	"	ret\n"
+	"bad_site: movq %rax, %rdi\n"
+	"	ret\n"
+	"	.ifndef _.stapsdt.base\n"
+	"	.pushsection .stapsdt.base,\"aG\",\"progbits\",.stapsdt.base,comdat\n"
+	"	.weak _.stapsdt.base\n"
+	"	.hidden _.stapsdt.base\n"
+	"_.stapsdt.base: .space 1\n"
+	"	.size _.stapsdt.base, 1\n"
+	"	.popsection\n"
+	"	.endif\n"
+	"	.macro note provider, name\n"
+	"	.pushsection .note.stapsdt,\"\",\"note\"\n"
+	"	.balign 4\n"
+	"	.4byte 8, 2f-1f, 3\n"
+	"	.asciz \"stapsdt\"\n"
+	"1:	.8byte SITE, _.stapsdt.base, 0\n"
+	"	.asciz \"\\provider\"\n"
+	"	.asciz \"\\name\"\n"
+	"	.asciz \"8@%rdi\"\n"
+	"2:	.balign 4\n"
+	"	.popsection\n"
+	"	.endm\n"
+	"	.macro numbered\n"
+	"	note corobpf, n\\@\n"
+	"	.endm\n"
+	"	.rept 50000\n"
+	"	note corobpf, bulk\n"
+	"	.endr\n"
+	"	.rept 5000\n"
+	"	note other, bulk\n"
+	"	.endr\n"
+	"	.rept 100\n"
+	"	numbered\n"
+	"	.endr\n"
+	"	.section .note.GNU-stack,\"\",@progbits\n";
 
 static void put(const char *rel, const char *text)
 {
@@ -447,6 +530,8 @@ static int build_fixtures(void)
 	put("extra_notes.S", extra_notes_s);
 	put("probe_lib.c", probe_lib_c);
 	put("plain.c", plain_c);
+	put("refuse.c", refuse_c);
+	put("many.S", many_s);
 	put("a.c", "int b(void); int a(void) { return b(); }\n");
 	put("b.c", "int b(void) { return 2; }\n");
 	put("main_a.c", "int a(void); int main(void) { return a() != 2; }\n");
@@ -465,6 +550,10 @@ static int build_fixtures(void)
 		  CC " -DCOROBPF_NOP5 -shared -fPIC -I'%s/usdt' probe_lib.c -o probe_lib_nop5.so && "
 		  CC " plain.c -o plain && " CC " -static plain.c -o plain_static",
 		  tmp, usdt, usdt, usdt, usdt, usdt, usdt, usdt);
+	bad |= sh("cd %s && " CC " -I'%s/usdt' refuse.c -o refuse_exe && "
+		  CC " -DSITE=good_site plain.c many.S -o many_good && "
+		  CC " -DSITE=bad_site plain.c many.S -o many_bad",
+		  tmp, usdt);
 	bad |= sh("cd %s && "
 		  CC " -shared -fPIC -Wl,-soname,libB.so b.c -o llp/libB.so && "
 		  CC " -shared -fPIC -Wl,-soname,libA.so -Wl,--no-as-needed a.c -Lllp -lB "
@@ -700,6 +789,364 @@ TEST(probes_malformed_notes)
 	CHECK_CONTAINS(err, "NUL-terminated");
 	CHECK_CONTAINS(err, want);
 	free(buf);
+}
+
+/* ---- what corobpf refuses to probe ---- */
+
+static Elf *open_elf(const char *path, int *fd)
+{
+	elf_version(EV_CURRENT);
+	*fd = open(path, O_RDONLY);
+	if (*fd < 0)
+		return NULL;
+	return elf_begin(*fd, ELF_C_READ, NULL);
+}
+
+static void close_elf(Elf *elf, int fd)
+{
+	elf_end(elf);
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The section named `name`: its header and its index, or -1. */
+static long find_section(Elf *elf, const char *name, GElf_Shdr *sh)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx))
+		return -1;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *n;
+
+		if (!gelf_getshdr(scn, sh))
+			return -1;
+		n = elf_strptr(elf, shstrndx, sh->sh_name);
+		if (n && !strcmp(n, name))
+			return (long)elf_ndxscn(scn);
+	}
+	return -1;
+}
+
+/* The address of symbol `name` in the .symtab of `path`, or 0. */
+static uint64_t sym_addr(const char *path, const char *name)
+{
+	uint64_t addr = 0;
+	Elf_Data *data;
+	GElf_Shdr sh;
+	GElf_Sym sym;
+	int fd, i;
+	Elf *elf = open_elf(path, &fd);
+	long ndx = find_section(elf, ".symtab", &sh);
+
+	if (ndx < 0) {
+		close_elf(elf, fd);
+		return 0;
+	}
+	data = elf_getdata(elf_getscn(elf, ndx), NULL);
+	for (i = 0; data && gelf_getsym(data, i, &sym); i++) {
+		const char *n = elf_strptr(elf, sh.sh_link, sym.st_name);
+
+		if (n && !strcmp(n, name)) {
+			addr = sym.st_value;
+			break;
+		}
+	}
+	close_elf(elf, fd);
+	return addr;
+}
+
+/* File offset of the descriptor (pc, base, semaphore, strings) of note `nth` of corobpf:name. */
+static long note_desc(const char *path, const char *name, int nth)
+{
+	size_t off = 0, name_off, desc_off;
+	long ret = -1;
+	Elf_Data *data;
+	GElf_Nhdr nh;
+	GElf_Shdr sh;
+	int fd;
+	Elf *elf = open_elf(path, &fd);
+	long ndx = find_section(elf, ".note.stapsdt", &sh);
+
+	data = ndx < 0 ? NULL : elf_getdata(elf_getscn(elf, ndx), NULL);
+	while (data && (off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+		const char *d = (const char *)data->d_buf + desc_off;
+
+		if (nh.n_type == 3 && !strcmp(d + 24, "corobpf") &&
+		    !strcmp(d + 24 + strlen("corobpf") + 1, name) && nth-- == 0) {
+			ret = (long)(sh.sh_offset + desc_off);
+			break;
+		}
+	}
+	close_elf(elf, fd);
+	return ret;
+}
+
+/* A copy of `from` with the 8 bytes at `off` set to v. */
+static void patch_u64(const char *from, const char *to, long off, uint64_t v)
+{
+	CHECK(off > 0);
+	patch_copy(from, to, off, &v, 8);
+}
+
+static uint64_t file_u64(const char *path, long off)
+{
+	uint64_t v = 0;
+	int fd = open(path, O_RDONLY);
+
+	if (fd < 0 || pread(fd, &v, 8, off) != 8)
+		fprintf(stderr, "cannot read %s at %ld\n", path, off);
+	if (fd >= 0)
+		close(fd);
+	return v;
+}
+
+/* Scan `rel` and expect one refused site, with every piece of `want` in the reason. */
+static void check_refused(const char *rel, unsigned int n_refused, const char *const *want)
+{
+	struct elf_probes p;
+	char err[512] = "";
+	int ret = elf_probe_scan(tpath(rel), "corobpf", &p, err, sizeof(err));
+
+	CHECK_EQ(ret, 0);
+	if (ret) {
+		fprintf(stderr, "  %s: %s\n", rel, err);
+		return;
+	}
+	CHECK_EQ(p.sites_refused, n_refused);
+	CHECK_EQ(p.sites_nop1 + p.sites_nop5 + p.sites_other, p.total);
+	for (; *want; want++)
+		CHECK_CONTAINS(p.refused, *want);
+}
+
+#define REFUSED(rel, n, ...) check_refused(rel, n, (const char *const[]){ __VA_ARGS__, NULL })
+
+TEST(probes_sdk_sites_accepted)
+{
+	static const char *const ok[] = { "probe_exe", "probe_exe_nopie", "probe_exe_nop5",
+					  "probe_lib.so", "probe_lib_nop5.so", "refuse_exe" };
+	struct elf_probes p;
+	char err[512];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		CHECK_EQ(elf_probe_scan(tpath(ok[i]), "corobpf", &p, err, sizeof(err)), 0);
+		CHECK(p.total > 0);
+		CHECK_EQ(p.sites_refused, 0);
+		CHECK_STR(p.refused, "");
+		if (p.sites_refused)
+			fprintf(stderr, "  %s: %s\n", ok[i], p.refused);
+	}
+	/* An object file is not mapped as it is: no site in it can be placed. */
+	CHECK_EQ(elf_probe_scan(tpath("probe_exe.o"), "corobpf", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.sites_refused, p.total);
+	CHECK_CONTAINS(p.refused, "no program headers");
+}
+
+TEST(probes_refuse_sites)
+{
+	char exe[PATH_MAX], want[128];	/* exe: tpath() recycles its buffers */
+	uint64_t mov, nop5, ro, base;
+	long create, sw;
+
+	snprintf(exe, sizeof(exe), "%s", tpath("refuse_exe"));
+	create = note_desc(exe, "create", 0);
+	sw = note_desc(exe, "switch", 0);
+	mov = sym_addr(exe, "mov_site");
+	nop5 = sym_addr(exe, "bare_nop5");
+	ro = sym_addr(exe, "ro_const");
+	CHECK(create > 0 && sw > 0 && mov && nop5 && ro);
+	/* The review's case: a site on the first byte of mov %rax,%rdi. */
+	patch_u64(exe, tpath("r_mov"), create, mov);
+	snprintf(want, sizeof(want), "site 1 of corobpf:create at 0x%llx is not a nop",
+		 (unsigned long long)mov);
+	REFUSED("r_mov", 1, want, "(bytes 48 89 c7 90 c3)", "not an instruction our SDK emits");
+	/* Into the middle of it. */
+	patch_u64(exe, tpath("r_mid"), create, mov + 1);
+	REFUSED("r_mid", 1, "is not a nop (bytes 89 c7 90 c3");
+	/* A five-byte nop alone: an optimized uprobe's call would write below the stack pointer. */
+	patch_u64(exe, tpath("r_nop5"), create, nop5);
+	REFUSED("r_nop5", 1, "is a five-byte nop without the stack-pointer steps");
+	/* Data, and no segment at all. */
+	patch_u64(exe, tpath("r_data"), create, ro);
+	REFUSED("r_data", 1, "is in a segment that is not executable");
+	patch_u64(exe, tpath("r_nowhere"), create, 0x7fff0000);
+	REFUSED("r_nowhere", 1, "site 1 of corobpf:create at 0x7fff0000 is in no loaded segment");
+	/* A note whose .stapsdt.base is not the object's: libbpf would move the site. */
+	base = file_u64(exe, create + 8);
+	patch_u64(exe, tpath("r_base"), create + 8, base + 0x10);
+	snprintf(want, sizeof(want), "but the object has it at 0x%llx",
+		 (unsigned long long)base);
+	REFUSED("r_base", 1, want, "changed after linking");
+	/* Two bad sites: both counted, the first in the file named. */
+	patch_u64(tpath("r_mov"), tpath("r_two"), sw, mov + 1);
+	REFUSED("r_two", 2, "site 1 of corobpf:create");
+}
+
+TEST(probes_refuse_semaphores)
+{
+	char exe[PATH_MAX], want[128];
+	long create;
+	uint64_t sem;
+	GElf_Shdr sh;
+	long ndx;
+	int fd;
+	Elf *elf;
+
+	snprintf(exe, sizeof(exe), "%s", tpath("refuse_exe"));
+	create = note_desc(exe, "create", 0) + 16;
+	sem = file_u64(exe, create);
+	CHECK(create > 16 && sem);
+	patch_u64(exe, tpath("s_ro"), create, sym_addr(exe, "ro_const"));
+	snprintf(want, sizeof(want), "semaphore of corobpf:create at 0x%llx is outside .probes "
+		 "(in .rodata)", (unsigned long long)sym_addr(exe, "ro_const"));
+	REFUSED("s_ro", 1, want);
+	patch_u64(exe, tpath("s_bss"), create, sym_addr(exe, "bss_word"));
+	REFUSED("s_bss", 1, "is outside .probes (in .bss)");
+	patch_u64(exe, tpath("s_data"), create, sym_addr(exe, "data_word"));
+	REFUSED("s_data", 1, "is outside .probes (in .data)");
+	patch_u64(exe, tpath("s_far"), create, 0x7fff0000);
+	REFUSED("s_far", 1, "is outside .probes (in no section)");
+	patch_u64(exe, tpath("s_odd"), create, sem + 1);
+	REFUSED("s_odd", 1, "is not 2-byte aligned");
+
+	/* .probes that says it is elsewhere in the file than its segment maps it. */
+	elf = open_elf(exe, &fd);
+	ndx = find_section(elf, ".probes", &sh);
+	CHECK(ndx > 0);
+	if (ndx > 0) {
+		GElf_Ehdr eh;
+		uint64_t moved = sh.sh_offset + 2;
+
+		gelf_getehdr(elf, &eh);
+		patch_u64(exe, tpath("s_offset"),
+			  (long)(eh.e_shoff + ndx * sizeof(Elf64_Shdr) +
+				 offsetof(Elf64_Shdr, sh_offset)), moved);
+		/* Every semaphore is in .probes: every site is refused. */
+		REFUSED("s_offset", 3, "by .probes: the kernel would increment other bytes");
+	}
+	close_elf(elf, fd);
+}
+
+TEST(probes_refuse_names_and_segments)
+{
+	char exe[PATH_MAX];
+	long create;
+	GElf_Phdr ph, prev = { 0 };
+	size_t nph, i;
+	int fd;
+	Elf *elf;
+
+	snprintf(exe, sizeof(exe), "%s", tpath("refuse_exe"));
+	create = note_desc(exe, "create", 0);
+	/* A name no CORO_PROBE() writes, quoted as it is (the log escapes it). */
+	patch_copy(exe, tpath("n_esc"), create + 24 + 8, "\x1b[2J\\", 6);
+	REFUSED("n_esc", 1, "site 1 of corobpf:\x1b[2J\\ at 0x", "is not a C identifier");
+
+	/* Segments that overlap: an address no longer says which bytes libbpf probes. */
+	elf = open_elf(exe, &fd);
+	CHECK(elf && !elf_getphdrnum(elf, &nph));
+	for (i = 0; elf && i < nph && gelf_getphdr(elf, (int)i, &ph); i++) {
+		if (ph.p_type != PT_LOAD)
+			continue;
+		if (ph.p_flags & PF_X) {
+			GElf_Ehdr eh;
+
+			gelf_getehdr(elf, &eh);
+			patch_u64(exe, tpath("g_overlap"),
+				  (long)(eh.e_phoff + i * sizeof(Elf64_Phdr) +
+					 offsetof(Elf64_Phdr, p_vaddr)), prev.p_vaddr);
+			break;
+		}
+		prev = ph;
+	}
+	close_elf(elf, fd);
+	REFUSED("g_overlap", 3, "cannot be placed: its PT_LOAD segments at 0x", "overlap");
+}
+
+TEST(probes_hostile_many)
+{
+	struct elf_probes p;
+	char err[512];
+
+	/* Linear in the notes whatever they hold: this would not end if a step were quadratic. */
+	CHECK_EQ(elf_probe_scan(tpath("many_good"), "corobpf", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.total, MANY_NOTES + MANY_NAMES);
+	CHECK_EQ(p.n_names, ELF_PROBE_NAMES_MAX);
+	CHECK_EQ(p.names_dropped, MANY_NAMES + 1 - ELF_PROBE_NAMES_MAX);
+	CHECK_EQ(p.sites_nop1, p.total);
+	CHECK_EQ(p.sites_refused, 0);
+	CHECK_EQ(elf_probe_scan(tpath("many_good"), "other", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.total, 5000);
+
+	CHECK_EQ(elf_probe_scan(tpath("many_bad"), "corobpf", &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.sites_refused, p.total);
+	CHECK_EQ(p.sites_other, p.total);
+	CHECK_CONTAINS(p.refused, "site 1 of corobpf:bulk at 0x");
+	CHECK_CONTAINS(p.refused, "(bytes 48 89 c7 c3");
+}
+
+/*
+ * Random damage to the notes, the program headers and the section headers of
+ * a real object: never a crash or a read out of bounds (make asan-test runs
+ * this under AddressSanitizer), and counts that add up.
+ */
+TEST(probes_random_damage)
+{
+	uint32_t seed = 0x2c0b0f;
+	size_t len, i, regions[3][2];
+	long notes;
+	char *orig, *buf, err[512];
+	GElf_Shdr sh;
+	GElf_Ehdr eh;
+	int fd, n_ok = 0;
+	Elf *elf;
+
+	orig = read_file(tpath("probe_exe"), &len);
+	elf = open_elf(tpath("probe_exe"), &fd);
+	notes = find_section(elf, ".note.stapsdt", &sh);
+	CHECK(orig && notes > 0 && gelf_getehdr(elf, &eh));
+	close_elf(elf, fd);
+	if (!orig || notes <= 0) {
+		free(orig);
+		return;
+	}
+	regions[0][0] = sh.sh_offset;
+	regions[0][1] = sh.sh_size;
+	regions[1][0] = eh.e_phoff;
+	regions[1][1] = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
+	regions[2][0] = eh.e_shoff;
+	regions[2][1] = (size_t)eh.e_shnum * sizeof(Elf64_Shdr);
+	buf = malloc(len);
+	for (i = 0; buf && i < 3000; i++) {
+		struct elf_probes p;
+		int flips, ret;
+
+		memcpy(buf, orig, len);
+		seed = seed * 1103515245 + 12345;
+		flips = 1 + (seed >> 16) % 4;
+		while (flips--) {
+			size_t *r, at;
+
+			seed = seed * 1103515245 + 12345;
+			/* Mostly the notes, where a hostile file puts its numbers. */
+			r = regions[(seed >> 16) % 5 < 3 ? 0 : 1 + (seed >> 20) % 2];
+			seed = seed * 1103515245 + 12345;
+			at = r[0] + (seed >> 8) % r[1];
+			seed = seed * 1103515245 + 12345;
+			buf[at] = (seed >> 24) % 3 ? (char)(seed >> 16) : (char)0xff;
+		}
+		write_file(tpath("damaged"), buf, len);
+		ret = elf_probe_scan(tpath("damaged"), "corobpf", &p, err, sizeof(err));
+		if (ret)
+			continue;
+		n_ok++;
+		CHECK(p.sites_refused <= p.total);
+		CHECK_EQ(p.sites_nop1 + p.sites_nop5 + p.sites_other, p.total);
+	}
+	CHECK(n_ok > 100);
+	free(buf);
+	free(orig);
 }
 
 TEST(not_elf_and_truncated)
@@ -1541,6 +1988,12 @@ int main(void)
 	RUN(probes_shared_library);
 	RUN(probes_none);
 	RUN(probes_malformed_notes);
+	RUN(probes_sdk_sites_accepted);
+	RUN(probes_refuse_sites);
+	RUN(probes_refuse_semaphores);
+	RUN(probes_refuse_names_and_segments);
+	RUN(probes_hostile_many);
+	RUN(probes_random_damage);
 	RUN(not_elf_and_truncated);
 	RUN(wrong_class_and_machine);
 	RUN(dynamic_info);

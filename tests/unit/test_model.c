@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The model fed synthetic streams: every edge case of the issue, asserted exactly. */
+#include <time.h>
 #include "unit.h"
 #include "stream.h"
 
@@ -308,6 +309,177 @@ TEST(spans_follow_migration)
 	done();
 }
 
+/* ---- spans, searched and indexed alike ---- */
+
+/* What apply_span() told the observers, per span record in order. */
+#define SPAN_OPS 120000
+static struct {
+	bool matched[SPAN_OPS];
+	u32 depth[SPAN_OPS];
+	u32 n;
+	char open_at_end[64][CORO_STR_LEN]; /* coroutine 7's open spans when it last ended */
+	u32 nopen_at_end;
+	u32 cap_at_end;
+} SP;
+
+static void span_record(void *ctx, const struct coro_event_hdr *h,
+			const struct model_event_info *mi)
+{
+	if (h->kind != CORO_EV_SPAN_BEGIN && h->kind != CORO_EV_SPAN_END)
+		return;
+	if (SP.n < SPAN_OPS) {
+		SP.matched[SP.n] = h->kind == CORO_EV_SPAN_BEGIN || mi->span_matched;
+		SP.depth[SP.n] = mi->span_depth;
+		SP.n++;
+	}
+}
+
+static void span_coroutine_end(void *ctx, const struct coro *c)
+{
+	SP.nopen_at_end = MIN(c->nspans, 64);
+	SP.cap_at_end = c->cap_spans;
+	for (u32 i = 0; i < SP.nopen_at_end; i++)
+		memcpy(SP.open_at_end[i], c->spans[i].name, CORO_STR_LEN);
+}
+
+static void start_spans(void)
+{
+	struct model_observer obs = {.record = span_record, .coroutine_end = span_coroutine_end};
+
+	memset(&SP, 0, sizeof(SP));
+	memset(&ci, 0, sizeof(ci));
+	pipeline_init(&P, &ci);
+	seen_attach(&P, &S);
+	pipeline_add_observer(&P, &obs);
+	pipeline_begin(&P);
+	pipeline_feed(&P, mk_process(&B, 1, CORO_PROC_LAUNCHED));
+}
+
+TEST(spans_deep_stack_ends_cost_no_search)
+{
+	/* The review's case: a deep stack, then ends naming spans that are not open. */
+	enum { DEPTH = 50000, ENDS = 50000 };
+	char name[32];
+	u64 ts = 100;
+	clock_t t0;
+	double secs;
+
+	start_spans();
+	feed(mk_create(&B, 1, ts++, 0, 7, 0));
+	feed(mk_switch(&B, 1, ts++, 0, 7, 0, 0));
+	t0 = clock();
+	for (int i = 0; i < DEPTH; i++) {
+		snprintf(name, sizeof(name), "layer.%d", i);
+		feed(mk_span(&B, true, 1, ts++, 7, name));
+	}
+	for (int i = 0; i < ENDS; i++) {
+		snprintf(name, sizeof(name), "no.such.span.%d", i);
+		feed(mk_span(&B, false, 1, ts++, 7, name));
+	}
+	/* A real one in the middle closes it and everything inside, and nothing outside. */
+	feed(mk_span(&B, false, 1, ts++, 7, "layer.2"));
+	feed(mk_span(&B, false, 1, ts++, 7, "layer.0"));
+	feed(mk_span(&B, false, 1, ts++, 7, "layer.0"));
+	stop(); /* the records wait in the reorder window until here */
+	secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+	CHECK_EQ(P.model.anom.span_unmatched_end, ENDS + 1);
+	CHECK_EQ(SP.n, DEPTH + ENDS + 3);
+	CHECK_EQ(SP.depth[DEPTH - 1], DEPTH);
+	CHECK(SP.matched[DEPTH + ENDS] && SP.depth[DEPTH + ENDS] == DEPTH);
+	CHECK(SP.matched[DEPTH + ENDS + 1] && SP.depth[DEPTH + ENDS + 1] == 2);
+	CHECK(!SP.matched[DEPTH + ENDS + 2] && SP.depth[DEPTH + ENDS + 2] == 0);
+	/* With no span open, it holds no span memory. */
+	CHECK_EQ(SP.cap_at_end, 0);
+	/* A search per end was 50,000 x 50,000 name compares: many seconds. */
+	if (secs > 2.0) {
+		fprintf(stderr, "  %.2f s for %d unmatched ends at depth %d\n", secs, ENDS, DEPTH);
+		CHECK(secs <= 2.0);
+	}
+	CHECK_EQ(P.model.span_index.len, 0);
+	done();
+}
+
+/*
+ * A random walk of begins and ends, the stack depth crossing the indexed
+ * threshold both ways, few names (so ends close several at once) and some
+ * never opened; spans of a coroutine and of a bare thread; the coroutine
+ * ending with spans open and coming back at the same address. Each answer
+ * must be the one a plain search of the stack gives.
+ */
+TEST(spans_indexed_agree_with_a_search)
+{
+	static const char *names[] = {"req", "db.query", "parse", "lock", "io", "retry"};
+	static char ref[2][4096][CORO_STR_LEN]; /* [0] coroutine 7 on thread 1, [1] thread 2 */
+	static bool want_matched[SPAN_OPS];
+	static u32 want_depth[SPAN_OPS];
+	u32 nref[2] = {0, 0}, nops = 0;
+	u64 seed = 12345, ts = 100;
+	int mismatches = 0;
+
+	start_spans();
+	feed(mk_create(&B, 1, ts++, 0, 7, 0));
+	feed(mk_switch(&B, 1, ts++, 0, 7, 0, 0));
+	while (nops < SPAN_OPS - 2) {
+		u32 who, *n, r;
+		char name[32];
+		bool begin;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		r = (u32)(seed >> 33);
+		who = r & 1;
+		n = &nref[who];
+		if (who == 0 && nops % 9973 == 9972) {
+			/* Ends with its spans open; a new incarnation starts with none. */
+			feed(mk_exit(&B, 1, ts++, 7, 7, 0));
+			feed(mk_switch(&B, 1, ts++, 7, 0, CORO_R_DONE, 0));
+			feed(mk_create(&B, 1, ts++, 0, 7, 0));
+			feed(mk_switch(&B, 1, ts++, 0, 7, 0, 0));
+			*n = 0;
+			continue;
+		}
+		/* Depth wanders across the threshold (16) and far past it. */
+		begin = (r >> 1) % 100 < (*n < 8 ? 75 : *n < 40 ? 52 : *n < 300 ? 48 : 30);
+		if (begin && *n == 4096)
+			begin = false;
+		if ((r >> 8) % 10 == 0)
+			snprintf(name, sizeof(name), "once.%u", (unsigned)nops); /* never opened */
+		else
+			snprintf(name, sizeof(name), "%s", names[(r >> 12) % 6]);
+		want_depth[nops] = begin ? *n + 1 : *n;
+		if (begin) {
+			snprintf(ref[who][(*n)++], CORO_STR_LEN, "%s", name);
+			want_matched[nops] = true;
+		} else {
+			u32 i = *n;
+
+			while (i-- > 0 && strcmp(ref[who][i], name))
+				;
+			want_matched[nops] = i != (u32)-1;
+			if (want_matched[nops])
+				*n = i;
+		}
+		feed(mk_span(&B, begin, who ? 2 : 1, ts++, who ? 0 : 7, name));
+		nops++;
+	}
+	stop();
+	CHECK_EQ(SP.n, nops);
+	for (u32 i = 0; i < nops && i < SP.n; i++) {
+		if (SP.matched[i] != want_matched[i] || SP.depth[i] != want_depth[i]) {
+			if (mismatches++ < 5)
+				fprintf(stderr, "  op %u: matched %d depth %u, a search says %d %u\n", i,
+					SP.matched[i], SP.depth[i], want_matched[i], want_depth[i]);
+		}
+	}
+	CHECK_EQ(mismatches, 0);
+	/* The last incarnation's spans, outermost first, as the outputs list them. */
+	CHECK_EQ(SP.nopen_at_end, MIN(nref[0], 64));
+	for (u32 i = 0; i < SP.nopen_at_end; i++)
+		CHECK_STR(SP.open_at_end[i], ref[0][i]);
+	/* Left in the index: only the thread's spans (at most one entry each). */
+	CHECK(P.model.span_index.len <= nref[1]);
+	done();
+}
+
 TEST(process_exit_closes_everything)
 {
 	start(CORO_PROC_LAUNCHED);
@@ -464,6 +636,8 @@ int main(void)
 	RUN(ready_while_running_keeps_it_runnable);
 	RUN(lost_events_make_state_unknown);
 	RUN(spans_follow_migration);
+	RUN(spans_deep_stack_ends_cost_no_search);
+	RUN(spans_indexed_agree_with_a_search);
 	RUN(process_exit_closes_everything);
 	RUN(switch_from_mismatch_is_counted);
 	RUN(intervals_cover_life_without_gaps);
