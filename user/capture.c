@@ -17,6 +17,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "capture.h"
+#include "termsafe.h"
 #include "usdt.h"
 #include "corobpf.skel.h"
 #include "log.h"
@@ -82,9 +83,20 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	/* libbpf's messages (the verifier log among them) only when asked for. */
 	if (level == LIBBPF_DEBUG && log_level < LOG_DEBUG)
 		return 0;
+	char msg[4096], safe[TERM_SAFE_MAX(sizeof(msg))];
+	char *line, *save = NULL;
+	int n;
+
 	if (level != LIBBPF_DEBUG && log_level < LOG_VERBOSE)
 		return 0;
-	return vfprintf(stderr, fmt, ap);
+	/* They quote probe names and argument strings from other users' files: escaped, by line. */
+	n = vsnprintf(msg, sizeof(msg), fmt, ap);
+	for (char *p = msg; *p; p++)
+		if (*p == '\t')
+			*p = ' ';
+	for (line = strtok_r(msg, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		fprintf(stderr, "%s\n", term_safe(safe, sizeof(safe), line, strlen(line)));
+	return n;
 }
 
 static bool has_cap(const struct __user_cap_data_struct *d, int cap)
@@ -913,8 +925,12 @@ int capture_attach(struct capture *c)
 		log_err("no corobpf probes%s in the target: searched %zu object%s%s",
 			c->opts->switch_none ? "" : " and no known switch functions",
 			c->nsearched, c->nsearched == 1 ? "" : "s", c->nsearched ? ":" : "");
-		for (size_t i = 0; i < c->nsearched; i++)
-			fprintf(stderr, "    %s\n", c->searched[i]);
+		for (size_t i = 0; i < c->nsearched; i++) {
+			char safe[TERM_SAFE_MAX(4096)];
+
+			fprintf(stderr, "    %s\n", term_safe(safe, sizeof(safe), c->searched[i],
+							    strlen(c->searched[i])));
+		}
 		fprintf(stderr, "  (instrument the scheduler with usdt/corobpf.h, see docs/probes.md; "
 				"or name its switch function with --switch, see --switch help)\n");
 		return EXIT_NO_PROBES;
