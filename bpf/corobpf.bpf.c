@@ -360,26 +360,86 @@ static __always_inline void stk_submit(struct stk_rec *r)
 	r->scratch->busy = 0;
 }
 
-static __always_inline void read_label(char *dst, __u64 uptr, struct coro_event_hdr *hdr)
+/*
+ * Strings. The probe header passes the pointer and never touches it (a bad
+ * one must not crash the traced program); reading it is all ours. The fast
+ * read cannot fault pages in, so it fails alike on a bad pointer and on a
+ * good string whose page is not in the page tables yet (a literal in a
+ * .rodata page the program never read, memory swapped out). Only then, in
+ * the string probes' programs, which user space makes sleepable when the
+ * kernel allows it (strings_sleepable), the string is read again through the
+ * page fault handler: a good string comes in, a bad pointer fails as before
+ * and is counted. The fast path stays the common one: spans are hot. The
+ * slow read sleeps with the record reserved, so the reader waits at it (not
+ * past it) while the page comes in, once per page the program never read.
+ */
+const volatile bool strings_sleepable = false;
+
+/* Kernel 6.12 and later; older kernels fault the pages in by bpf_copy_from_user() instead. */
+extern int bpf_copy_from_user_str(void *dst, u32 dst__sz, const void *unsafe_ptr__ign,
+				  u64 flags) __weak __ksym;
+#ifndef bpf_ksym_exists /* libbpf 1.2 and later have it */
+#define bpf_ksym_exists(sym)                                                                       \
+	({                                                                                         \
+		_Static_assert(!__builtin_constant_p(!!sym), #sym " should be marked __weak");     \
+		!!sym;                                                                             \
+	})
+#endif
+#define COPY_STR_PAD_ZEROS 1 /* BPF_F_PAD_ZEROS: none of a failed read's bytes stay */
+
+/* Sleepable programs only: bpf_probe_read_user_str()'s result, page faults allowed. */
+static __always_inline long read_user_str_faulting(char *dst, __u64 uptr)
+{
+	char c;
+
+	if (bpf_ksym_exists(bpf_copy_from_user_str))
+		return bpf_copy_from_user_str(dst, CORO_STR_LEN, (const void *)uptr,
+					      COPY_STR_PAD_ZEROS);
+	/*
+	 * Fault in the page of the first byte, and the next one if the label
+	 * may run into it (that touch fails harmlessly where no page follows),
+	 * then read again without faulting.
+	 */
+	if (bpf_copy_from_user(&c, 1, (const void *)uptr))
+		return -1;
+	if ((uptr & 4095) > 4096 - CORO_STR_LEN)
+		bpf_copy_from_user(&c, 1, (const void *)((uptr | 4095) + 1));
+	return bpf_probe_read_user_str(dst, CORO_STR_LEN, (const void *)uptr);
+}
+
+/* may_fault: a constant, true only in the programs user space may make sleepable. */
+static __always_inline void read_label(char *dst, __u64 uptr, struct coro_event_hdr *hdr,
+				       bool may_fault)
 {
 	long n;
 
 	/* Ring memory is reused: no bytes of an older record after the NUL. */
 	__builtin_memset(dst, 0, CORO_STR_LEN);
 	n = bpf_probe_read_user_str(dst, CORO_STR_LEN, (const void *)uptr);
+	if (n < 0 && may_fault && strings_sleepable)
+		n = read_user_str_faulting(dst, uptr);
 
 	if (n < 0) {
-		/* Not mapped, or a page not faulted in: keep the event, say so. */
+		/* A bad pointer, or a page that could not be faulted in: keep the event, say so. */
 		dst[0] = '\0';
 		hdr->flags |= CORO_EVF_STR_FAULT;
 		stat_inc(CORO_STAT_STR_FAULT);
 		return;
 	}
 	if (n == CORO_STR_LEN) {
+		const void *last = (const void *)(uptr + CORO_STR_LEN - 1);
 		char c = 0;
+		long err;
 
-		/* Exactly 63 characters, or more? Look at the byte we dropped. */
-		if (bpf_probe_read_user(&c, 1, (const void *)(uptr + CORO_STR_LEN - 1)) == 0 && c)
+		/*
+		 * Exactly 63 characters, or more? Look at the byte we dropped
+		 * (the faulting read stops before it: it may sit alone in a page
+		 * not faulted in yet).
+		 */
+		err = bpf_probe_read_user(&c, 1, last);
+		if (err && may_fault && strings_sleepable)
+			err = bpf_copy_from_user(&c, 1, last);
+		if (!err && c)
 			hdr->flags |= CORO_EVF_STR_TRUNCATED;
 	}
 }
@@ -483,7 +543,7 @@ int BPF_USDT(coro_name, __u64 id, __u64 str)
 	if (!e)
 		return 0;
 	e->id = id;
-	read_label(e->name, str, &e->hdr);
+	read_label(e->name, str, &e->hdr, true);
 	event_submit(e);
 	return 0;
 }
@@ -562,7 +622,7 @@ static __always_inline int span_event(__u64 str, __u8 kind)
 
 	if (!e)
 		return 0;
-	read_label(e->name, str, &e->hdr);
+	read_label(e->name, str, &e->hdr, true);
 	event_submit(e);
 	return 0;
 }
@@ -715,7 +775,7 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 
 		if (!st || ctx_reg(regs, CORO_CTX_COOKIE_B(k)) != CORO_PTH_ATTR_NAME)
 			break;
-		read_label(st->pth_name, ctx_reg(regs, CORO_CTX_COOKIE_C(k)), &h);
+		read_label(st->pth_name, ctx_reg(regs, CORO_CTX_COOKIE_C(k)), &h, false);
 		st->pth_name_flags = h.flags;
 		st->pth_attr = attr;
 		break;

@@ -147,6 +147,12 @@ $(OUT)/tests/strings: tests/integration/progs/strings.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -o $@
 
+# badstr: bad pointers given to the string probes, strings in pages nothing touched yet.
+tools: $(OUT)/tests/badstr
+$(OUT)/tests/badstr: tests/integration/progs/badstr.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -o $@
+
 # bugs: one bug per run, on purpose, for the detectors; and a control.
 $(OUT)/tests/bugs: tests/integration/progs/bugs.c $(SCHED_OBJS) $(SCHED_DEPS)
 	$(call msg,CC,$@)

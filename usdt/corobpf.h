@@ -27,9 +27,9 @@
  *   CORO_PROBE(name, id, str)
  *	A label for `id`: a NUL-terminated C string, read at the probe (so it
  *	may be a stack buffer). corobpf keeps the first 63 bytes and marks
- *	longer strings as truncated. May come before or after create, and
- *	again to rename. Like the span probes, it evaluates its arguments only
- *	while traced (see COST).
+ *	longer strings as truncated (see STRINGS). May come before or after
+ *	create, and again to rename. Like the span probes, it evaluates its
+ *	arguments only while traced (see COST).
  *
  *   CORO_PROBE(ready, id)
  *	`id` became runnable (it was put on a run queue). The waker is not an
@@ -74,12 +74,17 @@
  *	whatever moves the arguments into registers (usually nothing, since
  *	they are live already). The string probes (name, span_begin, span_end)
  *	are a load of their semaphore and a branch: they evaluate their
- *	arguments, and read the first byte of the string, only while traced.
- *	That read makes sure the string's page is mapped, because the kernel
- *	side cannot fault pages in and a literal in a page the program never
- *	touched would otherwise come out empty (counted as a string fault).
+ *	arguments only while traced.
  *	Traced by corobpf: roughly 0.5-0.6 us per hit on x86-64, dominated by
  *	the kernel's uprobe trap (see docs/performance.md).
+ *
+ * STRINGS
+ *	The header passes a string's address and never dereferences it: a bad
+ *	pointer (NULL, freed, garbage) costs the traced program nothing. corobpf
+ *	keeps such an event with an empty string, flags it unreadable and
+ *	counts it. A good string is read wherever it is, a literal in a page
+ *	the program never read included (kernel 6.0 or later; before that such
+ *	a string may come out unreadable).
  *
  * FASTER TRACED PROBES (x86-64, COROBPF_NOP5)
  *	Define COROBPF_NOP5 before including this header to make each site a
@@ -229,16 +234,13 @@ __CORO_SEMAPHORE(span_end);
 
 #define __CORO_PROBE_create(id, parent) __CORO_PROBE2(create, "8", __CORO_U(id), "8", __CORO_U(parent))
 /*
- * String probes fire only while traced, and touch the string's first byte
- * first: BPF cannot fault pages in, and a literal in a .rodata page the
- * process never read would otherwise come out empty.
+ * String probes fire only while traced. They never dereference the string
+ * (see STRINGS): corobpf reads it, faulting its pages in where needed.
  */
-#define __CORO_TOUCH(s) ((s) ? (void)*(const volatile char *)(s) : (void)0)
 #define __CORO_PROBE_name(id, str)                                                           \
 	do {                                                                                 \
 		if (CORO_PROBE_ENABLED(name)) {                                              \
 			const char *__coro_s = (str);                                        \
-			__CORO_TOUCH(__coro_s);                                              \
 			__CORO_PROBE2M(name, "8", __CORO_U(id), "8", __CORO_U(__coro_s));    \
 		}                                                                            \
 	} while (0)
@@ -251,7 +253,6 @@ __CORO_SEMAPHORE(span_end);
 	do {                                                                                 \
 		if (CORO_PROBE_ENABLED(name)) {                                              \
 			const char *__coro_s = (str);                                        \
-			__CORO_TOUCH(__coro_s);                                              \
 			__CORO_PROBE1M(name, "8", __CORO_U(__coro_s));                       \
 		}                                                                            \
 	} while (0)

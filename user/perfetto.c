@@ -1339,6 +1339,19 @@ static u64 actor_track(struct perfetto_sink *s, const struct coro_event_hdr *h, 
 	return UUID_THREAD(h->tid);
 }
 
+/*
+ * A span's slice name. An empty one (span_begin(""), or a string that could
+ * not be read) would make a slice without a name, blank in the UI and invalid
+ * to the checker: it gets a placeholder here; the JSONL keeps it empty.
+ */
+static void span_label(char *dst, size_t n, const struct coro_ev_span *e)
+{
+	utf8_sanitize(dst, n, e->name, CORO_STR_LEN);
+	if (!dst[0])
+		snprintf(dst, n, "%s",
+			 e->hdr.flags & CORO_EVF_STR_FAULT ? "(unreadable span)" : "(unnamed span)");
+}
+
 static void span_begin(struct perfetto_sink *s, const struct coro_ev_span *e,
 		       const struct model_event_info *mi)
 {
@@ -1351,7 +1364,7 @@ static void span_begin(struct perfetto_sink *s, const struct coro_ev_span *e,
 		/* The span encloses the state slices inside it: close, open span, reopen. */
 		if (pc->state_open)
 			slice_end(s, h->ts, pc->track);
-		utf8_sanitize(span, sizeof(span), e->name, CORO_STR_LEN);
+		span_label(span, sizeof(span), e);
 		if (pc->lane) {
 			snprintf(name, sizeof(name), "%s: %s", pc->label, span);
 		} else {
@@ -1364,7 +1377,7 @@ static void span_begin(struct perfetto_sink *s, const struct coro_ev_span *e,
 		struct pf_thread *t = thread_ready(s, h->ts, h->pid, h->tid);
 		char span[LABEL_MAX];
 
-		utf8_sanitize(span, sizeof(span), e->name, CORO_STR_LEN);
+		span_label(span, sizeof(span), e);
 		slice_begin(s, h->ts, UUID_THREAD(h->tid), span, NULL, 0);
 		t->nspans++;
 	}
