@@ -17,6 +17,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "capture.h"
+#include "strread.h"
 #include "termsafe.h"
 #include "usdt.h"
 #include "corobpf.skel.h"
@@ -647,6 +648,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_ctx_multi, false);
 	usdt_multi_setup(c);
+	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
 	if (err) {
 		log_err("cannot load the BPF programs: %s%s", strerror(-err),
