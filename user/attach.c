@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
+#include "attach.h"
 #include "capture.h"
 #include "elfnotes.h"
 #include "ldpaths.h"
@@ -20,8 +21,6 @@
 #include "safeopen.h"
 #include "switchfam.h"
 #include "usdt.h"
-
-struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
 
 static void note_searched(struct capture *c, const char *path)
 {

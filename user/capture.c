@@ -16,6 +16,7 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include "attach.h"
 #include "capture.h"
 #include "strread.h"
 #include "termsafe.h"
@@ -711,7 +712,6 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	return 0;
 }
 
-struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
 struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name)
 {
 	struct corobpf_bpf *s = c->skel;

@@ -168,24 +168,24 @@ void capture_kill_child(struct capture *c);
 void capture_detach_async(struct capture *c);
 void capture_close(struct capture *c); /* waits for the detach */
 
-/* attach.c: finding objects with probes and attaching to them. */
-int attach_scan_process(struct capture *c, struct target *t, bool late);
-/* After the first scan: the switch-function path for t if it has no probes (or --switch). */
-void attach_switch_path(struct capture *c, struct target *t);
+/*
+ * What attach.c (attach.h) and usdt.c use of the capture: the programs, the
+ * links that must live until the end, and the records that say what was
+ * attached.
+ */
+/* The BPF program of a probe name ("create", ...) or an internal one ("@libload", "@ctx", "@ctx_multi"). */
+struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
 /* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (kernel 6.6), absent from Debian 12's headers. */
 #define CORO_BPF_TRACE_UPROBE_MULTI 48
 /* prog at n offsets of path for pid (0: every process), with semaphores (refs may be NULL). */
 int capture_attach_uprobe_multi(struct capture *c, const struct bpf_program *prog, u32 pid,
 				const char *path, const u64 *offsets, const u64 *refs,
 				const u64 *cookies, u32 n);
+int capture_add_link(struct capture *c, struct bpf_link *link);
 /* The switch-function path attached in an object (a CORO_REC_SWITCH record). */
 void capture_emit_switch(struct capture *c, u32 pid, u32 family, const char *path,
 			 const char *sites, const char *limits, u32 nsites, u32 stepped);
-/* -a: attach (for every process) to the objects pid maps that carry probes. */
-void attach_scan_global(struct capture *c, u32 pid, bool late);
-int attach_launch_prepare(struct capture *c, struct target *t);
-void capture_emit(struct capture *c, const struct coro_event_hdr *rec);
 void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probes, bool late);
-int capture_add_link(struct capture *c, struct bpf_link *link);
+void capture_emit(struct capture *c, const struct coro_event_hdr *rec);
 
 #endif

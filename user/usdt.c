@@ -14,8 +14,6 @@
 #include "log.h"
 #include "usdt.h"
 
-struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
-
 /* ---- argument strings ---- */
 
 static const struct {
