@@ -215,7 +215,7 @@ static void span_push(struct model *m, const struct span_stack *st, const char *
 
 	if (!*st->cap && m->span_pool) {
 		*st->v = m->span_pool;
-		memcpy(&m->span_pool, *st->v, sizeof(m->span_pool));
+		memcpy(&m->span_pool, *st->v, sizeof(void *));
 		*st->cap = SPAN_FIRST_CAP;
 	} else if (*st->n == *st->cap) {
 		*st->cap = *st->cap ? *st->cap * 2 : SPAN_FIRST_CAP;
@@ -289,7 +289,7 @@ static bool span_pop(struct model *m, const struct span_stack *st, const char *n
 	if (!*st->n) {
 		/* None open: its array goes back for the next coroutine to open one. */
 		if (*st->cap == SPAN_FIRST_CAP) {
-			memcpy(*st->v, &m->span_pool, sizeof(m->span_pool));
+			memcpy(*st->v, &m->span_pool, sizeof(void *));
 			m->span_pool = *st->v;
 		} else {
 			free(*st->v);
@@ -1139,7 +1139,7 @@ void model_free(struct model *m)
 	while (m->span_pool) {
 		struct coro_span *next;
 
-		memcpy(&next, m->span_pool, sizeof(next));
+		memcpy(&next, m->span_pool, sizeof(void *));
 		free(m->span_pool);
 		m->span_pool = next;
 	}
