@@ -93,28 +93,6 @@ def scenario_details_wakers_and_threads():
 
 # ---- attach to a running process ----
 
-def start_waiting(binary, scen, extra=(), env=None):
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    p = subprocess.Popen([os.path.join(TESTS_BIN, binary), "--wait"] + list(extra) + [scen],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, text=True)
-    line = p.stdout.readline().split()
-    check(line and line[0] == "READY", "the scenario did not announce itself: %r" % line)
-    return p, int(line[1])
-
-
-def wait_for(path, text, timeout=20):
-    end = time.time() + timeout
-    while time.time() < end:
-        if os.path.exists(path):
-            with open(path) as f:
-                if text in f.read():
-                    return
-        time.sleep(0.05)
-    raise Failure("%r never appeared in %s" % (text, path))
-
-
 @test
 def attach_to_running_process():
     truth = work("attach.truth")
@@ -615,13 +593,6 @@ def overload_every_lost_event_is_counted():
 
 # ---- signals ----
 
-def start_tracer(args, name):
-    err = work(name + ".err")
-    ef = open(err, "w")
-    tr = subprocess.Popen([COROBPF] + args, stderr=ef, stdout=ef)
-    return tr, ef, err
-
-
 @test
 def sigint_finishes_outputs_and_leaves_target_running():
     target, pid = start_waiting("scenarios", "yield", extra=["--linger", "4000"])
@@ -678,13 +649,6 @@ def double_ctrl_c_never_leaves_a_partial_file():
 
 
 # ---- faults: in the target, in corobpf, on the disk ----
-
-FAULTS = os.path.join(TESTS_BIN, "faults")
-
-
-def faults_ids(trace, pid):
-    return sorted(c["id"] for c in trace.coroutines if c["pid"] == pid)
-
 
 @test
 def fault_ten_thousand_threads():
