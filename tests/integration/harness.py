@@ -182,6 +182,44 @@ def check_replay(live_jsonl, raw, extra=()):
             check(a.read() == b.read(), "replay of %s differs from the live %s" % (raw, o))
 
 
+# ---- programs and tracers running alongside a test ----
+
+FAULTS = os.path.join(TESTS_BIN, "faults")
+
+
+def start_waiting(binary, scen, extra=(), env=None):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.Popen([os.path.join(TESTS_BIN, binary), "--wait"] + list(extra) + [scen],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=e, text=True)
+    line = p.stdout.readline().split()
+    check(line and line[0] == "READY", "the scenario did not announce itself: %r" % line)
+    return p, int(line[1])
+
+
+def wait_for(path, text, timeout=20):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            with open(path) as f:
+                if text in f.read():
+                    return
+        time.sleep(0.05)
+    raise Failure("%r never appeared in %s" % (text, path))
+
+
+def start_tracer(args, name):
+    err = work(name + ".err")
+    ef = open(err, "w")
+    tr = subprocess.Popen([COROBPF] + args, stderr=ef, stdout=ef)
+    return tr, ef, err
+
+
+def faults_ids(trace, pid):
+    return sorted(c["id"] for c in trace.coroutines if c["pid"] == pid)
+
+
 # ---- an unprivileged user, for the tests that play the attacker ----
 
 ATTACKER = "corobpf-it"

@@ -1,0 +1,67 @@
+"""The kernel's view under the coroutines: off-CPU stretches."""
+from harness import *  # noqa: F401,F403
+
+
+BPFTRACE_OFFCPU = r"""
+tracepoint:sched:sched_switch /args->prev_comm == "bugs"/ { @off[args->prev_pid] = nsecs; }
+tracepoint:sched:sched_switch /args->next_comm == "bugs" && @off[args->next_pid]/ {
+  @max[args->next_pid] = max(nsecs - @off[args->next_pid]); delete(@off[args->next_pid]); }
+"""
+
+
+@test
+def offcpu_blocking_against_bpftrace_and_the_program():
+    """usleep(200 ms) inside a coroutine: one off-CPU stretch of about that, on that
+    coroutine only; bpftrace, watching sched_switch on its own, sees the same stretch."""
+    if not shutil.which("bpftrace"):
+        raise Failure("bpftrace (Debian package) is needed as the independent view")
+    # bpftrace reads tracepoint formats from tracefs (corobpf itself does not need it).
+    if not os.path.exists("/sys/kernel/tracing/events/sched"):
+        run(["mount", "-t", "tracefs", "none", "/sys/kernel/tracing"])
+    bt = subprocess.Popen(["bpftrace", "-e", BPFTRACE_OFFCPU], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    try:
+        line = bt.stdout.readline()
+        check("Attaching" in line, "bpftrace did not start: %r %s"
+              % (line, bt.stderr.read() if bt.poll() is not None else ""))
+        out = work("offcpu.jsonl")
+        p = corobpf(["-o", out, "--", os.path.join(TESTS_BIN, "bugs"), "blocking"])
+        eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    finally:
+        bt.send_signal(signal.SIGINT)
+        bt_out, _ = bt.communicate(timeout=60)
+    slept = int([l.split()[1] for l in p.stdout.splitlines() if l.startswith("SLEPT")][0])
+    blocker = [l.split()[2] for l in p.stdout.splitlines() if l.startswith("BUG")][0]
+    trace = Trace(out)
+    off = [e for e in trace.by_ev("offcpu") if e["id"] not in (None, "0x0")]
+    long_ = [e for e in off if e["dur"] > 50 * 1000000]
+    eq([(e["id"], e["state"]) for e in long_], [(blocker, "sleeping")], "long off-CPU stretches of coroutines")
+    e = long_[0]
+    check(abs(e["dur"] - slept) < 2 * 1000000, "off-CPU %d ns, the program slept %d ns" % (e["dur"], slept))
+    # bpftrace's view of the same thread.
+    seen = {int(m.group(1)): int(m.group(2)) for m in re.finditer(r"@max\[(\d+)\]: (\d+)", bt_out)}
+    check(e["tid"] in seen, "bpftrace saw no off-CPU stretch for thread %d: %s" % (e["tid"], bt_out[-400:]))
+    check(abs(seen[e["tid"]] - e["dur"]) < 1000000,
+          "bpftrace: %d ns off-CPU, corobpf: %d ns" % (seen[e["tid"]], e["dur"]))
+    c = [c for c in trace.coroutines if c["id"] == blocker][0]
+    check(c["blocked_ns"] >= e["dur"] - e["runq"], "blocked_ns %d" % c["blocked_ns"])
+    check(c["running_ns"] >= c["offcpu_ns"] >= e["dur"], "running %d, off-CPU %d" % (c["running_ns"], c["offcpu_ns"]))
+
+
+@test
+def offcpu_oversubscribed_is_runqueue_not_blocking():
+    out = work("oversub.jsonl")
+    p = corobpf(["-o", out, "--", os.path.join(TESTS_BIN, "bugs"), "oversubscribed"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    kinds = {f["kind"] for f in trace.records if f["type"] == "finding"}
+    check("blocking" not in kinds, "blocking found on CPU-bound coroutines: %s" % kinds)
+    crunchers = [c for c in trace.coroutines if c["name"] == "cpu-bound"]
+    eq(len(crunchers), 6, "crunchers")
+    # Six CPU-bound workers on %d CPUs: they wait on run queues while "running".
+    check(sum(c["runq_ns"] for c in crunchers) > 100 * 1000000,
+          "run-queue time %d ns" % sum(c["runq_ns"] for c in crunchers))
+    check(all(c["blocked_ns"] < 5 * 1000000 for c in crunchers),
+          "blocked: %s" % [c["blocked_ns"] for c in crunchers])
+    states = {e["state"] for e in trace.by_ev("offcpu") if e["id"] not in (None, "0x0")}
+    check("preempted" in states, "off-CPU states of the crunchers: %s" % states)
