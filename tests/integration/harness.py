@@ -198,6 +198,22 @@ def start_waiting(binary, scen, extra=(), env=None):
     return p, int(line[1])
 
 
+def wait_for_attached(path, suffix, timeout=20):
+    """-a -v: wait until the object whose path ends with suffix is attached, late (after a
+    program mapped it) or at the start (another instrumented program mapped it already)."""
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    line = line.rstrip("\n")
+                    if "probe sites in " in line and (line.endswith(suffix) or
+                                                      line.endswith(suffix + " (loaded after start)")):
+                        return
+        time.sleep(0.05)
+    raise Failure("%r was never attached (%s)" % (suffix, path))
+
+
 def wait_for(path, text, timeout=20):
     end = time.time() + timeout
     while time.time() < end:

@@ -24,8 +24,8 @@ def all_mode_finds_programs_started_later_and_after_exec():
         pid2 = int(line[1])
         procs = [p1, p2]
         # Their objects are attached when corobpf sees the exec (or already were).
-        wait_for(err, "/scenarios (loaded after start)")
-        wait_for(err, "/libcorosched.so (loaded after start)")
+        wait_for_attached(err, "/scenarios")
+        wait_for_attached(err, "/libcorosched.so")
         for p in procs:
             p.send_signal(signal.SIGUSR1)
         for p in procs:

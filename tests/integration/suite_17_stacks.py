@@ -224,7 +224,7 @@ def stacks_all_mode_program_started_later():
         line = prog.stdout.readline().split()
         check(line and line[0] == "READY", "the program did not start: %r" % line)
         pid = int(line[1])
-        wait_for(err, "/stacks-nofp (loaded after start)")
+        wait_for_attached(err, "/stacks-nofp")
         # Programs without probes exec meanwhile: -a sees their execs, never traces them.
         for _ in range(5):
             subprocess.run(["/bin/true"], check=True)
@@ -237,9 +237,15 @@ def stacks_all_mode_program_started_later():
             prog.kill()
             prog.wait()
     # The resolver holds state for the one traced process still alive, none for the others.
-    m = re.search(r"state held for (\d+) processes", open(err).read())
-    check(m and int(m.group(1)) == 1, "resolver state at the end: %r" % (m and m.group(0)))
+    # Other instrumented programs on the machine are traced too: held are those alive at the
+    # end (a process record, no exit), ours among them, never the untraced ones.
     trace = Trace(out)
+    exited = {r["pid"] for r in trace.records if r["type"] == "process_exit"}
+    alive = {r["pid"] for r in trace.processes} - exited
+    check(pid in alive, "the program is not among the processes alive at the end")
+    m = re.search(r"state held for (\d+) processes", open(err).read())
+    check(m and int(m.group(1)) == len(alive), "resolver state at the end: %r, %d traced "
+          "processes alive" % (m and m.group(0), len(alive)))
     stacks = {r["id"]: [f.get("func") for f in r["frames"]] for r in trace.records
               if r["type"] == "stack"}
     parks = [stacks.get(e.get("stack"), []) for e in trace.events
