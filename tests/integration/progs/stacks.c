@@ -17,7 +17,7 @@
  * stacks serve: the parkers park for 50 ms at a time until killed (for
  * corobpf ps); prints "READY <pid>" once they run.
  *
- * stacks spin: one coroutine, "spinner", computes for 300 ms in spin_here()
+ * stacks spin: one coroutine, "spinner", computes for 300 ms of CPU in spin_here()
  * without yielding (a long_run whose key frame is spin_here).
  *
  * stacks late: the default run, after 300 ms (a tracer that attaches after
@@ -49,24 +49,29 @@ __attribute__((noinline)) void exe_wait_forever(void)
 
 static int serve;
 
-static uint64_t now_ns(void)
+/* The CPU time this thread has had: what the 99 Hz CPU-clock samples count. */
+static uint64_t cpu_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Arithmetic, the clock read once per million steps: nearly every sample lands here. */
+/*
+ * Arithmetic, the clock read once per million steps: nearly every sample
+ * lands here. `ms` of CPU time, not of the wall clock: on a busy machine the
+ * run takes longer but gets as many samples.
+ */
 __attribute__((noinline)) void spin_here(unsigned ms)
 {
-	uint64_t end = now_ns() + ms * 1000000ull;
+	uint64_t end = cpu_ns() + ms * 1000000ull;
 	volatile uint64_t x = 1;
 
 	do {
 		for (int i = 0; i < 1000000; i++)
 			x = x * 3 + 1;
-	} while (now_ns() < end);
+	} while (cpu_ns() < end);
 }
 
 static int spinner(void *arg)
