@@ -12,17 +12,6 @@
 
 #define NS_PER_S 1000000000ULL
 
-const char *finding_kind_name(enum finding_kind k)
-{
-	static const char *names[FK_NKINDS] = {
-		[FK_LOST_WAKEUP] = "lost_wakeup",     [FK_STALL] = "stall",
-		[FK_LONG_RUN] = "long_run",	      [FK_SCHED_LATENCY] = "sched_latency",
-		[FK_LEAK] = "leak",		      [FK_UNMATCHED_SPAN] = "unmatched_span",
-		[FK_SPAWN_STORM] = "spawn_storm",     [FK_BLOCKING] = "blocking",
-	};
-	return (unsigned)k < FK_NKINDS ? names[k] : "?";
-}
-
 void analyze_opts_default(struct analyze_opts *o)
 {
 	o->stall_ns = NS_PER_S;

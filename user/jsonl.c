@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
-#include "analyze.h"
+#include "finding.h"
 #include "jsonl.h"
 #include "log.h"
 

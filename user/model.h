@@ -199,7 +199,7 @@ struct model_event_info {
 };
 
 struct model;
-struct finding; /* analyze.h */
+struct finding; /* finding.h */
 
 /* Observers: outputs and detectors. Any callback may be NULL. */
 struct model_observer {

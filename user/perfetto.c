@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include "analyze.h"
+#include "finding.h"
 #include "perfetto.h"
 #include "pb.h"
 

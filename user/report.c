@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <stdlib.h>
 #include <string.h>
-#include "analyze.h"
+#include "finding.h"
 #include "jsonl.h"
 #include "report.h"
 #include "termsafe.h"

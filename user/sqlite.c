@@ -13,7 +13,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include "analyze.h"
+#include "finding.h"
 #include "sqlite.h"
 
 static const char schema[] =

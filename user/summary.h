@@ -7,7 +7,8 @@
 #define COROBPF_SUMMARY_H
 
 #include <stdio.h>
-#include "analyze.h"
+#include "finding.h"
+#include "model.h"
 
 #define SUMMARY_TOP 5
 
