@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Findings: the bugs of coroutine schedulers, found from the model. The
- * analyzer is a model observer; each finding it makes goes back through the
- * model to every output (model_emit_finding), so the summary, JSONL,
+ * analyzer is the model's first observer (the pipeline registers it before
+ * any output); each finding it makes goes to the finding_sink it was given,
+ * the pipeline's, which hands it to every output, so the summary, JSONL,
  * Perfetto and SQLite all report the same findings.
  *
  *   lost_wakeup    suspended on something (wait, io, unknown reason) and never
@@ -44,8 +45,9 @@ void analyze_opts_default(struct analyze_opts *o);
 
 struct analyzer;
 
+/* Findings go to `out`; `obs` is filled with the analyzer's model callbacks. */
 struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
-			      struct model_observer *obs);
+			      const struct finding_sink *out, struct model_observer *obs);
 /* After registering the observer: the model's priv[] slot it got. */
 void analyzer_bind(struct analyzer *a, int slot);
 void analyzer_free(struct analyzer *a);

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * A finding: what the detectors (analyze.h, which says when each kind is
- * made) hand the outputs. It is a value: it names the coroutine, thread and
- * stack by their ids and copies what an output prints, so an output needs
- * nothing of the analyzer, and a finding outlives the model's view of the
- * coroutine it is about.
+ * made) hand the outputs through the pipeline. It is a value: it names the
+ * coroutine, thread and stack by their ids and copies what an output prints,
+ * so an output needs nothing of the analyzer, and a finding outlives the
+ * model's view of the coroutine it is about.
  */
 #ifndef COROBPF_FINDING_H
 #define COROBPF_FINDING_H
@@ -60,6 +60,17 @@ struct finding {
 	u32 samples_kept; /* of `samples`, kept for the key frame (a uniform sample of long runs) */
 	bool has_key;
 	char key_frame[256]; /* "func+0x1e (obj) file.c:52" */
+};
+
+/*
+ * Where findings go. The analyzer is given the pipeline's, and the pipeline
+ * hands each finding to the finding_sink of every output, in the order the
+ * outputs were added.
+ */
+struct finding_sink {
+	void *ctx;
+	/* Called when the finding is made, not at its start time (f->ts). */
+	void (*finding)(void *ctx, const struct finding *f);
 };
 
 static inline const char *finding_kind_name(enum finding_kind k)

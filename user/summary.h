@@ -30,6 +30,7 @@ struct summary {
 	int nworst[FK_NKINDS];
 };
 
-void summary_init(struct summary *s, FILE *out, struct model_observer *obs);
+void summary_init(struct summary *s, FILE *out, struct model_observer *obs,
+		  struct finding_sink *fs);
 
 #endif
