@@ -12,17 +12,6 @@
 
 #define NS_PER_S 1000000000ULL
 
-const char *finding_kind_name(enum finding_kind k)
-{
-	static const char *names[FK_NKINDS] = {
-		[FK_LOST_WAKEUP] = "lost_wakeup",     [FK_STALL] = "stall",
-		[FK_LONG_RUN] = "long_run",	      [FK_SCHED_LATENCY] = "sched_latency",
-		[FK_LEAK] = "leak",		      [FK_UNMATCHED_SPAN] = "unmatched_span",
-		[FK_SPAWN_STORM] = "spawn_storm",     [FK_BLOCKING] = "blocking",
-	};
-	return (unsigned)k < FK_NKINDS ? names[k] : "?";
-}
-
 void analyze_opts_default(struct analyze_opts *o)
 {
 	o->stall_ns = NS_PER_S;
@@ -45,9 +34,15 @@ struct storm {
 struct analyzer {
 	struct model *m;
 	struct analyze_opts o;
+	struct finding_sink out; /* the pipeline's: every output */
 	struct hmap storms; /* (pid, parent id) -> struct storm */
 	int slot;	    /* our priv[] slot: a coroutine's blocked time when its run began, + 1 */
 };
+
+static void emit_finding(struct analyzer *a, const struct finding *f)
+{
+	a->out.finding(a->out.ctx, f);
+}
 
 static void analyze_enter(void *ctx, const struct coro *c, u64 ts)
 {
@@ -138,7 +133,7 @@ static void at_end(struct analyzer *a, const struct coro *c, enum coro_state sta
 	f.waker = c->waker;
 	/* Never started: where it was made; else where it last parked. */
 	f.stack = state == CS_NEW ? c->create_stack : c->park_stack;
-	model_emit_finding(a->m, &f);
+	emit_finding(a, &f);
 }
 
 static u64 str_hash(const char *p)
@@ -232,7 +227,7 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 		f.dur = dur;
 		f.open = open;
 		key_frame(a, c, &f);
-		model_emit_finding(a->m, &f);
+		emit_finding(a, &f);
 		return;
 	}
 	if (open) {
@@ -253,14 +248,14 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 		f.has_waker = c->has_waker && c->ready_ts == end;
 		f.waker = c->waker;
 		f.stack = c->park_stack;
-		model_emit_finding(a->m, &f);
+		emit_finding(a, &f);
 	} else if (state == CS_RUNNABLE && dur >= a->o.sched_latency_ns) {
 		finding_init(a, &f, FK_SCHED_LATENCY, c);
 		f.ts = start;
 		f.dur = dur;
 		f.has_waker = c->has_waker && c->ready_ts == start;
 		f.waker = c->waker;
-		model_emit_finding(a->m, &f);
+		emit_finding(a, &f);
 	}
 }
 
@@ -278,7 +273,7 @@ static void span_finding(struct analyzer *a, const struct coro *c, u32 pid, u32 
 	f.open = open;
 	memcpy(f.span, name, CORO_STR_LEN);
 	f.span[CORO_STR_LEN - 1] = 0;
-	model_emit_finding(a->m, &f);
+	emit_finding(a, &f);
 }
 
 static void storm_emit(struct analyzer *a, struct storm *st)
@@ -293,7 +288,7 @@ static void storm_emit(struct analyzer *a, struct storm *st)
 	f.dur = st->last - st->start;
 	f.count = st->count;
 	f.peak = st->peak;
-	model_emit_finding(a->m, &f);
+	emit_finding(a, &f);
 	st->active = false;
 }
 
@@ -385,7 +380,7 @@ static void analyze_record(void *ctx, const struct coro_event_hdr *h,
 					  ? t->off_stack
 					  : 0;
 		}
-		model_emit_finding(a->m, &f);
+		emit_finding(a, &f);
 		break;
 	}
 	case CORO_EV_SPAN_END:
@@ -451,12 +446,13 @@ static void analyze_finish(void *ctx, const struct model *m)
 }
 
 struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
-			      struct model_observer *obs)
+			      const struct finding_sink *out, struct model_observer *obs)
 {
 	struct analyzer *a = xcalloc(1, sizeof(*a));
 
 	a->m = m;
 	a->o = *o;
+	a->out = *out;
 	a->slot = -1;
 	hmap_init(&a->storms);
 	memset(obs, 0, sizeof(*obs));

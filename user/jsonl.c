@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
-#include "analyze.h"
+#include "finding.h"
 #include "jsonl.h"
 #include "log.h"
 
@@ -656,7 +656,7 @@ static void jsonl_finish(void *ctx, const struct model *m)
 }
 
 struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, const struct model *m,
-				  struct model_observer *obs)
+				  struct model_observer *obs, struct finding_sink *fs)
 {
 	struct jsonl_sink *s = xcalloc(1, sizeof(*s));
 
@@ -675,8 +675,9 @@ struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, const struc
 	obs->begin = jsonl_begin;
 	obs->record = jsonl_record;
 	obs->coroutine_end = jsonl_coroutine_end;
-	obs->finding = jsonl_finding;
 	obs->finish = jsonl_finish;
+	fs->ctx = s;
+	fs->finding = jsonl_finding;
 	return s;
 }
 

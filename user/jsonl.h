@@ -8,6 +8,7 @@
 #ifndef COROBPF_JSONL_H
 #define COROBPF_JSONL_H
 
+#include "finding.h"
 #include "model.h"
 
 #define JSONL_SCHEMA_VERSION 1
@@ -16,10 +17,9 @@ struct jsonl_sink;
 
 /* `path` is the final output's path: summaries are spilled to a temporary file beside it. */
 struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, const struct model *m,
-				  struct model_observer *obs);
+				  struct model_observer *obs, struct finding_sink *fs);
 int jsonl_sink_error(struct jsonl_sink *s); /* 0 or -errno */
 
-struct finding;
 /* A finding as a JSON object: a "type":"finding" record line, or a bare object. */
 void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record);
 void jsonl_sink_free(struct jsonl_sink *s);

@@ -547,7 +547,6 @@ static int cmd_report(int argc, char **argv)
 {
 	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
 	struct args a = {0};
-	struct analyzer *an = NULL;
 	struct report_view *rv = NULL;
 	struct output outs[MAX_OUTPUTS];
 	struct capture_info ci;
@@ -556,6 +555,7 @@ static int cmd_report(int argc, char **argv)
 	struct pipeline p;
 	struct summary sum;
 	struct model_observer obs;
+	struct finding_sink fs;
 	const struct coro_event_hdr *rec;
 	char err[512];
 	int ret, code = 0;
@@ -587,16 +587,12 @@ static int cmd_report(int argc, char **argv)
 		capture_info_free(&ci);
 		return ret;
 	}
-	pipeline_init(&p, &ci);
-	/* The detectors first: every output sees their findings. */
-	an = analyzer_new(&p.model, &a.an, &obs);
-	analyzer_bind(an, pipeline_add_observer(&p, &obs));
+	pipeline_init(&p, &ci, &a.an);
 	for (int i = 0; i < a.noutputs; i++) {
 		if (output_attach(&outs[i], &p, err, sizeof(err))) {
 			log_err("%s", err);
 			abort_outputs(&a, outs);
 			pipeline_free(&p);
-			analyzer_free(an);
 			raw_reader_close(r);
 			jsonl_reader_close(jr);
 			capture_info_free(&ci);
@@ -606,11 +602,11 @@ static int cmd_report(int argc, char **argv)
 	/* The analysis: text after the summary, or one JSON document instead of both. */
 	if (a.json || log_level >= LOG_INFO) {
 		if (!a.json) {
-			summary_init(&sum, stdout, &obs);
-			pipeline_add_observer(&p, &obs);
+			summary_init(&sum, stdout, &obs, &fs);
+			pipeline_add_observer(&p, &obs, &fs);
 		}
-		rv = report_view_new(stdout, a.json, &obs);
-		pipeline_add_observer(&p, &obs);
+		rv = report_view_new(stdout, a.json, &obs, &fs);
+		pipeline_add_observer(&p, &obs, &fs);
 	}
 	pipeline_begin(&p);
 	while (!capture_stop_signal &&
@@ -619,7 +615,6 @@ static int cmd_report(int argc, char **argv)
 	if (capture_stop_signal) {
 		abort_outputs(&a, outs);
 		pipeline_free(&p);
-		analyzer_free(an);
 		if (rv)
 			report_view_free(rv);
 		raw_reader_close(r);
@@ -637,7 +632,6 @@ static int cmd_report(int argc, char **argv)
 	pipeline_finish(&p);
 	ret = close_outputs(&a, outs, false);
 	pipeline_free(&p);
-	analyzer_free(an);
 	if (rv)
 		report_view_free(rv);
 	raw_reader_close(r);
@@ -653,7 +647,6 @@ static int cmd_trace(int argc, char **argv)
 {
 	struct argp argp = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
 	struct args a = {.ring_bytes = 16ULL << 20};
-	struct analyzer *an = NULL;
 	struct capture_opts co = {0};
 	struct output outs[MAX_OUTPUTS];
 	struct outfile rawfile = {.fd = -1};
@@ -663,6 +656,7 @@ static int cmd_trace(int argc, char **argv)
 	struct pipeline p;
 	struct summary sum;
 	struct model_observer obs;
+	struct finding_sink fs;
 	struct ps *ps = NULL;
 	u32 *pids = NULL;
 	char err[512];
@@ -737,11 +731,8 @@ static int cmd_trace(int argc, char **argv)
 	for (size_t i = 0; i < cap.ntargets; i++)
 		pids[i] = cap.targets[i].pid;
 	capture_info_init_live(&ci, pids, cap.ntargets);
-	pipeline_init(&p, &ci);
+	pipeline_init(&p, &ci, &a.an);
 	pipe_open = true;
-	/* The detectors first: every output sees their findings. */
-	an = analyzer_new(&p.model, &a.an, &obs);
-	analyzer_bind(an, pipeline_add_observer(&p, &obs));
 	for (int i = 0; i < a.noutputs; i++) {
 		if (output_attach(&outs[i], &p, err, sizeof(err))) {
 			log_err("%s", err);
@@ -751,10 +742,10 @@ static int cmd_trace(int argc, char **argv)
 	}
 	if (ps_mode) {
 		ps = ps_new(stdout, &p.model, &obs);
-		pipeline_add_observer(&p, &obs);
+		pipeline_add_observer(&p, &obs, NULL);
 	} else if (log_level >= LOG_INFO) {
-		summary_init(&sum, stderr, &obs);
-		pipeline_add_observer(&p, &obs);
+		summary_init(&sum, stderr, &obs, &fs);
+		pipeline_add_observer(&p, &obs, &fs);
 	}
 	if (a.raw) {
 		raw = raw_writer_open(rawfile.fd, &ci, err, sizeof(err));
@@ -810,7 +801,6 @@ static int cmd_trace(int argc, char **argv)
 			code = status;
 	}
 	pipeline_free(&p);
-	analyzer_free(an);
 	ps_free(ps);
 	capture_close(&cap);
 	capture_info_free(&ci);
@@ -826,8 +816,6 @@ fail:
 	abort_outputs(&a, outs);
 	if (pipe_open)
 		pipeline_free(&p);
-	if (an)
-		analyzer_free(an);
 	ps_free(ps);
 	if (cap_open)
 		capture_close(&cap);

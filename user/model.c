@@ -1063,14 +1063,6 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 	bury_flush();
 }
 
-void model_emit_finding(struct model *m, const struct finding *f)
-{
-	for (size_t i = 0; i < m->nobs; i++)
-		if (m->obs[i].finding)
-			m->obs[i].finding(m->obs[i].ctx, f);
-}
-
-
 void model_finish(struct model *m)
 {
 	struct coro **all;

@@ -199,9 +199,8 @@ struct model_event_info {
 };
 
 struct model;
-struct finding; /* analyze.h */
 
-/* Observers: outputs and detectors. Any callback may be NULL. */
+/* Observers: the detectors and the outputs (the pipeline adds them). Any callback may be NULL. */
 struct model_observer {
 	void *ctx;
 	void (*begin)(void *ctx, const struct capture_info *ci);
@@ -215,8 +214,6 @@ struct model_observer {
 	/* c ended (exit, process exit, trace end, superseded); freed after the call. */
 	void (*coroutine_end)(void *ctx, const struct coro *c);
 	void (*process)(void *ctx, const struct coro_process *p);
-	/* A detector found something (analyze.h); called when found, not at its start time. */
-	void (*finding)(void *ctx, const struct finding *f);
 	void (*finish)(void *ctx, const struct model *m);
 };
 
@@ -270,8 +267,6 @@ void model_apply(struct model *m, const struct coro_event_hdr *rec);
 void model_define(struct model *m, const struct coro_event_hdr *rec);
 /* A stack named by a record, symbolized; NULL if none. */
 const struct sym_stack *model_stack(const struct model *m, u32 id);
-/* Hand a finding to every observer (detectors call this). */
-void model_emit_finding(struct model *m, const struct finding *f);
 /* End of input: close every live coroutine at the last timestamp. */
 void model_finish(struct model *m);
 void model_free(struct model *m);

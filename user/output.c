@@ -97,25 +97,26 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen)
 {
 	struct model_observer obs;
+	struct finding_sink fs;
 
 	switch (o->fmt) {
 	case OUT_JSONL:
-		o->sink = jsonl_sink_new(&o->ob, o->path, &p->model, &obs);
-		pipeline_add_observer(p, &obs);
+		o->sink = jsonl_sink_new(&o->ob, o->path, &p->model, &obs, &fs);
+		pipeline_add_observer(p, &obs, &fs);
 		break;
 	case OUT_PERFETTO:
-		o->sink = perfetto_sink_new(&o->ob, &p->model, o->max_tracks, &obs);
-		perfetto_sink_bind(o->sink, pipeline_add_observer(p, &obs));
+		o->sink = perfetto_sink_new(&o->ob, &p->model, o->max_tracks, &obs, &fs);
+		perfetto_sink_bind(o->sink, pipeline_add_observer(p, &obs, &fs));
 		break;
 	case OUT_SQLITE:
-		o->sink = sqlite_sink_new(o->file.fd, o->path, &p->model, &obs, err, errlen);
+		o->sink = sqlite_sink_new(o->file.fd, o->path, &p->model, &obs, &fs, err, errlen);
 		if (!o->sink)
 			return -1;
-		pipeline_add_observer(p, &obs);
+		pipeline_add_observer(p, &obs, &fs);
 		break;
 	case OUT_CSV:
-		o->sink = csv_sink_new(&o->ob, &obs);
-		pipeline_add_observer(p, &obs);
+		o->sink = csv_sink_new(&o->ob, &obs); /* the coroutines table: no findings */
+		pipeline_add_observer(p, &obs, NULL);
 		break;
 	case OUT_AUTO:
 		break;

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include "analyze.h"
+#include "finding.h"
 #include "perfetto.h"
 #include "pb.h"
 
@@ -1732,7 +1732,7 @@ static void perfetto_finish(void *ctx, const struct model *m)
 }
 
 struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 max_tracks,
-				       struct model_observer *obs)
+				       struct model_observer *obs, struct finding_sink *fs)
 {
 	struct perfetto_sink *s = xcalloc(1, sizeof(*s));
 
@@ -1760,8 +1760,9 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 	obs->enter = perfetto_enter;
 	obs->interval = perfetto_interval;
 	obs->coroutine_end = perfetto_coroutine_end;
-	obs->finding = perfetto_finding;
 	obs->finish = perfetto_finish;
+	fs->ctx = s;
+	fs->finding = perfetto_finding;
 	return s;
 }
 

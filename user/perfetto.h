@@ -8,6 +8,7 @@
 #ifndef COROBPF_PERFETTO_H
 #define COROBPF_PERFETTO_H
 
+#include "finding.h"
 #include "model.h"
 
 /* Per process, coroutines beyond this many get packed lanes instead of a track each. */
@@ -24,7 +25,7 @@ struct perfetto_sink;
 
 /* `m` is the model whose observer this becomes: the writer reads processes, threads and coroutines from it. */
 struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 max_tracks,
-				       struct model_observer *obs);
+				       struct model_observer *obs, struct finding_sink *fs);
 /* After registering the observer: the model's priv[] slot it got (-1: none). */
 void perfetto_sink_bind(struct perfetto_sink *s, int slot);
 int perfetto_sink_error(struct perfetto_sink *s); /* 0 or -errno */

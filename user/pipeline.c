@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include "analyze.h"
 #include "pipeline.h"
 
 static void pipeline_model(void *ctx, const struct coro_event_hdr *rec)
@@ -18,18 +19,41 @@ static void pipeline_emit(void *ctx, const struct coro_event_hdr *rec)
 	ctxmap_apply(&p->ctxmap, rec, pipeline_model, p);
 }
 
-void pipeline_init(struct pipeline *p, struct capture_info *ci)
+/* A finding of the detectors: to every output, in the order they were added. */
+static void pipeline_finding(void *ctx, const struct finding *f)
+{
+	struct pipeline *p = ctx;
+
+	for (u32 i = 0; i < p->nsinks; i++)
+		p->sinks[i].finding(p->sinks[i].ctx, f);
+}
+
+void pipeline_init(struct pipeline *p, struct capture_info *ci, const struct analyze_opts *detect)
 {
 	memset(p, 0, sizeof(*p));
 	p->ci = ci;
 	ctxmap_init(&p->ctxmap);
 	model_init(&p->model, ci);
 	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
+	if (detect) {
+		struct finding_sink to_outputs = {.ctx = p, .finding = pipeline_finding};
+		struct model_observer obs;
+
+		/* Before anything else can be added: the detectors are the first observer. */
+		p->analyzer = analyzer_new(&p->model, detect, &to_outputs, &obs);
+		analyzer_bind(p->analyzer, model_add_observer(&p->model, &obs));
+	}
 }
 
-int pipeline_add_observer(struct pipeline *p, const struct model_observer *obs)
+int pipeline_add_observer(struct pipeline *p, const struct model_observer *obs,
+			  const struct finding_sink *fs)
 {
-	return model_add_observer(&p->model, obs);
+	int slot = model_add_observer(&p->model, obs);
+
+	/* The model holds at most MODEL_MAX_OBSERVERS, so sinks[] has room for every one. */
+	if (slot >= 0 && fs && fs->finding)
+		p->sinks[p->nsinks++] = *fs;
+	return slot;
 }
 
 void pipeline_begin(struct pipeline *p)
@@ -60,4 +84,6 @@ void pipeline_free(struct pipeline *p)
 	reorder_free(&p->reorder);
 	ctxmap_free(&p->ctxmap);
 	model_free(&p->model);
+	if (p->analyzer)
+		analyzer_free(p->analyzer);
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <stdlib.h>
 #include <string.h>
-#include "analyze.h"
+#include "finding.h"
 #include "jsonl.h"
 #include "report.h"
 #include "termsafe.h"
@@ -299,7 +299,8 @@ static void rv_finish(void *ctx, const struct model *m)
 	free(procs);
 }
 
-struct report_view *report_view_new(FILE *out, bool json, struct model_observer *obs)
+struct report_view *report_view_new(FILE *out, bool json, struct model_observer *obs,
+				    struct finding_sink *fs)
 {
 	struct report_view *r = xcalloc(1, sizeof(*r));
 
@@ -315,8 +316,9 @@ struct report_view *report_view_new(FILE *out, bool json, struct model_observer 
 	obs->ctx = r;
 	obs->coroutine_end = rv_coroutine_end;
 	obs->interval = rv_interval;
-	obs->finding = rv_finding;
 	obs->finish = rv_finish;
+	fs->ctx = r;
+	fs->finding = rv_finding;
 	return r;
 }
 

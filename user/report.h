@@ -10,11 +10,13 @@
 #define COROBPF_REPORT_H
 
 #include <stdio.h>
+#include "finding.h"
 #include "model.h"
 
 struct report_view;
 
-struct report_view *report_view_new(FILE *out, bool json, struct model_observer *obs);
+struct report_view *report_view_new(FILE *out, bool json, struct model_observer *obs,
+				    struct finding_sink *fs);
 void report_view_free(struct report_view *r);
 
 /* The kind of a coroutine name: without trailing digits and dashes ("" stays ""). */

@@ -13,7 +13,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include "analyze.h"
+#include "finding.h"
 #include "sqlite.h"
 
 static const char schema[] =
@@ -751,7 +751,8 @@ static int fd_vfs_register(void)
 }
 
 struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
-				    struct model_observer *obs, char *err, size_t errlen)
+				    struct model_observer *obs, struct finding_sink *fs, char *err,
+				    size_t errlen)
 {
 	struct sqlite_sink *s = xcalloc(1, sizeof(*s));
 	char name[64], *msg = NULL;
@@ -789,8 +790,9 @@ struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
 	obs->record = sq_record;
 	obs->interval = sq_interval;
 	obs->coroutine_end = sq_coroutine_end;
-	obs->finding = sq_finding;
 	obs->finish = sq_finish;
+	fs->ctx = s;
+	fs->finding = sq_finding;
 	return s;
 fail:
 	for (int i = 0; i < ST_N; i++)

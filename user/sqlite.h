@@ -8,6 +8,7 @@
 #ifndef COROBPF_SQLITE_H
 #define COROBPF_SQLITE_H
 
+#include "finding.h"
 #include "model.h"
 
 #define SQLITE_SCHEMA_VERSION 1
@@ -20,7 +21,8 @@ struct sqlite_sink;
  * names it in messages.
  */
 struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
-				    struct model_observer *obs, char *err, size_t errlen);
+				    struct model_observer *obs, struct finding_sink *fs, char *err,
+				    size_t errlen);
 /* Finishes writing and closes the database; 0 or -1 with the reason in err. */
 int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen);
 

@@ -303,13 +303,15 @@ static void summary_finish(void *ctx, const struct model *m)
 	}
 }
 
-void summary_init(struct summary *s, FILE *out, struct model_observer *obs)
+void summary_init(struct summary *s, FILE *out, struct model_observer *obs,
+		  struct finding_sink *fs)
 {
 	memset(s, 0, sizeof(*s));
 	s->out = out;
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->coroutine_end = summary_coroutine_end;
-	obs->finding = summary_finding;
 	obs->finish = summary_finish;
+	fs->ctx = s;
+	fs->finding = summary_finding;
 }

@@ -7,7 +7,8 @@
 #define COROBPF_SUMMARY_H
 
 #include <stdio.h>
-#include "analyze.h"
+#include "finding.h"
+#include "model.h"
 
 #define SUMMARY_TOP 5
 
@@ -29,6 +30,7 @@ struct summary {
 	int nworst[FK_NKINDS];
 };
 
-void summary_init(struct summary *s, FILE *out, struct model_observer *obs);
+void summary_init(struct summary *s, FILE *out, struct model_observer *obs,
+		  struct finding_sink *fs);
 
 #endif

@@ -58,9 +58,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const char *const names[3] = { "o.jsonl", "o.pftrace", "o.db" };
 	struct capture_info ci;
 	struct pipeline p;
-	struct analyzer *an;
 	struct analyze_opts ao;
 	struct model_observer obs;
+	struct finding_sink fs;
 	struct summary sum;
 	struct output outs[3];
 	const struct coro_event_hdr *rec;
@@ -83,10 +83,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!r)
 		return 0;
 	devnull = fopen("/dev/null", "w");
-	pipeline_init(&p, &ci);
 	analyze_opts_default(&ao);
-	an = analyzer_new(&p.model, &ao, &obs);
-	analyzer_bind(an, pipeline_add_observer(&p, &obs));
+	pipeline_init(&p, &ci, &ao);
 	for (int i = 0; i < 3; i++) {
 		/* SQLite costs the most per run (a database made each time): one input in eight. */
 		if (i == 2 && (size & 7))
@@ -101,8 +99,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		nouts++;
 	}
-	summary_init(&sum, devnull, &obs);
-	pipeline_add_observer(&p, &obs);
+	summary_init(&sum, devnull, &obs, &fs);
+	pipeline_add_observer(&p, &obs, &fs);
 	pipeline_begin(&p);
 #ifdef FUZZ_JSONL
 	while ((ret = jsonl_reader_next(r, &rec)) == 1)
@@ -119,7 +117,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < nouts; i++)
 		output_close(&outs[i], err, sizeof(err));
 	pipeline_free(&p);
-	analyzer_free(an);
 #ifdef FUZZ_JSONL
 	jsonl_reader_close(r);
 #else

@@ -204,7 +204,7 @@ static inline void seen_attach(struct pipeline *p, struct seen *s)
 	obs.coroutine_end = seen_coroutine_end;
 	obs.interval = seen_interval;
 	obs.enter = seen_enter;
-	pipeline_add_observer(p, &obs);
+	pipeline_add_observer(p, &obs, NULL);
 }
 
 static inline const struct coro *seen_find(const struct seen *s, u64 id, int nth)
@@ -244,7 +244,7 @@ static inline void write_basic(const char *path, int max_tracks)
 	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
 	if (max_tracks >= 0) /* -1: the default */
 		out.max_tracks = (u32)max_tracks;
-	pipeline_init(&p, &ci);
+	pipeline_init(&p, &ci, NULL);
 	output_attach(&out, &p, err, sizeof(err));
 	pipeline_begin(&p);
 	pipeline_feed(&p, mk_process(&b, 1000, CORO_PROC_LAUNCHED));

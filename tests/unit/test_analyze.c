@@ -9,7 +9,6 @@
 
 static struct capture_info ci;
 static struct pipeline P;
-static struct analyzer *A;
 static union rec_buf B;
 static struct finding F[64];
 static int NF;
@@ -23,17 +22,14 @@ static void on_finding(void *ctx, const struct finding *f)
 static void start(void)
 {
 	struct analyze_opts o;
-	struct model_observer obs;
+	struct model_observer obs = {0};
+	struct finding_sink fs = {.finding = on_finding};
 
 	memset(&ci, 0, sizeof(ci));
 	NF = 0;
-	pipeline_init(&P, &ci);
 	analyze_opts_default(&o);
-	A = analyzer_new(&P.model, &o, &obs);
-	analyzer_bind(A, pipeline_add_observer(&P, &obs));
-	memset(&obs, 0, sizeof(obs));
-	obs.finding = on_finding;
-	pipeline_add_observer(&P, &obs);
+	pipeline_init(&P, &ci, &o);
+	pipeline_add_observer(&P, &obs, &fs);
 	pipeline_begin(&P);
 	pipeline_feed(&P, mk_process(&B, 1, CORO_PROC_LAUNCHED));
 }
@@ -47,7 +43,6 @@ static void stop(void)
 {
 	pipeline_finish(&P);
 	pipeline_free(&P);
-	analyzer_free(A);
 }
 
 static int count(enum finding_kind k)

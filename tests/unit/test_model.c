@@ -12,7 +12,7 @@ static union rec_buf B;
 static void start(u32 mode)
 {
 	memset(&ci, 0, sizeof(ci));
-	pipeline_init(&P, &ci);
+	pipeline_init(&P, &ci, NULL);
 	seen_attach(&P, &S);
 	pipeline_begin(&P);
 	pipeline_feed(&P, mk_process(&B, 1, mode));
@@ -348,9 +348,9 @@ static void start_spans(void)
 
 	memset(&SP, 0, sizeof(SP));
 	memset(&ci, 0, sizeof(ci));
-	pipeline_init(&P, &ci);
+	pipeline_init(&P, &ci, NULL);
 	seen_attach(&P, &S);
-	pipeline_add_observer(&P, &obs);
+	pipeline_add_observer(&P, &obs, NULL);
 	pipeline_begin(&P);
 	pipeline_feed(&P, mk_process(&B, 1, CORO_PROC_LAUNCHED));
 }
