@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
+#include "counters.h"
 #include "finding.h"
 #include "jsonl.h"
 #include "log.h"
@@ -585,11 +586,26 @@ static void copy_spill(struct jsonl_sink *s)
 		s->err = -errno;
 }
 
+/* A group of the counters table as an object of the trailer, every counter, zero or not. */
+static void put_counters(struct obuf *o, const struct model *m, enum counter_group g)
+{
+	bool first = true;
+
+	obuf_printf(o, ",\"%s\":{", counter_group_json[g]);
+	for_each_counter(c) {
+		if (c->group != g)
+			continue;
+		obuf_printf(o, "%s\"%s\":", first ? "" : ",", c->json);
+		obuf_u64(o, counter_value(c, m));
+		first = false;
+	}
+	obuf_putc(o, '}');
+}
+
 static void jsonl_finish(void *ctx, const struct model *m)
 {
 	struct jsonl_sink *s = ctx;
 	struct obuf *o = s->ob;
-	const struct model_anomalies *a = &m->anom;
 	bool first = true;
 	size_t it = 0;
 	void *v;
@@ -617,23 +633,7 @@ static void jsonl_finish(void *ctx, const struct model *m)
 		first = false;
 	}
 	obuf_putc(o, '}');
-	obuf_puts(o, ",\"lost\":{");
-	obuf_puts(o, "\"events\":");
-	obuf_u64(o, m->stats.bpf[CORO_STAT_RING_FULL]);
-	put_u64(o, "attributed", a->lost_events);
-	put_u64(o, "unattributed", m->stats.bpf[CORO_STAT_RING_FULL] > a->lost_events
-					   ? m->stats.bpf[CORO_STAT_RING_FULL] - a->lost_events
-					   : 0);
-	put_u64(o, "string_faults", m->stats.bpf[CORO_STAT_STR_FAULT]);
-	put_u64(o, "no_thread_state", m->stats.bpf[CORO_STAT_NO_TASK_STATE]);
-	put_u64(o, "map_full", m->stats.bpf[CORO_STAT_MAP_FULL]);
-	put_u64(o, "stacks_lost", m->stats.bpf[CORO_STAT_STACK_LOST]);
-	put_u64(o, "stacks_unresolved", m->stats.user[CORO_USTAT_STACK_UNRESOLVED]);
-	put_u64(o, "stacks_unmapped", m->stats.user[CORO_USTAT_STACK_UNMAPPED]);
-	put_u64(o, "bad_records", m->stats.user[CORO_USTAT_BAD_RECORDS]);
-	put_u64(o, "late_attach", m->stats.user[CORO_USTAT_LATE_ATTACH]);
-	put_u64(o, "attach_failures", m->stats.user[CORO_USTAT_ATTACH_FAIL]);
-	obuf_puts(o, "}");
+	put_counters(o, m, CG_LOST);
 	obuf_puts(o, ",\"findings\":{");
 	for (int k = 0; k < FK_NKINDS; k++)
 		obuf_printf(o, "%s\"%s\":%llu", k ? "," : "", finding_kind_name(k),
@@ -643,15 +643,7 @@ static void jsonl_finish(void *ctx, const struct model *m)
 		obuf_puts(o, ",\"stats_missing\":true");
 	if (m->input_error)
 		put_str(o, "input_error", m->input_error, 1024);
-	obuf_puts(o, ",\"anomalies\":{");
-	obuf_printf(o, "\"switch_from_mismatch\":%llu,\"thread_desync\":%llu,"
-		    "\"running_elsewhere\":%llu,\"recreated_live\":%llu,"
-		    "\"span_unmatched_end\":%llu,\"late_records\":%llu,\"unknown_records\":%llu,"
-		    "\"unknown_pid\":%llu}",
-		    (unsigned long long)a->switch_from_mismatch, (unsigned long long)a->cur_desync,
-		    (unsigned long long)a->running_elsewhere, (unsigned long long)a->recreate_live,
-		    (unsigned long long)a->span_unmatched_end, (unsigned long long)a->late_records,
-		    (unsigned long long)a->unknown_records, (unsigned long long)a->unknown_pid);
+	put_counters(o, m, CG_ANOMALIES);
 	obuf_puts(o, "}\n");
 }
 

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
+#include "counters.h"
 #include "jsonl.h"
 #include "jsonl_read.h"
 #include "model.h"
@@ -830,13 +831,16 @@ static int build(struct jsonl_reader *r)
 
 		getn(o, "last_ts", &ts);
 		st = rec_init(r, sizeof(*st), CORO_REC_STATS, 0, 0, ts);
-		getn(o, "lost.events", &st->bpf[CORO_STAT_RING_FULL]);
-		getn(o, "lost.string_faults", &st->bpf[CORO_STAT_STR_FAULT]);
-		getn(o, "lost.no_thread_state", &st->bpf[CORO_STAT_NO_TASK_STATE]);
-		getn(o, "lost.map_full", &st->bpf[CORO_STAT_MAP_FULL]);
-		getn(o, "lost.bad_records", &st->user[CORO_USTAT_BAD_RECORDS]);
-		getn(o, "lost.late_attach", &st->user[CORO_USTAT_LATE_ATTACH]);
-		getn(o, "lost.attach_failures", &st->user[CORO_USTAT_ATTACH_FAIL]);
+		/* The capture's own counters; the model counts its anomalies again. */
+		for_each_counter(c) {
+			u64 *slot = counter_stat(c, st);
+			char key[64];
+
+			if (!slot || (c->flags & CF_NOT_READ_BACK))
+				continue;
+			snprintf(key, sizeof(key), "%s.%s", counter_group_json[c->group], c->json);
+			getn(o, key, slot);
+		}
 		/* The end record follows the stats, on the next call. */
 		memset(&r->end, 0, sizeof(r->end));
 		r->end.hdr.size = sizeof(r->end);

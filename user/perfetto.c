@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include "counters.h"
 #include "finding.h"
 #include "perfetto.h"
 #include "pb.h"
@@ -545,7 +546,7 @@ static inline u64 intern_lit(struct perfetto_sink *s, const char *lit, bool da)
 	return intern_lit_slow(s, lit, da);
 }
 
-/* Arguments of one event at most (the capture summary has the most: 15). */
+/* Arguments of one event at most (the capture summary has the most: test_perfetto.c checks). */
 #define PF_MAX_ARGS 16
 
 static inline __attribute__((always_inline)) u8 *put_args(u8 *p, const struct pf_arg *args,
@@ -1685,7 +1686,8 @@ static void perfetto_finish(void *ctx, const struct model *m)
 	void *v;
 	u64 ts = m->last_ts;
 	struct pf_desc root = {.uuid = UUID_ROOT, .name = "corobpf"};
-	struct pf_arg a[16];
+	/* Five of its own and the counters; track_event() takes PF_MAX_ARGS (test_perfetto.c). */
+	struct pf_arg a[5 + COUNTERS_MAX];
 	int n = 0;
 
 	/* Thread-owned spans still open, and stray running slices, end with the trace. */
@@ -1706,23 +1708,14 @@ static void perfetto_finish(void *ctx, const struct model *m)
 	describe(s, ts, &root);
 	a[n++] = (struct pf_arg){"events", A_UINT, m->events};
 	a[n++] = (struct pf_arg){"coroutines", A_UINT, m->coroutines};
-	a[n++] = (struct pf_arg){"events lost", A_UINT, m->stats.bpf[CORO_STAT_RING_FULL]};
-	a[n++] = (struct pf_arg){"unreadable strings", A_UINT, m->stats.bpf[CORO_STAT_STR_FAULT]};
-	a[n++] = (struct pf_arg){"events without thread state", A_UINT,
-				 m->stats.bpf[CORO_STAT_NO_TASK_STATE]};
-	a[n++] = (struct pf_arg){"traced-process map full", A_UINT, m->stats.bpf[CORO_STAT_MAP_FULL]};
-	a[n++] = (struct pf_arg){"malformed ring records", A_UINT,
-				 m->stats.user[CORO_USTAT_BAD_RECORDS]};
-	a[n++] = (struct pf_arg){"objects attached late", A_UINT,
-				 m->stats.user[CORO_USTAT_LATE_ATTACH]};
-	a[n++] = (struct pf_arg){"attach failures", A_UINT, m->stats.user[CORO_USTAT_ATTACH_FAIL]};
-	if (m->sym || m->stats.bpf[CORO_STAT_STACK_LOST] || m->stats.user[CORO_USTAT_STACK_UNRESOLVED]) {
+	for_each_counter(c)
+		if (c->perfetto && !(c->flags & CF_STACKS))
+			a[n++] = (struct pf_arg){c->perfetto, A_UINT, counter_value(c, m)};
+	if (m->sym || counters_stacks_missing(m)) {
 		/* --stacks */
-		a[n++] = (struct pf_arg){"stacks lost", A_UINT, m->stats.bpf[CORO_STAT_STACK_LOST]};
-		a[n++] = (struct pf_arg){"stacks unresolved", A_UINT,
-					 m->stats.user[CORO_USTAT_STACK_UNRESOLVED]};
-		a[n++] = (struct pf_arg){"stacks unmapped", A_UINT,
-					 m->stats.user[CORO_USTAT_STACK_UNMAPPED]};
+		for_each_counter(c)
+			if (c->perfetto && (c->flags & CF_STACKS))
+				a[n++] = (struct pf_arg){c->perfetto, A_UINT, counter_value(c, m)};
 		a[n++] = (struct pf_arg){"samples", A_UINT, m->samples};
 	}
 	a[n++] = (struct pf_arg){"end", A_STR, 0, coro_end_reason_name(m->end_reason)};

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <stdlib.h>
 #include <string.h>
+#include "counters.h"
 #include "finding.h"
 #include "jsonl.h"
 #include "report.h"
@@ -232,11 +233,13 @@ static void rv_finish(void *ctx, const struct model *m)
 		struct obuf o;
 
 		obuf_open_fd(&o, fileno(r->out), false);
-		obuf_printf(&o, "{\"coroutines\":%llu,\"events\":%llu,\"lost_events\":%llu,"
-			    "\"end_reason\":\"%s\"",
-			    (unsigned long long)m->coroutines, (unsigned long long)m->events,
-			    (unsigned long long)m->stats.bpf[CORO_STAT_RING_FULL],
-			    coro_end_reason_name(m->end_reason));
+		obuf_printf(&o, "{\"coroutines\":%llu,\"events\":%llu",
+			    (unsigned long long)m->coroutines, (unsigned long long)m->events);
+		for_each_counter(c)
+			if (c->flags & CF_HEADLINE)
+				obuf_printf(&o, ",\"%s\":%llu", c->sql,
+					    (unsigned long long)counter_value(c, m));
+		obuf_printf(&o, ",\"end_reason\":\"%s\"", coro_end_reason_name(m->end_reason));
 		if (m->input_error) {
 			obuf_puts(&o, ",\"input_error\":");
 			obuf_json_str(&o, m->input_error, 1024);

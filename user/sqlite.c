@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include "counters.h"
 #include "finding.h"
 #include "sqlite.h"
 
@@ -477,14 +478,9 @@ static void sq_finish(void *ctx, const struct model *m)
 	meta(s, "events", NULL, (s64)m->events, true);
 	meta(s, "samples", NULL, (s64)m->samples, true);
 	meta(s, "coroutines", NULL, (s64)m->coroutines, true);
-	meta(s, "lost_events", NULL, (s64)m->stats.bpf[CORO_STAT_RING_FULL], true);
-	meta(s, "lost_attributed", NULL, (s64)m->anom.lost_events, true);
-	meta(s, "string_faults", NULL, (s64)m->stats.bpf[CORO_STAT_STR_FAULT], true);
-	meta(s, "no_thread_state", NULL, (s64)m->stats.bpf[CORO_STAT_NO_TASK_STATE], true);
-	meta(s, "map_full", NULL, (s64)m->stats.bpf[CORO_STAT_MAP_FULL], true);
-	meta(s, "stacks_lost", NULL, (s64)m->stats.bpf[CORO_STAT_STACK_LOST], true);
-	meta(s, "stacks_unresolved", NULL, (s64)m->stats.user[CORO_USTAT_STACK_UNRESOLVED], true);
-	meta(s, "stacks_unmapped", NULL, (s64)m->stats.user[CORO_USTAT_STACK_UNMAPPED], true);
+	for_each_counter(c)
+		if (c->sql)
+			meta(s, c->sql, NULL, (s64)counter_value(c, m), true);
 	/* Every stack defined, whether or not a row names it (frames innermost first, depth 0). */
 	if (m->sym) {
 		const struct sym_stack *stk;
@@ -520,9 +516,6 @@ static void sq_finish(void *ctx, const struct model *m)
 			}
 		}
 	}
-	meta(s, "bad_records", NULL, (s64)m->stats.user[CORO_USTAT_BAD_RECORDS], true);
-	meta(s, "late_attach", NULL, (s64)m->stats.user[CORO_USTAT_LATE_ATTACH], true);
-	meta(s, "attach_failures", NULL, (s64)m->stats.user[CORO_USTAT_ATTACH_FAIL], true);
 	if (m->input_error)
 		meta(s, "input_error", m->input_error, 0, false);
 	if (sqlite3_exec(s->db, indexes, NULL, NULL, &msg) != SQLITE_OK) {

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include "counters.h"
 #include "summary.h"
 #include "termsafe.h"
 
@@ -208,10 +209,32 @@ static void print_crashes(struct summary *s, const struct model *m)
 		fprintf(s->out, "  ...and %zu more processes killed by signals\n", more);
 }
 
+/* A line for each counter that is not zero, in the table's order, group by group. */
+static void say_counters(struct summary *s, const struct model *m)
+{
+	for (enum counter_group g = 0; g < CG_NGROUPS; g++) {
+		for (int pass = 0; pass < 2; pass++) {
+			for_each_counter(c) {
+				bool last = c->flags & CF_SAY_LAST;
+				u64 v;
+
+				if (c->group != g || last != (pass == 1))
+					continue;
+				if (c->say) {
+					c->say(s->out, m);
+					continue;
+				}
+				v = counter_value(c, m);
+				if (c->text && v)
+					fprintf(s->out, "  %llu %s\n", (unsigned long long)v, c->text);
+			}
+		}
+	}
+}
+
 static void summary_finish(void *ctx, const struct model *m)
 {
 	struct summary *s = ctx;
-	const struct model_anomalies *a = &m->anom;
 	u64 nproc = 0, lost = m->stats.bpf[CORO_STAT_RING_FULL];
 	size_t it = 0;
 	void *v;
@@ -235,55 +258,7 @@ static void summary_finish(void *ctx, const struct model *m)
 		free(safe);
 	}
 	print_crashes(s, m);
-	if (lost) {
-		fprintf(s->out, "  %llu events were lost (ring buffer full): the coroutines they "
-			"touched show state \"unknown\" there; try a larger --ring-size\n",
-			(unsigned long long)lost);
-		if (lost > a->lost_events)
-			fprintf(s->out, "  %llu of them were lost after their thread's last delivered "
-				"event: the last states shown for those threads' coroutines may be "
-				"stale\n", (unsigned long long)(lost - a->lost_events));
-	}
-	if (m->stats.bpf[CORO_STAT_STR_FAULT])
-		fprintf(s->out, "  %llu names/span labels could not be read (kept empty)\n",
-			(unsigned long long)m->stats.bpf[CORO_STAT_STR_FAULT]);
-	if (m->stats.bpf[CORO_STAT_NO_TASK_STATE])
-		fprintf(s->out, "  %llu events came from threads whose state could not be allocated "
-			"(their waker and sched view are missing)\n",
-			(unsigned long long)m->stats.bpf[CORO_STAT_NO_TASK_STATE]);
-	if (m->stats.bpf[CORO_STAT_MAP_FULL])
-		fprintf(s->out, "  %llu processes or events went untraced: the map of traced processes "
-			"(65,536) was full\n", (unsigned long long)m->stats.bpf[CORO_STAT_MAP_FULL]);
-	if (m->stats.bpf[CORO_STAT_STACK_LOST] || m->stats.user[CORO_USTAT_STACK_UNRESOLVED])
-		fprintf(s->out, "  %llu events have no stack: %llu could not be taken in the kernel, "
-			"%llu not resolved (docs/stacks.md)\n",
-			(unsigned long long)(m->stats.bpf[CORO_STAT_STACK_LOST] +
-					     m->stats.user[CORO_USTAT_STACK_UNRESOLVED]),
-			(unsigned long long)m->stats.bpf[CORO_STAT_STACK_LOST],
-			(unsigned long long)m->stats.user[CORO_USTAT_STACK_UNRESOLVED]);
-	if (m->stats.user[CORO_USTAT_STACK_UNMAPPED])
-		fprintf(s->out, "  %llu stacks have addresses outside any mapping read (the process "
-			"ended first): shown as addresses\n",
-			(unsigned long long)m->stats.user[CORO_USTAT_STACK_UNMAPPED]);
-	if (m->stats.user[CORO_USTAT_BAD_RECORDS])
-		fprintf(s->out, "  %llu malformed ring buffer records were dropped\n",
-			(unsigned long long)m->stats.user[CORO_USTAT_BAD_RECORDS]);
-	if (m->stats.user[CORO_USTAT_ATTACH_FAIL])
-		fprintf(s->out, "  %llu probes could not be attached: their events are missing (the "
-			"warnings at the start say why)\n", (unsigned long long)m->stats.user[CORO_USTAT_ATTACH_FAIL]);
-	if (m->stats.user[CORO_USTAT_LATE_ATTACH])
-		fprintf(s->out, "  %llu objects were attached after they were loaded: their first "
-			"probes may be missing\n",
-			(unsigned long long)m->stats.user[CORO_USTAT_LATE_ATTACH]);
-	if (a->switch_from_mismatch || a->running_elsewhere || a->recreate_live ||
-	    a->span_unmatched_end || a->cur_desync)
-		fprintf(s->out, "  inconsistencies in the probe stream: %llu switch-from "
-			"mismatches, %llu coroutines switched in while running elsewhere, %llu "
-			"re-created without exit, %llu unmatched span ends\n",
-			(unsigned long long)(a->switch_from_mismatch + a->cur_desync),
-			(unsigned long long)a->running_elsewhere,
-			(unsigned long long)a->recreate_live,
-			(unsigned long long)a->span_unmatched_end);
+	say_counters(s, m);
 	print_paths(s, m);
 	print_findings(s, m);
 	if (!s->ntop)

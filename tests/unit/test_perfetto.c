@@ -11,6 +11,7 @@
 #include "stream.h"
 #include "pb.h"
 #include "perfetto.h"
+#include "counters.h"
 
 static void golden(const char *name, int max_tracks)
 {
@@ -330,6 +331,56 @@ TEST(trace_end_names_each_state)
 	pf_run_cleanup(&r);
 }
 
+/*
+ * The capture summary at its largest: every counter of the table non-zero,
+ * stacks lost, a damaged capture. track_event() keeps PF_MAX_ARGS arguments;
+ * a counter added past that room would push the last ones out, and fails here.
+ */
+TEST(capture_summary_names_every_counter)
+{
+	struct pf_run r;
+	struct pipeline *p = &r.p;
+	struct coro_rec_stats st;
+	union rec_buf b;
+	char want[200], *dump, *summary;
+
+	if (!pf_run_open(&r, "counters.pftrace", PERFETTO_DEFAULT_MAX_TRACKS))
+		return;
+	pipeline_feed(p, mk_process(&b, 1000, CORO_PROC_LAUNCHED));
+	hdr_fill(&st.hdr, sizeof(st), CORO_REC_STATS, 0, 1100, 0);
+	st.hdr.pid = 0;
+	for (u32 k = 0; k < CORO_STAT_MAX; k++)
+		st.bpf[k] = 1000 + k;
+	for (u32 k = 0; k < CORO_USTAT_MAX; k++)
+		st.user[k] = 2000 + k;
+	pipeline_feed(p, &st.hdr);
+	p->model.input_error = "at byte 42: a test";
+	pf_run_close(&r);
+	dump = pf_run_dump(&r);
+	summary = dump ? strstr(dump, "capture summary") : NULL;
+	CHECK(summary != NULL);
+	if (summary) {
+		*strchrnul(summary, '\n') = 0;
+		for_each_counter(c) {
+			u64 *v = counter_stat(c, &st);
+
+			if (!c->perfetto)
+				continue;
+			if (v)
+				snprintf(want, sizeof(want), " %s=%llu", c->perfetto,
+					 (unsigned long long)*v);
+			else
+				snprintf(want, sizeof(want), " %s=", c->perfetto);
+			CHECK_CONTAINS(summary, want);
+		}
+		CHECK_CONTAINS(summary, " samples=0");
+		CHECK_CONTAINS(summary, " end=none");
+		CHECK_CONTAINS(summary, " capture damaged=at byte 42: a test");
+	}
+	free(dump);
+	pf_run_cleanup(&r);
+}
+
 TEST(interning_restarts)
 {
 	/* 5000 coroutines' names overflow this; the default is larger. */
@@ -344,6 +395,7 @@ int main(void)
 	RUN(pb_nested_lengths);
 	RUN(interning_restarts);
 	RUN(trace_end_names_each_state);
+	RUN(capture_summary_names_every_counter);
 	RUN(callstacks_across_interning_restarts);
 	RUN(golden_tracks);
 	RUN(golden_packed_lanes);

@@ -1,0 +1,142 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The table of counters every output reports (counters.h). docs/jsonl.md,
+ * docs/sqlite.md, docs/perfetto.md and docs/reliability.md list them too.
+ */
+#include <stddef.h>
+#include "counters.h"
+
+static u64 lost_unattributed(const struct model *m)
+{
+	u64 lost = m->stats.bpf[CORO_STAT_RING_FULL];
+
+	/* Lost after their thread's last delivered event: no later event carried them. */
+	return lost > m->anom.lost_events ? lost - m->anom.lost_events : 0;
+}
+
+bool counters_stacks_missing(const struct model *m)
+{
+	return m->stats.bpf[CORO_STAT_STACK_LOST] || m->stats.user[CORO_USTAT_STACK_UNRESOLVED];
+}
+
+/* One line for both ways an event goes without its stack. */
+static void say_stacks_missing(FILE *out, const struct model *m)
+{
+	u64 lost = m->stats.bpf[CORO_STAT_STACK_LOST];
+	u64 unresolved = m->stats.user[CORO_USTAT_STACK_UNRESOLVED];
+
+	if (!counters_stacks_missing(m))
+		return;
+	fprintf(out, "  %llu events have no stack: %llu could not be taken in the kernel, "
+		"%llu not resolved (docs/stacks.md)\n", (unsigned long long)(lost + unresolved),
+		(unsigned long long)lost, (unsigned long long)unresolved);
+}
+
+/* One line for the ways the probe stream contradicted itself; the others are in the files only. */
+static void say_inconsistencies(FILE *out, const struct model *m)
+{
+	const struct model_anomalies *a = &m->anom;
+
+	if (!(a->switch_from_mismatch || a->running_elsewhere || a->recreate_live ||
+	      a->span_unmatched_end || a->cur_desync))
+		return;
+	fprintf(out, "  inconsistencies in the probe stream: %llu switch-from "
+		"mismatches, %llu coroutines switched in while running elsewhere, %llu "
+		"re-created without exit, %llu unmatched span ends\n",
+		(unsigned long long)(a->switch_from_mismatch + a->cur_desync),
+		(unsigned long long)a->running_elsewhere, (unsigned long long)a->recreate_live,
+		(unsigned long long)a->span_unmatched_end);
+}
+
+#define BPF(i) .src = CSRC_BPF, .index = CORO_STAT_##i
+#define USER(i) .src = CSRC_USER, .index = CORO_USTAT_##i
+#define ANOM(f) .src = CSRC_ANOM, .index = offsetof(struct model_anomalies, f)
+
+/* clang-format off */
+const struct counter counters[] = {
+	{.group = CG_LOST, BPF(RING_FULL), .flags = CF_HEADLINE,
+	 .json = "events", .sql = "lost_events", .perfetto = "events lost",
+	 .text = "events were lost (ring buffer full): the coroutines they touched show state "
+		 "\"unknown\" there; try a larger --ring-size"},
+	{.group = CG_LOST, ANOM(lost_events),
+	 .json = "attributed", .sql = "lost_attributed"},
+	{.group = CG_LOST, .src = CSRC_FN, .get = lost_unattributed,
+	 .json = "unattributed",
+	 .text = "of them were lost after their thread's last delivered event: the last states "
+		 "shown for those threads' coroutines may be stale"},
+	{.group = CG_LOST, BPF(STR_FAULT),
+	 .json = "string_faults", .sql = "string_faults", .perfetto = "unreadable strings",
+	 .text = "names/span labels could not be read (kept empty)"},
+	{.group = CG_LOST, BPF(NO_TASK_STATE),
+	 .json = "no_thread_state", .sql = "no_thread_state",
+	 .perfetto = "events without thread state",
+	 .text = "events came from threads whose state could not be allocated (their waker and "
+		 "sched view are missing)"},
+	{.group = CG_LOST, BPF(MAP_FULL),
+	 .json = "map_full", .sql = "map_full", .perfetto = "traced-process map full",
+	 .text = "processes or events went untraced: the map of traced processes (65,536) was "
+		 "full"},
+	{.group = CG_LOST, BPF(STACK_LOST), .flags = CF_STACKS | CF_NOT_READ_BACK,
+	 .json = "stacks_lost", .sql = "stacks_lost", .perfetto = "stacks lost",
+	 .say = say_stacks_missing},
+	{.group = CG_LOST, USER(STACK_UNRESOLVED), .flags = CF_STACKS | CF_NOT_READ_BACK,
+	 .json = "stacks_unresolved", .sql = "stacks_unresolved", .perfetto = "stacks unresolved"},
+	{.group = CG_LOST, USER(STACK_UNMAPPED), .flags = CF_STACKS | CF_NOT_READ_BACK,
+	 .json = "stacks_unmapped", .sql = "stacks_unmapped", .perfetto = "stacks unmapped",
+	 .text = "stacks have addresses outside any mapping read (the process ended first): "
+		 "shown as addresses"},
+	{.group = CG_LOST, USER(BAD_RECORDS),
+	 .json = "bad_records", .sql = "bad_records", .perfetto = "malformed ring records",
+	 .text = "malformed ring buffer records were dropped"},
+	{.group = CG_LOST, USER(LATE_ATTACH), .flags = CF_SAY_LAST,
+	 .json = "late_attach", .sql = "late_attach", .perfetto = "objects attached late",
+	 .text = "objects were attached after they were loaded: their first probes may be "
+		 "missing"},
+	{.group = CG_LOST, USER(ATTACH_FAIL),
+	 .json = "attach_failures", .sql = "attach_failures", .perfetto = "attach failures",
+	 .text = "probes could not be attached: their events are missing (the warnings at the "
+		 "start say why)"},
+
+	{.group = CG_ANOMALIES, ANOM(switch_from_mismatch),
+	 .json = "switch_from_mismatch", .say = say_inconsistencies},
+	{.group = CG_ANOMALIES, ANOM(cur_desync), .json = "thread_desync"},
+	{.group = CG_ANOMALIES, ANOM(running_elsewhere), .json = "running_elsewhere"},
+	{.group = CG_ANOMALIES, ANOM(recreate_live), .json = "recreated_live"},
+	{.group = CG_ANOMALIES, ANOM(span_unmatched_end), .json = "span_unmatched_end"},
+	{.group = CG_ANOMALIES, ANOM(late_records), .json = "late_records"},
+	{.group = CG_ANOMALIES, ANOM(unknown_records), .json = "unknown_records"},
+	{.group = CG_ANOMALIES, ANOM(unknown_pid), .json = "unknown_pid"},
+};
+/* clang-format on */
+
+_Static_assert(ARRAY_SIZE(counters) <= COUNTERS_MAX, "COUNTERS_MAX is too small for the table");
+const size_t ncounters = ARRAY_SIZE(counters);
+
+const char *const counter_group_json[CG_NGROUPS] = {
+	[CG_LOST] = "lost",
+	[CG_ANOMALIES] = "anomalies",
+};
+
+u64 counter_value(const struct counter *c, const struct model *m)
+{
+	switch (c->src) {
+	case CSRC_BPF:
+		return m->stats.bpf[c->index];
+	case CSRC_USER:
+		return m->stats.user[c->index];
+	case CSRC_ANOM:
+		return *(const u64 *)((const char *)&m->anom + c->index);
+	case CSRC_FN:
+		return c->get(m);
+	}
+	return 0;
+}
+
+u64 *counter_stat(const struct counter *c, struct coro_rec_stats *st)
+{
+	if (c->src == CSRC_BPF)
+		return &st->bpf[c->index];
+	if (c->src == CSRC_USER)
+		return &st->user[c->index];
+	return NULL;
+}
