@@ -96,6 +96,10 @@ const struct counter counters[] = {
 	 .json = "attach_failures", .sql = "attach_failures", .perfetto = "attach failures",
 	 .text = "probes could not be attached: their events are missing (the warnings at the "
 		 "start say why)"},
+	{.group = CG_LOST, USER(ATTACH_REFUSED),
+	 .json = "attach_refused", .sql = "attach_refused", .perfetto = "objects refused",
+	 .text = "objects were refused: their probes would harm the target, or they were past "
+		 "their share of USDT spec slots (the warnings name them)"},
 
 	{.group = CG_ANOMALIES, ANOM(switch_from_mismatch),
 	 .json = "switch_from_mismatch", .say = say_inconsistencies},

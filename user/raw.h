@@ -130,6 +130,11 @@ enum coro_user_stat {
 	CORO_USTAT_ATTACH_FAIL = 3,  /* objects with probes that could not be attached */
 	CORO_USTAT_STACK_UNRESOLVED = 4, /* --stacks: refs that gave no stack (kept without) */
 	CORO_USTAT_STACK_UNMAPPED = 5,	 /* --stacks: stacks with addresses in no mapping read */
+	/*
+	 * Objects refused: probes that would harm the target, or past their
+	 * share of USDT spec slots.
+	 */
+	CORO_USTAT_ATTACH_REFUSED = 6,
 	CORO_USTAT_MAX = 8,
 };
 
