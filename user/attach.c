@@ -511,12 +511,12 @@ static void object_open_failed(struct capture *c, u32 pid, const char *shown, in
 {
 	switch (err) {
 	case EINVAL:
-		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("process %u maps %s, which is now not a regular file: not opened", pid,
 			 shown);
 		break;
 	case ESTALE:
-		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("process %u maps %s, but the file at that path is another one: not "
 			 "opened", pid, shown);
 		break;

@@ -912,10 +912,12 @@ int capture_attach(struct capture *c)
 				strerror(c->open_denied_errno));
 			return EXIT_PRIVILEGE;
 		}
-		if (c->ustats[CORO_USTAT_ATTACH_FAIL]) {
+		if (c->ustats[CORO_USTAT_ATTACH_FAIL] || c->ustats[CORO_USTAT_ATTACH_REFUSED]) {
+			u64 n = c->ustats[CORO_USTAT_ATTACH_FAIL] +
+				c->ustats[CORO_USTAT_ATTACH_REFUSED];
+
 			log_err("nothing attached: %llu attach%s failed or refused (the warnings above "
-				"say why)", (unsigned long long)c->ustats[CORO_USTAT_ATTACH_FAIL],
-				c->ustats[CORO_USTAT_ATTACH_FAIL] == 1 ? "" : "es");
+				"say why)", (unsigned long long)n, n == 1 ? "" : "es");
 			return EXIT_FAILURE_RUNTIME;
 		}
 		if (c->opts->follow) {

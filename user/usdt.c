@@ -194,7 +194,7 @@ bool usdt_object_refused(struct capture *c, const struct elf_probes *probes, con
 {
 	if (!probes->sites_refused)
 		return false;
-	c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+	c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 	log_warn("%s: refusing its probes, nothing attached in it: %s (%u of %u sites refused; "
 		 "see \"What corobpf refuses\" in docs/probes.md)", shown, probes->refused,
 		 probes->sites_refused, probes->total);
@@ -221,7 +221,7 @@ bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u3
 	else if (c->usdt_specs_used + need > USDT_SPEC_SLOTS)
 		why = "more than are left";
 	if (why) {
-		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("%s (owner uid %llu): not attached: its probes need %s%u more USDT "
 			 "argument specifications, %s (%u of %u are taken); corobpf's SDK needs "
 			 "a few per probe, so this object was built to exhaust them or is not ours",
@@ -366,7 +366,7 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
 	if (usdt_object_refused(c, probes, shown))
 		goto out;
 	if (w.why[0]) {
-		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("%s: not attached: %s", shown, w.why);
 		goto out;
 	}

@@ -111,6 +111,7 @@ def hostile_attach_one_user_cannot_take_the_spec_slots():
         check(creates_of(trace, mypid) > 0, "root's program was not traced")
         traced_users = [pid for _, pid in users if creates_of(trace, pid) > 0]
         eq(len(traced_users), 5, "the user's programs traced (5 of 7 objects fit)")
+        eq(trace.trailer["lost"]["attach_refused"], 2, "objects refused, counted")
     finally:
         for t, _ in users + [(mine, mypid)]:
             t.kill()
