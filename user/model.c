@@ -173,26 +173,16 @@ struct span_stack {
 	bool *indexed;
 };
 
-static inline u64 span_mix(u64 x)
-{
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
-}
-
 /* Equal names as strncmp(a, b, CORO_STR_LEN) sees them hash equal: the bytes before a NUL. */
 static u64 span_hash(const struct model *m, const char *name)
 {
 	size_t n = strnlen(name, CORO_STR_LEN);
-	u64 h = span_mix(m->span_seed ^ n), w;
+	u64 h = mix64(m->span_seed ^ n), w;
 
 	for (size_t i = 0; i < n; i += 8) {
 		w = 0;
 		memcpy(&w, name + i, MIN(n - i, 8));
-		h = span_mix(h ^ w) + m->span_seed;
+		h = mix64(h ^ w) + m->span_seed;
 	}
 	return h;
 }

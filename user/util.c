@@ -60,14 +60,7 @@ char *xstrdup(const char *s)
 static inline u64 hmap_hash(u64 k1, u64 k2)
 {
 	/* splitmix64 finalizer over both words: ids are often pointers or counters */
-	u64 x = k1 * 0x9e3779b97f4a7c15ULL ^ (k2 + 0x632be59bd9b4e019ULL);
-
-	x ^= x >> 30;
-	x *= 0xbf58476d1ce4e5b9ULL;
-	x ^= x >> 27;
-	x *= 0x94d049bb133111ebULL;
-	x ^= x >> 31;
-	return x;
+	return mix64(k1 * 0x9e3779b97f4a7c15ULL ^ (k2 + 0x632be59bd9b4e019ULL));
 }
 
 void hmap_init(struct hmap *m)
@@ -312,7 +305,7 @@ void obuf_hex_slow(struct obuf *o, u64 v)
 }
 
 /* Length of a valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. */
-static size_t utf8_seq_len(const unsigned char *s, size_t n)
+size_t utf8_seq_len(const unsigned char *s, size_t n)
 {
 	size_t len;
 	u32 cp;

@@ -48,6 +48,17 @@ void *xcalloc(size_t n, size_t sz);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
+/* splitmix64's finalizer: every input bit moves every output bit. */
+static inline u64 mix64(u64 x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	x ^= x >> 31;
+	return x;
+}
+
 /*
  * Open-addressing hash map, key (k1, k2), value a pointer. Linear probing
  * with backward-shift deletion, so there are no tombstones and lookups stay
@@ -197,6 +208,11 @@ void obuf_json_str(struct obuf *o, const char *s, size_t maxlen);
 /* The same for the n bytes at str, written at p (room: JSON_STR_ROOM(n)); returns the end. */
 char *json_str_at(char *p, const char *str, size_t n);
 #define JSON_STR_ROOM(n) (6 * (size_t)(n) + 2)
+/*
+ * Length of the valid UTF-8 sequence at s (at most n bytes: no overlong
+ * forms, surrogates or values past U+10FFFF), or 0 if there is none.
+ */
+size_t utf8_seq_len(const unsigned char *s, size_t n);
 /*
  * Copy at most `maxlen` bytes of `src` into `dst` (always NUL-terminated) as
  * valid UTF-8: each invalid byte becomes U+FFFD, as in the JSON output.
