@@ -687,6 +687,7 @@ static void child_wait_then_exec(int release_rd, int errpipe_wr, const char *pat
 		_exit(127);
 	close(release_rd);
 	capture_restore_signals();
+	capture_restore_limits();
 	execv(path, argv);
 	e = errno;
 	if (write(errpipe_wr, &e, sizeof(e)) < 0)

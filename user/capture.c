@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <linux/capability.h>
+#include <sys/resource.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -64,6 +65,15 @@ void capture_install_signals(void)
 }
 
 /* In the launched child before exec: the dispositions corobpf was started with. */
+static struct rlimit capture_saved_nofile;
+static bool capture_nofile_raised;
+
+void capture_restore_limits(void)
+{
+	if (capture_nofile_raised)
+		setrlimit(RLIMIT_NOFILE, &capture_saved_nofile);
+}
+
 void capture_restore_signals(void)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
@@ -577,8 +587,20 @@ static int attach_samplers(struct capture *c, u32 hz)
 
 int capture_open(struct capture *c, const struct capture_opts *opts)
 {
+	struct rlimit nofile;
 	int err;
 
+	/*
+	 * A link, a pidfd and an object descriptor per traced process: as many
+	 * descriptors as the hard limit allows (the launched command gets the
+	 * soft limit back, capture_restore_limits).
+	 */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+		capture_saved_nofile = nofile;
+		nofile.rlim_cur = nofile.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &nofile) == 0)
+			capture_nofile_raised = true;
+	}
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
 	c->child = -1;

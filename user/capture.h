@@ -154,6 +154,8 @@ extern volatile sig_atomic_t capture_stop_signal;
  */
 void capture_install_signals(void);
 void capture_restore_signals(void);
+/* The launched command gets the descriptor limit corobpf started with (capture_open raises it). */
+void capture_restore_limits(void);
 void capture_set_signal_child(pid_t pid);
 
 int capture_preflight(void);
