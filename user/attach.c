@@ -695,6 +695,29 @@ static void child_wait_then_exec(int release_rd, int errpipe_wr, const char *pat
 	_exit(127);
 }
 
+/*
+ * One object the launched command will map, opened once (safeopen.h: a
+ * regular file, never a FIFO a user planted in a library directory) and
+ * attached through that descriptor, so the scan and the uprobes see one file.
+ */
+static void launch_object(struct capture *c, struct target *t, const char *path, bool ldso_hook)
+{
+	char fdp[32];
+	int fd = open_regular(path);
+
+	if (fd < 0) {
+		c->ustats[fd == -EINVAL ? CORO_USTAT_ATTACH_REFUSED : CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("cannot open %s: %s; its probes are not attached", path,
+			 fd == -EINVAL ? "not a regular file" : strerror(-fd));
+		return;
+	}
+	fd_path(fdp, fd);
+	attach_object(c, t, fd, fdp, path, false);
+	if (ldso_hook)
+		attach_libload(c, t, fdp);
+	close(fd);
+}
+
 int attach_launch_prepare(struct capture *c, struct target *t)
 {
 	char **argv = c->opts->argv, **paths = NULL, err[512];
@@ -767,7 +790,7 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 	note_searched(c, exe);
 	if (stat(exe, &st) == 0)
 		hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
-	attach_object(c, t, -1, exe, exe, false);
+	launch_object(c, t, exe, false);
 	for (size_t i = 0; i < npaths; i++) {
 		if (stat(paths[i], &st) == 0) {
 			if (hmap_get(examined(c, t), st.st_dev, st.st_ino))
@@ -775,9 +798,7 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 			hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
 		}
 		note_searched(c, paths[i]);
-		attach_object(c, t, -1, paths[i], paths[i], false);
-		if (i == 0 || is_ldso(paths[i]))
-			attach_libload(c, t, paths[i]);
+		launch_object(c, t, paths[i], i == 0 || is_ldso(paths[i]));
 	}
 out:
 	ld_paths_free(paths, npaths);
