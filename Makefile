@@ -21,9 +21,9 @@ VERSION := 0.1.0
 
 CFLAGS ?= -O3 -g
 override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iuser
+	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iusdt -Iuser
 LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
-BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf \
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf -Iusdt \
 	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
 
 ifeq ($(V),1)
@@ -56,7 +56,7 @@ $(OUT)/vmlinux.h: | $(OUT)
 	$(Q)test -r $(VMLINUX_BTF) || { echo "error: $(VMLINUX_BTF) missing: corobpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/corobpf.h $(OUT)/vmlinux.h
+$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/coro_abi.h $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -64,7 +64,7 @@ $(OUT)/corobpf.skel.h: $(OUT)/corobpf.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name corobpf_bpf > $@.tmp && mv $@.tmp $@
 
-$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/corobpf.h | $(OUT)
+$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/coro_abi.h | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -112,10 +112,10 @@ asan-test: asan corobpf tools bench-tools
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
 	       -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' \
-	       -I$(OUT) -Ibpf -Iuser -Wno-unused-parameter
+	       -I$(OUT) -Ibpf -Iusdt -Iuser -Wno-unused-parameter
 FUZZ_OBJS := $(patsubst user/%.c,$(OUT)/fuzz/%.o,$(USER_LIB_SRCS))
 
-$(OUT)/fuzz/%.o: user/%.c $(wildcard user/*.h) bpf/corobpf.h
+$(OUT)/fuzz/%.o: user/%.c $(wildcard user/*.h) bpf/coro_abi.h
 	$(call msg,CC-FUZZ,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@

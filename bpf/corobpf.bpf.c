@@ -13,7 +13,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/usdt.bpf.h>
-#include "corobpf.h"
+#include "coro_abi.h"
 
 #define E2BIG 7 /* errno.h is not for BPF */
 

@@ -9,7 +9,7 @@
 #ifndef COROBPF_FINDING_H
 #define COROBPF_FINDING_H
 
-#include "corobpf.h"
+#include "coro_abi.h"
 #include "util.h"
 
 enum finding_kind {

@@ -25,7 +25,7 @@
 #ifndef COROBPF_MODEL_H
 #define COROBPF_MODEL_H
 
-#include "corobpf.h"
+#include "coro_abi.h"
 #include "raw.h"
 #include "util.h"
 #include "stacks.h"

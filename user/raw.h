@@ -5,7 +5,7 @@
  * A file is a header (struct raw_file_header, then `npids` u32 pids) and a
  * sequence of blocks. A block is a struct raw_block_header and `len` bytes
  * of records, protected by a CRC-32 of those bytes. Records are exactly what
- * the ring buffer delivered (bpf/corobpf.h) plus the user-space records
+ * the ring buffer delivered (bpf/coro_abi.h) plus the user-space records
  * defined here, which share the same header. Every record's size is a
  * multiple of 8 and at least sizeof(struct coro_event_hdr).
  *
@@ -20,7 +20,7 @@
 #define COROBPF_RAW_H
 
 #include <stdio.h>
-#include "corobpf.h"
+#include "coro_abi.h"
 #include "util.h"
 
 #define RAW_MAGIC "COROBPF\x1a"

@@ -18,7 +18,7 @@
 #ifndef COROBPF_REORDER_H
 #define COROBPF_REORDER_H
 
-#include "corobpf.h"
+#include "coro_abi.h"
 #include "util.h"
 
 typedef void (*reorder_emit_fn)(void *ctx, const struct coro_event_hdr *rec);

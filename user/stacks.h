@@ -21,7 +21,7 @@
 #ifndef COROBPF_STACKS_H
 #define COROBPF_STACKS_H
 
-#include "corobpf.h"
+#include "coro_abi.h"
 #include "raw.h"
 #include "util.h"
 

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "corobpf.h"
+#include "coro_abi.h"
 
 #define SWITCHFAM_MAX_SITES 64
 

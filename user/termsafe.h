@@ -30,4 +30,10 @@
  */
 char *term_safe(char *dst, size_t dstlen, const char *src, size_t srclen);
 
+/*
+ * Length of the valid UTF-8 sequence at s (at most n bytes: no overlong
+ * forms, surrogates or values past U+10FFFF), or 0 if there is none.
+ */
+size_t utf8_seq_len(const unsigned char *s, size_t n);
+
 #endif

@@ -23,8 +23,8 @@
  * The slots are shared out (usdt_budget_take) so that no object, and no
  * user other than root, can take what the others need.
  */
-#ifndef COROBPF_USDT_H
-#define COROBPF_USDT_H
+#ifndef COROBPF_USER_USDT_H
+#define COROBPF_USER_USDT_H
 
 #include <stdbool.h>
 #include "capture.h"
@@ -83,4 +83,4 @@ bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u3
 
 void usdt_free(struct capture *c);
 
-#endif /* COROBPF_USDT_H */
+#endif /* COROBPF_USER_USDT_H */

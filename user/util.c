@@ -12,6 +12,7 @@
 #include <linux/openat2.h>
 #include <zlib.h>
 #include "log.h"
+#include "termsafe.h"
 #include "util.h"
 
 static void oom(size_t n)
@@ -304,39 +305,6 @@ void obuf_hex_slow(struct obuf *o, u64 v)
 	obuf_write(o, tmp, fmt_hex(tmp, v) - tmp);
 }
 
-/* Length of a valid UTF-8 sequence at s (at most n bytes), or 0 if invalid. */
-size_t utf8_seq_len(const unsigned char *s, size_t n)
-{
-	size_t len;
-	u32 cp;
-
-	if (s[0] < 0x80)
-		return 1;
-	if ((s[0] & 0xe0) == 0xc0) {
-		len = 2;
-		cp = s[0] & 0x1f;
-	} else if ((s[0] & 0xf0) == 0xe0) {
-		len = 3;
-		cp = s[0] & 0x0f;
-	} else if ((s[0] & 0xf8) == 0xf0) {
-		len = 4;
-		cp = s[0] & 0x07;
-	} else {
-		return 0;
-	}
-	if (len > n)
-		return 0;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and values past U+10FFFF are invalid. */
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return 0;
-	return len;
-}
 
 void utf8_sanitize(char *dst, size_t dstlen, const char *src, size_t maxlen)
 {

@@ -209,11 +209,6 @@ void obuf_json_str(struct obuf *o, const char *s, size_t maxlen);
 char *json_str_at(char *p, const char *str, size_t n);
 #define JSON_STR_ROOM(n) (6 * (size_t)(n) + 2)
 /*
- * Length of the valid UTF-8 sequence at s (at most n bytes: no overlong
- * forms, surrogates or values past U+10FFFF), or 0 if there is none.
- */
-size_t utf8_seq_len(const unsigned char *s, size_t n);
-/*
  * Copy at most `maxlen` bytes of `src` into `dst` (always NUL-terminated) as
  * valid UTF-8: each invalid byte becomes U+FFFD, as in the JSON output.
  */

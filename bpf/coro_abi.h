@@ -55,14 +55,21 @@ enum coro_event_kind {
 	CORO_EV_BPF_MAX = 127,
 };
 
-/* coro_ev_switch.reason: the values of CORO_YIELD... in usdt/corobpf.h (probe ABI v1). */
+/*
+ * coro_ev_switch.reason: the probe SDK's CORO_YIELD... (usdt/corobpf.h) are the
+ * one definition; the event ABI carries them unchanged (probe ABI v1).
+ */
+#include "corobpf.h"
+#if COROBPF_PROBE_ABI != 1
+#error "the event ABI carries the switch reasons of probe ABI 1"
+#endif
 enum coro_switch_reason {
-	CORO_R_UNKNOWN = 0,
-	CORO_R_YIELD = 1,
-	CORO_R_WAIT = 2,
-	CORO_R_SLEEP = 3,
-	CORO_R_IO = 4,
-	CORO_R_DONE = 5,
+	CORO_R_UNKNOWN = CORO_UNKNOWN,
+	CORO_R_YIELD = CORO_YIELD,
+	CORO_R_WAIT = CORO_WAIT,
+	CORO_R_SLEEP = CORO_SLEEP,
+	CORO_R_IO = CORO_IO,
+	CORO_R_DONE = CORO_DONE,
 };
 
 /* coro_event_hdr.flags */
