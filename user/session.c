@@ -258,52 +258,51 @@ static int session_start(struct session *s)
 
 /*
  * Until the source ends. Returns an exit code that aborts the session (a
- * signal during a replay, a command that could not be run), or 0 with *code
+ * command that could not be run, a signal during a replay), or 0 with *code
  * the exit code the run ends with if nothing later fails.
  */
-static int session_feed(struct session *s, int *code)
+static int session_feed_live(struct session *s, int *code)
 {
-	if (s->t) {
-		const struct trace_opts *t = s->t;
-		const struct capture *cap = &s->cap;
-		int ret;
+	const struct trace_opts *t = s->t;
+	const struct capture *cap = &s->cap;
+	int ret;
 
-		if (t->all)
-			log_info("tracing every instrumented process%s%s%s",
-				 t->comm ? " named " : "", t->comm ? t->comm : "",
-				 t->duration ? "" : "; Ctrl-C to stop");
-		else if (cap->ntargets == 1)
-			log_info("tracing %s (pid %u)%s", cap->targets[0].comm,
-				 cap->targets[0].pid, t->duration ? "" : "; Ctrl-C to stop");
-		else
-			log_info("tracing %zu processes%s", cap->ntargets,
-				 t->duration ? "" : "; Ctrl-C to stop");
-		ret = capture_run(&s->cap, &s->p, s->raw);
-		if (ret == EXIT_LAUNCH)
-			return ret;
-		*code = ret;
-		return 0;
-	} else {
-		const struct coro_event_hdr *rec;
-		int ret;
+	if (t->all)
+		log_info("tracing every instrumented process%s%s%s", t->comm ? " named " : "",
+			 t->comm ? t->comm : "", t->duration ? "" : "; Ctrl-C to stop");
+	else if (cap->ntargets == 1)
+		log_info("tracing %s (pid %u)%s", cap->targets[0].comm, cap->targets[0].pid,
+			 t->duration ? "" : "; Ctrl-C to stop");
+	else
+		log_info("tracing %zu processes%s", cap->ntargets,
+			 t->duration ? "" : "; Ctrl-C to stop");
+	ret = capture_run(&s->cap, &s->p, s->raw);
+	if (ret == EXIT_LAUNCH)
+		return ret;
+	*code = ret;
+	return 0;
+}
 
-		while (!capture_stop_signal &&
-		       (ret = s->reader ? raw_reader_next(s->reader, &rec)
-					: jsonl_reader_next(s->jreader, &rec)) == 1)
-			pipeline_feed(&s->p, rec);
-		if (capture_stop_signal)
-			return 128 + capture_stop_signal;
-		if (ret < 0) {
-			/* Keep everything before the damage; say where it is, in the outputs too. */
-			snprintf(s->input_error, sizeof(s->input_error), "%s",
-				 s->reader ? raw_reader_error(s->reader)
-					   : jsonl_reader_error(s->jreader));
-			s->p.model.input_error = s->input_error;
-			log_err("%s: %s", s->r->capture, s->input_error);
-			*code = EXIT_BAD_CAPTURE;
-		}
-		return 0;
+static int session_feed_replay(struct session *s, int *code)
+{
+	const struct coro_event_hdr *rec;
+	int ret = 0;
+
+	while (!capture_stop_signal &&
+	       (ret = s->reader ? raw_reader_next(s->reader, &rec)
+				: jsonl_reader_next(s->jreader, &rec)) == 1)
+		pipeline_feed(&s->p, rec);
+	if (capture_stop_signal)
+		return 128 + capture_stop_signal;
+	if (ret < 0) {
+		/* Keep everything before the damage; say where it is, in the outputs too. */
+		snprintf(s->input_error, sizeof(s->input_error), "%s",
+			 s->reader ? raw_reader_error(s->reader) : jsonl_reader_error(s->jreader));
+		s->p.model.input_error = s->input_error;
+		log_err("%s: %s", s->r->capture, s->input_error);
+		*code = EXIT_BAD_CAPTURE;
 	}
+	return 0;
 }
 
 /* ---- finish, abort ---- */
@@ -373,7 +372,7 @@ static int session_run(struct session *s)
 	if (!ret)
 		ret = session_start(s);
 	if (!ret)
-		ret = session_feed(s, &code);
+		ret = s->t ? session_feed_live(s, &code) : session_feed_replay(s, &code);
 	if (ret) {
 		session_abort(s);
 		return ret;
