@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The one wiring of a run (session.h): source, pipeline, outputs and view, in
- * the order every command shares, with one path out on failure. Every
- * pipeline call of corobpf is here.
+ * the order every command shares, with one path out on failure. The pipeline
+ * is built, fed, finished and freed here only (outputs add their observers
+ * to it through output_attach()).
  */
 #include <stdlib.h>
 #include <string.h>
