@@ -651,6 +651,8 @@ static int cmd_trace(int argc, char **argv)
 	struct output outs[MAX_OUTPUTS];
 	struct outfile rawfile = {.fd = -1};
 	struct raw_writer *raw = NULL;
+	struct record_tee tee;
+	struct record_sink sink;
 	struct capture cap;
 	struct capture_info ci = {0};
 	struct pipeline p;
@@ -765,7 +767,9 @@ static int cmd_trace(int argc, char **argv)
 	else
 		log_info("tracing %zu processes%s", cap.ntargets, a.duration ? "" : "; Ctrl-C to stop");
 
-	ret = capture_run(&cap, &p, raw);
+	tee = (struct record_tee){.raw = raw, .pipeline = &p};
+	sink = record_tee_sink(&tee);
+	ret = capture_run(&cap, &sink);
 	if (ret == EXIT_LAUNCH)
 		goto fail;
 	code = ret;
