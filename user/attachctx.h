@@ -8,9 +8,9 @@
  * back three things:
  *
  *   - links, kept here until the capture detaches them all at the end;
- *   - what it found, in the order it found it (struct attach_found): the
- *     capture turns each into a CORO_REC_OBJECT or CORO_REC_SWITCH record,
- *     at once during the run, after the process records before it;
+ *   - what it attached, in order (struct attach_found): the capture turns
+ *     each into a CORO_REC_OBJECT or CORO_REC_SWITCH record, those of its
+ *     attach step after the targets' process records, later ones at once;
  *   - why nothing was attached (the objects searched, those it may not
  *     open), for the capture's "no probes" error.
  *
@@ -103,7 +103,7 @@ struct attach_ctx {
 	int *link_fds; /* uprobe_multi links (raw fds: libbpf 1.1 cannot make them) */
 	size_t nlink_fds, cap_link_fds;
 
-	/* What was attached, not yet taken by the capture (attach_found_take). */
+	/* What was attached, not yet turned into records (attach_found_clear empties it). */
 	struct attach_found *found;
 	size_t nfound, cap_found;
 	/* Objects a process maps that corobpf was not allowed to open, and why. */
@@ -118,7 +118,7 @@ struct attach_ctx {
 };
 
 void attach_ctx_init(struct attach_ctx *a);
-/* Frees what it holds; the links must have been destroyed (attach_ctx_detach). */
+/* Frees what it holds, destroying any link still attached. */
 void attach_ctx_free(struct attach_ctx *a);
 /* Destroys every link (slow: ~50 ms a perf-event uprobe); safe from another thread. */
 void attach_ctx_detach(struct attach_ctx *a);
