@@ -13,6 +13,7 @@
 #include "log.h"
 #include "perfetto.h"
 #include "ps.h"
+#include "recsink.h"
 #include "report.h"
 #include "session.h"
 #include "summary.h"
@@ -37,6 +38,9 @@ struct session {
 	int nouts;
 	struct outfile rawfile; /* --raw */
 	struct raw_writer *raw;
+	/* A live capture's records: the raw copy first, then the pipeline. */
+	struct record_tee tee;
+	struct record_sink sink;
 
 	/* The source: a live capture or a reader. */
 	struct capture_opts co;
@@ -277,7 +281,9 @@ static int session_feed_live(struct session *s, int *code)
 	else
 		log_info("tracing %zu processes%s", cap->ntargets,
 			 t->duration ? "" : "; Ctrl-C to stop");
-	ret = capture_run(&s->cap, &s->p, s->raw);
+	s->tee = (struct record_tee){.raw = s->raw, .pipeline = &s->p};
+	s->sink = record_tee_sink(&s->tee);
+	ret = capture_run(&s->cap, &s->sink);
 	if (ret == EXIT_LAUNCH)
 		return ret;
 	*code = ret;
