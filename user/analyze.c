@@ -49,7 +49,7 @@ static void analyze_enter(void *ctx, const struct coro *c, u64 ts)
 	struct analyzer *a = ctx;
 
 	if (a->slot >= 0 && c->state == CS_RUNNING)
-		((struct coro *)c)->priv[a->slot] = (void *)(uintptr_t)(c->t_blocked + 1);
+		model_set_priv(c->priv, a->slot, (void *)(uintptr_t)(c->t_blocked + 1));
 }
 
 /* Time the run that ends now spent blocked in the kernel (a blocking finding of its own). */
@@ -214,7 +214,7 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 {
 	struct analyzer *a = ctx;
 	u64 dur = end - start;
-	bool ending = a->m->ending == c;
+	bool ending = model_ending(a->m) == c;
 	/* Cut short by the end of the trace or of its process, not ended by a transition. */
 	bool open = ending && (c->end == CE_TRACE_END || c->end == CE_PROCESS_EXIT);
 	struct finding f;
@@ -260,7 +260,7 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 }
 
 static void span_finding(struct analyzer *a, const struct coro *c, u32 pid, u32 tid,
-			 const char *name, u64 ts, u64 dur, bool open)
+			 const char *name, size_t len, u64 ts, u64 dur, bool open)
 {
 	struct finding f;
 
@@ -271,8 +271,7 @@ static void span_finding(struct analyzer *a, const struct coro *c, u32 pid, u32 
 	f.ts = ts;
 	f.dur = dur;
 	f.open = open;
-	memcpy(f.span, name, CORO_STR_LEN);
-	f.span[CORO_STR_LEN - 1] = 0;
+	memcpy(f.span, name, MIN(len, CORO_STR_LEN - 1)); /* the rest: zero */
 	emit_finding(a, &f);
 }
 
@@ -343,52 +342,52 @@ static void storm_create(struct analyzer *a, u32 pid, u64 parent, u64 ts)
 	st->last = ts;
 }
 
-static void analyze_record(void *ctx, const struct coro_event_hdr *h,
-			   const struct model_event_info *mi)
+static void analyze_event(void *ctx, const struct event *ev)
 {
 	struct analyzer *a = ctx;
 
-	switch (h->kind) {
-	case CORO_EV_CREATE:
-		storm_create(a, h->pid, ((const struct coro_ev_create *)h)->parent, h->ts);
+	switch (ev->kind) {
+	case EV_CREATE:
+		storm_create(a, ev->pid, ev->create.parent, ev->ts);
 		break;
-	case CORO_EV_OFFCPU_END: {
-		const struct coro_ev_offcpu_end *e = (const void *)h;
-		u64 dur = h->ts > e->start ? h->ts - e->start : 0;
-		u64 blocked = dur - MIN(e->runq_ns, dur);
+	case EV_OFFCPU_END: {
+		u64 start = ev->offcpu.start;
+		u64 dur = ev->ts > start ? ev->ts - start : 0;
+		u64 blocked = dur - MIN(ev->offcpu.runq_ns, dur);
 		struct finding f;
 
 		/* Waiting for a CPU is not blocking; sleeping or disk wait is. */
-		if (!mi->c || (e->state != CORO_OFF_SLEEPING && e->state != CORO_OFF_DISK) ||
+		if (!ev->c ||
+		    (ev->offcpu.state != CORO_OFF_SLEEPING && ev->offcpu.state != CORO_OFF_DISK) ||
 		    blocked < a->o.blocking_ns)
 			break;
-		finding_init(a, &f, FK_BLOCKING, mi->c);
-		f.tid = h->tid;
-		f.ts = e->start;
+		finding_init(a, &f, FK_BLOCKING, ev->c);
+		f.tid = ev->tid;
+		f.ts = start;
 		f.dur = blocked;
-		f.offcpu_state = e->state;
+		f.offcpu_state = ev->offcpu.state;
 		{
 			/* Where the coroutine made the call that blocked (--stacks). */
-			const struct coro_thread *t = hmap_get(&a->m->threads, h->pid, h->tid);
+			const struct coro_thread *t = model_thread_peek(a->m, ev->pid, ev->tid);
 
 			/*
 			 * Only if this stretch's begin record carried it (a lost begin
 			 * leaves an older stretch's): both times come from one BPF
 			 * program run, microseconds apart.
 			 */
-			f.stack = t && t->off_ts >= e->start && t->off_ts - e->start < 1000000
+			f.stack = t && t->off_ts >= start && t->off_ts - start < 1000000
 					  ? t->off_stack
 					  : 0;
 		}
 		emit_finding(a, &f);
 		break;
 	}
-	case CORO_EV_SPAN_END:
-		if (!mi->span_matched)
-			span_finding(a, mi->c, h->pid, h->tid, ((const struct coro_ev_span *)h)->name,
-				     h->ts, 0, false);
+	case EV_SPAN_END:
+		if (!ev->span.matched)
+			span_finding(a, ev->c, ev->pid, ev->tid, ev->span.name.s, ev->span.name.len,
+				     ev->ts, 0, false);
 		break;
-	case CORO_REC_PROC_EXIT: {
+	case EV_PROC_EXIT: {
 		/* Its storms end with it; so do its threads' open spans. */
 		struct storm **v = NULL;
 		size_t n = 0, it = 0;
@@ -396,7 +395,7 @@ static void analyze_record(void *ctx, const struct coro_event_hdr *h,
 		void *val;
 
 		while (hmap_next(&a->storms, &it, &k1, NULL, &val))
-			if (k1 == h->pid) {
+			if (k1 == ev->pid) {
 				v = xrealloc(v, (n + 1) * sizeof(*v));
 				v[n++] = val;
 			}
@@ -405,6 +404,8 @@ static void analyze_record(void *ctx, const struct coro_event_hdr *h,
 		free(v);
 		break;
 	}
+	default:
+		break;
 	}
 }
 
@@ -414,7 +415,8 @@ static void analyze_coroutine_end(void *ctx, const struct coro *c)
 	struct storm *st;
 
 	for (u32 i = 0; i < c->nspans; i++)
-		span_finding(a, c, c->pid, c->tid, c->spans[i].name, c->spans[i].ts,
+		span_finding(a, c, c->pid, c->tid, c->spans[i].name,
+			     strnlen(c->spans[i].name, CORO_STR_LEN), c->spans[i].ts,
 			     c->end_ts - c->spans[i].ts, c->end != CE_EXIT);
 	/* A parent's storm ends with it. */
 	st = hmap_get(&a->storms, c->pid, c->id);
@@ -425,15 +427,15 @@ static void analyze_coroutine_end(void *ctx, const struct coro *c)
 static void analyze_finish(void *ctx, const struct model *m)
 {
 	struct analyzer *a = ctx;
+	const struct coro_thread *t;
 	size_t it = 0;
 	void *v;
 
 	/* Spans opened by threads outside any coroutine and never closed. */
-	while (hmap_next(&m->threads, &it, NULL, NULL, &v)) {
-		const struct coro_thread *t = v;
-
+	while ((t = model_next_thread(m, &it))) {
 		for (u32 i = 0; i < t->nspans; i++)
-			span_finding(a, NULL, t->pid, t->tid, t->spans[i].name, t->spans[i].ts,
+			span_finding(a, NULL, t->pid, t->tid, t->spans[i].name,
+				     strnlen(t->spans[i].name, CORO_STR_LEN), t->spans[i].ts,
 				     m->last_ts - t->spans[i].ts, true);
 	}
 	it = 0;
@@ -459,15 +461,11 @@ struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
 	obs->ctx = a;
 	obs->interval = analyze_interval;
 	obs->enter = analyze_enter;
-	obs->record = analyze_record;
+	obs->event = analyze_event;
+	obs->slot = &a->slot;
 	obs->coroutine_end = analyze_coroutine_end;
 	obs->finish = analyze_finish;
 	return a;
-}
-
-void analyzer_bind(struct analyzer *a, int slot)
-{
-	a->slot = slot;
 }
 
 void analyzer_free(struct analyzer *a)

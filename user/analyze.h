@@ -45,11 +45,12 @@ void analyze_opts_default(struct analyze_opts *o);
 
 struct analyzer;
 
-/* Findings go to `out`; `obs` is filled with the analyzer's model callbacks. */
+/*
+ * Findings go to `out`; `obs` is filled with the analyzer's model callbacks
+ * (adding it to the model gives the analyzer its priv[] slot).
+ */
 struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
 			      const struct finding_sink *out, struct model_observer *obs);
-/* After registering the observer: the model's priv[] slot it got. */
-void analyzer_bind(struct analyzer *a, int slot);
 void analyzer_free(struct analyzer *a);
 
 #endif

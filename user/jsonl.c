@@ -66,19 +66,25 @@ static inline __attribute__((always_inline)) void put_str(struct obuf *o, const 
 	obuf_json_str(o, s, max);
 }
 
-static inline __attribute__((always_inline)) void begin_record(struct obuf *o, const char *type, const struct coro_event_hdr *h)
+static inline __attribute__((always_inline)) void put_evstr(struct obuf *o, const char *key,
+							   struct ev_str str)
+{
+	put_str(o, key, str.s, str.len);
+}
+
+static inline __attribute__((always_inline)) void begin_record(struct obuf *o, const char *type)
 {
 	obuf_puts(o, "{\"type\":\"");
 	obuf_puts(o, type);
 	obuf_puts(o, "\"");
 }
 
-static inline __attribute__((always_inline)) void put_common(struct obuf *o, const struct coro_event_hdr *h, bool tid)
+static inline __attribute__((always_inline)) void put_common(struct obuf *o, const struct event *ev, bool tid)
 {
-	put_u64(o, "ts", h->ts);
-	put_u64(o, "pid", h->pid);
+	put_u64(o, "ts", ev->ts);
+	put_u64(o, "pid", ev->pid);
 	if (tid)
-		put_u64(o, "tid", h->tid);
+		put_u64(o, "tid", ev->tid);
 }
 
 /*
@@ -168,237 +174,200 @@ static void jsonl_begin(void *ctx, const struct capture_info *ci)
 #define J_LIT(lit) (p = mempcpy(p, lit, sizeof(lit) - 1))
 #define J_U64(key, v) (J_LIT(",\"" key "\":"), p = fmt_u64(p, (v)))
 #define J_ID(key, v) (J_LIT(",\"" key "\":\""), p = fmt_hex(p, (v)), *p++ = '"')
-#define J_STR(key, str, max) (J_LIT(",\"" key "\":"), p = json_str_at(p, (str), strnlen((str), (max))))
+#define J_STR(key, str) (J_LIT(",\"" key "\":"), p = json_str_at(p, (str).s, (str).len))
 #define J_NAME(str) (p = mempcpy(p, (str), strlen(str)))
 
-static void jsonl_event(struct jsonl_sink *s, const struct coro_event_hdr *h,
-			const struct model_event_info *mi)
+static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 {
 	struct obuf *o = s->ob;
-	u32 stack = coro_record_stack(h);
+	u32 stack = ev->stack;
 	char *start, *p;
 
-	if (h->lost_before) {
+	if (ev->lost_before) {
 		start = p = obuf_reserve(o, EVENT_LINE_ROOM);
 		J_LIT("{\"type\":\"lost\"");
-		J_U64("ts", h->ts);
-		J_U64("pid", h->pid);
-		J_U64("tid", h->tid);
-		J_U64("count", h->lost_before);
+		J_U64("ts", ev->ts);
+		J_U64("pid", ev->pid);
+		J_U64("tid", ev->tid);
+		J_U64("count", ev->lost_before);
 		J_LIT("}\n");
 		obuf_commit(o, p - start);
 	}
 	need_stack(s, stack); /* its definition line before the line naming it */
 	start = p = obuf_reserve(o, EVENT_LINE_ROOM);
 	J_LIT("{\"type\":\"event\",\"ev\":\"");
-	J_NAME(coro_kind_name(h->kind));
+	J_NAME(event_kind_name(ev->kind));
 	*p++ = '"';
-	if (h->kind == CORO_EV_OFFCPU_END) {
-		const struct coro_ev_offcpu_end *e = (const void *)h;
-
+	if (ev->kind == EV_OFFCPU_END) {
 		/* A stretch: ts is when the thread left the CPU. */
-		J_U64("ts", e->start);
-		J_U64("pid", h->pid);
-		J_U64("tid", h->tid);
-		if (mi->c)
-			J_ID("id", mi->c->id);
+		J_U64("ts", ev->offcpu.start);
+		J_U64("pid", ev->pid);
+		J_U64("tid", ev->tid);
+		if (ev->c)
+			J_ID("id", ev->c->id);
 		else
 			J_LIT(",\"id\":null");
-		J_U64("dur", h->ts - MIN(e->start, h->ts));
+		J_U64("dur", ev->ts - MIN(ev->offcpu.start, ev->ts));
 		J_LIT(",\"state\":\"");
-		J_NAME(coro_offcpu_state_name(e->state));
+		J_NAME(coro_offcpu_state_name(ev->offcpu.state));
 		*p++ = '"';
-		J_U64("runq", e->runq_ns);
-		J_U64("cpu", e->cpu);
-		if (mi->c)
-			J_U64("uid", mi->c->uid);
+		J_U64("runq", ev->offcpu.runq_ns);
+		J_U64("cpu", ev->offcpu.cpu);
+		if (ev->c)
+			J_U64("uid", ev->c->uid);
 		J_LIT("}\n");
 		obuf_commit(o, p - start);
 		return;
 	}
-	J_U64("ts", h->ts);
-	J_U64("pid", h->pid);
-	J_U64("tid", h->tid);
-	switch (h->kind) {
-	case CORO_EV_CREATE: {
-		const struct coro_ev_create *e = (const void *)h;
-
-		J_ID("id", e->id);
-		J_ID("parent", e->parent);
+	J_U64("ts", ev->ts);
+	J_U64("pid", ev->pid);
+	J_U64("tid", ev->tid);
+	switch (ev->kind) {
+	case EV_CREATE:
+		J_ID("id", ev->create.id);
+		J_ID("parent", ev->create.parent);
 		if (stack)
 			J_U64("stack", stack);
 		break;
-	}
-	case CORO_EV_NAME: {
-		const struct coro_ev_name *e = (const void *)h;
-
-		J_ID("id", e->id);
-		J_STR("name", e->name, CORO_STR_LEN);
-		if (h->flags & CORO_EVF_STR_TRUNCATED)
+	case EV_NAME:
+		J_ID("id", ev->name.id);
+		J_STR("name", ev->name.name);
+		if (ev->str_truncated)
 			J_LIT(",\"truncated\":true");
-		if (h->flags & CORO_EVF_STR_FAULT)
+		if (ev->str_unreadable)
 			J_LIT(",\"unreadable\":true");
 		break;
-	}
-	case CORO_EV_READY: {
-		const struct coro_ev_ready *e = (const void *)h;
-
-		J_ID("id", e->id);
-		if (mi->cur_known)
-			J_ID("waker", h->cur);
+	case EV_READY:
+		J_ID("id", ev->ready.id);
+		if (ev->cur_known)
+			J_ID("waker", ev->cur);
 		else
 			J_LIT(",\"waker\":null");
 		break;
-	}
-	case CORO_EV_SWITCH: {
-		const struct coro_ev_switch *e = (const void *)h;
-
-		J_ID("from", e->from);
-		J_ID("to", e->to);
+	case EV_SWITCH:
+		J_ID("from", ev->sw.from);
+		J_ID("to", ev->sw.to);
 		J_LIT(",\"reason\":\"");
-		J_NAME(coro_reason_name(e->reason));
+		J_NAME(coro_reason_name(ev->sw.reason));
 		*p++ = '"';
-		J_ID("obj", e->obj);
-		if (mi->c)
-			J_U64("from_uid", mi->c->uid);
-		if (mi->to)
-			J_U64("to_uid", mi->to->uid);
+		J_ID("obj", ev->sw.obj);
+		if (ev->c)
+			J_U64("from_uid", ev->c->uid);
+		if (ev->to)
+			J_U64("to_uid", ev->to->uid);
 		if (stack)
 			J_U64("stack", stack);
 		J_LIT("}\n");
 		obuf_commit(o, p - start);
 		return;
-	}
-	case CORO_EV_EXIT: {
-		const struct coro_ev_exit *e = (const void *)h;
-
-		J_ID("id", e->id);
+	case EV_EXIT:
+		J_ID("id", ev->exit.id);
 		J_LIT(",\"status\":");
-		if (e->status < 0) {
+		if (ev->exit.status < 0) {
 			*p++ = '-';
-			p = fmt_u64(p, (u64)0 - (u64)e->status);
+			p = fmt_u64(p, (u64)0 - (u64)ev->exit.status);
 		} else {
-			p = fmt_u64(p, (u64)e->status);
+			p = fmt_u64(p, (u64)ev->exit.status);
 		}
 		break;
-	}
-	case CORO_EV_SPAN_BEGIN:
-	case CORO_EV_SPAN_END: {
-		const struct coro_ev_span *e = (const void *)h;
-
-		if (mi->owner_known)
-			J_ID("id", mi->owner);
+	case EV_SPAN_BEGIN:
+	case EV_SPAN_END:
+		if (ev->span.owner_known)
+			J_ID("id", ev->span.owner);
 		else
 			J_LIT(",\"id\":null");
-		J_STR("name", e->name, CORO_STR_LEN);
-		if (h->flags & CORO_EVF_STR_TRUNCATED)
+		J_STR("name", ev->span.name);
+		if (ev->str_truncated)
 			J_LIT(",\"truncated\":true");
-		if (h->flags & CORO_EVF_STR_FAULT)
+		if (ev->str_unreadable)
 			J_LIT(",\"unreadable\":true");
-		J_U64("depth", mi->span_depth);
-		if (h->kind == CORO_EV_SPAN_END && !mi->span_matched)
+		J_U64("depth", ev->span.depth);
+		if (ev->kind == EV_SPAN_END && !ev->span.matched)
 			J_LIT(",\"matched\":false");
 		break;
+	default:
+		break;
 	}
-	}
-	if (mi->c)
-		J_U64("uid", mi->c->uid);
+	if (ev->c)
+		J_U64("uid", ev->c->uid);
 	J_LIT("}\n");
 	obuf_commit(o, p - start);
 }
 
-static void jsonl_record(void *ctx, const struct coro_event_hdr *h,
-			 const struct model_event_info *mi)
+static void jsonl_event_cb(void *ctx, const struct event *ev)
 {
 	struct jsonl_sink *s = ctx;
 	struct obuf *o = s->ob;
 
-	switch (h->kind) {
-	case CORO_EV_CREATE:
-	case CORO_EV_NAME:
-	case CORO_EV_READY:
-	case CORO_EV_SWITCH:
-	case CORO_EV_EXIT:
-	case CORO_EV_SPAN_BEGIN:
-	case CORO_EV_SPAN_END:
-	case CORO_EV_OFFCPU_END:
-		jsonl_event(s, h, mi);
+	switch (ev->kind) {
+	case EV_CREATE:
+	case EV_NAME:
+	case EV_READY:
+	case EV_SWITCH:
+	case EV_EXIT:
+	case EV_SPAN_BEGIN:
+	case EV_SPAN_END:
+	case EV_OFFCPU_END:
+		jsonl_event(s, ev);
 		break;
-	case CORO_REC_PROCESS: {
-		const struct coro_rec_process *r = (const void *)h;
-
-		begin_record(o, "process", h);
-		put_common(o, h, false);
-		put_str(o, "comm", r->comm, sizeof(r->comm));
-		put_str(o, "exe", r->exe, h->size - sizeof(*r));
-		obuf_printf(o, ",\"mode\":\"%s\"", coro_proc_mode_name(r->mode));
-		put_u64(o, "ppid", r->ppid);
+	case EV_PROCESS:
+		begin_record(o, "process");
+		put_common(o, ev, false);
+		put_evstr(o, "comm", ev->process.comm);
+		put_evstr(o, "exe", ev->process.exe);
+		obuf_printf(o, ",\"mode\":\"%s\"", coro_proc_mode_name(ev->process.mode));
+		put_u64(o, "ppid", ev->process.ppid);
 		obuf_puts(o, "}\n");
 		break;
-	}
-	case CORO_REC_THREAD: {
-		const struct coro_rec_thread *r = (const void *)h;
-
-		begin_record(o, "thread", h);
-		put_common(o, h, true);
-		put_str(o, "comm", r->comm, sizeof(r->comm));
+	case EV_THREAD:
+		begin_record(o, "thread");
+		put_common(o, ev, true);
+		put_evstr(o, "comm", ev->comm.comm);
 		obuf_puts(o, "}\n");
 		break;
-	}
-	case CORO_REC_OBJECT: {
-		const struct coro_rec_object *r = (const void *)h;
-
-		begin_record(o, "object", h);
-		put_common(o, h, false);
-		put_str(o, "path", r->path, h->size - sizeof(*r));
-		put_u64(o, "probes", r->probes);
-		if (r->late)
+	case EV_OBJECT:
+		begin_record(o, "object");
+		put_common(o, ev, false);
+		put_evstr(o, "path", ev->object.path);
+		put_u64(o, "probes", ev->object.probes);
+		if (ev->object.late)
 			obuf_puts(o, ",\"late\":true");
 		obuf_puts(o, "}\n");
 		break;
-	}
-	case CORO_REC_SWITCH: {
-		const struct coro_rec_switch *r = (const void *)h;
-		const char *path = r->text, *sites = path + strlen(path) + 1;
-		const char *limits = sites + strlen(sites) + 1;
-
-		begin_record(o, "switch_path", h);
-		put_common(o, h, false);
-		put_str(o, "family", coro_family_name(r->family), 32);
-		put_str(o, "object", path, strlen(path) + 1);
-		put_u64(o, "uprobes", r->sites);
-		put_u64(o, "single_stepped", r->stepped);
-		put_str(o, "sites", sites, strlen(sites) + 1);
-		put_str(o, "limits", limits, strlen(limits) + 1);
+	case EV_SWITCH_PATH:
+		begin_record(o, "switch_path");
+		put_common(o, ev, false);
+		put_str(o, "family", coro_family_name(ev->switch_path.family), 32);
+		put_evstr(o, "object", ev->switch_path.path);
+		put_u64(o, "uprobes", ev->switch_path.uprobes);
+		put_u64(o, "single_stepped", ev->switch_path.stepped);
+		put_evstr(o, "sites", ev->switch_path.sites);
+		put_evstr(o, "limits", ev->switch_path.limits);
 		obuf_puts(o, "}\n");
 		break;
-	}
-	case CORO_EV_EXEC: {
-		const struct coro_ev_proc *e = (const void *)h;
-
-		begin_record(o, "exec", h);
-		put_common(o, h, false);
-		put_str(o, "comm", e->comm, sizeof(e->comm));
+	case EV_EXEC:
+		begin_record(o, "exec");
+		put_common(o, ev, false);
+		put_evstr(o, "comm", ev->comm.comm);
 		obuf_puts(o, "}\n");
 		break;
-	}
-	case CORO_EV_PROC_GONE:
-	case CORO_REC_PROC_EXIT: {
-		s32 status = h->kind == CORO_EV_PROC_GONE ? ((const struct coro_ev_proc *)h)->exit_code
-							    : ((const struct coro_rec_proc_exit *)h)->status;
-		const struct { s32 status; } *r = (const void *)&status;
+	case EV_PROC_GONE:
+	case EV_PROC_EXIT: {
+		s32 status = ev->proc_exit.status;
 
-		begin_record(o, "process_exit", h);
-		put_common(o, h, false);
-		if (r->status < 0)
+		begin_record(o, "process_exit");
+		put_common(o, ev, false);
+		if (status < 0)
 			obuf_puts(o, ",\"exit_code\":null");
-		else if (WIFEXITED(r->status))
-			obuf_printf(o, ",\"exit_code\":%d", WEXITSTATUS(r->status));
-		else if (WIFSIGNALED(r->status))
-			obuf_printf(o, ",\"signal\":%d", WTERMSIG(r->status));
+		else if (WIFEXITED(status))
+			obuf_printf(o, ",\"exit_code\":%d", WEXITSTATUS(status));
+		else if (WIFSIGNALED(status))
+			obuf_printf(o, ",\"signal\":%d", WTERMSIG(status));
 		obuf_puts(o, "}\n");
 		break;
 	}
+	default:
+		break;
 	}
 }
 
@@ -607,13 +576,9 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	struct jsonl_sink *s = ctx;
 	struct obuf *o = s->ob;
 	bool first = true;
-	size_t it = 0;
-	void *v;
-	u64 nproc = 0;
+	u64 nproc = model_nprocesses(m);
 
 	copy_spill(s);
-	while (hmap_next(&m->procs, &it, NULL, NULL, &v))
-		nproc++;
 	obuf_puts(o, "{\"type\":\"trailer\"");
 	put_u64(o, "first_ts", m->first_ts);
 	put_u64(o, "last_ts", m->last_ts);
@@ -625,10 +590,10 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	if (m->samples)
 		put_u64(o, "samples", m->samples);
 	obuf_puts(o, ",\"events_by_kind\":{");
-	for (unsigned k = CORO_EV_CREATE; k <= CORO_EV_OFFCPU_END; k++) {
-		if (k == CORO_EV_LIBLOAD)
+	for (enum event_kind k = EV_CREATE; k <= EV_OFFCPU_END; k++) {
+		if (k == EV_LIBLOAD)
 			continue;
-		obuf_printf(o, "%s\"%s\":", first ? "" : ",", coro_kind_name(k));
+		obuf_printf(o, "%s\"%s\":", first ? "" : ",", event_kind_name(k));
 		obuf_u64(o, m->events_by_kind[k]);
 		first = false;
 	}
@@ -665,7 +630,7 @@ struct jsonl_sink *jsonl_sink_new(struct obuf *ob, const char *path, const struc
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->begin = jsonl_begin;
-	obs->record = jsonl_record;
+	obs->event = jsonl_event_cb;
 	obs->coroutine_end = jsonl_coroutine_end;
 	obs->finish = jsonl_finish;
 	fs->ctx = s;

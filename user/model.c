@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/random.h>
+#include "decode.h"
 #include "model.h"
 
 const char *coro_state_name(enum coro_state s)
@@ -84,6 +85,8 @@ int model_add_observer(struct model *m, const struct model_observer *obs)
 		return -1;
 	m->obs = xrealloc(m->obs, (m->nobs + 1) * sizeof(*m->obs));
 	m->obs[m->nobs++] = *obs;
+	if (obs->slot)
+		*obs->slot = (int)m->nobs - 1;
 	return (int)m->nobs - 1;
 }
 
@@ -97,6 +100,30 @@ void model_begin(struct model *m)
 struct coro *model_find(struct model *m, u32 pid, u64 id)
 {
 	return hmap_get(&m->coros, pid, id);
+}
+
+const struct coro_thread *model_thread_peek(const struct model *m, u32 pid, u32 tid)
+{
+	return hmap_get(&m->threads, pid, tid);
+}
+
+const struct coro_process *model_process_peek(const struct model *m, u32 pid)
+{
+	return hmap_get(&m->procs, pid, 0);
+}
+
+const struct coro_process *model_next_process(const struct model *m, size_t *it)
+{
+	void *v;
+
+	return hmap_next(&m->procs, it, NULL, NULL, &v) ? v : NULL;
+}
+
+const struct coro_thread *model_next_thread(const struct model *m, size_t *it)
+{
+	void *v;
+
+	return hmap_next(&m->threads, it, NULL, NULL, &v) ? v : NULL;
 }
 
 /* One-entry caches in front of the thread and process maps: events come in runs from one thread. */
@@ -556,7 +583,7 @@ static struct coro_thread *thread_sync(struct model *m, const struct coro_event_
 /* ---- events ---- */
 
 static void apply_create(struct model *m, const struct coro_ev_create *e,
-			 struct model_event_info *mi)
+			 struct event *mi)
 {
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro *c = model_find(m, h->pid, e->id), *pc;
@@ -590,7 +617,7 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 	mi->c = c;
 }
 
-static void apply_name(struct model *m, const struct coro_ev_name *e, struct model_event_info *mi)
+static void apply_name(struct model *m, const struct coro_ev_name *e, struct event *mi)
 {
 	struct coro *c = coro_get(m, e->hdr.pid, e->id, e->hdr.ts, CS_UNKNOWN);
 
@@ -601,7 +628,7 @@ static void apply_name(struct model *m, const struct coro_ev_name *e, struct mod
 }
 
 static void apply_ready(struct model *m, const struct coro_ev_ready *e,
-			struct model_event_info *mi)
+			struct event *mi)
 {
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
@@ -624,7 +651,7 @@ static void apply_ready(struct model *m, const struct coro_ev_ready *e,
 }
 
 static void apply_switch(struct model *m, const struct coro_ev_switch *e,
-			 struct model_event_info *mi)
+			 struct event *mi)
 {
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
@@ -707,7 +734,7 @@ switch_in:
 
 /* A timer sample of a thread running a coroutine: kept for the run's key frame. */
 static void apply_sample(struct model *m, const struct coro_event_hdr *h,
-			 struct model_event_info *mi)
+			 struct event *mi)
 {
 	struct coro *c = h->cur ? model_find(m, h->pid, h->cur) : NULL;
 	u32 stack = coro_record_stack(h);
@@ -740,7 +767,7 @@ static void apply_sample(struct model *m, const struct coro_event_hdr *h,
 	c->run_samples[c->nrun_samples++] = stack;
 }
 
-static void apply_exit(struct model *m, const struct coro_ev_exit *e, struct model_event_info *mi)
+static void apply_exit(struct model *m, const struct coro_ev_exit *e, struct event *mi)
 {
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
@@ -757,7 +784,7 @@ static void apply_exit(struct model *m, const struct coro_ev_exit *e, struct mod
 	end_coroutine(m, c, CE_EXIT, h->ts);
 }
 
-static void apply_span(struct model *m, const struct coro_ev_span *e, struct model_event_info *mi)
+static void apply_span(struct model *m, const struct coro_ev_span *e, struct event *mi)
 {
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
@@ -765,12 +792,13 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct mod
 	bool begin = h->kind == CORO_EV_SPAN_BEGIN;
 	struct span_stack st;
 
-	mi->owner_known = t->cur_known;
-	mi->owner = t->cur_known && !t->cur_exited ? t->cur : 0;
-	if (mi->owner) {
-		c = model_find(m, h->pid, mi->owner);
+	mi->span.owner_known = t->cur_known;
+	mi->span.owner = t->cur_known && !t->cur_exited ? t->cur : 0;
+	if (mi->span.owner) {
+		c = model_find(m, h->pid, mi->span.owner);
 		if (!c)
-			c = coro_new(m, h->pid, mi->owner, h->ts, CS_RUNNING, false, h->tid, 0, 0);
+			c = coro_new(m, h->pid, mi->span.owner, h->ts, CS_RUNNING, false, h->tid, 0,
+				     0);
 		mi->c = c;
 		st = (struct span_stack){c, &c->spans, &c->nspans, &c->cap_spans,
 					 &c->spans_indexed};
@@ -780,11 +808,11 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct mod
 	}
 	if (begin) {
 		span_push(m, &st, e->name, h->ts);
-		mi->span_depth = *st.n;
+		mi->span.depth = *st.n;
 	} else {
-		mi->span_depth = *st.n;
-		mi->span_matched = span_pop(m, &st, e->name);
-		if (!mi->span_matched) {
+		mi->span.depth = *st.n;
+		mi->span.matched = span_pop(m, &st, e->name);
+		if (!mi->span.matched) {
 			m->anom.span_unmatched_end++;
 			if (c)
 				c->spans_unmatched_end++;
@@ -804,7 +832,7 @@ static struct coro *running_on(struct model *m, struct coro_thread *t)
 }
 
 static void apply_offcpu_begin(struct model *m, const struct coro_ev_offcpu_begin *e,
-			       struct model_event_info *mi)
+			       struct event *mi)
 {
 	struct coro_thread *t = model_thread(m, e->hdr.pid, e->hdr.tid);
 
@@ -816,7 +844,7 @@ static void apply_offcpu_begin(struct model *m, const struct coro_ev_offcpu_begi
 }
 
 static void apply_offcpu_end(struct model *m, const struct coro_ev_offcpu_end *e,
-			     struct model_event_info *mi)
+			     struct event *mi)
 {
 	struct coro_thread *t = model_thread(m, e->hdr.pid, e->hdr.tid);
 	struct coro *c = running_on(m, t);
@@ -954,10 +982,12 @@ static void apply_switch_path(struct model *m, const struct coro_rec_switch *r)
 
 void model_apply(struct model *m, const struct coro_event_hdr *h)
 {
-	struct model_event_info mi = {0};
+	struct event ev, *mi = &ev;
+	struct coro_thread *t = NULL;
+	bool known = event_decode(&ev, h);
 
-	m->applying = h;
-	m->applied++;
+	ev.seq = ++m->applied;
+	m->applying = &ev;
 	if (h->ts > m->last_ts)
 		m->last_ts = h->ts;
 	if (!m->first_ts || h->ts < m->first_ts)
@@ -971,41 +1001,41 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 			m->events++;
 		if (!model_proc_peek(m, h->pid))
 			m->anom.unknown_pid++;
-		mi.cur_known = cur_certain(m, h);
+		ev.cur_known = cur_certain(m, h);
 		/* Events with no per-thread state (ld.so's hook, process events) say nothing of threads. */
 		if (!(h->flags & CORO_EVF_NO_THREAD))
-			thread_sync(m, h);
+			t = thread_sync(m, h);
 	}
 	switch (h->kind) {
 	case CORO_EV_CREATE:
-		apply_create(m, (const void *)h, &mi);
+		apply_create(m, (const void *)h, mi);
 		break;
 	case CORO_EV_NAME:
-		apply_name(m, (const void *)h, &mi);
+		apply_name(m, (const void *)h, mi);
 		break;
 	case CORO_EV_READY:
-		apply_ready(m, (const void *)h, &mi);
+		apply_ready(m, (const void *)h, mi);
 		break;
 	case CORO_EV_SWITCH:
-		apply_switch(m, (const void *)h, &mi);
+		apply_switch(m, (const void *)h, mi);
 		break;
 	case CORO_EV_EXIT:
-		apply_exit(m, (const void *)h, &mi);
+		apply_exit(m, (const void *)h, mi);
 		break;
 	case CORO_EV_SPAN_BEGIN:
 	case CORO_EV_SPAN_END:
-		apply_span(m, (const void *)h, &mi);
+		apply_span(m, (const void *)h, mi);
 		break;
 	case CORO_EV_LIBLOAD:
 		break;
 	case CORO_EV_SAMPLE:
-		apply_sample(m, h, &mi);
+		apply_sample(m, h, mi);
 		break;
 	case CORO_EV_OFFCPU_BEGIN:
-		apply_offcpu_begin(m, (const void *)h, &mi);
+		apply_offcpu_begin(m, (const void *)h, mi);
 		break;
 	case CORO_EV_OFFCPU_END:
-		apply_offcpu_end(m, (const void *)h, &mi);
+		apply_offcpu_end(m, (const void *)h, mi);
 		break;
 	case CORO_EV_PROC_NEW:
 		break; /* announced by a process record just before it */
@@ -1020,8 +1050,8 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		break;
 	case CORO_REC_THREAD: {
 		const struct coro_rec_thread *r = (const void *)h;
-		struct coro_thread *t = model_thread(m, h->pid, h->tid);
 
+		t = model_thread(m, h->pid, h->tid);
 		memcpy(t->comm, r->comm, sizeof(t->comm));
 		t->comm[sizeof(t->comm) - 1] = 0;
 		break;
@@ -1042,13 +1072,21 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		m->end_reason = ((const struct coro_rec_end *)h)->reason;
 		break;
 	default:
+		known = false;
+	}
+	if (!known) {
 		m->anom.unknown_records++;
 		m->applying = NULL;
 		return;
 	}
+	/* A process's end (or exec) freed its threads. */
+	if (h->kind == CORO_EV_EXEC || h->kind == CORO_EV_PROC_GONE || h->kind == CORO_REC_PROC_EXIT)
+		t = NULL;
+	ev.thread = t;
+	ev.proc = ev.c ? ev.c->proc : model_proc_peek(m, h->pid);
 	for (size_t i = 0; i < m->nobs; i++)
-		if (m->obs[i].record)
-			m->obs[i].record(m->obs[i].ctx, h, &mi);
+		if (m->obs[i].event)
+			m->obs[i].event(m->obs[i].ctx, &ev);
 	m->applying = NULL;
 	bury_flush();
 }

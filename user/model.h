@@ -3,8 +3,9 @@
  * The model: turns the time-ordered record stream into the life of every
  * coroutine (a state machine per coroutine incarnation) and a view of every
  * thread (which coroutine it runs). Detectors and outputs read this model
- * through the observer callbacks; none of them re-derives state from raw
- * events.
+ * through the observer callbacks, each record as a decoded event
+ * (user/event.h), and through the accessors below; none of them sees a
+ * record's layout or re-derives state from raw events.
  *
  * Rules it keeps:
  * - Attaching mid-life: a coroutine first seen in a switch or ready is
@@ -26,6 +27,7 @@
 #define COROBPF_MODEL_H
 
 #include "coro_abi.h"
+#include "event.h"
 #include "raw.h"
 #include "util.h"
 #include "stacks.h"
@@ -46,9 +48,10 @@ enum coro_state {
 
 /*
  * Observers may keep their own state beside the model's: coroutines, threads
- * and processes each carry one pointer per observer (model_add_observer()
- * returns the slot). The model never touches them; an observer that keeps
- * memory there must also own it elsewhere, since the model frees the object.
+ * and processes each carry one pointer per observer (the observer's slot,
+ * given when it is added; set through model_set_priv()). The model never
+ * touches them; an observer that keeps memory there must also own it
+ * elsewhere, since the model frees the object.
  */
 #define MODEL_MAX_OBSERVERS 8
 
@@ -188,24 +191,16 @@ struct model_anomalies {
 	u64 unknown_pid;	/* events from processes not announced */
 };
 
-struct model_event_info {
-	struct coro *c;	      /* the coroutine the event is about (NULL if none) */
-	struct coro *to;      /* switch: the coroutine switched in */
-	u64 owner;	      /* spans: the coroutine (id) owning the span, 0 = the thread */
-	bool owner_known;
-	bool cur_known;	      /* BPF events: hdr.cur is certain (the waker of a ready, the creator of a create) */
-	u32 span_depth;	      /* spans: depth after begin / before end */
-	bool span_matched;    /* span_end: closed an open span */
-};
-
 struct model;
 
 /* Observers: the detectors and the outputs (the pipeline adds them). Any callback may be NULL. */
 struct model_observer {
 	void *ctx;
+	/* If set, where model_add_observer() writes the observer's priv[] slot (-1: none). */
+	int *slot;
 	void (*begin)(void *ctx, const struct capture_info *ci);
-	/* After the model applied a record (events and user records alike). */
-	void (*record)(void *ctx, const struct coro_event_hdr *rec, const struct model_event_info *mi);
+	/* After the model applied a record (events and user records alike), decoded. */
+	void (*event)(void *ctx, const struct event *ev);
 	/* c entered its current state (c->state, c->tid, c->reason, c->obj) at ts; also at creation. */
 	void (*enter)(void *ctx, const struct coro *c, u64 ts);
 	/* A state interval of c ended: [start, end) in `state` (before c's fields moved on). */
@@ -250,8 +245,8 @@ struct model {
 	const char *input_error; /* the input ended in damage: where and what (replay) */
 	/* The coroutine being ended (its last interval closing, then coroutine_end()). */
 	const struct coro *ending;
-	/* The record being applied and its serial: observers called during apply may look. */
-	const struct coro_event_hdr *applying;
+	/* The event being applied (model_applying()) and the serial of the last one. */
+	const struct event *applying;
 	u64 applied;
 	struct model_anomalies anom;
 	struct symbolizer *sym; /* --stacks: the stacks defined so far, symbolized (NULL: none) */
@@ -259,7 +254,10 @@ struct model {
 };
 
 void model_init(struct model *m, struct capture_info *ci);
-/* Returns the observer's slot in the priv[] arrays, or -1 when there are too many. */
+/*
+ * Returns the observer's slot in the priv[] arrays (also written to
+ * *obs->slot), or -1 when there are too many.
+ */
 int model_add_observer(struct model *m, const struct model_observer *obs);
 void model_begin(struct model *m);
 void model_apply(struct model *m, const struct coro_event_hdr *rec);
@@ -275,6 +273,52 @@ struct coro *model_find(struct model *m, u32 pid, u64 id);
 struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid);
 struct coro_process *model_process(struct model *m, u32 pid);
 struct coro_process *model_proc_peek(struct model *m, u32 pid); /* NULL if unknown */
+
+/* ---- for observers: lookups and iteration without the model's tables ---- */
+
+/* The thread (pid, tid) if the model holds it, else NULL. */
+const struct coro_thread *model_thread_peek(const struct model *m, u32 pid, u32 tid);
+/* The process if the model knows it, else NULL (no cache: for observers' rare lookups). */
+const struct coro_process *model_process_peek(const struct model *m, u32 pid);
+/*
+ * Iteration over the processes the model knows, the threads it holds (both
+ * in an order that depends only on the input): `it` starts at 0; NULL at
+ * the end. The model must not change meanwhile.
+ */
+const struct coro_process *model_next_process(const struct model *m, size_t *it);
+const struct coro_thread *model_next_thread(const struct model *m, size_t *it);
+static inline u64 model_nprocesses(const struct model *m)
+{
+	return m->procs.len;
+}
+
+/* The event being applied (observers called while it is: enter(), interval()), or NULL. */
+static inline const struct event *model_applying(const struct model *m)
+{
+	return m->applying;
+}
+
+/* The coroutine being ended (its last interval(), then coroutine_end()), or NULL. */
+static inline const struct coro *model_ending(const struct model *m)
+{
+	return m->ending;
+}
+
+/* A BPF loss counter (enum coro_stat) as the latest stats record said; 0 before any. */
+static inline u64 model_bpf_stat(const struct model *m, u32 stat)
+{
+	return stat < CORO_STAT_MAX ? m->stats.bpf[stat] : 0;
+}
+
+/*
+ * An observer's own pointer on a model object: its slot belongs to the
+ * observer, whatever the constness of the object it was handed.
+ */
+static inline void model_set_priv(void *const *priv_of_obj, int slot, void *v)
+{
+	if (slot >= 0 && slot < MODEL_MAX_OBSERVERS)
+		((void **)priv_of_obj)[slot] = v;
+}
 
 const char *coro_state_name(enum coro_state s);
 const char *coro_reason_name(u32 reason);

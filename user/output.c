@@ -106,7 +106,7 @@ int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen
 		break;
 	case OUT_PERFETTO:
 		o->sink = perfetto_sink_new(&o->ob, &p->model, o->max_tracks, &obs, &fs);
-		perfetto_sink_bind(o->sink, pipeline_add_observer(p, &obs, &fs));
+		pipeline_add_observer(p, &obs, &fs);
 		break;
 	case OUT_SQLITE:
 		o->sink = sqlite_sink_new(o->file.fd, o->path, &p->model, &obs, &fs, err, errlen);

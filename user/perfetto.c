@@ -907,7 +907,6 @@ static void describe(struct perfetto_sink *s, u64 ts, const struct pf_desc *d)
 /*
  * Our state for a model object lives in our own maps (which own it) and is
  * cached in the object's priv[] slot, so events find it without hashing.
- * The slots belong to observers by the model's contract, hence the casts.
  */
 static struct pf_proc *proc_get(struct perfetto_sink *s, u32 pid)
 {
@@ -919,7 +918,7 @@ static struct pf_proc *proc_get(struct perfetto_sink *s, u32 pid)
 		p->pid = pid;
 		hmap_put(&s->procs, pid, 0, p);
 		if (s->slot >= 0)
-			mp->priv[s->slot] = p;
+			model_set_priv(mp->priv, s->slot, p);
 	}
 	return p;
 }
@@ -963,7 +962,7 @@ static struct pf_proc *proc_ready(struct perfetto_sink *s, u64 ts, u32 pid)
 	return pp;
 }
 
-static struct pf_thread *thread_of(struct perfetto_sink *s, struct coro_thread *mt, u32 pid,
+static struct pf_thread *thread_of(struct perfetto_sink *s, const struct coro_thread *mt, u32 pid,
 				   u32 tid)
 {
 	struct pf_thread *t = mt && s->slot >= 0 ? mt->priv[s->slot] : NULL;
@@ -977,18 +976,18 @@ static struct pf_thread *thread_of(struct perfetto_sink *s, struct coro_thread *
 		hmap_put(&s->threads, pid, tid, t);
 	}
 	if (mt && s->slot >= 0)
-		mt->priv[s->slot] = t;
+		model_set_priv(mt->priv, s->slot, t);
 	return t;
 }
 
 /* `mt` is the model's thread if the caller has it (NULL: looked up). */
 static struct pf_thread *thread_ready_mt(struct perfetto_sink *s, u64 ts, u32 pid, u32 tid,
-					 struct coro_thread *mt)
+					 const struct coro_thread *mt)
 {
 	struct pf_thread *t;
 
 	if (!mt)
-		mt = hmap_get(&s->m->threads, pid, tid);
+		mt = model_thread_peek(s->m, pid, tid);
 	t = thread_of(s, mt, pid, tid);
 	if (!t->described) {
 		size_t mark, td;
@@ -1076,7 +1075,7 @@ static struct pf_coro *coro_ready(struct perfetto_sink *s, u64 ts, const struct 
 	label_of(c, pc->label, sizeof(pc->label));
 	hmap_put(&s->coros, c->uid, 0, pc);
 	if (s->slot >= 0)
-		((struct coro *)c)->priv[s->slot] = pc;
+		model_set_priv(c->priv, s->slot, pc);
 	if (pp->ntracks < s->max_tracks) {
 		if (!pp->group_described) {
 			struct pf_desc d = {.uuid = UUID_GROUP(c->pid), .parent = UUID_PROCESS(c->pid),
@@ -1197,27 +1196,27 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
  * A record that follows a hole on its thread: mark the hole before anything
  * the record changes, on the first packet written after it.
  */
-static void mark_loss(struct perfetto_sink *s, const struct coro_event_hdr *h)
+static void mark_loss(struct perfetto_sink *s, const struct event *ev)
 {
 	struct pf_proc *pp;
 	struct pf_arg a;
 
-	s->loss_noted = s->m->applied;
-	pp = proc_ready(s, h->ts, h->pid);
-	thread_ready(s, h->ts, h->pid, h->tid);
-	a = (struct pf_arg){"count", A_UINT, h->lost_before};
+	s->loss_noted = ev->seq;
+	pp = proc_ready(s, ev->ts, ev->pid);
+	thread_ready(s, ev->ts, ev->pid, ev->tid);
+	a = (struct pf_arg){"count", A_UINT, ev->lost_before};
 	s->dropped_next = true;
-	instant(s, h->ts, UUID_THREAD(h->tid), "events lost", &a, 1, 0, 0, 0);
-	pp->lost += h->lost_before;
-	counter(s, h->ts, pp, CNT_LOST, pp->lost);
+	instant(s, ev->ts, UUID_THREAD(ev->tid), "events lost", &a, 1, 0, 0, 0);
+	pp->lost += ev->lost_before;
+	counter(s, ev->ts, pp, CNT_LOST, pp->lost);
 }
 
 static inline void note_loss(struct perfetto_sink *s)
 {
-	const struct coro_event_hdr *h = s->m->applying;
+	const struct event *ev = model_applying(s->m);
 
-	if (__builtin_expect(h && h->lost_before && s->loss_noted != s->m->applied, 0))
-		mark_loss(s, h);
+	if (__builtin_expect(ev && ev->lost_before && s->loss_noted != ev->seq, 0))
+		mark_loss(s, ev);
 }
 
 static void perfetto_enter(void *ctx, const struct coro *c, u64 ts)
@@ -1289,55 +1288,54 @@ static const char *const offcpu_names[] = {
 };
 
 /* The kernel's view: the thread left the CPU (inside its coroutine's running slice) or came back. */
-static void offcpu(struct perfetto_sink *s, const struct coro_event_hdr *h,
-		   const struct model_event_info *mi)
+static void offcpu(struct perfetto_sink *s, const struct event *ev)
 {
-	struct pf_thread *t = thread_ready(s, h->ts, h->pid, h->tid);
-	struct pf_coro *pc = mi->c ? coro_of(s, mi->c) : NULL;
+	struct pf_thread *t = thread_ready(s, ev->ts, ev->pid, ev->tid);
+	struct pf_coro *pc = ev->c ? coro_of(s, ev->c) : NULL;
 
-	if (h->kind == CORO_EV_OFFCPU_BEGIN) {
-		const struct coro_ev_offcpu_begin *e = (const void *)h;
-		const char *name = offcpu_names[e->state <= CORO_OFF_OTHER ? e->state : CORO_OFF_OTHER];
-		struct pf_arg a = {"cpu", A_UINT, e->cpu};
+	if (ev->kind == EV_OFFCPU_BEGIN) {
+		u32 state = ev->offcpu.state;
+		const char *name = offcpu_names[state <= CORO_OFF_OTHER ? state : CORO_OFF_OTHER];
+		struct pf_arg a = {"cpu", A_UINT, ev->offcpu.cpu};
 
 		/* A begin whose end was lost: close the old stretch here. */
 		if (t->off_open)
-			slice_end(s, h->ts, UUID_THREAD(h->tid));
-		slice_begin_lit(s, h->ts, UUID_THREAD(h->tid), name, &a, 1);
+			slice_end(s, ev->ts, UUID_THREAD(ev->tid));
+		slice_begin_lit(s, ev->ts, UUID_THREAD(ev->tid), name, &a, 1);
 		t->off_open = true;
-		if (pc && pc->state_open && mi->c->state == CS_RUNNING) {
+		if (pc && pc->state_open && ev->c->state == CS_RUNNING) {
 			if (pc->off_open)
-				slice_end(s, h->ts, pc->track);
-			slice_begin_lit(s, h->ts, pc->track, name, &a, 1);
+				slice_end(s, ev->ts, pc->track);
+			slice_begin_lit(s, ev->ts, pc->track, name, &a, 1);
 			pc->off_open = true;
 		}
 		return;
 	}
 	if (pc && pc->off_open) {
-		slice_end(s, h->ts, pc->track);
+		slice_end(s, ev->ts, pc->track);
 		pc->off_open = false;
 	}
 	if (t->off_open) {
-		slice_end(s, h->ts, UUID_THREAD(h->tid));
+		slice_end(s, ev->ts, UUID_THREAD(ev->tid));
 		t->off_open = false;
 	}
 }
 
 /* The track an event fired "by" a coroutine goes to: its own, or its thread's. */
-static u64 actor_track(struct perfetto_sink *s, const struct coro_event_hdr *h, bool cur_known)
+static u64 actor_track(struct perfetto_sink *s, const struct event *ev, bool cur_known)
 {
-	if (cur_known && h->cur) {
-		const struct coro *c = model_find(s->m, h->pid, h->cur);
+	if (cur_known && ev->cur) {
+		const struct coro *c = model_find(s->m, ev->pid, ev->cur);
 
 		if (c) {
-			struct pf_coro *pc = coro_ready(s, h->ts, c);
+			struct pf_coro *pc = coro_ready(s, ev->ts, c);
 
 			if (!pc->lane)
 				return pc->track;
 		}
 	}
-	thread_ready(s, h->ts, h->pid, h->tid);
-	return UUID_THREAD(h->tid);
+	thread_ready(s, ev->ts, ev->pid, ev->tid);
+	return UUID_THREAD(ev->tid);
 }
 
 /*
@@ -1345,118 +1343,110 @@ static u64 actor_track(struct perfetto_sink *s, const struct coro_event_hdr *h, 
  * not be read) would make a slice without a name, blank in the UI and invalid
  * to the checker: it gets a placeholder here; the JSONL keeps it empty.
  */
-static void span_label(char *dst, size_t n, const struct coro_ev_span *e)
+static void span_label(char *dst, size_t n, const struct event *ev)
 {
-	utf8_sanitize(dst, n, e->name, CORO_STR_LEN);
+	utf8_sanitize(dst, n, ev->span.name.s, ev->span.name.len);
 	if (!dst[0])
 		snprintf(dst, n, "%s",
-			 e->hdr.flags & CORO_EVF_STR_FAULT ? "(unreadable span)" : "(unnamed span)");
+			 ev->str_unreadable ? "(unreadable span)" : "(unnamed span)");
 }
 
-static void span_begin(struct perfetto_sink *s, const struct coro_ev_span *e,
-		       const struct model_event_info *mi)
+static void span_begin(struct perfetto_sink *s, const struct event *ev)
 {
-	const struct coro_event_hdr *h = &e->hdr;
-
-	if (mi->c) {
-		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
+	if (ev->c) {
+		struct pf_coro *pc = coro_ready(s, ev->ts, ev->c);
 		char name[2 * LABEL_MAX + 4], span[LABEL_MAX];
 
 		/* The span encloses the state slices inside it: close, open span, reopen. */
 		if (pc->state_open)
-			slice_end(s, h->ts, pc->track);
-		span_label(span, sizeof(span), e);
+			slice_end(s, ev->ts, pc->track);
+		span_label(span, sizeof(span), ev);
 		if (pc->lane) {
 			snprintf(name, sizeof(name), "%s: %s", pc->label, span);
 		} else {
 			snprintf(name, sizeof(name), "%s", span);
 		}
-		slice_begin(s, h->ts, pc->track, name, NULL, 0);
+		slice_begin(s, ev->ts, pc->track, name, NULL, 0);
 		pc->nspans++;
-		begin_state(s, mi->c, pc, h->ts, false);
+		begin_state(s, ev->c, pc, ev->ts, false);
 	} else {
-		struct pf_thread *t = thread_ready(s, h->ts, h->pid, h->tid);
+		struct pf_thread *t = thread_ready(s, ev->ts, ev->pid, ev->tid);
 		char span[LABEL_MAX];
 
-		span_label(span, sizeof(span), e);
-		slice_begin(s, h->ts, UUID_THREAD(h->tid), span, NULL, 0);
+		span_label(span, sizeof(span), ev);
+		slice_begin(s, ev->ts, UUID_THREAD(ev->tid), span, NULL, 0);
 		t->nspans++;
 	}
 }
 
-static void span_end(struct perfetto_sink *s, const struct coro_ev_span *e,
-		     const struct model_event_info *mi)
+static void span_end(struct perfetto_sink *s, const struct event *ev)
 {
-	const struct coro_event_hdr *h = &e->hdr;
-
-	if (!mi->span_matched) {
+	if (!ev->span.matched) {
 		char span[LABEL_MAX];
 		struct pf_arg a = {"name", A_STR, 0, span};
 
-		utf8_sanitize(span, sizeof(span), e->name, CORO_STR_LEN);
+		utf8_sanitize(span, sizeof(span), ev->span.name.s, ev->span.name.len);
 
-		instant(s, h->ts, actor_track(s, h, mi->owner_known), "unmatched span_end", &a, 1,
-			0, 0, 0);
+		instant(s, ev->ts, actor_track(s, ev, ev->span.owner_known), "unmatched span_end",
+			&a, 1, 0, 0, 0);
 		return;
 	}
-	if (mi->c) {
-		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
-		u32 keep = mi->c->nspans;
+	if (ev->c) {
+		struct pf_coro *pc = coro_ready(s, ev->ts, ev->c);
+		u32 keep = ev->c->nspans;
 
 		if (pc->state_open)
-			slice_end(s, h->ts, pc->track);
+			slice_end(s, ev->ts, pc->track);
 		pc->state_open = false;
 		while (pc->nspans > keep) {
-			slice_end(s, h->ts, pc->track);
+			slice_end(s, ev->ts, pc->track);
 			pc->nspans--;
 		}
-		begin_state(s, mi->c, pc, h->ts, false);
+		begin_state(s, ev->c, pc, ev->ts, false);
 	} else {
-		struct pf_thread *t = thread_ready(s, h->ts, h->pid, h->tid);
-		const struct coro_thread *mt = hmap_get(&s->m->threads, h->pid, h->tid);
+		struct pf_thread *t = thread_ready(s, ev->ts, ev->pid, ev->tid);
+		const struct coro_thread *mt = model_thread_peek(s->m, ev->pid, ev->tid);
 		u32 keep = mt ? mt->nspans : 0;
 
 		while (t->nspans > keep) {
-			slice_end(s, h->ts, UUID_THREAD(h->tid));
+			slice_end(s, ev->ts, UUID_THREAD(ev->tid));
 			t->nspans--;
 		}
 	}
 }
 
-static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
-			    const struct model_event_info *mi)
+static void perfetto_event(void *ctx, const struct event *ev)
 {
 	struct perfetto_sink *s = ctx;
 
 	note_loss(s);
-	switch (h->kind) {
-	case CORO_EV_CREATE: {
-		const struct coro_ev_create *e = (const void *)h;
-		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
-		struct pf_arg a = {"parent", A_PTR, e->parent};
-		struct pf_arg b = {"child", A_PTR, e->id};
+	switch (ev->kind) {
+	case EV_CREATE: {
+		struct pf_coro *pc = coro_ready(s, ev->ts, ev->c);
+		struct pf_arg a = {"parent", A_PTR, ev->create.parent};
+		struct pf_arg b = {"child", A_PTR, ev->create.id};
 		u64 flow = ++s->next_flow;
 
-		s->stack_next = mi->c->create_stack; /* the spawn site */
-		instant(s, h->ts, pc->track, pc->lane ? "create (lane)" : "create", &a, 1, 0, 0, 0);
-		instant(s, h->ts, actor_track(s, h, mi->cur_known), "spawn", &b, 1, flow, 0, 0);
+		s->stack_next = ev->c->create_stack; /* the spawn site */
+		instant(s, ev->ts, pc->track, pc->lane ? "create (lane)" : "create", &a, 1, 0, 0, 0);
+		instant(s, ev->ts, actor_track(s, ev, ev->cur_known), "spawn", &b, 1, flow, 0, 0);
 		pc->create_flow = flow;
 		break;
 	}
-	case CORO_EV_NAME: {
-		struct pf_coro *pc = coro_ready(s, h->ts, mi->c);
+	case EV_NAME: {
+		struct pf_coro *pc = coro_ready(s, ev->ts, ev->c);
 
-		label_of(mi->c, pc->label, sizeof(pc->label));
+		label_of(ev->c, pc->label, sizeof(pc->label));
 		pc->label_iid = 0;
 		memset(pc->lane_iids, 0, sizeof(pc->lane_iids));
 		/* A track that cannot merge takes the newest descriptor's name. */
 		if (!pc->lane)
-			describe_coro(s, h->ts, mi->c, pc);
+			describe_coro(s, ev->ts, ev->c, pc);
 		break;
 	}
-	case CORO_EV_READY: {
-		const struct coro *c = mi->c;
-		struct pf_coro *pc = coro_ready(s, h->ts, c);
+	case EV_READY: {
+		const struct coro *c = ev->c;
+		struct pf_coro *pc = coro_ready(s, ev->ts, c);
 		struct pf_arg a = {"coroutine", A_PTR, c->id};
 		u64 flow = 0;
 
@@ -1465,39 +1455,38 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 			flow = ++s->next_flow;
 			pc->ready_flow = flow;
 		}
-		instant(s, h->ts, actor_track(s, h, mi->cur_known), "wake", &a, 1, flow, 0, 0);
+		instant(s, ev->ts, actor_track(s, ev, ev->cur_known), "wake", &a, 1, flow, 0, 0);
 		break;
 	}
-	case CORO_EV_SPAN_BEGIN:
-		span_begin(s, (const void *)h, mi);
+	case EV_SPAN_BEGIN:
+		span_begin(s, ev);
 		break;
-	case CORO_EV_OFFCPU_BEGIN:
-	case CORO_EV_OFFCPU_END:
-		offcpu(s, h, mi);
+	case EV_OFFCPU_BEGIN:
+	case EV_OFFCPU_END:
+		offcpu(s, ev);
 		break;
-	case CORO_EV_SPAN_END:
-		span_end(s, (const void *)h, mi);
+	case EV_SPAN_END:
+		span_end(s, ev);
 		break;
-	case CORO_REC_PROCESS: {
-		struct pf_proc *pp = proc_get(s, h->pid);
+	case EV_PROCESS: {
+		struct pf_proc *pp = proc_get(s, ev->pid);
 
-		describe_process(s, h->ts, pp, model_proc_peek(s->m, h->pid));
+		describe_process(s, ev->ts, pp, model_proc_peek(s->m, ev->pid));
 		break;
 	}
-	case CORO_REC_THREAD: {
-		struct pf_thread *t = hmap_get(&s->threads, h->pid, h->tid);
+	case EV_THREAD: {
+		struct pf_thread *t = hmap_get(&s->threads, ev->pid, ev->tid);
 
 		if (t)
 			t->described = false; /* describe again, now with its name */
-		thread_ready(s, h->ts, h->pid, h->tid);
+		thread_ready(s, ev->ts, ev->pid, ev->tid);
 		break;
 	}
-	case CORO_EV_PROC_GONE:
-	case CORO_REC_PROC_EXIT: {
-		s32 status = h->kind == CORO_EV_PROC_GONE ? ((const struct coro_ev_proc *)h)->exit_code
-							    : ((const struct coro_rec_proc_exit *)h)->status;
+	case EV_PROC_GONE:
+	case EV_PROC_EXIT: {
+		s32 status = ev->proc_exit.status;
 		struct pf_arg a;
-		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
+		struct pf_proc *pp = proc_ready(s, ev->ts, ev->pid);
 
 		if (status >= 0 && WIFSIGNALED(status))
 			a = (struct pf_arg){"signal", A_INT, (u64)WTERMSIG(status)};
@@ -1505,28 +1494,29 @@ static void perfetto_record(void *ctx, const struct coro_event_hdr *h,
 			a = (struct pf_arg){"exit_code", A_INT, (u64)WEXITSTATUS(status)};
 		else
 			a = (struct pf_arg){"exit_code", A_STR, 0, "unknown"};
-		instant(s, h->ts, UUID_PROCESS(pp->pid), "process exit", &a, 1, 0, 0, 0);
+		instant(s, ev->ts, UUID_PROCESS(pp->pid), "process exit", &a, 1, 0, 0, 0);
 		break;
 	}
-	case CORO_EV_EXEC: {
-		const struct coro_ev_proc *e = (const void *)h;
-		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
+	case EV_EXEC: {
+		struct pf_proc *pp = proc_ready(s, ev->ts, ev->pid);
 		char comm[64];
 		struct pf_arg a = {"comm", A_STR, 0, comm};
 
-		utf8_sanitize(comm, sizeof(comm), e->comm, sizeof(e->comm));
-		instant(s, h->ts, UUID_PROCESS(pp->pid), "exec", &a, 1, 0, 0, 0);
+		utf8_sanitize(comm, sizeof(comm), ev->comm.comm.s, ev->comm.comm.len);
+		instant(s, ev->ts, UUID_PROCESS(pp->pid), "exec", &a, 1, 0, 0, 0);
 		break;
 	}
+	default:
+		break;
 	}
-	if ((h->kind <= CORO_EV_BPF_MAX && !(h->flags & CORO_EVF_NO_THREAD)) ||
-	    h->kind == CORO_REC_PROC_EXIT || h->kind == CORO_EV_PROC_GONE || h->kind == CORO_EV_EXEC) {
-		const struct coro_process *mp = mi->c ? mi->c->proc : model_proc_peek(s->m, h->pid);
-		struct pf_proc *pp = proc_ready(s, h->ts, h->pid);
+	if (ev->per_thread || ev->kind == EV_PROC_EXIT || ev->kind == EV_PROC_GONE ||
+	    ev->kind == EV_EXEC) {
+		const struct coro_process *mp = ev->proc;
+		struct pf_proc *pp = proc_ready(s, ev->ts, ev->pid);
 
 		if (mp) {
-			counter(s, h->ts, pp, CNT_LIVE, mp->live);
-			counter(s, h->ts, pp, CNT_RUNNABLE, mp->runnable);
+			counter(s, ev->ts, pp, CNT_LIVE, mp->live);
+			counter(s, ev->ts, pp, CNT_RUNNABLE, mp->runnable);
 		}
 	}
 }
@@ -1588,7 +1578,7 @@ static void perfetto_coroutine_end(void *ctx, const struct coro *c)
 	}
 	hmap_del(&s->coros, c->uid, 0);
 	if (s->slot >= 0)
-		((struct coro *)c)->priv[s->slot] = NULL;
+		model_set_priv(c->priv, s->slot, NULL);
 	free(pc);
 }
 
@@ -1749,7 +1739,8 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->begin = perfetto_begin;
-	obs->record = perfetto_record;
+	obs->slot = &s->slot;
+	obs->event = perfetto_event;
 	obs->enter = perfetto_enter;
 	obs->interval = perfetto_interval;
 	obs->coroutine_end = perfetto_coroutine_end;
@@ -1757,11 +1748,6 @@ struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 ma
 	fs->ctx = s;
 	fs->finding = perfetto_finding;
 	return s;
-}
-
-void perfetto_sink_bind(struct perfetto_sink *s, int slot)
-{
-	s->slot = slot;
 }
 
 int perfetto_sink_error(struct perfetto_sink *s)

@@ -23,11 +23,13 @@ extern u32 perfetto_intern_max;
 
 struct perfetto_sink;
 
-/* `m` is the model whose observer this becomes: the writer reads processes, threads and coroutines from it. */
+/*
+ * `m` is the model whose observer this becomes: the writer reads processes,
+ * threads and coroutines from it. Adding `obs` to the model gives the
+ * writer its priv[] slot.
+ */
 struct perfetto_sink *perfetto_sink_new(struct obuf *ob, struct model *m, u32 max_tracks,
 				       struct model_observer *obs, struct finding_sink *fs);
-/* After registering the observer: the model's priv[] slot it got (-1: none). */
-void perfetto_sink_bind(struct perfetto_sink *s, int slot);
 int perfetto_sink_error(struct perfetto_sink *s); /* 0 or -errno */
 void perfetto_sink_free(struct perfetto_sink *s);
 

@@ -41,7 +41,7 @@ void pipeline_init(struct pipeline *p, struct capture_info *ci, const struct ana
 
 		/* Before anything else can be added: the detectors are the first observer. */
 		p->analyzer = analyzer_new(&p->model, detect, &to_outputs, &obs);
-		analyzer_bind(p->analyzer, model_add_observer(&p->model, &obs));
+		model_add_observer(&p->model, &obs);
 	}
 }
 

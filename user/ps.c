@@ -33,7 +33,7 @@ static void ps_interval(void *ctx, const struct coro *c, enum coro_state state, 
 {
 	struct ps *ps = ctx;
 
-	if (ps->m->ending == c) {
+	if (model_ending(ps->m) == c) {
 		ps->last_start = start;
 		ps->last_uid = c->uid;
 	}
@@ -125,7 +125,7 @@ void ps_print(struct ps *ps, double window_s, u32 frames)
 	qsort(ps->rows, ps->n, sizeof(*ps->rows), row_cmp);
 	for (size_t i = 0; i < ps->n; i++) {
 		struct ps_row *r = &ps->rows[i];
-		const struct coro_process *p = model_process((struct model *)ps->m, r->pid);
+		const struct coro_process *p = model_process_peek(ps->m, r->pid);
 		char name[TERM_SAFE_MAX(CORO_STR_LEN)], state[96], dur[32];
 
 		if (r->pid != pid || !i) {

@@ -112,13 +112,19 @@ static void step(struct sqlite_sink *s, enum stmt k)
 /* Bind helpers: columns count from 1. */
 #define BI(st, i, v) sqlite3_bind_int64(st, i, (sqlite3_int64)(v))
 #define BT(st, i, t) sqlite3_bind_text(st, i, t, -1, SQLITE_TRANSIENT)
+#define BS(st, i, str) sqlite3_bind_text(st, i, (str).s, (int)(str).len, SQLITE_TRANSIENT)
 
-static void bind_name(sqlite3_stmt *st, int i, const char *name)
+static void bind_str(sqlite3_stmt *st, int i, const char *str, size_t len)
 {
 	char buf[3 * CORO_STR_LEN + 1];
 
-	utf8_sanitize(buf, sizeof(buf), name, CORO_STR_LEN);
+	utf8_sanitize(buf, sizeof(buf), str, len);
 	BT(st, i, buf);
+}
+
+static void bind_name(sqlite3_stmt *st, int i, const char *name)
+{
+	bind_str(st, i, name, CORO_STR_LEN);
 }
 
 static void meta(struct sqlite_sink *s, const char *key, const char *text, s64 num, bool is_num)
@@ -150,135 +156,118 @@ static void sq_begin(void *ctx, const struct capture_info *ci)
 	meta(s, "hostname", ci->hostname, 0, false);
 }
 
-static void sq_event(struct sqlite_sink *s, const struct coro_event_hdr *h,
-		     const struct model_event_info *mi)
+static void sq_event(struct sqlite_sink *s, const struct event *ev)
 {
 	sqlite3_stmt *st = s->st[ST_EVENT];
 
-	BI(st, 1, h->ts);
-	BI(st, 2, h->pid);
-	BI(st, 3, h->tid);
-	BT(st, 4, coro_kind_name(h->kind));
-	if (mi->c)
-		BI(st, 6, mi->c->uid);
-	if (h->lost_before)
-		BI(st, 16, h->lost_before);
-	if (coro_record_stack(h))
-		BI(st, 17, coro_record_stack(h));
-	switch (h->kind) {
-	case CORO_EV_CREATE: {
-		const struct coro_ev_create *e = (const void *)h;
-
-		BI(st, 5, e->id);
-		BI(st, 7, e->parent);
+	BI(st, 1, ev->ts);
+	BI(st, 2, ev->pid);
+	BI(st, 3, ev->tid);
+	BT(st, 4, event_kind_name(ev->kind));
+	if (ev->c)
+		BI(st, 6, ev->c->uid);
+	if (ev->lost_before)
+		BI(st, 16, ev->lost_before);
+	if (ev->stack)
+		BI(st, 17, ev->stack);
+	switch (ev->kind) {
+	case EV_CREATE:
+		BI(st, 5, ev->create.id);
+		BI(st, 7, ev->create.parent);
 		break;
-	}
-	case CORO_EV_NAME: {
-		const struct coro_ev_name *e = (const void *)h;
-
-		BI(st, 5, e->id);
-		bind_name(st, 14, e->name);
+	case EV_NAME:
+		BI(st, 5, ev->name.id);
+		bind_str(st, 14, ev->name.name.s, ev->name.name.len);
 		break;
-	}
-	case CORO_EV_READY:
-		BI(st, 5, ((const struct coro_ev_ready *)h)->id);
-		if (mi->cur_known)
-			BI(st, 8, h->cur);
+	case EV_READY:
+		BI(st, 5, ev->ready.id);
+		if (ev->cur_known)
+			BI(st, 8, ev->cur);
 		break;
-	case CORO_EV_SWITCH: {
-		const struct coro_ev_switch *e = (const void *)h;
-
-		BI(st, 5, e->from);
-		BI(st, 9, e->to);
-		if (mi->to)
-			BI(st, 10, mi->to->uid);
-		BT(st, 11, coro_reason_name(e->reason));
-		BI(st, 12, e->obj);
+	case EV_SWITCH:
+		BI(st, 5, ev->sw.from);
+		BI(st, 9, ev->sw.to);
+		if (ev->to)
+			BI(st, 10, ev->to->uid);
+		BT(st, 11, coro_reason_name(ev->sw.reason));
+		BI(st, 12, ev->sw.obj);
 		break;
-	}
-	case CORO_EV_EXIT: {
-		const struct coro_ev_exit *e = (const void *)h;
-
-		BI(st, 5, e->id);
-		BI(st, 13, e->status);
+	case EV_EXIT:
+		BI(st, 5, ev->exit.id);
+		BI(st, 13, ev->exit.status);
 		break;
-	}
-	case CORO_EV_SPAN_BEGIN:
-	case CORO_EV_SPAN_END:
-		if (mi->owner_known)
-			BI(st, 5, mi->owner);
-		bind_name(st, 14, ((const struct coro_ev_span *)h)->name);
-		BI(st, 15, mi->span_depth);
+	case EV_SPAN_BEGIN:
+	case EV_SPAN_END:
+		if (ev->span.owner_known)
+			BI(st, 5, ev->span.owner);
+		bind_str(st, 14, ev->span.name.s, ev->span.name.len);
+		BI(st, 15, ev->span.depth);
+		break;
+	default:
 		break;
 	}
 	step(s, ST_EVENT);
 }
 
-static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct model_event_info *mi)
+static void sq_event_cb(void *ctx, const struct event *ev)
 {
 	struct sqlite_sink *s = ctx;
 
-	switch (h->kind) {
-	case CORO_EV_CREATE:
-	case CORO_EV_NAME:
-	case CORO_EV_READY:
-	case CORO_EV_SWITCH:
-	case CORO_EV_EXIT:
-	case CORO_EV_SPAN_BEGIN:
-	case CORO_EV_SPAN_END:
-		sq_event(s, h, mi);
+	switch (ev->kind) {
+	case EV_CREATE:
+	case EV_NAME:
+	case EV_READY:
+	case EV_SWITCH:
+	case EV_EXIT:
+	case EV_SPAN_BEGIN:
+	case EV_SPAN_END:
+		sq_event(s, ev);
 		break;
-	case CORO_EV_OFFCPU_END: {
-		const struct coro_ev_offcpu_end *e = (const void *)h;
+	case EV_OFFCPU_END: {
 		sqlite3_stmt *st = s->st[ST_OFFCPU];
 
-		BI(st, 1, h->pid);
-		BI(st, 2, h->tid);
-		if (mi->c) {
-			BI(st, 3, mi->c->uid);
-			BI(st, 4, mi->c->id);
+		BI(st, 1, ev->pid);
+		BI(st, 2, ev->tid);
+		if (ev->c) {
+			BI(st, 3, ev->c->uid);
+			BI(st, 4, ev->c->id);
 		}
-		BI(st, 5, e->start);
-		BI(st, 6, h->ts);
-		BI(st, 7, h->ts - MIN(e->start, h->ts));
-		BT(st, 8, coro_offcpu_state_name(e->state));
-		BI(st, 9, e->runq_ns);
-		BI(st, 10, e->cpu);
+		BI(st, 5, ev->offcpu.start);
+		BI(st, 6, ev->ts);
+		BI(st, 7, ev->ts - MIN(ev->offcpu.start, ev->ts));
+		BT(st, 8, coro_offcpu_state_name(ev->offcpu.state));
+		BI(st, 9, ev->offcpu.runq_ns);
+		BI(st, 10, ev->offcpu.cpu);
 		step(s, ST_OFFCPU);
 		break;
 	}
-	case CORO_REC_PROCESS: {
-		const struct coro_rec_process *r = (const void *)h;
+	case EV_PROCESS: {
 		sqlite3_stmt *st = s->st[ST_PROCESS];
 		char comm[64];
 
-		BI(st, 1, h->pid);
-		utf8_sanitize(comm, sizeof(comm), r->comm, sizeof(r->comm));
+		BI(st, 1, ev->pid);
+		utf8_sanitize(comm, sizeof(comm), ev->process.comm.s, ev->process.comm.len);
 		BT(st, 2, comm);
-		BT(st, 3, r->exe);
-		BT(st, 4, coro_proc_mode_name(r->mode));
-		BI(st, 5, r->ppid);
-		BI(st, 6, h->ts);
+		BS(st, 3, ev->process.exe);
+		BT(st, 4, coro_proc_mode_name(ev->process.mode));
+		BI(st, 5, ev->process.ppid);
+		BI(st, 6, ev->ts);
 		step(s, ST_PROCESS);
 		break;
 	}
-	case CORO_REC_THREAD: {
-		const struct coro_rec_thread *r = (const void *)h;
+	case EV_THREAD: {
 		sqlite3_stmt *st = s->st[ST_THREAD];
 		char comm[64];
 
-		BI(st, 1, h->pid);
-		BI(st, 2, h->tid);
-		utf8_sanitize(comm, sizeof(comm), r->comm, sizeof(r->comm));
+		BI(st, 1, ev->pid);
+		BI(st, 2, ev->tid);
+		utf8_sanitize(comm, sizeof(comm), ev->comm.comm.s, ev->comm.comm.len);
 		BT(st, 3, comm);
-		BI(st, 4, h->ts);
+		BI(st, 4, ev->ts);
 		step(s, ST_THREAD);
 		break;
 	}
-	case CORO_REC_SWITCH: {
-		const struct coro_rec_switch *r = (const void *)h;
-		const char *path = r->text, *sites = path + strlen(path) + 1;
-		const char *limits = sites + strlen(sites) + 1;
+	case EV_SWITCH_PATH: {
 		sqlite3_stmt *ins;
 
 		/* Prepared here: a few per process at most. */
@@ -287,24 +276,22 @@ static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct mo
 			fail(s, "cannot prepare an insert");
 			break;
 		}
-		BI(ins, 1, h->pid);
-		BI(ins, 2, h->ts);
-		BT(ins, 3, coro_family_name(r->family));
-		BT(ins, 4, path);
-		BI(ins, 5, r->sites);
-		BI(ins, 6, r->stepped);
-		BT(ins, 7, sites);
-		BT(ins, 8, limits);
+		BI(ins, 1, ev->pid);
+		BI(ins, 2, ev->ts);
+		BT(ins, 3, coro_family_name(ev->switch_path.family));
+		BS(ins, 4, ev->switch_path.path);
+		BI(ins, 5, ev->switch_path.uprobes);
+		BI(ins, 6, ev->switch_path.stepped);
+		BS(ins, 7, ev->switch_path.sites);
+		BS(ins, 8, ev->switch_path.limits);
 		if (sqlite3_step(ins) != SQLITE_DONE)
 			fail(s, "cannot record a switch path");
 		sqlite3_finalize(ins);
 		break;
 	}
-	case CORO_EV_PROC_GONE:
-	case CORO_REC_PROC_EXIT: {
-		s32 status = h->kind == CORO_EV_PROC_GONE ? ((const struct coro_ev_proc *)h)->exit_code
-							    : ((const struct coro_rec_proc_exit *)h)->status;
-		const struct { s32 status; } *r = (const void *)&status;
+	case EV_PROC_GONE:
+	case EV_PROC_EXIT: {
+		s32 status = ev->proc_exit.status;
 		sqlite3_stmt *up;
 
 		/* The one UPDATE: prepared here, processes end rarely. */
@@ -314,17 +301,19 @@ static void sq_record(void *ctx, const struct coro_event_hdr *h, const struct mo
 			fail(s, "cannot prepare an update");
 			break;
 		}
-		BI(up, 1, h->ts);
-		if (r->status >= 0 && WIFEXITED(r->status))
-			BI(up, 2, WEXITSTATUS(r->status));
-		if (r->status >= 0 && WIFSIGNALED(r->status))
-			BI(up, 3, WTERMSIG(r->status));
-		BI(up, 4, h->pid);
+		BI(up, 1, ev->ts);
+		if (status >= 0 && WIFEXITED(status))
+			BI(up, 2, WEXITSTATUS(status));
+		if (status >= 0 && WIFSIGNALED(status))
+			BI(up, 3, WTERMSIG(status));
+		BI(up, 4, ev->pid);
 		if (sqlite3_step(up) != SQLITE_DONE)
 			fail(s, "cannot record a process exit");
 		sqlite3_finalize(up);
 		break;
 	}
+	default:
+		break;
 	}
 }
 
@@ -780,7 +769,7 @@ struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->begin = sq_begin;
-	obs->record = sq_record;
+	obs->event = sq_event_cb;
 	obs->interval = sq_interval;
 	obs->coroutine_end = sq_coroutine_end;
 	obs->finish = sq_finish;

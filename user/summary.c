@@ -142,17 +142,16 @@ static void print_findings(struct summary *s, const struct model *m)
 /* How each process was traced, when any went through the switch-function path. */
 static void print_paths(struct summary *s, const struct model *m)
 {
+	const struct coro_process *p;
 	size_t it = 0;
-	void *v;
 	bool any = false;
 
-	while (hmap_next(&m->procs, &it, NULL, NULL, &v))
-		any = any || ((const struct coro_process *)v)->switch_families;
+	while ((p = model_next_process(m, &it)))
+		any = any || p->switch_families;
 	if (!any)
 		return;
 	it = 0;
-	while (hmap_next(&m->procs, &it, NULL, NULL, &v)) {
-		const struct coro_process *p = v;
+	while ((p = model_next_process(m, &it))) {
 		const char *line, *nl;
 		char *safe;
 		size_t len;
@@ -184,11 +183,10 @@ static void print_paths(struct summary *s, const struct model *m)
 /* Traced processes a signal killed: their coroutines end with them, mid-state. */
 static void print_crashes(struct summary *s, const struct model *m)
 {
+	const struct coro_process *p;
 	size_t it = 0, shown = 0, more = 0;
-	void *v;
 
-	while (hmap_next(&m->procs, &it, NULL, NULL, &v)) {
-		const struct coro_process *p = v;
+	while ((p = model_next_process(m, &it))) {
 		const char *abbrev;
 		char comm[TERM_SAFE_MAX(sizeof(p->comm))];
 
@@ -235,13 +233,9 @@ static void say_counters(struct summary *s, const struct model *m)
 static void summary_finish(void *ctx, const struct model *m)
 {
 	struct summary *s = ctx;
-	u64 nproc = 0, lost = m->stats.bpf[CORO_STAT_RING_FULL];
-	size_t it = 0;
-	void *v;
+	u64 nproc = model_nprocesses(m), lost = model_bpf_stat(m, CORO_STAT_RING_FULL);
 	char span[32];
 
-	while (hmap_next(&m->procs, &it, NULL, NULL, &v))
-		nproc++;
 	fmt_duration(span, sizeof(span), m->last_ts > m->first_ts ? m->last_ts - m->first_ts : 0);
 	fprintf(s->out, "corobpf summary: %llu process%s, %llu coroutine%s (peak %llu live), "
 		"%llu events over %s, %llu lost\n",

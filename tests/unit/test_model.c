@@ -322,14 +322,13 @@ static struct {
 	u32 cap_at_end;
 } SP;
 
-static void span_record(void *ctx, const struct coro_event_hdr *h,
-			const struct model_event_info *mi)
+static void span_event(void *ctx, const struct event *ev)
 {
-	if (h->kind != CORO_EV_SPAN_BEGIN && h->kind != CORO_EV_SPAN_END)
+	if (ev->kind != EV_SPAN_BEGIN && ev->kind != EV_SPAN_END)
 		return;
 	if (SP.n < SPAN_OPS) {
-		SP.matched[SP.n] = h->kind == CORO_EV_SPAN_BEGIN || mi->span_matched;
-		SP.depth[SP.n] = mi->span_depth;
+		SP.matched[SP.n] = ev->kind == EV_SPAN_BEGIN || ev->span.matched;
+		SP.depth[SP.n] = ev->span.depth;
 		SP.n++;
 	}
 }
@@ -344,7 +343,7 @@ static void span_coroutine_end(void *ctx, const struct coro *c)
 
 static void start_spans(void)
 {
-	struct model_observer obs = {.record = span_record, .coroutine_end = span_coroutine_end};
+	struct model_observer obs = {.event = span_event, .coroutine_end = span_coroutine_end};
 
 	memset(&SP, 0, sizeof(SP));
 	memset(&ci, 0, sizeof(ci));

@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The decoded event: what the model tells its observers about each record it
+ * applied. Observers (the detectors and the writers) see this, never a
+ * record's layout: the model decodes the record once, applies it, and hands
+ * over the kind, the header's facts, the coroutine, thread and process it
+ * concerns as the model sees them after applying it, and the payload with
+ * exactly the fields the writers use.
+ *
+ * Kinds keep the numbers of the records they come from (bpf/coro_abi.h,
+ * user/raw.h; model.c checks it at compile time), so a kind is named the
+ * same way in every output; records that never reach observers (contexts of
+ * the switch-function path, stack definitions) have no kind here.
+ *
+ * Strings are a pointer and a length, valid during the callback only; the
+ * bytes are those the record carried (not sanitized, no NUL inside `len`).
+ */
+#ifndef COROBPF_EVENT_H
+#define COROBPF_EVENT_H
+
+#include "util.h"
+
+struct coro;
+struct coro_thread;
+struct coro_process;
+
+enum event_kind {
+	EV_CREATE = 1,
+	EV_NAME = 2,
+	EV_READY = 3,
+	EV_SWITCH = 4,
+	EV_EXIT = 5,
+	EV_SPAN_BEGIN = 6,
+	EV_SPAN_END = 7,
+	EV_LIBLOAD = 8,
+	EV_OFFCPU_BEGIN = 9,
+	EV_OFFCPU_END = 10, /* the whole stretch off the CPU */
+	EV_PROC_NEW = 11,
+	EV_EXEC = 12,
+	EV_PROC_GONE = 13, /* -a, --follow: the kernel saw a traced process end */
+	EV_SAMPLE = 17,
+	EV_PROCESS = 128,     /* a traced process announced */
+	EV_THREAD = 129,      /* a thread's name */
+	EV_OBJECT = 130,      /* probes attached in an object */
+	EV_PROC_EXIT = 131,   /* user space saw a traced process end */
+	EV_STATS = 132,	      /* loss counters so far (the model keeps them) */
+	EV_END = 133,	      /* the capture ended cleanly */
+	EV_SWITCH_PATH = 134, /* switch-function uprobes attached in an object */
+};
+
+/* Its name in the outputs ("create", "offcpu", "process_exit", ...). */
+const char *event_kind_name(enum event_kind kind);
+
+struct ev_str {
+	const char *s;
+	u32 len;
+};
+
+struct event {
+	enum event_kind kind;
+	u32 pid, tid;
+	u64 ts;
+	u64 seq;	     /* serial of the record in the model's stream, 1.. */
+	u32 lost_before;     /* events its thread lost just before this one */
+	u32 stack;	     /* --stacks: the capture stack id it carries (model_stack()), 0: none */
+	bool str_truncated;  /* its string was longer than the probe keeps */
+	bool str_unreadable; /* its string could not be read: empty */
+	bool per_thread;     /* a BPF event about its thread (the thread view follows it) */
+	/*
+	 * The coroutine current on the thread before the event (0: none), and
+	 * whether that is certain: the waker of a ready, the creator of a
+	 * create, the owner of a span.
+	 */
+	u64 cur;
+	bool cur_known;
+
+	const struct coro *c;		 /* the coroutine it is about, or NULL */
+	const struct coro *to;		 /* EV_SWITCH: the coroutine switched in */
+	const struct coro_thread *thread; /* its thread, if the model holds one for it; or NULL */
+	const struct coro_process *proc;  /* its process (c's, if any), if the model knows it */
+
+	union {
+		struct {
+			u64 id, parent;
+		} create;
+		struct {
+			u64 id;
+			struct ev_str name;
+		} name;
+		struct {
+			u64 id; /* the waker is cur, if cur_known */
+		} ready;
+		struct {
+			u64 from, to, obj;
+			u32 reason; /* enum coro_switch_reason */
+		} sw;
+		struct {
+			u64 id;
+			s64 status;
+		} exit;
+		struct {
+			struct ev_str name;
+			u64 owner;	  /* coroutine id owning it, 0: the thread */
+			bool owner_known;
+			u32 depth;	  /* after a begin, before an end */
+			bool matched;	  /* EV_SPAN_END closed an open span */
+		} span;
+		struct {
+			u64 start;   /* EV_OFFCPU_END: when it left the CPU (ts: when it came back) */
+			u64 runq_ns; /* EV_OFFCPU_END: of which runnable but not running */
+			u32 state;   /* enum coro_offcpu_state, as it left */
+			u32 cpu;     /* begin: the CPU it left; end: the one it runs on now */
+		} offcpu;
+		struct {
+			struct ev_str comm, exe;
+			u32 mode; /* enum coro_proc_mode */
+			u32 ppid;
+		} process;
+		struct {
+			struct ev_str comm; /* EV_THREAD: the thread's; EV_EXEC: the new program's */
+		} comm;
+		struct {
+			struct ev_str path;
+			u32 probes;
+			bool late; /* attached after the object was mapped */
+		} object;
+		struct {
+			struct ev_str path, sites, limits;
+			u32 family; /* enum coro_ctx_family */
+			u32 uprobes, stepped;
+		} switch_path;
+		struct {
+			s32 status; /* EV_PROC_EXIT, EV_PROC_GONE: the wait status, or -1 */
+		} proc_exit;
+		struct {
+			u32 reason; /* enum coro_end_reason */
+		} end;
+	};
+};
+
+#endif
