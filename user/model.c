@@ -610,7 +610,7 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 	}
 	if (!c)
 		c = coro_new(m, h->pid, e->id, h->ts, CS_NEW, true, 0, 0, 0);
-	c->create_stack = coro_record_stack(h);
+	c->create_stack = mi->stack;
 	c->parent = e->parent;
 	pc = e->parent ? model_find(m, h->pid, e->parent) : NULL;
 	c->parent_uid = pc ? pc->uid : 0;
@@ -688,11 +688,11 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			if (!c) {
 				c = coro_new(m, h->pid, e->from, h->ts, next, false, h->tid, reason,
 					     e->obj);
-				c->park_stack = coro_record_stack(h);
+				c->park_stack = mi->stack;
 				coro_add_tid(c, h->tid);
 			} else {
 				/* The stack of a switch is the one being left: where it parks. */
-				c->park_stack = coro_record_stack(h);
+				c->park_stack = mi->stack;
 				set_state(m, c, next, h->ts, h->tid, reason, e->obj);
 			}
 			c->ready_pending = false;
@@ -737,7 +737,7 @@ static void apply_sample(struct model *m, const struct coro_event_hdr *h,
 			 struct event *mi)
 {
 	struct coro *c = h->cur ? model_find(m, h->pid, h->cur) : NULL;
-	u32 stack = coro_record_stack(h);
+	u32 stack = mi->stack;
 
 	if (!c || c->state != CS_RUNNING || c->tid != h->tid)
 		return; /* the model's view of the thread says otherwise: not this run's */
@@ -839,7 +839,7 @@ static void apply_offcpu_begin(struct model *m, const struct coro_ev_offcpu_begi
 	t->off = true;
 	t->off_ts = e->hdr.ts;
 	t->off_state = e->state;
-	t->off_stack = coro_record_stack(&e->hdr);
+	t->off_stack = mi->stack;
 	mi->c = running_on(m, t);
 }
 
