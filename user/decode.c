@@ -3,20 +3,28 @@
 #include "decode.h"
 
 /* Decoded kinds are the record kinds: one name per kind in every output. */
-_Static_assert((int)EV_CREATE == (int)CORO_EV_CREATE && (int)EV_NAME == (int)CORO_EV_NAME &&
-		       (int)EV_READY == (int)CORO_EV_READY && (int)EV_SWITCH == (int)CORO_EV_SWITCH &&
-		       (int)EV_EXIT == (int)CORO_EV_EXIT && (int)EV_SPAN_BEGIN == (int)CORO_EV_SPAN_BEGIN &&
-		       (int)EV_SPAN_END == (int)CORO_EV_SPAN_END && (int)EV_LIBLOAD == (int)CORO_EV_LIBLOAD &&
-		       (int)EV_OFFCPU_BEGIN == (int)CORO_EV_OFFCPU_BEGIN &&
-		       (int)EV_OFFCPU_END == (int)CORO_EV_OFFCPU_END && (int)EV_PROC_NEW == (int)CORO_EV_PROC_NEW &&
-		       (int)EV_EXEC == (int)CORO_EV_EXEC && (int)EV_PROC_GONE == (int)CORO_EV_PROC_GONE &&
-		       (int)EV_SAMPLE == (int)CORO_EV_SAMPLE,
-	       "decoded BPF kinds keep their record numbers");
-_Static_assert((int)EV_PROCESS == (int)CORO_REC_PROCESS && (int)EV_THREAD == (int)CORO_REC_THREAD &&
-		       (int)EV_OBJECT == (int)CORO_REC_OBJECT && (int)EV_PROC_EXIT == (int)CORO_REC_PROC_EXIT &&
-		       (int)EV_STATS == (int)CORO_REC_STATS && (int)EV_END == (int)CORO_REC_END &&
-		       (int)EV_SWITCH_PATH == (int)CORO_REC_SWITCH,
-	       "decoded user kinds keep their record numbers");
+#define SAME_KIND(ev, rec) _Static_assert((int)(ev) == (int)(rec), #ev " is " #rec)
+SAME_KIND(EV_CREATE, CORO_EV_CREATE);
+SAME_KIND(EV_NAME, CORO_EV_NAME);
+SAME_KIND(EV_READY, CORO_EV_READY);
+SAME_KIND(EV_SWITCH, CORO_EV_SWITCH);
+SAME_KIND(EV_EXIT, CORO_EV_EXIT);
+SAME_KIND(EV_SPAN_BEGIN, CORO_EV_SPAN_BEGIN);
+SAME_KIND(EV_SPAN_END, CORO_EV_SPAN_END);
+SAME_KIND(EV_LIBLOAD, CORO_EV_LIBLOAD);
+SAME_KIND(EV_OFFCPU_BEGIN, CORO_EV_OFFCPU_BEGIN);
+SAME_KIND(EV_OFFCPU_END, CORO_EV_OFFCPU_END);
+SAME_KIND(EV_PROC_NEW, CORO_EV_PROC_NEW);
+SAME_KIND(EV_EXEC, CORO_EV_EXEC);
+SAME_KIND(EV_PROC_GONE, CORO_EV_PROC_GONE);
+SAME_KIND(EV_SAMPLE, CORO_EV_SAMPLE);
+SAME_KIND(EV_PROCESS, CORO_REC_PROCESS);
+SAME_KIND(EV_THREAD, CORO_REC_THREAD);
+SAME_KIND(EV_OBJECT, CORO_REC_OBJECT);
+SAME_KIND(EV_PROC_EXIT, CORO_REC_PROC_EXIT);
+SAME_KIND(EV_STATS, CORO_REC_STATS);
+SAME_KIND(EV_END, CORO_REC_END);
+SAME_KIND(EV_SWITCH_PATH, CORO_REC_SWITCH);
 
 const char *event_kind_name(enum event_kind kind)
 {

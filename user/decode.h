@@ -13,12 +13,6 @@
 #include "event.h"
 #include "raw.h"
 
-/*
- * The header's facts and the payload of `h` into *ev; the model's part
- * (c, to, thread, proc, cur_known, the span's owner, depth and matching)
- * is left zero, `seq` unset. False for a kind observers never see.
- * Inline: it is on the path of every record.
- */
 /* A fixed-size field: up to its first NUL. */
 static inline struct ev_str str_field(const char *s, size_t max)
 {
@@ -31,8 +25,14 @@ static inline struct ev_str str_tail(const struct coro_event_hdr *h, const char 
 	return str_field(s, (const char *)h + h->size - s);
 }
 
+/*
+ * The header's facts and the payload of `h` into *ev; the model's part
+ * (c, to, thread, proc, cur_known, the span's owner, depth and matching)
+ * is left zero, `seq` unset. False for a kind observers never see.
+ * Inline: it is on the path of every record.
+ */
 static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
-								    const struct coro_event_hdr *h)
+							       const struct coro_event_hdr *h)
 {
 	ev->kind = h->kind;
 	ev->pid = h->pid;

@@ -79,7 +79,8 @@ static inline __attribute__((always_inline)) void begin_record(struct obuf *o, c
 	obuf_puts(o, "\"");
 }
 
-static inline __attribute__((always_inline)) void put_common(struct obuf *o, const struct event *ev, bool tid)
+static inline __attribute__((always_inline)) void put_common(struct obuf *o, const struct event *ev,
+							     bool tid)
 {
 	put_u64(o, "ts", ev->ts);
 	put_u64(o, "pid", ev->pid);

@@ -81,8 +81,11 @@ void model_init(struct model *m, struct capture_info *ci)
 
 int model_add_observer(struct model *m, const struct model_observer *obs)
 {
-	if (m->nobs == MODEL_MAX_OBSERVERS)
+	if (m->nobs == MODEL_MAX_OBSERVERS) {
+		if (obs->slot)
+			*obs->slot = -1;
 		return -1;
+	}
 	m->obs = xrealloc(m->obs, (m->nobs + 1) * sizeof(*m->obs));
 	m->obs[m->nobs++] = *obs;
 	if (obs->slot)
