@@ -26,9 +26,10 @@ static inline struct ev_str str_tail(const struct coro_event_hdr *h, const char 
 }
 
 /*
- * The header's facts and the payload of `h` into *ev; the model's part
- * (c, to, thread, proc, cur_known, the span's owner, depth and matching)
- * is left zero, `seq` unset. False for a kind observers never see.
+ * The header's facts and the payload of `h` into *ev. Of the model's part,
+ * c, to and the span's owner, depth and matching are left zero; seq,
+ * cur_known, thread and proc are left for the model to set. False for a
+ * kind observers never see.
  * Inline: it is on the path of every record.
  */
 static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
@@ -44,10 +45,7 @@ static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
 	ev->str_unreadable = h->flags & CORO_EVF_STR_FAULT;
 	ev->per_thread = h->kind <= CORO_EV_BPF_MAX && !(h->flags & CORO_EVF_NO_THREAD);
 	ev->cur = h->cur;
-	ev->cur_known = false;
 	ev->c = ev->to = NULL;
-	ev->thread = NULL;
-	ev->proc = NULL;
 	switch (h->kind) {
 	case CORO_EV_CREATE: {
 		const struct coro_ev_create *e = (const void *)h;

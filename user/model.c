@@ -1008,6 +1008,8 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		/* Events with no per-thread state (ld.so's hook, process events) say nothing of threads. */
 		if (!(h->flags & CORO_EVF_NO_THREAD))
 			t = thread_sync(m, h);
+	} else {
+		ev.cur_known = false;
 	}
 	switch (h->kind) {
 	case CORO_EV_CREATE:

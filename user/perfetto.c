@@ -236,12 +236,10 @@ static struct pf_thread *thread_ready(struct perfetto_sink *s, u64 ts, u32 pid, 
 	return thread_ready_mt(s, ts, pid, tid, NULL);
 }
 
-static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, s64 v)
+static void counter_write(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, s64 v)
 {
 	static const char *names[3] = {"live coroutines", "runnable coroutines", "events lost"};
 
-	if (pp->counters_described[k] && pp->last[k] == v)
-		return;
 	if (!pp->counters_described[k]) {
 		struct pf_desc d = {.uuid = UUID_COUNTER(pp->pid, k),
 				    .parent = UUID_PROCESS(pp->pid),
@@ -253,6 +251,13 @@ static void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, 
 	}
 	pp->last[k] = v;
 	track_event_bare(s, ts, TYPE_COUNTER, UUID_COUNTER(pp->pid, k), true, v);
+}
+
+/* A counter's value, written when it changed: most events change neither of a process's two. */
+static inline void counter(struct perfetto_sink *s, u64 ts, struct pf_proc *pp, int k, s64 v)
+{
+	if (!pp->counters_described[k] || pp->last[k] != v)
+		counter_write(s, ts, pp, k, v);
 }
 
 /* ---- coroutines ---- */
