@@ -19,6 +19,7 @@
 #define COROBPF_TERMSAFE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Room for any n source bytes once escaped, and the NUL. */
 #define TERM_SAFE_MAX(n) (4 * (n) + 1)
@@ -33,7 +34,39 @@ char *term_safe(char *dst, size_t dstlen, const char *src, size_t srclen);
 /*
  * Length of the valid UTF-8 sequence at s (at most n bytes: no overlong
  * forms, surrogates or values past U+10FFFF), or 0 if there is none.
+ * Inline: the JSON and terminal escapers call it per character.
  */
-size_t utf8_seq_len(const unsigned char *s, size_t n);
+static inline size_t utf8_seq_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if ((s[0] & 0xe0) == 0xc0) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (len > n)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and values past U+10FFFF are invalid. */
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return len;
+}
 
 #endif
