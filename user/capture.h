@@ -22,7 +22,7 @@
 #include "attachctx.h"
 #include "recsink.h"
 #include "ringev.h"
-#include "stacks.h"
+#include "stackres.h"
 #include "switchfam.h"
 
 struct corobpf_bpf;

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include "attach.h"
 #include "recsink.h"
-#include "stacks.h"
+#include "stackres.h"
 #include "util.h"
 
 struct ringev {

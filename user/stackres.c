@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "log.h"
-#include "stacks.h"
+#include "stackres.h"
 #include "safeopen.h"
 
 struct map_ent {
