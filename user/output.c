@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* Outputs: one module per format; this file only picks and wires them. */
+/*
+ * Outputs: one module per format; this file only picks and wires them, from
+ * one table. A new format is a new module and a row of `kinds`.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include "csv.h"
 #include "jsonl.h"
+#include "output.h"
 #include "perfetto.h"
 #include "sqlite.h"
-#include <unistd.h>
-#include "output.h"
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -16,29 +20,160 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* ---- the formats' adapters: create the sink and its observer, finish, discard ---- */
+
+static void *jsonl_create(struct output *o, struct model *m, struct model_observer *obs,
+			  struct finding_sink *fs, char *err, size_t errlen)
+{
+	return jsonl_sink_new(&o->ob, o->path, m, obs, fs);
+}
+
+static int jsonl_finish(void *sink, char *err, size_t errlen)
+{
+	int ret = jsonl_sink_error(sink);
+
+	jsonl_sink_free(sink);
+	return ret;
+}
+
+static void jsonl_discard(void *sink)
+{
+	jsonl_sink_free(sink);
+}
+
+static void *perfetto_create(struct output *o, struct model *m, struct model_observer *obs,
+			     struct finding_sink *fs, char *err, size_t errlen)
+{
+	return perfetto_sink_new(&o->ob, m, o->max_tracks, obs, fs);
+}
+
+static int perfetto_finish(void *sink, char *err, size_t errlen)
+{
+	int ret = perfetto_sink_error(sink);
+
+	perfetto_sink_free(sink);
+	return ret;
+}
+
+static void perfetto_discard(void *sink)
+{
+	perfetto_sink_free(sink);
+}
+
+static void *sqlite_create(struct output *o, struct model *m, struct model_observer *obs,
+			   struct finding_sink *fs, char *err, size_t errlen)
+{
+	return sqlite_sink_new(o->file.fd, o->path, m, obs, fs, err, errlen);
+}
+
+/* Its own message in err: 0 or -1. */
+static int sqlite_finish(void *sink, char *err, size_t errlen)
+{
+	return sqlite_sink_close(sink, err, errlen);
+}
+
+static void sqlite_discard(void *sink)
+{
+	char ignored[8];
+
+	sqlite_sink_close(sink, ignored, sizeof(ignored));
+}
+
+static void *csv_create(struct output *o, struct model *m, struct model_observer *obs,
+			struct finding_sink *fs, char *err, size_t errlen)
+{
+	return csv_sink_new(&o->ob, obs);
+}
+
+static int csv_finish(void *sink, char *err, size_t errlen)
+{
+	csv_sink_free(sink);
+	return 0;
+}
+
+static void csv_discard(void *sink)
+{
+	csv_sink_free(sink);
+}
+
+struct output_kind {
+	enum output_format fmt;
+	const char *names[3];	/* for -f: the first is its name */
+	const char *exts[5];	/* file name endings that choose it */
+	const char *hint;	/* the endings an error suggests */
+	const char *no_gzip;	/* why it cannot be compressed, or NULL if it can */
+	bool own_fd;		/* writes the file's descriptor itself (no buffer, no gzip) */
+	bool findings;		/* takes findings */
+	void *(*create)(struct output *o, struct model *m, struct model_observer *obs,
+			struct finding_sink *fs, char *err, size_t errlen);
+	/*
+	 * The sink is done: frees it. 0, -errno (the output's write failed) or
+	 * -1 with the reason in err.
+	 */
+	int (*finish)(void *sink, char *err, size_t errlen);
+	void (*discard)(void *sink);
+};
+
+/* In the order the extension error lists them. */
+static const struct output_kind kinds[] = {
+	{OUT_PERFETTO, {"perfetto", "pftrace"}, {".pftrace", ".perfetto-trace", ".perfetto"},
+	 ".pftrace", "compressed Perfetto traces are not written; the UI reads .pftrace", false, true,
+	 perfetto_create, perfetto_finish, perfetto_discard},
+	{OUT_JSONL, {"jsonl", "json"}, {".jsonl", ".jsonl.gz", ".json", ".ndjson"},
+	 ".jsonl (.jsonl.gz)", NULL, false, true, jsonl_create, jsonl_finish, jsonl_discard},
+	{OUT_SQLITE, {"sqlite", "db"}, {".db", ".sqlite", ".sqlite3"}, ".db",
+	 "a database cannot be compressed", true, true, sqlite_create, sqlite_finish,
+	 sqlite_discard},
+	{OUT_CSV, {"csv"}, {".csv", ".csv.gz"}, ".csv", NULL, false, false, csv_create, csv_finish,
+	 csv_discard},
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+static const struct output_kind *kind_of(enum output_format f)
+{
+	for (size_t i = 0; i < NKINDS; i++)
+		if (kinds[i].fmt == f)
+			return &kinds[i];
+	return NULL;
+}
+
 enum output_format output_format_parse(const char *name)
 {
-	if (!strcmp(name, "jsonl") || !strcmp(name, "json"))
-		return OUT_JSONL;
-	if (!strcmp(name, "perfetto") || !strcmp(name, "pftrace"))
-		return OUT_PERFETTO;
-	if (!strcmp(name, "sqlite") || !strcmp(name, "db"))
-		return OUT_SQLITE;
-	if (!strcmp(name, "csv"))
-		return OUT_CSV;
+	for (size_t i = 0; i < NKINDS; i++)
+		for (size_t j = 0; j < 3 && kinds[i].names[j]; j++)
+			if (!strcmp(name, kinds[i].names[j]))
+				return kinds[i].fmt;
 	return OUT_AUTO;
 }
 
 const char *output_format_name(enum output_format f)
 {
-	switch (f) {
-	case OUT_JSONL: return "jsonl";
-	case OUT_PERFETTO: return "perfetto";
-	case OUT_SQLITE: return "sqlite";
-	case OUT_CSV: return "csv";
-	case OUT_AUTO: break;
-	}
-	return "auto";
+	const struct output_kind *k = kind_of(f);
+
+	return k ? k->names[0] : "auto";
+}
+
+static enum output_format format_of_path(const char *path)
+{
+	for (size_t i = 0; i < NKINDS; i++)
+		for (size_t j = 0; j < 5 && kinds[i].exts[j]; j++)
+			if (ends_with(path, kinds[i].exts[j]))
+				return kinds[i].fmt;
+	return OUT_AUTO;
+}
+
+static void unknown_format(char *err, size_t errlen, const char *path)
+{
+	size_t n = snprintf(err, errlen, "cannot tell the format of %s from its extension; use ",
+			    path);
+
+	for (size_t i = 0; i < NKINDS && n < errlen; i++)
+		n += snprintf(err + n, errlen - n, "%s%s",
+			      i == 0 ? "" : i + 1 == NKINDS ? " or " : ", ", kinds[i].hint);
+	if (n < errlen)
+		n += snprintf(err + n, errlen - n, ", or give -f ");
+	for (size_t i = 0; i < NKINDS && n < errlen; i++)
+		n += snprintf(err + n, errlen - n, "%s%s", i ? "|" : "", kinds[i].names[0]);
 }
 
 int output_open(struct output *o, const char *path, enum output_format forced, bool force,
@@ -51,40 +186,22 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 	o->max_tracks = PERFETTO_DEFAULT_MAX_TRACKS;
 	o->gzip = ends_with(path, ".gz");
 	o->fmt = forced;
+	if (o->fmt == OUT_AUTO)
+		o->fmt = format_of_path(path);
 	if (o->fmt == OUT_AUTO) {
-		if (ends_with(path, ".jsonl") || ends_with(path, ".jsonl.gz") ||
-		    ends_with(path, ".json") || ends_with(path, ".ndjson"))
-			o->fmt = OUT_JSONL;
-		else if (ends_with(path, ".pftrace") || ends_with(path, ".perfetto-trace") ||
-			 ends_with(path, ".perfetto"))
-			o->fmt = OUT_PERFETTO;
-		else if (ends_with(path, ".db") || ends_with(path, ".sqlite") ||
-			 ends_with(path, ".sqlite3"))
-			o->fmt = OUT_SQLITE;
-		else if (ends_with(path, ".csv") || ends_with(path, ".csv.gz"))
-			o->fmt = OUT_CSV;
-	}
-	if (o->fmt == OUT_AUTO) {
-		snprintf(err, errlen, "cannot tell the format of %s from its extension; use "
-			 ".pftrace, .jsonl (.jsonl.gz), .db or .csv, or give "
-			 "-f perfetto|jsonl|sqlite|csv", path);
+		unknown_format(err, errlen, path);
 		return -EINVAL;
 	}
-	if (o->fmt == OUT_SQLITE && o->gzip) {
-		snprintf(err, errlen, "%s: a database cannot be compressed", path);
-		return -EINVAL;
-	}
-	if (o->fmt == OUT_PERFETTO && o->gzip) {
-		snprintf(err, errlen, "%s: compressed Perfetto traces are not written; the UI "
-			 "reads .pftrace", path);
+	if (o->gzip && kind_of(o->fmt)->no_gzip) {
+		snprintf(err, errlen, "%s: %s", path, kind_of(o->fmt)->no_gzip);
 		return -EINVAL;
 	}
 	ret = outfile_open(&o->file, path, force, err, errlen);
 	if (ret)
 		return ret;
 	o->path = xstrdup(path);
-	if (o->fmt == OUT_SQLITE)
-		return 0; /* SQLite writes through o->file.fd itself */
+	if (kind_of(o->fmt)->own_fd)
+		return 0; /* the format writes through o->file.fd itself */
 	ret = obuf_open_fd(&o->ob, o->file.fd, o->gzip);
 	if (ret) {
 		snprintf(err, errlen, "cannot start compressing %s: %s", path, strerror(-ret));
@@ -96,84 +213,40 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 
 int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen)
 {
+	const struct output_kind *k = kind_of(o->fmt);
 	struct model_observer obs;
 	struct finding_sink fs;
 
-	switch (o->fmt) {
-	case OUT_JSONL:
-		o->sink = jsonl_sink_new(&o->ob, o->path, &p->model, &obs, &fs);
-		pipeline_add_observer(p, &obs, &fs);
-		break;
-	case OUT_PERFETTO:
-		o->sink = perfetto_sink_new(&o->ob, &p->model, o->max_tracks, &obs, &fs);
-		pipeline_add_observer(p, &obs, &fs);
-		break;
-	case OUT_SQLITE:
-		o->sink = sqlite_sink_new(o->file.fd, o->path, &p->model, &obs, &fs, err, errlen);
-		if (!o->sink)
-			return -1;
-		pipeline_add_observer(p, &obs, &fs);
-		break;
-	case OUT_CSV:
-		o->sink = csv_sink_new(&o->ob, &obs); /* the coroutines table: no findings */
-		pipeline_add_observer(p, &obs, NULL);
-		break;
-	case OUT_AUTO:
-		break;
-	}
-	return 0;
-}
-
-static int output_sink_error(struct output *o)
-{
+	o->sink = k->create(o, &p->model, &obs, &fs, err, errlen);
 	if (!o->sink)
-		return 0;
-	switch (o->fmt) {
-	case OUT_JSONL: return jsonl_sink_error(o->sink);
-	case OUT_PERFETTO: return perfetto_sink_error(o->sink);
-	case OUT_SQLITE:
-	case OUT_CSV:
-	case OUT_AUTO: break;
-	}
+		return -1;
+	pipeline_add_observer(p, &obs, k->findings ? &fs : NULL);
 	return 0;
 }
 
 static void output_free_sink(struct output *o)
 {
-	if (o->sink && o->fmt == OUT_JSONL)
-		jsonl_sink_free(o->sink);
-	if (o->sink && o->fmt == OUT_PERFETTO)
-		perfetto_sink_free(o->sink);
-	if (o->sink && o->fmt == OUT_CSV)
-		csv_sink_free(o->sink);
-	if (o->sink && o->fmt == OUT_SQLITE) {
-		char ignored[8];
-
-		sqlite_sink_close(o->sink, ignored, sizeof(ignored));
-	}
+	if (o->sink)
+		kind_of(o->fmt)->discard(o->sink);
 	o->sink = NULL;
 }
 
 int output_close(struct output *o, char *err, size_t errlen)
 {
-	int ret = 0;
+	const struct output_kind *k = kind_of(o->fmt);
+	int ret = o->sink ? k->finish(o->sink, err, errlen) : 0;
 
-	if (o->fmt == OUT_SQLITE) {
-		ret = sqlite_sink_close(o->sink, err, errlen);
-		o->sink = NULL;
-		if (ret) {
+	o->sink = NULL;
+	if (k->own_fd) {
+		/* The format wrote the file and said what failed. */
+		if (ret)
 			outfile_abort(&o->file);
-			free(o->path);
-			o->path = NULL;
-			return ret;
-		}
-		ret = outfile_commit(&o->file, err, errlen);
+		else
+			ret = outfile_commit(&o->file, err, errlen);
 		free(o->path);
 		o->path = NULL;
 		return ret;
 	}
-	ret = output_sink_error(o);
-	output_free_sink(o);
 	if (!ret)
 		ret = obuf_close(&o->ob);
 	else

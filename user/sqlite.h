@@ -3,7 +3,7 @@
  * SQLite output (docs/sqlite.md): every trace queryable. Tables meta,
  * processes, threads, coroutines, events, slices (state intervals) and
  * findings, written in one transaction with prepared statements; indexes
- * are created at the end. And the CSV output: the coroutines table alone.
+ * are created at the end.
  */
 #ifndef COROBPF_SQLITE_H
 #define COROBPF_SQLITE_H
@@ -25,10 +25,5 @@ struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
 				    size_t errlen);
 /* Finishes writing and closes the database; 0 or -1 with the reason in err. */
 int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen);
-
-struct csv_sink;
-
-struct csv_sink *csv_sink_new(struct obuf *ob, struct model_observer *obs);
-void csv_sink_free(struct csv_sink *s);
 
 #endif
