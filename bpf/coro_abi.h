@@ -202,6 +202,9 @@ enum coro_ctx_family {
 	CORO_FAM_FCONTEXT = 2, /* Boost.Context make/jump/ontop_fcontext: ids come from stack ranges */
 	CORO_FAM_PTH = 3,      /* GNU Pth's names and exits, on top of ucontext */
 	CORO_FAM_CUSTOM = 4,   /* --switch uprobe:...: ids are the values named on the command line */
+	CORO_FAM_RUBY = 5,     /* libruby's coroutine_transfer: ids are struct coroutine_context addresses */
+	CORO_FAM_QEMU = 6,     /* qemu_coroutine_switch: ids are Coroutine addresses */
+	CORO_FAM_GREENLET = 7, /* Python greenlet's g_switchstack: ids are greenlet::Greenlet addresses */
 };
 
 /* hdr.cur: the raw current context of the creating thread. */
@@ -225,6 +228,7 @@ struct coro_ev_ctx_switch {
 
 enum coro_ctx_switch_flags {
 	CORO_CTXF_FROM_CURRENT = 1 << 0, /* the function names no "from": it is hdr.cur */
+	CORO_CTXF_FROM_DONE = 1 << 1,	 /* "from" finished: it will never run again (QEMU's terminate) */
 };
 
 /* hdr.cur: the raw context that finished. */
@@ -262,7 +266,17 @@ enum coro_ctx_op {
 enum coro_ctx_cookie_flags {
 	CORO_CTXC_STACK_UCONTEXT = 1 << 0, /* CREATE: the stack is in the ucontext_t at A */
 	CORO_CTXC_STACK_REGS = 1 << 1,	   /* CREATE: the stack is [A - B, A) */
+	/*
+	 * SWITCH: reg C holds QEMU's CoroutineAction; COROUTINE_TERMINATE
+	 * (CORO_QEMU_TERMINATE) says `from` finished.
+	 */
+	CORO_CTXC_ACTION_QEMU = 1 << 2,
+	/* EXIT: only when reg A is nonzero (greenlet's did_finish(NULL) is a dealloc, not an end). */
+	CORO_CTXC_EXIT_IF_A = 1 << 3,
 };
+
+/* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */
+#define CORO_QEMU_TERMINATE 2
 
 /* pth_attr_set's field number for a thread's name (pth.h: PTH_ATTR_NAME). */
 #define CORO_PTH_ATTR_NAME 1
