@@ -361,7 +361,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 
 			if (!f)
 				argp_error(state, "unknown --switch family '%s' (known: ucontext, "
-					   "boost-context, pth; or uprobe:...; see --switch help)", tok);
+					   "boost-context, pth, ruby, qemu, greenlet; or uprobe:...; "
+					   "see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}
 		a->switch_given = true;

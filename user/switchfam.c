@@ -87,6 +87,24 @@ static size_t obj_code(const struct obj *o, uint64_t vaddr, uint8_t *buf, size_t
 	return n > 0 ? (size_t)n : 0;
 }
 
+/*
+ * A symbol of type NOTYPE names code when its section is executable:
+ * hand-written assembly often has no .type directive (libruby's
+ * coroutine_transfer is NOTYPE, size 0).
+ */
+static bool obj_sym_is_code(const struct obj *o, const GElf_Sym *sym)
+{
+	Elf_Scn *scn;
+	GElf_Shdr sh;
+
+	if (GELF_ST_TYPE(sym->st_info) == STT_FUNC)
+		return true;
+	if (GELF_ST_TYPE(sym->st_info) != STT_NOTYPE || sym->st_shndx >= SHN_LORESERVE)
+		return false;
+	scn = elf_getscn(o->elf, sym->st_shndx);
+	return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
+}
+
 /* A defined function symbol by exact name, from .symtab, else .dynsym. */
 static bool obj_symbol(const struct obj *o, const char *name, uint64_t *vaddr, uint64_t *size)
 {
@@ -111,10 +129,10 @@ static bool obj_symbol(const struct obj *o, const char *name, uint64_t *vaddr, u
 				const char *s;
 
 				if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
-				    GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+				    !sym.st_value)
 					continue;
 				s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
-				if (s && !strcmp(s, name)) {
+				if (s && !strcmp(s, name) && obj_sym_is_code(o, &sym)) {
 					*vaddr = sym.st_value;
 					*size = sym.st_size;
 					return true;
@@ -250,58 +268,112 @@ static void add_site(struct switch_plan *p, const struct obj *o, const char *fun
 		p->stepped++;
 }
 
-/* A switch function: from (or current) and to, followed to the cheapest instruction. */
-static int plan_switch(struct switch_plan *p, const struct obj *o, const char *func,
-		       int from_reg, int to_reg, int64_t delta, uint64_t at)
+/*
+ * The instruction at `at` bytes into the code at `start`, found by decoding
+ * from `start` (`size` 0: the extent is not known). 0, or -ERANGE past the
+ * end, -EINVAL inside an instruction (*inside: where that one starts),
+ * -EILSEQ if the code before it does not decode.
+ */
+static int exact_site(const struct obj *o, uint64_t start, uint64_t size, uint64_t at,
+		      struct site_res *r, uint64_t *inside)
 {
-	uint64_t start, size;
+	size_t want = (size_t)at + 16, n;
+	uint8_t *code;
+	uint64_t a = start;
+	struct x86_insn in;
+	int ret = 0, len = 0;
+
+	if (size && at >= size)
+		return -ERANGE;
+	code = xmalloc(want);
+	n = obj_code(o, start, code, want);
+	if (n <= at) {
+		free(code);
+		return -ERANGE;
+	}
+	while (a < start + at) {
+		len = x86_decode(code + (a - start), n - (a - start), a, &in);
+		if (!len)
+			break;
+		a += len;
+	}
+	if (a != start + at) {
+		ret = len ? -EINVAL : -EILSEQ;
+		*inside = a - len - start;
+	} else {
+		len = x86_decode(code + at, n - at, a, &in);
+		r->vaddr = a;
+		r->emulated = len && in.uprobe == X86_UPROBE_EMULATED;
+	}
+	free(code);
+	return ret;
+}
+
+/*
+ * A switch function: from (or current), to, and optionally a register
+ * that says how the switch ends `from` (cookie flags), followed to the
+ * cheapest instruction; at `at` instead when the user named an offset.
+ */
+static int plan_switch_at(struct switch_plan *p, const struct obj *o, const char *func,
+			  uint64_t start, uint64_t size, const int *regs, uint32_t flags,
+			  int64_t delta, bool exact, uint64_t at, uint64_t *inside)
+{
 	struct site_req rq = { 0 };
 	struct site_res r;
-	char what[64];
-	int fi = -1, ti;
+	char what[80];
+	int fi = -1, ti, ai = -1, loc[MAX_ARGS] = { CORO_CTX_REG_NONE, 0, CORO_CTX_REG_NONE };
+	int ret;
 
-	if (!obj_symbol(o, func, &start, &size))
-		return -ENOENT;
-	if (from_reg != CORO_CTX_REG_NONE) {
+	if (regs[0] != CORO_CTX_REG_NONE) {
 		fi = rq.nargs;
-		rq.reg[rq.nargs++] = from_reg;
+		rq.reg[rq.nargs++] = regs[0];
 	}
 	ti = rq.nargs;
-	rq.reg[rq.nargs++] = to_reg;
-	if (at) {
+	rq.reg[rq.nargs++] = regs[1];
+	if (regs[2] != CORO_CTX_REG_NONE) {
+		ai = rq.nargs;
+		rq.reg[rq.nargs++] = regs[2];
+	}
+	if (exact) {
 		/* An offset the user named: exactly there, registers as named. */
-		uint8_t code[CODE_MAX];
-		size_t n = obj_code(o, start, code, CODE_MAX);
-		uint64_t a = start;
-		struct x86_insn in;
-
-		while (a < start + at && a - start < n) {
-			int len = x86_decode(code + (a - start), n - (a - start), a, &in);
-
-			if (!len)
-				break;
-			a += len;
-		}
-		if (a != start + at)
-			return -EINVAL;
-		x86_decode(code + at, n - at, a, &in);
-		r.vaddr = a;
-		r.emulated = in.uprobe == X86_UPROBE_EMULATED;
+		ret = exact_site(o, start, size, at, &r, inside);
+		if (ret)
+			return ret;
 		for (int i = 0; i < rq.nargs; i++)
 			r.loc[i] = rq.reg[i];
 	} else if (find_site(o, start, size, &rq, &r)) {
 		return -ENOENT;
 	}
 	if (fi >= 0)
-		snprintf(what, sizeof(what), "from %%%s%s, to %%%s", x86_reg_name(r.loc[fi]),
-			 delta ? (delta < 0 ? "-delta" : "+delta") : "", x86_reg_name(r.loc[ti]));
+		loc[0] = r.loc[fi];
+	loc[1] = r.loc[ti];
+	if (ai >= 0)
+		loc[2] = r.loc[ai];
+	if (fi >= 0)
+		snprintf(what, sizeof(what), "from %%%s%s, to %%%s", x86_reg_name(loc[0]),
+			 delta ? (delta < 0 ? "-delta" : "+delta") : "", x86_reg_name(loc[1]));
 	else
-		snprintf(what, sizeof(what), "to %%%s", x86_reg_name(r.loc[ti]));
+		snprintf(what, sizeof(what), "to %%%s", x86_reg_name(loc[1]));
+	if (ai >= 0)
+		snprintf(what + strlen(what), sizeof(what) - strlen(what), ", action %%%s",
+			 x86_reg_name(loc[2]));
 	add_site(p, o, func, start, &r,
-		 CORO_CTX_COOKIE(CORO_CTXOP_SWITCH, fi >= 0 ? r.loc[fi] : CORO_CTX_REG_NONE,
-				 r.loc[ti], CORO_CTX_REG_NONE, p->family, 0, delta),
+		 CORO_CTX_COOKIE(CORO_CTXOP_SWITCH, loc[0], loc[1], loc[2], p->family, flags,
+				 delta),
 		 what);
 	return 0;
+}
+
+/* A switch function: from (or current) and to, followed to the cheapest instruction. */
+static int plan_switch(struct switch_plan *p, const struct obj *o, const char *func,
+		       int from_reg, int to_reg, int64_t delta)
+{
+	const int regs[3] = { from_reg, to_reg, CORO_CTX_REG_NONE };
+	uint64_t start, size;
+
+	if (!obj_symbol(o, func, &start, &size))
+		return -ENOENT;
+	return plan_switch_at(p, o, func, start, size, regs, 0, delta, false, 0, NULL);
 }
 
 static int plan_simple(struct switch_plan *p, const struct obj *o, const char *func, int op,
@@ -699,6 +771,12 @@ uint32_t switchfam_detect(const char *path)
 		fams |= 1u << CORO_FAM_FCONTEXT;
 	if (obj_symbol(&o, "pth_spawn", &v, &s) && obj_symbol(&o, "pth_attr_set", &v, &s))
 		fams |= 1u << CORO_FAM_PTH;
+	for (uint32_t f = SWITCHFAM_RUNTIME_FIRST; f <= SWITCHFAM_RUNTIME_LAST; f++) {
+		const struct switchfam_desc *d = switchfam_runtime(f);
+
+		if (d && obj_symbol(&o, d->detect[0], &v, &s) && obj_symbol(&o, d->detect[1], &v, &s))
+			fams |= 1u << f;
+	}
 	if (import_index(&o, "jump_fcontext") >= 0 || import_index(&o, "ontop_fcontext") >= 0)
 		fams |= SWITCHFAM_FCONTEXT_CALLER;
 	obj_close(&o);
@@ -731,12 +809,46 @@ void switchfam_help(FILE *out)
 		"                 Boost.Fiber, Boost.Coroutine2, ...); a coroutine is its stack;\n"
 		"                 exits are not visible (a reused stack ends the old one)\n"
 		"  pth            GNU Pth: names from pth_attr_set, exits from pth_exit; switches\n"
-		"                 through ucontext (implies it)\n"
+		"                 through ucontext (implies it)\n");
+	for (uint32_t f = SWITCHFAM_RUNTIME_FIRST; f <= SWITCHFAM_RUNTIME_LAST; f++)
+		if (switchfam_runtime(f))
+			fputs(switchfam_runtime(f)->help, out);
+	fprintf(out,
 		"  uprobe:PATH:SYMBOL[+OFF]:from=ARG,to=ARG\n"
+		"  uprobe:PATH:0xADDR:from=ARG,to=ARG\n"
 		"                 any function that switches from one context to another; ARG is\n"
 		"                 arg0..arg5, sp, a register (rdi, r12, ...), or from=current\n"
 		"Without --switch, a process with no corobpf probes is traced through every family\n"
 		"whose library it uses.\n");
+}
+
+/* A runtime family's sites (fam_runtimes.c): -ENOENT if a site it needs is missing. */
+static int plan_runtime(struct switch_plan *p, const struct obj *o, const struct switchfam_desc *d)
+{
+	for (size_t i = 0; i < sizeof(d->sites) / sizeof(d->sites[0]) && d->sites[i].func; i++) {
+		const struct switchfam_site_desc *sd = &d->sites[i];
+		const int regs[3] = { sd->reg[0], sd->reg[1], sd->reg[2] };
+		uint64_t start, size;
+		int ret, n = 0;
+
+		if (!obj_symbol(o, sd->func, &start, &size)) {
+			if (sd->optional)
+				continue;
+			return -ENOENT;
+		}
+		if (sd->op == CORO_CTXOP_SWITCH) {
+			ret = plan_switch_at(p, o, sd->func, start, size, regs, sd->flags, 0, false,
+					     0, NULL);
+		} else {
+			while (n < 3 && regs[n] != CORO_CTX_REG_NONE)
+				n++;
+			ret = plan_simple(p, o, sd->func, sd->op, n, regs, sd->flags, sd->what);
+		}
+		if (ret && !sd->optional)
+			return ret;
+	}
+	snprintf(p->limits, sizeof(p->limits), "%s", d->limits);
+	return 0;
 }
 
 int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, char *err,
@@ -756,9 +868,9 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 		const int rdi[1] = { X86_RDI };
 		uint64_t sc;
 
-		if (plan_switch(plan, &o, "swapcontext", X86_RDI, X86_RSI, 0, 0))
+		if (plan_switch(plan, &o, "swapcontext", X86_RDI, X86_RSI, 0))
 			break;
-		plan_switch(plan, &o, "setcontext", CORO_CTX_REG_NONE, X86_RDI, 0, 0);
+		plan_switch(plan, &o, "setcontext", CORO_CTX_REG_NONE, X86_RDI, 0);
 		if (plan_simple(plan, &o, "makecontext", CORO_CTXOP_CREATE, 1, rdi,
 				CORO_CTXC_STACK_UCONTEXT, "the new context in %rdi"))
 			break;
@@ -786,10 +898,10 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 				CORO_CTXC_STACK_REGS, "stack top %rdi, size %rsi"))
 			break;
 		if (plan_switch(plan, &o, "jump_fcontext", X86_RSP, X86_RDI,
-				fcontext_delta(&o, "jump_fcontext"), 0))
+				fcontext_delta(&o, "jump_fcontext")))
 			break;
 		plan_switch(plan, &o, "ontop_fcontext", X86_RSP, X86_RDI,
-			    fcontext_delta(&o, "ontop_fcontext"), 0);
+			    fcontext_delta(&o, "ontop_fcontext"));
 		snprintf(plan->limits, sizeof(plan->limits),
 			 "exits not visible (a fiber's stack reused by a new one ends it)");
 		ret = 0;
@@ -807,6 +919,10 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 		break;
 	}
 	default:
+		if (switchfam_runtime(family)) {
+			ret = plan_runtime(plan, &o, switchfam_runtime(family));
+			break;
+		}
 		errfmt(err, errlen, "unknown switch family %u", family);
 		ret = -EINVAL;
 	}
@@ -841,7 +957,9 @@ int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *er
 
 	memset(out, 0, sizeof(*out));
 	if (strncmp(spec, "uprobe:", 7) || strlen(spec) >= sizeof(buf)) {
-		errfmt(err, errlen, "'%s': expected uprobe:PATH:SYMBOL[+OFFSET]:from=ARG,to=ARG",
+		errfmt(err, errlen,
+		       "'%s': expected uprobe:PATH:SYMBOL[+OFFSET]:from=ARG,to=ARG or "
+		       "uprobe:PATH:0xADDR:from=ARG,to=ARG",
 		       spec);
 		return -EINVAL;
 	}
@@ -879,6 +997,20 @@ int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *er
 			errfmt(err, errlen, "'%s': bad offset '%s'", spec, p);
 			return -EINVAL;
 		}
+		out->has_offset = true;
+	}
+	if (!strncmp(sym, "0x", 2)) {
+		/* No symbol starts with a digit: a plain address in the object. */
+		char *end;
+
+		errno = 0;
+		out->address = strtoull(sym, &end, 16);
+		if (errno || *end || end == sym + 2 || !out->address || out->has_offset) {
+			errfmt(err, errlen, "'%s': bad address '%s' (0xADDR, no +OFFSET)", spec,
+			       sym);
+			return -EINVAL;
+		}
+		out->at_address = true;
 	}
 	snprintf(out->symbol, sizeof(out->symbol), "%s", sym);
 	out->from_reg = out->to_reg = -1;
@@ -918,6 +1050,9 @@ int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *er
 int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 			  struct switch_plan *plan, char *err, size_t errlen)
 {
+	const int regs[3] = { cs->from_reg, cs->to_reg, CORO_CTX_REG_NONE };
+	uint64_t start, size = 0, inside = 0, off, avail;
+	char name[sizeof(cs->symbol)];
 	struct obj o;
 	int ret;
 
@@ -926,12 +1061,38 @@ int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 	ret = obj_open(&o, path, err, errlen);
 	if (ret)
 		return ret;
-	ret = plan_switch(plan, &o, cs->symbol, cs->from_reg, cs->to_reg, 0, cs->sym_offset);
-	if (ret == -ENOENT)
+	if (cs->at_address) {
+		start = cs->address;
+		snprintf(name, sizeof(name), "0x%llx", (unsigned long long)start);
+		if (!obj_text_offset(&o, start, &off, &avail)) {
+			errfmt(err, errlen, "%s: address %s is not in an executable segment", path,
+			       name);
+			obj_close(&o);
+			return -ERANGE;
+		}
+	} else if (!obj_symbol(&o, cs->symbol, &start, &size)) {
 		errfmt(err, errlen, "%s: no function named %s", path, cs->symbol);
+		obj_close(&o);
+		return -ENOENT;
+	} else {
+		snprintf(name, sizeof(name), "%s", cs->symbol);
+	}
+	ret = plan_switch_at(plan, &o, name, start, size, regs, 0, 0,
+			     cs->at_address || cs->has_offset, cs->sym_offset, &inside);
+	if (ret == -ENOENT)
+		errfmt(err, errlen, "%s: no switch site found in %s", path, name);
+	else if (ret == -ERANGE)
+		errfmt(err, errlen, "%s: %s+0x%llx is past the end of %s%s", path, name,
+		       (unsigned long long)cs->sym_offset, name,
+		       size ? "" : " (the end of its executable segment)");
 	else if (ret == -EINVAL)
-		errfmt(err, errlen, "%s: %s+0x%llx is not at an instruction boundary", path,
-		       cs->symbol, (unsigned long long)cs->sym_offset);
+		errfmt(err, errlen,
+		       "%s: %s+0x%llx is not at an instruction boundary (it is inside the "
+		       "instruction at %s+0x%llx)", path, name, (unsigned long long)cs->sym_offset,
+		       name, (unsigned long long)inside);
+	else if (ret == -EILSEQ)
+		errfmt(err, errlen, "%s: the code of %s does not decode at +0x%llx, before +0x%llx",
+		       path, name, (unsigned long long)inside, (unsigned long long)cs->sym_offset);
 	snprintf(plan->limits, sizeof(plan->limits), "creates and exits not visible");
 	obj_close(&o);
 	return ret;
