@@ -405,6 +405,8 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	c->ustats[CORO_USTAT_RECORDS]++;
+	if (h->kind == CORO_EV_CTX_SWITCH)
+		c->ctx_switches++;
 	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC) {
 		struct target *t = find_target(c, h->pid);
 
@@ -910,7 +912,12 @@ int capture_attach(struct capture *c)
 			if (ret)
 				return ret;
 		}
-		attach_switch_path(c, t);
+		ret = attach_switch_path(c, t);
+		if (ret)
+			return ret;
+		/* Held at each dlopen until its objects are attached (a runtime's module). */
+		if (t->launched && t->switch_mode && !c->opts->follow)
+			c->skel->bss->hold_tgid = t->pid;
 		/* --follow: a second target of the same program finds its objects attached already. */
 		if (!t->probe_sites && !t->switch_sites && c->ntargets > 1 && !c->opts->follow)
 			log_warn("process %u (%s) carries no corobpf probes and no known switch "
@@ -1076,6 +1083,8 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
 			if (t->rescan && !t->exited) {
 				t->rescan = false;
 				attach_scan_process(c, t, true);
+				if (c->skel->bss->hold_tgid == t->pid)
+					kill((pid_t)t->pid, SIGCONT);
 			}
 			alive += !t->exited;
 		}
@@ -1131,6 +1140,20 @@ out:
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
+	if (c->skel->bss->hold_tgid) {
+		/* A hold the loop did not get to release. */
+		kill((pid_t)c->skel->bss->hold_tgid, SIGCONT);
+		c->skel->bss->hold_tgid = 0;
+	}
+	for (size_t i = 0; i < c->ntargets && !c->ctx_switches && !c->opts->switch_forced; i++) {
+		if (!c->targets[i].switch_mode || c->targets[i].probe_sites)
+			continue;
+		/* Families attached, nothing seen: its coroutines may switch some other way. */
+		log_warn("no context switch seen through the switch functions corobpf knows (--switch "
+			 "help lists them); if the program has coroutines, name its switch function "
+			 "with --switch uprobe:PATH:SYMBOL:from=ARG,to=ARG");
+		break;
+	}
 	emit_stats(c);
 	emit_end(c);
 	capture_detach_async(c);

@@ -122,6 +122,7 @@ struct capture {
 	struct pipeline *pipeline;
 	struct raw_writer *raw;
 	u32 end_reason;
+	u64 ctx_switches; /* switch-function path: raw switch records read (the end says if none) */
 	/*
 	 * USDT argument-spec slots (libbpf's spec map, USDT_SPEC_SLOTS) taken so
 	 * far: in all, and per owner of the object file (uid -> count) for the
