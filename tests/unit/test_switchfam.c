@@ -38,6 +38,11 @@ static const char asm_src[] =
 	"	.globl stacked\n	.type stacked,@function\nstacked:\n"
 	"	mov %rsp,%rax\n	.byte 0x48, 0x56\n	mov $0,%esi\n	pop %rdx\n	cmp $1,%rax\n	je 4f\n4:	ret\n"
 	"	.size stacked,.-stacked\n"
+	/* Hand-written assembly's habit: no .type, no .size (NOTYPE, size 0). */
+	"	.globl untyped\nuntyped:\n	push %rbp\n	pop %rbp\n	ret\n"
+	/* Larger than the 4 KiB the planner reads at a time. */
+	"	.globl big\n	.type big,@function\nbig:\n	.fill 5000,1,0x90\n	mov %rdi,%rax\n	ret\n"
+	"	.size big,.-big\n"
 	"	.section .note.GNU-stack,\"\",@progbits\n";
 
 /* Callers of Boost.Context's switch functions, for the call-site planner. */
@@ -139,6 +144,18 @@ TEST(site_choice)
 	CHECK_EQ(plan_custom("moved+1", "from=arg0,to=arg1", &p), -EINVAL);
 	CHECK_EQ(plan_custom("moved+3", "from=arg0,to=arg1", &p), 0);
 	CHECK_EQ(p.sites[0].insn_off, 3);
+	/* Anywhere inside a function, past 4 KiB too; not inside an instruction, nor past it. */
+	CHECK_EQ(plan_custom("big+5000", "from=arg0,to=arg1", &p), 0);
+	CHECK_EQ(p.sites[0].insn_off, 5000);
+	CHECK_EQ(plan_custom("big+5003", "from=arg0,to=arg1", &p), 0);
+	CHECK(!p.sites[0].emulated); /* the ret */
+	CHECK_EQ(plan_custom("big+5001", "from=arg0,to=arg1", &p), -EINVAL);
+	CHECK_EQ(plan_custom("big+5004", "from=arg0,to=arg1", &p), -ERANGE);
+	/* A NOTYPE symbol in code is a function; its push is emulated at the entry. */
+	CHECK_EQ(plan_custom("untyped", "from=arg0,to=arg1", &p), 0);
+	CHECK(p.sites[0].emulated);
+	CHECK_EQ(p.sites[0].insn_off, 0);
+	CHECK_EQ(plan_custom("untyped+1", "from=arg0,to=arg1", &p), 0);
 	CHECK_EQ(plan_custom("nothere", "from=arg0,to=arg1", &p), -ENOENT);
 }
 
@@ -166,6 +183,12 @@ TEST(custom_spec_errors)
 	CHECK(switchfam_parse_custom("uprobe:/x:f+zz:from=arg0,to=arg1", &cs, err, sizeof(err)) < 0);
 	CHECK_CONTAINS(err, "bad offset");
 	CHECK(switchfam_parse_custom("/x:f:from=arg0,to=arg1", &cs, err, sizeof(err)) < 0);
+	CHECK(switchfam_parse_custom("uprobe:/x:0x1f0:from=arg0,to=arg1", &cs, err, sizeof(err)) == 0);
+	CHECK(cs.at_address && cs.address == 0x1f0);
+	CHECK(switchfam_parse_custom("uprobe:/x:0x1f0+4:from=arg0,to=arg1", &cs, err,
+				     sizeof(err)) < 0);
+	CHECK_CONTAINS(err, "bad address");
+	CHECK(switchfam_parse_custom("uprobe:/x:0xzz:from=arg0,to=arg1", &cs, err, sizeof(err)) < 0);
 }
 
 static const struct switch_site *find(const struct switch_plan *p, const char *func)
