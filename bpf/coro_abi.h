@@ -202,7 +202,7 @@ enum coro_ctx_family {
 	CORO_FAM_FCONTEXT = 2, /* Boost.Context make/jump/ontop_fcontext: ids come from stack ranges */
 	CORO_FAM_PTH = 3,      /* GNU Pth's names and exits, on top of ucontext */
 	CORO_FAM_CUSTOM = 4,   /* --switch uprobe:...: ids are the values named on the command line */
-	CORO_FAM_RUBY = 5,     /* libruby's coroutine_transfer: ids are struct coroutine_context addresses */
+	CORO_FAM_RUBY = 5,     /* libruby's coroutine_transfer: ids are coroutine_context addresses */
 	CORO_FAM_QEMU = 6,     /* qemu_coroutine_switch: ids are Coroutine addresses */
 	CORO_FAM_GREENLET = 7, /* Python greenlet's g_switchstack: ids are greenlet::Greenlet addresses */
 };

@@ -128,7 +128,8 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
  * SYMBOL may be a function or a NOTYPE symbol in code (hand-written
  * assembly); with +OFFSET (anywhere inside it, on an instruction boundary)
  * or 0xADDR (an address of the object's code, as its symbols count them)
- * the probe goes exactly there and the registers are read as named. ARG is arg0..arg5 (the integer argument registers of the x86-64 calling
+ * the probe goes exactly there and the registers are read as named. ARG
+ * is arg0..arg5 (the integer argument registers of the x86-64 calling
  * convention at the function's entry), sp, or a register name (rdi, r12,
  * ...); from may also be "current" (the function names only the context it
  * switches to).
