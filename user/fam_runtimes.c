@@ -44,20 +44,25 @@ static const struct switchfam_desc runtimes[] = {
 		 * swapcontext only set a new coroutine's stack up, so the ucontext
 		 * view of such a process is wrong. `action` COROUTINE_TERMINATE
 		 * says `from` returned (its Coroutine goes back to the pool, and a
-		 * later switch to it is a new coroutine).
+		 * later switch to it is a new coroutine). qemu_coroutine_create
+		 * returns the new one: probed at its ret (single-stepped, once per
+		 * coroutine: no instruction after the value is known is emulated).
 		 */
 		.family = CORO_FAM_QEMU,
 		.detect = { "qemu_coroutine_switch", "qemu_coroutine_create" },
 		.sites = {
 			{ "qemu_coroutine_switch", CORO_CTXOP_SWITCH, { X86_RDI, X86_RSI, X86_RDX },
 			  CORO_CTXC_ACTION_QEMU, false, "" },
+			/* The new Coroutine is known only when it is returned. */
+			{ "qemu_coroutine_create", CORO_CTXOP_CREATE, { X86_RAX, NONE, NONE }, 0, true,
+			  "the new coroutine in %rax", .at_return = true },
 		},
 		.excludes = 1u << CORO_FAM_UCONTEXT | 1u << CORO_FAM_PTH,
-		.limits = "exits seen (COROUTINE_TERMINATE); creates and names not visible: a "
-			  "coroutine appears at its first entry",
+		.limits = "creates seen (qemu_coroutine_create's return, single-stepped), exits "
+			  "(COROUTINE_TERMINATE); names not visible",
 		.help = "  qemu           QEMU coroutines (qemu_coroutine_switch in qemu-img, qemu-io,\n"
 			"                 qemu-nbd, qemu-system-*); a coroutine is its Coroutine;\n"
-			"                 exits seen; replaces ucontext in such a process\n",
+			"                 creates and exits seen; replaces ucontext in such a process\n",
 	},
 	{
 		/*

@@ -822,6 +822,59 @@ void switchfam_help(FILE *out)
 		"whose library it uses.\n");
 }
 
+/*
+ * Every ret of a function, each a site (what it returns is in rax there),
+ * found by decoding it whole; -EXDEV if it can also leave by a tail call
+ * (the value is then returned by another function), -EILSEQ if it does not
+ * decode.
+ */
+static int plan_returns(struct switch_plan *p, const struct obj *o,
+			const struct switchfam_site_desc *sd, uint64_t start, uint64_t size)
+{
+	uint8_t *code;
+	uint64_t a;
+	size_t n;
+	int ret = 0;
+	struct x86_insn in;
+	struct switch_plan tmp = { .family = p->family };
+
+	if (!size)
+		return -ENOENT;
+	code = xmalloc(size);
+	n = obj_code(o, start, code, size);
+	for (a = start; ret == 0 && a < start + n;) {
+		int len = x86_decode(code + (a - start), start + n - a, a, &in);
+		bool is_jmp_ind = in.flow == X86_FLOW_INDIRECT && !in.vex && in.map == 0 &&
+				  in.opcode == 0xff && ((in.modrm >> 3) & 7) >= 4;
+
+		if (!len) {
+			ret = -EILSEQ;
+			break;
+		}
+		if (is_jmp_ind || (in.flow == X86_FLOW_JMP && (in.target < start ||
+							      in.target >= start + size)))
+			ret = -EXDEV;
+		if (in.flow == X86_FLOW_RET && !in.vex && in.map == 0 &&
+		    (in.opcode == 0xc3 || in.opcode == 0xc2)) {
+			struct site_res r = { .vaddr = a, .emulated = in.uprobe == X86_UPROBE_EMULATED };
+
+			add_site(&tmp, o, sd->func, start, &r,
+				 CORO_CTX_COOKIE(sd->op, X86_RAX, CORO_CTX_REG_NONE, CORO_CTX_REG_NONE,
+						 p->family, sd->flags, 0),
+				 sd->what);
+		}
+		a += len;
+	}
+	free(code);
+	if (!ret && n != size)
+		ret = -EILSEQ;
+	if (!ret && !tmp.nsites)
+		ret = -ENOENT;
+	for (uint32_t i = 0; !ret && i < tmp.nsites && p->nsites < SWITCHFAM_MAX_SITES; i++)
+		p->sites[p->nsites++] = tmp.sites[i];
+	return ret;
+}
+
 /* A runtime family's sites (fam_runtimes.c): -ENOENT if a site it needs is missing. */
 static int plan_runtime(struct switch_plan *p, const struct obj *o, const struct switchfam_desc *d)
 {
@@ -836,7 +889,9 @@ static int plan_runtime(struct switch_plan *p, const struct obj *o, const struct
 				continue;
 			return -ENOENT;
 		}
-		if (sd->op == CORO_CTXOP_SWITCH) {
+		if (sd->at_return) {
+			ret = plan_returns(p, o, sd, start, size);
+		} else if (sd->op == CORO_CTXOP_SWITCH) {
 			ret = plan_switch_at(p, o, sd->func, start, size, regs, sd->flags, 0, false,
 					     0, NULL);
 		} else {

@@ -82,6 +82,12 @@ struct switchfam_site_desc {
 	uint8_t flags; /* enum coro_ctx_cookie_flags */
 	bool optional; /* the family works without it (fewer facts) */
 	const char *what;
+	/*
+	 * At every ret of the function instead (reg[0] is then rax, the value
+	 * returned): a function that makes a context and returns it. Not
+	 * possible if it tail-calls out of itself.
+	 */
+	bool at_return;
 };
 
 struct switchfam_desc {

@@ -162,6 +162,11 @@ def check_qemu(tr, pid, oracle, launched=True):
     eq(len(done), len(exits), "a 'done' switch after each exit")
     ended = [c for c in tr.coroutines if c["pid"] == pid and c["end"] == "exit"]
     eq(len(ended), len(exits), "coroutines ended by their return")
+    creates = [e for e in tr.by_ev("create") if e["pid"] == pid]
+    eq(len(creates), oracle.get("made", 0), "creates (bpftrace's count of qemu_coroutine_create)")
+    if launched:
+        eq(len([c for c in tr.coroutines if c["pid"] == pid and c["created"] is None]), 1,
+           "coroutines not seen made: only the main context")
 
 
 def qemu_image(name, fmt):
@@ -172,15 +177,16 @@ def qemu_image(name, fmt):
 
 
 def qemu_oracle(name):
-    return Bpftrace(name, [("sw", QEMU_IMG if "io" not in name else QEMU_IO,
-                            "qemu_coroutine_switch", ""),
-                           ("term", QEMU_IMG if "io" not in name else QEMU_IO,
-                            "qemu_coroutine_switch", "/arg2 == 2/")])
+    exe = QEMU_IMG if "io" not in name else QEMU_IO
+    return Bpftrace(name, [("sw", exe, "qemu_coroutine_switch", ""),
+                           ("term", exe, "qemu_coroutine_switch", "/arg2 == 2/"),
+                           ("made", exe, "qemu_coroutine_create", "")])
 
 
 @test
 def runtime_qemu_img_bench_launched():
-    """corobpf -- qemu-img bench: QEMU's own switches (not ucontext's), exact, with exits."""
+    """corobpf -- qemu-img bench: QEMU's own switches (not ucontext's), exact, with creates
+    and exits."""
     if not need(QEMU_IMG):
         return
     for fmt in ("qcow2", "raw"):

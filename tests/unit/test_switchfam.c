@@ -56,6 +56,18 @@ static const char callers_addr[] =
 	"	call jump_fcontext@PLT\n	mov jump_fcontext@GOTPCREL(%rip),%rax\n	ret\n"
 	"	.size a,.-a\n	.section .note.GNU-stack,\"\",@progbits\n";
 
+/* QEMU's two functions, shaped as qemu-img 7.2's: a call after the arguments moved; two rets. */
+static const char qemu_like[] =
+	"	.text\n	.globl qemu_coroutine_switch\n	.type qemu_coroutine_switch,@function\n"
+	"qemu_coroutine_switch:\n	sub $0x18,%rsp\n	mov %rdi,%rax\n	mov %rsi,%rdi\n"
+	"	xor %esi,%esi\n	call 1f\n1:	add $0x18,%rsp\n	ret\n"
+	"	.size qemu_coroutine_switch,.-qemu_coroutine_switch\n"
+	"	.globl qemu_coroutine_create\n	.type qemu_coroutine_create,@function\n"
+	"qemu_coroutine_create:\n	push %rbx\n	mov %rdi,%rbx\n	test %rdi,%rdi\n	je 2f\n"
+	"	mov %rbx,%rax\n	pop %rbx\n	ret\n2:	xor %eax,%eax\n	pop %rbx\n	ret\n"
+	"	.size qemu_coroutine_create,.-qemu_coroutine_create\n"
+	"	.section .note.GNU-stack,\"\",@progbits\n";
+
 static bool assemble(const char *text, const char *name)
 {
 	char src[300], out[300], cmd[1024];
@@ -79,7 +91,8 @@ static bool build(void)
 
 	if (!mkdtemp(dir))
 		return false;
-	if (!assemble(callers_ok, "callers_ok") || !assemble(callers_addr, "callers_addr"))
+	if (!assemble(callers_ok, "callers_ok") || !assemble(callers_addr, "callers_addr") ||
+	    !assemble(qemu_like, "qemu_like"))
 		return false;
 	snprintf(src, sizeof(src), "%s/f.S", dir);
 	snprintf(so, sizeof(so), "%s/libf.so", dir);
@@ -281,6 +294,37 @@ TEST(call_sites)
 	}
 }
 
+TEST(runtime_family_qemu)
+{
+	struct switch_plan p;
+	char path[300], err[256];
+
+	snprintf(path, sizeof(path), "%s/libqemu_like.so", dir);
+	CHECK(switchfam_detect(path) & (1u << CORO_FAM_QEMU));
+	CHECK(!(switchfam_detect(path) & (1u << CORO_FAM_RUBY)));
+	CHECK_EQ(switchfam_plan(path, CORO_FAM_QEMU, &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.nsites, 3);
+	/* The switch at the call: from in rax, to in rdi, the action still in rdx. */
+	CHECK_EQ(CORO_CTX_COOKIE_OP(p.sites[0].cookie), CORO_CTXOP_SWITCH);
+	CHECK(p.sites[0].emulated);
+	CHECK_EQ(p.sites[0].insn_off, 4 + 3 + 3 + 2);
+	CHECK_EQ(CORO_CTX_COOKIE_A(p.sites[0].cookie), X86_RAX);
+	CHECK_EQ(CORO_CTX_COOKIE_B(p.sites[0].cookie), X86_RDI);
+	CHECK_EQ(CORO_CTX_COOKIE_C(p.sites[0].cookie), X86_RDX);
+	CHECK_EQ(CORO_CTX_COOKIE_FLAGS(p.sites[0].cookie), CORO_CTXC_ACTION_QEMU);
+	/* The creates at both rets, the value in rax. */
+	for (int i = 1; i < 3; i++) {
+		CHECK_EQ(CORO_CTX_COOKIE_OP(p.sites[i].cookie), CORO_CTXOP_CREATE);
+		CHECK_EQ(CORO_CTX_COOKIE_A(p.sites[i].cookie), X86_RAX);
+	}
+	CHECK_EQ(p.sites[1].insn_off, 1 + 3 + 3 + 2 + 3 + 1);
+	CHECK_EQ(p.sites[2].insn_off, 1 + 3 + 3 + 2 + 3 + 1 + 1 + 2 + 1);
+	CHECK_EQ(switchfam_excluded(1u << CORO_FAM_QEMU) & (1u << CORO_FAM_UCONTEXT),
+		 1u << CORO_FAM_UCONTEXT);
+	CHECK_EQ(switchfam_parse("qemu"), CORO_FAM_QEMU);
+	CHECK_EQ(switchfam_parse("greenlet"), CORO_FAM_GREENLET);
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -292,6 +336,7 @@ int main(void)
 	}
 	RUN(site_choice);
 	RUN(custom_spec_errors);
+	RUN(runtime_family_qemu);
 	RUN(call_sites);
 	RUN(system_libraries);
 	rc = unit_done();
