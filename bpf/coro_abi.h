@@ -52,6 +52,12 @@ enum coro_event_kind {
 	CORO_EV_CTX_SWITCH = 15, /* a thread switched contexts */
 	CORO_EV_CTX_EXIT = 16,	 /* the thread's current context finished */
 	CORO_EV_SAMPLE = 17,	 /* --stacks: a timer sample of a thread running a coroutine (hdr.cur) */
+	/*
+	 * The function a context was made to run, by address: user space names
+	 * it from the process's mappings while it lives and passes a NAME on
+	 * (the raw capture never holds this kind).
+	 */
+	CORO_EV_CTX_ENTRY = 18,
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -238,6 +244,13 @@ struct coro_ev_ctx_exit {
 	__u32 __pad;
 };
 
+/* hdr.cur: the raw current context. Turned into a CORO_EV_NAME by user space (capture). */
+struct coro_ev_ctx_entry {
+	struct coro_event_hdr hdr;
+	__u64 id;   /* the context, raw */
+	__u64 addr; /* the function it was made to run, in the process's address space */
+};
+
 /*
  * The BPF cookie of a switch-function uprobe: what the instruction it sits
  * on means and where the values are. Registers are numbered as the x86-64
@@ -273,6 +286,8 @@ enum coro_ctx_cookie_flags {
 	CORO_CTXC_ACTION_QEMU = 1 << 2,
 	/* EXIT: only when reg A is nonzero (greenlet's did_finish(NULL) is a dealloc, not an end). */
 	CORO_CTXC_EXIT_IF_A = 1 << 3,
+	/* CREATE: the word at A is the function the context runs (QEMU's Coroutine.entry). */
+	CORO_CTXC_ENTRY_AT_A = 1 << 4,
 };
 
 /* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */

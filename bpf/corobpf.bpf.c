@@ -735,6 +735,19 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 	stk_take(&r, regs, regs, sizeof(*e));
 	stk_submit(&r);
 
+	/* QEMU: the coroutine's entry function, for user space to name it by. */
+	if (flags & CORO_CTXC_ENTRY_AT_A) {
+		struct coro_ev_ctx_entry *n = event_reserve(st, sizeof(*n), CORO_EV_CTX_ENTRY);
+		__u64 addr = 0;
+
+		if (n) {
+			bpf_probe_read_user(&addr, sizeof(addr), (const void *)id);
+			n->id = id;
+			n->addr = addr;
+			event_submit(n);
+		}
+	}
+
 	/* Pth: a thread spawned with a named attr gets that name. */
 	if (st && st->pth_spawning) {
 		struct coro_ev_name *n = event_reserve(st, sizeof(*n), CORO_EV_NAME);

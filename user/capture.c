@@ -399,6 +399,19 @@ static int on_ring_record(void *ctx, void *data, size_t size)
 	const struct coro_event_hdr *h = data;
 	const char *why = "kind not born in BPF";
 
+	if (h->kind == CORO_EV_CTX_ENTRY && size == sizeof(struct coro_ev_ctx_entry) &&
+	    h->size == size) {
+		/* A context's function, named while its process lives: the capture keeps the name. */
+		const struct coro_ev_ctx_entry *e = data;
+		struct coro_ev_name n = { .hdr = e->hdr, .id = e->id };
+
+		n.hdr.size = sizeof(n);
+		n.hdr.kind = CORO_EV_NAME;
+		switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
+		if (strlen(n.name) == sizeof(n.name) - 1)
+			n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
+		return on_ring_record(ctx, &n, sizeof(n));
+	}
 	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
 		c->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);

@@ -47,6 +47,7 @@ static const struct switchfam_desc runtimes[] = {
 		 * later switch to it is a new coroutine). qemu_coroutine_create
 		 * returns the new one: probed at its ret (single-stepped, once per
 		 * coroutine: no instruction after the value is known is emulated).
+		 * Its entry function, at offset 0 of the Coroutine, names it.
 		 */
 		.family = CORO_FAM_QEMU,
 		.detect = { "qemu_coroutine_switch", "qemu_coroutine_create" },
@@ -54,15 +55,17 @@ static const struct switchfam_desc runtimes[] = {
 			{ "qemu_coroutine_switch", CORO_CTXOP_SWITCH, { X86_RDI, X86_RSI, X86_RDX },
 			  CORO_CTXC_ACTION_QEMU, false, "" },
 			/* The new Coroutine is known only when it is returned. */
-			{ "qemu_coroutine_create", CORO_CTXOP_CREATE, { X86_RAX, NONE, NONE }, 0, true,
-			  "the new coroutine in %rax", .at_return = true },
+			{ "qemu_coroutine_create", CORO_CTXOP_CREATE, { X86_RAX, NONE, NONE },
+			  CORO_CTXC_ENTRY_AT_A, true, "the new coroutine in %rax, its entry at 0(%rax)",
+			  .at_return = true },
 		},
 		.excludes = 1u << CORO_FAM_UCONTEXT | 1u << CORO_FAM_PTH,
-		.limits = "creates seen (qemu_coroutine_create's return, single-stepped), exits "
-			  "(COROUTINE_TERMINATE); names not visible",
+		.limits = "creates seen (qemu_coroutine_create's return, single-stepped), named "
+			  "after the entry function; exits (COROUTINE_TERMINATE)",
 		.help = "  qemu           QEMU coroutines (qemu_coroutine_switch in qemu-img, qemu-io,\n"
 			"                 qemu-nbd, qemu-system-*); a coroutine is its Coroutine;\n"
-			"                 creates and exits seen; replaces ucontext in such a process\n",
+			"                 creates (named after their entry) and exits seen; replaces\n"
+			"                 ucontext in such a process\n",
 	},
 	{
 		/*

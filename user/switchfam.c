@@ -757,6 +757,116 @@ int switchfam_symbol_offset(const char *path, const char *name, uint64_t *off)
 	return ret;
 }
 
+/* The function symbol whose extent holds vaddr (exact starts first); false if none. */
+static bool obj_symbol_at(const struct obj *o, uint64_t vaddr, char *name, size_t len)
+{
+	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
+	uint64_t best = 0;
+	bool found = false;
+
+	for (int pass = 0; pass < 2 && !found; pass++) {
+		Elf_Scn *scn = NULL;
+
+		while ((scn = elf_nextscn(o->elf, scn))) {
+			GElf_Shdr sh;
+			Elf_Data *d;
+
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[pass] || !sh.sh_entsize)
+				continue;
+			d = elf_getdata(scn, NULL);
+			for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+				GElf_Sym sym;
+				const char *s;
+
+				if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+				    GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value > vaddr ||
+				    (vaddr >= sym.st_value + sym.st_size && vaddr != sym.st_value) ||
+				    (found && sym.st_value <= best))
+					continue;
+				s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
+				if (!s || !*s)
+					continue;
+				if (sym.st_value == vaddr)
+					snprintf(name, len, "%s", s);
+				else
+					snprintf(name, len, "%s+0x%llx", s,
+						 (unsigned long long)(vaddr - sym.st_value));
+				best = sym.st_value;
+				found = true;
+			}
+		}
+	}
+	return found;
+}
+
+/* Names by (pid, address), kept for the run: a runtime makes many contexts per function. */
+static struct hmap names_at;
+static bool names_at_init;
+
+void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+{
+	char maps[64], line[4096 + 128], obj_path[96] = "", shown[4096] = "?";
+	uint64_t off = 0;
+	const char *cached;
+	FILE *f;
+	struct obj o;
+
+	if (!names_at_init) {
+		hmap_init(&names_at);
+		names_at_init = true;
+	}
+	cached = hmap_get(&names_at, pid, addr);
+	if (cached) {
+		snprintf(name, len, "%s", cached);
+		return;
+	}
+	snprintf(name, len, "0x%llx", (unsigned long long)addr);
+	snprintf(maps, sizeof(maps), "/proc/%u/maps", pid);
+	f = fopen(maps, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, pgoff;
+		char perms[8], *path;
+
+		if (sscanf(line, "%llx-%llx %7s %llx", &start, &end, perms, &pgoff) != 4 ||
+		    perms[2] != 'x' || addr < start || addr >= end)
+			continue;
+		path = strchr(line, '/');
+		if (path) {
+			path[strcspn(path, "\n")] = 0;
+			snprintf(shown, sizeof(shown), "%s", path);
+		}
+		/* The exact file mapped there, whatever its path says now. */
+		snprintf(obj_path, sizeof(obj_path), "/proc/%u/map_files/%llx-%llx", pid, start,
+			 end);
+		off = addr - start + pgoff;
+		break;
+	}
+	if (f)
+		fclose(f);
+	if (obj_path[0] && !obj_open(&o, obj_path, NULL, 0)) {
+		for (size_t i = 0; i < o.nloads; i++) {
+			const GElf_Phdr *ph = &o.loads[i];
+
+			uint64_t vaddr = off - ph->p_offset + ph->p_vaddr;
+
+			if (off < ph->p_offset || off >= ph->p_offset + ph->p_filesz)
+				continue;
+			/* A static function of a stripped binary: where it is in the object. */
+			if (!obj_symbol_at(&o, vaddr, name, len)) {
+				const char *base = strrchr(shown, '/');
+
+				snprintf(name, len, "%s+0x%llx", base ? base + 1 : shown,
+					 (unsigned long long)vaddr);
+			}
+			break;
+		}
+		obj_close(&o);
+	}
+	/* Cached once the process said where it is (a vanished one is asked again). */
+	if (obj_path[0])
+		hmap_put(&names_at, pid, addr, xstrdup(name));
+}
+
 uint32_t switchfam_detect(const char *path)
 {
 	struct obj o;

@@ -156,6 +156,15 @@ int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *er
 int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 			  struct switch_plan *plan, char *err, size_t errlen);
 
+/*
+ * The function at `addr` in live process pid, for naming a context by the
+ * function it was made to run (QEMU's coroutine entry): "symbol" or
+ * "symbol+0xOFF" from the object mapped there, "object+0xVADDR" where it
+ * has no symbol (a static function of a stripped binary), else "0xADDR".
+ * Cached per (pid, addr) for the run.
+ */
+void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len);
+
 /* The families --switch help lists, one line each. */
 void switchfam_help(FILE *out);
 
