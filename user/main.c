@@ -166,7 +166,8 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"switch", OPT_SWITCH, "FAMILY", 0,
 	 "Trace coroutines through the context-switch functions of an unmodified library: "
-	 "ucontext, boost-context, pth, a list of them, uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
+	 "ucontext, boost-context, pth, ruby, qemu, greenlet, a list of them, "
+	 "uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
 	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
 	 "uses, when it has no corobpf probes",
 	 0},
