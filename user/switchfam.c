@@ -277,14 +277,16 @@ static void add_site(struct switch_plan *p, const struct obj *o, const char *fun
 static int exact_site(const struct obj *o, uint64_t start, uint64_t size, uint64_t at,
 		      struct site_res *r, uint64_t *inside)
 {
-	size_t want = (size_t)at + 16, n;
-	uint8_t *code;
-	uint64_t a = start;
+	uint64_t a = start, off, avail;
 	struct x86_insn in;
 	int ret = 0, len = 0;
+	uint8_t *code;
+	size_t want, n;
 
-	if (size && at >= size)
+	/* Bounded by the function, else its segment: the offset comes from the command line. */
+	if ((size && at >= size) || !obj_text_offset(o, start, &off, &avail) || at >= avail)
 		return -ERANGE;
+	want = (size_t)at + 16;
 	code = xmalloc(want);
 	n = obj_code(o, start, code, want);
 	if (n <= at) {
