@@ -36,7 +36,8 @@ endif
 
 USER_LIB_SRCS := user/log.c user/util.c user/raw.c user/reorder.c user/model.c user/pipeline.c user/output.c \
 		 user/jsonl.c user/perfetto.c user/summary.c user/analyze.c user/sqlite.c user/report.c user/jsonl_read.c user/counters.c user/elfnotes.c user/ldpaths.c user/x86dec.c user/switchfam.c user/fam_runtimes.c user/ctxmap.c user/stacks.c user/ps.c user/termsafe.c user/safeopen.c
-USER_LIVE_SRCS := user/stackres.c user/capture.c user/attach.c user/usdt.c user/main.c
+USER_LIVE_SRCS := user/stackres.c user/capture.c user/ringev.c user/liverec.c user/recsink.c \
+		  user/attach.c user/attachctx.c user/usdt.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIB_SRCS))
 USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -68,7 +69,7 @@ $(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/coro_abi.h | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(OUT)/capture.o $(OUT)/usdt.o: $(OUT)/corobpf.skel.h
+$(OUT)/capture.o: $(OUT)/corobpf.skel.h
 
 corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
 	$(call msg,LINK,$@)

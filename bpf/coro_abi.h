@@ -244,7 +244,7 @@ struct coro_ev_ctx_exit {
 	__u32 __pad;
 };
 
-/* hdr.cur: the raw current context. Turned into a CORO_EV_NAME by user space (capture). */
+/* hdr.cur: the raw current context. Turned into a CORO_EV_NAME by user space (ringev.c). */
 struct coro_ev_ctx_entry {
 	struct coro_event_hdr hdr;
 	__u64 id;   /* the context, raw */

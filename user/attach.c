@@ -14,19 +14,12 @@
 #include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
-#include "capture.h"
 #include "elfnotes.h"
 #include "ldpaths.h"
 #include "log.h"
 #include "safeopen.h"
 #include "switchfam.h"
 #include "usdt.h"
-
-static void note_searched(struct capture *c, const char *path)
-{
-	c->searched = xrealloc(c->searched, (c->nsearched + 1) * sizeof(*c->searched));
-	c->searched[c->nsearched++] = xstrdup(path);
-}
 
 static bool is_ldso(const char *path)
 {
@@ -37,18 +30,18 @@ static bool is_ldso(const char *path)
 }
 
 /* The hook ld.so calls on every change of its link map: we learn of dlopen there. */
-static bool attach_libload_pid(struct capture *c, int pid, const char *path)
+static bool attach_libload_pid(struct attach_ctx *a, int pid, const char *path)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = "_dl_debug_state");
 	struct bpf_link *link;
 
-	if (c->usdt) {
+	if (a->usdt) {
 		/* Its program is loaded for uprobe_multi links, as the probes' are. */
 		u64 off, cookie = 0;
 		int ret = switchfam_symbol_offset(path, "_dl_debug_state", &off);
 
 		if (!ret)
-			ret = capture_attach_uprobe_multi(c, capture_prog_for_probe(c, "@libload"),
+			ret = attach_uprobe_multi(a, attach_prog(a, "@libload"),
 							  pid < 0 ? 0 : (u32)pid, path, &off, NULL,
 							  &cookie, 1);
 		if (ret < 0) {
@@ -58,14 +51,14 @@ static bool attach_libload_pid(struct capture *c, int pid, const char *path)
 		}
 		return true;
 	}
-	link = bpf_program__attach_uprobe_opts(capture_prog_for_probe(c, "@libload"), pid, path, 0,
+	link = bpf_program__attach_uprobe_opts(attach_prog(a, "@libload"), pid, path, 0,
 					       &opts);
 	if (!link) {
 		log_warn("cannot watch %s for dlopen (%s): libraries loaded later will be found "
 			 "only by chance", path, strerror(errno));
 		return false;
 	}
-	capture_add_link(c, link);
+	attach_add_link(a, link);
 	return true;
 }
 
@@ -74,20 +67,20 @@ static bool attach_libload_pid(struct capture *c, int pid, const char *path)
  * ones), each object once whichever target maps it: the pid to attach
  * with, and the set of objects already examined.
  */
-static int attach_pid(struct capture *c, struct target *t)
+static int attach_pid(struct attach_ctx *a, struct target *t)
 {
-	return c->opts->follow ? -1 : (int)t->pid;
+	return a->opts.follow ? -1 : (int)t->pid;
 }
 
-static struct hmap *examined(struct capture *c, struct target *t)
+static struct hmap *examined(struct attach_ctx *a, struct target *t)
 {
-	return c->opts->follow ? &c->global_objects : &t->objects;
+	return a->opts.follow ? &a->global_objects : &t->objects;
 }
 
-static void attach_libload(struct capture *c, struct target *t, const char *path)
+static void attach_libload(struct attach_ctx *a, struct target *t, const char *path)
 {
 	if (!t->libload_attached)
-		t->libload_attached = attach_libload_pid(c, attach_pid(c, t), path);
+		t->libload_attached = attach_libload_pid(a, attach_pid(a, t), path);
 }
 
 /* Kernels with optimized uprobes (6.17+ on x86-64) call a trampoline at a five-byte nop. */
@@ -141,15 +134,15 @@ static void note_site_kind(const struct elf_probes *probes, const char *shown)
  * Attach every corobpf probe of one object. `path` opens the file in our
  * namespace; `shown` is how the target names it. Returns the sites attached.
  */
-static u32 attach_object_pid(struct capture *c, int pid, const char *path, const char *shown,
+static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, const char *shown,
 			     bool late)
 {
 	struct elf_probes probes;
 	char err[512];
 	u32 sites = 0, need = 0;
 
-	if (c->usdt) {
-		int n = usdt_attach_object(c, pid, path, shown, &probes);
+	if (a->usdt) {
+		int n = usdt_attach_object(a, pid, path, shown, &probes);
 
 		if (n < 0)
 			return 0;
@@ -162,17 +155,17 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 		log_debug("skipping %s: %s", shown, err);
 		return 0;
 	}
-	if (usdt_object_refused(c, &probes, shown))
+	if (usdt_object_refused(a, &probes, shown))
 		return 0;
 	for (unsigned i = 0; i < probes.n_names; i++)
-		if (capture_prog_for_probe(c, probes.names[i].name))
+		if (attach_prog(a, probes.names[i].name))
 			need += probes.names[i].specs;
-	if (!need || !usdt_budget_take(c, path, shown, need))
+	if (!need || !usdt_budget_take(a, path, shown, need))
 		return 0;
 	note_site_kind(&probes, shown);
 	for (unsigned i = 0; i < probes.n_names; i++) {
 		const struct elf_probe_name *pn = &probes.names[i];
-		struct bpf_program *prog = capture_prog_for_probe(c, pn->name);
+		struct bpf_program *prog = attach_prog(a, pn->name);
 		struct bpf_link *link;
 
 		if (!prog) {
@@ -182,12 +175,12 @@ static u32 attach_object_pid(struct capture *c, int pid, const char *path, const
 		}
 		link = bpf_program__attach_usdt(prog, pid, path, "corobpf", pn->name, NULL);
 		if (!link) {
-			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("cannot attach to corobpf:%s in %s (process %d): %s", pn->name,
 				 shown, pid, strerror(errno));
 			continue;
 		}
-		capture_add_link(c, link);
+		attach_add_link(a, link);
 		sites += pn->count;
 	}
 attached:
@@ -198,7 +191,7 @@ attached:
 		else
 			log_verbose("process %d: %u probe sites in %s%s", pid, sites, shown,
 				    late ? " (loaded after start)" : "");
-		capture_emit_object(c, pid < 0 ? 0 : (u32)pid, shown, sites, late);
+		attach_found_object(a, pid < 0 ? 0 : (u32)pid, shown, sites, late);
 	}
 	return sites;
 }
@@ -206,9 +199,9 @@ attached:
 /* ---- the switch-function path ---- */
 
 /* The families to use: asked for with --switch, else every one there is. */
-static u32 wanted_families(struct capture *c)
+static u32 wanted_families(struct attach_ctx *a)
 {
-	u32 f = c->opts->switch_forced ? c->opts->switch_families : ~0u;
+	u32 f = a->opts.switch_forced ? a->opts.switch_families : ~0u;
 
 	/* Pth switches through ucontext: its names and exits need ucontext's switches. */
 	if (f & (1u << CORO_FAM_PTH))
@@ -248,14 +241,14 @@ static void count_sites(const struct switch_plan *plan, const bool *ok, char *bu
 }
 
 /* Attach one plan's uprobes; returns how many. */
-static u32 attach_plan(struct capture *c, struct target *t, const char *path, const char *shown,
+static u32 attach_plan(struct attach_ctx *a, struct target *t, const char *path, const char *shown,
 		       const struct switch_plan *plan, bool late)
 {
 	bool ok[SWITCHFAM_MAX_SITES] = {0};
 	char sites[1024];
 	u32 n = 0, stepped = 0;
 
-	if (c->uprobe_multi && plan->nsites) {
+	if (a->uprobe_multi && plan->nsites) {
 		u64 offs[SWITCHFAM_MAX_SITES], cookies[SWITCHFAM_MAX_SITES];
 		int fd;
 
@@ -263,10 +256,10 @@ static u32 attach_plan(struct capture *c, struct target *t, const char *path, co
 			offs[i] = plan->sites[i].offset;
 			cookies[i] = plan->sites[i].cookie;
 		}
-		fd = capture_attach_uprobe_multi(c, capture_prog_for_probe(c, "@ctx_multi"), t->pid, path, offs,
+		fd = attach_uprobe_multi(a, attach_prog(a, "@ctx_multi"), t->pid, path, offs,
 						 NULL, cookies, plan->nsites);
 		if (fd < 0) {
-			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("cannot attach to the %s functions of %s (process %u): %s",
 				 switchfam_name(plan->family), shown, t->pid, strerror(-fd));
 			return 0;
@@ -279,20 +272,20 @@ static u32 attach_plan(struct capture *c, struct target *t, const char *path, co
 		}
 		n = plan->nsites;
 	}
-	for (u32 i = 0; !c->uprobe_multi && i < plan->nsites; i++) {
+	for (u32 i = 0; !a->uprobe_multi && i < plan->nsites; i++) {
 		const struct switch_site *s = &plan->sites[i];
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s->cookie);
 		struct bpf_link *link;
 
-		link = bpf_program__attach_uprobe_opts(capture_prog_for_probe(c, "@ctx"), t->pid, path,
+		link = bpf_program__attach_uprobe_opts(attach_prog(a, "@ctx"), t->pid, path,
 						       s->offset, &opts);
 		if (!link) {
-			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("cannot attach to %s in %s (process %u): %s", s->desc, shown, t->pid,
 				 strerror(errno));
 			continue;
 		}
-		capture_add_link(c, link);
+		attach_add_link(a, link);
 		ok[i] = true;
 		n++;
 		if (!s->emulated && CORO_CTX_COOKIE_OP(s->cookie) == CORO_CTXOP_SWITCH)
@@ -306,13 +299,13 @@ static u32 attach_plan(struct capture *c, struct target *t, const char *path, co
 		join_sites(plan, ok, sites, sizeof(sites));
 	log_verbose("process %u: %s switch functions in %s%s: %s", t->pid,
 		    switchfam_name(plan->family), shown, late ? " (loaded after start)" : "", sites);
-	capture_emit_switch(c, t->pid, plan->family, shown, sites, plan->limits, n, stepped);
+	attach_found_switch(a, t->pid, plan->family, shown, sites, plan->limits, n, stepped);
 	t->switch_sites += n;
 	return n;
 }
 
 /* The call sites of Boost.Context's switch functions in one object (call-site mode). */
-static bool attach_fcontext_callers(struct capture *c, struct target *t, const char *path,
+static bool attach_fcontext_callers(struct attach_ctx *a, struct target *t, const char *path,
 				    const char *shown, bool late)
 {
 	struct switch_plan *plan = xmalloc(sizeof(*plan));
@@ -324,11 +317,11 @@ static bool attach_fcontext_callers(struct capture *c, struct target *t, const c
 		ok = false;
 	} else if (plan->nsites) {
 		snprintf(plan->limits, sizeof(plan->limits), "probed where they are called");
-		attach_plan(c, t, path, shown, plan, late);
+		attach_plan(a, t, path, shown, plan, late);
 	}
 	if (!ok && late) {
 		/* Too late to go back to the entries: say what will be missing. */
-		c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 		log_warn("%s: %s; Boost.Context switches made from it are not seen", shown, err);
 	} else if (!ok) {
 		log_verbose("%s", err);
@@ -337,7 +330,7 @@ static bool attach_fcontext_callers(struct capture *c, struct target *t, const c
 	return ok;
 }
 
-static void attach_switch_object(struct capture *c, struct target *t, const char *path,
+static void attach_switch_object(struct attach_ctx *a, struct target *t, const char *path,
 				 const char *shown, u32 families, bool late)
 {
 	for (u32 fam = CORO_FAM_UCONTEXT; fam <= SWITCHFAM_LAST; fam++) {
@@ -361,10 +354,10 @@ static void attach_switch_object(struct capture *c, struct target *t, const char
 			plan.nsites = n;
 			plan.stepped = 0;
 		}
-		attach_plan(c, t, path, shown, &plan, late);
+		attach_plan(a, t, path, shown, &plan, late);
 	}
 	if (t->fcontext_calls && (families & (SWITCHFAM_FCONTEXT_CALLER | (1u << CORO_FAM_FCONTEXT))))
-		attach_fcontext_callers(c, t, path, shown, late);
+		attach_fcontext_callers(a, t, path, shown, late);
 }
 
 /*
@@ -373,11 +366,11 @@ static void attach_switch_object(struct capture *c, struct target *t, const char
  * every object that can reach the functions reaches them only by direct
  * calls; else probe the entries (single-stepped, several times dearer).
  */
-static void choose_fcontext_call_sites(struct capture *c, struct target *t)
+static void choose_fcontext_call_sites(struct attach_ctx *a, struct target *t)
 {
 	const char *lib = NULL;
 
-	if (!(wanted_families(c) & (1u << CORO_FAM_FCONTEXT)))
+	if (!(wanted_families(a) & (1u << CORO_FAM_FCONTEXT)))
 		return;
 	for (size_t i = 0; i < t->nswobjs; i++)
 		if (t->swobjs[i].families & (1u << CORO_FAM_FCONTEXT))
@@ -417,10 +410,10 @@ static void choose_fcontext_call_sites(struct capture *c, struct target *t)
  * that cannot be placed is an error naming it: the user asked for exactly
  * that function.
  */
-static int attach_custom(struct capture *c, struct target *t)
+static int attach_custom(struct attach_ctx *a, struct target *t)
 {
-	for (size_t i = 0; i < c->opts->ncustom; i++) {
-		const struct switch_custom *cs = &c->opts->custom[i];
+	for (size_t i = 0; i < a->opts.ncustom; i++) {
+		const struct switch_custom *cs = &a->opts.custom[i];
 		struct switch_plan plan;
 		char path[32], err[512];
 		/* Inside the target's root: symlinks planted there cannot lead out of it. */
@@ -439,7 +432,7 @@ static int attach_custom(struct capture *c, struct target *t)
 			close(fd);
 			return EXIT_NO_PROBES;
 		}
-		if (!attach_plan(c, t, path, cs->path, &plan, false)) {
+		if (!attach_plan(a, t, path, cs->path, &plan, false)) {
 			log_err("--switch uprobe:%s:%s: cannot be attached (the warning above says "
 				"why)", cs->path, cs->symbol);
 			close(fd);
@@ -450,24 +443,24 @@ static int attach_custom(struct capture *c, struct target *t)
 	return 0;
 }
 
-int attach_switch_path(struct capture *c, struct target *t)
+int attach_switch_path(struct attach_ctx *a, struct target *t)
 {
-	const struct capture_opts *o = c->opts;
+	const struct attach_opts *o = &a->opts;
 	u32 all = 0, drop;
 	int ret;
 
 	if (o->switch_none || o->system_wide || o->follow || (t->probe_sites && !o->switch_forced))
 		return 0;
 	t->switch_mode = true;
-	choose_fcontext_call_sites(c, t);
+	choose_fcontext_call_sites(a, t);
 	/* A runtime's own switches make another family's view of the process wrong (QEMU). */
 	for (size_t i = 0; i < t->nswobjs; i++)
-		all |= t->swobjs[i].families & wanted_families(c);
+		all |= t->swobjs[i].families & wanted_families(a);
 	drop = switchfam_excluded(all);
 	for (size_t i = 0; i < t->nswobjs; i++)
-		attach_switch_object(c, t, t->swobjs[i].path, t->swobjs[i].shown,
-				     t->swobjs[i].families & wanted_families(c) & ~drop, false);
-	ret = attach_custom(c, t);
+		attach_switch_object(a, t, t->swobjs[i].path, t->swobjs[i].shown,
+				     t->swobjs[i].families & wanted_families(a) & ~drop, false);
+	ret = attach_custom(a, t);
 	if (ret)
 		return ret;
 	if (t->probe_sites_ignored)
@@ -482,29 +475,29 @@ int attach_switch_path(struct capture *c, struct target *t)
  * /proc/self/fd path, and an object kept for the switch-function path
  * keeps a descriptor of its own.
  */
-static u32 attach_object(struct capture *c, struct target *t, int fd, const char *path,
+static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const char *path,
 			 const char *shown, bool late)
 {
 	u32 sites = 0, fams;
 
-	if (c->opts->switch_forced) {
+	if (a->opts.switch_forced) {
 		struct elf_probes probes;
 		char err[512];
 
 		if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) == 0)
 			t->probe_sites_ignored += probes.total;
 	} else {
-		sites = attach_object_pid(c, attach_pid(c, t), path, shown, late);
+		sites = attach_object_pid(a, attach_pid(a, t), path, shown, late);
 		t->probe_sites += sites;
 	}
-	if (c->opts->switch_none)
+	if (a->opts.switch_none)
 		return sites;
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
 	if (t->switch_mode) {
 		/* Loaded later (dlopen, or a new program after exec): its families now. */
-		attach_switch_object(c, t, path, shown, fams & wanted_families(c), late);
+		attach_switch_object(a, t, path, shown, fams & wanted_families(a), late);
 	} else {
 		char kept[32];
 		int keep = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -529,24 +522,24 @@ static u32 attach_object(struct capture *c, struct target *t, int fd, const char
 }
 
 /* An object a process maps that cannot be opened: why, where a person needs to know it. */
-static void object_open_failed(struct capture *c, u32 pid, const char *shown, int err)
+static void object_open_failed(struct attach_ctx *a, u32 pid, const char *shown, int err)
 {
 	switch (err) {
 	case EINVAL:
-		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("process %u maps %s, which is now not a regular file: not opened", pid,
 			 shown);
 		break;
 	case ESTALE:
-		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("process %u maps %s, but the file at that path is another one: not "
 			 "opened", pid, shown);
 		break;
 	case EACCES:
 	case EPERM:
-		c->open_denied++;
-		c->open_denied_errno = err;
-		if (!c->opts->system_wide)
+		a->open_denied++;
+		a->open_denied_errno = err;
+		if (!a->opts.system_wide)
 			log_warn("cannot open %s mapped by process %u: %s (the files another "
 				 "user's process maps need CAP_SYS_ADMIN, or CAP_SYS_PTRACE and "
 				 "CAP_DAC_READ_SEARCH)", shown, pid, strerror(err));
@@ -565,9 +558,9 @@ static void object_open_failed(struct capture *c, u32 pid, const char *shown, in
  * (its process gone): it is tried again later. Returns -errno when the maps
  * cannot be read.
  */
-typedef bool (*object_fn)(struct capture *c, void *arg, int fd, const char *shown);
+typedef bool (*object_fn)(struct attach_ctx *a, void *arg, int fd, const char *shown);
 
-static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct capture *c,
+static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct attach_ctx *a,
 			       void *arg)
 {
 	char path[64], line[4096 + 128];
@@ -596,12 +589,12 @@ static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct 
 		hmap_put(seen, makedev(maj, min), ino, (void *)1);
 		fd = open_mapped_object(pid, start, end, makedev(maj, min), ino, p);
 		if (fd < 0) {
-			object_open_failed(c, pid, p, -fd);
+			object_open_failed(a, pid, p, -fd);
 			if (fd != -EINVAL && fd != -ESTALE)
 				hmap_del(seen, makedev(maj, min), ino);
 			continue;
 		}
-		if (!fn(c, arg, fd, p))
+		if (!fn(a, arg, fd, p))
 			hmap_del(seen, makedev(maj, min), ino);
 		close(fd);
 	}
@@ -614,24 +607,24 @@ struct process_scan {
 	bool late;
 };
 
-static bool process_object(struct capture *c, void *arg, int fd, const char *shown)
+static bool process_object(struct attach_ctx *a, void *arg, int fd, const char *shown)
 {
 	struct process_scan *ps = arg;
 	char open_path[32];
 
 	if (!ps->late)
-		note_searched(c, shown);
+		attach_note_searched(a, shown);
 	fd_path(open_path, fd);
-	attach_object(c, ps->t, fd, open_path, shown, ps->late);
+	attach_object(a, ps->t, fd, open_path, shown, ps->late);
 	if (is_ldso(shown))
-		attach_libload(c, ps->t, open_path);
+		attach_libload(a, ps->t, open_path);
 	return true;
 }
 
-int attach_scan_process(struct capture *c, struct target *t, bool late)
+int attach_scan_process(struct attach_ctx *a, struct target *t, bool late)
 {
 	struct process_scan ps = { .t = t, .late = late };
-	int err = for_each_new_object(t->pid, examined(c, t), process_object, c, &ps);
+	int err = for_each_new_object(t->pid, examined(a, t), process_object, a, &ps);
 
 	if (err >= 0)
 		return 0;
@@ -653,15 +646,15 @@ int attach_scan_process(struct capture *c, struct target *t, bool late)
  * under --follow) may be gone before libbpf opens the path again, and the
  * object would then never be attached for anyone.
  */
-static bool global_object(struct capture *c, void *arg, int fd, const char *shown)
+static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *shown)
 {
 	bool late = *(bool *)arg;
 	char fd_path_buf[32];
 
 	fd_path(fd_path_buf, fd);
-	c->global_sites += attach_object_pid(c, -1, fd_path_buf, shown, late);
+	a->global_sites += attach_object_pid(a, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
-		attach_libload_pid(c, -1, fd_path_buf);
+		attach_libload_pid(a, -1, fd_path_buf);
 	return true;
 }
 
@@ -671,9 +664,9 @@ static bool global_object(struct capture *c, void *arg, int fd, const char *show
  * examined once per (device, inode) whichever process maps them; a process
  * already gone (or a kernel thread) has nothing to add.
  */
-void attach_scan_global(struct capture *c, u32 pid, bool late)
+void attach_scan_global(struct attach_ctx *a, u32 pid, bool late)
 {
-	for_each_new_object(pid, &c->global_objects, global_object, c, &late);
+	for_each_new_object(pid, &a->global_objects, global_object, a, &late);
 }
 
 /* execvp's search, done before the fork so the attach and the exec see one file. */
@@ -699,7 +692,8 @@ static char *resolve_command(const char *cmd)
 	return NULL;
 }
 
-static void child_wait_then_exec(int release_rd, int errpipe_wr, const char *path, char **argv)
+static void child_wait_then_exec(const struct attach_launch *l, int release_rd, int errpipe_wr,
+				 const char *path)
 {
 	char go;
 	int e;
@@ -708,9 +702,9 @@ static void child_wait_then_exec(int release_rd, int errpipe_wr, const char *pat
 	if (read(release_rd, &go, 1) != 1)
 		_exit(127);
 	close(release_rd);
-	capture_restore_signals();
-	capture_restore_limits();
-	execv(path, argv);
+	if (l->before_exec)
+		l->before_exec();
+	execv(path, l->argv);
 	e = errno;
 	if (write(errpipe_wr, &e, sizeof(e)) < 0)
 		_exit(127);
@@ -722,27 +716,27 @@ static void child_wait_then_exec(int release_rd, int errpipe_wr, const char *pat
  * regular file, never a FIFO a user planted in a library directory) and
  * attached through that descriptor, so the scan and the uprobes see one file.
  */
-static void launch_object(struct capture *c, struct target *t, const char *path, bool ldso_hook)
+static void launch_object(struct attach_ctx *a, struct target *t, const char *path, bool ldso_hook)
 {
 	char fdp[32];
 	int fd = open_regular(path);
 
 	if (fd < 0) {
-		c->ustats[fd == -EINVAL ? CORO_USTAT_ATTACH_REFUSED : CORO_USTAT_ATTACH_FAIL]++;
+		a->ustats[fd == -EINVAL ? CORO_USTAT_ATTACH_REFUSED : CORO_USTAT_ATTACH_FAIL]++;
 		log_warn("cannot open %s: %s; its probes are not attached", path,
 			 fd == -EINVAL ? "not a regular file" : strerror(-fd));
 		return;
 	}
 	fd_path(fdp, fd);
-	attach_object(c, t, fd, fdp, path, false);
+	attach_object(a, t, fd, fdp, path, false);
 	if (ldso_hook)
-		attach_libload(c, t, fdp);
+		attach_libload(a, t, fdp);
 	close(fd);
 }
 
-int attach_launch_prepare(struct capture *c, struct target *t)
+int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l)
 {
-	char **argv = c->opts->argv, **paths = NULL, err[512];
+	char **argv = l->argv, **paths = NULL, err[512];
 	struct ld_opts ldo = {0};
 	int release[2], errpipe[2], ret = 0;
 	size_t npaths = 0;
@@ -788,13 +782,14 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 	if (pid == 0) {
 		close(release[1]);
 		close(errpipe[0]);
-		child_wait_then_exec(release[0], errpipe[1], exe, argv);
+		child_wait_then_exec(l, release[0], errpipe[1], exe);
 	}
 	close(release[0]);
 	close(errpipe[1]);
-	c->child = pid;
-	c->release_fd = release[1];
-	capture_set_signal_child(pid);
+	l->child = pid;
+	l->release_fd = release[1];
+	if (l->forked)
+		l->forked(pid);
 	t->pid = pid;
 	t->launched = true;
 	t->start_ts = now_boottime_ns();
@@ -805,26 +800,40 @@ int attach_launch_prepare(struct capture *c, struct target *t)
 
 		snprintf(t->comm, sizeof(t->comm), "%s", base ? base + 1 : exe);
 	}
-	/* The exec error pipe is read after release (capture_launch_check). */
-	c->launch_err_fd = errpipe[0];
+	/* The exec error pipe is read after release (by the capture). */
+	l->launch_err_fd = errpipe[0];
 
 	/* The executable, then what ld.so will map, in its order. */
-	note_searched(c, exe);
+	attach_note_searched(a, exe);
 	if (stat(exe, &st) == 0)
-		hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
-	launch_object(c, t, exe, false);
+		hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
+	launch_object(a, t, exe, false);
 	for (size_t i = 0; i < npaths; i++) {
 		if (stat(paths[i], &st) == 0) {
-			if (hmap_get(examined(c, t), st.st_dev, st.st_ino))
+			if (hmap_get(examined(a, t), st.st_dev, st.st_ino))
 				continue;
-			hmap_put(examined(c, t), st.st_dev, st.st_ino, (void *)1);
+			hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
 		}
-		note_searched(c, paths[i]);
-		launch_object(c, t, paths[i], i == 0 || is_ldso(paths[i]));
+		attach_note_searched(a, paths[i]);
+		launch_object(a, t, paths[i], i == 0 || is_ldso(paths[i]));
 	}
 out:
 	ld_paths_free(paths, npaths);
 	ld_opts_release(&ldo);
 	free(exe);
 	return ret;
+}
+
+void attach_target_free(struct target *t)
+{
+	hmap_free(&t->objects);
+	for (size_t j = 0; j < t->nswobjs; j++) {
+		if (t->swobjs[j].fd >= 0)
+			close(t->swobjs[j].fd);
+		free(t->swobjs[j].path);
+		free(t->swobjs[j].shown);
+	}
+	free(t->swobjs);
+	t->swobjs = NULL;
+	t->nswobjs = 0;
 }

@@ -9,24 +9,76 @@
  *   attach_scan_global    -a, --follow: an object attached once for every process
  *   attach_launch_prepare -- CMD: fork it held, attach to what it will load, before it runs
  *
- * Every failure is counted in the capture's user stats and said once.
+ * Everything goes through the attach context (attachctx.h): the programs
+ * and budgets it is lent, the links it keeps, and what was attached, which
+ * the capture turns into records. Every failure is counted in the
+ * context's user stats and said once.
  */
 #ifndef COROBPF_ATTACH_H
 #define COROBPF_ATTACH_H
 
 #include <stdbool.h>
-#include "capture.h"
+#include <sys/types.h>
+#include "attachctx.h"
+#include "util.h"
+
+/* A traced process (-p, or the launched command): what the capture and attaching know of it. */
+struct target {
+	u32 pid;
+	int pidfd;
+	bool launched;
+	bool forked; /* --follow: a descendant of a target, admitted at its fork */
+	bool exited;
+	int wait_status; /* launched: waitpid status; -1 unknown */
+	bool rescan;	 /* ld.so changed its link map */
+	bool libload_attached;
+	struct hmap objects; /* (dev, inode) of objects already examined */
+	u32 probe_sites;
+	u32 probe_sites_ignored; /* --switch: probes found but not used */
+	/* Objects that define context functions, kept until the path is chosen. */
+	struct target_swobj {
+		int fd; /* -1, or the descriptor `path` names (/proc/self/fd/N) */
+		char *path, *shown;
+		u32 families;
+	} *swobjs;
+	size_t nswobjs;
+	bool switch_mode; /* traced through the switch-function path */
+	bool fcontext_calls; /* Boost.Context switches probed at their call sites */
+	s64 fc_delta_jump, fc_delta_ontop;
+	u32 switch_sites;
+	u64 start_ts; /* when corobpf took it on, before attaching */
+	char comm[16];
+	char exe[4096];
+	u32 ppid;
+};
 
 /* Returns 0, or an exit code (the process is gone, its maps unreadable: another user's). */
-int attach_scan_process(struct capture *c, struct target *t, bool late);
+int attach_scan_process(struct attach_ctx *a, struct target *t, bool late);
 /*
  * After the first scan: the switch-function path for t if it has no probes (or --switch).
  * 0, or an exit code when a --switch uprobe: spec cannot be placed (logged, naming it).
  */
-int attach_switch_path(struct capture *c, struct target *t);
+int attach_switch_path(struct attach_ctx *a, struct target *t);
 /* -a, --follow: attach (for every process) to the objects pid maps that carry probes. */
-void attach_scan_global(struct capture *c, u32 pid, bool late);
+void attach_scan_global(struct attach_ctx *a, u32 pid, bool late);
+
+/* -- CMD: the command, and what attach_launch_prepare gives back of the child it forks. */
+struct attach_launch {
+	char **argv;
+	/* In the child, before its exec: what corobpf changed for itself undone. */
+	void (*before_exec)(void);
+	/* In corobpf, at once after the fork (signals are passed on to the child from then). */
+	void (*forked)(pid_t pid);
+	/* Out: the child (-1 if none), held until release_fd is written to or closed. */
+	pid_t child;
+	int release_fd;	   /* write end of the pipe the child waits on */
+	int launch_err_fd; /* read end: errno if its exec failed, EOF once it succeeded */
+};
+
 /* Fork the command, held before exec, and attach to everything it will load. Exit code or 0. */
-int attach_launch_prepare(struct capture *c, struct target *t);
+int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l);
+
+/* Frees what attaching keeps of t (its objects, the descriptors of its switch objects). */
+void attach_target_free(struct target *t);
 
 #endif /* COROBPF_ATTACH_H */

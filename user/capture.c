@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #include <errno.h>
 #include <linux/perf_event.h>
-#include <sys/syscall.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -17,8 +16,8 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
-#include "attach.h"
 #include "capture.h"
+#include "liverec.h"
 #include "strread.h"
 #include "termsafe.h"
 #include "usdt.h"
@@ -68,13 +67,13 @@ void capture_install_signals(void)
 static struct rlimit capture_saved_nofile;
 static bool capture_nofile_raised;
 
-void capture_restore_limits(void)
+static void capture_restore_limits(void)
 {
 	if (capture_nofile_raised)
 		setrlimit(RLIMIT_NOFILE, &capture_saved_nofile);
 }
 
-void capture_restore_signals(void)
+static void capture_restore_signals(void)
 {
 	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
 
@@ -85,6 +84,12 @@ void capture_restore_signals(void)
 void capture_set_signal_child(pid_t pid)
 {
 	signal_child = pid;
+}
+
+static void child_before_exec(void)
+{
+	capture_restore_signals();
+	capture_restore_limits();
 }
 
 #define POLL_MS 100
@@ -160,14 +165,7 @@ int capture_preflight(void)
 	return 0;
 }
 
-/* ---- records into the raw capture and the pipeline ---- */
-
-void capture_emit(struct capture *c, const struct coro_event_hdr *rec)
-{
-	if (c->raw)
-		raw_writer_append(c->raw, rec);
-	pipeline_feed(c->pipeline, rec);
-}
+/* ---- records into the sink ---- */
 
 static struct target *find_target(struct capture *c, u32 pid)
 {
@@ -177,136 +175,17 @@ static struct target *find_target(struct capture *c, u32 pid)
 	return NULL;
 }
 
-/* Objects found before the pipeline exists wait here, in order. */
-static struct coro_event_hdr **pending_objects;
-static size_t npending_objects;
-
-static void emit_or_queue(struct capture *c, struct coro_event_hdr *r)
+/* What attaching found since last time, as records (attachctx.h). */
+static void emit_found(struct capture *c)
 {
-	if (!c->pipeline) {
-		pending_objects = xrealloc(pending_objects,
-					   (npending_objects + 1) * sizeof(*pending_objects));
-		pending_objects[npending_objects++] = r;
-		return;
+	for (size_t i = 0; i < c->attach.nfound; i++) {
+		const struct attach_found *f = &c->attach.found[i];
+
+		if (f->kind == ATTACH_FOUND_OBJECT && f->late)
+			c->ustats[CORO_USTAT_LATE_ATTACH]++;
+		liverec_found(c->sink, f);
 	}
-	capture_emit(c, r);
-	free(r);
-}
-
-void capture_emit_switch(struct capture *c, u32 pid, u32 family, const char *path,
-			 const char *sites, const char *limits, u32 nsites, u32 stepped)
-{
-	size_t lp = strlen(path) + 1, ls = strlen(sites) + 1, ll = strlen(limits) + 1;
-	size_t size = ROUND_UP(sizeof(struct coro_rec_switch) + lp + ls + ll, 8);
-	struct coro_rec_switch *r;
-
-	if (size > 60000)
-		return; /* cannot happen with the planner's bounded strings */
-	r = xcalloc(1, size);
-	r->hdr.size = (u16)size;
-	r->hdr.kind = CORO_REC_SWITCH;
-	r->hdr.pid = pid;
-	r->hdr.tid = pid;
-	r->hdr.ts = now_boottime_ns();
-	r->family = family;
-	r->sites = nsites;
-	r->stepped = stepped;
-	memcpy(r->text, path, lp);
-	memcpy(r->text + lp, sites, ls);
-	memcpy(r->text + lp + ls, limits, ll);
-	emit_or_queue(c, &r->hdr);
-}
-
-void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probes, bool late)
-{
-	size_t len = strlen(path) + 1, size = ROUND_UP(sizeof(struct coro_rec_object) + len, 8);
-	struct coro_rec_object *r = xcalloc(1, size);
-
-	r->hdr.size = size;
-	r->hdr.kind = CORO_REC_OBJECT;
-	r->hdr.pid = pid;
-	r->hdr.ts = now_boottime_ns();
-	r->probes = probes;
-	r->late = late;
-	memcpy(r->path, path, len);
-	if (late)
-		c->ustats[CORO_USTAT_LATE_ATTACH]++;
-	emit_or_queue(c, &r->hdr);
-}
-
-static void emit_process(struct capture *c, struct target *t)
-{
-	size_t len = strlen(t->exe) + 1, size = ROUND_UP(sizeof(struct coro_rec_process) + len, 8);
-	struct coro_rec_process *r = xcalloc(1, size);
-
-	r->hdr.size = size;
-	r->hdr.kind = CORO_REC_PROCESS;
-	r->hdr.pid = t->pid;
-	r->hdr.tid = t->pid;
-	r->hdr.ts = t->start_ts; /* before its probes were attached: first in time */
-	r->mode = t->launched ? CORO_PROC_LAUNCHED : t->forked ? CORO_PROC_FORKED : CORO_PROC_ATTACHED;
-	r->ppid = t->ppid;
-	memcpy(r->comm, t->comm, sizeof(r->comm));
-	memcpy(r->exe, t->exe, len);
-	capture_emit(c, &r->hdr);
-	free(r);
-}
-
-static void read_comm(u32 pid, u32 tid, char comm[16])
-{
-	char path[64];
-	int fd;
-	ssize_t n;
-
-	memset(comm, 0, 16);
-	snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, comm, 15);
-	close(fd);
-	if (n > 0 && comm[n - 1] == '\n')
-		comm[n - 1] = 0;
-	/* A program names its own threads: nothing that could steer a terminal. */
-	for (int i = 0; i < 16 && comm[i]; i++)
-		if ((unsigned char)comm[i] < 0x20 || comm[i] == 0x7f)
-			comm[i] = '?';
-}
-
-/* `known`: the name the BPF side read (process records), for a thread already gone from /proc. */
-static void emit_thread(struct capture *c, u32 pid, u32 tid, u64 ts, const char *known)
-{
-	struct coro_rec_thread r = {};
-
-	r.hdr.size = sizeof(r);
-	r.hdr.kind = CORO_REC_THREAD;
-	r.hdr.pid = pid;
-	r.hdr.tid = tid;
-	r.hdr.ts = ts;
-	read_comm(pid, tid, r.comm);
-	if (!r.comm[0] && known) {
-		memcpy(r.comm, known, sizeof(r.comm));
-		r.comm[sizeof(r.comm) - 1] = 0;
-	}
-	capture_emit(c, &r.hdr);
-}
-
-static void emit_exit_record(struct capture *c, u32 pid, int wait_status)
-{
-	struct coro_rec_proc_exit r = {};
-
-	r.hdr.size = sizeof(r);
-	r.hdr.kind = CORO_REC_PROC_EXIT;
-	r.hdr.pid = pid;
-	r.hdr.tid = pid;
-	r.hdr.ts = now_boottime_ns();
-	r.status = wait_status;
-	capture_emit(c, &r.hdr);
-}
-
-static void emit_proc_exit(struct capture *c, struct target *t)
-{
-	emit_exit_record(c, t->pid, t->wait_status);
+	attach_found_clear(&c->attach);
 }
 
 /*
@@ -326,7 +205,7 @@ static void reap_followed(struct capture *c)
 	 * The BPF side forgets a pid at its exit even when the ring is full: a
 	 * zombie, or a pid already given to another process, is gone too.
 	 */
-	while (n < ARRAY_SIZE(gone) && hmap_next(&c->announced, &it, &pid, NULL, &v)) {
+	while (n < ARRAY_SIZE(gone) && hmap_next(&c->ev.announced, &it, &pid, NULL, &v)) {
 		u32 key = (u32)pid;
 		__u8 verdict;
 
@@ -336,13 +215,13 @@ static void reap_followed(struct capture *c)
 	/* Their exit records, if delivered, are in the ring by now: those come first. */
 	ring_buffer__consume(c->rb);
 	for (size_t i = 0; i < n; i++) {
-		if (!hmap_get(&c->announced, gone[i], 0))
+		if (!hmap_get(&c->ev.announced, gone[i], 0))
 			continue;
 		log_debug("process %u is gone without its exit record", gone[i]);
-		free(hmap_del(&c->announced, gone[i], 0));
+		free(hmap_del(&c->ev.announced, gone[i], 0));
 		if (c->stk)
 			stack_resolver_ended(c->stk, gone[i]);
-		emit_exit_record(c, gone[i], -1);
+		liverec_proc_exit(c->sink, gone[i], -1);
 	}
 }
 
@@ -369,7 +248,7 @@ static void emit_stats(struct capture *c)
 	}
 	memcpy(r.user, c->ustats, sizeof(r.user));
 	free(vals);
-	capture_emit(c, &r.hdr);
+	record_sink_emit(c->sink, &r.hdr);
 }
 
 static void emit_end(struct capture *c)
@@ -380,139 +259,10 @@ static void emit_end(struct capture *c)
 	r.hdr.kind = CORO_REC_END;
 	r.hdr.ts = now_boottime_ns();
 	r.reason = c->end_reason;
-	capture_emit(c, &r.hdr);
-}
-
-static int read_proc_status(u32 pid, u32 *tgid, u32 *ppid);
-
-/* The largest payload a record with a stack has (before its ref). */
-#define STACK_REC_COPY_MAX 64
-
-static void stack_emit_record(void *ctx, const struct coro_event_hdr *rec)
-{
-	capture_emit(ctx, rec);
-}
-
-static int on_ring_record(void *ctx, void *data, size_t size)
-{
-	struct capture *c = ctx;
-	const struct coro_event_hdr *h = data;
-	const char *why = "kind not born in BPF";
-
-	if (h->kind == CORO_EV_CTX_ENTRY && size == sizeof(struct coro_ev_ctx_entry) &&
-	    h->size == size) {
-		/* A context's function, named while its process lives: the capture keeps the name. */
-		const struct coro_ev_ctx_entry *e = data;
-		struct coro_ev_name n = { .hdr = e->hdr, .id = e->id };
-
-		n.hdr.size = sizeof(n);
-		n.hdr.kind = CORO_EV_NAME;
-		switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
-		if (strlen(n.name) == sizeof(n.name) - 1)
-			n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
-		return on_ring_record(ctx, &n, sizeof(n));
-	}
-	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
-		c->ustats[CORO_USTAT_BAD_RECORDS]++;
-		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
-		return 0;
-	}
-	c->ustats[CORO_USTAT_RECORDS]++;
-	if (h->kind == CORO_EV_CTX_SWITCH)
-		c->ctx_switches++;
-	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC) {
-		struct target *t = find_target(c, h->pid);
-
-		/* New objects may carry probes: look after this batch of records. */
-		if (t) {
-			if (!t->exited)
-				t->rescan = true;
-		} else if (c->opts->system_wide ||
-			   (c->opts->follow && hmap_get(&c->announced, h->pid, 0)))
-			hmap_put(&c->rescan_pids, h->pid, 0, (void *)1);
-	}
-	if (h->kind == CORO_EV_PROC_NEW && !hmap_get(&c->announced, h->pid, 0)) {
-		/* Admitted by the BPF side: say what it is, before its first event. */
-		const struct coro_ev_proc *e = data;
-		struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = c->opts->follow};
-		char path[64];
-		u32 tgid;
-		ssize_t n;
-
-		read_proc_status(h->pid, &tgid, &t.ppid);
-		memcpy(t.comm, e->comm, sizeof(t.comm));
-		t.comm[sizeof(t.comm) - 1] = 0;
-		snprintf(path, sizeof(path), "/proc/%u/exe", h->pid);
-		n = readlink(path, t.exe, sizeof(t.exe) - 1);
-		t.exe[n > 0 ? n : 0] = 0;
-		if (t.forked) {
-			/* At the fork: the parent is in the record; the image is the parent's. */
-			const struct target *pt = find_target(c, (u32)e->exit_code);
-			const char *pexe = pt ? pt->exe : hmap_get(&c->announced, (u32)e->exit_code, 0);
-
-			t.ppid = (u32)e->exit_code;
-			if (n <= 0 && pexe)
-				snprintf(t.exe, sizeof(t.exe), "%s", pexe);
-		}
-		hmap_put(&c->announced, h->pid, 0, xstrdup(t.exe));
-		emit_process(c, &t);
-	}
-	if (h->kind == CORO_EV_PROC_GONE)
-		free(hmap_del(&c->announced, h->pid, 0));
-	if (c->stk && h->kind == CORO_EV_EXEC)
-		stack_resolver_forget(c->stk, h->pid);
-	if (c->stk && h->kind == CORO_EV_PROC_GONE)
-		stack_resolver_ended(c->stk, h->pid);
-	/*
-	 * A new image, a new library, a new process: its mappings, while it is
-	 * alive. Only of processes traced (-a sees every exec on the machine).
-	 */
-	if (c->stk &&
-	    (h->kind == CORO_EV_PROC_NEW ||
-	     ((h->kind == CORO_EV_EXEC || h->kind == CORO_EV_LIBLOAD) &&
-	      (find_target(c, h->pid) || hmap_get(&c->announced, h->pid, 0)))))
-		stack_resolver_snapshot(c->stk, h->pid, h->ts, stack_emit_record, c);
-	if (!hmap_get(&c->seen_threads, h->pid, h->tid)) {
-		hmap_put(&c->seen_threads, h->pid, h->tid, (void *)1);
-		emit_thread(c, h->pid, h->tid, h->ts,
-			    h->kind == CORO_EV_PROC_NEW || h->kind == CORO_EV_EXEC ||
-				    h->kind == CORO_EV_PROC_GONE
-				    ? ((const struct coro_ev_proc *)data)->comm
-				    : NULL);
-	}
-	if (c->stk && coro_stack_ref_of(h)) {
-		/*
-		 * The stack leaves as a capture id (defined before its first use);
-		 * the registers and stack bytes of a dwarf sample stay behind.
-		 */
-		size_t base = coro_stack_base_size(h->kind);
-		u64 buf[(STACK_REC_COPY_MAX + sizeof(struct coro_stack_ref)) / 8];
-		struct coro_event_hdr *out = (void *)buf;
-		struct coro_stack_ref *ref = (void *)((char *)buf + base);
-		u32 id = stack_resolve(c->stk, h, stack_emit_record, c);
-
-		memcpy(buf, h, base);
-		out->size = (u16)(base + sizeof(*ref));
-		ref->id = id;
-		ref->how = id ? CORO_STACK_CAPTURE_ID : CORO_STACK_NONE;
-		capture_emit(c, out);
-		return 0;
-	}
-	capture_emit(c, h);
-	return 0;
+	record_sink_emit(c->sink, &r.hdr);
 }
 
 /* ---- setup ---- */
-
-int capture_add_link(struct capture *c, struct bpf_link *link)
-{
-	if (c->nlinks == c->cap_links) {
-		c->cap_links = c->cap_links ? c->cap_links * 2 : 32;
-		c->links = xrealloc(c->links, c->cap_links * sizeof(*c->links));
-	}
-	c->links[c->nlinks++] = link;
-	return 0;
-}
 
 /* The kernel has uprobe_multi links (6.6): its BTF knows their type. */
 static bool kernel_has_uprobe_multi(void)
@@ -527,42 +277,23 @@ static bool kernel_has_uprobe_multi(void)
 	return yes;
 }
 
-/*
- * One uprobe_multi link: the ctx program at `n` offsets of `path`, each with
- * its cookie, in process `pid`. libbpf 1.1 has no wrapper and Debian 12's
- * uapi headers predate it, so the attr is laid out here (its fields are
- * the kernel's ABI: link_create.uprobe_multi). Returns the link fd or -errno.
- */
-int capture_attach_uprobe_multi(struct capture *c, const struct bpf_program *prog, u32 pid,
-				const char *path, const u64 *offsets, const u64 *refs,
-				const u64 *cookies, u32 n)
+/* What attaching is lent of the skeleton (attachctx.h). */
+static void lend_skeleton(struct capture *c)
 {
-	struct {
-		u32 prog_fd, target_fd, attach_type, flags;
-		u64 path, offsets, ref_ctr_offsets, cookies;
-		u32 cnt, mflags, pid, __pad;
-		u8 rest[64]; /* the rest of union bpf_attr, zero */
-	} attr;
-	int fd;
+	struct corobpf_bpf *s = c->skel;
+	struct attach_ctx *a = &c->attach;
 
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = bpf_program__fd(prog);
-	attr.attach_type = CORO_BPF_TRACE_UPROBE_MULTI;
-	attr.path = (u64)(uintptr_t)path;
-	attr.offsets = (u64)(uintptr_t)offsets;
-	attr.ref_ctr_offsets = (u64)(uintptr_t)refs;
-	attr.cookies = (u64)(uintptr_t)cookies;
-	attr.cnt = n;
-	attr.pid = pid;
-	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	if (fd < 0)
-		return -errno;
-	if (c->nlink_fds == c->cap_link_fds) {
-		c->cap_link_fds = c->cap_link_fds ? c->cap_link_fds * 2 : 16;
-		c->link_fds = xrealloc(c->link_fds, c->cap_link_fds * sizeof(*c->link_fds));
-	}
-	c->link_fds[c->nlink_fds++] = fd;
-	return fd;
+	a->progs[ATTACH_PROG_CREATE] = s->progs.coro_create;
+	a->progs[ATTACH_PROG_NAME] = s->progs.coro_name;
+	a->progs[ATTACH_PROG_READY] = s->progs.coro_ready;
+	a->progs[ATTACH_PROG_SWITCH] = s->progs.coro_switch;
+	a->progs[ATTACH_PROG_EXIT] = s->progs.coro_exit;
+	a->progs[ATTACH_PROG_SPAN_BEGIN] = s->progs.coro_span_begin;
+	a->progs[ATTACH_PROG_SPAN_END] = s->progs.coro_span_end;
+	a->progs[ATTACH_PROG_LIBLOAD] = s->progs.coro_libload;
+	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
+	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
+	a->usdt_specs = s->maps.__bpf_usdt_specs;
 }
 
 /* A CPU-clock perf event per CPU, running coro_sample (which keeps only traced coroutines). */
@@ -595,7 +326,7 @@ static int attach_samplers(struct capture *c, u32 hz)
 			close(fd);
 			return EXIT_FAILURE_RUNTIME;
 		}
-		capture_add_link(c, l);
+		attach_add_link(&c->attach, l);
 	}
 	return 0;
 }
@@ -618,20 +349,36 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	}
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
-	c->child = -1;
-	c->release_fd = -1;
-	c->launch_err_fd = -1;
+	c->launch = (struct attach_launch){
+		.argv = opts->argv,
+		.before_exec = child_before_exec,
+		.forked = capture_set_signal_child,
+		.child = -1,
+		.release_fd = -1,
+		.launch_err_fd = -1,
+	};
 	c->epfd = -1;
-	hmap_init(&c->seen_threads);
-	hmap_init(&c->global_objects);
-	hmap_init(&c->usdt_specs_by_owner);
-	hmap_init(&c->rescan_pids);
-	hmap_init(&c->announced);
+	attach_ctx_init(&c->attach);
+	c->attach.opts = (struct attach_opts){
+		.system_wide = opts->system_wide,
+		.follow = opts->follow,
+		.switch_families = opts->switch_families,
+		.switch_forced = opts->switch_forced,
+		.switch_none = opts->switch_none,
+		.custom = opts->custom,
+		.ncustom = opts->ncustom,
+	};
+	c->attach.ustats = c->ustats;
+	ringev_init(&c->ev);
+	c->ev.system_wide = opts->system_wide;
+	c->ev.follow = opts->follow;
+	c->ev.ustats = c->ustats;
 	c->skel = corobpf_bpf__open();
 	if (!c->skel) {
 		log_err("cannot open the BPF object: %s", strerror(errno));
 		return EXIT_FAILURE_RUNTIME;
 	}
+	lend_skeleton(c);
 	/* Wake the reader when a quarter of the ring waits: it never fills between polls. */
 	c->skel->rodata->wakeup_bytes = opts->ring_bytes / 4;
 	c->skel->rodata->sched_view = !opts->no_sched;
@@ -665,7 +412,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	/*
 	 * libbpf's USDT spec map: one slot per distinct argument string of a
 	 * probe, per attach, held until the end. Larger than libbpf's 256, and
-	 * shared out by attach.c (usdt_budget) so that no object or user can
+	 * shared out by usdt.c (usdt_budget_take) so that no object or user can
 	 * take the slots others need (libbpf 1.1.2 also double-frees when it
 	 * runs out).
 	 */
@@ -679,13 +426,13 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		return EXIT_FAILURE_RUNTIME;
 	}
 	/* uprobe_multi links: one per object and process, detached in one go. */
-	c->uprobe_multi = kernel_has_uprobe_multi();
-	if (c->uprobe_multi)
+	c->attach.uprobe_multi = kernel_has_uprobe_multi();
+	if (c->attach.uprobe_multi)
 		bpf_program__set_expected_attach_type(c->skel->progs.coro_ctx_multi,
 						      CORO_BPF_TRACE_UPROBE_MULTI);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_ctx_multi, false);
-	usdt_multi_setup(c);
+	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
 	if (err) {
@@ -718,7 +465,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						 "kernel's scheduling view)" : "");
 				return EXIT_FAILURE_RUNTIME;
 			}
-			capture_add_link(c, l);
+			attach_add_link(&c->attach, l);
 		}
 	}
 	if (opts->stacks)
@@ -728,7 +475,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		if (err)
 			return err;
 	}
-	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), on_ring_record, c, NULL);
+	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), ringev_record, &c->ev, NULL);
 	if (!c->rb) {
 		log_err("cannot open the ring buffer: %s", strerror(errno));
 		return EXIT_FAILURE_RUNTIME;
@@ -749,33 +496,6 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	return 0;
 }
 
-struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name)
-{
-	struct corobpf_bpf *s = c->skel;
-
-	if (!strcmp(name, "create"))
-		return s->progs.coro_create;
-	if (!strcmp(name, "name"))
-		return s->progs.coro_name;
-	if (!strcmp(name, "ready"))
-		return s->progs.coro_ready;
-	if (!strcmp(name, "switch"))
-		return s->progs.coro_switch;
-	if (!strcmp(name, "exit"))
-		return s->progs.coro_exit;
-	if (!strcmp(name, "span_begin"))
-		return s->progs.coro_span_begin;
-	if (!strcmp(name, "span_end"))
-		return s->progs.coro_span_end;
-	if (!strcmp(name, "@libload"))
-		return s->progs.coro_libload;
-	if (!strcmp(name, "@ctx"))
-		return s->progs.coro_ctx;
-	if (!strcmp(name, "@ctx_multi"))
-		return s->progs.coro_ctx_multi;
-	return NULL;
-}
-
 static int pidfd_open_compat(pid_t pid)
 {
 	return syscall(SYS_pidfd_open, pid, 0);
@@ -790,26 +510,6 @@ static int watch_target(struct capture *c, struct target *t, size_t idx)
 		return -errno;
 	if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, t->pidfd, &ev) < 0)
 		return -errno;
-	return 0;
-}
-
-static int read_proc_status(u32 pid, u32 *tgid, u32 *ppid)
-{
-	char path[64], line[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%u/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	*tgid = *ppid = 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "Tgid:", 5))
-			*tgid = strtoul(line + 5, NULL, 10);
-		else if (!strncmp(line, "PPid:", 5))
-			*ppid = strtoul(line + 5, NULL, 10);
-	}
-	fclose(f);
 	return 0;
 }
 
@@ -833,7 +533,7 @@ int capture_targets(struct capture *c)
 		c->targets = xcalloc(1, sizeof(*c->targets));
 		c->ntargets = 1;
 		hmap_init(&c->targets[0].objects);
-		ret = attach_launch_prepare(c, &c->targets[0]);
+		ret = attach_launch_prepare(&c->attach, &c->targets[0], &c->launch);
 		if (ret)
 			return ret;
 		if (watch_target(c, &c->targets[0], 0)) {
@@ -853,7 +553,7 @@ int capture_targets(struct capture *c)
 
 		if (find_target(c, o->pids[i]))
 			continue;
-		if (read_proc_status(o->pids[i], &tgid, &ppid) < 0) {
+		if (proc_read_status(o->pids[i], &tgid, &ppid) < 0) {
 			log_err("no process with PID %u", o->pids[i]);
 			return EXIT_NO_PROCESS;
 		}
@@ -867,7 +567,7 @@ int capture_targets(struct capture *c)
 		t->wait_status = -1;
 		t->start_ts = now_boottime_ns();
 		hmap_init(&t->objects);
-		read_comm(t->pid, t->pid, t->comm);
+		proc_read_comm(t->pid, t->pid, t->comm);
 		snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
 		n = readlink(path, t->exe, sizeof(t->exe) - 1);
 		t->exe[n > 0 ? n : 0] = 0;
@@ -896,7 +596,7 @@ static void attach_all_processes(struct capture *c)
 
 		if (*end || !pid || pid == (unsigned long)getpid())
 			continue;
-		attach_scan_global(c, (u32)pid, false);
+		attach_scan_global(&c->attach, (u32)pid, false);
 	}
 	closedir(d);
 }
@@ -907,9 +607,9 @@ int capture_attach(struct capture *c)
 
 	if (c->opts->system_wide) {
 		attach_all_processes(c);
-		if (c->global_sites)
+		if (c->attach.global_sites)
 			log_verbose("attached %u probe sites in %zu objects, for every process",
-				    c->global_sites, (size_t)c->global_objects.len);
+				    c->attach.global_sites, (size_t)c->attach.global_objects.len);
 		else
 			log_info("no instrumented program runs yet; waiting for one (exec and "
 				 "dlopen are watched)");
@@ -921,11 +621,11 @@ int capture_attach(struct capture *c)
 		int ret;
 
 		if (!t->launched) {
-			ret = attach_scan_process(c, t, false);
+			ret = attach_scan_process(&c->attach, t, false);
 			if (ret)
 				return ret;
 		}
-		ret = attach_switch_path(c, t);
+		ret = attach_switch_path(&c->attach, t);
 		if (ret)
 			return ret;
 		/* Held at each dlopen until its objects are attached (a runtime's module). */
@@ -945,13 +645,13 @@ int capture_attach(struct capture *c)
 				return EXIT_NO_PROCESS;
 			}
 		}
-		if (c->open_denied) {
+		if (c->attach.open_denied) {
 			log_err("nothing attached: %u object%s the target%s map%s could not be "
 				"opened (%s); tracing another user's process needs CAP_SYS_ADMIN, "
 				"or CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH: run corobpf as root",
-				c->open_denied, c->open_denied == 1 ? "" : "s",
+				c->attach.open_denied, c->attach.open_denied == 1 ? "" : "s",
 				c->ntargets == 1 ? "" : "s", c->ntargets == 1 ? "s" : "",
-				strerror(c->open_denied_errno));
+				strerror(c->attach.open_denied_errno));
 			return EXIT_PRIVILEGE;
 		}
 		if (c->ustats[CORO_USTAT_ATTACH_FAIL] || c->ustats[CORO_USTAT_ATTACH_REFUSED]) {
@@ -970,12 +670,14 @@ int capture_attach(struct capture *c)
 		}
 		log_err("no corobpf probes%s in the target: searched %zu object%s%s",
 			c->opts->switch_none ? "" : " and no known switch functions",
-			c->nsearched, c->nsearched == 1 ? "" : "s", c->nsearched ? ":" : "");
-		for (size_t i = 0; i < c->nsearched; i++) {
+			c->attach.nsearched, c->attach.nsearched == 1 ? "" : "s",
+			c->attach.nsearched ? ":" : "");
+		for (size_t i = 0; i < c->attach.nsearched; i++) {
 			char safe[TERM_SAFE_MAX(4096)];
 
-			fprintf(stderr, "    %s\n", term_safe(safe, sizeof(safe), c->searched[i],
-							    strlen(c->searched[i])));
+			const char *p = c->attach.searched[i];
+
+			fprintf(stderr, "    %s\n", term_safe(safe, sizeof(safe), p, strlen(p)));
 		}
 		fprintf(stderr, "  (instrument the scheduler with usdt/corobpf.h, see docs/probes.md; "
 				"or name its switch function with --switch, see --switch help)\n");
@@ -990,11 +692,11 @@ int capture_attach(struct capture *c)
 
 static void release_child(struct capture *c)
 {
-	if (c->release_fd >= 0) {
-		if (write(c->release_fd, "go", 1) != 1)
+	if (c->launch.release_fd >= 0) {
+		if (write(c->launch.release_fd, "go", 1) != 1)
 			log_warn("cannot release the launched command: %s", strerror(errno));
-		close(c->release_fd);
-		c->release_fd = -1;
+		close(c->launch.release_fd);
+		c->launch.release_fd = -1;
 	}
 }
 
@@ -1018,47 +720,45 @@ static void target_exited(struct capture *c, struct target *t)
 		capture_set_signal_child(-1);
 		if (waitpid(t->pid, &status, WNOHANG) == (pid_t)t->pid) {
 			t->wait_status = status;
-			c->child = -1;
+			c->launch.child = -1;
 		}
 	}
-	emit_proc_exit(c, t);
+	liverec_proc_exit(c->sink, t->pid, t->wait_status);
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
 	close(t->pidfd);
 	t->pidfd = -1;
 }
 
-int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
+int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
 	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
 	int ret = 0;
 
-	c->pipeline = p;
-	c->raw = raw;
+	c->sink = sink;
+	c->ev.sink = sink;
+	c->ev.targets = c->targets;
+	c->ev.ntargets = c->ntargets;
+	c->ev.stk = c->stk;
 	for (size_t i = 0; i < c->ntargets; i++) {
-		emit_process(c, &c->targets[i]);
+		liverec_process(sink, &c->targets[i]);
 		/* Running ones now; a launched one at its exec (its image is not yet its own). */
 		if (c->stk && !c->targets[i].launched)
 			stack_resolver_snapshot(c->stk, c->targets[i].pid, c->targets[i].start_ts,
-						stack_emit_record, c);
+						sink->emit, sink->ctx);
 	}
-	for (size_t i = 0; i < npending_objects; i++) {
-		capture_emit(c, pending_objects[i]);
-		free(pending_objects[i]);
-	}
-	free(pending_objects);
-	pending_objects = NULL;
-	npending_objects = 0;
+	/* What capture_attach attached, held until now: after the processes it belongs to. */
+	emit_found(c);
 	release_child(c);
-	if (c->launch_err_fd >= 0) {
+	if (c->launch.launch_err_fd >= 0) {
 		int e = 0;
 		ssize_t n;
 
 		/* EOF: the exec closed the pipe; an errno: it failed. */
-		while ((n = read(c->launch_err_fd, &e, sizeof(e))) < 0 && errno == EINTR)
+		while ((n = read(c->launch.launch_err_fd, &e, sizeof(e))) < 0 && errno == EINTR)
 			;
-		close(c->launch_err_fd);
-		c->launch_err_fd = -1;
+		close(c->launch.launch_err_fd);
+		c->launch.launch_err_fd = -1;
 		if (n == sizeof(e)) {
 			log_err("cannot execute %s: %s", c->targets[0].exe, strerror(e));
 			c->end_reason = CORO_END_ERROR;
@@ -1095,42 +795,41 @@ int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw)
 
 			if (t->rescan && !t->exited) {
 				t->rescan = false;
-				attach_scan_process(c, t, true);
+				attach_scan_process(&c->attach, t, true);
+				emit_found(c);
 				if (c->skel->bss->hold_tgid == t->pid)
 					kill((pid_t)t->pid, SIGCONT);
 			}
 			alive += !t->exited;
 		}
-		if (c->rescan_pids.len) {
+		if (c->ev.rescan_pids.len) {
 			size_t it = 0;
 			u64 pid;
 			void *v;
 
-			while (hmap_next(&c->rescan_pids, &it, &pid, NULL, &v))
-				attach_scan_global(c, (u32)pid, true);
-			hmap_free(&c->rescan_pids);
-			hmap_init(&c->rescan_pids);
+			while (hmap_next(&c->ev.rescan_pids, &it, &pid, NULL, &v)) {
+				attach_scan_global(&c->attach, (u32)pid, true);
+				emit_found(c);
+			}
+			hmap_free(&c->ev.rescan_pids);
+			hmap_init(&c->ev.rescan_pids);
 		}
 		/* -a runs until a signal or -d: programs may start at any time. */
 		if (c->opts->system_wide)
 			alive = 1;
 		/* --follow: until the descendants have exited too. */
 		if (c->opts->follow)
-			alive += c->announced.len;
+			alive += c->ev.announced.len;
 		now = now_boottime_ns();
 		if (now >= next_stats) {
 			if (c->opts->follow)
 				reap_followed(c);
 			emit_stats(c);
-			if (raw) {
-				int werr = raw_writer_flush(raw);
-
-				if (werr < 0) {
-					log_err("cannot write the raw capture: %s", strerror(-werr));
-					c->end_reason = CORO_END_ERROR;
-					ret = EXIT_OUTPUT;
-					break;
-				}
+			/* The sink says what it could not write. */
+			if (sink->flush && sink->flush(sink->ctx) < 0) {
+				c->end_reason = CORO_END_ERROR;
+				ret = EXIT_OUTPUT;
+				break;
 			}
 			next_stats = now + STATS_EVERY_NS;
 		}
@@ -1158,7 +857,7 @@ out:
 		kill((pid_t)c->skel->bss->hold_tgid, SIGCONT);
 		c->skel->bss->hold_tgid = 0;
 	}
-	for (size_t i = 0; i < c->ntargets && !c->ctx_switches && !c->opts->switch_forced; i++) {
+	for (size_t i = 0; i < c->ntargets && !c->ev.ctx_switches && !c->opts->switch_forced; i++) {
 		if (!c->targets[i].switch_mode || c->targets[i].probe_sites)
 			continue;
 		/* Families attached, nothing seen: its coroutines may switch some other way. */
@@ -1175,26 +874,19 @@ out:
 
 static void *detach_links(void *arg)
 {
-	struct capture *c = arg;
-
-	for (size_t i = 0; i < c->nlink_fds; i++)
-		close(c->link_fds[i]);
-	c->nlink_fds = 0;
-	for (size_t i = 0; i < c->nlinks; i++)
-		bpf_link__destroy(c->links[i]);
+	attach_ctx_detach(arg);
 	return NULL;
 }
 
 void capture_detach_async(struct capture *c)
 {
-	if (c->detaching || (!c->nlinks && !c->nlink_fds))
+	if (c->detaching || (!c->attach.nlinks && !c->attach.nlink_fds))
 		return;
-	if (pthread_create(&c->detacher, NULL, detach_links, c) == 0) {
+	if (pthread_create(&c->detacher, NULL, detach_links, &c->attach) == 0) {
 		c->detaching = true;
 		return;
 	}
-	detach_links(c);
-	c->nlinks = 0;
+	attach_ctx_detach(&c->attach);
 }
 
 int capture_wait_child(struct capture *c)
@@ -1204,17 +896,17 @@ int capture_wait_child(struct capture *c)
 
 	if (!t || !t->launched)
 		return 0;
-	if (t->wait_status < 0 && c->child > 0) {
+	if (t->wait_status < 0 && c->launch.child > 0) {
 		log_info("waiting for %s (pid %u) to exit; Ctrl-C again leaves it running",
 			 t->comm, t->pid);
 		/* A signal meanwhile was passed on to it; a second one quits in the handler. */
-		while (waitpid(c->child, &status, 0) < 0) {
+		while (waitpid(c->launch.child, &status, 0) < 0) {
 			if (errno != EINTR)
 				return EXIT_FAILURE_RUNTIME;
 		}
 		capture_set_signal_child(-1);
 		t->wait_status = status;
-		c->child = -1;
+		c->launch.child = -1;
 	}
 	status = t->wait_status;
 	if (WIFEXITED(status))
@@ -1227,15 +919,15 @@ int capture_wait_child(struct capture *c)
 void capture_kill_child(struct capture *c)
 {
 	/* Launch aborted before the command ran: it is still our fork, waiting on the pipe. */
-	if (c->child > 0) {
-		if (c->release_fd >= 0) {
-			close(c->release_fd);
-			c->release_fd = -1;
+	if (c->launch.child > 0) {
+		if (c->launch.release_fd >= 0) {
+			close(c->launch.release_fd);
+			c->launch.release_fd = -1;
 		}
 		capture_set_signal_child(-1);
-		kill(c->child, SIGKILL);
-		waitpid(c->child, NULL, 0);
-		c->child = -1;
+		kill(c->launch.child, SIGKILL);
+		waitpid(c->launch.child, NULL, 0);
+		c->launch.child = -1;
 	}
 }
 
@@ -1244,36 +936,18 @@ void capture_close(struct capture *c)
 	if (c->detaching) {
 		pthread_join(c->detacher, NULL);
 		c->detaching = false;
-		c->nlinks = 0;
 	}
-	for (size_t i = 0; i < c->nlink_fds; i++)
-		close(c->link_fds[i]);
-	free(c->link_fds);
-	for (size_t i = 0; i < c->nlinks; i++)
-		bpf_link__destroy(c->links[i]);
-	free(c->links);
+	attach_ctx_detach(&c->attach);
 	ring_buffer__free(c->rb);
 	corobpf_bpf__destroy(c->skel);
 	for (size_t i = 0; i < c->ntargets; i++) {
 		if (c->targets[i].pidfd >= 0)
 			close(c->targets[i].pidfd);
-		hmap_free(&c->targets[i].objects);
-		for (size_t j = 0; j < c->targets[i].nswobjs; j++) {
-			if (c->targets[i].swobjs[j].fd >= 0)
-				close(c->targets[i].swobjs[j].fd);
-			free(c->targets[i].swobjs[j].path);
-			free(c->targets[i].swobjs[j].shown);
-		}
-		free(c->targets[i].swobjs);
+		attach_target_free(&c->targets[i]);
 	}
 	free(c->targets);
-	for (size_t i = 0; i < c->nsearched; i++)
-		free(c->searched[i]);
-	free(c->searched);
-	hmap_free(&c->seen_threads);
-	hmap_free(&c->global_objects);
-	hmap_free(&c->usdt_specs_by_owner);
-	usdt_free(c);
+	usdt_free(&c->attach);
+	attach_ctx_free(&c->attach);
 	if (c->stk) {
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 
@@ -1286,19 +960,11 @@ void capture_close(struct capture *c)
 	}
 	stack_resolver_free(c->stk);
 	c->stk = NULL;
-	hmap_free(&c->rescan_pids);
-	{
-		size_t it = 0;
-		void *v;
-
-		while (hmap_next(&c->announced, &it, NULL, NULL, &v))
-			free(v);
-		hmap_free(&c->announced);
-	}
+	ringev_free(&c->ev);
 	if (c->epfd >= 0)
 		close(c->epfd);
-	if (c->release_fd >= 0)
-		close(c->release_fd);
-	if (c->launch_err_fd >= 0)
-		close(c->launch_err_fd);
+	if (c->launch.release_fd >= 0)
+		close(c->launch.release_fd);
+	if (c->launch.launch_err_fd >= 0)
+		close(c->launch.launch_err_fd);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Live capture: load the BPF side, attach to the targets, read the ring
- * buffer, and feed every record both to the raw capture and to the
- * pipeline. In that order, in one place:
+ * buffer, and write every record into the sink it is handed (recsink.h:
+ * for corobpf trace, the raw capture and the pipeline). In that order, in
+ * one place:
  *
  *   capture_preflight  privileges and kernel features, with exact errors
  *   capture_open       open the skeleton, size the ring, load
@@ -17,26 +18,15 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
-#include "pipeline.h"
-#include "switchfam.h"
-#include "raw.h"
+#include "attach.h"
+#include "attachctx.h"
+#include "recsink.h"
+#include "ringev.h"
 #include "stacks.h"
-
-/*
- * USDT spec slots (attach.c): the pool, and what one object, one user other
- * than root, and all such users together may take of it. Root's own
- * objects (system libraries, the invoker's programs) always find room.
- */
-#define USDT_SPEC_SLOTS		16384
-#define USDT_SPECS_PER_OBJECT	512
-#define USDT_SPECS_PER_USER	(USDT_SPEC_SLOTS / 8)
-#define USDT_SPECS_ALL_USERS	(USDT_SPEC_SLOTS / 2)
+#include "switchfam.h"
 
 struct corobpf_bpf;
 struct ring_buffer;
-struct bpf_link;
-struct bpf_program;
-struct usdt_table;
 
 struct capture_opts {
 	u32 *pids;
@@ -70,78 +60,23 @@ struct capture_opts {
 	u32 sample_hz;	  /* --stacks: perf-event samples of running coroutines per second per CPU (0: none) */
 };
 
-struct target {
-	u32 pid;
-	int pidfd;
-	bool launched;
-	bool forked; /* --follow: a descendant of a target, admitted at its fork */
-	bool exited;
-	int wait_status; /* launched: waitpid status; -1 unknown */
-	bool rescan;	 /* ld.so changed its link map */
-	bool libload_attached;
-	struct hmap objects; /* (dev, inode) of objects already examined */
-	u32 probe_sites;
-	u32 probe_sites_ignored; /* --switch: probes found but not used */
-	/* Objects that define context functions, kept until the path is chosen. */
-	struct target_swobj {
-		int fd; /* -1, or the descriptor `path` names (/proc/self/fd/N) */
-		char *path, *shown;
-		u32 families;
-	} *swobjs;
-	size_t nswobjs;
-	bool switch_mode; /* traced through the switch-function path */
-	bool fcontext_calls; /* Boost.Context switches probed at their call sites */
-	s64 fc_delta_jump, fc_delta_ontop;
-	u32 switch_sites;
-	u64 start_ts; /* when corobpf took it on, before attaching */
-	char comm[16];
-	char exe[4096];
-	u32 ppid;
-};
-
 struct capture {
 	const struct capture_opts *opts;
 	struct corobpf_bpf *skel;
 	struct ring_buffer *rb;
-	struct bpf_link **links;
-	size_t nlinks, cap_links;
-	int *link_fds; /* uprobe_multi links (raw fds: libbpf 1.1 cannot make them) */
-	size_t nlink_fds, cap_link_fds;
-	bool uprobe_multi; /* the kernel has them (6.6+) */
-	struct usdt_table *usdt; /* USDT attached by corobpf through them (usdt.h), or NULL */
+	/* Lent to attach.c and usdt.c: the programs, the links, what they attached. */
+	struct attach_ctx attach;
+	/* The ring buffer's record handlers (ringev.h) and what they keep. */
+	struct ringev ev;
 	pthread_t detacher; /* destroys the links while the outputs are finished */
 	bool detaching;
 	struct target *targets;
 	size_t ntargets;
-	pid_t child;	 /* launched command, held until capture_run */
-	int release_fd;	 /* write end of the pipe the child waits on */
-	int launch_err_fd; /* read end: errno if its exec failed, EOF once it succeeded */
+	struct attach_launch launch; /* -- CMD: the child, held until capture_run */
 	int epfd;
-	struct hmap seen_threads;
 	u64 ustats[CORO_USTAT_MAX];
-	struct pipeline *pipeline;
-	struct raw_writer *raw;
+	const struct record_sink *sink; /* capture_run's */
 	u32 end_reason;
-	u64 ctx_switches; /* switch-function path: raw switch records read (the end says if none) */
-	/*
-	 * USDT argument-spec slots (libbpf's spec map, USDT_SPEC_SLOTS) taken so
-	 * far: in all, and per owner of the object file (uid -> count) for the
-	 * objects -a and --follow find on their own.
-	 */
-	u32 usdt_specs_used;
-	u32 usdt_specs_users;	/* taken by objects owned by other users than root */
-	struct hmap usdt_specs_by_owner;
-	/* Objects a process maps that corobpf was not allowed to open, and why. */
-	u32 open_denied;
-	int open_denied_errno;
-	/* Objects searched, for the "no probes" error. */
-	char **searched;
-	size_t nsearched;
-	/* -a: objects on disk examined (dev, inode), processes to rescan, processes announced. */
-	struct hmap global_objects;
-	struct hmap rescan_pids;
-	struct hmap announced;
-	u32 global_sites;
 	struct stack_resolver *stk; /* --stacks */
 };
 
@@ -154,41 +89,27 @@ extern volatile sig_atomic_t capture_stop_signal;
  * ignored. The launched command gets the original dispositions back.
  */
 void capture_install_signals(void);
-void capture_restore_signals(void);
-/* The launched command gets the descriptor limit corobpf started with (capture_open raises it). */
-void capture_restore_limits(void);
+/*
+ * From now on (a pid) or no longer (-1), signals are passed on to pid. The
+ * launched command gets the dispositions and the descriptor limit corobpf
+ * started with back before its exec (capture_open raises the limit).
+ */
 void capture_set_signal_child(pid_t pid);
 
 int capture_preflight(void);
 int capture_open(struct capture *c, const struct capture_opts *opts);
 int capture_targets(struct capture *c);
 int capture_attach(struct capture *c);
-/* Feeds records into p (and raw, if not NULL) until the end. Returns 0 or an exit code. */
-int capture_run(struct capture *c, struct pipeline *p, struct raw_writer *raw);
+/*
+ * Writes every record into sink (recsink.h) until the end: first the
+ * targets' process records and what capture_attach attached, then the
+ * ring's, in order. Returns 0 or an exit code.
+ */
+int capture_run(struct capture *c, const struct record_sink *sink);
 /* Launch mode: the command's exit status as a shell would report it (waits if needed). */
 int capture_wait_child(struct capture *c);
 void capture_kill_child(struct capture *c);
 void capture_detach_async(struct capture *c);
 void capture_close(struct capture *c); /* waits for the detach */
-
-/*
- * What attach.c (attach.h) and usdt.c use of the capture: the programs, the
- * links that must live until the end, and the records that say what was
- * attached.
- */
-/* The BPF program of a probe name ("create", ...) or an internal one ("@libload", "@ctx", "@ctx_multi"). */
-struct bpf_program *capture_prog_for_probe(struct capture *c, const char *name);
-/* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (kernel 6.6), absent from Debian 12's headers. */
-#define CORO_BPF_TRACE_UPROBE_MULTI 48
-/* prog at n offsets of path for pid (0: every process), with semaphores (refs may be NULL). */
-int capture_attach_uprobe_multi(struct capture *c, const struct bpf_program *prog, u32 pid,
-				const char *path, const u64 *offsets, const u64 *refs,
-				const u64 *cookies, u32 n);
-int capture_add_link(struct capture *c, struct bpf_link *link);
-/* The switch-function path attached in an object (a CORO_REC_SWITCH record). */
-void capture_emit_switch(struct capture *c, u32 pid, u32 family, const char *path,
-			 const char *sites, const char *limits, u32 nsites, u32 stepped);
-void capture_emit_object(struct capture *c, u32 pid, const char *path, u32 probes, bool late);
-void capture_emit(struct capture *c, const struct coro_event_hdr *rec);
 
 #endif

@@ -1,58 +1,31 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * corobpf: the command line. Parses options, then wires one pipeline:
- * a live capture (or a raw capture file) -> model -> outputs and summary.
+ * corobpf: the command line. Parses each command's options (options.h) and
+ * hands them to a session (session.h), which does the run: trace (the
+ * default), ps, report.
  */
 #include <argp.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include "capture.h"
 #include "log.h"
-#include "output.h"
-#include "perfetto.h"
-#include "analyze.h"
-#include "report.h"
-#include "jsonl_read.h"
-#include "summary.h"
-#include "switchfam.h"
+#include "options.h"
+#include "session.h"
 #include "stacks.h"
-#include "ps.h"
 
-#define MAX_OUTPUTS 16
-#define MAX_PIDS 256
+/*
+ * What argp fills for one command: the common options first, so that
+ * parse_common() reads any of them as a struct common_opts.
+ */
+struct trace_args {
+	struct common_opts c;
+	struct trace_opts t;
+};
 
-struct args {
-	u32 pids[MAX_PIDS];
-	u32 npids;
-	const char *outputs[MAX_OUTPUTS];
-	int noutputs;
-	enum output_format format;
-	u32 coroutine_tracks;
-	bool coroutine_tracks_set;
-	const char *raw;
-	double duration;
-	u64 ring_bytes;
-	bool force;
-	bool no_sched;
-	bool all;	   /* -a */
-	bool follow;	   /* --follow */
-	const char *comm;  /* --comm */
-	u32 switch_families; /* --switch NAME */
-	bool switch_given, switch_none;
-	struct switch_custom custom[8]; /* --switch uprobe:... */
-	size_t ncustom;
-	u32 stacks;	     /* --stacks: enum stack_mode */
-	u32 stack_bytes;     /* --stack-bytes */
-	u32 sample_hz;	     /* --sample-hz */
-	bool sample_hz_set;
-	char **argv; /* after -- */
-	const char *capture; /* report: the raw capture */
-	bool json;	     /* report --json */
-	struct analyze_opts an;
+struct report_args {
+	struct common_opts c;
+	struct report_opts r;
 };
 
 const char *argp_program_version = "corobpf " COROBPF_VERSION;
@@ -196,9 +169,6 @@ static const struct argp_option trace_options[] = {
 	{},
 };
 
-/* corobpf ps: a snapshot (cmd_trace with a short window and the ps table for a summary). */
-static bool ps_mode;
-
 /* A whole number for --opt in [min, max], or a usage error naming the range. */
 static unsigned long parse_count(struct argp_state *state, const char *opt, const char *arg,
 				 unsigned long min, unsigned long max)
@@ -228,40 +198,40 @@ static u64 parse_threshold(struct argp_state *state, const char *opt, const char
 
 static error_t parse_common(int key, char *arg, struct argp_state *state)
 {
-	struct args *a = state->input;
+	struct common_opts *c = state->input;
 
 	switch (key) {
 	case OPT_STALL:
-		a->an.stall_ns = parse_threshold(state, "stall", arg, 1e9);
+		c->an.stall_ns = parse_threshold(state, "stall", arg, 1e9);
 		return 0;
 	case OPT_LONG_RUN:
-		a->an.long_run_ns = parse_threshold(state, "long-run", arg, 1e6);
+		c->an.long_run_ns = parse_threshold(state, "long-run", arg, 1e6);
 		return 0;
 	case OPT_SCHED_LAT:
-		a->an.sched_latency_ns = parse_threshold(state, "sched-latency", arg, 1e6);
+		c->an.sched_latency_ns = parse_threshold(state, "sched-latency", arg, 1e6);
 		return 0;
 	case OPT_BLOCKING:
-		a->an.blocking_ns = parse_threshold(state, "blocking", arg, 1e6);
+		c->an.blocking_ns = parse_threshold(state, "blocking", arg, 1e6);
 		return 0;
 	case OPT_STORM:
-		a->an.spawn_storm = parse_count(state, "spawn-storm", arg, 1, 1000000000);
+		c->an.spawn_storm = parse_count(state, "spawn-storm", arg, 1, 1000000000);
 		return 0;
 	case 'o':
-		if (a->noutputs == MAX_OUTPUTS)
-			argp_error(state, "at most %d outputs", MAX_OUTPUTS);
-		a->outputs[a->noutputs++] = arg;
+		if (c->noutputs == OPTS_MAX_OUTPUTS)
+			argp_error(state, "at most %d outputs", OPTS_MAX_OUTPUTS);
+		c->outputs[c->noutputs++] = arg;
 		return 0;
 	case 'f':
-		a->format = output_format_parse(arg);
-		if (a->format == OUT_AUTO)
+		c->format = output_format_parse(arg);
+		if (c->format == OUT_AUTO)
 			argp_error(state, "unknown format '%s' (known: perfetto, jsonl, sqlite, csv)", arg);
 		return 0;
 	case OPT_TRACKS:
-		a->coroutine_tracks = (u32)parse_count(state, "coroutine-tracks", arg, 0, 10000000);
-		a->coroutine_tracks_set = true;
+		c->coroutine_tracks = (u32)parse_count(state, "coroutine-tracks", arg, 0, 10000000);
+		c->coroutine_tracks_set = true;
 		return 0;
 	case OPT_FORCE:
-		a->force = true;
+		c->force = true;
 		return 0;
 	case 'q':
 		log_level = LOG_QUIET;
@@ -275,22 +245,24 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 }
 
 /* Two outputs (or --raw and an output) naming one file would each replace the other. */
-static void check_outputs_distinct(struct argp_state *state, const struct args *a)
+static void check_outputs_distinct(struct argp_state *state, const struct common_opts *c,
+				   const char *raw)
 {
-	for (int i = 0; i < a->noutputs; i++) {
+	for (int i = 0; i < c->noutputs; i++) {
 		for (int j = 0; j < i; j++)
-			if (outfile_same(a->outputs[j], a->outputs[i]))
+			if (outfile_same(c->outputs[j], c->outputs[i]))
 				argp_error(state, "-o %s and -o %s name the same file: give each "
-					   "output once", a->outputs[j], a->outputs[i]);
-		if (a->raw && outfile_same(a->raw, a->outputs[i]))
+					   "output once", c->outputs[j], c->outputs[i]);
+		if (raw && outfile_same(raw, c->outputs[i]))
 			argp_error(state, "--raw %s and -o %s name the same file: give each output "
-				   "once", a->raw, a->outputs[i]);
+				   "once", raw, c->outputs[i]);
 	}
 }
 
 static error_t parse_trace(int key, char *arg, struct argp_state *state)
 {
-	struct args *a = state->input;
+	struct trace_args *ta = state->input;
+	struct trace_opts *a = &ta->t;
 	char *end;
 
 	switch (key) {
@@ -301,8 +273,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		v = strtoul(arg, &end, 10);
 		if (errno || *end || !v || v > 0x7fffffff)
 			argp_error(state, "invalid PID '%s'", arg);
-		if (a->npids == MAX_PIDS)
-			argp_error(state, "at most %d -p", MAX_PIDS);
+		if (a->npids == OPTS_MAX_PIDS)
+			argp_error(state, "at most %d -p", OPTS_MAX_PIDS);
 		a->pids[a->npids++] = v;
 		return 0;
 	}
@@ -399,8 +371,6 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		argp_error(state, "unexpected argument '%s' (a command goes after --)", arg);
 		return 0;
 	case ARGP_KEY_END:
-		if (ps_mode && (!a->npids || a->argv || a->all || a->follow))
-			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
 		if (!a->npids && !a->argv && !a->all)
 			argp_error(state, "nothing to trace: give -p PID, -- CMD, or -a");
 		if (a->npids && a->argv)
@@ -419,8 +389,6 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->follow && a->switch_given && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
 				   "processes are traced through corobpf probes only");
-		if (ps_mode && !a->stacks)
-			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
 		if (a->sample_hz_set && !a->stacks)
 			argp_error(state, "--sample-hz samples stacks: add --stacks");
 		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
@@ -428,10 +396,27 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->all && a->switch_given)
 			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
 				   "follows corobpf probes only; trace the process with -p or --");
-		check_outputs_distinct(state, a);
+		check_outputs_distinct(state, &ta->c, a->raw);
 		return 0;
 	}
 	return parse_common(key, arg, state);
+}
+
+/* corobpf ps: trace's options, for a snapshot of running processes with their stacks. */
+static error_t parse_ps(int key, char *arg, struct argp_state *state)
+{
+	struct trace_args *ta = state->input;
+	struct trace_opts *a = &ta->t;
+
+	if (key == ARGP_KEY_END) {
+		if (!a->npids || a->argv || a->all || a->follow)
+			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
+		if (!a->stacks)
+			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
+		if (!a->duration)
+			a->duration = 1.0; /* the window */
+	}
+	return parse_trace(key, arg, state);
 }
 
 static const char report_doc[] =
@@ -465,7 +450,8 @@ static const struct argp_option report_options[] = {
 
 static error_t parse_report(int key, char *arg, struct argp_state *state)
 {
-	struct args *a = state->input;
+	struct report_args *ra = state->input;
+	struct report_opts *a = &ra->r;
 
 	switch (key) {
 	case OPT_JSON:
@@ -479,351 +465,70 @@ static error_t parse_report(int key, char *arg, struct argp_state *state)
 	case ARGP_KEY_END:
 		if (!a->capture)
 			argp_error(state, "which capture? corobpf report FILE");
-		check_outputs_distinct(state, a);
+		check_outputs_distinct(state, &ra->c, NULL);
 		return 0;
 	}
 	return parse_common(key, arg, state);
 }
 
-/* ---- shared wiring ---- */
-
-static int open_outputs(struct args *a, struct output *outs)
-{
-	char err[512];
-
-	for (int i = 0; i < a->noutputs; i++) {
-		if (output_open(&outs[i], a->outputs[i], a->format, a->force, err, sizeof(err))) {
-			log_err("%s", err);
-			for (int j = 0; j < i; j++)
-				output_abort(&outs[j]);
-			return EXIT_OUTPUT;
-		}
-		outs[i].max_tracks = a->coroutine_tracks_set ? a->coroutine_tracks
-							     : PERFETTO_DEFAULT_MAX_TRACKS;
-	}
-	return 0;
-}
-
-static int close_outputs(struct args *a, struct output *outs, bool announce)
-{
-	char err[512];
-	int ret = 0;
-
-	for (int i = 0; i < a->noutputs; i++) {
-		if (output_close(&outs[i], err, sizeof(err))) {
-			log_err("%s", err);
-			ret = EXIT_OUTPUT;
-		} else if (announce) {
-			log_info("wrote %s", a->outputs[i]);
-		}
-	}
-	return ret;
-}
-
-static void abort_outputs(struct args *a, struct output *outs)
-{
-	for (int i = 0; i < a->noutputs; i++)
-		output_abort(&outs[i]);
-}
-
-/* ---- corobpf report ---- */
-
-/* An output over the capture it replays would destroy it: a usage error. */
-static int check_not_input(const struct args *a)
-{
-	struct stat st;
-
-	if (stat(a->capture, &st) < 0)
-		return 0;
-	for (int i = 0; i < a->noutputs; i++) {
-		if (outfile_is_input(a->outputs[i], &st)) {
-			log_err("-o %s would overwrite the input %s: write the output elsewhere",
-				a->outputs[i], a->capture);
-			return EXIT_USAGE;
-		}
-	}
-	return 0;
-}
+/* ---- the commands ---- */
 
 static int cmd_report(int argc, char **argv)
 {
 	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
-	struct args a = {0};
-	struct report_view *rv = NULL;
-	struct output outs[MAX_OUTPUTS];
-	struct capture_info ci;
-	struct raw_reader *r = NULL;
-	struct jsonl_reader *jr = NULL;
-	struct pipeline p;
-	struct summary sum;
-	struct model_observer obs;
-	struct finding_sink fs;
-	const struct coro_event_hdr *rec;
-	char err[512];
-	int ret, code = 0;
+	struct report_args a = {0};
 
-	analyze_opts_default(&a.an);
+	analyze_opts_default(&a.c.an);
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
-	capture_install_signals(); /* a signal removes the half-written outputs */
-	/* A raw capture, or a JSONL trace (plain or gzip) read back into records. */
-	if (jsonl_file_looks_like(a.capture)) {
-		jr = jsonl_reader_open(a.capture, &ci, err, sizeof(err));
-		if (!jr) {
-			log_err("%s", err);
-			return EXIT_BAD_CAPTURE;
-		}
-	} else {
-		r = raw_reader_open(a.capture, &ci, err, sizeof(err));
-		if (!r) {
-			log_err("%s", err);
-			return EXIT_BAD_CAPTURE;
-		}
-	}
-	ret = check_not_input(&a);
-	if (!ret)
-		ret = open_outputs(&a, outs);
-	if (ret) {
-		raw_reader_close(r);
-		jsonl_reader_close(jr);
-		capture_info_free(&ci);
-		return ret;
-	}
-	pipeline_init(&p, &ci, &a.an);
-	for (int i = 0; i < a.noutputs; i++) {
-		if (output_attach(&outs[i], &p, err, sizeof(err))) {
-			log_err("%s", err);
-			abort_outputs(&a, outs);
-			pipeline_free(&p);
-			raw_reader_close(r);
-			jsonl_reader_close(jr);
-			capture_info_free(&ci);
-			return EXIT_OUTPUT;
-		}
-	}
-	/* The analysis: text after the summary, or one JSON document instead of both. */
-	if (a.json || log_level >= LOG_INFO) {
-		if (!a.json) {
-			summary_init(&sum, stdout, &obs, &fs);
-			pipeline_add_observer(&p, &obs, &fs);
-		}
-		rv = report_view_new(stdout, a.json, &obs, &fs);
-		pipeline_add_observer(&p, &obs, &fs);
-	}
-	pipeline_begin(&p);
-	while (!capture_stop_signal &&
-	       (ret = r ? raw_reader_next(r, &rec) : jsonl_reader_next(jr, &rec)) == 1)
-		pipeline_feed(&p, rec);
-	if (capture_stop_signal) {
-		abort_outputs(&a, outs);
-		pipeline_free(&p);
-		if (rv)
-			report_view_free(rv);
-		raw_reader_close(r);
-		jsonl_reader_close(jr);
-		capture_info_free(&ci);
-		return 128 + capture_stop_signal;
-	}
-	if (ret < 0) {
-		/* Keep everything before the damage; say where it is, in the outputs too. */
-		snprintf(err, sizeof(err), "%s", r ? raw_reader_error(r) : jsonl_reader_error(jr));
-		p.model.input_error = err;
-		log_err("%s: %s", a.capture, err);
-		code = EXIT_BAD_CAPTURE;
-	}
-	pipeline_finish(&p);
-	ret = close_outputs(&a, outs, false);
-	pipeline_free(&p);
-	if (rv)
-		report_view_free(rv);
-	raw_reader_close(r);
-	jsonl_reader_close(jr);
-	capture_info_free(&ci);
-	return ret ? ret : code;
+	return session_report(&a.c, &a.r);
 }
 
-/* ---- live tracing ---- */
-
-
-static int cmd_trace(int argc, char **argv)
+/* Everything after the first "--" is the command, options and all: argp sees what is before. */
+static int split_command(int *argc, char **argv, struct trace_opts *t)
 {
-	struct argp argp = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
-	struct args a = {.ring_bytes = 16ULL << 20};
-	struct capture_opts co = {0};
-	struct output outs[MAX_OUTPUTS];
-	struct outfile rawfile = {.fd = -1};
-	struct raw_writer *raw = NULL;
-	struct capture cap;
-	struct capture_info ci = {0};
-	struct pipeline p;
-	struct summary sum;
-	struct model_observer obs;
-	struct finding_sink fs;
-	struct ps *ps = NULL;
-	u32 *pids = NULL;
-	char err[512];
-	bool cap_open = false, pipe_open = false;
-	int ret, code = 0;
-
-	analyze_opts_default(&a.an);
-	/* Everything after the first "--" is the command, options and all. */
-	for (int i = 1; i < argc; i++) {
+	for (int i = 1; i < *argc; i++) {
 		if (!strcmp(argv[i], "--")) {
-			if (i + 1 == argc) {
+			if (i + 1 == *argc) {
 				log_err("no command after --");
 				return EXIT_USAGE;
 			}
-			a.argv = argv + i + 1;
-			argc = i;
+			t->argv = argv + i + 1;
+			*argc = i;
 			break;
 		}
 	}
-	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
+	return 0;
+}
+
+/* trace and ps: one parse, options in one struct, a parser of their own for ps. */
+static int parse_live(int argc, char **argv, argp_parser_t parser, struct trace_args *a)
+{
+	struct argp argp = {trace_options, parser, "[-- CMD [ARGS...]]", trace_doc};
+
+	a->t.ring_bytes = 16ULL << 20;
+	analyze_opts_default(&a->c.an);
+	if (split_command(&argc, argv, &a->t))
 		return EXIT_USAGE;
-	if (ps_mode) {
-		if (!a.stacks)
-			a.stacks = STACK_MODE_DWARF;
-		if (!a.duration)
-			a.duration = 1.0;
-	}
-	co.pids = a.pids;
-	co.npids = a.npids;
-	co.argv = a.argv;
-	co.duration_ns = (u64)(a.duration * 1e9);
-	co.ring_bytes = a.ring_bytes;
-	co.stacks = a.stacks;
-	co.stack_bytes = a.stack_bytes ? a.stack_bytes : 4096;
-	co.stack_map = 16384;
-	co.sample_hz = a.sample_hz_set ? a.sample_hz : 99;
-	co.no_sched = a.no_sched;
-	co.system_wide = a.all;
-	co.follow = a.follow;
-	co.comm = a.comm;
-	co.switch_families = a.switch_families;
-	co.switch_forced = a.switch_given;
-	co.switch_none = a.switch_none;
-	co.custom = a.custom;
-	co.ncustom = a.ncustom;
+	if (argp_parse(&argp, argc, argv, 0, NULL, a))
+		return EXIT_USAGE;
+	return 0;
+}
 
-	ret = capture_preflight();
-	if (ret)
-		return ret;
-	/* Outputs first: better to fail before touching the target. */
-	ret = open_outputs(&a, outs);
-	if (ret)
-		return ret;
-	if (a.raw && outfile_open(&rawfile, a.raw, a.force, err, sizeof(err))) {
-		log_err("%s", err);
-		abort_outputs(&a, outs);
-		return EXIT_OUTPUT;
-	}
-	capture_install_signals();
-	ret = capture_open(&cap, &co);
-	cap_open = true;
-	if (!ret)
-		ret = capture_targets(&cap);
-	if (!ret)
-		ret = capture_attach(&cap);
-	if (!ret && capture_stop_signal)
-		ret = 128 + capture_stop_signal;
-	if (ret)
-		goto fail;
+static int cmd_trace(int argc, char **argv)
+{
+	struct trace_args a = {0};
+	int ret = parse_live(argc, argv, parse_trace, &a);
 
-	pids = xcalloc(cap.ntargets, sizeof(u32));
-	for (size_t i = 0; i < cap.ntargets; i++)
-		pids[i] = cap.targets[i].pid;
-	capture_info_init_live(&ci, pids, cap.ntargets);
-	pipeline_init(&p, &ci, &a.an);
-	pipe_open = true;
-	for (int i = 0; i < a.noutputs; i++) {
-		if (output_attach(&outs[i], &p, err, sizeof(err))) {
-			log_err("%s", err);
-			ret = EXIT_OUTPUT;
-			goto fail;
-		}
-	}
-	if (ps_mode) {
-		ps = ps_new(stdout, &p.model, &obs);
-		pipeline_add_observer(&p, &obs, NULL);
-	} else if (log_level >= LOG_INFO) {
-		summary_init(&sum, stderr, &obs, &fs);
-		pipeline_add_observer(&p, &obs, &fs);
-	}
-	if (a.raw) {
-		raw = raw_writer_open(rawfile.fd, &ci, err, sizeof(err));
-		if (!raw) {
-			log_err("%s: %s", a.raw, err);
-			ret = EXIT_OUTPUT;
-			goto fail;
-		}
-	}
-	pipeline_begin(&p);
-	if (a.all)
-		log_info("tracing every instrumented process%s%s%s", a.comm ? " named " : "",
-			 a.comm ? a.comm : "", a.duration ? "" : "; Ctrl-C to stop");
-	else if (cap.ntargets == 1)
-		log_info("tracing %s (pid %u)%s", cap.targets[0].comm, cap.targets[0].pid,
-			 a.duration ? "" : "; Ctrl-C to stop");
-	else
-		log_info("tracing %zu processes%s", cap.ntargets, a.duration ? "" : "; Ctrl-C to stop");
+	return ret ? ret : session_trace(&a.c, &a.t);
+}
 
-	ret = capture_run(&cap, &p, raw);
-	if (ret == EXIT_LAUNCH)
-		goto fail;
-	code = ret;
-	pipeline_finish(&p);
-	if (ps)
-		ps_print(ps, a.duration, 12);
-	if (raw) {
-		int werr = raw_writer_close(raw);
+static int cmd_ps(int argc, char **argv)
+{
+	struct trace_args a = {0};
+	int ret = parse_live(argc, argv, parse_ps, &a);
 
-		if (werr < 0) {
-			/* Blocks before the error are whole: keep them, say where it stopped. */
-			log_err("writing %s failed (%s): it holds the capture up to that point; "
-				"corobpf report reads it back and names where it ends",
-				a.raw, strerror(-werr));
-			code = EXIT_OUTPUT;
-		}
-		if (outfile_commit(&rawfile, err, sizeof(err))) {
-			log_err("%s", err);
-			code = EXIT_OUTPUT;
-		} else if (!werr) {
-			log_info("wrote %s", a.raw);
-		}
-		raw = NULL;
-	}
-	ret = close_outputs(&a, outs, true);
-	if (ret)
-		code = ret;
-	if (cap.ntargets && cap.targets[0].launched) {
-		int status = capture_wait_child(&cap);
-
-		/* The command's status, unless corobpf itself failed. */
-		if (!code)
-			code = status;
-	}
-	pipeline_free(&p);
-	ps_free(ps);
-	capture_close(&cap);
-	capture_info_free(&ci);
-	free(pids);
-	return code;
-
-fail:
-	if (cap_open)
-		capture_kill_child(&cap);
-	if (raw)
-		raw_writer_close(raw);
-	outfile_abort(&rawfile);
-	abort_outputs(&a, outs);
-	if (pipe_open)
-		pipeline_free(&p);
-	ps_free(ps);
-	if (cap_open)
-		capture_close(&cap);
-	capture_info_free(&ci);
-	free(pids);
-	return ret;
+	return ret ? ret : session_ps(&a.c, &a.t);
 }
 
 int main(int argc, char **argv)
@@ -835,9 +540,8 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "report"))
 		return cmd_report(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "ps")) {
-		ps_mode = true;
 		argv[1] = "corobpf ps"; /* how argp names it in its messages */
-		return cmd_trace(argc - 1, argv + 1);
+		return cmd_ps(argc - 1, argv + 1);
 	}
 	return cmd_trace(argc, argv);
 }

@@ -10,7 +10,6 @@
 #include <asm/ptrace.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "corobpf.skel.h"
 #include "log.h"
 #include "usdt.h"
 
@@ -180,30 +179,30 @@ static u32 table_add(struct usdt_table *t, const struct usdt_spec *s, u64 h)
 	return t->n;
 }
 
-void usdt_free(struct capture *c)
+void usdt_free(struct attach_ctx *a)
 {
-	if (!c->usdt)
+	if (!a->usdt)
 		return;
-	hmap_free(&c->usdt->ids);
-	free(c->usdt->specs);
-	free(c->usdt);
-	c->usdt = NULL;
+	hmap_free(&a->usdt->ids);
+	free(a->usdt->specs);
+	free(a->usdt);
+	a->usdt = NULL;
 }
 
-bool usdt_object_refused(struct capture *c, const struct elf_probes *probes, const char *shown)
+bool usdt_object_refused(struct attach_ctx *a, const struct elf_probes *probes, const char *shown)
 {
 	if (!probes->sites_refused)
 		return false;
-	c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+	a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 	log_warn("%s: refusing its probes, nothing attached in it: %s (%u of %u sites refused; "
 		 "see \"What corobpf refuses\" in docs/probes.md)", shown, probes->refused,
 		 probes->sites_refused, probes->total);
 	return true;
 }
 
-bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u32 need)
+bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown, u32 need)
 {
-	bool found = c->opts->system_wide || c->opts->follow;
+	bool found = a->opts.system_wide || a->opts.follow;
 	struct stat st;
 	u64 owner = 0, mine = 0;
 	const char *why = NULL;
@@ -211,30 +210,30 @@ bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u3
 	if (stat(path, &st) == 0)
 		owner = st.st_uid;
 	if (owner)
-		mine = (u64)(uintptr_t)hmap_get(&c->usdt_specs_by_owner, owner, 0);
+		mine = (u64)(uintptr_t)hmap_get(&a->usdt_specs_by_owner, owner, 0);
 	if (need > USDT_SPECS_PER_OBJECT)
 		why = "more than one object may have", need = USDT_SPECS_PER_OBJECT + 1;
 	else if (found && owner && mine + need > USDT_SPECS_PER_USER)
 		why = "more than its owner's objects may have together";
-	else if (found && owner && c->usdt_specs_users + need > USDT_SPECS_ALL_USERS)
+	else if (found && owner && a->usdt_specs_users + need > USDT_SPECS_ALL_USERS)
 		why = "more than other users' objects may have together";
-	else if (c->usdt_specs_used + need > USDT_SPEC_SLOTS)
+	else if (a->usdt_specs_used + need > USDT_SPEC_SLOTS)
 		why = "more than are left";
 	if (why) {
-		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("%s (owner uid %llu): not attached: its probes need %s%u more USDT "
 			 "argument specifications, %s (%u of %u are taken); corobpf's SDK needs "
 			 "a few per probe, so this object was built to exhaust them or is not ours",
 			 shown, (unsigned long long)owner,
 			 need > USDT_SPECS_PER_OBJECT ? "more than " : "",
 			 need > USDT_SPECS_PER_OBJECT ? USDT_SPECS_PER_OBJECT : need, why,
-			 c->usdt_specs_used, USDT_SPEC_SLOTS);
+			 a->usdt_specs_used, USDT_SPEC_SLOTS);
 		return false;
 	}
-	c->usdt_specs_used += need;
+	a->usdt_specs_used += need;
 	if (found && owner && need) {
-		hmap_put(&c->usdt_specs_by_owner, owner, 0, (void *)(uintptr_t)(mine + need));
-		c->usdt_specs_users += need;
+		hmap_put(&a->usdt_specs_by_owner, owner, 0, (void *)(uintptr_t)(mine + need));
+		a->usdt_specs_users += need;
 	}
 	return true;
 }
@@ -246,11 +245,11 @@ static const char *const probe_names[] = {
 };
 #define NPROBES (sizeof(probe_names) / sizeof(probe_names[0]))
 
-bool usdt_multi_setup(struct capture *c)
+bool usdt_multi_setup(struct attach_ctx *a)
 {
-	struct bpf_map *specs = c->skel->maps.__bpf_usdt_specs;
+	struct bpf_map *specs = a->usdt_specs;
 
-	if (!c->uprobe_multi)
+	if (!a->uprobe_multi)
 		return false;
 	if (bpf_map__value_size(specs) != sizeof(struct usdt_spec)) {
 		log_verbose("libbpf's USDT spec is %u bytes here, not the %zu corobpf writes: "
@@ -259,12 +258,12 @@ bool usdt_multi_setup(struct capture *c)
 		return false;
 	}
 	for (size_t i = 0; i < NPROBES; i++)
-		bpf_program__set_expected_attach_type(capture_prog_for_probe(c, probe_names[i]),
+		bpf_program__set_expected_attach_type(attach_prog(a, probe_names[i]),
 						      CORO_BPF_TRACE_UPROBE_MULTI);
-	bpf_program__set_expected_attach_type(capture_prog_for_probe(c, "@libload"),
+	bpf_program__set_expected_attach_type(attach_prog(a, "@libload"),
 					      CORO_BPF_TRACE_UPROBE_MULTI);
-	c->usdt = xcalloc(1, sizeof(*c->usdt));
-	hmap_init(&c->usdt->ids);
+	a->usdt = xcalloc(1, sizeof(*a->usdt));
+	hmap_init(&a->usdt->ids);
 	return true;
 }
 
@@ -276,7 +275,7 @@ struct site_vec {
 };
 
 struct walk {
-	struct capture *c;
+	struct attach_ctx *a;
 	struct site_vec v[NPROBES];
 	struct usdt_table local; /* this object's distinct specs */
 	char why[512];
@@ -348,14 +347,14 @@ static void walk_free(struct walk *w)
 	free(w->local.specs);
 }
 
-int usdt_attach_object(struct capture *c, int pid, const char *path, const char *shown,
+int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const char *shown,
 		       struct elf_probes *probes)
 {
-	struct usdt_table *t = c->usdt;
-	struct walk w = { .c = c };
+	struct usdt_table *t = a->usdt;
+	struct walk w = {0};
 	u32 *global = NULL, need = 0, sites = 0;
 	char err[512];
-	int map_fd = bpf_map__fd(c->skel->maps.__bpf_usdt_specs);
+	int map_fd = bpf_map__fd(a->usdt_specs);
 
 	hmap_init(&w.local.ids);
 	if (elf_probe_walk(path, "corobpf", walk_site, &w, probes, err, sizeof(err)) < 0) {
@@ -363,10 +362,10 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
 		walk_free(&w);
 		return -EINVAL;
 	}
-	if (usdt_object_refused(c, probes, shown))
+	if (usdt_object_refused(a, probes, shown))
 		goto out;
 	if (w.why[0]) {
-		c->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("%s: not attached: %s", shown, w.why);
 		goto out;
 	}
@@ -376,7 +375,7 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
 		global[i] = table_find(t, &w.local.specs[i], spec_hash(&w.local.specs[i]));
 		need += !global[i];
 	}
-	if (!w.local.n || !usdt_budget_take(c, path, shown, need))
+	if (!w.local.n || !usdt_budget_take(a, path, shown, need))
 		goto out;
 	for (u32 i = 0; i < w.local.n; i++) {
 		u32 slot;
@@ -386,7 +385,7 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
 		global[i] = table_add(t, &w.local.specs[i], spec_hash(&w.local.specs[i]));
 		slot = global[i] - 1;
 		if (bpf_map_update_elem(map_fd, &slot, &w.local.specs[i], BPF_ANY)) {
-			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("%s: not attached: cannot store USDT spec %u: %s", shown, slot,
 				 strerror(errno));
 			goto out;
@@ -400,11 +399,11 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
 			continue;
 		for (u32 i = 0; i < v->n; i++)
 			v->cookies[i] = global[v->cookies[i]] - 1;
-		fd = capture_attach_uprobe_multi(c, capture_prog_for_probe(c, probe_names[k]),
+		fd = attach_uprobe_multi(a, attach_prog(a, probe_names[k]),
 						 pid < 0 ? 0 : (u32)pid, path, v->offs, v->refs,
 						 v->cookies, v->n);
 		if (fd < 0) {
-			c->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("cannot attach to corobpf:%s in %s (%s): %s", probe_names[k],
 				 shown, pid < 0 ? "every process" : "its process", strerror(-fd));
 			continue;

@@ -27,8 +27,18 @@
 #define COROBPF_USER_USDT_H
 
 #include <stdbool.h>
-#include "capture.h"
+#include "attachctx.h"
 #include "elfnotes.h"
+
+/*
+ * USDT spec slots: the pool, and what one object, one user other than
+ * root, and all such users together may take of it. Root's own objects
+ * (system libraries, the invoker's programs) always find room.
+ */
+#define USDT_SPEC_SLOTS		16384
+#define USDT_SPECS_PER_OBJECT	512
+#define USDT_SPECS_PER_USER	(USDT_SPEC_SLOTS / 8)
+#define USDT_SPECS_ALL_USERS	(USDT_SPEC_SLOTS / 2)
 
 /* Layout of libbpf's struct __bpf_usdt_spec (usdt.bpf.h), which the BPF side reads. */
 #define USDT_MAX_ARGS 12
@@ -54,10 +64,10 @@ int usdt_parse_args(const char *args, struct usdt_spec *spec, char *err, size_t 
 
 /*
  * Whether this run attaches USDT itself: the kernel has uprobe_multi and the
- * BPF object's spec map has the layout above. Called between open and load;
- * sets the programs' attach type accordingly.
+ * BPF object's spec map (a->usdt_specs) has the layout above. Called
+ * between open and load; sets the programs' attach type accordingly.
  */
-bool usdt_multi_setup(struct capture *c);
+bool usdt_multi_setup(struct attach_ctx *a);
 
 /*
  * Attach every corobpf probe of the object at path (opened by us; `shown`
@@ -65,7 +75,7 @@ bool usdt_multi_setup(struct capture *c);
  * scan. Returns the sites attached, or -errno if the object cannot be read
  * (probes then holds nothing).
  */
-int usdt_attach_object(struct capture *c, int pid, const char *path, const char *shown,
+int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const char *shown,
 		       struct elf_probes *probes);
 
 /*
@@ -73,14 +83,14 @@ int usdt_attach_object(struct capture *c, int pid, const char *path, const char 
  * nop, a semaphore outside .probes: attaching would harm the target): if
  * so, counted and said, and nothing of it may be attached.
  */
-bool usdt_object_refused(struct capture *c, const struct elf_probes *probes, const char *shown);
+bool usdt_object_refused(struct attach_ctx *a, const struct elf_probes *probes, const char *shown);
 
 /*
  * Whether an object that needs `need` new spec slots may have them: false,
  * having counted and said why, when it would take more than its share.
  */
-bool usdt_budget_take(struct capture *c, const char *path, const char *shown, u32 need);
+bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown, u32 need);
 
-void usdt_free(struct capture *c);
+void usdt_free(struct attach_ctx *a);
 
 #endif /* COROBPF_USER_USDT_H */

@@ -1,0 +1,331 @@
+"""The docs tell the truth: what README.md and docs/ show is checked against the program.
+
+- Every field a JSONL trace carries is described in its record's section of docs/jsonl.md,
+  every `ev` and finding kind is in its table, and the trailer's counter lists are the
+  program's own.
+- docs/sqlite.md's table of tables is the schema, column for column both ways; the meta keys
+  and the value lists it gives hold every value the program writes; the CSV's columns are the
+  ones it lists.
+- Every command shown in README.md and docs/ runs here as shown (example pids, programs and
+  files are replaced by real ones) and writes what it names, or is listed in NOT_RUN with the
+  reason it cannot run in a test.
+
+The traces checked are real ones: the demo with stacks and samples, the findings programs,
+a program switching through ucontext, and a shell that forks and execs under --follow.
+"""
+import csv
+import glob
+import json
+import re
+import shlex
+import sqlite3
+
+from harness import *  # noqa: F401,F403
+
+DOCS = os.path.join(ROOT, "docs")
+DEMO = os.path.join(BUILD, "demo")
+
+_traces = {}
+
+
+def doc(name):
+    with open(os.path.join(ROOT, name) if name == "README.md" else os.path.join(DOCS, name)) as f:
+        return f.read()
+
+
+def doc_traces():
+    """The traces every doc check reads (made once): JSONL records, SQLite files, CSV files."""
+    if _traces:
+        return _traces
+    runs = [("demo", ["--stacks", "--sample-hz", "199"], [DEMO, "-d", "2"])]
+    quiet = ["--sched-latency", "600000", "--blocking", "600000"]
+    for prog_arg in ("lost_wakeup", "spawn_storm", "unclosed_span", "stall"):
+        runs.append(("bug-" + prog_arg, quiet + ["--long-run", "600000"],
+                     [os.path.join(TESTS_BIN, "bugs"), prog_arg]))
+    runs.append(("bug-long_run", quiet + ["--stacks", "--sample-hz", "499"],
+                 [os.path.join(TESTS_BIN, "bugs"), "long_run"]))
+    runs.append(("uctx", [], [os.path.join(TESTS_BIN, "uctx"), "rr", "5", "4"]))
+    runs.append(("follow", ["--follow"], ["sh", "-c", "%s -d 1; exec %s -d 1" % (DEMO, DEMO)]))
+    records, dbs, csvs = [], [], []
+    for name, extra, cmd in runs:
+        out, db, cs = work("docs-%s.jsonl" % name), work("docs-%s.db" % name), \
+            work("docs-%s.csv" % name)
+        p = corobpf(["-o", out, "-o", db, "-o", cs] + extra + ["--"] + cmd)
+        eq(p.returncode, 0, "corobpf -- %s exit code (%s)" % (" ".join(cmd), p.stderr.strip()))
+        with open(out) as f:
+            records += [json.loads(l) for l in f]
+        dbs.append(db)
+        csvs.append(cs)
+    _traces.update(records=records, dbs=dbs, csvs=csvs)
+    return _traces
+
+
+def backticked(text):
+    return set(re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", text))
+
+
+def json_keys(text):
+    return set(re.findall(r'"([A-Za-z_][A-Za-z0-9_]*)":', text))
+
+
+def sections(md):
+    """{record type: the text of its section} for the `## `type`, `type`` headings."""
+    out = {}
+    parts = re.split(r"^## ", md, flags=re.M)
+    for part in parts[1:]:
+        head, _, body = part.partition("\n")
+        for t in re.findall(r"`([a-z_]+)`", head):
+            out[t] = out.get(t, "") + body
+    return out
+
+
+def table_rows(text):
+    """The rows of the markdown tables in text: lists of cells (header and rule rows left out)."""
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("|") or re.match(r"^\|[-| ]+\|$", line):
+            continue
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def strip_parens(s):
+    """s without its parenthesized parts (nested ones too), and those parts."""
+    out, inner, depth, cur = [], [], 0, []
+    for ch in s:
+        if ch == "(":
+            depth += 1
+            if depth == 1:
+                cur = []
+                continue
+        elif ch == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                inner.append("".join(cur))
+                continue
+        (cur if depth else out).append(ch)
+    return "".join(out), inner
+
+
+@test
+def docs_jsonl_describes_every_field():
+    """Every field of every JSONL record the program writes is in its section of docs/jsonl.md."""
+    md = doc("jsonl.md")
+    secs = sections(md)
+    recs = doc_traces()["records"]
+    ev_rows = {ev: r[1] for r in table_rows(secs["event"]) if r[0].startswith("`")
+               for ev in backticked(r[0])}
+    kinds = {k for r in table_rows(secs["finding"]) if r[0].startswith("`")
+             for k in backticked(r[0])}
+    missing = set()
+    # Said of every record in the introduction; the fields --stacks adds to other records are
+    # described, quoted, in the `stack` section.
+    everywhere = backticked(md.split("\n## ")[0])
+    stack_fields = set(re.findall(r'"([a-z_]+)"', secs["stack"]))
+    for r in recs:
+        t = r["type"]
+        check(t in secs, "record type %r has no section in docs/jsonl.md" % t)
+        known = backticked(secs[t]) | json_keys(secs[t]) | everywhere | stack_fields
+        if t == "event":
+            check(r["ev"] in ev_rows, "event %r is not in docs/jsonl.md's table" % r["ev"])
+        if t == "finding":
+            check(r["kind"] in kinds, "finding kind %r is not in docs/jsonl.md's table" % r["kind"])
+        for k, v in r.items():
+            if k not in known:
+                missing.add("%s.%s" % (t, k))
+            if isinstance(v, dict) and t in ("trailer", "coroutine"):
+                for kk in v:
+                    # Keys that are values of a documented list (reasons, kinds) count too.
+                    if kk not in known and kk not in ev_rows and kk not in kinds:
+                        missing.add("%s.%s.%s" % (t, k, kk))
+    eq(sorted(missing), [], "fields written but not described in docs/jsonl.md")
+    # The order paragraph names every record type.
+    order = re.search(r"Records come in this order:(.*?)\n\n", md, re.S).group(1)
+    types = {r["type"] for r in recs}
+    eq(sorted(types - backticked(order)), [], "record types missing from the order paragraph")
+
+
+@test
+def docs_jsonl_trailer_counters_are_the_programs():
+    """The trailer example's `lost` and `anomalies` keys are exactly what the program writes."""
+    secs = sections(doc("jsonl.md"))
+    trailer = [r for r in doc_traces()["records"] if r["type"] == "trailer"][0]
+    for obj in ("lost", "anomalies"):
+        m = re.search(r'"%s":\{(.*?)\}' % obj, secs["trailer"], re.S)
+        check(m, "docs/jsonl.md's trailer example has no %r object" % obj)
+        eq(sorted(json_keys(m.group(1))), sorted(trailer[obj]), "trailer %s keys" % obj)
+
+
+def sqlite_doc_tables():
+    """{table: (columns, {column: documented values}, rest of the cell)} from docs/sqlite.md."""
+    secs = re.split(r"^## ", doc("sqlite.md"), flags=re.M)
+    tables_sec = [s for s in secs if s.startswith("Tables")][0]
+    out = {}
+    for row in table_rows(tables_sec):
+        if len(row) != 3 or not row[0].startswith("`"):
+            continue
+        name, cell = row[0].strip("`"), row[2]
+        extra = ""
+        if name == "meta":  # `key`, `value`: the keys
+            cell, _, extra = cell.partition(":")
+        cols, values = [], {}
+        for piece in re.split(r",(?![^(]*\))", cell):
+            bare, inner = strip_parens(piece)
+            names = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", bare)
+            cols += names
+            if names and inner:
+                values[names[-1]] = set(re.findall(r"`([^`]+)`", " ".join(inner)))
+        out[name] = (cols, values, extra)
+    return out
+
+
+@test
+def docs_sqlite_tables_are_the_schema():
+    """docs/sqlite.md's tables and columns are the schema written, both ways; its meta keys and
+    value lists hold every key and value in the traces."""
+    documented = sqlite_doc_tables()
+    meta_doc = set()
+    cols, _, extra = documented["meta"]
+    bare, _ = strip_parens(extra)
+    meta_doc = backticked(bare)
+    seen_meta = set()
+    for path in doc_traces()["dbs"]:
+        db = sqlite3.connect(path)
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        eq(sorted(tables), sorted(documented), "tables in %s" % os.path.basename(path))
+        for t, (cols, values, _) in documented.items():
+            got = [r[1] for r in db.execute("PRAGMA table_info(%s)" % t)]
+            eq(sorted(got), sorted(cols), "columns of %s" % t)
+            for col, vals in values.items():
+                for (v,) in db.execute("SELECT DISTINCT %s FROM %s" % (col, t)):
+                    if isinstance(v, str) and v and vals and all(
+                            re.match(r"^[a-z_]+$", x) for x in vals):
+                        check(v in vals, "%s.%s has %r; docs/sqlite.md lists %s"
+                              % (t, col, v, sorted(vals)))
+        seen_meta |= {r[0] for r in db.execute("SELECT key FROM meta")}
+        db.close()
+    eq(sorted(seen_meta - meta_doc), [], "meta keys written but not in docs/sqlite.md")
+    # input_error is written only by replays of a damaged capture.
+    eq(sorted(meta_doc - seen_meta - {"input_error"}), [], "meta keys documented, never written")
+
+
+@test
+def docs_csv_columns_are_listed():
+    """The CSV's header is the column list docs/sqlite.md gives for it, in order."""
+    md = doc("sqlite.md")
+    m = re.search(r"`-o trace\.csv`.*?in this order:(.*?)\.\s", md, re.S)
+    check(m, "docs/sqlite.md does not list the CSV's columns (\"in this order: ...\")")
+    listed = re.findall(r"`([a-z_]+)`", m.group(1))
+    for path in doc_traces()["csvs"]:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f))
+        eq(header, listed, "CSV columns of %s" % os.path.basename(path))
+
+
+# Commands shown in the docs that cannot run in a test, and why. A command shown in the docs
+# is run unless it is here: a new one that cannot run must be added, with its reason.
+NOT_RUN = {
+    "sudo tools/quickstart.sh": "the README's first command: CI runs it on a fresh machine",
+    "sudo make test": "the README's second command: this suite is part of it",
+    "sqlite3 trace.db": "interactive; the queries of docs/sqlite.md are run by sqlite_doc_queries",
+    "sudo corobpf --switch 'uprobe:/usr/lib/libx.so:my_switch:from=arg0,to=arg1' -p 4242":
+        "names a library that exists only as an example",
+}
+
+
+def doc_commands():
+    """(file, command) for each command line in the indented code blocks of README and docs."""
+    out = []
+    for name in ["README.md"] + sorted(os.path.basename(p) for p in glob.glob(DOCS + "/*.md")):
+        prev_blank = True
+        in_fence = False
+        for line in doc(name).splitlines():
+            if line.startswith("```"):
+                in_fence = not in_fence
+            if not in_fence and line.startswith("    ") and not line.startswith("     "):
+                cmd = line[4:].split("  #")[0].strip()
+                word = cmd.split()[0] if cmd else ""
+                if word == "sudo":
+                    word = cmd.split()[1]
+                if word in ("corobpf", "make", "sqlite3") or (word.startswith("tools/") and word != "tools/"):
+                    if not cmd.startswith("corobpf:") and not cmd.startswith("corobpf summary"):
+                        out.append((name, cmd))
+            prev_blank = not line.strip()
+    return out
+
+
+def runnable(cmd, pid, raw):
+    """The command with its example pid, program and files made real, or None."""
+    argv = shlex.split(cmd.replace("$(pidof server)", str(pid)))
+    if argv[0] == "sudo":
+        argv = argv[1:]
+    if argv[0] != "corobpf":
+        return None
+    argv[0] = COROBPF
+    if "--" in argv:
+        prog = argv[argv.index("--") + 1]
+        real = [os.path.join(TESTS_BIN, "fibers"), "2", "3", "5"] if "fiber" in prog \
+            else [DEMO, "-d", "1"]
+        argv = argv[:argv.index("--") + 1] + real
+    out = []
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-p", "--pid") and argv[i + 1] == "4242":
+            out += [a, str(pid)]
+            i += 2
+            continue
+        if a in ("-d", "--duration"):  # shorter, the same meaning
+            out += [a, "1"]
+            i += 2
+            continue
+        if a.endswith(".raw") and not a.startswith("-"):
+            if out and out[-1] == "--raw":
+                out.append(a)
+            else:
+                out.append(raw)
+            i += 1
+            continue
+        out.append(a)
+        i += 1
+    attaches = any(a in ("-p", "--pid", "-a", "--all") for a in out)
+    if attaches and "-d" not in out and out[1] != "ps":
+        out[1:1] = ["-d", "1"]
+    return out
+
+
+@test
+def docs_commands_run_as_shown():
+    """Every command in README.md and docs/ runs (exit 0) and writes every file it names."""
+    raw = work("docs-cmd-source.raw")
+    p = corobpf(["-q", "--raw", raw, "--", DEMO, "-d", "1"])
+    eq(p.returncode, 0, "making a capture for the report commands (%s)" % p.stderr.strip())
+    target = subprocess.Popen([DEMO, "-d", "600"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        cmds = doc_commands()
+        check(len(cmds) >= 15, "found only %d commands in the docs" % len(cmds))
+        not_shown = set(NOT_RUN) - {c for _, c in cmds}
+        eq(sorted(not_shown), [], "NOT_RUN entries no doc shows any more")
+        ran = 0
+        for name, cmd in cmds:
+            if cmd in NOT_RUN:
+                continue
+            argv = runnable(cmd, target.pid, raw)
+            check(argv is not None, "%s: %r cannot be run by this test: make it runnable or "
+                  "add it to NOT_RUN with the reason" % (name, cmd))
+            d = work("docs-cmd-%d" % ran)
+            os.makedirs(d)
+            r = subprocess.run(argv, cwd=d, capture_output=True, text=True, timeout=120)
+            check(r.returncode == 0, "%s: %r (run as %s) exited %d:\n%s" %
+                  (name, cmd, " ".join(argv), r.returncode, r.stderr[-2000:]))
+            for i, a in enumerate(argv):
+                if a in ("-o", "--raw") and i + 1 < len(argv):
+                    f = os.path.join(d, argv[i + 1])
+                    check(os.path.exists(f) and os.path.getsize(f) > 0,
+                          "%s: %r did not write %s" % (name, cmd, argv[i + 1]))
+            check(target.poll() is None, "the target died under %r" % cmd)
+            ran += 1
+    finally:
+        target.kill()
+        target.wait()

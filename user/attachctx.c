@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The attach context: links kept, programs by name, what was found. See attachctx.h. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "attachctx.h"
+
+void attach_ctx_init(struct attach_ctx *a)
+{
+	memset(a, 0, sizeof(*a));
+	hmap_init(&a->usdt_specs_by_owner);
+	hmap_init(&a->global_objects);
+}
+
+void attach_ctx_detach(struct attach_ctx *a)
+{
+	for (size_t i = 0; i < a->nlink_fds; i++)
+		close(a->link_fds[i]);
+	a->nlink_fds = 0;
+	for (size_t i = 0; i < a->nlinks; i++)
+		bpf_link__destroy(a->links[i]);
+	a->nlinks = 0;
+}
+
+void attach_ctx_free(struct attach_ctx *a)
+{
+	attach_ctx_detach(a);
+	free(a->link_fds);
+	free(a->links);
+	attach_found_clear(a);
+	free(a->found);
+	for (size_t i = 0; i < a->nsearched; i++)
+		free(a->searched[i]);
+	free(a->searched);
+	hmap_free(&a->global_objects);
+	hmap_free(&a->usdt_specs_by_owner);
+}
+
+static const char *const prog_names[ATTACH_NPROGS] = {
+	[ATTACH_PROG_CREATE] = "create",
+	[ATTACH_PROG_NAME] = "name",
+	[ATTACH_PROG_READY] = "ready",
+	[ATTACH_PROG_SWITCH] = "switch",
+	[ATTACH_PROG_EXIT] = "exit",
+	[ATTACH_PROG_SPAN_BEGIN] = "span_begin",
+	[ATTACH_PROG_SPAN_END] = "span_end",
+	[ATTACH_PROG_LIBLOAD] = "@libload",
+	[ATTACH_PROG_CTX] = "@ctx",
+	[ATTACH_PROG_CTX_MULTI] = "@ctx_multi",
+};
+
+struct bpf_program *attach_prog(const struct attach_ctx *a, const char *name)
+{
+	for (size_t i = 0; i < ATTACH_NPROGS; i++)
+		if (!strcmp(name, prog_names[i]))
+			return a->progs[i];
+	return NULL;
+}
+
+void attach_add_link(struct attach_ctx *a, struct bpf_link *link)
+{
+	if (a->nlinks == a->cap_links) {
+		a->cap_links = a->cap_links ? a->cap_links * 2 : 32;
+		a->links = xrealloc(a->links, a->cap_links * sizeof(*a->links));
+	}
+	a->links[a->nlinks++] = link;
+}
+
+/*
+ * libbpf 1.1 has no wrapper and Debian 12's uapi headers predate it, so the
+ * attr is laid out here (its fields are the kernel's ABI: link_create.uprobe_multi).
+ */
+int attach_uprobe_multi(struct attach_ctx *a, const struct bpf_program *prog, u32 pid,
+			const char *path, const u64 *offsets, const u64 *refs, const u64 *cookies,
+			u32 n)
+{
+	struct {
+		u32 prog_fd, target_fd, attach_type, flags;
+		u64 path, offsets, ref_ctr_offsets, cookies;
+		u32 cnt, mflags, pid, __pad;
+		u8 rest[64]; /* the rest of union bpf_attr, zero */
+	} attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = bpf_program__fd(prog);
+	attr.attach_type = CORO_BPF_TRACE_UPROBE_MULTI;
+	attr.path = (u64)(uintptr_t)path;
+	attr.offsets = (u64)(uintptr_t)offsets;
+	attr.ref_ctr_offsets = (u64)(uintptr_t)refs;
+	attr.cookies = (u64)(uintptr_t)cookies;
+	attr.cnt = n;
+	attr.pid = pid;
+	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (fd < 0)
+		return -errno;
+	if (a->nlink_fds == a->cap_link_fds) {
+		a->cap_link_fds = a->cap_link_fds ? a->cap_link_fds * 2 : 16;
+		a->link_fds = xrealloc(a->link_fds, a->cap_link_fds * sizeof(*a->link_fds));
+	}
+	a->link_fds[a->nlink_fds++] = fd;
+	return fd;
+}
+
+static struct attach_found *found_add(struct attach_ctx *a, u32 kind, u32 pid, const char *path)
+{
+	struct attach_found *f;
+
+	if (a->nfound == a->cap_found) {
+		a->cap_found = a->cap_found ? a->cap_found * 2 : 16;
+		a->found = xrealloc(a->found, a->cap_found * sizeof(*a->found));
+	}
+	f = &a->found[a->nfound++];
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->pid = pid;
+	f->ts = now_boottime_ns();
+	f->path = xstrdup(path);
+	return f;
+}
+
+void attach_found_object(struct attach_ctx *a, u32 pid, const char *path, u32 probes, bool late)
+{
+	struct attach_found *f = found_add(a, ATTACH_FOUND_OBJECT, pid, path);
+
+	f->sites = probes;
+	f->late = late;
+}
+
+void attach_found_switch(struct attach_ctx *a, u32 pid, u32 family, const char *path,
+			 const char *sites, const char *limits, u32 nsites, u32 stepped)
+{
+	struct attach_found *f = found_add(a, ATTACH_FOUND_SWITCH, pid, path);
+
+	f->family = family;
+	f->site_text = xstrdup(sites);
+	f->limits = xstrdup(limits);
+	f->sites = nsites;
+	f->stepped = stepped;
+}
+
+void attach_found_clear(struct attach_ctx *a)
+{
+	for (size_t i = 0; i < a->nfound; i++) {
+		free(a->found[i].path);
+		free(a->found[i].site_text);
+		free(a->found[i].limits);
+	}
+	a->nfound = 0;
+}
+
+void attach_note_searched(struct attach_ctx *a, const char *path)
+{
+	a->searched = xrealloc(a->searched, (a->nsearched + 1) * sizeof(*a->searched));
+	a->searched[a->nsearched++] = xstrdup(path);
+}

@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Records user space adds to a live capture. See liverec.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "liverec.h"
+
+void liverec_process(const struct record_sink *s, const struct target *t)
+{
+	size_t len = strlen(t->exe) + 1, size = ROUND_UP(sizeof(struct coro_rec_process) + len, 8);
+	struct coro_rec_process *r = xcalloc(1, size);
+
+	r->hdr.size = size;
+	r->hdr.kind = CORO_REC_PROCESS;
+	r->hdr.pid = t->pid;
+	r->hdr.tid = t->pid;
+	r->hdr.ts = t->start_ts; /* before its probes were attached: first in time */
+	r->mode = t->launched ? CORO_PROC_LAUNCHED : t->forked ? CORO_PROC_FORKED : CORO_PROC_ATTACHED;
+	r->ppid = t->ppid;
+	memcpy(r->comm, t->comm, sizeof(r->comm));
+	memcpy(r->exe, t->exe, len);
+	record_sink_emit(s, &r->hdr);
+	free(r);
+}
+
+void proc_read_comm(u32 pid, u32 tid, char comm[16])
+{
+	char path[64];
+	int fd;
+	ssize_t n;
+
+	memset(comm, 0, 16);
+	snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, comm, 15);
+	close(fd);
+	if (n > 0 && comm[n - 1] == '\n')
+		comm[n - 1] = 0;
+	/* A program names its own threads: nothing that could steer a terminal. */
+	for (int i = 0; i < 16 && comm[i]; i++)
+		if ((unsigned char)comm[i] < 0x20 || comm[i] == 0x7f)
+			comm[i] = '?';
+}
+
+int proc_read_status(u32 pid, u32 *tgid, u32 *ppid)
+{
+	char path[64], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	*tgid = *ppid = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "Tgid:", 5))
+			*tgid = strtoul(line + 5, NULL, 10);
+		else if (!strncmp(line, "PPid:", 5))
+			*ppid = strtoul(line + 5, NULL, 10);
+	}
+	fclose(f);
+	return 0;
+}
+
+void liverec_thread(const struct record_sink *s, u32 pid, u32 tid, u64 ts, const char *known)
+{
+	struct coro_rec_thread r = {};
+
+	r.hdr.size = sizeof(r);
+	r.hdr.kind = CORO_REC_THREAD;
+	r.hdr.pid = pid;
+	r.hdr.tid = tid;
+	r.hdr.ts = ts;
+	proc_read_comm(pid, tid, r.comm);
+	if (!r.comm[0] && known) {
+		memcpy(r.comm, known, sizeof(r.comm));
+		r.comm[sizeof(r.comm) - 1] = 0;
+	}
+	record_sink_emit(s, &r.hdr);
+}
+
+void liverec_proc_exit(const struct record_sink *s, u32 pid, int wait_status)
+{
+	struct coro_rec_proc_exit r = {};
+
+	r.hdr.size = sizeof(r);
+	r.hdr.kind = CORO_REC_PROC_EXIT;
+	r.hdr.pid = pid;
+	r.hdr.tid = pid;
+	r.hdr.ts = now_boottime_ns();
+	r.status = wait_status;
+	record_sink_emit(s, &r.hdr);
+}
+
+static void emit_switch(const struct record_sink *s, const struct attach_found *f)
+{
+	size_t lp = strlen(f->path) + 1, ls = strlen(f->site_text) + 1, ll = strlen(f->limits) + 1;
+	size_t size = ROUND_UP(sizeof(struct coro_rec_switch) + lp + ls + ll, 8);
+	struct coro_rec_switch *r;
+
+	if (size > 60000)
+		return; /* cannot happen with the planner's bounded strings */
+	r = xcalloc(1, size);
+	r->hdr.size = (u16)size;
+	r->hdr.kind = CORO_REC_SWITCH;
+	r->hdr.pid = f->pid;
+	r->hdr.tid = f->pid;
+	r->hdr.ts = f->ts;
+	r->family = f->family;
+	r->sites = f->sites;
+	r->stepped = f->stepped;
+	memcpy(r->text, f->path, lp);
+	memcpy(r->text + lp, f->site_text, ls);
+	memcpy(r->text + lp + ls, f->limits, ll);
+	record_sink_emit(s, &r->hdr);
+	free(r);
+}
+
+static void emit_object(const struct record_sink *s, const struct attach_found *f)
+{
+	size_t len = strlen(f->path) + 1, size = ROUND_UP(sizeof(struct coro_rec_object) + len, 8);
+	struct coro_rec_object *r = xcalloc(1, size);
+
+	r->hdr.size = size;
+	r->hdr.kind = CORO_REC_OBJECT;
+	r->hdr.pid = f->pid;
+	r->hdr.ts = f->ts;
+	r->probes = f->sites;
+	r->late = f->late;
+	memcpy(r->path, f->path, len);
+	record_sink_emit(s, &r->hdr);
+	free(r);
+}
+
+void liverec_found(const struct record_sink *s, const struct attach_found *f)
+{
+	if (f->kind == ATTACH_FOUND_SWITCH)
+		emit_switch(s, f);
+	else
+		emit_object(s, f);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What the command line asks for, parsed (main.c) and handed to a session
+ * (session.h). Split along the commands: what every command takes (the
+ * outputs, their format, the detectors' thresholds), then what only a live
+ * capture takes (trace and ps: targets, attach, ring, stacks), then what
+ * only report takes (its input). -v and -q set log_level (log.h) directly.
+ */
+#ifndef COROBPF_OPTIONS_H
+#define COROBPF_OPTIONS_H
+
+#include "analyze.h"
+#include "output.h"
+#include "switchfam.h"
+
+#define OPTS_MAX_OUTPUTS 16
+#define OPTS_MAX_PIDS 256
+#define OPTS_MAX_CUSTOM 8
+
+/* Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds. */
+struct common_opts {
+	const char *outputs[OPTS_MAX_OUTPUTS];
+	int noutputs;
+	enum output_format format; /* OUT_AUTO: from each file's extension */
+	u32 coroutine_tracks;
+	bool coroutine_tracks_set;
+	bool force;
+	struct analyze_opts an;
+};
+
+/* trace and ps: a live capture. */
+struct trace_opts {
+	u32 pids[OPTS_MAX_PIDS];
+	u32 npids;
+	char **argv;	     /* after --: the command to launch, or NULL */
+	const char *raw;     /* --raw: also write the raw capture there */
+	double duration;     /* -d, seconds (0: until the targets exit or a signal) */
+	u64 ring_bytes;
+	bool no_sched;
+	bool all;	     /* -a */
+	bool follow;	     /* --follow */
+	const char *comm;    /* --comm */
+	u32 switch_families; /* --switch NAME: 1 << enum coro_ctx_family */
+	bool switch_given, switch_none;
+	struct switch_custom custom[OPTS_MAX_CUSTOM]; /* --switch uprobe:... */
+	size_t ncustom;
+	u32 stacks;	     /* --stacks: enum stack_mode */
+	u32 stack_bytes;     /* --stack-bytes (0: the default) */
+	u32 sample_hz;	     /* --sample-hz */
+	bool sample_hz_set;
+};
+
+/* report: a replay. */
+struct report_opts {
+	const char *capture; /* a raw capture or a JSONL trace (plain or .gz) */
+	bool json;	     /* --json */
+};
+
+#endif

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* The ring buffer's records, one handler per concern. See ringev.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "liverec.h"
+#include "log.h"
+#include "ringev.h"
+#include "switchfam.h"
+
+/* The largest payload a record with a stack has (before its ref). */
+#define STACK_REC_COPY_MAX 64
+
+void ringev_init(struct ringev *ev)
+{
+	memset(ev, 0, sizeof(*ev));
+	hmap_init(&ev->seen_threads);
+	hmap_init(&ev->announced);
+	hmap_init(&ev->rescan_pids);
+}
+
+void ringev_free(struct ringev *ev)
+{
+	size_t it = 0;
+	void *v;
+
+	hmap_free(&ev->seen_threads);
+	hmap_free(&ev->rescan_pids);
+	while (hmap_next(&ev->announced, &it, NULL, NULL, &v))
+		free(v);
+	hmap_free(&ev->announced);
+}
+
+struct target *ringev_find_target(const struct ringev *ev, u32 pid)
+{
+	for (size_t i = 0; i < ev->ntargets; i++)
+		if (ev->targets[i].pid == pid)
+			return &ev->targets[i];
+	return NULL;
+}
+
+/* Exec or dlopen: new objects may carry probes; the capture looks after this batch of records. */
+static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	struct target *t = ringev_find_target(ev, h->pid);
+
+	if (t) {
+		if (!t->exited)
+			t->rescan = true;
+	} else if (ev->system_wide || (ev->follow && hmap_get(&ev->announced, h->pid, 0))) {
+		hmap_put(&ev->rescan_pids, h->pid, 0, (void *)1);
+	}
+}
+
+/* Admitted by the BPF side: say what it is, before its first event. */
+static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+	struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = ev->follow};
+	char path[64];
+	u32 tgid;
+	ssize_t n;
+
+	proc_read_status(h->pid, &tgid, &t.ppid);
+	memcpy(t.comm, e->comm, sizeof(t.comm));
+	t.comm[sizeof(t.comm) - 1] = 0;
+	snprintf(path, sizeof(path), "/proc/%u/exe", h->pid);
+	n = readlink(path, t.exe, sizeof(t.exe) - 1);
+	t.exe[n > 0 ? n : 0] = 0;
+	if (t.forked) {
+		/* At the fork: the parent is in the record; the image is the parent's. */
+		const struct target *pt = ringev_find_target(ev, (u32)e->exit_code);
+		const char *pexe = pt ? pt->exe : hmap_get(&ev->announced, (u32)e->exit_code, 0);
+
+		t.ppid = (u32)e->exit_code;
+		if (n <= 0 && pexe)
+			snprintf(t.exe, sizeof(t.exe), "%s", pexe);
+	}
+	hmap_put(&ev->announced, h->pid, 0, xstrdup(t.exe));
+	liverec_process(ev->sink, &t);
+}
+
+static void on_process(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	if (h->kind == CORO_EV_PROC_NEW && !hmap_get(&ev->announced, h->pid, 0))
+		on_process_new(ev, (const struct coro_ev_proc *)h);
+	if (h->kind == CORO_EV_PROC_GONE)
+		free(hmap_del(&ev->announced, h->pid, 0));
+}
+
+/*
+ * --stacks: exec and exit end what the resolver knows of a process's
+ * addresses; a new image, a new library, a new process: its mappings, read
+ * while it is alive, only of processes traced (-a sees every exec on the
+ * machine). The snapshot's records go straight into the sink.
+ */
+static void on_stacks(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	if (h->kind == CORO_EV_EXEC)
+		stack_resolver_forget(ev->stk, h->pid);
+	if (h->kind == CORO_EV_PROC_GONE)
+		stack_resolver_ended(ev->stk, h->pid);
+	if (h->kind == CORO_EV_PROC_NEW ||
+	    ((h->kind == CORO_EV_EXEC || h->kind == CORO_EV_LIBLOAD) &&
+	     (ringev_find_target(ev, h->pid) || hmap_get(&ev->announced, h->pid, 0))))
+		stack_resolver_snapshot(ev->stk, h->pid, h->ts, ev->sink->emit, ev->sink->ctx);
+}
+
+/* `known`: the name the BPF side read (process records), for a thread already gone from /proc. */
+static void on_first_thread(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	if (hmap_get(&ev->seen_threads, h->pid, h->tid))
+		return;
+	hmap_put(&ev->seen_threads, h->pid, h->tid, (void *)1);
+	liverec_thread(ev->sink, h->pid, h->tid, h->ts,
+		       h->kind == CORO_EV_PROC_NEW || h->kind == CORO_EV_EXEC ||
+			       h->kind == CORO_EV_PROC_GONE
+			       ? ((const struct coro_ev_proc *)h)->comm
+			       : NULL);
+}
+
+/*
+ * The stack leaves as a capture id (its definition written into the sink
+ * by the resolver, before this first use); the registers and stack bytes
+ * of a dwarf sample stay behind.
+ */
+static void forward_with_stack(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	size_t base = coro_stack_base_size(h->kind);
+	u64 buf[(STACK_REC_COPY_MAX + sizeof(struct coro_stack_ref)) / 8];
+	struct coro_event_hdr *out = (void *)buf;
+	struct coro_stack_ref *ref = (void *)((char *)buf + base);
+	u32 id = stack_resolve(ev->stk, h, ev->sink->emit, ev->sink->ctx);
+
+	memcpy(buf, h, base);
+	out->size = (u16)(base + sizeof(*ref));
+	ref->id = id;
+	ref->how = id ? CORO_STACK_CAPTURE_ID : CORO_STACK_NONE;
+	record_sink_emit(ev->sink, out);
+}
+
+/*
+ * QEMU: a coroutine's entry function, an address only the live process's
+ * mappings name; it goes on as the coroutine's name record, which the
+ * capture keeps.
+ */
+static int on_ctx_entry(struct ringev *ev, const struct coro_ev_ctx_entry *e)
+{
+	struct coro_ev_name n = {.hdr = e->hdr, .id = e->id};
+
+	n.hdr.size = sizeof(n);
+	n.hdr.kind = CORO_EV_NAME;
+	switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
+	if (strlen(n.name) == sizeof(n.name) - 1)
+		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
+	return ringev_record(ev, &n, sizeof(n));
+}
+
+int ringev_record(void *ctx, void *data, size_t size)
+{
+	struct ringev *ev = ctx;
+	const struct coro_event_hdr *h = data;
+	const char *why = "kind not born in BPF";
+
+	if (h->kind == CORO_EV_CTX_ENTRY && size == sizeof(struct coro_ev_ctx_entry) &&
+	    h->size == size)
+		return on_ctx_entry(ev, data);
+	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
+		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
+		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
+		return 0;
+	}
+	ev->ustats[CORO_USTAT_RECORDS]++;
+	if (h->kind == CORO_EV_CTX_SWITCH)
+		ev->ctx_switches++;
+	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC)
+		on_objects_changed(ev, h);
+	on_process(ev, h);
+	if (ev->stk)
+		on_stacks(ev, h);
+	on_first_thread(ev, h);
+	if (ev->stk && coro_stack_ref_of(h))
+		forward_with_stack(ev, h);
+	else
+		record_sink_emit(ev->sink, h);
+	return 0;
+}

@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The one wiring of a run (session.h): source, pipeline, outputs and view, in
+ * the order every command shares, with one path out on failure. The pipeline
+ * is built, fed, finished and freed here only (outputs add their observers
+ * to it through output_attach()).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "capture.h"
+#include "jsonl_read.h"
+#include "log.h"
+#include "perfetto.h"
+#include "ps.h"
+#include "recsink.h"
+#include "report.h"
+#include "session.h"
+#include "summary.h"
+
+/* What the command prints of the run besides its outputs. */
+enum session_view {
+	VIEW_SUMMARY, /* trace: the summary on stderr, unless -q */
+	VIEW_PS,      /* ps: the table of live coroutines on stdout */
+	VIEW_REPORT,  /* report: the summary and the analysis on stdout, or --json alone */
+};
+
+#define PS_FRAMES 12 /* per stack in the ps table */
+
+struct session {
+	const struct common_opts *c;
+	const struct trace_opts *t;  /* a live capture, or NULL */
+	const struct report_opts *r; /* a replay, or NULL */
+	enum session_view view;
+
+	/* Outputs: outs[0, nouts) are open. */
+	struct output outs[OPTS_MAX_OUTPUTS];
+	int nouts;
+	struct outfile rawfile; /* --raw */
+	struct raw_writer *raw;
+	/* A live capture's records: the raw copy first, then the pipeline. */
+	struct record_tee tee;
+	struct record_sink sink;
+
+	/* The source: a live capture or a reader. */
+	struct capture_opts co;
+	struct capture cap;
+	bool cap_open;
+	u32 *pids;
+	struct raw_reader *reader;
+	struct jsonl_reader *jreader;
+	struct capture_info ci;
+	bool ci_set;
+	char input_error[512]; /* the model's input_error points here */
+
+	struct pipeline p;
+	bool pipe_open;
+	struct summary sum;
+	struct report_view *rv;
+	struct ps *ps;
+};
+
+/* ---- outputs ---- */
+
+static int session_open_outputs(struct session *s)
+{
+	const struct common_opts *c = s->c;
+	char err[512];
+
+	for (int i = 0; i < c->noutputs; i++) {
+		if (output_open(&s->outs[i], c->outputs[i], c->format, c->force, err,
+				sizeof(err))) {
+			log_err("%s", err);
+			return EXIT_OUTPUT; /* the ones before are removed by session_abort() */
+		}
+		s->nouts = i + 1;
+		s->outs[i].max_tracks = c->coroutine_tracks_set ? c->coroutine_tracks
+							       : PERFETTO_DEFAULT_MAX_TRACKS;
+	}
+	return 0;
+}
+
+static int session_close_outputs(struct session *s, bool announce)
+{
+	char err[512];
+	int ret = 0;
+
+	for (int i = 0; i < s->nouts; i++) {
+		if (output_close(&s->outs[i], err, sizeof(err))) {
+			log_err("%s", err);
+			ret = EXIT_OUTPUT;
+		} else if (announce) {
+			log_info("wrote %s", s->c->outputs[i]);
+		}
+	}
+	s->nouts = 0;
+	return ret;
+}
+
+/* --raw, after pipeline_finish(). Returns 0 or EXIT_OUTPUT. */
+static int session_close_raw(struct session *s)
+{
+	char err[512];
+	int werr, ret = 0;
+
+	if (!s->raw)
+		return 0;
+	werr = raw_writer_close(s->raw);
+	s->raw = NULL;
+	if (werr < 0) {
+		/* Blocks before the error are whole: keep them, say where it stopped. */
+		log_err("writing %s failed (%s): it holds the capture up to that point; "
+			"corobpf report reads it back and names where it ends",
+			s->t->raw, strerror(-werr));
+		ret = EXIT_OUTPUT;
+	}
+	if (outfile_commit(&s->rawfile, err, sizeof(err))) {
+		log_err("%s", err);
+		ret = EXIT_OUTPUT;
+	} else if (!werr) {
+		log_info("wrote %s", s->t->raw);
+	}
+	return ret;
+}
+
+/* ---- open: the source and the outputs ---- */
+
+static int session_open_live(struct session *s)
+{
+	const struct trace_opts *t = s->t;
+	char err[512];
+	int ret;
+
+	ret = capture_preflight();
+	if (ret)
+		return ret;
+	/* Outputs first: better to fail before touching the target. */
+	ret = session_open_outputs(s);
+	if (ret)
+		return ret;
+	if (t->raw && outfile_open(&s->rawfile, t->raw, s->c->force, err, sizeof(err))) {
+		log_err("%s", err);
+		return EXIT_OUTPUT;
+	}
+	capture_install_signals();
+	ret = capture_open(&s->cap, &s->co);
+	s->cap_open = true;
+	if (!ret)
+		ret = capture_targets(&s->cap);
+	if (!ret)
+		ret = capture_attach(&s->cap);
+	if (!ret && capture_stop_signal)
+		ret = 128 + capture_stop_signal;
+	return ret;
+}
+
+/* An output over the capture it replays would destroy it: a usage error. */
+static int session_check_not_input(const struct session *s)
+{
+	const struct common_opts *c = s->c;
+	struct stat st;
+
+	if (stat(s->r->capture, &st) < 0)
+		return 0;
+	for (int i = 0; i < c->noutputs; i++) {
+		if (outfile_is_input(c->outputs[i], &st)) {
+			log_err("-o %s would overwrite the input %s: write the output elsewhere",
+				c->outputs[i], s->r->capture);
+			return EXIT_USAGE;
+		}
+	}
+	return 0;
+}
+
+static int session_open_replay(struct session *s)
+{
+	const char *path = s->r->capture;
+	char err[512];
+	int ret;
+
+	capture_install_signals(); /* a signal removes the half-written outputs */
+	/* A raw capture, or a JSONL trace (plain or gzip) read back into records. */
+	if (jsonl_file_looks_like(path))
+		s->jreader = jsonl_reader_open(path, &s->ci, err, sizeof(err));
+	else
+		s->reader = raw_reader_open(path, &s->ci, err, sizeof(err));
+	if (!s->jreader && !s->reader) {
+		log_err("%s", err);
+		return EXIT_BAD_CAPTURE;
+	}
+	s->ci_set = true;
+	ret = session_check_not_input(s);
+	if (ret)
+		return ret;
+	return session_open_outputs(s);
+}
+
+/* ---- start: the pipeline, its observers in their one order ---- */
+
+static void session_add_view(struct session *s)
+{
+	struct model_observer obs;
+	struct finding_sink fs;
+
+	switch (s->view) {
+	case VIEW_SUMMARY:
+		if (log_level >= LOG_INFO) {
+			summary_init(&s->sum, stderr, &obs, &fs);
+			pipeline_add_observer(&s->p, &obs, &fs);
+		}
+		break;
+	case VIEW_PS:
+		s->ps = ps_new(stdout, &s->p.model, &obs);
+		pipeline_add_observer(&s->p, &obs, NULL);
+		break;
+	case VIEW_REPORT:
+		/* The analysis: text after the summary, or one JSON document instead of both. */
+		if (!s->r->json && log_level < LOG_INFO)
+			break;
+		if (!s->r->json) {
+			summary_init(&s->sum, stdout, &obs, &fs);
+			pipeline_add_observer(&s->p, &obs, &fs);
+		}
+		s->rv = report_view_new(stdout, s->r->json, &obs, &fs);
+		pipeline_add_observer(&s->p, &obs, &fs);
+		break;
+	}
+}
+
+static int session_start(struct session *s)
+{
+	char err[512];
+
+	if (s->t) {
+		s->pids = xcalloc(s->cap.ntargets, sizeof(u32));
+		for (size_t i = 0; i < s->cap.ntargets; i++)
+			s->pids[i] = s->cap.targets[i].pid;
+		capture_info_init_live(&s->ci, s->pids, s->cap.ntargets);
+		s->ci_set = true;
+	}
+	/* The detectors first (pipeline_init), then the outputs in -o order, then the view. */
+	pipeline_init(&s->p, &s->ci, &s->c->an);
+	s->pipe_open = true;
+	for (int i = 0; i < s->nouts; i++) {
+		if (output_attach(&s->outs[i], &s->p, err, sizeof(err))) {
+			log_err("%s", err);
+			return EXIT_OUTPUT;
+		}
+	}
+	session_add_view(s);
+	if (s->t && s->t->raw) {
+		s->raw = raw_writer_open(s->rawfile.fd, &s->ci, err, sizeof(err));
+		if (!s->raw) {
+			log_err("%s: %s", s->t->raw, err);
+			return EXIT_OUTPUT;
+		}
+	}
+	pipeline_begin(&s->p);
+	return 0;
+}
+
+/* ---- feed ---- */
+
+/*
+ * Until the source ends. Returns an exit code that aborts the session (a
+ * command that could not be run, a signal during a replay), or 0 with *code
+ * the exit code the run ends with if nothing later fails.
+ */
+static int session_feed_live(struct session *s, int *code)
+{
+	const struct trace_opts *t = s->t;
+	const struct capture *cap = &s->cap;
+	int ret;
+
+	if (t->all)
+		log_info("tracing every instrumented process%s%s%s", t->comm ? " named " : "",
+			 t->comm ? t->comm : "", t->duration ? "" : "; Ctrl-C to stop");
+	else if (cap->ntargets == 1)
+		log_info("tracing %s (pid %u)%s", cap->targets[0].comm, cap->targets[0].pid,
+			 t->duration ? "" : "; Ctrl-C to stop");
+	else
+		log_info("tracing %zu processes%s", cap->ntargets,
+			 t->duration ? "" : "; Ctrl-C to stop");
+	s->tee = (struct record_tee){.raw = s->raw, .pipeline = &s->p};
+	s->sink = record_tee_sink(&s->tee);
+	ret = capture_run(&s->cap, &s->sink);
+	if (ret == EXIT_LAUNCH)
+		return ret;
+	*code = ret;
+	return 0;
+}
+
+static int session_feed_replay(struct session *s, int *code)
+{
+	const struct coro_event_hdr *rec;
+	int ret = 0;
+
+	while (!capture_stop_signal &&
+	       (ret = s->reader ? raw_reader_next(s->reader, &rec)
+				: jsonl_reader_next(s->jreader, &rec)) == 1)
+		pipeline_feed(&s->p, rec);
+	if (capture_stop_signal)
+		return 128 + capture_stop_signal;
+	if (ret < 0) {
+		/* Keep everything before the damage; say where it is, in the outputs too. */
+		snprintf(s->input_error, sizeof(s->input_error), "%s",
+			 s->reader ? raw_reader_error(s->reader) : jsonl_reader_error(s->jreader));
+		s->p.model.input_error = s->input_error;
+		log_err("%s: %s", s->r->capture, s->input_error);
+		*code = EXIT_BAD_CAPTURE;
+	}
+	return 0;
+}
+
+/* ---- finish, abort ---- */
+
+/* What both ends free, in reverse order of opening. */
+static void session_release(struct session *s)
+{
+	if (s->pipe_open)
+		pipeline_free(&s->p);
+	if (s->rv)
+		report_view_free(s->rv);
+	ps_free(s->ps);
+	if (s->cap_open)
+		capture_close(&s->cap);
+	raw_reader_close(s->reader);
+	jsonl_reader_close(s->jreader);
+	if (s->ci_set)
+		capture_info_free(&s->ci);
+	free(s->pids);
+}
+
+static int session_finish(struct session *s, int code)
+{
+	int ret;
+
+	pipeline_finish(&s->p);
+	if (s->ps)
+		ps_print(s->ps, s->t->duration, PS_FRAMES);
+	ret = session_close_raw(s);
+	if (ret)
+		code = ret;
+	/* A live run says what it wrote; a replay's stdout is the report. */
+	ret = session_close_outputs(s, s->t != NULL);
+	if (ret)
+		code = ret;
+	if (s->cap_open && s->cap.ntargets && s->cap.targets[0].launched) {
+		int status = capture_wait_child(&s->cap);
+
+		/* The command's status, unless corobpf itself failed. */
+		if (!code)
+			code = status;
+	}
+	session_release(s);
+	return code;
+}
+
+/* The one path out on failure, from any step: nothing half-written is left. */
+static void session_abort(struct session *s)
+{
+	if (s->cap_open)
+		capture_kill_child(&s->cap);
+	if (s->raw)
+		raw_writer_close(s->raw);
+	s->raw = NULL;
+	outfile_abort(&s->rawfile);
+	for (int i = 0; i < s->nouts; i++)
+		output_abort(&s->outs[i]);
+	s->nouts = 0;
+	session_release(s);
+}
+
+static int session_run(struct session *s)
+{
+	int ret, code = 0;
+
+	ret = s->t ? session_open_live(s) : session_open_replay(s);
+	if (!ret)
+		ret = session_start(s);
+	if (!ret)
+		ret = s->t ? session_feed_live(s, &code) : session_feed_replay(s, &code);
+	if (ret) {
+		session_abort(s);
+		return ret;
+	}
+	return session_finish(s, code);
+}
+
+/* ---- the commands ---- */
+
+static void session_init(struct session *s, const struct common_opts *c, enum session_view view)
+{
+	memset(s, 0, sizeof(*s));
+	s->c = c;
+	s->view = view;
+	s->rawfile.fd = -1;
+}
+
+static void session_init_live(struct session *s, const struct trace_opts *t)
+{
+	struct capture_opts *co = &s->co;
+
+	s->t = t;
+	co->pids = (u32 *)t->pids;
+	co->npids = t->npids;
+	co->argv = t->argv;
+	co->duration_ns = (u64)(t->duration * 1e9);
+	co->ring_bytes = t->ring_bytes;
+	co->stacks = t->stacks;
+	co->stack_bytes = t->stack_bytes ? t->stack_bytes : 4096;
+	co->stack_map = 16384;
+	co->sample_hz = t->sample_hz_set ? t->sample_hz : 99;
+	co->no_sched = t->no_sched;
+	co->system_wide = t->all;
+	co->follow = t->follow;
+	co->comm = t->comm;
+	co->switch_families = t->switch_families;
+	co->switch_forced = t->switch_given;
+	co->switch_none = t->switch_none;
+	co->custom = (struct switch_custom *)t->custom;
+	co->ncustom = t->ncustom;
+}
+
+int session_trace(const struct common_opts *c, const struct trace_opts *t)
+{
+	struct session s;
+
+	session_init(&s, c, VIEW_SUMMARY);
+	session_init_live(&s, t);
+	return session_run(&s);
+}
+
+int session_ps(const struct common_opts *c, const struct trace_opts *t)
+{
+	struct session s;
+
+	session_init(&s, c, VIEW_PS);
+	session_init_live(&s, t);
+	return session_run(&s);
+}
+
+int session_report(const struct common_opts *c, const struct report_opts *r)
+{
+	struct session s;
+
+	session_init(&s, c, VIEW_REPORT);
+	s.r = r;
+	return session_run(&s);
+}
