@@ -11,6 +11,7 @@
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <bpf/bpf.h>
@@ -86,10 +87,22 @@ void capture_set_signal_child(pid_t pid)
 	signal_child = pid;
 }
 
+/*
+ * Also: if corobpf dies while the command is held at a dlopen (SIGSTOP,
+ * switch-function path), the kernel continues it. The death signal goes
+ * when the thread that forked dies: the main thread, which lives for the
+ * whole run. A command that outlives corobpf (-d, Ctrl-C twice) gets
+ * one SIGCONT more, which only a SIGCONT handler notices. The kernel
+ * clears the setting at the exec of a set-uid or set-gid program (or one
+ * with file capabilities): such a command is not protected.
+ * Had corobpf died before this prctl, its BPF programs are gone with it
+ * and nothing stops the command any more.
+ */
 static void child_before_exec(void)
 {
 	capture_restore_signals();
 	capture_restore_limits();
+	prctl(PR_SET_PDEATHSIG, SIGCONT);
 }
 
 #define POLL_MS 100
