@@ -373,3 +373,69 @@ def runtime_switch_spec_errors_and_no_switch_notice():
     q = corobpf(["--", "/bin/true"])
     eq(q.returncode, 0, "exit code (%s)" % q.stderr.strip())
     check("no context switch" in q.stderr and "--switch" in q.stderr, q.stderr)
+
+
+def proc_state(pid):
+    """The state letter of /proc/PID/stat (R, S, T, Z...), or None once it is reaped."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def wait_state(pid, want, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        s = proc_state(pid)
+        if want(s):
+            return s
+        time.sleep(0.02)
+    return proc_state(pid)
+
+
+@test
+def runtime_dlopen_hold_survives_corobpf_killed():
+    """corobpf SIGKILLed while its launched command is held (stopped) at greenlet's dlopen: the
+    kernel continues the command (its parent-death signal), which runs to its end."""
+    if not need(PYTHON, GREENLET):
+        return
+    prog = os.path.join(PROGS, "greenlets.py")
+    # greenlet is imported only once a line is read: corobpf is attached and running by then.
+    code = ("import sys; sys.stdin.readline(); sys.argv = [%r, '50', '5']; "
+            "exec(compile(open(%r).read(), %r, 'exec'))" % (prog, prog, prog))
+    tr = subprocess.Popen([COROBPF, "-q", "-o", work("hold_killed.jsonl"), "--force", "--",
+                           PYTHON, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    child = None
+    try:
+        end = time.time() + 30
+        while time.time() < end and child is None:
+            try:
+                with open("/proc/%d/task/%d/children" % (tr.pid, tr.pid)) as f:
+                    kids = [int(x) for x in f.read().split()]
+                if kids and os.readlink("/proc/%d/exe" % kids[0]).startswith("/usr/bin/python"):
+                    child = kids[0]
+            except OSError:
+                pass
+            time.sleep(0.02)
+        check(child, "the launched python never ran under corobpf")
+        time.sleep(0.5)
+        # corobpf frozen: the hold at greenlet's dlopen is not released.
+        tr.send_signal(signal.SIGSTOP)
+        tr.stdin.write("\n")
+        tr.stdin.flush()
+        eq(wait_state(child, lambda s: s == "T", 20), "T", "the command's state, held at dlopen")
+        tr.kill()
+        tr.wait(timeout=30)
+        s = wait_state(child, lambda s: s != "T", 10)
+        check(s != "T", "the command was left stopped (state T) after corobpf was killed")
+        out, _ = tr.communicate(timeout=60)  # EOF: the command has exited too
+        check("GREENLETS 50 SWITCHES 600 DEAD 50" in out, "the command's output: %r" % out)
+    finally:
+        if tr.poll() is None:
+            tr.kill()
+            tr.wait()
+        if child and proc_state(child) not in (None, "Z"):
+            os.kill(child, signal.SIGCONT)
+            os.kill(child, signal.SIGKILL)
