@@ -151,6 +151,7 @@ struct switch_custom {
 	int to_reg;
 };
 
+/* The spec parsed, no file read (switchspec.c). 0 or -EINVAL, err saying why. */
 int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *err, size_t errlen);
 /* Plan the site of a custom switch function in `path` (the spec's path as the target sees it). */
 int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
