@@ -35,7 +35,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 USER_LIB_SRCS := user/log.c user/util.c user/raw.c user/reorder.c user/decode.c user/model.c user/pipeline.c user/output.c \
-		 user/jsonl.c user/pf_wire.c user/perfetto.c user/summary.c user/analyze.c user/sqlite.c user/csv.c user/report.c user/jsonl_read.c user/counters.c user/elfnotes.c user/ldpaths.c user/x86dec.c user/switchfam.c user/ctxmap.c user/stacks.c user/ps.c user/termsafe.c user/safeopen.c
+		 user/jsonl.c user/pf_wire.c user/perfetto.c user/summary.c user/analyze.c user/sqlite.c user/csv.c user/report.c user/jsonl_read.c user/counters.c user/elfnotes.c user/ldpaths.c user/x86dec.c user/switchfam.c user/switchspec.c user/fam_runtimes.c user/ctxmap.c user/stacks.c user/ps.c user/termsafe.c user/safeopen.c
 USER_LIVE_SRCS := user/stackres.c user/capture.c user/ringev.c user/liverec.c user/recsink.c \
 		  user/attach.c user/attachctx.c user/usdt.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIB_SRCS))

@@ -52,6 +52,12 @@ enum coro_event_kind {
 	CORO_EV_CTX_SWITCH = 15, /* a thread switched contexts */
 	CORO_EV_CTX_EXIT = 16,	 /* the thread's current context finished */
 	CORO_EV_SAMPLE = 17,	 /* --stacks: a timer sample of a thread running a coroutine (hdr.cur) */
+	/*
+	 * The function a context was made to run, by address: user space names
+	 * it from the process's mappings while it lives and passes a NAME on
+	 * (the raw capture never holds this kind).
+	 */
+	CORO_EV_CTX_ENTRY = 18,
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -202,6 +208,9 @@ enum coro_ctx_family {
 	CORO_FAM_FCONTEXT = 2, /* Boost.Context make/jump/ontop_fcontext: ids come from stack ranges */
 	CORO_FAM_PTH = 3,      /* GNU Pth's names and exits, on top of ucontext */
 	CORO_FAM_CUSTOM = 4,   /* --switch uprobe:...: ids are the values named on the command line */
+	CORO_FAM_RUBY = 5,     /* libruby's coroutine_transfer: ids are coroutine_context addresses */
+	CORO_FAM_QEMU = 6,     /* qemu_coroutine_switch: ids are Coroutine addresses */
+	CORO_FAM_GREENLET = 7, /* Python greenlet's g_switchstack: ids are greenlet::Greenlet addresses */
 };
 
 /* hdr.cur: the raw current context of the creating thread. */
@@ -225,6 +234,7 @@ struct coro_ev_ctx_switch {
 
 enum coro_ctx_switch_flags {
 	CORO_CTXF_FROM_CURRENT = 1 << 0, /* the function names no "from": it is hdr.cur */
+	CORO_CTXF_FROM_DONE = 1 << 1,	 /* "from" finished: it will never run again (QEMU's terminate) */
 };
 
 /* hdr.cur: the raw context that finished. */
@@ -232,6 +242,13 @@ struct coro_ev_ctx_exit {
 	struct coro_event_hdr hdr;
 	__u32 family;
 	__u32 __pad;
+};
+
+/* hdr.cur: the raw current context. Turned into a CORO_EV_NAME by user space (ringev.c). */
+struct coro_ev_ctx_entry {
+	struct coro_event_hdr hdr;
+	__u64 id;   /* the context, raw */
+	__u64 addr; /* the function it was made to run, in the process's address space */
 };
 
 /*
@@ -262,7 +279,19 @@ enum coro_ctx_op {
 enum coro_ctx_cookie_flags {
 	CORO_CTXC_STACK_UCONTEXT = 1 << 0, /* CREATE: the stack is in the ucontext_t at A */
 	CORO_CTXC_STACK_REGS = 1 << 1,	   /* CREATE: the stack is [A - B, A) */
+	/*
+	 * SWITCH: reg C holds QEMU's CoroutineAction; COROUTINE_TERMINATE
+	 * (CORO_QEMU_TERMINATE) says `from` finished.
+	 */
+	CORO_CTXC_ACTION_QEMU = 1 << 2,
+	/* EXIT: only when reg A is nonzero (greenlet's did_finish(NULL) is a dealloc, not an end). */
+	CORO_CTXC_EXIT_IF_A = 1 << 3,
+	/* CREATE: the word at A is the function the context runs (QEMU's Coroutine.entry). */
+	CORO_CTXC_ENTRY_AT_A = 1 << 4,
 };
+
+/* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */
+#define CORO_QEMU_TERMINATE 2
 
 /* pth_attr_set's field number for a thread's name (pth.h: PTH_ATTR_NAME). */
 #define CORO_PTH_ATTR_NAME 1

@@ -47,6 +47,8 @@ const volatile __u32 npid_filter = 0;
  * links are destroyed in the background.
  */
 volatile __u32 stopped;
+/* A launched process held at each link-map change until user space has looked (0: none). */
+volatile __u32 hold_tgid;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -693,6 +695,9 @@ static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct cor
 		e->from = ctx_reg(regs, a) + CORO_CTX_COOKIE_DELTA(k);
 		e->flags = 0;
 	}
+	if ((CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_ACTION_QEMU) &&
+	    ctx_reg(regs, CORO_CTX_COOKIE_C(k)) == CORO_QEMU_TERMINATE)
+		e->flags |= CORO_CTXF_FROM_DONE;
 	e->to = to;
 	e->family = CORO_CTX_COOKIE_FAM(k);
 	stk_take(&r, regs, regs, sizeof(*e));
@@ -730,6 +735,19 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 	stk_take(&r, regs, regs, sizeof(*e));
 	stk_submit(&r);
 
+	/* QEMU: the coroutine's entry function, for user space to name it by. */
+	if (flags & CORO_CTXC_ENTRY_AT_A) {
+		struct coro_ev_ctx_entry *n = event_reserve(st, sizeof(*n), CORO_EV_CTX_ENTRY);
+		__u64 addr = 0;
+
+		if (n) {
+			bpf_probe_read_user(&addr, sizeof(addr), (const void *)id);
+			n->id = id;
+			n->addr = addr;
+			event_submit(n);
+		}
+	}
+
 	/* Pth: a thread spawned with a named attr gets that name. */
 	if (st && st->pth_spawning) {
 		struct coro_ev_name *n = event_reserve(st, sizeof(*n), CORO_EV_NAME);
@@ -760,8 +778,12 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		ctx_create(regs, k, st);
 		break;
 	case CORO_CTXOP_EXIT: {
-		struct coro_ev_ctx_exit *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_EXIT);
+		struct coro_ev_ctx_exit *e;
 
+		if ((CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_IF_A) &&
+		    !ctx_reg(regs, CORO_CTX_COOKIE_A(k)))
+			break;
+		e = event_reserve(st, sizeof(*e), CORO_EV_CTX_EXIT);
 		if (!e)
 			break;
 		e->family = CORO_CTX_COOKIE_FAM(k);
@@ -872,6 +894,15 @@ int coro_libload(struct pt_regs *ctx)
 		return 0;
 	/* User space must react soon: probes in the new object fire meanwhile. */
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
+	/*
+	 * A launched command on the switch-function path waits until its new
+	 * objects are attached: a runtime's extension module (greenlet) starts
+	 * switching microseconds after its dlopen. Only once the event is in
+	 * the ring, so user space always sees it and sends SIGCONT (which also
+	 * cancels this stop if it comes first).
+	 */
+	if (hold_tgid && (__u32)(bpf_get_current_pid_tgid() >> 32) == hold_tgid)
+		bpf_send_signal(19 /* SIGSTOP */);
 	return 0;
 }
 

@@ -333,7 +333,7 @@ static bool attach_fcontext_callers(struct attach_ctx *a, struct target *t, cons
 static void attach_switch_object(struct attach_ctx *a, struct target *t, const char *path,
 				 const char *shown, u32 families, bool late)
 {
-	for (u32 fam = CORO_FAM_UCONTEXT; fam <= CORO_FAM_PTH; fam++) {
+	for (u32 fam = CORO_FAM_UCONTEXT; fam <= SWITCHFAM_LAST; fam++) {
 		struct switch_plan plan;
 		char err[512];
 
@@ -405,8 +405,12 @@ static void choose_fcontext_call_sites(struct attach_ctx *a, struct target *t)
 	t->fcontext_calls = true;
 }
 
-/* --switch uprobe:PATH:SYMBOL...: the path as the target sees it. */
-static void attach_custom(struct attach_ctx *a, struct target *t)
+/*
+ * --switch uprobe:PATH:SYMBOL...: the path as the target sees it. A spec
+ * that cannot be placed is an error naming it: the user asked for exactly
+ * that function.
+ */
+static int attach_custom(struct attach_ctx *a, struct target *t)
 {
 	for (size_t i = 0; i < a->opts.ncustom; i++) {
 		const struct switch_custom *cs = &a->opts.custom[i];
@@ -416,35 +420,53 @@ static void attach_custom(struct attach_ctx *a, struct target *t)
 		int fd = t->launched ? open_regular(cs->path) : open_regular_in_root(t->pid, cs->path);
 
 		if (fd < 0) {
-			log_warn("--switch uprobe:%s:%s: cannot open %s in process %u: %s", cs->path,
-				 cs->symbol, cs->path, t->pid,
-				 fd == -EINVAL ? "not a regular file" : strerror(-fd));
-			continue;
+			log_err("--switch uprobe:%s:%s: cannot open %s in process %u: %s", cs->path,
+				cs->symbol, cs->path, t->pid,
+				fd == -EINVAL ? "not a regular file" : strerror(-fd));
+			return EXIT_NO_PROBES;
 		}
 		fd_path(path, fd);
-		if (switchfam_plan_custom(path, cs, &plan, err, sizeof(err)))
-			log_warn("--switch uprobe:%s:%s: %s", cs->path, cs->symbol, err);
-		else
-			attach_plan(a, t, path, cs->path, &plan, false);
+		if (switchfam_plan_custom(path, cs, &plan, err, sizeof(err))) {
+			log_err("--switch uprobe:%s:%s: cannot be placed: %s", cs->path, cs->symbol,
+				err);
+			close(fd);
+			return EXIT_NO_PROBES;
+		}
+		if (!attach_plan(a, t, path, cs->path, &plan, false)) {
+			log_err("--switch uprobe:%s:%s: cannot be attached (the warning above says "
+				"why)", cs->path, cs->symbol);
+			close(fd);
+			return EXIT_FAILURE_RUNTIME;
+		}
 		close(fd);
 	}
+	return 0;
 }
 
-void attach_switch_path(struct attach_ctx *a, struct target *t)
+int attach_switch_path(struct attach_ctx *a, struct target *t)
 {
 	const struct attach_opts *o = &a->opts;
+	u32 all = 0, drop;
+	int ret;
 
 	if (o->switch_none || o->system_wide || o->follow || (t->probe_sites && !o->switch_forced))
-		return;
+		return 0;
 	t->switch_mode = true;
 	choose_fcontext_call_sites(a, t);
+	/* A runtime's own switches make another family's view of the process wrong (QEMU). */
+	for (size_t i = 0; i < t->nswobjs; i++)
+		all |= t->swobjs[i].families & wanted_families(a);
+	drop = switchfam_excluded(all);
 	for (size_t i = 0; i < t->nswobjs; i++)
 		attach_switch_object(a, t, t->swobjs[i].path, t->swobjs[i].shown,
-				     t->swobjs[i].families & wanted_families(a), false);
-	attach_custom(a, t);
+				     t->swobjs[i].families & wanted_families(a) & ~drop, false);
+	ret = attach_custom(a, t);
+	if (ret)
+		return ret;
 	if (t->probe_sites_ignored)
 		log_info("process %u: %u corobpf probe sites left alone (--switch)", t->pid,
 			 t->probe_sites_ignored);
+	return 0;
 }
 
 /*

@@ -54,8 +54,11 @@ struct target {
 
 /* Returns 0, or an exit code (the process is gone, its maps unreadable: another user's). */
 int attach_scan_process(struct attach_ctx *a, struct target *t, bool late);
-/* After the first scan: the switch-function path for t if it has no probes (or --switch). */
-void attach_switch_path(struct attach_ctx *a, struct target *t);
+/*
+ * After the first scan: the switch-function path for t if it has no probes (or --switch).
+ * 0, or an exit code when a --switch uprobe: spec cannot be placed (logged, naming it).
+ */
+int attach_switch_path(struct attach_ctx *a, struct target *t);
 /* -a, --follow: attach (for every process) to the objects pid maps that carry probes. */
 void attach_scan_global(struct attach_ctx *a, u32 pid, bool late);
 

@@ -11,6 +11,7 @@
 #include <linux/capability.h>
 #include <sys/resource.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <bpf/bpf.h>
@@ -86,10 +87,22 @@ void capture_set_signal_child(pid_t pid)
 	signal_child = pid;
 }
 
+/*
+ * Also: if corobpf dies while the command is held at a dlopen (SIGSTOP,
+ * switch-function path), the kernel continues it. The death signal goes
+ * when the thread that forked dies: the main thread, which lives for the
+ * whole run. A command that outlives corobpf (-d, Ctrl-C twice) gets
+ * one SIGCONT more, which only a SIGCONT handler notices. The kernel
+ * clears the setting at the exec of a set-uid or set-gid program (or one
+ * with file capabilities): such a command is not protected.
+ * Had corobpf died before this prctl, its BPF programs are gone with it
+ * and nothing stops the command any more.
+ */
 static void child_before_exec(void)
 {
 	capture_restore_signals();
 	capture_restore_limits();
+	prctl(PR_SET_PDEATHSIG, SIGCONT);
 }
 
 #define POLL_MS 100
@@ -625,7 +638,12 @@ int capture_attach(struct capture *c)
 			if (ret)
 				return ret;
 		}
-		attach_switch_path(&c->attach, t);
+		ret = attach_switch_path(&c->attach, t);
+		if (ret)
+			return ret;
+		/* Held at each dlopen until its objects are attached (a runtime's module). */
+		if (t->launched && t->switch_mode && !c->opts->follow)
+			c->skel->bss->hold_tgid = t->pid;
 		/* --follow: a second target of the same program finds its objects attached already. */
 		if (!t->probe_sites && !t->switch_sites && c->ntargets > 1 && !c->opts->follow)
 			log_warn("process %u (%s) carries no corobpf probes and no known switch "
@@ -792,6 +810,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 				t->rescan = false;
 				attach_scan_process(&c->attach, t, true);
 				emit_found(c);
+				if (c->skel->bss->hold_tgid == t->pid)
+					kill((pid_t)t->pid, SIGCONT);
 			}
 			alive += !t->exited;
 		}
@@ -845,6 +865,20 @@ out:
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
+	if (c->skel->bss->hold_tgid) {
+		/* A hold the loop did not get to release. */
+		kill((pid_t)c->skel->bss->hold_tgid, SIGCONT);
+		c->skel->bss->hold_tgid = 0;
+	}
+	for (size_t i = 0; i < c->ntargets && !c->ev.ctx_switches && !c->opts->switch_forced; i++) {
+		if (!c->targets[i].switch_mode || c->targets[i].probe_sites)
+			continue;
+		/* Families attached, nothing seen: its coroutines may switch some other way. */
+		log_warn("no context switch seen through the switch functions corobpf knows (--switch "
+			 "help lists them); if the program has coroutines, name its switch function "
+			 "with --switch uprobe:PATH:SYMBOL:from=ARG,to=ARG");
+		break;
+	}
 	emit_stats(c);
 	emit_end(c);
 	capture_detach_async(c);

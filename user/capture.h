@@ -92,7 +92,8 @@ void capture_install_signals(void);
 /*
  * From now on (a pid) or no longer (-1), signals are passed on to pid. The
  * launched command gets the dispositions and the descriptor limit corobpf
- * started with back before its exec (capture_open raises the limit).
+ * started with back before its exec (capture_open raises the limit), and
+ * is continued (SIGCONT) by the kernel if corobpf dies (a dlopen hold).
  */
 void capture_set_signal_child(pid_t pid);
 

@@ -24,6 +24,7 @@ struct ctx_proc {
 
 struct ctx_thread {
 	bool started; /* a record of it was seen */
+	bool main_named; /* greenlet: the raw value of its main context is known */
 	bool known;   /* cur_id is a fact */
 	bool exited;  /* cur_id exited and has not switched out yet */
 	u64 cur_raw, cur_id;
@@ -37,6 +38,7 @@ void ctxmap_init(struct ctxmap *x)
 	hmap_init(&x->threads);
 	hmap_init(&x->alias);
 	hmap_init(&x->handles);
+	hmap_init(&x->created);
 }
 
 static int range_cmp(const void *a, const void *b)
@@ -86,10 +88,10 @@ static struct ctx_thread *thread_get(struct ctxmap *x, u32 pid, u32 tid)
 /* Everything known of a process's contexts goes (it ended, or exec replaced its program). */
 static void forget_process(struct ctxmap *x, u32 pid, bool keep_proc)
 {
-	struct hmap *maps[3] = { &x->threads, &x->alias, &x->handles };
+	struct hmap *maps[4] = { &x->threads, &x->alias, &x->handles, &x->created };
 	struct ctx_proc *p = hmap_get(&x->procs, pid, 0);
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		size_t it = 0, n = 0, cap = 0;
 		u64 k1, k2, *keys = NULL;
 		void *v;
@@ -267,6 +269,23 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 		}
 	} else {
 		to = resolve(x, p, e->hdr.pid, e->to);
+		if (e->family == CORO_FAM_GREENLET && to == e->to && p->launched && !t->main_named &&
+		    !hmap_get(&x->created, e->hdr.pid, e->to)) {
+			/*
+			 * A greenlet never made by g_initialstub is the thread's main
+			 * greenlet, which the thread started in: its main context.
+			 */
+			to = CTXMAP_MAIN_ID(e->hdr.tid);
+			put_id(&x->alias, e->hdr.pid, e->to, to);
+			t->main_named = true;
+		}
+	}
+	if ((e->flags & CORO_CTXF_FROM_DONE) && from && !(t->exited && t->cur_id == from)) {
+		/* QEMU's terminate: `from` returned, and this is its last switch out. */
+		emit_exit(x, h, from, from, emit, ctx);
+		t->known = true;
+		t->cur_id = from;
+		t->exited = true;
 	}
 
 	s->hdr = *h;
@@ -321,6 +340,8 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	} else {
 		/* A main context's old save area made into a coroutine of its own. */
 		hmap_del(&x->alias, e->hdr.pid, id);
+		if (e->family == CORO_FAM_GREENLET)
+			put_id(&x->created, e->hdr.pid, id, id);
 	}
 	c->hdr = *h;
 	c->hdr.size = ref ? sizeof(cr) : sizeof(*c);
@@ -423,6 +444,7 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 		if (t->known && t->cur_id && !t->exited) {
 			emit_exit(x, h, t->cur_id, t->cur_id, emit, ctx);
 			t->exited = true;
+			hmap_del(&x->created, rec->pid, t->cur_id);
 		} else {
 			x->exits_unknown++;
 		}
@@ -459,4 +481,5 @@ void ctxmap_free(struct ctxmap *x)
 	hmap_free(&x->threads);
 	hmap_free(&x->alias);
 	hmap_free(&x->handles);
+	hmap_free(&x->created);
 }

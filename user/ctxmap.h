@@ -20,6 +20,10 @@
  *   named after the thread. In a launched process every thread starts in
  *   it; attached mid-life, the context a thread is in when first seen is
  *   not known.
+ * - Ruby, QEMU, greenlet: a coroutine is the address the runtime switches
+ *   with, as for ucontext. QEMU's terminate ends `from` at its last switch.
+ *   A greenlet switched to that g_initialstub never made is the thread's
+ *   main greenlet: in a launched process, the thread's main context.
  * - hdr.cur of every record of such a process is translated the same way.
  *
  * Records of processes traced through corobpf probes pass untouched.
@@ -37,6 +41,7 @@ struct ctxmap {
 	struct hmap threads; /* (pid, tid) -> struct ctx_thread */
 	struct hmap alias;   /* (pid, raw ucontext address) -> id, for main contexts */
 	struct hmap handles; /* (pid, saved stack pointer) -> id, contexts outside known stacks */
+	struct hmap created; /* (pid, id) greenlets seen made and not yet ended */
 	bool active;	     /* some process uses the switch path */
 	union {
 		struct coro_event_hdr hdr;

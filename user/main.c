@@ -139,7 +139,8 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"switch", OPT_SWITCH, "FAMILY", 0,
 	 "Trace coroutines through the context-switch functions of an unmodified library: "
-	 "ucontext, boost-context, pth, a list of them, uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
+	 "ucontext, boost-context, pth, ruby, qemu, greenlet, a list of them, "
+	 "uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
 	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
 	 "uses, when it has no corobpf probes",
 	 0},
@@ -333,7 +334,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 
 			if (!f)
 				argp_error(state, "unknown --switch family '%s' (known: ucontext, "
-					   "boost-context, pth; or uprobe:...; see --switch help)", tok);
+					   "boost-context, pth, ruby, qemu, greenlet; or uprobe:...; "
+					   "see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}
 		a->switch_given = true;

@@ -82,13 +82,16 @@ const char *coro_family_name(u32 family)
 	case CORO_FAM_FCONTEXT: return "boost-context";
 	case CORO_FAM_PTH: return "pth";
 	case CORO_FAM_CUSTOM: return "custom";
+	case CORO_FAM_RUBY: return "ruby";
+	case CORO_FAM_QEMU: return "qemu";
+	case CORO_FAM_GREENLET: return "greenlet";
 	}
 	return "?";
 }
 
 u32 coro_family_parse(const char *name)
 {
-	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_CUSTOM; f++)
+	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_GREENLET; f++)
 		if (!strcmp(name, coro_family_name(f)))
 			return f;
 	return 0;

@@ -7,6 +7,7 @@
 #include "liverec.h"
 #include "log.h"
 #include "ringev.h"
+#include "switchfam.h"
 
 /* The largest payload a record with a stack has (before its ref). */
 #define STACK_REC_COPY_MAX 64
@@ -139,18 +140,40 @@ static void forward_with_stack(struct ringev *ev, const struct coro_event_hdr *h
 	record_sink_emit(ev->sink, out);
 }
 
+/*
+ * QEMU: a coroutine's entry function, an address only the live process's
+ * mappings name; it goes on as the coroutine's name record, which the
+ * capture keeps.
+ */
+static int on_ctx_entry(struct ringev *ev, const struct coro_ev_ctx_entry *e)
+{
+	struct coro_ev_name n = {.hdr = e->hdr, .id = e->id};
+
+	n.hdr.size = sizeof(n);
+	n.hdr.kind = CORO_EV_NAME;
+	switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
+	if (strlen(n.name) == sizeof(n.name) - 1)
+		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
+	return ringev_record(ev, &n, sizeof(n));
+}
+
 int ringev_record(void *ctx, void *data, size_t size)
 {
 	struct ringev *ev = ctx;
 	const struct coro_event_hdr *h = data;
 	const char *why = "kind not born in BPF";
 
+	if (h->kind == CORO_EV_CTX_ENTRY && size == sizeof(struct coro_ev_ctx_entry) &&
+	    h->size == size)
+		return on_ctx_entry(ev, data);
 	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
 		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
+	if (h->kind == CORO_EV_CTX_SWITCH)
+		ev->ctx_switches++;
 	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC)
 		on_objects_changed(ev, h);
 	on_process(ev, h);

@@ -4,7 +4,11 @@
  * through the ring buffer, before passing it on to the sink. One handler
  * per concern, run in this order on every record:
  *
+ *   named          a QEMU coroutine's entry address (CORO_EV_CTX_ENTRY): named
+ *                  from the live process's mappings, it goes on as a
+ *                  CORO_EV_NAME record through every handler below instead
  *   checked        malformed or of a kind not born in BPF: counted, dropped
+ *                  (switch-function switches counted: the end says if none)
  *   objects        exec, dlopen (ld.so's hook): the process's maps rescanned
  *                  by the capture after this batch (targets, -a, --follow)
  *   processes      admitted by the BPF side (-a, --follow): a process record
@@ -40,6 +44,7 @@ struct ringev {
 	struct hmap seen_threads; /* (pid, tid) already announced by a thread record */
 	struct hmap announced;	  /* -a, --follow: admitted processes, pid -> its exe (owned) */
 	struct hmap rescan_pids;  /* -a, --follow: processes whose maps changed */
+	u64 ctx_switches;	  /* switch-function path: switch records read */
 };
 
 void ringev_init(struct ringev *ev);

@@ -87,6 +87,24 @@ static size_t obj_code(const struct obj *o, uint64_t vaddr, uint8_t *buf, size_t
 	return n > 0 ? (size_t)n : 0;
 }
 
+/*
+ * A symbol of type NOTYPE names code when its section is executable:
+ * hand-written assembly often has no .type directive (libruby's
+ * coroutine_transfer is NOTYPE, size 0).
+ */
+static bool obj_sym_is_code(const struct obj *o, const GElf_Sym *sym)
+{
+	Elf_Scn *scn;
+	GElf_Shdr sh;
+
+	if (GELF_ST_TYPE(sym->st_info) == STT_FUNC)
+		return true;
+	if (GELF_ST_TYPE(sym->st_info) != STT_NOTYPE || sym->st_shndx >= SHN_LORESERVE)
+		return false;
+	scn = elf_getscn(o->elf, sym->st_shndx);
+	return scn && gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_EXECINSTR);
+}
+
 /* A defined function symbol by exact name, from .symtab, else .dynsym. */
 static bool obj_symbol(const struct obj *o, const char *name, uint64_t *vaddr, uint64_t *size)
 {
@@ -111,10 +129,10 @@ static bool obj_symbol(const struct obj *o, const char *name, uint64_t *vaddr, u
 				const char *s;
 
 				if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
-				    GELF_ST_TYPE(sym.st_info) != STT_FUNC || !sym.st_value)
+				    !sym.st_value)
 					continue;
 				s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
-				if (s && !strcmp(s, name)) {
+				if (s && !strcmp(s, name) && obj_sym_is_code(o, &sym)) {
 					*vaddr = sym.st_value;
 					*size = sym.st_size;
 					return true;
@@ -250,58 +268,114 @@ static void add_site(struct switch_plan *p, const struct obj *o, const char *fun
 		p->stepped++;
 }
 
-/* A switch function: from (or current) and to, followed to the cheapest instruction. */
-static int plan_switch(struct switch_plan *p, const struct obj *o, const char *func,
-		       int from_reg, int to_reg, int64_t delta, uint64_t at)
+/*
+ * The instruction at `at` bytes into the code at `start`, found by decoding
+ * from `start` (`size` 0: the extent is not known). 0, or -ERANGE past the
+ * end, -EINVAL inside an instruction (*inside: where that one starts),
+ * -EILSEQ if the code before it does not decode.
+ */
+static int exact_site(const struct obj *o, uint64_t start, uint64_t size, uint64_t at,
+		      struct site_res *r, uint64_t *inside)
 {
-	uint64_t start, size;
+	uint64_t a = start, off, avail;
+	struct x86_insn in;
+	int ret = 0, len = 0;
+	uint8_t *code;
+	size_t want, n;
+
+	/* Bounded by the function, else its segment: the offset comes from the command line. */
+	if ((size && at >= size) || !obj_text_offset(o, start, &off, &avail) || at >= avail)
+		return -ERANGE;
+	want = (size_t)at + 16;
+	code = xmalloc(want);
+	n = obj_code(o, start, code, want);
+	if (n <= at) {
+		free(code);
+		return -ERANGE;
+	}
+	while (a < start + at) {
+		len = x86_decode(code + (a - start), n - (a - start), a, &in);
+		if (!len)
+			break;
+		a += len;
+	}
+	if (a != start + at) {
+		ret = len ? -EINVAL : -EILSEQ;
+		*inside = a - len - start;
+	} else {
+		len = x86_decode(code + at, n - at, a, &in);
+		r->vaddr = a;
+		r->emulated = len && in.uprobe == X86_UPROBE_EMULATED;
+	}
+	free(code);
+	return ret;
+}
+
+/*
+ * A switch function: from (or current), to, and optionally a register
+ * that says how the switch ends `from` (cookie flags), followed to the
+ * cheapest instruction; at `at` instead when the user named an offset.
+ */
+static int plan_switch_at(struct switch_plan *p, const struct obj *o, const char *func,
+			  uint64_t start, uint64_t size, const int *regs, uint32_t flags,
+			  int64_t delta, bool exact, uint64_t at, uint64_t *inside)
+{
 	struct site_req rq = { 0 };
 	struct site_res r;
-	char what[64];
-	int fi = -1, ti;
+	char what[80];
+	int fi = -1, ti, ai = -1, loc[MAX_ARGS] = { CORO_CTX_REG_NONE, 0, CORO_CTX_REG_NONE };
+	int ret;
 
-	if (!obj_symbol(o, func, &start, &size))
-		return -ENOENT;
-	if (from_reg != CORO_CTX_REG_NONE) {
+	if (regs[0] != CORO_CTX_REG_NONE) {
 		fi = rq.nargs;
-		rq.reg[rq.nargs++] = from_reg;
+		rq.reg[rq.nargs++] = regs[0];
 	}
 	ti = rq.nargs;
-	rq.reg[rq.nargs++] = to_reg;
-	if (at) {
+	rq.reg[rq.nargs++] = regs[1];
+	if (regs[2] != CORO_CTX_REG_NONE) {
+		ai = rq.nargs;
+		rq.reg[rq.nargs++] = regs[2];
+	}
+	if (exact) {
 		/* An offset the user named: exactly there, registers as named. */
-		uint8_t code[CODE_MAX];
-		size_t n = obj_code(o, start, code, CODE_MAX);
-		uint64_t a = start;
-		struct x86_insn in;
-
-		while (a < start + at && a - start < n) {
-			int len = x86_decode(code + (a - start), n - (a - start), a, &in);
-
-			if (!len)
-				break;
-			a += len;
-		}
-		if (a != start + at)
-			return -EINVAL;
-		x86_decode(code + at, n - at, a, &in);
-		r.vaddr = a;
-		r.emulated = in.uprobe == X86_UPROBE_EMULATED;
+		ret = exact_site(o, start, size, at, &r, inside);
+		if (ret)
+			return ret;
 		for (int i = 0; i < rq.nargs; i++)
 			r.loc[i] = rq.reg[i];
 	} else if (find_site(o, start, size, &rq, &r)) {
 		return -ENOENT;
 	}
 	if (fi >= 0)
-		snprintf(what, sizeof(what), "from %%%s%s, to %%%s", x86_reg_name(r.loc[fi]),
-			 delta ? (delta < 0 ? "-delta" : "+delta") : "", x86_reg_name(r.loc[ti]));
+		loc[0] = r.loc[fi];
+	loc[1] = r.loc[ti];
+	if (ai >= 0)
+		loc[2] = r.loc[ai];
+	if (fi >= 0)
+		snprintf(what, sizeof(what), "from %%%s%s, to %%%s", x86_reg_name(loc[0]),
+			 delta ? (delta < 0 ? "-delta" : "+delta") : "", x86_reg_name(loc[1]));
 	else
-		snprintf(what, sizeof(what), "to %%%s", x86_reg_name(r.loc[ti]));
+		snprintf(what, sizeof(what), "to %%%s", x86_reg_name(loc[1]));
+	if (ai >= 0)
+		snprintf(what + strlen(what), sizeof(what) - strlen(what), ", action %%%s",
+			 x86_reg_name(loc[2]));
 	add_site(p, o, func, start, &r,
-		 CORO_CTX_COOKIE(CORO_CTXOP_SWITCH, fi >= 0 ? r.loc[fi] : CORO_CTX_REG_NONE,
-				 r.loc[ti], CORO_CTX_REG_NONE, p->family, 0, delta),
+		 CORO_CTX_COOKIE(CORO_CTXOP_SWITCH, loc[0], loc[1], loc[2], p->family, flags,
+				 delta),
 		 what);
 	return 0;
+}
+
+/* A switch function: from (or current) and to, followed to the cheapest instruction. */
+static int plan_switch(struct switch_plan *p, const struct obj *o, const char *func,
+		       int from_reg, int to_reg, int64_t delta)
+{
+	const int regs[3] = { from_reg, to_reg, CORO_CTX_REG_NONE };
+	uint64_t start, size;
+
+	if (!obj_symbol(o, func, &start, &size))
+		return -ENOENT;
+	return plan_switch_at(p, o, func, start, size, regs, 0, delta, false, 0, NULL);
 }
 
 static int plan_simple(struct switch_plan *p, const struct obj *o, const char *func, int op,
@@ -685,6 +759,116 @@ int switchfam_symbol_offset(const char *path, const char *name, uint64_t *off)
 	return ret;
 }
 
+/* The function symbol whose extent holds vaddr (exact starts first); false if none. */
+static bool obj_symbol_at(const struct obj *o, uint64_t vaddr, char *name, size_t len)
+{
+	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
+	uint64_t best = 0;
+	bool found = false;
+
+	for (int pass = 0; pass < 2 && !found; pass++) {
+		Elf_Scn *scn = NULL;
+
+		while ((scn = elf_nextscn(o->elf, scn))) {
+			GElf_Shdr sh;
+			Elf_Data *d;
+
+			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[pass] || !sh.sh_entsize)
+				continue;
+			d = elf_getdata(scn, NULL);
+			for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+				GElf_Sym sym;
+				const char *s;
+
+				if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF ||
+				    GELF_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_value > vaddr ||
+				    (vaddr >= sym.st_value + sym.st_size && vaddr != sym.st_value) ||
+				    (found && sym.st_value <= best))
+					continue;
+				s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
+				if (!s || !*s)
+					continue;
+				if (sym.st_value == vaddr)
+					snprintf(name, len, "%s", s);
+				else
+					snprintf(name, len, "%s+0x%llx", s,
+						 (unsigned long long)(vaddr - sym.st_value));
+				best = sym.st_value;
+				found = true;
+			}
+		}
+	}
+	return found;
+}
+
+/* Names by (pid, address), kept for the run: a runtime makes many contexts per function. */
+static struct hmap names_at;
+static bool names_at_init;
+
+void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+{
+	char maps[64], line[4096 + 128], obj_path[96] = "", shown[4096] = "?";
+	uint64_t off = 0;
+	const char *cached;
+	FILE *f;
+	struct obj o;
+
+	if (!names_at_init) {
+		hmap_init(&names_at);
+		names_at_init = true;
+	}
+	cached = hmap_get(&names_at, pid, addr);
+	if (cached) {
+		snprintf(name, len, "%s", cached);
+		return;
+	}
+	snprintf(name, len, "0x%llx", (unsigned long long)addr);
+	snprintf(maps, sizeof(maps), "/proc/%u/maps", pid);
+	f = fopen(maps, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, pgoff;
+		char perms[8], *path;
+
+		if (sscanf(line, "%llx-%llx %7s %llx", &start, &end, perms, &pgoff) != 4 ||
+		    perms[2] != 'x' || addr < start || addr >= end)
+			continue;
+		path = strchr(line, '/');
+		if (path) {
+			path[strcspn(path, "\n")] = 0;
+			snprintf(shown, sizeof(shown), "%s", path);
+		}
+		/* The exact file mapped there, whatever its path says now. */
+		snprintf(obj_path, sizeof(obj_path), "/proc/%u/map_files/%llx-%llx", pid, start,
+			 end);
+		off = addr - start + pgoff;
+		break;
+	}
+	if (f)
+		fclose(f);
+	if (obj_path[0] && !obj_open(&o, obj_path, NULL, 0)) {
+		for (size_t i = 0; i < o.nloads; i++) {
+			const GElf_Phdr *ph = &o.loads[i];
+
+			uint64_t vaddr = off - ph->p_offset + ph->p_vaddr;
+
+			if (off < ph->p_offset || off >= ph->p_offset + ph->p_filesz)
+				continue;
+			/* A static function of a stripped binary: where it is in the object. */
+			if (!obj_symbol_at(&o, vaddr, name, len)) {
+				const char *base = strrchr(shown, '/');
+
+				snprintf(name, len, "%s+0x%llx", base ? base + 1 : shown,
+					 (unsigned long long)vaddr);
+			}
+			break;
+		}
+		obj_close(&o);
+	}
+	/* Cached once the process said where it is (a vanished one is asked again). */
+	if (obj_path[0])
+		hmap_put(&names_at, pid, addr, xstrdup(name));
+}
+
 uint32_t switchfam_detect(const char *path)
 {
 	struct obj o;
@@ -699,6 +883,12 @@ uint32_t switchfam_detect(const char *path)
 		fams |= 1u << CORO_FAM_FCONTEXT;
 	if (obj_symbol(&o, "pth_spawn", &v, &s) && obj_symbol(&o, "pth_attr_set", &v, &s))
 		fams |= 1u << CORO_FAM_PTH;
+	for (uint32_t f = SWITCHFAM_RUNTIME_FIRST; f <= SWITCHFAM_RUNTIME_LAST; f++) {
+		const struct switchfam_desc *d = switchfam_runtime(f);
+
+		if (d && obj_symbol(&o, d->detect[0], &v, &s) && obj_symbol(&o, d->detect[1], &v, &s))
+			fams |= 1u << f;
+	}
 	if (import_index(&o, "jump_fcontext") >= 0 || import_index(&o, "ontop_fcontext") >= 0)
 		fams |= SWITCHFAM_FCONTEXT_CALLER;
 	obj_close(&o);
@@ -731,12 +921,101 @@ void switchfam_help(FILE *out)
 		"                 Boost.Fiber, Boost.Coroutine2, ...); a coroutine is its stack;\n"
 		"                 exits are not visible (a reused stack ends the old one)\n"
 		"  pth            GNU Pth: names from pth_attr_set, exits from pth_exit; switches\n"
-		"                 through ucontext (implies it)\n"
+		"                 through ucontext (implies it)\n");
+	for (uint32_t f = SWITCHFAM_RUNTIME_FIRST; f <= SWITCHFAM_RUNTIME_LAST; f++)
+		if (switchfam_runtime(f))
+			fputs(switchfam_runtime(f)->help, out);
+	fprintf(out,
 		"  uprobe:PATH:SYMBOL[+OFF]:from=ARG,to=ARG\n"
+		"  uprobe:PATH:0xADDR:from=ARG,to=ARG\n"
 		"                 any function that switches from one context to another; ARG is\n"
 		"                 arg0..arg5, sp, a register (rdi, r12, ...), or from=current\n"
 		"Without --switch, a process with no corobpf probes is traced through every family\n"
 		"whose library it uses.\n");
+}
+
+/*
+ * Every ret of a function, each a site (what it returns is in rax there),
+ * found by decoding it whole; -EXDEV if it can also leave by a tail call
+ * (the value is then returned by another function), -EILSEQ if it does not
+ * decode.
+ */
+static int plan_returns(struct switch_plan *p, const struct obj *o,
+			const struct switchfam_site_desc *sd, uint64_t start, uint64_t size)
+{
+	uint8_t *code;
+	uint64_t a;
+	size_t n;
+	int ret = 0;
+	struct x86_insn in;
+	struct switch_plan tmp = { .family = p->family };
+
+	if (!size)
+		return -ENOENT;
+	code = xmalloc(size);
+	n = obj_code(o, start, code, size);
+	for (a = start; ret == 0 && a < start + n;) {
+		int len = x86_decode(code + (a - start), start + n - a, a, &in);
+		bool is_jmp_ind = in.flow == X86_FLOW_INDIRECT && !in.vex && in.map == 0 &&
+				  in.opcode == 0xff && ((in.modrm >> 3) & 7) >= 4;
+
+		if (!len) {
+			ret = -EILSEQ;
+			break;
+		}
+		if (is_jmp_ind || (in.flow == X86_FLOW_JMP && (in.target < start ||
+							      in.target >= start + size)))
+			ret = -EXDEV;
+		if (in.flow == X86_FLOW_RET && !in.vex && in.map == 0 &&
+		    (in.opcode == 0xc3 || in.opcode == 0xc2)) {
+			struct site_res r = { .vaddr = a, .emulated = in.uprobe == X86_UPROBE_EMULATED };
+
+			add_site(&tmp, o, sd->func, start, &r,
+				 CORO_CTX_COOKIE(sd->op, X86_RAX, CORO_CTX_REG_NONE, CORO_CTX_REG_NONE,
+						 p->family, sd->flags, 0),
+				 sd->what);
+		}
+		a += len;
+	}
+	free(code);
+	if (!ret && n != size)
+		ret = -EILSEQ;
+	if (!ret && !tmp.nsites)
+		ret = -ENOENT;
+	for (uint32_t i = 0; !ret && i < tmp.nsites && p->nsites < SWITCHFAM_MAX_SITES; i++)
+		p->sites[p->nsites++] = tmp.sites[i];
+	return ret;
+}
+
+/* A runtime family's sites (fam_runtimes.c): -ENOENT if a site it needs is missing. */
+static int plan_runtime(struct switch_plan *p, const struct obj *o, const struct switchfam_desc *d)
+{
+	for (size_t i = 0; i < sizeof(d->sites) / sizeof(d->sites[0]) && d->sites[i].func; i++) {
+		const struct switchfam_site_desc *sd = &d->sites[i];
+		const int regs[3] = { sd->reg[0], sd->reg[1], sd->reg[2] };
+		uint64_t start, size;
+		int ret, n = 0;
+
+		if (!obj_symbol(o, sd->func, &start, &size)) {
+			if (sd->optional)
+				continue;
+			return -ENOENT;
+		}
+		if (sd->at_return) {
+			ret = plan_returns(p, o, sd, start, size);
+		} else if (sd->op == CORO_CTXOP_SWITCH) {
+			ret = plan_switch_at(p, o, sd->func, start, size, regs, sd->flags, 0, false,
+					     0, NULL);
+		} else {
+			while (n < 3 && regs[n] != CORO_CTX_REG_NONE)
+				n++;
+			ret = plan_simple(p, o, sd->func, sd->op, n, regs, sd->flags, sd->what);
+		}
+		if (ret && !sd->optional)
+			return ret;
+	}
+	snprintf(p->limits, sizeof(p->limits), "%s", d->limits);
+	return 0;
 }
 
 int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, char *err,
@@ -756,9 +1035,9 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 		const int rdi[1] = { X86_RDI };
 		uint64_t sc;
 
-		if (plan_switch(plan, &o, "swapcontext", X86_RDI, X86_RSI, 0, 0))
+		if (plan_switch(plan, &o, "swapcontext", X86_RDI, X86_RSI, 0))
 			break;
-		plan_switch(plan, &o, "setcontext", CORO_CTX_REG_NONE, X86_RDI, 0, 0);
+		plan_switch(plan, &o, "setcontext", CORO_CTX_REG_NONE, X86_RDI, 0);
 		if (plan_simple(plan, &o, "makecontext", CORO_CTXOP_CREATE, 1, rdi,
 				CORO_CTXC_STACK_UCONTEXT, "the new context in %rdi"))
 			break;
@@ -786,10 +1065,10 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 				CORO_CTXC_STACK_REGS, "stack top %rdi, size %rsi"))
 			break;
 		if (plan_switch(plan, &o, "jump_fcontext", X86_RSP, X86_RDI,
-				fcontext_delta(&o, "jump_fcontext"), 0))
+				fcontext_delta(&o, "jump_fcontext")))
 			break;
 		plan_switch(plan, &o, "ontop_fcontext", X86_RSP, X86_RDI,
-			    fcontext_delta(&o, "ontop_fcontext"), 0);
+			    fcontext_delta(&o, "ontop_fcontext"));
 		snprintf(plan->limits, sizeof(plan->limits),
 			 "exits not visible (a fiber's stack reused by a new one ends it)");
 		ret = 0;
@@ -807,6 +1086,10 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 		break;
 	}
 	default:
+		if (switchfam_runtime(family)) {
+			ret = plan_runtime(plan, &o, switchfam_runtime(family));
+			break;
+		}
 		errfmt(err, errlen, "unknown switch family %u", family);
 		ret = -EINVAL;
 	}
@@ -816,108 +1099,12 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 	return ret;
 }
 
-static int parse_reg(const char *s)
-{
-	static const char *const args[6] = { "arg0", "arg1", "arg2", "arg3", "arg4", "arg5" };
-	static const int argregs[6] = { X86_RDI, X86_RSI, X86_RDX, X86_RCX, X86_R8, X86_R9 };
-
-	for (int i = 0; i < 6; i++)
-		if (!strcmp(s, args[i]))
-			return argregs[i];
-	if (!strcmp(s, "sp"))
-		return X86_RSP;
-	if (!strcmp(s, "current"))
-		return CORO_CTX_REG_NONE;
-	for (int i = 0; i < X86_NREGS; i++)
-		if (!strcmp(s, x86_reg_name(i)) || (s[0] == '%' && !strcmp(s + 1, x86_reg_name(i))))
-			return i;
-	return -1;
-}
-
-int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *err, size_t errlen)
-{
-	char buf[4400], *p, *sym, *args, *tok, *save;
-	bool have_from = false, have_to = false;
-
-	memset(out, 0, sizeof(*out));
-	if (strncmp(spec, "uprobe:", 7) || strlen(spec) >= sizeof(buf)) {
-		errfmt(err, errlen, "'%s': expected uprobe:PATH:SYMBOL[+OFFSET]:from=ARG,to=ARG",
-		       spec);
-		return -EINVAL;
-	}
-	snprintf(buf, sizeof(buf), "%s", spec + 7);
-	/* PATH may not contain ':' here; SYMBOL and the arguments never do. */
-	args = strrchr(buf, ':');
-	if (!args || args == buf) {
-		errfmt(err, errlen, "'%s': missing :from=ARG,to=ARG", spec);
-		return -EINVAL;
-	}
-	*args++ = 0;
-	sym = strrchr(buf, ':');
-	if (!sym || sym == buf || !sym[1]) {
-		errfmt(err, errlen, "'%s': expected uprobe:PATH:SYMBOL:from=ARG,to=ARG", spec);
-		return -EINVAL;
-	}
-	*sym++ = 0;
-	if (buf[0] != '/') {
-		errfmt(err, errlen, "'%s': the path must be absolute", spec);
-		return -EINVAL;
-	}
-	if (strlen(buf) >= sizeof(out->path)) {
-		errfmt(err, errlen, "'%s': path too long", spec);
-		return -EINVAL;
-	}
-	memcpy(out->path, buf, strlen(buf) + 1);
-	p = strchr(sym, '+');
-	if (p) {
-		char *end;
-
-		*p++ = 0;
-		errno = 0;
-		out->sym_offset = strtoull(p, &end, 0);
-		if (errno || *end || end == p) {
-			errfmt(err, errlen, "'%s': bad offset '%s'", spec, p);
-			return -EINVAL;
-		}
-	}
-	snprintf(out->symbol, sizeof(out->symbol), "%s", sym);
-	out->from_reg = out->to_reg = -1;
-	for (tok = strtok_r(args, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		char *eq = strchr(tok, '=');
-		int r;
-
-		if (!eq) {
-			errfmt(err, errlen, "'%s': '%s' is not KEY=ARG", spec, tok);
-			return -EINVAL;
-		}
-		*eq++ = 0;
-		r = parse_reg(eq);
-		if (r < 0) {
-			errfmt(err, errlen, "'%s': '%s' is not arg0..arg5, sp, current or a register",
-			       spec, eq);
-			return -EINVAL;
-		}
-		if (!strcmp(tok, "from")) {
-			out->from_reg = r;
-			have_from = true;
-		} else if (!strcmp(tok, "to") && r != CORO_CTX_REG_NONE) {
-			out->to_reg = r;
-			have_to = true;
-		} else {
-			errfmt(err, errlen, "'%s': unknown key '%s' (from=, to=)", spec, tok);
-			return -EINVAL;
-		}
-	}
-	if (!have_from || !have_to) {
-		errfmt(err, errlen, "'%s': both from= and to= are needed", spec);
-		return -EINVAL;
-	}
-	return 0;
-}
-
 int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 			  struct switch_plan *plan, char *err, size_t errlen)
 {
+	const int regs[3] = { cs->from_reg, cs->to_reg, CORO_CTX_REG_NONE };
+	uint64_t start, size = 0, inside = 0, off, avail;
+	char name[sizeof(cs->symbol)];
 	struct obj o;
 	int ret;
 
@@ -926,12 +1113,38 @@ int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 	ret = obj_open(&o, path, err, errlen);
 	if (ret)
 		return ret;
-	ret = plan_switch(plan, &o, cs->symbol, cs->from_reg, cs->to_reg, 0, cs->sym_offset);
-	if (ret == -ENOENT)
+	if (cs->at_address) {
+		start = cs->address;
+		snprintf(name, sizeof(name), "0x%llx", (unsigned long long)start);
+		if (!obj_text_offset(&o, start, &off, &avail)) {
+			errfmt(err, errlen, "%s: address %s is not in an executable segment", path,
+			       name);
+			obj_close(&o);
+			return -ERANGE;
+		}
+	} else if (!obj_symbol(&o, cs->symbol, &start, &size)) {
 		errfmt(err, errlen, "%s: no function named %s", path, cs->symbol);
+		obj_close(&o);
+		return -ENOENT;
+	} else {
+		snprintf(name, sizeof(name), "%s", cs->symbol);
+	}
+	ret = plan_switch_at(plan, &o, name, start, size, regs, 0, 0,
+			     cs->at_address || cs->has_offset, cs->sym_offset, &inside);
+	if (ret == -ENOENT)
+		errfmt(err, errlen, "%s: no switch site found in %s", path, name);
+	else if (ret == -ERANGE)
+		errfmt(err, errlen, "%s: %s+0x%llx is past the end of %s%s", path, name,
+		       (unsigned long long)cs->sym_offset, name,
+		       size ? "" : " (the end of its executable segment)");
 	else if (ret == -EINVAL)
-		errfmt(err, errlen, "%s: %s+0x%llx is not at an instruction boundary", path,
-		       cs->symbol, (unsigned long long)cs->sym_offset);
+		errfmt(err, errlen,
+		       "%s: %s+0x%llx is not at an instruction boundary (it is inside the "
+		       "instruction at %s+0x%llx)", path, name, (unsigned long long)cs->sym_offset,
+		       name, (unsigned long long)inside);
+	else if (ret == -EILSEQ)
+		errfmt(err, errlen, "%s: the code of %s does not decode at +0x%llx, before +0x%llx",
+		       path, name, (unsigned long long)inside, (unsigned long long)cs->sym_offset);
 	snprintf(plan->limits, sizeof(plan->limits), "creates and exits not visible");
 	obj_close(&o);
 	return ret;

@@ -277,6 +277,55 @@ TEST(exec_starts_over)
 	CHECK_STR(((struct coro_ev_name *)out[1].bytes)->name, "newprog [200]");
 }
 
+TEST(greenlet_main_and_qemu_terminate)
+{
+	const u64 G = 0x9000, MAIN_G = 0x8000, Q = 0xa000, LEADER = 0xb000;
+
+	/* Greenlet, launched: from is the current one; main is the greenlet never made. */
+	reset();
+	process(true);
+	switch_path(CORO_FAM_GREENLET);
+	ctx_create(10, 0, false, CORO_FAM_GREENLET, G, 0, 0);
+	nout = 0;
+	ctx_switch(20, 0, false, CORO_FAM_GREENLET, 0, G, true);
+	CHECK_EQ(sw(0)->from, MAIN);
+	CHECK_EQ(sw(0)->to, G);
+	ctx_switch(30, G, true, CORO_FAM_GREENLET, G, MAIN_G, true);
+	CHECK_EQ(sw(1)->from, G);
+	CHECK_EQ(sw(1)->to, MAIN);
+	ctx_switch(40, MAIN_G, true, CORO_FAM_GREENLET, MAIN_G, G, true);
+	CHECK_EQ(sw(2)->from, MAIN);
+	ctx_exit(50, G, CORO_FAM_GREENLET);
+	CHECK_EQ(out[3].hdr.kind, CORO_EV_EXIT);
+	ctx_switch(60, G, true, CORO_FAM_GREENLET, G, MAIN_G, true);
+	CHECK_EQ(sw(4)->to, MAIN);
+	CHECK_EQ(sw(4)->reason, CORO_R_DONE);
+
+	/* QEMU: a terminate ends `from` at its last switch out. */
+	reset();
+	process(true);
+	switch_path(CORO_FAM_QEMU);
+	nout = 0;
+	ctx_switch(10, 0, false, CORO_FAM_QEMU, LEADER, Q, false);
+	CHECK_EQ(sw(2)->from, MAIN); /* after the thread's start and name */
+	{
+		struct coro_ev_ctx_switch e;
+
+		hdr(&e.hdr, sizeof(e), CORO_EV_CTX_SWITCH, 20, Q, true);
+		e.from = Q;
+		e.to = LEADER;
+		e.family = CORO_FAM_QEMU;
+		e.flags = CORO_CTXF_FROM_DONE;
+		feed(&e);
+	}
+	CHECK_EQ(nout, 5);
+	CHECK_EQ(out[3].hdr.kind, CORO_EV_EXIT);
+	CHECK_EQ(((struct coro_ev_exit *)out[3].bytes)->id, Q);
+	CHECK_EQ(sw(4)->from, Q);
+	CHECK_EQ(sw(4)->to, MAIN);
+	CHECK_EQ(sw(4)->reason, CORO_R_DONE);
+}
+
 int main(void)
 {
 	ctxmap_init(&X);
@@ -285,6 +334,7 @@ int main(void)
 	RUN(fcontext_attached_follows_handles);
 	RUN(other_streams_pass_untouched);
 	RUN(exec_starts_over);
+	RUN(greenlet_main_and_qemu_terminate);
 	ctxmap_free(&X);
 	return unit_done();
 }

@@ -38,6 +38,11 @@ static const char asm_src[] =
 	"	.globl stacked\n	.type stacked,@function\nstacked:\n"
 	"	mov %rsp,%rax\n	.byte 0x48, 0x56\n	mov $0,%esi\n	pop %rdx\n	cmp $1,%rax\n	je 4f\n4:	ret\n"
 	"	.size stacked,.-stacked\n"
+	/* Hand-written assembly's habit: no .type, no .size (NOTYPE, size 0). */
+	"	.globl untyped\nuntyped:\n	push %rbp\n	pop %rbp\n	ret\n"
+	/* Larger than the 4 KiB the planner reads at a time. */
+	"	.globl big\n	.type big,@function\nbig:\n	.fill 5000,1,0x90\n	mov %rdi,%rax\n	ret\n"
+	"	.size big,.-big\n"
 	"	.section .note.GNU-stack,\"\",@progbits\n";
 
 /* Callers of Boost.Context's switch functions, for the call-site planner. */
@@ -50,6 +55,18 @@ static const char callers_addr[] =
 	"	.text\n	.globl a\n	.type a,@function\na:\n"
 	"	call jump_fcontext@PLT\n	mov jump_fcontext@GOTPCREL(%rip),%rax\n	ret\n"
 	"	.size a,.-a\n	.section .note.GNU-stack,\"\",@progbits\n";
+
+/* QEMU's two functions, shaped as qemu-img 7.2's: a call after the arguments moved; two rets. */
+static const char qemu_like[] =
+	"	.text\n	.globl qemu_coroutine_switch\n	.type qemu_coroutine_switch,@function\n"
+	"qemu_coroutine_switch:\n	sub $0x18,%rsp\n	mov %rdi,%rax\n	mov %rsi,%rdi\n"
+	"	xor %esi,%esi\n	call 1f\n1:	add $0x18,%rsp\n	ret\n"
+	"	.size qemu_coroutine_switch,.-qemu_coroutine_switch\n"
+	"	.globl qemu_coroutine_create\n	.type qemu_coroutine_create,@function\n"
+	"qemu_coroutine_create:\n	push %rbx\n	mov %rdi,%rbx\n	test %rdi,%rdi\n	je 2f\n"
+	"	mov %rbx,%rax\n	pop %rbx\n	ret\n2:	xor %eax,%eax\n	pop %rbx\n	ret\n"
+	"	.size qemu_coroutine_create,.-qemu_coroutine_create\n"
+	"	.section .note.GNU-stack,\"\",@progbits\n";
 
 static bool assemble(const char *text, const char *name)
 {
@@ -74,7 +91,8 @@ static bool build(void)
 
 	if (!mkdtemp(dir))
 		return false;
-	if (!assemble(callers_ok, "callers_ok") || !assemble(callers_addr, "callers_addr"))
+	if (!assemble(callers_ok, "callers_ok") || !assemble(callers_addr, "callers_addr") ||
+	    !assemble(qemu_like, "qemu_like"))
 		return false;
 	snprintf(src, sizeof(src), "%s/f.S", dir);
 	snprintf(so, sizeof(so), "%s/libf.so", dir);
@@ -139,6 +157,18 @@ TEST(site_choice)
 	CHECK_EQ(plan_custom("moved+1", "from=arg0,to=arg1", &p), -EINVAL);
 	CHECK_EQ(plan_custom("moved+3", "from=arg0,to=arg1", &p), 0);
 	CHECK_EQ(p.sites[0].insn_off, 3);
+	/* Anywhere inside a function, past 4 KiB too; not inside an instruction, nor past it. */
+	CHECK_EQ(plan_custom("big+5000", "from=arg0,to=arg1", &p), 0);
+	CHECK_EQ(p.sites[0].insn_off, 5000);
+	CHECK_EQ(plan_custom("big+5003", "from=arg0,to=arg1", &p), 0);
+	CHECK(!p.sites[0].emulated); /* the ret */
+	CHECK_EQ(plan_custom("big+5001", "from=arg0,to=arg1", &p), -EINVAL);
+	CHECK_EQ(plan_custom("big+5004", "from=arg0,to=arg1", &p), -ERANGE);
+	/* A NOTYPE symbol in code is a function; its push is emulated at the entry. */
+	CHECK_EQ(plan_custom("untyped", "from=arg0,to=arg1", &p), 0);
+	CHECK(p.sites[0].emulated);
+	CHECK_EQ(p.sites[0].insn_off, 0);
+	CHECK_EQ(plan_custom("untyped+1", "from=arg0,to=arg1", &p), 0);
 	CHECK_EQ(plan_custom("nothere", "from=arg0,to=arg1", &p), -ENOENT);
 }
 
@@ -166,6 +196,12 @@ TEST(custom_spec_errors)
 	CHECK(switchfam_parse_custom("uprobe:/x:f+zz:from=arg0,to=arg1", &cs, err, sizeof(err)) < 0);
 	CHECK_CONTAINS(err, "bad offset");
 	CHECK(switchfam_parse_custom("/x:f:from=arg0,to=arg1", &cs, err, sizeof(err)) < 0);
+	CHECK(switchfam_parse_custom("uprobe:/x:0x1f0:from=arg0,to=arg1", &cs, err, sizeof(err)) == 0);
+	CHECK(cs.at_address && cs.address == 0x1f0);
+	CHECK(switchfam_parse_custom("uprobe:/x:0x1f0+4:from=arg0,to=arg1", &cs, err,
+				     sizeof(err)) < 0);
+	CHECK_CONTAINS(err, "bad address");
+	CHECK(switchfam_parse_custom("uprobe:/x:0xzz:from=arg0,to=arg1", &cs, err, sizeof(err)) < 0);
 }
 
 static const struct switch_site *find(const struct switch_plan *p, const char *func)
@@ -258,6 +294,37 @@ TEST(call_sites)
 	}
 }
 
+TEST(runtime_family_qemu)
+{
+	struct switch_plan p;
+	char path[300], err[256];
+
+	snprintf(path, sizeof(path), "%s/libqemu_like.so", dir);
+	CHECK(switchfam_detect(path) & (1u << CORO_FAM_QEMU));
+	CHECK(!(switchfam_detect(path) & (1u << CORO_FAM_RUBY)));
+	CHECK_EQ(switchfam_plan(path, CORO_FAM_QEMU, &p, err, sizeof(err)), 0);
+	CHECK_EQ(p.nsites, 3);
+	/* The switch at the call: from in rax, to in rdi, the action still in rdx. */
+	CHECK_EQ(CORO_CTX_COOKIE_OP(p.sites[0].cookie), CORO_CTXOP_SWITCH);
+	CHECK(p.sites[0].emulated);
+	CHECK_EQ(p.sites[0].insn_off, 4 + 3 + 3 + 2);
+	CHECK_EQ(CORO_CTX_COOKIE_A(p.sites[0].cookie), X86_RAX);
+	CHECK_EQ(CORO_CTX_COOKIE_B(p.sites[0].cookie), X86_RDI);
+	CHECK_EQ(CORO_CTX_COOKIE_C(p.sites[0].cookie), X86_RDX);
+	CHECK_EQ(CORO_CTX_COOKIE_FLAGS(p.sites[0].cookie), CORO_CTXC_ACTION_QEMU);
+	/* The creates at both rets, the value in rax. */
+	for (int i = 1; i < 3; i++) {
+		CHECK_EQ(CORO_CTX_COOKIE_OP(p.sites[i].cookie), CORO_CTXOP_CREATE);
+		CHECK_EQ(CORO_CTX_COOKIE_A(p.sites[i].cookie), X86_RAX);
+	}
+	CHECK_EQ(p.sites[1].insn_off, 1 + 3 + 3 + 2 + 3 + 1);
+	CHECK_EQ(p.sites[2].insn_off, 1 + 3 + 3 + 2 + 3 + 1 + 1 + 2 + 1);
+	CHECK_EQ(switchfam_excluded(1u << CORO_FAM_QEMU) & (1u << CORO_FAM_UCONTEXT),
+		 1u << CORO_FAM_UCONTEXT);
+	CHECK_EQ(switchfam_parse("qemu"), CORO_FAM_QEMU);
+	CHECK_EQ(switchfam_parse("greenlet"), CORO_FAM_GREENLET);
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -269,6 +336,7 @@ int main(void)
 	}
 	RUN(site_choice);
 	RUN(custom_spec_errors);
+	RUN(runtime_family_qemu);
 	RUN(call_sites);
 	RUN(system_libraries);
 	rc = unit_done();

@@ -1,0 +1,17 @@
+# Ruby fibers for the switch-function path (suite_19_runtimes.py): N fibers,
+# each resumed K + 1 times (K yields, then its return). With --wait it says
+# READY and waits for a line on stdin first, so a tracer can attach.
+# Prints its own counts: the trace must hold exactly these.
+wait = ARGV.delete("--wait")
+n = (ARGV[0] || 100).to_i
+k = (ARGV[1] || 10).to_i
+if wait
+  puts "READY #{Process.pid}"
+  $stdout.flush
+  $stdin.gets
+end
+resumes = 0
+fibers = (1..n).map { Fiber.new { k.times { Fiber.yield } } }
+fibers.each { |f| (k + 1).times { f.resume; resumes += 1 } }
+alive = fibers.count(&:alive?)
+puts "FIBERS #{n} RESUMES #{resumes} SWITCHES #{2 * resumes} ALIVE #{alive}"

@@ -1,0 +1,441 @@
+"""Runtimes nobody instrumented, traced with no flags: Ruby fibers (ruby3.1), QEMU coroutines
+(qemu-utils) and Python greenlets (python3-greenlet), as Debian ships them (tools/deps.sh).
+
+Each program counts its own switches and coroutines; where bpftrace can probe the same
+function, its count of the calls in the same run is a second oracle. Outside CI a missing
+runtime skips its test, saying why; in CI it fails."""
+from harness import *  # noqa: F401,F403
+
+PROGS = os.path.join(ROOT, "tests", "integration", "progs")
+RUBY = "/usr/bin/ruby3.1"
+LIBRUBY = "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1"
+QEMU_IMG = "/usr/bin/qemu-img"
+QEMU_IO = "/usr/bin/qemu-io"
+# Debian's greenlet is for Debian's python (python3 on PATH may be another one).
+PYTHON = "/usr/bin/python3"
+GREENLET = "/usr/lib/python3/dist-packages/greenlet/_greenlet.cpython-311-x86_64-linux-gnu.so"
+G_SWITCH = "_ZN8greenlet8Greenlet13g_switchstackEv"
+G_START = "_ZN8greenlet12UserGreenlet13g_initialstubEPv"
+
+
+def need(*paths):
+    """True if every path exists; else skips (outside CI) or fails (in CI), saying which."""
+    missing = [p for p in paths if not os.path.exists(p)]
+    if not missing:
+        return True
+    why = "%s missing (install with tools/deps.sh)" % ", ".join(missing)
+    if CI:
+        raise Failure(why)
+    print("     skipped: %s" % why, flush=True)
+    return False
+
+
+def main_id(tid):
+    return "0x%x" % ((1 << 63) | tid)
+
+
+def fields(stdout, key):
+    """The line of a program's output that starts with key, as {NAME: int}."""
+    for line in stdout.splitlines():
+        f = line.split()
+        if f and f[0] == key:
+            return {f[i]: int(f[i + 1]) for i in range(0, len(f) - 1, 2)}
+    raise Failure("no %s line in the program's output: %r" % (key, stdout))
+
+
+def switch_families(trace, pid):
+    return {r["family"] for r in trace.records if r["type"] == "switch_path" and r["pid"] == pid}
+
+
+def real_switches(trace, pid, launched=True):
+    """Switch events of pid, less a launched thread's start in its main context (from 0x0).
+    Attached, a thread's first switch leaves a context not known: from 0x0 too."""
+    return [e for e in trace.by_ev("switch") if e["pid"] == pid and e["to"] != "0x0" and
+            (e["from"] != "0x0" or not launched)]
+
+
+class Bpftrace:
+    """A second oracle: bpftrace counts, per pid, the calls of the same functions."""
+
+    def __init__(self, name, probes):
+        prog = " ".join("uprobe:%s:%s %s { @%s[pid] = count(); }" % (path, fn, pred, key)
+                        for key, path, fn, pred in probes)
+        self.out = work(name + ".bpftrace")
+        self.f = open(self.out, "w")
+        self.p = subprocess.Popen(["bpftrace", "-e", prog], stdout=self.f,
+                                  stderr=subprocess.STDOUT, text=True)
+        wait_for(self.out, "Attaching", timeout=60)
+        time.sleep(0.5)
+
+    def counts(self, pid):
+        self.p.send_signal(signal.SIGINT)
+        self.p.wait(timeout=60)
+        self.f.close()
+        got = {}
+        with open(self.out) as f:
+            for line in f:
+                m = re.match(r"@(\w+)\[(\d+)\]: (\d+)", line.strip())
+                if m and int(m.group(2)) == pid:
+                    got[m.group(1)] = int(m.group(3))
+        return got
+
+
+def attach_to(target, name, extra=()):
+    """corobpf -p for a program waiting on stdin: attached, then the program is released."""
+    out = work(name + ".jsonl")
+    tr, ef, err = start_tracer(["-p", str(target.pid), "-o", out] + list(extra), name)
+    try:
+        wait_for(err, "Ctrl-C to stop", timeout=60)
+        target.stdin.write("go\n")
+        target.stdin.flush()
+        stdout = target.stdout.read()
+        target.wait(timeout=120)
+        tr.wait(timeout=120)
+    finally:
+        ef.close()
+        if tr.poll() is None:
+            tr.kill()
+    with open(err) as f:
+        errtext = f.read()
+    eq(tr.returncode, 0, "corobpf exit code (%s)" % errtext)
+    eq(target.returncode, 0, "the traced program's exit code")
+    return Trace(out), stdout, errtext
+
+
+# ---- Ruby ----
+
+def check_ruby(tr, pid, counts, launched):
+    n, resumes = counts["FIBERS"], counts["RESUMES"]
+    eq(switch_families(tr, pid) >= {"ruby"}, True, "families used: %s" % switch_families(tr, pid))
+    sw = real_switches(tr, pid, launched)
+    eq(len(sw), counts["SWITCHES"], "switches (the program's count)")
+    cos = [c for c in tr.coroutines if c["pid"] == pid]
+    eq(len(cos), n + 1, "coroutines: the fibers and the main fiber")
+    ins = sorted(c["switch_ins"] for c in cos)
+    eq(ins[:-1], [resumes // n] * n, "each fiber's resumes")
+    eq(ins[-1], resumes + (1 if launched else 0), "the main fiber's switch-ins")
+    if launched:
+        tid = [c for c in cos if c["switch_ins"] == ins[-1]][0]
+        eq(tid["id"], main_id(pid), "the main fiber is the thread's main context")
+
+
+@test
+def runtime_ruby_fibers_launched():
+    """sudo corobpf -- ruby app.rb: every fiber, every switch, no flags."""
+    if not need(RUBY, LIBRUBY):
+        return
+    plain = run([RUBY, os.path.join(PROGS, "fibers.rb"), "300", "20"])
+    tr, _, p, out, raw = trace_launch("ruby", [RUBY, os.path.join(PROGS, "fibers.rb"), "300", "20"])
+    check_clean(tr)
+    eq(p.stdout, plain.stdout, "the program's output, traced and not")
+    pid = tr.processes[0]["pid"]
+    check_ruby(tr, pid, fields(p.stdout, "FIBERS"), True)
+    eq(switch_families(tr, pid), {"ruby", "ucontext"}, "families used")
+    check("coroutine_transfer+0x0 (emulated" in p.stderr, p.stderr)
+    check_replay(out, raw)
+
+
+@test
+def runtime_ruby_fibers_attached():
+    """corobpf -p on a waiting Ruby program: the main fiber is one coroutine, switches exact."""
+    if not need(RUBY, LIBRUBY):
+        return
+    target = subprocess.Popen([RUBY, os.path.join(PROGS, "fibers.rb"), "--wait", "200", "10"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = target.stdout.readline().split()
+    eq(line[:1], ["READY"], "the program's first line")
+    tr, stdout, _ = attach_to(target, "ruby_attached")
+    check_clean(tr)
+    check_ruby(tr, target.pid, fields(stdout, "FIBERS"), False)
+
+
+# ---- QEMU ----
+
+def check_qemu(tr, pid, oracle, launched=True):
+    eq(switch_families(tr, pid), {"qemu"}, "families used (ucontext is wrong in QEMU)")
+    sw = real_switches(tr, pid, launched)
+    eq(len(sw), oracle.get("sw", 0), "switches (bpftrace's count of qemu_coroutine_switch)")
+    check(len(sw) > 1000, "too few switches to mean anything: %d" % len(sw))
+    exits = [e for e in tr.by_ev("exit") if e["pid"] == pid]
+    eq(len(exits), oracle.get("term", 0), "exits (bpftrace's count of COROUTINE_TERMINATE)")
+    done = [e for e in sw if e["reason"] == "done"]
+    eq(len(done), len(exits), "a 'done' switch after each exit")
+    ended = [c for c in tr.coroutines if c["pid"] == pid and c["end"] == "exit"]
+    eq(len(ended), len(exits), "coroutines ended by their return")
+    creates = [e for e in tr.by_ev("create") if e["pid"] == pid]
+    eq(len(creates), oracle.get("made", 0), "creates (bpftrace's count of qemu_coroutine_create)")
+    if launched:
+        eq(len([c for c in tr.coroutines if c["pid"] == pid and c["created"] is None]), 1,
+           "coroutines not seen made: only the main context")
+    made = [c for c in tr.coroutines if c["pid"] == pid and c["created"] is not None]
+    if not launched:
+        # Named after their entry function while the process lives: a symbol, or where it
+        # is in the stripped binary (Debian's QEMU has no symbols for its static functions).
+        # Those made as it quits may be read after it is gone: then named by address.
+        pat = r"^([A-Za-z_]\w*(\+0x[0-9a-f]+)?|qemu-io\+0x[0-9a-f]+)$"
+        named = [c for c in made if re.match(pat, c["name"] or "")]
+        check(len(named) >= 400, "coroutines named after their entry function: %d of %d (%s)"
+              % (len(named), len(made), sorted({c["name"] for c in made})[:5]))
+        check(all(re.match(r"^0x[0-9a-f]+$", c["name"]) for c in made if c not in named),
+              "names: %s" % sorted({c["name"] for c in made}))
+
+
+def qemu_image(name, fmt):
+    img = work(name + "." + fmt)
+    p = run([QEMU_IMG, "create", "-q", "-f", fmt, img, "16M"])
+    eq(p.returncode, 0, "qemu-img create (%s)" % p.stderr.strip())
+    return img
+
+
+def qemu_oracle(name):
+    exe = QEMU_IMG if "io" not in name else QEMU_IO
+    return Bpftrace(name, [("sw", exe, "qemu_coroutine_switch", ""),
+                           ("term", exe, "qemu_coroutine_switch", "/arg2 == 2/"),
+                           ("made", exe, "qemu_coroutine_create", "")])
+
+
+@test
+def runtime_qemu_img_bench_launched():
+    """corobpf -- qemu-img bench: QEMU's own switches (not ucontext's), exact, with creates
+    and exits."""
+    if not need(QEMU_IMG):
+        return
+    for fmt in ("qcow2", "raw"):
+        img = qemu_image("bench", fmt)
+        cmd = [QEMU_IMG, "bench", "-c", "3000", "-d", "8", "-f", fmt, img]
+        plain = run(cmd)
+        oracle = qemu_oracle("qemu_bench_" + fmt)
+        tr, _, p, out, raw = trace_launch("qemu_bench_" + fmt, cmd)
+        pid = tr.processes[0]["pid"]
+        got = oracle.counts(pid)
+        check_clean(tr)
+        eq(p.stdout.splitlines()[0], plain.stdout.splitlines()[0], "qemu-img's output")
+        check_qemu(tr, pid, got)
+        check("qemu_coroutine_switch+0x" in p.stderr, p.stderr)
+        check_replay(out, raw)
+
+
+@test
+def runtime_qemu_io_attached():
+    """corobpf -p on qemu-io reading commands: switches and exits exact, no ucontext view."""
+    if not need(QEMU_IO, QEMU_IMG):
+        return
+    img = qemu_image("io", "qcow2")
+    target = subprocess.Popen([QEMU_IO, "-f", "qcow2", img], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    # The image opened (in coroutines) before either tracer looks: both see the same calls.
+    time.sleep(1)
+    oracle = qemu_oracle("qemu_io")
+    out = work("qemu_io.jsonl")
+    tr, ef, err = start_tracer(["-p", str(target.pid), "-o", out], "qemu_io")
+    try:
+        wait_for(err, "Ctrl-C to stop", timeout=60)
+        cmds = "".join("aio_write -P 0x%02x %d 4k\n" % (i % 256, i * 4096) for i in range(200))
+        cmds += "aio_flush\n" + "".join("read -P 0x%02x %d 4k\n" % (i % 256, i * 4096)
+                                        for i in range(200))
+        target.stdin.write(cmds)
+        target.stdin.flush()
+        # Alive while corobpf reads its records: names come from its mappings.
+        time.sleep(1.5)
+        stdout, _ = target.communicate("quit\n", timeout=120)
+        tr.wait(timeout=120)
+    finally:
+        ef.close()
+        if tr.poll() is None:
+            tr.kill()
+    eq(tr.returncode, 0, "corobpf exit code")
+    eq(target.returncode, 0, "qemu-io's exit code")
+    check("Pattern verification failed" not in stdout, stdout[-500:])
+    got = oracle.counts(target.pid)
+    tr = Trace(out)
+    check_clean(tr)
+    check_qemu(tr, target.pid, got, False)
+
+
+# ---- greenlet ----
+
+def check_greenlets(tr, pid, counts, oracle, launched):
+    n = counts["GREENLETS"]
+    eq(switch_families(tr, pid) >= {"greenlet"}, True, "families: %s" % switch_families(tr, pid))
+    sw = real_switches(tr, pid, launched)
+    eq(len(sw), counts["SWITCHES"], "switches (the program's count)")
+    eq(len(sw), oracle.get("sw", 0), "switches (bpftrace's count of g_switchstack)")
+    cos = [c for c in tr.coroutines if c["pid"] == pid]
+    eq(len(cos), n + 1, "coroutines: the greenlets and the main greenlet, once")
+    made = [c for c in cos if c["created"] is not None]
+    eq(len(made), n, "greenlets seen made (g_initialstub)")
+    eq(oracle.get("made", 0), n, "bpftrace's count of g_initialstub")
+    eq(len([c for c in made if c["end"] == "exit"]), counts["DEAD"], "greenlets seen ending")
+    mains = [c for c in cos if c["created"] is None]
+    eq(len(mains), 1, "one main greenlet")
+    if launched:
+        eq(mains[0]["id"], main_id(pid), "the main greenlet is the thread's main context")
+
+
+def greenlet_oracle(name):
+    return Bpftrace(name, [("sw", GREENLET, G_SWITCH, ""), ("made", GREENLET, G_START, "")])
+
+
+@test
+def runtime_greenlet_launched():
+    """corobpf -- python3 app.py: greenlet is loaded with dlopen, and still every switch is seen."""
+    if not need(PYTHON, GREENLET):
+        return
+    cmd = [PYTHON, os.path.join(PROGS, "greenlets.py"), "300", "10"]
+    plain = run(cmd)
+    oracle = greenlet_oracle("greenlet")
+    tr, _, p, out, raw = trace_launch("greenlet", cmd)
+    pid = tr.processes[0]["pid"]
+    got = oracle.counts(pid)
+    check_clean(tr)
+    eq(p.stdout, plain.stdout, "the program's output, traced and not")
+    check_greenlets(tr, pid, fields(p.stdout, "GREENLETS"), got, True)
+    check_replay(out, raw)
+
+
+@test
+def runtime_greenlet_attached():
+    """corobpf -p on a waiting Python program: greenlets, the main greenlet once."""
+    if not need(PYTHON, GREENLET):
+        return
+    oracle = greenlet_oracle("greenlet_attached")
+    target = subprocess.Popen([PYTHON, os.path.join(PROGS, "greenlets.py"), "--wait", "200", "10"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    eq(target.stdout.readline().split()[:1], ["READY"], "the program's first line")
+    tr, stdout, _ = attach_to(target, "greenlet_attached")
+    got = oracle.counts(target.pid)
+    check_clean(tr)
+    check_greenlets(tr, target.pid, fields(stdout, "GREENLETS"), got, False)
+
+
+# ---- the switch-function path where users hit it ----
+
+@test
+def runtime_switch_spec_errors_and_no_switch_notice():
+    """uprobe: specs: NOTYPE symbols, any offset, 0xADDR; a spec that cannot be placed is an
+    error naming it; auto mode that saw no switch says so."""
+    if not need(RUBY, LIBRUBY):
+        return
+    prog = [RUBY, os.path.join(PROGS, "fibers.rb"), "20", "3"]
+    spec = "uprobe:%s:coroutine_transfer:from=arg0,to=arg1" % LIBRUBY
+    tr, _, p, _, _ = trace_launch("ruby_spec", prog, extra=["--switch", spec])
+    check_clean(tr)
+    eq(len(real_switches(tr, tr.processes[0]["pid"])), fields(p.stdout, "FIBERS")["SWITCHES"],
+       "switches through the NOTYPE symbol")
+    # The same place by address (the symbol's value).
+    addr = None
+    for line in run(["readelf", "-Ws", LIBRUBY]).stdout.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[7] == "coroutine_transfer":
+            addr = int(f[1], 16)
+    check(addr, "coroutine_transfer not in readelf's output")
+    tr, _, p, _, _ = trace_launch("ruby_addr", prog, extra=[
+        "--switch", "uprobe:%s:0x%x:from=arg0,to=arg1" % (LIBRUBY, addr)])
+    eq(len(real_switches(tr, tr.processes[0]["pid"])), fields(p.stdout, "FIBERS")["SWITCHES"],
+       "switches through 0xADDR")
+    # Offsets far inside a large function (past 4 KiB): on an instruction, inside one, past it.
+    big = None
+    for line in run(["readelf", "-Ws", LIBRUBY]).stdout.splitlines():
+        f = line.split()
+        if len(f) >= 8 and f[3] == "FUNC" and f[6] != "UND" and int(f[2], 0) > 8192:
+            big = (f[7], int(f[1], 16), int(f[2], 0))
+            break
+    check(big, "no function over 8 KiB to try offsets in")
+    name, start, size = big
+    dis = run(["objdump", "-d", "--start-address=0x%x" % start,
+               "--stop-address=0x%x" % (start + 4096 + 64), LIBRUBY]).stdout
+    insn = None
+    for line in dis.splitlines():
+        m = re.match(r"\s*([0-9a-f]+):\t((?:[0-9a-f]{2} )+)", line)
+        if m and len(m.group(2).split()) > 1 and int(m.group(1), 16) > start + 4096:
+            insn = int(m.group(1), 16) - start
+            break
+    check(insn, "no instruction found past 4 KiB in %s" % name)
+    at = "uprobe:%s:%s+0x%x:from=arg0,to=arg1" % (LIBRUBY, name, insn)
+    q = corobpf(["--switch", at, "--"] + prog)
+    eq(q.returncode, 0, "exit code with a probe at %s+0x%x (%s)" % (name, insn, q.stderr.strip()))
+    check("%s+0x%x (" % (name, insn) in q.stderr, q.stderr)
+    q = corobpf(["--switch", at.replace("+0x%x:" % insn, "+0x%x:" % (insn + 1)), "--"] + prog)
+    eq(q.returncode, 6, "exit code inside an instruction (%s)" % q.stderr.strip())
+    check("is not at an instruction boundary (it is inside the instruction at %s+0x%x)"
+          % (name, insn) in q.stderr, q.stderr)
+    check(name in q.stderr and "no known switch functions" not in q.stderr, q.stderr)
+    q = corobpf(["--switch", at.replace("+0x%x:" % insn, "+0x%x:" % (size + 16)), "--"] + prog)
+    eq(q.returncode, 6, "exit code past the end (%s)" % q.stderr.strip())
+    check("past the end of %s" % name in q.stderr, q.stderr)
+    # A spec naming a symbol that is not there: an error naming the spec.
+    q = corobpf(["--switch", "uprobe:%s:no_such_function:from=arg0,to=arg1" % LIBRUBY, "--",
+                 "/bin/true"])
+    eq(q.returncode, 6, "exit code (%s)" % q.stderr.strip())
+    check("uprobe:%s:no_such_function" % LIBRUBY in q.stderr and "no function named" in q.stderr,
+          q.stderr)
+    # Auto mode, no switch at all: said at the end.
+    q = corobpf(["--", "/bin/true"])
+    eq(q.returncode, 0, "exit code (%s)" % q.stderr.strip())
+    check("no context switch" in q.stderr and "--switch" in q.stderr, q.stderr)
+
+
+def proc_state(pid):
+    """The state letter of /proc/PID/stat (R, S, T, Z...), or None once it is reaped."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def wait_state(pid, want, timeout):
+    end = time.time() + timeout
+    while time.time() < end:
+        s = proc_state(pid)
+        if want(s):
+            return s
+        time.sleep(0.02)
+    return proc_state(pid)
+
+
+@test
+def runtime_dlopen_hold_survives_corobpf_killed():
+    """corobpf SIGKILLed while its launched command is held (stopped) at greenlet's dlopen: the
+    kernel continues the command (its parent-death signal), which runs to its end."""
+    if not need(PYTHON, GREENLET):
+        return
+    prog = os.path.join(PROGS, "greenlets.py")
+    # greenlet is imported only once a line is read: corobpf is attached and running by then.
+    code = ("import sys; sys.stdin.readline(); sys.argv = [%r, '50', '5']; "
+            "exec(compile(open(%r).read(), %r, 'exec'))" % (prog, prog, prog))
+    tr = subprocess.Popen([COROBPF, "-q", "-o", work("hold_killed.jsonl"), "--force", "--",
+                           PYTHON, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True)
+    child = None
+    try:
+        end = time.time() + 30
+        while time.time() < end and child is None:
+            try:
+                with open("/proc/%d/task/%d/children" % (tr.pid, tr.pid)) as f:
+                    kids = [int(x) for x in f.read().split()]
+                if kids and os.readlink("/proc/%d/exe" % kids[0]).startswith("/usr/bin/python"):
+                    child = kids[0]
+            except OSError:
+                pass
+            time.sleep(0.02)
+        check(child, "the launched python never ran under corobpf")
+        time.sleep(0.5)
+        # corobpf frozen: the hold at greenlet's dlopen is not released.
+        tr.send_signal(signal.SIGSTOP)
+        tr.stdin.write("\n")
+        tr.stdin.flush()
+        eq(wait_state(child, lambda s: s == "T", 20), "T", "the command's state, held at dlopen")
+        tr.kill()
+        tr.wait(timeout=30)
+        s = wait_state(child, lambda s: s != "T", 10)
+        check(s != "T", "the command was left stopped (state T) after corobpf was killed")
+        out, _ = tr.communicate(timeout=60)  # EOF: the command has exited too
+        check("GREENLETS 50 SWITCHES 600 DEAD 50" in out, "the command's output: %r" % out)
+    finally:
+        if tr.poll() is None:
+            tr.kill()
+            tr.wait()
+        if child and proc_state(child) not in (None, "Z"):
+            os.kill(child, signal.SIGCONT)
+            os.kill(child, signal.SIGKILL)
