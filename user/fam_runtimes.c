@@ -11,7 +11,7 @@
  * python3-greenlet 2.0.2) with objdump.
  */
 #include <stddef.h>
-#include "switchfam.h"
+#include "fam_runtimes.h"
 #include "x86dec.h"
 
 #define NONE CORO_CTX_REG_NONE

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "coro_abi.h"
+#include "fam_runtimes.h"
+#include "switchspec.h"
 
 #define SWITCHFAM_MAX_SITES 64
 
@@ -64,55 +66,6 @@ int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_o
 /* The stack adjustment at the top of an fcontext switch function in `path` (0 if unknown). */
 int64_t switchfam_fcontext_delta(const char *path, const char *fn);
 
-/*
- * A language runtime's family (fam_runtimes.c), described as data: the
- * symbols that say an object has it, and where its uprobes go. Each
- * site's registers are where the values are at the function's entry; the
- * planner follows them to the cheapest instruction as for every family.
- */
-struct switchfam_site_desc {
-	const char *func; /* the symbol (FUNC, or NOTYPE in code) */
-	uint8_t op;	  /* enum coro_ctx_op */
-	/*
-	 * SWITCH: from (CORO_CTX_REG_NONE: the thread's current context), to,
-	 * and a register `flags` gives a meaning to (or CORO_CTX_REG_NONE).
-	 * CREATE: the new context's id, then unused. EXIT: unused.
-	 */
-	uint8_t reg[3];
-	uint8_t flags; /* enum coro_ctx_cookie_flags */
-	bool optional; /* the family works without it (fewer facts) */
-	const char *what;
-	/*
-	 * At every ret of the function instead (reg[0] is then rax, the value
-	 * returned): a function that makes a context and returns it. Not
-	 * possible if it tail-calls out of itself.
-	 */
-	bool at_return;
-};
-
-struct switchfam_desc {
-	uint32_t family;
-	const char *detect[2]; /* an object defining both has the family */
-	struct switchfam_site_desc sites[4];
-	/*
-	 * Families whose view is wrong in a process that has this one (QEMU
-	 * makes contexts with makecontext but switches with siglongjmp:
-	 * ucontext would see every coroutine once, and no switch after).
-	 */
-	uint32_t excludes;
-	const char *limits; /* what the family cannot see, for the summary */
-	const char *help;   /* its --switch help lines, indented as switchfam_help's */
-};
-
-/* The runtime family `family`, or NULL if it is not one. */
-const struct switchfam_desc *switchfam_runtime(uint32_t family);
-/* The first and last runtime family numbers (enum coro_ctx_family). */
-#define SWITCHFAM_RUNTIME_FIRST CORO_FAM_RUBY
-#define SWITCHFAM_RUNTIME_LAST CORO_FAM_GREENLET
-/* The last family number switchfam_detect can report. */
-#define SWITCHFAM_LAST SWITCHFAM_RUNTIME_LAST
-/* The families to leave out of a process whose objects have `families` (bits). */
-uint32_t switchfam_excluded(uint32_t families);
 
 /* "ucontext", "boost-context", "pth", "custom", "ruby", "qemu", "greenlet". */
 const char *switchfam_name(uint32_t family);
@@ -127,32 +80,6 @@ uint32_t switchfam_parse(const char *name);
 int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, char *err,
 		   size_t errlen);
 
-/*
- * A custom switch function from the command line:
- *     uprobe:PATH:SYMBOL[+OFFSET]:from=ARG,to=ARG
- *     uprobe:PATH:0xADDR:from=ARG,to=ARG
- * SYMBOL may be a function or a NOTYPE symbol in code (hand-written
- * assembly); with +OFFSET (anywhere inside it, on an instruction boundary)
- * or 0xADDR (an address of the object's code, as its symbols count them)
- * the probe goes exactly there and the registers are read as named. ARG
- * is arg0..arg5 (the integer argument registers of the x86-64 calling
- * convention at the function's entry), sp, or a register name (rdi, r12,
- * ...); from may also be "current" (the function names only the context it
- * switches to).
- */
-struct switch_custom {
-	char path[4096];
-	char symbol[128];
-	uint64_t sym_offset;
-	bool has_offset; /* +OFFSET given: exactly there */
-	bool at_address; /* 0xADDR given instead of a symbol */
-	uint64_t address;
-	int from_reg; /* enum x86_reg, or CORO_CTX_REG_NONE for "current" */
-	int to_reg;
-};
-
-/* The spec parsed, no file read (switchspec.c). 0 or -EINVAL, err saying why. */
-int switchfam_parse_custom(const char *spec, struct switch_custom *out, char *err, size_t errlen);
 /* Plan the site of a custom switch function in `path` (the spec's path as the target sees it). */
 int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 			  struct switch_plan *plan, char *err, size_t errlen);

@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "switchfam.h"
+#include "coro_abi.h"
+#include "switchspec.h"
 #include "util.h"
 #include "x86dec.h"
 
