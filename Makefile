@@ -21,7 +21,7 @@ VERSION := 0.1.0
 
 CFLAGS ?= -O3 -g
 override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
-	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iusdt -Iuser
+	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iusdt $(USER_INCS)
 LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf -Iusdt \
 	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
@@ -34,12 +34,23 @@ Q := @
 msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
-USER_LIB_SRCS := user/log.c user/util.c user/raw.c user/reorder.c user/decode.c user/model.c user/pipeline.c user/output.c \
-		 user/jsonl.c user/pf_wire.c user/perfetto.c user/summary.c user/analyze.c user/sqlite.c user/csv.c user/report.c user/jsonl_read.c user/counters.c user/elfnotes.c user/ldpaths.c user/x86dec.c user/switchfam.c user/switchspec.c user/fam_runtimes.c user/ctxmap.c user/stacks.c user/ps.c user/termsafe.c user/safeopen.c
-USER_LIVE_SRCS := user/stackres.c user/capture.c user/ringev.c user/liverec.c user/recsink.c \
-		  user/attach.c user/attachctx.c user/usdt.c user/session.c user/main.c
-USER_LIB_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIB_SRCS))
-USER_LIVE_OBJS := $(patsubst user/%.c,$(OUT)/%.o,$(USER_LIVE_SRCS))
+# user/: the loader, a folder per stage of the data flow (docs/design.md, "Source layout").
+USER_DIRS := user user/capture user/outputs user/model user/elf user/record user/common
+USER_INCS := $(addprefix -I,$(USER_DIRS))
+USER_HDRS := $(foreach d,$(USER_DIRS),$(wildcard $(d)/*.h))
+vpath %.c $(USER_DIRS)
+
+USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
+		 $(addprefix user/record/,raw.c reorder.c) \
+		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c) \
+		 $(addprefix user/model/,decode.c ctxmap.c model.c pipeline.c analyze.c stacks.c counters.c) \
+		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
+		   report.c ps.c)
+USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
+		    attachctx.c usdt.c) \
+		  user/session.c user/main.c
+USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
+USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 
@@ -65,7 +76,7 @@ $(OUT)/corobpf.skel.h: $(OUT)/corobpf.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name corobpf_bpf > $@.tmp && mv $@.tmp $@
 
-$(OUT)/%.o: user/%.c $(wildcard user/*.h) bpf/coro_abi.h | $(OUT)
+$(USER_LIB_OBJS) $(USER_LIVE_OBJS): $(OUT)/%.o: %.c $(USER_HDRS) bpf/coro_abi.h | $(OUT)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -113,10 +124,10 @@ asan-test: asan corobpf tools bench-tools
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
 	       -fno-omit-frame-pointer -std=gnu11 -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' \
-	       -I$(OUT) -Ibpf -Iusdt -Iuser -Wno-unused-parameter
-FUZZ_OBJS := $(patsubst user/%.c,$(OUT)/fuzz/%.o,$(USER_LIB_SRCS))
+	       -I$(OUT) -Ibpf -Iusdt $(USER_INCS) -Wno-unused-parameter
+FUZZ_OBJS := $(patsubst %.c,$(OUT)/fuzz/%.o,$(notdir $(USER_LIB_SRCS)))
 
-$(OUT)/fuzz/%.o: user/%.c $(wildcard user/*.h) bpf/coro_abi.h
+$(FUZZ_OBJS): $(OUT)/fuzz/%.o: %.c $(USER_HDRS) bpf/coro_abi.h
 	$(call msg,CC-FUZZ,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(FUZZ_CFLAGS) -c $< -o $@

@@ -5,7 +5,7 @@
  * Every record the BPF side submits to the ring buffer starts with a
  * struct coro_event_hdr; `size` covers the whole record. Fields are
  * fixed-width, there are no pointers into the kernel, and the layout is the
- * on-disk layout of the raw capture (user/raw.h), so it is append-only:
+ * on-disk layout of the raw capture (user/record/raw.h), so it is append-only:
  * new kinds get new numbers, retired kinds keep theirs as a comment, and
  * existing payloads only grow at their end (readers take `size` from the
  * header and accept records longer than they know).
@@ -27,7 +27,7 @@
 /*
  * Record kinds. 1..127 are born in BPF; 128..255 are written by user space
  * into the same stream (process and thread metadata, loss counters, the
- * end of a capture): see user/raw.h. Append-only.
+ * end of a capture): see user/record/raw.h. Append-only.
  */
 enum coro_event_kind {
 	CORO_EV_CREATE = 1,
@@ -46,7 +46,7 @@ enum coro_event_kind {
 	/*
 	 * The switch-function path (unmodified schedulers): raw facts from
 	 * uprobes on context functions, turned into CREATE/SWITCH/EXIT by user
-	 * space (user/ctxmap.c), which knows what the raw values identify.
+	 * space (user/model/ctxmap.c), which knows what the raw values identify.
 	 */
 	CORO_EV_CTX_CREATE = 14, /* a context was made */
 	CORO_EV_CTX_SWITCH = 15, /* a thread switched contexts */

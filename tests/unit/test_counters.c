@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The counters table (user/counters.c): consistent, and every output it
+ * The counters table (user/model/counters.c): consistent, and every output it
  * drives says every counter: the JSONL trailer (and its reader reads the
  * capture's counters back), the text summary. The Perfetto capture summary
  * is checked in test_perfetto.c, SQLite and all of them byte for byte

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of user/ctxmap.c: raw context records of the switch-function
+ * Unit tests of user/model/ctxmap.c: raw context records of the switch-function
  * path in, probe-ABI records out, on synthetic streams shaped like what the
  * BPF side sends for ucontext and Boost.Context.
  */

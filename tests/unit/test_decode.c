@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The observer contract (user/event.h, user/decode.h, model.h): records
+ * The observer contract (user/model/event.h, user/model/decode.h, model.h): records
  * decode to the payloads writers use, and the model fills in what applying
  * them found (the coroutines, thread and process concerned); an observer
  * gets its slot in one step.

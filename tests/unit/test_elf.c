@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of user/elfnotes.c and user/ldpaths.c.
+ * Unit tests of user/elf/elfnotes.c and user/elf/ldpaths.c.
  *
  * The objects under test are compiled here, into a temporary directory, with
  * the system's cc, and the dynamic loader itself (through `ldd`) is the

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of user/switchfam.c: where the switch-function path puts its
+ * Unit tests of user/elf/switchfam.c: where the switch-function path puts its
  * uprobes. Hand-written functions (assembled here with the system's cc)
  * check the choice of instruction and the register following; the real
  * libraries of this machine (glibc, Boost.Context, GNU Pth) check that

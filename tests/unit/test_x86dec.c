@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Unit tests of user/x86dec.c. The oracle for instruction lengths is
+ * Unit tests of user/elf/x86dec.c. The oracle for instruction lengths is
  * objdump (binutils): every instruction it decodes in the .text of real
  * libraries on this machine (libc, libstdc++, libboost_context, libpth,
  * libcrypto when present) must have the same length here. Register effects

@@ -8,7 +8,7 @@
  * exactly the fields the writers use.
  *
  * Kinds keep the numbers of the records they come from (bpf/coro_abi.h,
- * user/raw.h; model.c checks it at compile time), so a kind is named the
+ * user/record/raw.h; model.c checks it at compile time), so a kind is named the
  * same way in every output; records that never reach observers (contexts of
  * the switch-function path, stack definitions) have no kind here.
  *

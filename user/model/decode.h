@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Records to decoded events (user/event.h): the one place besides the
+ * Records to decoded events (user/model/event.h): the one place besides the
  * model's own state machine that reads record layouts. The model decodes a
  * record before applying it (so observers called during the apply see the
  * event being applied) and fills in what the apply found (the coroutines,

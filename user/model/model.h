@@ -4,7 +4,7 @@
  * coroutine (a state machine per coroutine incarnation) and a view of every
  * thread (which coroutine it runs). Detectors and outputs read this model
  * through the observer callbacks, each record as a decoded event
- * (user/event.h), and through the accessors below; none of them sees a
+ * (user/model/event.h), and through the accessors below; none of them sees a
  * record's layout or re-derives state from raw events.
  *
  * Rules it keeps:
