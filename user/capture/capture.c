@@ -742,6 +742,19 @@ static void target_exited(struct capture *c, struct target *t)
 	t->pidfd = -1;
 }
 
+/*
+ * Continue a target held at a dlopen (bss hold_tgid), through its pidfd: a
+ * pid reaped and reused meanwhile is never signalled. An exited target has
+ * no pidfd and nothing to continue.
+ */
+static void hold_release(const struct target *t)
+{
+	if (t->pidfd >= 0 && syscall(SYS_pidfd_send_signal, t->pidfd, SIGCONT, NULL, 0) < 0 &&
+	    errno != ESRCH)
+		log_warn("cannot continue process %u held at its dlopen: %s; `kill -CONT %u` does",
+			 t->pid, strerror(errno), t->pid);
+}
+
 int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
@@ -811,7 +824,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 				attach_scan_process(&c->attach, t, true);
 				emit_found(c);
 				if (c->skel->bss->hold_tgid == t->pid)
-					kill((pid_t)t->pid, SIGCONT);
+					hold_release(t);
 			}
 			alive += !t->exited;
 		}
@@ -865,11 +878,12 @@ out:
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
-	if (c->skel->bss->hold_tgid) {
+	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
 		/* A hold the loop did not get to release. */
-		kill((pid_t)c->skel->bss->hold_tgid, SIGCONT);
-		c->skel->bss->hold_tgid = 0;
+		if (c->targets[i].pid == c->skel->bss->hold_tgid)
+			hold_release(&c->targets[i]);
 	}
+	c->skel->bss->hold_tgid = 0;
 	for (size_t i = 0; i < c->ntargets && !c->ev.ctx_switches && !c->opts->switch_forced; i++) {
 		if (!c->targets[i].switch_mode || c->targets[i].probe_sites)
 			continue;
