@@ -1,5 +1,6 @@
 """Runtimes nobody instrumented, traced with no flags: Ruby fibers (ruby3.1), QEMU coroutines
-(qemu-utils) and Python greenlets (python3-greenlet), as Debian ships them (tools/deps.sh).
+(qemu-utils), Python greenlets (python3-greenlet) and PHP fibers (php8.2-cli, through the
+Boost.Context assembly built into php), as Debian ships them (tools/deps.sh).
 
 Each program counts its own switches and coroutines; where bpftrace can probe the same
 function, its count of the calls in the same run is a second oracle. Outside CI a missing
@@ -16,6 +17,7 @@ PYTHON = "/usr/bin/python3"
 GREENLET = "/usr/lib/python3/dist-packages/greenlet/_greenlet.cpython-311-x86_64-linux-gnu.so"
 G_SWITCH = "_ZN8greenlet8Greenlet13g_switchstackEv"
 G_START = "_ZN8greenlet12UserGreenlet13g_initialstubEPv"
+PHP = "/usr/bin/php8.2"
 
 
 def need(*paths):
@@ -439,3 +441,64 @@ def runtime_dlopen_hold_survives_corobpf_killed():
         if child and proc_state(child) not in (None, "Z"):
             os.kill(child, signal.SIGCONT)
             os.kill(child, signal.SIGKILL)
+
+
+# ---- PHP ----
+
+def check_php(tr, pid, counts, oracle, launched):
+    n, resumes = counts["FIBERS"], counts["RESUMES"]
+    eq(switch_families(tr, pid) >= {"boost-context"}, True,
+       "families used: %s" % switch_families(tr, pid))
+    paths = {r["object"] for r in tr.records if r["type"] == "switch_path" and
+             r["pid"] == pid and r["family"] == "boost-context"}
+    eq(paths, {os.path.realpath(PHP)}, "boost-context found in the php binary itself")
+    sw = real_switches(tr, pid, launched)
+    eq(len(sw), counts["SWITCHES"], "switches (the program's count)")
+    eq(len(sw), oracle.get("sw", 0), "switches (bpftrace's count of jump_fcontext)")
+    cos = [c for c in tr.coroutines if c["pid"] == pid]
+    eq(len(cos), n + 1, "coroutines: the fibers and the main context")
+    made = [c for c in cos if c["created"] is not None]
+    eq(len(made), oracle.get("made", 0), "fibers seen made (bpftrace's count of make_fcontext)")
+    eq(len(made), n, "fibers made")
+    ins = sorted(c["switch_ins"] for c in cos)
+    eq(ins[:-1], [resumes // n] * n, "each fiber's resumes")
+    eq(ins[-1], resumes + (1 if launched else 0), "the main context's switch-ins")
+
+
+def php_oracle(name):
+    real = os.path.realpath(PHP)
+    return Bpftrace(name, [("sw", real, "jump_fcontext", ""), ("made", real, "make_fcontext", "")])
+
+
+@test
+def runtime_php_fibers_launched():
+    """sudo corobpf -- php app.php: PHP 8.2's fibers through the Boost.Context code inside
+    php, found with no flags; every fiber, every switch."""
+    if not need(PHP):
+        return
+    prog = os.path.join(PROGS, "fibers.php")
+    plain = run([PHP, prog, "200", "10"])
+    oracle = php_oracle("php")
+    tr, _, p, out, raw = trace_launch("php", [PHP, prog, "200", "10"])
+    pid = tr.processes[0]["pid"]
+    got = oracle.counts(pid)
+    check_clean(tr)
+    eq(p.stdout, plain.stdout, "the program's output, traced and not")
+    check_php(tr, pid, fields(p.stdout, "FIBERS"), got, True)
+    check("boost-context: %s" % os.path.realpath(PHP) in p.stderr, p.stderr)
+    check_replay(out, raw)
+
+
+@test
+def runtime_php_fibers_attached():
+    """corobpf -p on a waiting PHP program: its fibers, switches exact."""
+    if not need(PHP):
+        return
+    oracle = php_oracle("php_attached")
+    target = subprocess.Popen([PHP, os.path.join(PROGS, "fibers.php"), "--wait", "150", "8"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    eq(target.stdout.readline().split()[:1], ["READY"], "the program's first line")
+    tr, stdout, _ = attach_to(target, "php_attached")
+    got = oracle.counts(target.pid)
+    check_clean(tr)
+    check_php(tr, target.pid, fields(stdout, "FIBERS"), got, False)
