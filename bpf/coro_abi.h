@@ -235,6 +235,11 @@ struct coro_ev_ctx_switch {
 enum coro_ctx_switch_flags {
 	CORO_CTXF_FROM_CURRENT = 1 << 0, /* the function names no "from": it is hdr.cur */
 	CORO_CTXF_FROM_DONE = 1 << 1,	 /* "from" finished: it will never run again (QEMU's terminate) */
+	/*
+	 * No switch: the running context was saved into `from` (getcontext);
+	 * `to` is 0. A later switch to `from` resumes whoever saved it.
+	 */
+	CORO_CTXF_SAVE = 1 << 2,
 };
 
 /* hdr.cur: the raw context that finished. */
@@ -262,6 +267,7 @@ enum coro_ctx_op {
 	CORO_CTXOP_EXIT = 3,   /* the current context finished */
 	CORO_CTXOP_NAME = 4,   /* pth_attr_set(attr A, field B, value C): remember a name */
 	CORO_CTXOP_SPAWN = 5,  /* pth_spawn(attr A): the next create takes attr A's name */
+	CORO_CTXOP_SAVE = 6,   /* getcontext(reg A): the current context saved there */
 };
 
 #define CORO_CTX_REG_NONE 0xff

@@ -791,6 +791,19 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		event_submit(e);
 		break;
 	}
+	case CORO_CTXOP_SAVE: {
+		/* No switch: what runs stays (st->cur unchanged), known by one more address. */
+		struct coro_ev_ctx_switch *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_SWITCH);
+
+		if (!e)
+			break;
+		e->from = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		e->to = 0;
+		e->family = CORO_CTX_COOKIE_FAM(k);
+		e->flags = CORO_CTXF_SAVE;
+		event_submit(e);
+		break;
+	}
 	case CORO_CTXOP_NAME: {
 		__u64 attr = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
 		struct coro_event_hdr h = {};
