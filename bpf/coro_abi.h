@@ -249,6 +249,15 @@ struct coro_ev_ctx_exit {
 	__u32 __pad;
 };
 
+/*
+ * What the BPF side writes since exits carry a value (older captures have
+ * the short record: status 0).
+ */
+struct coro_ev_ctx_exit_status {
+	struct coro_ev_ctx_exit e;
+	__s64 status; /* raw: the value the context exited with (pth_exit's), or 0 */
+};
+
 /* hdr.cur: the raw current context. Turned into a CORO_EV_NAME by user space (ringev.c). */
 struct coro_ev_ctx_entry {
 	struct coro_event_hdr hdr;
@@ -294,6 +303,8 @@ enum coro_ctx_cookie_flags {
 	CORO_CTXC_EXIT_IF_A = 1 << 3,
 	/* CREATE: the word at A is the function the context runs (QEMU's Coroutine.entry). */
 	CORO_CTXC_ENTRY_AT_A = 1 << 4,
+	/* EXIT: reg A is the value the context exits with (pth_exit's). */
+	CORO_CTXC_EXIT_STATUS_A = 1 << 5,
 };
 
 /* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */

@@ -778,7 +778,7 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		ctx_create(regs, k, st);
 		break;
 	case CORO_CTXOP_EXIT: {
-		struct coro_ev_ctx_exit *e;
+		struct coro_ev_ctx_exit_status *e;
 
 		if ((CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_IF_A) &&
 		    !ctx_reg(regs, CORO_CTX_COOKIE_A(k)))
@@ -786,8 +786,11 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		e = event_reserve(st, sizeof(*e), CORO_EV_CTX_EXIT);
 		if (!e)
 			break;
-		e->family = CORO_CTX_COOKIE_FAM(k);
-		e->__pad = 0;
+		e->e.family = CORO_CTX_COOKIE_FAM(k);
+		e->e.__pad = 0;
+		e->status = 0;
+		if (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_STATUS_A)
+			e->status = (__s64)ctx_reg(regs, CORO_CTX_COOKIE_A(k));
 		event_submit(e);
 		break;
 	}

@@ -1,4 +1,6 @@
 """Unmodified schedulers: the switch-function path."""
+import errno
+
 from harness import *  # noqa: F401,F403
 
 
@@ -179,7 +181,7 @@ def switch_pth_names_and_exits():
     eq(sorted(r[0] for r in con.execute("SELECT family FROM switch_paths")), ["pth", "ucontext"],
        "switch_paths rows")
     eq(sorted(r[0] for r in con.execute("SELECT name FROM coroutines WHERE end = 'exit'")),
-       sorted(want), "exited coroutines in SQLite")
+       sorted(list(want) + ["victim"]), "exited coroutines in SQLite (the workers, and the cancelled one)")
     con.close()
 
 
@@ -280,4 +282,23 @@ def switch_ucontext_context_remade():
     check(all(c["created"] is not None for c in inc), "every incarnation created")
     eq({c["id"] for c in tr.coroutines}, {addr, main_id(tid)}, "no other coroutine")
     check("re-created without exit" not in p.stderr, p.stderr)
+    check_replay(out, raw)
+
+
+@test
+def switch_pth_exit_values_and_cancel():
+    """pth_exit's value is the exit status; a cancelled thread's is -ECANCELED."""
+    tr, _, p, out, raw = trace_launch("pth_status", [os.path.join(TESTS_BIN, "pth"), "3", "2"])
+    check_clean(tr)
+    want = {f[1]: (int(f[2]), int(f[3])) for f in (l.split() for l in p.stdout.splitlines())
+            if f[0] == "THREAD"}
+    eq(len(want), 3, "pth threads the program made")
+    cancelled = [l.split() for l in p.stdout.splitlines() if l.startswith("CANCELLED")]
+    eq(len(cancelled), 1, "the victim was cancelled:\n" + p.stdout)
+    byname = {c["name"]: c for c in tr.coroutines}
+    for name, (resumes, value) in want.items():
+        eq((byname[name]["end"], byname[name]["status"]), ("exit", value), "%s exit" % name)
+    v = byname["victim"]
+    eq(v["switch_ins"], int(cancelled[0][2]), "switch-ins of the victim")
+    eq((v["end"], v["status"]), ("exit", -errno.ECANCELED), "the victim's exit")
     check_replay(out, raw)

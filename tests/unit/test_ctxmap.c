@@ -4,6 +4,7 @@
  * path in, probe-ABI records out, on synthetic streams shaped like what the
  * BPF side sends for ucontext and Boost.Context.
  */
+#include <errno.h>
 #include "unit.h"
 #include "ctxmap.h"
 
@@ -110,6 +111,17 @@ static void ctx_save(u64 ts, u64 cur, bool known, u64 uc)
 	e.from = uc;
 	e.family = CORO_FAM_UCONTEXT;
 	e.flags = CORO_CTXF_SAVE;
+	feed(&e);
+}
+
+/* pth_exit(value), as the BPF side writes it since exits carry a value. */
+static void ctx_exit_status(u64 ts, u64 cur, u32 fam, s64 status)
+{
+	struct coro_ev_ctx_exit_status e;
+
+	hdr(&e.e.hdr, sizeof(e), CORO_EV_CTX_EXIT, ts, cur, true);
+	e.e.family = fam;
+	e.status = status;
 	feed(&e);
 }
 
@@ -414,6 +426,29 @@ TEST(ucontext_made_again)
 	CHECK_EQ(X.contexts_remade, 2);
 }
 
+TEST(pth_exit_status)
+{
+	const u64 A = 0x5000, B = 0x6000, SCHED_UC = 0x7ffd000;
+
+	reset();
+	process(true);
+	switch_path(CORO_FAM_PTH);
+	ctx_create(10, 0, false, CORO_FAM_UCONTEXT, A, 0x1000, 0x2000);
+	ctx_create(11, 0, true, CORO_FAM_UCONTEXT, B, 0x3000, 0x4000);
+	ctx_switch(20, 0, true, CORO_FAM_UCONTEXT, SCHED_UC, A, false);
+	nout = 0;
+	ctx_exit_status(21, A, CORO_FAM_PTH, 7);
+	CHECK_EQ(ex(0)->id, A);
+	CHECK_EQ(ex(0)->status, 7);
+	ctx_switch(22, A, true, CORO_FAM_UCONTEXT, A, SCHED_UC, false);
+	ctx_switch(30, SCHED_UC, true, CORO_FAM_UCONTEXT, SCHED_UC, B, false);
+	nout = 0;
+	/* PTH_CANCELED, (void *)-1: cancelled. */
+	ctx_exit_status(31, B, CORO_FAM_PTH, -1);
+	CHECK_EQ(ex(0)->id, B);
+	CHECK_EQ(ex(0)->status, -ECANCELED);
+}
+
 int main(void)
 {
 	ctxmap_init(&X);
@@ -425,6 +460,7 @@ int main(void)
 	RUN(greenlet_main_and_qemu_terminate);
 	RUN(ucontext_getcontext_jumps);
 	RUN(ucontext_made_again);
+	RUN(pth_exit_status);
 	ctxmap_free(&X);
 	return unit_done();
 }

@@ -1089,7 +1089,8 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 				"names") ||
 		    plan_simple(plan, &o, "pth_spawn", CORO_CTXOP_SPAWN, 1, spawn, 0, "spawns"))
 			break;
-		plan_simple(plan, &o, "pth_exit", CORO_CTXOP_EXIT, 0, NULL, 0, "exits");
+		plan_simple(plan, &o, "pth_exit", CORO_CTXOP_EXIT, 1, spawn,
+			    CORO_CTXC_EXIT_STATUS_A, "exits, the value in %rdi");
 		ret = 0;
 		break;
 	}

@@ -3,6 +3,7 @@
  * The switch-function path's translation from raw context values to
  * coroutines (see ctxmap.h).
  */
+#include <errno.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -384,6 +385,22 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	emit(ctx, &c->hdr);
 }
 
+/*
+ * What a context exited with. pth_exit's value is a pointer, given as its
+ * address; PTH_CANCELED ((void *)-1, a cancelled thread's) is the probe
+ * ABI's -ECANCELED.
+ */
+static s64 exit_status(const struct coro_event_hdr *rec)
+{
+	const struct coro_ev_ctx_exit_status *e = (const void *)rec;
+
+	if (rec->size < sizeof(*e))
+		return 0; /* a capture from before exits carried a value */
+	if (e->e.family == CORO_FAM_PTH && e->status == -1)
+		return -ECANCELED;
+	return e->status;
+}
+
 static u32 rec_family(const struct coro_event_hdr *rec)
 {
 	switch (rec->kind) {
@@ -473,7 +490,7 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 	case CORO_EV_CTX_EXIT:
 		h = translate_cur(x, p, t, rec);
 		if (t->known && t->cur_id && !t->exited) {
-			emit_exit(x, h, t->cur_id, t->cur_id, 0, emit, ctx);
+			emit_exit(x, h, t->cur_id, t->cur_id, exit_status(rec), emit, ctx);
 			t->exited = true;
 			hmap_del(&x->created, rec->pid, t->cur_id);
 		} else {

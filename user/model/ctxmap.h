@@ -14,6 +14,7 @@
  *   ucontext_t is reused. An address getcontext saved into names what ran
  *   then; a switch from a context to itself (getcontext, then setcontext
  *   to jump back) is no switch and is dropped.
+ * - pth: an exit's status is pth_exit's value, -ECANCELED when cancelled.
  * - fcontext: a coroutine is the stack make_fcontext gave it (its id is the
  *   top of that stack); an address is resolved to the stack range holding
  *   it. A context outside every known range (a thread's own stack, or a
