@@ -235,6 +235,11 @@ struct coro_ev_ctx_switch {
 enum coro_ctx_switch_flags {
 	CORO_CTXF_FROM_CURRENT = 1 << 0, /* the function names no "from": it is hdr.cur */
 	CORO_CTXF_FROM_DONE = 1 << 1,	 /* "from" finished: it will never run again (QEMU's terminate) */
+	/*
+	 * No switch: the running context was saved into `from` (getcontext);
+	 * `to` is 0. A later switch to `from` resumes whoever saved it.
+	 */
+	CORO_CTXF_SAVE = 1 << 2,
 };
 
 /* hdr.cur: the raw context that finished. */
@@ -242,6 +247,15 @@ struct coro_ev_ctx_exit {
 	struct coro_event_hdr hdr;
 	__u32 family;
 	__u32 __pad;
+};
+
+/*
+ * What the BPF side writes since exits carry a value (older captures have
+ * the short record: status 0).
+ */
+struct coro_ev_ctx_exit_status {
+	struct coro_ev_ctx_exit e;
+	__s64 status; /* raw: the value the context exited with (pth_exit's), or 0 */
 };
 
 /* hdr.cur: the raw current context. Turned into a CORO_EV_NAME by user space (ringev.c). */
@@ -262,6 +276,7 @@ enum coro_ctx_op {
 	CORO_CTXOP_EXIT = 3,   /* the current context finished */
 	CORO_CTXOP_NAME = 4,   /* pth_attr_set(attr A, field B, value C): remember a name */
 	CORO_CTXOP_SPAWN = 5,  /* pth_spawn(attr A): the next create takes attr A's name */
+	CORO_CTXOP_SAVE = 6,   /* getcontext(reg A): the current context saved there */
 };
 
 #define CORO_CTX_REG_NONE 0xff
@@ -288,6 +303,8 @@ enum coro_ctx_cookie_flags {
 	CORO_CTXC_EXIT_IF_A = 1 << 3,
 	/* CREATE: the word at A is the function the context runs (QEMU's Coroutine.entry). */
 	CORO_CTXC_ENTRY_AT_A = 1 << 4,
+	/* EXIT: reg A is the value the context exits with (pth_exit's). */
+	CORO_CTXC_EXIT_STATUS_A = 1 << 5,
 };
 
 /* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */

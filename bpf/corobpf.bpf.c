@@ -778,7 +778,7 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		ctx_create(regs, k, st);
 		break;
 	case CORO_CTXOP_EXIT: {
-		struct coro_ev_ctx_exit *e;
+		struct coro_ev_ctx_exit_status *e;
 
 		if ((CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_IF_A) &&
 		    !ctx_reg(regs, CORO_CTX_COOKIE_A(k)))
@@ -786,8 +786,24 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		e = event_reserve(st, sizeof(*e), CORO_EV_CTX_EXIT);
 		if (!e)
 			break;
+		e->e.family = CORO_CTX_COOKIE_FAM(k);
+		e->e.__pad = 0;
+		e->status = 0;
+		if (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_STATUS_A)
+			e->status = (__s64)ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		event_submit(e);
+		break;
+	}
+	case CORO_CTXOP_SAVE: {
+		/* No switch: what runs stays (st->cur unchanged), known by one more address. */
+		struct coro_ev_ctx_switch *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_SWITCH);
+
+		if (!e)
+			break;
+		e->from = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		e->to = 0;
 		e->family = CORO_CTX_COOKIE_FAM(k);
-		e->__pad = 0;
+		e->flags = CORO_CTXF_SAVE;
 		event_submit(e);
 		break;
 	}

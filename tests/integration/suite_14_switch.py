@@ -1,4 +1,6 @@
 """Unmodified schedulers: the switch-function path."""
+import errno
+
 from harness import *  # noqa: F401,F403
 
 
@@ -179,7 +181,7 @@ def switch_pth_names_and_exits():
     eq(sorted(r[0] for r in con.execute("SELECT family FROM switch_paths")), ["pth", "ucontext"],
        "switch_paths rows")
     eq(sorted(r[0] for r in con.execute("SELECT name FROM coroutines WHERE end = 'exit'")),
-       sorted(want), "exited coroutines in SQLite")
+       sorted(list(want) + ["victim"]), "exited coroutines in SQLite (the workers, and the cancelled one)")
     con.close()
 
 
@@ -219,3 +221,84 @@ def switch_custom_function_and_path_choice():
     q = corobpf(["--switch", "help"])
     eq(q.returncode, 0, "--switch help")
     check("boost-context" in q.stdout and "uprobe:PATH:SYMBOL" in q.stdout, q.stdout)
+
+
+def uctx_truth(p):
+    """The program's own account: {'main': (tid, address), 'cos': [(tid, address, resumes, how)]}."""
+    cos, main = [], None
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if f[0] == "CO":
+            cos.append((int(f[1]), f[2], int(f[3]), f[4] if len(f) > 4 else ""))
+        elif f[0] == "MAIN":
+            main = (int(f[1]), f[2])
+    return main, cos
+
+
+@test
+def switch_ucontext_jump_is_no_coroutine():
+    """getcontext then setcontext into the same context: a jump, no coroutine, no switch."""
+    tr, _, p, out, raw = trace_launch("uctx_jump", [os.path.join(TESTS_BIN, "uctx"), "jump", "3"])
+    check_clean(tr)  # no anomalies either
+    check("JUMPS 6" in p.stdout, p.stdout)
+    (tid, main_addr), cos = uctx_truth(p)
+    eq(len(cos), 1, "coroutines the program made")
+    got = {c["id"]: c for c in tr.coroutines}
+    eq(set(got), {cos[0][1], main_id(tid)}, "coroutines traced (no jump target among them)")
+    eq(got[cos[0][1]]["switch_ins"], cos[0][2], "switch-ins of the coroutine")
+    eq(got[cos[0][1]]["end"], "exit", "the coroutine returned")
+    # Its start, the coroutine's yield and its return: jumps are not switches.
+    eq(got[main_id(tid)]["switch_ins"], 3, "main's switch-ins")
+    eq(len(tr.by_ev("switch")), 1 + 2 * 2, "switches (main's start, two in and two out)")
+    check_replay(out, raw)
+
+    # The context saved by main and set by a coroutine: a switch back to main.
+    tr, _, p, _, _ = trace_launch("uctx_recover", [os.path.join(TESTS_BIN, "uctx"), "recover"])
+    check_clean(tr)
+    check("RECOVERED" in p.stdout, p.stdout)
+    (tid, _), cos = uctx_truth(p)
+    got = {c["id"]: c for c in tr.coroutines}
+    eq(set(got), {cos[0][1], main_id(tid)}, "coroutines traced (the recovery point is main)")
+    eq(got[cos[0][1]]["switch_ins"], 1, "the coroutine ran once")
+    eq(got[main_id(tid)]["switch_ins"], 2, "main: its start, and the jump back to it")
+    outs = [e for e in tr.by_ev("switch") if e["from"] == cos[0][1]]
+    eq([e["to"] for e in outs], [main_id(tid)], "the coroutine's setcontext goes to main")
+
+
+@test
+def switch_ucontext_context_remade():
+    """makecontext again on one ucontext_t: an incarnation each, none an inconsistency."""
+    tr, _, p, out, raw = trace_launch("uctx_recycle",
+                                      [os.path.join(TESTS_BIN, "uctx"), "recycle", "4", "2"])
+    check_clean(tr)
+    (tid, _), cos = uctx_truth(p)
+    eq([c[3] for c in cos], ["unused", "returned", "abandoned", "returned", "abandoned"],
+       "the program's incarnations")
+    addr = cos[0][1]
+    inc = [c for c in tr.coroutines if c["id"] == addr]
+    eq([c["switch_ins"] for c in inc], [c[2] for c in cos], "switch-ins of each incarnation")
+    # Made again: ended there (status 0); the last one abandoned lives to the end.
+    eq([c["end"] for c in inc], ["exit"] * 4 + ["process_exit"], "how each incarnation ended")
+    check(all(c["created"] is not None for c in inc), "every incarnation created")
+    eq({c["id"] for c in tr.coroutines}, {addr, main_id(tid)}, "no other coroutine")
+    check("re-created without exit" not in p.stderr, p.stderr)
+    check_replay(out, raw)
+
+
+@test
+def switch_pth_exit_values_and_cancel():
+    """pth_exit's value is the exit status; a cancelled thread's is -ECANCELED."""
+    tr, _, p, out, raw = trace_launch("pth_status", [os.path.join(TESTS_BIN, "pth"), "3", "2"])
+    check_clean(tr)
+    want = {f[1]: (int(f[2]), int(f[3])) for f in (l.split() for l in p.stdout.splitlines())
+            if f[0] == "THREAD"}
+    eq(len(want), 3, "pth threads the program made")
+    cancelled = [l.split() for l in p.stdout.splitlines() if l.startswith("CANCELLED")]
+    eq(len(cancelled), 1, "the victim was cancelled:\n" + p.stdout)
+    byname = {c["name"]: c for c in tr.coroutines}
+    for name, (resumes, value) in want.items():
+        eq((byname[name]["end"], byname[name]["status"]), ("exit", value), "%s exit" % name)
+    v = byname["victim"]
+    eq(v["switch_ins"], int(cancelled[0][2]), "switch-ins of the victim")
+    eq((v["end"], v["status"]), ("exit", -errno.ECANCELED), "the victim's exit")
+    check_replay(out, raw)

@@ -4,6 +4,7 @@
  * path in, probe-ABI records out, on synthetic streams shaped like what the
  * BPF side sends for ucontext and Boost.Context.
  */
+#include <errno.h>
 #include "unit.h"
 #include "ctxmap.h"
 
@@ -99,6 +100,35 @@ static void ctx_exit(u64 ts, u64 cur, u32 fam)
 	hdr(&e.hdr, sizeof(e), CORO_EV_CTX_EXIT, ts, cur, true);
 	e.family = fam;
 	feed(&e);
+}
+
+/* getcontext(uc): the running context saved there, no switch. */
+static void ctx_save(u64 ts, u64 cur, bool known, u64 uc)
+{
+	struct coro_ev_ctx_switch e;
+
+	hdr(&e.hdr, sizeof(e), CORO_EV_CTX_SWITCH, ts, cur, known);
+	e.from = uc;
+	e.family = CORO_FAM_UCONTEXT;
+	e.flags = CORO_CTXF_SAVE;
+	feed(&e);
+}
+
+/* pth_exit(value), as the BPF side writes it since exits carry a value. */
+static void ctx_exit_status(u64 ts, u64 cur, u32 fam, s64 status)
+{
+	struct coro_ev_ctx_exit_status e;
+
+	hdr(&e.e.hdr, sizeof(e), CORO_EV_CTX_EXIT, ts, cur, true);
+	e.e.family = fam;
+	e.status = status;
+	feed(&e);
+}
+
+static const struct coro_ev_exit *ex(int i)
+{
+	CHECK(i < nout && out[i].hdr.kind == CORO_EV_EXIT);
+	return (const void *)out[i].bytes;
 }
 
 static const struct coro_ev_switch *sw(int i)
@@ -326,6 +356,99 @@ TEST(greenlet_main_and_qemu_terminate)
 	CHECK_EQ(sw(4)->reason, CORO_R_DONE);
 }
 
+TEST(ucontext_getcontext_jumps)
+{
+	const u64 A = 0x5000, MAIN_UC = 0x7ffd000, AGAIN = 0x7ffd800, IN_A = 0x1800, REC = 0x9000;
+
+	reset();
+	process(true);
+	switch_path(CORO_FAM_UCONTEXT);
+	nout = 0;
+	/* getcontext(&again); ...; setcontext(&again) in main: nothing but its start. */
+	ctx_save(10, 0, false, AGAIN);
+	CHECK_EQ(nout, 2); /* the thread's start in its main context, and its name */
+	nout = 0;
+	ctx_switch(11, 0, true, CORO_FAM_UCONTEXT, 0, AGAIN, true);
+	CHECK_EQ(nout, 0);
+	/* Main saves a recovery point, makes A (getcontext first, as programs do), runs it. */
+	ctx_save(12, AGAIN, true, REC);
+	ctx_save(13, AGAIN, true, A);
+	ctx_create(14, AGAIN, true, CORO_FAM_UCONTEXT, A, 0x1000, 0x2000);
+	ctx_switch(15, AGAIN, true, CORO_FAM_UCONTEXT, MAIN_UC, A, false);
+	CHECK_EQ(nout, 2);
+	CHECK_EQ(out[0].hdr.kind, CORO_EV_CREATE);
+	CHECK_EQ(((struct coro_ev_create *)out[0].bytes)->id, A); /* not main: made */
+	CHECK_EQ(sw(1)->from, MAIN);
+	CHECK_EQ(sw(1)->to, A);
+	/* A jumps within itself, then escapes to main's recovery point. */
+	nout = 0;
+	ctx_save(20, A, true, IN_A);
+	ctx_switch(21, A, true, CORO_FAM_UCONTEXT, 0, IN_A, true);
+	CHECK_EQ(nout, 0);
+	ctx_switch(22, IN_A, true, CORO_FAM_UCONTEXT, 0, REC, true);
+	CHECK_EQ(nout, 1);
+	CHECK_EQ(sw(0)->from, A);
+	CHECK_EQ(sw(0)->to, MAIN);
+	CHECK_EQ(sw(0)->hdr.cur, A);
+}
+
+TEST(ucontext_made_again)
+{
+	const u64 A = 0x5000, MAIN_UC = 0x7ffd000;
+
+	reset();
+	process(true);
+	switch_path(CORO_FAM_UCONTEXT);
+	ctx_create(10, 0, false, CORO_FAM_UCONTEXT, A, 0x1000, 0x2000);
+	/* Made again before it ever ran: the first one ends there. */
+	nout = 0;
+	ctx_create(11, 0, true, CORO_FAM_UCONTEXT, A, 0x1000, 0x2000);
+	CHECK_EQ(nout, 2);
+	CHECK_EQ(ex(0)->id, A);
+	CHECK_EQ(ex(0)->status, 0);
+	CHECK_EQ(out[0].hdr.cur, MAIN);
+	CHECK_EQ(out[1].hdr.kind, CORO_EV_CREATE);
+	/* It runs and returns: made again, no exit to add. */
+	ctx_switch(20, 0, true, CORO_FAM_UCONTEXT, MAIN_UC, A, false);
+	ctx_exit(21, A, CORO_FAM_UCONTEXT);
+	ctx_switch(22, A, true, CORO_FAM_UCONTEXT, 0, MAIN_UC, true);
+	nout = 0;
+	ctx_create(30, MAIN_UC, true, CORO_FAM_UCONTEXT, A, 0x1000, 0x2000);
+	CHECK_EQ(nout, 1);
+	CHECK_EQ(out[0].hdr.kind, CORO_EV_CREATE);
+	/* It runs, yields, and is abandoned: made again, it ends there. */
+	ctx_switch(40, MAIN_UC, true, CORO_FAM_UCONTEXT, MAIN_UC, A, false);
+	ctx_switch(41, A, true, CORO_FAM_UCONTEXT, A, MAIN_UC, false);
+	nout = 0;
+	ctx_create(50, MAIN_UC, true, CORO_FAM_UCONTEXT, A, 0x1000, 0x2000);
+	CHECK_EQ(nout, 2);
+	CHECK_EQ(ex(0)->id, A);
+	CHECK_EQ(X.contexts_remade, 2);
+}
+
+TEST(pth_exit_status)
+{
+	const u64 A = 0x5000, B = 0x6000, SCHED_UC = 0x7ffd000;
+
+	reset();
+	process(true);
+	switch_path(CORO_FAM_PTH);
+	ctx_create(10, 0, false, CORO_FAM_UCONTEXT, A, 0x1000, 0x2000);
+	ctx_create(11, 0, true, CORO_FAM_UCONTEXT, B, 0x3000, 0x4000);
+	ctx_switch(20, 0, true, CORO_FAM_UCONTEXT, SCHED_UC, A, false);
+	nout = 0;
+	ctx_exit_status(21, A, CORO_FAM_PTH, 7);
+	CHECK_EQ(ex(0)->id, A);
+	CHECK_EQ(ex(0)->status, 7);
+	ctx_switch(22, A, true, CORO_FAM_UCONTEXT, A, SCHED_UC, false);
+	ctx_switch(30, SCHED_UC, true, CORO_FAM_UCONTEXT, SCHED_UC, B, false);
+	nout = 0;
+	/* PTH_CANCELED, (void *)-1: cancelled. */
+	ctx_exit_status(31, B, CORO_FAM_PTH, -1);
+	CHECK_EQ(ex(0)->id, B);
+	CHECK_EQ(ex(0)->status, -ECANCELED);
+}
+
 int main(void)
 {
 	ctxmap_init(&X);
@@ -335,6 +458,9 @@ int main(void)
 	RUN(other_streams_pass_untouched);
 	RUN(exec_starts_over);
 	RUN(greenlet_main_and_qemu_terminate);
+	RUN(ucontext_getcontext_jumps);
+	RUN(ucontext_made_again);
+	RUN(pth_exit_status);
 	ctxmap_free(&X);
 	return unit_done();
 }

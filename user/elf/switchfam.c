@@ -1038,6 +1038,14 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 		if (plan_switch(plan, &o, "swapcontext", X86_RDI, X86_RSI, 0))
 			break;
 		plan_switch(plan, &o, "setcontext", CORO_CTX_REG_NONE, X86_RDI, 0);
+		/*
+		 * A context saved by getcontext and set later is a jump, or a way back
+		 * to whoever saved it: without it, a new coroutine. glibc's getcontext
+		 * has no emulated instruction while %rdi holds the context, so the
+		 * entry is single-stepped (once per call; programs call it to make a
+		 * context, or to save a place to jump back to, not per switch).
+		 */
+		plan_simple(plan, &o, "getcontext", CORO_CTXOP_SAVE, 1, rdi, 0, "saved into %rdi");
 		if (plan_simple(plan, &o, "makecontext", CORO_CTXOP_CREATE, 1, rdi,
 				CORO_CTXC_STACK_UCONTEXT, "the new context in %rdi"))
 			break;
@@ -1081,7 +1089,8 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 				"names") ||
 		    plan_simple(plan, &o, "pth_spawn", CORO_CTXOP_SPAWN, 1, spawn, 0, "spawns"))
 			break;
-		plan_simple(plan, &o, "pth_exit", CORO_CTXOP_EXIT, 0, NULL, 0, "exits");
+		plan_simple(plan, &o, "pth_exit", CORO_CTXOP_EXIT, 1, spawn,
+			    CORO_CTXC_EXIT_STATUS_A, "exits, the value in %rdi");
 		ret = 0;
 		break;
 	}

@@ -3,6 +3,7 @@
  * The switch-function path's translation from raw context values to
  * coroutines (see ctxmap.h).
  */
+#include <errno.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +172,7 @@ static struct coro_event_hdr *translate_cur(struct ctxmap *x, struct ctx_proc *p
 }
 
 static void emit_exit(struct ctxmap *x, const struct coro_event_hdr *like, u64 cur, u64 id,
-		      ctxmap_emit_fn emit, void *ctx)
+		      s64 status, ctxmap_emit_fn emit, void *ctx)
 {
 	struct coro_ev_exit *e = (void *)x->extra.bytes;
 
@@ -182,7 +183,7 @@ static void emit_exit(struct ctxmap *x, const struct coro_event_hdr *like, u64 c
 	e->hdr.lost_before = 0;
 	e->hdr.cur = cur;
 	e->id = id;
-	e->status = 0;
+	e->status = status;
 	emit(ctx, &e->hdr);
 }
 
@@ -238,6 +239,20 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	u64 from, to, id;
 	void *v;
 
+	if (e->flags & CORO_CTXF_SAVE) {
+		/*
+		 * getcontext: no switch. A later switch to this address goes back
+		 * to what runs now, a jump within it or a return to it (error
+		 * recovery); until then makecontext may make it a coroutine.
+		 */
+		if (t->known && t->cur_id) {
+			if (e->from == t->cur_id)
+				hmap_del(&x->alias, e->hdr.pid, e->from);
+			else
+				put_id(&x->alias, e->hdr.pid, e->from, t->cur_id);
+		}
+		return;
+	}
 	if (e->flags & CORO_CTXF_FROM_CURRENT) {
 		from = t->known ? t->cur_id : 0;
 	} else if (fcontext) {
@@ -280,9 +295,17 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 			t->main_named = true;
 		}
 	}
+	if (from && from == to && !(e->flags & CORO_CTXF_FROM_DONE)) {
+		/*
+		 * A context set into itself (setcontext to what getcontext saved
+		 * while it ran): a jump, not a switch.
+		 */
+		t->cur_raw = e->to;
+		return;
+	}
 	if ((e->flags & CORO_CTXF_FROM_DONE) && from && !(t->exited && t->cur_id == from)) {
 		/* QEMU's terminate: `from` returned, and this is its last switch out. */
-		emit_exit(x, h, from, from, emit, ctx);
+		emit_exit(x, h, from, from, 0, emit, ctx);
 		t->known = true;
 		t->cur_id = from;
 		t->exited = true;
@@ -333,14 +356,23 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 
 			tdelete(dead, &p->ranges, range_cmp);
 			x->stacks_reused++;
-			emit_exit(x, h, h->cur, dead->id, emit, ctx);
+			emit_exit(x, h, h->cur, dead->id, 0, emit, ctx);
 			free(dead);
 		}
 		tsearch(r, &p->ranges, range_cmp);
 	} else {
 		/* A main context's old save area made into a coroutine of its own. */
 		hmap_del(&x->alias, e->hdr.pid, id);
-		if (e->family == CORO_FAM_GREENLET)
+		if (e->family == CORO_FAM_UCONTEXT && hmap_get(&x->created, e->hdr.pid, id)) {
+			/*
+			 * makecontext again on a context whose coroutine never
+			 * returned: the program abandoned it and reuses its
+			 * ucontext_t. It ends here, not as a lost exit.
+			 */
+			x->contexts_remade++;
+			emit_exit(x, h, h->cur, id, 0, emit, ctx);
+		}
+		if (e->family == CORO_FAM_GREENLET || e->family == CORO_FAM_UCONTEXT)
 			put_id(&x->created, e->hdr.pid, id, id);
 	}
 	c->hdr = *h;
@@ -351,6 +383,22 @@ static void apply_create(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	if (ref)
 		cr.ref = *ref;
 	emit(ctx, &c->hdr);
+}
+
+/*
+ * What a context exited with. pth_exit's value is a pointer, given as its
+ * address; PTH_CANCELED ((void *)-1, a cancelled thread's) is the probe
+ * ABI's -ECANCELED.
+ */
+static s64 exit_status(const struct coro_event_hdr *rec)
+{
+	const struct coro_ev_ctx_exit_status *e = (const void *)rec;
+
+	if (rec->size < sizeof(*e))
+		return 0; /* a capture from before exits carried a value */
+	if (e->e.family == CORO_FAM_PTH && e->status == -1)
+		return -ECANCELED;
+	return e->status;
 }
 
 static u32 rec_family(const struct coro_event_hdr *rec)
@@ -442,7 +490,7 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 	case CORO_EV_CTX_EXIT:
 		h = translate_cur(x, p, t, rec);
 		if (t->known && t->cur_id && !t->exited) {
-			emit_exit(x, h, t->cur_id, t->cur_id, emit, ctx);
+			emit_exit(x, h, t->cur_id, t->cur_id, exit_status(rec), emit, ctx);
 			t->exited = true;
 			hmap_del(&x->created, rec->pid, t->cur_id);
 		} else {

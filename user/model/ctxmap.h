@@ -9,7 +9,12 @@
  * stage turns them into the probe ABI's CREATE, SWITCH and EXIT records,
  * so that the model and every output treat both paths alike:
  *
- * - ucontext: a coroutine is its ucontext_t address.
+ * - ucontext: a coroutine is its ucontext_t address. makecontext on the
+ *   context of one that never returned ends it (exit, status 0): the
+ *   ucontext_t is reused. An address getcontext saved into names what ran
+ *   then; a switch from a context to itself (getcontext, then setcontext
+ *   to jump back) is no switch and is dropped.
+ * - pth: an exit's status is pth_exit's value, -ECANCELED when cancelled.
  * - fcontext: a coroutine is the stack make_fcontext gave it (its id is the
  *   top of that stack); an address is resolved to the stack range holding
  *   it. A context outside every known range (a thread's own stack, or a
@@ -41,7 +46,7 @@ struct ctxmap {
 	struct hmap threads; /* (pid, tid) -> struct ctx_thread */
 	struct hmap alias;   /* (pid, raw ucontext address) -> id, for main contexts */
 	struct hmap handles; /* (pid, saved stack pointer) -> id, contexts outside known stacks */
-	struct hmap created; /* (pid, id) greenlets seen made and not yet ended */
+	struct hmap created; /* (pid, id) greenlets and ucontexts seen made and not yet ended */
 	bool active;	     /* some process uses the switch path */
 	union {
 		struct coro_event_hdr hdr;
@@ -50,6 +55,7 @@ struct ctxmap {
 	/* What the stage could not make sense of. */
 	u64 exits_unknown;   /* a context exit on a thread whose context was not known */
 	u64 stacks_reused;   /* coroutines ended because a new stack overlapped theirs */
+	u64 contexts_remade; /* coroutines ended because makecontext made their context again */
 };
 
 typedef void (*ctxmap_emit_fn)(void *ctx, const struct coro_event_hdr *rec);

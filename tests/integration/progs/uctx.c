@@ -15,11 +15,25 @@
  *                         records (struct co *): what --switch uprobe:... follows
  *     uctx loop N         one coroutine, N round trips (the benchmark: prints the
  *                         time per swapcontext, "ns/iter")
+ *     uctx jump N         getcontext/setcontext as a jump, no coroutine made by
+ *                         it: main jumps back N times to a context it saved
+ *                         with getcontext, then runs one coroutine that does
+ *                         the same, yields once and returns
+ *     uctx recover        error recovery: main saves a context with getcontext
+ *                         and resumes a coroutine, which jumps back to it with
+ *                         setcontext (a switch to main; it is never resumed)
+ *     uctx recycle K R    one ucontext_t made K times with makecontext: each
+ *                         incarnation yields R times; even ones return, odd
+ *                         ones are abandoned after their first run and the
+ *                         context made again
  *
  * When the run is over it prints, per thread, "MAIN <tid> <main context
  * address>" and per coroutine "CO <tid> <ucontext address> <times it was
  * resumed>" (custom: "MAINTASK <tid> <address>" and "TASK <tid> <struct co
- * address> <times resumed>"), then "DONE".
+ * address> <times resumed>"), then "DONE". recycle prints a CO line per
+ * incarnation, in order, with " returned", " abandoned" or " unused" (made,
+ * never run, made again); jump prints
+ * "JUMPS <number of setcontext jumps>", recover "RECOVERED".
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -79,7 +93,8 @@ static void body(void)
 	/* Returning goes to uc_link: main. */
 }
 
-static void setup(struct run *run, unsigned k, unsigned r, bool chain, bool custom)
+static void setup_fn(struct run *run, unsigned k, unsigned r, bool chain, bool custom,
+		     void (*fn)(void))
 {
 	memset(run, 0, sizeof(*run));
 	run->k = k;
@@ -96,8 +111,13 @@ static void setup(struct run *run, unsigned k, unsigned r, bool chain, bool cust
 		co->uc.uc_stack.ss_sp = co->stack;
 		co->uc.uc_stack.ss_size = STACK;
 		co->uc.uc_link = run->custom ? &run->main_co.uc : &run->main;
-		makecontext(&co->uc, body, 0);
+		makecontext(&co->uc, fn, 0);
 	}
+}
+
+static void setup(struct run *run, unsigned k, unsigned r, bool chain, bool custom)
+{
+	setup_fn(run, k, r, chain, custom, body);
 }
 
 static void rr(struct run *run)
@@ -150,9 +170,101 @@ static void *thread_main(void *p)
 	return NULL;
 }
 
+/* jump: the number of jumps left, and the coroutine's own jump target. */
+static volatile unsigned jumps_left, jumps_done;
+
+static void jump_body(void)
+{
+	struct run *run = self;
+	struct co *co = &run->cos[0];
+	ucontext_t again;
+
+	co->resumes++;
+	jumps_left = run->r;
+	getcontext(&again);
+	if (jumps_left) {
+		jumps_left--;
+		jumps_done++;
+		setcontext(&again);
+	}
+	swapcontext(&co->uc, &run->main);
+	co->resumes++;
+}
+
+static void jump(struct run *run, unsigned n)
+{
+	ucontext_t again;
+
+	jumps_left = n;
+	getcontext(&again);
+	if (jumps_left) {
+		jumps_left--;
+		jumps_done++;
+		setcontext(&again);
+	}
+	setup_fn(run, 1, n, false, false, jump_body);
+	self = run;
+	swapcontext(&run->main, &run->cos[0].uc);
+	swapcontext(&run->main, &run->cos[0].uc);
+	report(run);
+	printf("JUMPS %u\n", jumps_done);
+	release(run);
+}
+
+/* recover: where the coroutine escapes to. */
+static ucontext_t recover_point;
+static volatile bool escaped;
+
+static void escape_body(void)
+{
+	self->cos[0].resumes++;
+	escaped = true;
+	setcontext(&recover_point);
+}
+
+static void recover(struct run *run)
+{
+	setup_fn(run, 1, 0, false, false, escape_body);
+	self = run;
+	getcontext(&recover_point);
+	if (!escaped)
+		swapcontext(&run->main, &run->cos[0].uc);
+	report(run);
+	printf("RECOVERED\n");
+	release(run);
+}
+
+/* recycle: one ucontext_t, made again for each incarnation. */
+static void recycle(struct run *run, unsigned k, unsigned r)
+{
+	setup(run, 1, r, false, false);
+	self = run;
+	/* setup made it once already: an incarnation that never runs. */
+	printf("CO %d %p 0 unused\n", run->tid, (void *)&run->cos[0].uc);
+	for (unsigned i = 0; i < k; i++) {
+		struct co *co = &run->cos[0];
+		bool abandon = i % 2;
+
+		co->resumes = 0;
+		getcontext(&co->uc);
+		co->uc.uc_stack.ss_sp = co->stack;
+		co->uc.uc_stack.ss_size = STACK;
+		co->uc.uc_link = &run->main;
+		makecontext(&co->uc, body, 0);
+		run->cur = 0;
+		for (unsigned pass = 0; pass <= (abandon ? 0 : r); pass++)
+			swapcontext(&run->main, &co->uc);
+		printf("CO %d %p %u %s\n", run->tid, (void *)&co->uc, co->resumes,
+		       abandon ? "abandoned" : "returned");
+	}
+	printf("MAIN %d %p\n", run->tid, (void *)&run->main);
+	release(run);
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: uctx rr K R | chain K R | custom K R | threads T K R | loop N\n");
+	fprintf(stderr, "usage: uctx rr K R | chain K R | custom K R | threads T K R | loop N | "
+			"jump N | recover | recycle K R\n");
 	exit(2);
 }
 
@@ -160,6 +272,11 @@ int main(int argc, char **argv)
 {
 	struct run run;
 
+	if (argc == 2 && !strcmp(argv[1], "recover")) {
+		recover(&run);
+		printf("DONE\n");
+		return 0;
+	}
 	if (argc < 3)
 		usage();
 	if (!strcmp(argv[1], "rr") || !strcmp(argv[1], "chain") || !strcmp(argv[1], "custom")) {
@@ -192,6 +309,10 @@ int main(int argc, char **argv)
 		}
 		free(th);
 		free(args);
+	} else if (!strcmp(argv[1], "jump") && argc == 3) {
+		jump(&run, (unsigned)atoi(argv[2]));
+	} else if (!strcmp(argv[1], "recycle") && argc == 4) {
+		recycle(&run, (unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
 	} else if (!strcmp(argv[1], "loop")) {
 		/* One coroutine yielding N times: 2N swapcontext calls, timed here. */
 		struct timespec a, b;
