@@ -4,6 +4,7 @@ and says what to do; a program traced as its own family gets no such warning."""
 from harness import *  # noqa: F401,F403
 
 QEMU_IMG = "/usr/bin/qemu-img"
+MAIN = 1 << 63
 WARNING = "does not look like a program of the family it was traced as"
 
 
@@ -62,3 +63,43 @@ def switch_family_fit_no_warning():
         _, _, p, _, _ = trace_launch(name, cmd)
         check(WARNING not in p.stderr, "%s: misfit warning on a healthy trace:\n%s"
               % (name, p.stderr))
+
+
+@test
+def switch_fibers_dispatcher_idle_not_blocking():
+    """Boost.Fiber's work-stealing scheduler idle on 3 threads (every fiber in a fiber sleep):
+    each thread's dispatcher waits in the kernel, which is no blocking finding, and it is named
+    "boost dispatcher [tid]"; a fiber calling usleep(200 ms) still is one."""
+    tr, _, p, out, raw = trace_launch("fibers_steal",
+                                      [os.path.join(TESTS_BIN, "fibers"), "steal", "3", "200"])
+    check("DONE" in p.stdout, p.stdout)
+    # Ground truth: an address on each program fiber's stack, just under its id (the top).
+    mine = {}
+    for f in (l.split() for l in p.stdout.splitlines()):
+        if f and f[0] == "FIBER":
+            mine[f[1]] = int(f[3], 16)
+    eq(len(mine), 7, "fibers the program made")
+
+    # The threads' own contexts (ids MAIN | tid) are neither.
+    others = [c for c in tr.coroutines if not int(c["id"], 16) & MAIN]
+    # Each program fiber's is the lowest id above its address (stacks are adjacent).
+    owner = {}
+    for n, sp in mine.items():
+        above = [c["id"] for c in others if int(c["id"], 16) > sp]
+        if above:
+            owner[min(above, key=lambda i: int(i, 16))] = n
+
+    def program_fiber(cid):
+        return owner.get(cid)
+
+    dispatchers = [c for c in others if program_fiber(c["id"]) is None]
+    eq(len([c for c in others if program_fiber(c["id"])]), 7, "program fibers traced")
+    eq(sorted(c["name"] for c in dispatchers),
+       sorted("boost dispatcher [%d]" % c["threads"][0] for c in dispatchers),
+       "dispatchers named after their threads")
+    eq(len({c["threads"][0] for c in dispatchers}), 3, "one dispatcher per thread")
+    blocking = [r for r in tr.records if r["type"] == "finding" and r["kind"] == "blocking"]
+    on = sorted((program_fiber(f["id"]) or f["name"] or f["id"]) for f in blocking)
+    eq(on, ["blocker"], "blocking findings (the idle dispatchers have none)")
+    check(blocking[0]["dur"] >= 190 * 1000000, "blocker's blocking: %d ns" % blocking[0]["dur"])
+    check_replay(out, raw)
