@@ -356,8 +356,12 @@ static void analyze_event(void *ctx, const struct event *ev)
 		u64 blocked = dur - MIN(ev->offcpu.runq_ns, dur);
 		struct finding f;
 
-		/* Waiting for a CPU is not blocking; sleeping or disk wait is. */
-		if (!ev->c ||
+		/*
+		 * Waiting for a CPU is not blocking; sleeping or disk wait is. A
+		 * scheduler's own loop waiting for work (Boost.Fiber's dispatcher)
+		 * is idle, not blocking: no coroutine is held up by it.
+		 */
+		if (!ev->c || ev->c->fiber_dispatcher ||
 		    (ev->offcpu.state != CORO_OFF_SLEEPING && ev->offcpu.state != CORO_OFF_DISK) ||
 		    blocked < a->o.blocking_ns)
 			break;

@@ -23,7 +23,9 @@
  *                  one second
  *   blocking       while a coroutine ran, its thread was off the CPU blocked in
  *                  the kernel (sleeping or in disk wait, run queue time not
- *                  counted) at least --blocking (needs the scheduling view)
+ *                  counted) at least --blocking (needs the scheduling view); not
+ *                  a scheduler idle in its own context (Boost.Fiber's dispatcher,
+ *                  model.c fiber_dispatcher())
  *
  * A threshold is met at equality: a 1 s suspension is a stall at --stall 1.
  */

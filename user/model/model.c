@@ -653,6 +653,31 @@ static void apply_ready(struct model *m, const struct coro_ev_ready *e,
 	}
 }
 
+/*
+ * Boost.Fiber's dispatcher: the context each thread's scheduler makes to run
+ * its loop, which waits in the kernel when the scheduler is idle. The
+ * scheduler queues it ready first, before any fiber it is then given, so
+ * on each thread it is the first context entered for the second time (its
+ * first entry, as every Boost.Context fiber's, is the set-up that returns at
+ * once): docs/switch.md. Only in a process with libboost_fiber mapped, and
+ * only for a context whose creation was seen.
+ */
+static void fiber_dispatcher(struct model *m, struct coro_thread *t, struct coro *c)
+{
+	const struct coro_process *p = c->proc;
+
+	if (t->fiber_dispatcher_seen || c->switch_ins != 2 || !c->created_seen || !p ||
+	    !(p->switch_families & (1u << CORO_FAM_FCONTEXT)) || !p->switch_desc ||
+	    !strstr(p->switch_desc, "libboost_fiber"))
+		return;
+	t->fiber_dispatcher_seen = true;
+	c->fiber_dispatcher = true;
+	if (c->name[0])
+		return;
+	snprintf(c->name, sizeof(c->name), "boost dispatcher [%u]", t->tid);
+	m->named = c;
+}
+
 static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			 struct event *mi)
 {
@@ -729,6 +754,7 @@ switch_in:
 		c->ready_pending = false;
 		coro_add_tid(c, h->tid);
 		mi->to = c;
+		fiber_dispatcher(m, t, c);
 	}
 	t->cur = e->to;
 	t->cur_known = true;
@@ -983,6 +1009,37 @@ static void apply_switch_path(struct model *m, const struct coro_rec_switch *r)
 	free(line);
 }
 
+/*
+ * A name the model gave (a Boost.Fiber dispatcher's), announced to the
+ * observers as a name event right after the record that showed it; it is
+ * derived, not recorded, so no counter counts it.
+ */
+static void announce_name(struct model *m, const struct event *from)
+{
+	struct coro *c = m->named;
+	struct event ev;
+
+	m->named = NULL;
+	memset(&ev, 0, sizeof(ev));
+	ev.kind = EV_NAME;
+	ev.pid = c->pid;
+	ev.tid = from->tid;
+	ev.ts = from->ts;
+	ev.seq = from->seq;
+	ev.per_thread = from->per_thread;
+	ev.cur = c->id;
+	ev.cur_known = true;
+	ev.c = c;
+	ev.thread = from->thread;
+	ev.proc = c->proc;
+	ev.name.id = c->id;
+	ev.name.name.s = c->name;
+	ev.name.name.len = (u32)strlen(c->name);
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].event)
+			m->obs[i].event(m->obs[i].ctx, &ev);
+}
+
 void model_apply(struct model *m, const struct coro_event_hdr *h)
 {
 	struct event ev, *mi = &ev;
@@ -1092,6 +1149,8 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].event)
 			m->obs[i].event(m->obs[i].ctx, &ev);
+	if (m->named)
+		announce_name(m, &ev);
 	m->applying = NULL;
 	bury_flush();
 }

@@ -87,6 +87,7 @@ struct coro {
 	char name[CORO_STR_LEN];
 	bool name_truncated;
 	bool created_seen; /* false: attached mid-life */
+	bool fiber_dispatcher; /* Boost.Fiber's dispatcher context (model.c, fiber_dispatcher()) */
 	bool uncertain;	   /* some of its time is CS_UNKNOWN */
 	u64 first_ts;	   /* first event about it */
 	u64 created_ts;	   /* valid if created_seen */
@@ -143,6 +144,7 @@ struct coro_thread {
 	u64 cur;       /* coroutine id current on it; 0 = the scheduler/thread itself */
 	bool cur_known;
 	bool cur_exited; /* cur has exited but not yet switched out */
+	bool fiber_dispatcher_seen; /* its Boost.Fiber dispatcher is known */
 	u64 last_ts;   /* its last event */
 	bool off;      /* off the CPU since off_ts (the kernel's view) */
 	u64 off_ts;
@@ -248,6 +250,7 @@ struct model {
 	/* The event being applied (model_applying()) and the serial of the last one. */
 	const struct event *applying;
 	u64 applied;
+	struct coro *named; /* a coroutine the record being applied gave a derived name */
 	struct model_anomalies anom;
 	struct symbolizer *sym; /* --stacks: the stacks defined so far, symbolized (NULL: none) */
 	u64 rng;		/* for the samples kept of long runs (fixed seed: replays agree) */

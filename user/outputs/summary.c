@@ -6,12 +6,35 @@
 #include "summary.h"
 #include "termsafe.h"
 
+/* Tally a switch-path process's incarnations for misfit(). */
+static void misfit_tally(struct summary *s, const struct coro *c)
+{
+	struct summary_misfit *t = NULL;
+
+	if (!c->proc || !c->proc->switch_families)
+		return;
+	for (int i = 0; i < s->nmisfit && !t; i++)
+		if (s->misfit[i].pid == c->pid)
+			t = &s->misfit[i];
+	if (!t) {
+		if (s->nmisfit == SUMMARY_MISFIT_PROCS)
+			return;
+		t = &s->misfit[s->nmisfit++];
+		t->pid = c->pid;
+	}
+	t->incarnations++;
+	t->switched_once += c->switch_ins <= 1;
+	t->superseded += c->end == CE_SUPERSEDED;
+	t->switch_ins += c->switch_ins;
+}
+
 static void summary_coroutine_end(void *ctx, const struct coro *c)
 {
 	struct summary *s = ctx;
 	struct summary_entry *e;
 	int i;
 
+	misfit_tally(s, c);
 	if (!c->longest_susp)
 		return;
 	if (s->ntop == SUMMARY_TOP && c->longest_susp <= s->top[SUMMARY_TOP - 1].dur)
@@ -230,6 +253,69 @@ static void say_counters(struct summary *s, const struct model *m)
 	}
 }
 
+/*
+ * The switch-function path sees a program through its family's functions
+ * only: a program that switches by other means (QEMU's sigsetjmp coroutines
+ * seen through ucontext) shows a stream no healthy program of that family
+ * makes. Criterion (docs/switch.md, "When the family does not fit"): at
+ * least MISFIT_MIN incarnations, and either nine in ten switched in at most
+ * once with half re-created under their id without an exit, or (the one
+ * switch-path process of the trace) switch-from mismatches at least
+ * MISFIT_MIN and half its switch-ins.
+ */
+#define MISFIT_MIN 16
+
+static bool misfit(const struct summary_misfit *t, const struct model *m, int nswitch_procs)
+{
+	u64 mismatch = m->anom.switch_from_mismatch + m->anom.cur_desync;
+
+	if (t->incarnations < MISFIT_MIN)
+		return false;
+	if (t->switched_once * 10 >= t->incarnations * 9 && t->superseded * 2 >= t->incarnations)
+		return true;
+	return nswitch_procs == 1 && mismatch >= MISFIT_MIN && mismatch * 2 >= t->switch_ins;
+}
+
+/* At the very end, where it is read: what was traced may not be what the program does. */
+static void print_misfits(struct summary *s, const struct model *m)
+{
+	for (int i = 0; i < s->nmisfit; i++) {
+		const struct summary_misfit *t = &s->misfit[i];
+		const struct coro_process *p = model_process_peek(m, t->pid);
+		const char *line, *nl;
+		char *safe;
+		size_t len;
+
+		if (!p || !misfit(t, m, s->nmisfit))
+			continue;
+		fprintf(s->out, "  WARNING: pid %u does not look like a program of the family it was "
+			"traced as: %llu of %llu coroutines switched in at most once, %llu re-created "
+			"without exit, %llu switch-from mismatches in the trace\n", t->pid,
+			(unsigned long long)t->switched_once, (unsigned long long)t->incarnations,
+			(unsigned long long)t->superseded,
+			(unsigned long long)(m->anom.switch_from_mismatch + m->anom.cur_desync));
+		for (line = p->switch_desc; line && *line; line = nl ? nl + 1 : NULL) {
+			/* "family: path: sites": the family and the object, not the sites. */
+			const char *sep = strstr(line, ": ");
+
+			nl = strchr(line, '\n');
+			len = nl ? (size_t)(nl - line) : strlen(line);
+			sep = sep && sep < line + len ? strstr(sep + 2, ": ") : NULL;
+			if (sep && sep < line + len)
+				len = (size_t)(sep - line);
+			safe = xmalloc(TERM_SAFE_MAX(len));
+			fprintf(s->out, "    seen through %s\n",
+				term_safe(safe, TERM_SAFE_MAX(len), line, len));
+			free(safe);
+			if (!nl)
+				break;
+		}
+		fprintf(s->out, "    it likely switches by other means: trace it with --switch and its "
+			"own family, or --switch uprobe:PATH:FUNCTION:from=ARG,to=ARG on its switch "
+			"function (docs/switch.md)\n");
+	}
+}
+
 static void summary_finish(void *ctx, const struct model *m)
 {
 	struct summary *s = ctx;
@@ -255,9 +341,8 @@ static void summary_finish(void *ctx, const struct model *m)
 	say_counters(s, m);
 	print_paths(s, m);
 	print_findings(s, m);
-	if (!s->ntop)
-		return;
-	fprintf(s->out, "  longest suspended:\n");
+	if (s->ntop)
+		fprintf(s->out, "  longest suspended:\n");
 	for (int i = 0; i < s->ntop; i++) {
 		const struct summary_entry *e = &s->top[i];
 		char d[32], name[TERM_SAFE_MAX(CORO_STR_LEN)];
@@ -270,6 +355,7 @@ static void summary_finish(void *ctx, const struct model *m)
 			fprintf(s->out, " on 0x%llx", (unsigned long long)e->obj);
 		fprintf(s->out, "%s\n", e->open ? ", still suspended at the end" : "");
 	}
+	print_misfits(s, m);
 }
 
 void summary_init(struct summary *s, FILE *out, struct model_observer *obs,

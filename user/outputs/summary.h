@@ -21,6 +21,18 @@ struct summary_entry {
 
 #define SUMMARY_WORST 3
 
+/*
+ * Per switch-path process, what tells whether its family's view fits the
+ * program (summary.c, misfit()); the first SUMMARY_MISFIT_PROCS such
+ * processes are tallied.
+ */
+#define SUMMARY_MISFIT_PROCS 16
+
+struct summary_misfit {
+	u32 pid;
+	u64 incarnations, switched_once, superseded, switch_ins;
+};
+
 struct summary {
 	FILE *out;
 	struct summary_entry top[SUMMARY_TOP];
@@ -28,6 +40,8 @@ struct summary {
 	u64 nfindings[FK_NKINDS];
 	struct finding worst[FK_NKINDS][SUMMARY_WORST]; /* by duration (spawn storms: by count) */
 	int nworst[FK_NKINDS];
+	struct summary_misfit misfit[SUMMARY_MISFIT_PROCS];
+	int nmisfit;
 };
 
 void summary_init(struct summary *s, FILE *out, struct model_observer *obs,

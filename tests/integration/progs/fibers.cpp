@@ -11,6 +11,11 @@
  *                     prints the time per yield, "ns/iter")
  *     fibers slow K S K fibers sleeping 2 ms at a time for S seconds; prints
  *                     "READY" once they are all made (to attach to it then)
+ *     fibers steal T B  a work-stealing scheduler (waiting, not spinning, when
+ *                     idle) on T threads: 2*T fibers each sleeping 150 ms
+ *                     twice (fiber sleeps: every scheduler idles in its
+ *                     dispatcher meanwhile), and one "blocker" fiber calling
+ *                     usleep(B ms) (its thread blocked in the kernel)
  *
  * When the run is over it prints "FIBER <name> <times it was resumed>" for
  * each fiber it made, counted by the fiber itself (its first run counts
@@ -23,6 +28,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <unistd.h>
 #include <vector>
 
 namespace bf = boost::fibers;
@@ -39,7 +46,21 @@ void *volatile fcontext_address = (void *)&boost::context::detail::jump_fcontext
 struct counted {
 	std::string name;
 	unsigned resumes = 0;
+	const void *sp = nullptr; /* steal: an address on its stack (tells it from the dispatchers) */
 };
+
+/* A thread of the work-stealing pool: its main context waits (a fiber wait) until done. */
+static bf::mutex steal_mtx;
+static bf::condition_variable_any steal_cnd;
+static bool steal_done;
+
+static void steal_thread(unsigned threads)
+{
+	/* Returns once all threads made theirs (a barrier inside). */
+	bf::use_scheduling_algorithm<bf::algo::work_stealing>(threads, true);
+	std::unique_lock<bf::mutex> lk(steal_mtx);
+	steal_cnd.wait(lk, [] { return steal_done; });
+}
 
 int main(int argc, char **argv)
 {
@@ -85,6 +106,50 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		for (auto &f : fs)
 			f.join();
+	} else if (argc == 4 && !strcmp(argv[1], "steal")) {
+		unsigned t = (unsigned)atoi(argv[2]), k = 2 * t;
+		long block_ms = atol(argv[3]);
+		std::vector<std::thread> threads;
+		std::vector<bf::fiber> fs;
+
+		for (unsigned i = 1; i < t; i++)
+			threads.emplace_back(steal_thread, t);
+		bf::use_scheduling_algorithm<bf::algo::work_stealing>(t, true);
+		counts.resize(k + 1);
+		for (unsigned i = 0; i < k; i++) {
+			counts[i].name = "sleeper-" + std::to_string(i);
+			fs.emplace_back([&, i] {
+				counted *c = &counts[i];
+				int here;
+				c->sp = &here;
+				c->resumes++;
+				for (int j = 0; j < 2; j++) {
+					boost::this_fiber::sleep_for(std::chrono::milliseconds(150));
+					c->resumes++;
+				}
+			});
+		}
+		counts[k].name = "blocker";
+		fs.emplace_back([&] {
+			counted *c = &counts[k];
+			int here;
+			c->sp = &here;
+			c->resumes++;
+			usleep((useconds_t)block_ms * 1000);
+		});
+		for (auto &f : fs)
+			f.join();
+		{
+			std::unique_lock<bf::mutex> lk(steal_mtx);
+			steal_done = true;
+		}
+		steal_cnd.notify_all();
+		for (auto &th : threads)
+			th.join();
+		for (auto &c : counts)
+			printf("FIBER %s %u %p\n", c.name.c_str(), c.resumes, c.sp);
+		printf("DONE\n");
+		return 0;
 	} else if (argc == 4) {
 		unsigned k = (unsigned)atoi(argv[1]), r = (unsigned)atoi(argv[2]),
 			 m = (unsigned)atoi(argv[3]);
@@ -136,7 +201,8 @@ int main(int argc, char **argv)
 			f.join();
 		printf("SUM %lu\n", sum);
 	} else {
-		fprintf(stderr, "usage: fibers K R M | fibers loop N | fibers slow K SECONDS\n");
+		fprintf(stderr, "usage: fibers K R M | fibers loop N | fibers slow K SECONDS | "
+			"fibers steal T BLOCK_MS\n");
 		return 2;
 	}
 	for (auto &c : counts)
