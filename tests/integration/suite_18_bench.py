@@ -17,6 +17,11 @@ def bench_quick_mode_writes_a_complete_table():
                   "replay %s %s" % (n, fmt))
     for key in ("none_ns_per_hit", "fp_ns_per_hit", "dwarf_ns_per_hit", "dwarf_lost_max"):
         check(isinstance(res["stacks"].get(key), (int, float)), "stacks.%s missing" % key)
+    # The runtime families' rows: measured, or skipped saying why (a runtime not installed).
+    for fam in ("ruby", "greenlet", "qemu"):
+        row = res["switch"][fam]
+        check(isinstance(row.get("corobpf_over_floor"), (int, float)) or
+              isinstance(row.get("skipped"), str), "switch.%s: %s" % (fam, row))
     check(res["loss"]["events"] > 0, "the loss run traced nothing")
     eq(res["loss"]["lost"], 0, "events lost at the default ring size in the quick run")
     check("per hit: corobpf" in p.stdout and "bytes per event" in p.stdout and

@@ -14,7 +14,10 @@ Sections:
   switch     the switch-function path (unmodified libraries): added time per
              swapcontext (ucontext) and per Boost.Fiber yield (ontop_fcontext),
              against an empty BPF program on the same instructions, and against
-             one on the functions' entries (single-stepped)
+             one on the functions' entries (single-stepped); and per switch of the
+             runtimes traced with no flags (Ruby fibers, greenlets, QEMU coroutines in
+             qemu-img bench), against an empty program at every site corobpf probes
+             for that family (a runtime not installed is skipped, saying so; in CI it fails)
   replay     events/s and peak RSS replaying synthetic captures to each output
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
@@ -316,7 +319,151 @@ def switch_costs(res):
     b["corobpf_over_floor"] = b["corobpf_added_ns"] / b["floor_site_added_ns"]
     b["entry_over_site"] = b["floor_entry_added_ns"] / b["floor_site_added_ns"]
     out["fcontext"] = b
+    for fam, fn in (("ruby", ruby_switch), ("greenlet", greenlet_switch), ("qemu", qemu_switch)):
+        out[fam] = fn(floor)
     res["switch"] = out
+
+
+# The runtimes traced with no flags (docs/switch.md). Each row: the workload native, under
+# corobpf, and under an empty program at every site corobpf probes for that family, interleaved
+# run by run; the added time per switch, and corobpf's over the floor's.
+RUBY = "/usr/bin/ruby3.1"
+LIBRUBY = "/usr/lib/x86_64-linux-gnu/libruby-3.1.so.3.1"
+PYTHON = "/usr/bin/python3"   # Debian's: python3-greenlet is built for it, python3 may be another
+GREENLET = "/usr/lib/python3/dist-packages/greenlet/_greenlet.cpython-311-x86_64-linux-gnu.so"
+QEMU_IMG = "/usr/bin/qemu-img"
+
+
+def runtime_missing(*paths):
+    """None if every path exists; else why the row is skipped. In CI a missing runtime fails
+    the bench, as it fails tests/integration/suite_19_runtimes.py there."""
+    missing = [p for p in paths if not os.path.exists(p)]
+    if not missing:
+        return None
+    why = "%s missing (install with tools/deps.sh)" % ", ".join(missing)
+    if os.environ.get("CI") == "true":
+        raise RuntimeError("switch: " + why)
+    return why
+
+
+def family_run(cmd, family, env=None):
+    """One traced run: the sites corobpf chose for family (its switch_path record) as
+    [(func, offset in func, how)], their object, and the run's trailer."""
+    out = os.path.join(WORK, "fam.jsonl")
+    sh([COROBPF, "-q", "--force", "--no-sched", "-o", out, "--"] + cmd, env=env)
+    rec = None
+    with open(out) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["type"] == "switch_path" and r["family"] == family:
+                rec = r
+    if rec is None:
+        raise RuntimeError("corobpf chose no %s sites for %s" % (family, cmd))
+    sites = [(m.group(1), int(m.group(2), 16), m.group(3))
+             for m in re.finditer(r"(\w+)\+0x([0-9a-f]+) \(([\w-]+)", rec["sites"])]
+    return rec["object"], sites, trailer_of(out)
+
+
+def floor_spec(obj, sites):
+    offs = ("%x" % (func_offset(obj, fn) + off) for fn, off, _ in sites)
+    return "uprobe:%s:%s" % (obj, ",".join(offs))
+
+
+def site_names(sites):
+    return ", ".join("%s+0x%x (%s)" % (fn, off, how) for fn, off, how in sites)
+
+
+def private_copy(path):
+    """A copy of a runtime's file in the bench's directory, for the workload to run. A uprobe
+    is on an inode, for every process: another tracer on the installed file (a test's bpftrace
+    on this shared machine, left behind once) makes even the native run pay the trap, and the
+    row measures nothing. The copy has the same instructions and no one else's probes."""
+    dst = os.path.join(WORK, "private", path.lstrip("/"))
+    if not os.path.exists(dst):
+        if os.path.isdir(path):
+            shutil.copytree(path, dst)
+        else:
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(path, dst)
+    return dst
+
+
+def loop_switch(floor, cmd, family, n, env):
+    """A workload timing its own loop of n round trips (two switches each)."""
+    env = dict(os.environ, **env)
+    obj, sites, _ = family_run(cmd + ["10"], family, env)
+    rows = {"native": [], "corobpf": [], "floor": []}
+    spec = floor_spec(obj, sites)
+    for _ in range(RUNS):
+        rows["native"].append(per_iter(sh(cmd + [str(n)], env=env).stdout) / 2)
+        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--"] + cmd + [str(n)],
+                                           env=env).stdout) / 2)
+        rows["floor"].append(per_iter(sh([floor, spec, "--"] + cmd + [str(n)], env=env).stdout) / 2)
+    base = median(rows["native"])
+    r = {"native_ns": base, "switches_per_run": 2 * n, "sites": site_names(sites),
+         "corobpf_added_ns": median(rows["corobpf"]) - base,
+         "floor_added_ns": median(rows["floor"]) - base}
+    r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    return r
+
+
+def ruby_switch(floor):
+    """A fiber resumed n times: coroutine_transfer twice per resume. corobpf probes only
+    coroutine_transfer for Ruby (libruby exports nothing where a fiber starts or ends)."""
+    why = runtime_missing(RUBY, LIBRUBY)
+    if why:
+        return {"skipped": why}
+    lib = os.path.dirname(private_copy(LIBRUBY))
+    return loop_switch(floor, [RUBY, os.path.join(ROOT, "tools/bench/fiber_loop.rb")], "ruby",
+                       2000 if QUICK else 100000, {"LD_LIBRARY_PATH": lib})
+
+
+def greenlet_switch(floor):
+    """Two greenlets switching n times: g_switchstack twice per round trip. The floor also
+    holds the family's start and finish sites, which fire once in the run."""
+    why = runtime_missing(PYTHON, GREENLET)
+    if why:
+        return {"skipped": why}
+    pkg = os.path.dirname(private_copy(os.path.dirname(GREENLET)))
+    return loop_switch(floor, [PYTHON, os.path.join(ROOT, "tools/bench/greenlet_loop.py")],
+                       "greenlet", 2000 if QUICK else 100000, {"PYTHONPATH": pkg})
+
+
+def qemu_run_s(out):
+    return float(re.search(r"Run completed in ([\d.]+) seconds", out).group(1))
+
+
+def qemu_switch(floor):
+    """qemu-img bench on a small raw image: a coroutine per request, made (qemu_coroutine_create,
+    whose site is single-stepped), switched to and from, and ended (a switch with
+    COROUTINE_TERMINATE), so every site fires per request. qemu-img times its own run; its
+    switches and creates are counted once, from corobpf's trailer of a run of the same size.
+    The floor is run on all the sites and on the switch site alone, to say where the time goes."""
+    why = runtime_missing(QEMU_IMG)
+    if why:
+        return {"skipped": why}
+    img = os.path.join(WORK, "qemu.raw")
+    sh([QEMU_IMG, "create", "-q", "-f", "raw", img, "16M"])
+    cmd = [private_copy(QEMU_IMG), "bench", "-c", str(1000 if QUICK else 30000), "-d", "8",
+           "-f", "raw", img]
+    obj, sites, trailer = family_run(cmd, "qemu")
+    switches, creates = trailer["events_by_kind"]["switch"], trailer["events_by_kind"]["create"]
+    spec = floor_spec(obj, sites)
+    sw_only = [s for s in sites if s[0] == "qemu_coroutine_switch"]
+    spec_sw = floor_spec(obj, sw_only)
+    rows = {"native": [], "corobpf": [], "floor": [], "floor_switch_site": []}
+    for _ in range(RUNS):
+        rows["native"].append(qemu_run_s(sh(cmd).stdout))
+        rows["corobpf"].append(qemu_run_s(sh([COROBPF, "-q", "--no-sched", "--"] + cmd).stdout))
+        rows["floor"].append(qemu_run_s(sh([floor, spec, "--"] + cmd).stdout))
+        rows["floor_switch_site"].append(qemu_run_s(sh([floor, spec_sw, "--"] + cmd).stdout))
+    base = median(rows["native"])
+    r = {"native_ns": base * 1e9 / switches, "switches_per_run": switches,
+         "creates_per_run": creates, "sites": site_names(sites)}
+    for k in ("corobpf", "floor", "floor_switch_site"):
+        r[k + "_added_ns"] = (median(rows[k]) - base) * 1e9 / switches
+    r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    return r
 
 
 def replay_dir():
@@ -472,6 +619,23 @@ def table(res):
                      "empty program there (%.0f ns); at the entries (stepped) %.0f ns = %.1fx" % (
                          b["native_ns"], b["site"], b["corobpf_added_ns"], b["corobpf_over_floor"],
                          b["floor_site_added_ns"], b["floor_entry_added_ns"], b["entry_over_site"]))
+        for fam, what in (("ruby", "Ruby fiber switch"), ("greenlet", "greenlet switch"),
+                          ("qemu", "QEMU coroutine switch (qemu-img bench)")):
+            r = sw.get(fam)
+            if r is None:
+                continue
+            if "skipped" in r:
+                lines.append("%s: skipped, %s" % (what, r["skipped"]))
+                continue
+            lines.append("%s (%.0f ns native), added per switch: corobpf %.0f ns = %.2fx an empty "
+                         "program on the same sites (%.0f ns): %s" % (
+                             what, r["native_ns"], r["corobpf_added_ns"], r["corobpf_over_floor"],
+                             r["floor_added_ns"], r["sites"]))
+            if "creates_per_run" in r:
+                lines.append("  %d switches and %d creates per run; the floor on the switch site "
+                             "alone adds %.0f ns per switch" % (
+                                 r["switches_per_run"], r["creates_per_run"],
+                                 r["floor_switch_site_added_ns"]))
     if "replay" in res:
         lines.append("")
         lines.append("replay of a synthetic capture on one thread: events per wall second "
