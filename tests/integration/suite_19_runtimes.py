@@ -5,6 +5,8 @@ Boost.Context assembly built into php), as Debian ships them (tools/deps.sh).
 Each program counts its own switches and coroutines; where bpftrace can probe the same
 function, its count of the calls in the same run is a second oracle. Outside CI a missing
 runtime skips its test, saying why; in CI it fails."""
+import atexit
+
 from harness import *  # noqa: F401,F403
 
 PROGS = os.path.join(ROOT, "tests", "integration", "progs")
@@ -56,6 +58,19 @@ def real_switches(trace, pid, launched=True):
             (e["from"] != "0x0" or not launched)]
 
 
+_oracles = []
+
+
+@atexit.register
+def _stop_oracles():
+    """An oracle whose test failed before counts() must not outlive the suite: its uprobes
+    would tax every later call of those functions on the machine."""
+    for p in _oracles:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 class Bpftrace:
     """A second oracle: bpftrace counts, per pid, the calls of the same functions."""
 
@@ -66,6 +81,7 @@ class Bpftrace:
         self.f = open(self.out, "w")
         self.p = subprocess.Popen(["bpftrace", "-e", prog], stdout=self.f,
                                   stderr=subprocess.STDOUT, text=True)
+        _oracles.append(self.p)
         wait_for(self.out, "Attaching", timeout=60)
         time.sleep(0.5)
 
