@@ -2,8 +2,10 @@
 (qemu-utils), Python greenlets (python3-greenlet) and PHP fibers (php8.2-cli, through the
 Boost.Context assembly built into php), as Debian ships them (tools/deps.sh).
 
-Each program counts its own switches and coroutines; where bpftrace can probe the same
-function, its count of the calls in the same run is a second oracle. Outside CI a missing
+Each program counts its own switches and coroutines; a second oracle counts them in the
+same run: bpftrace on the same function where it can probe it, and for Ruby, whose
+coroutine_transfer bpftrace cannot probe (an untyped symbol), Ruby's own TracePoint
+(:fiber_switch). Outside CI a missing
 runtime skips its test, saying why; in CI it fails."""
 import atexit
 
@@ -127,6 +129,7 @@ def check_ruby(tr, pid, counts, launched):
     eq(switch_families(tr, pid) >= {"ruby"}, True, "families used: %s" % switch_families(tr, pid))
     sw = real_switches(tr, pid, launched)
     eq(len(sw), counts["SWITCHES"], "switches (the program's count)")
+    eq(len(sw), counts["TRACEPOINT"], "switches (Ruby's own TracePoint :fiber_switch count)")
     cos = [c for c in tr.coroutines if c["pid"] == pid]
     eq(len(cos), n + 1, "coroutines: the fibers and the main fiber")
     ins = sorted(c["switch_ins"] for c in cos)
