@@ -27,7 +27,7 @@ def misfit_lines(stderr):
 @test
 def switch_family_misfit_named():
     """QEMU forced through ucontext (what auto-selection once chose): each coroutine is seen
-    switched in once and re-created without exit; the summary ends by naming ucontext and
+    switched in once and made again without having run; the summary ends by naming ucontext and
     libc, and suggests --switch; its replay says the same."""
     if not os.path.exists(QEMU_IMG):
         check(not CI, "%s missing (tools/deps.sh)" % QEMU_IMG)

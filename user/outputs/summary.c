@@ -25,6 +25,8 @@ static void misfit_tally(struct summary *s, const struct coro *c)
 	t->incarnations++;
 	t->switched_once += c->switch_ins <= 1;
 	t->superseded += c->end == CE_SUPERSEDED;
+	/* Ended by its own id made again before it ever ran (ctxmap: an abandoned context). */
+	t->never_ran += c->end == CE_EXIT && !c->switch_ins;
 	t->switch_ins += c->switch_ins;
 }
 
@@ -259,7 +261,9 @@ static void say_counters(struct summary *s, const struct model *m)
  * seen through ucontext) shows a stream no healthy program of that family
  * makes. Criterion (docs/switch.md, "When the family does not fit"): at
  * least MISFIT_MIN incarnations, and either nine in ten switched in at most
- * once with half re-created under their id without an exit, or (the one
+ * once with half made again under their id before or without an exit
+ * (superseded, or ended by their context made again without ever having
+ * run), or (the one
  * switch-path process of the trace) switch-from mismatches at least
  * MISFIT_MIN and half its switch-ins.
  */
@@ -271,7 +275,8 @@ static bool misfit(const struct summary_misfit *t, const struct model *m, int ns
 
 	if (t->incarnations < MISFIT_MIN)
 		return false;
-	if (t->switched_once * 10 >= t->incarnations * 9 && t->superseded * 2 >= t->incarnations)
+	if (t->switched_once * 10 >= t->incarnations * 9 &&
+	    (t->superseded + t->never_ran) * 2 >= t->incarnations)
 		return true;
 	return nswitch_procs == 1 && mismatch >= MISFIT_MIN && mismatch * 2 >= t->switch_ins;
 }
@@ -289,10 +294,11 @@ static void print_misfits(struct summary *s, const struct model *m)
 		if (!p || !misfit(t, m, s->nmisfit))
 			continue;
 		fprintf(s->out, "  WARNING: pid %u does not look like a program of the family it was "
-			"traced as: %llu of %llu coroutines switched in at most once, %llu re-created "
-			"without exit, %llu switch-from mismatches in the trace\n", t->pid,
-			(unsigned long long)t->switched_once, (unsigned long long)t->incarnations,
-			(unsigned long long)t->superseded,
+			"traced as: %llu of %llu coroutines switched in at most once, %llu made again "
+			"without having run or exited, %llu switch-from mismatches in the trace\n",
+			t->pid, (unsigned long long)t->switched_once,
+			(unsigned long long)t->incarnations,
+			(unsigned long long)(t->superseded + t->never_ran),
 			(unsigned long long)(m->anom.switch_from_mismatch + m->anom.cur_desync));
 		for (line = p->switch_desc; line && *line; line = nl ? nl + 1 : NULL) {
 			/* "family: path: sites": the family and the object, not the sites. */

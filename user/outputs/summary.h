@@ -30,7 +30,7 @@ struct summary_entry {
 
 struct summary_misfit {
 	u32 pid;
-	u64 incarnations, switched_once, superseded, switch_ins;
+	u64 incarnations, switched_once, superseded, never_ran, switch_ins;
 };
 
 struct summary {
