@@ -49,6 +49,12 @@ const volatile __u32 npid_filter = 0;
 volatile __u32 stopped;
 /* A launched process held at each link-map change until user space has looked (0: none). */
 volatile __u32 hold_tgid;
+/*
+ * A command launched through a script (or any file the kernel runs through
+ * an interpreter): held at each exec, in its new image before its first
+ * instruction, until user space has attached to that image (0: none).
+ */
+volatile __u32 exec_hold_tgid;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -470,17 +476,19 @@ static __always_inline bool filters_pass(__u32 pid)
 	return true;
 }
 
-static __always_inline void emit_proc(__u8 kind, __u32 pid, struct task_struct *task, __s32 code)
+/* False if the ring had no room (counted). */
+static __always_inline bool emit_proc(__u8 kind, __u32 pid, struct task_struct *task, __s32 code)
 {
 	struct coro_ev_proc *e = event_reserve_for(NULL, sizeof(*e), kind, pid, pid);
 
 	if (!e)
-		return;
+		return false;
 	e->exit_code = code;
 	e->__pad = 0;
 	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
 	/* Rare, and user space must act on an exec (scan the new image) soon. */
 	bpf_ringbuf_submit(e, kind == CORO_EV_EXEC ? BPF_RB_FORCE_WAKEUP : 0);
+	return true;
 }
 
 /* -p / --: the uprobes fire only in the targets. -a: admit or ignore on first sight. */
@@ -1030,7 +1038,12 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	/* A new image: admitted again on its first probe, under the filters. */
 	if (system_wide && v && *v == VERDICT_IGNORED)
 		bpf_map_delete_elem(&traced, &pid);
-	emit_proc(CORO_EV_EXEC, pid, p, 0);
+	/*
+	 * Only once the record is in the ring: user space then always sees why
+	 * it stopped and sends SIGCONT (a lost record lets it run unattached).
+	 */
+	if (emit_proc(CORO_EV_EXEC, pid, p, 0) && exec_hold_tgid && pid == exec_hold_tgid)
+		bpf_send_signal(19 /* SIGSTOP */);
 	return 0;
 }
 

@@ -80,7 +80,9 @@ static const char trace_doc[] =
 	"With -- CMD, the command keeps corobpf's stdin, stdout, stderr and process group "
 	"(so Ctrl-C reaches it too); SIGTERM and SIGHUP are passed on to it. When tracing "
 	"stops (-d, or a signal) corobpf finishes its outputs, then waits for the command and "
-	"exits with its status.\n"
+	"exits with its status. A CMD that is a script (a pyenv shim, ./run.sh) is followed "
+	"through its execs to the program, which is traced from its first instruction; what "
+	"the script runs as a child needs --follow.\n"
 	"\n" EXIT_CODES_DOC;
 
 enum {

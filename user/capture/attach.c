@@ -16,6 +16,7 @@
 #include "attach.h"
 #include "elfnotes.h"
 #include "ldpaths.h"
+#include "liverec.h"
 #include "log.h"
 #include "safeopen.h"
 #include "switchfam.h"
@@ -752,10 +753,11 @@ int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_
 		return EXIT_LAUNCH;
 	}
 	if (!elf_is_elf(exe)) {
-		log_err("%s is not an ELF executable (a script?): corobpf -- needs the program "
-			"itself; start it and use -p PID instead", exe);
-		free(exe);
-		return EXIT_LAUNCH;
+		/* A script: what it will run is known only at its execs. */
+		t->via_script = true;
+		log_verbose("%s is not an ELF file: following its exec chain, each image attached "
+			    "at its exec", exe);
+		goto fork;
 	}
 	if (ld_resolve_needed(exe, &paths, &npaths, &ldo, err, sizeof(err)) < 0) {
 		log_err("cannot resolve the libraries of %s: %s", exe, err);
@@ -768,6 +770,7 @@ int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_
 	if (ldo.cache_error[0])
 		log_verbose("%s", ldo.cache_error);
 
+fork:
 	if (pipe2(release, O_CLOEXEC) < 0 || pipe2(errpipe, O_CLOEXEC) < 0) {
 		log_err("pipe: %s", strerror(errno));
 		ret = EXIT_FAILURE_RUNTIME;
@@ -802,6 +805,8 @@ int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_
 	}
 	/* The exec error pipe is read after release (by the capture). */
 	l->launch_err_fd = errpipe[0];
+	if (t->via_script)
+		goto out;
 
 	/* The executable, then what ld.so will map, in its order. */
 	attach_note_searched(a, exe);
@@ -824,6 +829,115 @@ out:
 	return ret;
 }
 
+/*
+ * The variables ld.so reads, from the environment the new image was given
+ * (a script may set LD_LIBRARY_PATH before its exec): malloc'ed values in
+ * lib and preload, "" when unset. False if the environment cannot be read.
+ */
+static bool image_ld_env(u32 pid, char **lib, char **preload)
+{
+	char path[64], *buf = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+	int fd;
+
+	*lib = *preload = NULL;
+	snprintf(path, sizeof(path), "/proc/%u/environ", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	do {
+		if (len + 4096 + 1 > cap) {
+			cap = cap ? 2 * cap : 16384;
+			buf = xrealloc(buf, cap);
+		}
+		n = read(fd, buf + len, cap - len - 1);
+		len += n > 0 ? (size_t)n : 0;
+	} while (n > 0);
+	close(fd);
+	if (n < 0) {
+		free(buf);
+		return false;
+	}
+	buf[len] = 0;
+	for (size_t off = 0; off < len; off += strlen(buf + off) + 1) {
+		const char *v = buf + off;
+
+		if (!*lib && !strncmp(v, "LD_LIBRARY_PATH=", 16))
+			*lib = xstrdup(v + 16);
+		else if (!*preload && !strncmp(v, "LD_PRELOAD=", 11))
+			*preload = xstrdup(v + 11);
+	}
+	free(buf);
+	if (!*lib)
+		*lib = xstrdup("");
+	if (!*preload)
+		*preload = xstrdup("");
+	return true;
+}
+
+/* What attaching knew of t's last image, forgotten: its objects may all be new. */
+static void forget_image(struct attach_ctx *a, struct target *t)
+{
+	attach_ctx_detach_since(a, t->image_links[0], t->image_links[1]);
+	attach_target_free(t);
+	hmap_init(&t->objects);
+	t->probe_sites = 0;
+	t->probe_sites_ignored = 0;
+	t->switch_sites = 0;
+	t->switch_mode = false;
+	t->fcontext_calls = false;
+	t->libload_attached = false;
+}
+
+int attach_launch_image(struct attach_ctx *a, struct target *t)
+{
+	char **paths = NULL, err[512], path[64], *lib = NULL, *preload = NULL;
+	struct ld_opts ldo = {0};
+	size_t npaths = 0;
+	struct stat st;
+	ssize_t n;
+	int ret;
+
+	if (!a->opts.follow && t->images)
+		forget_image(a, t);
+	t->image_links[0] = a->nlinks;
+	t->image_links[1] = a->nlink_fds;
+	t->images++;
+	snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
+	n = readlink(path, t->exe, sizeof(t->exe) - 1);
+	t->exe[n > 0 ? n : 0] = 0;
+	proc_read_comm(t->pid, t->pid, t->comm);
+	log_verbose("process %u execs %s: attaching to it", t->pid, t->exe);
+
+	/* What the kernel mapped, through descriptors of the very files mapped. */
+	ret = attach_scan_process(a, t, false);
+	if (ret)
+		return ret;
+	/* What ld.so will map, in its order (a static program has nothing more). */
+	if (image_ld_env(t->pid, &lib, &preload)) {
+		ldo.library_path = lib;
+		ldo.preload = preload;
+	}
+	if (n > 0 && ld_resolve_needed(t->exe, &paths, &npaths, &ldo, err, sizeof(err)) < 0)
+		log_verbose("cannot resolve the libraries of %s: %s; they are found as ld.so maps "
+			    "them", t->exe, err);
+	for (size_t i = 0; i < npaths; i++) {
+		if (stat(paths[i], &st) == 0) {
+			if (hmap_get(examined(a, t), st.st_dev, st.st_ino))
+				continue;
+			hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
+		}
+		attach_note_searched(a, paths[i]);
+		launch_object(a, t, paths[i], i == 0 || is_ldso(paths[i]));
+	}
+	ld_paths_free(paths, npaths);
+	ld_opts_release(&ldo);
+	free(lib);
+	free(preload);
+	return attach_switch_path(a, t);
+}
+
 void attach_target_free(struct target *t)
 {
 	hmap_free(&t->objects);
@@ -836,4 +950,12 @@ void attach_target_free(struct target *t)
 	free(t->swobjs);
 	t->swobjs = NULL;
 	t->nswobjs = 0;
+	for (size_t i = 0; i < t->nheld; i++) {
+		free(t->held[i].path);
+		free(t->held[i].site_text);
+		free(t->held[i].limits);
+	}
+	free(t->held);
+	t->held = NULL;
+	t->nheld = 0;
 }

@@ -8,6 +8,7 @@
  *   attach_switch_path    then, without probes (or with --switch): its switch functions
  *   attach_scan_global    -a, --follow: an object attached once for every process
  *   attach_launch_prepare -- CMD: fork it held, attach to what it will load, before it runs
+ *   attach_launch_image   -- SCRIPT: the same for each image it execs, held at that exec
  *
  * Everything goes through the attach context (attachctx.h): the programs
  * and budgets it is lent, the links it keeps, and what was attached, which
@@ -27,6 +28,24 @@ struct target {
 	u32 pid;
 	int pidfd;
 	bool launched;
+	/*
+	 * Launched through a script (not an ELF file): nothing is attached
+	 * before it runs; each image it execs is attached like an ELF launch,
+	 * while the BPF side holds it at that exec (exec_hold_tgid).
+	 */
+	bool via_script;
+	bool execed;	      /* an exec record came: the image is new */
+	u32 images;	      /* via_script: images attached so far */
+	size_t image_links[2]; /* via_script: the attach context's links before this image's */
+	/*
+	 * via_script: the switch-path records of the image, held until it makes
+	 * its first context switch or exits in it; dropped if it execs first (a
+	 * shell between the command and the program switches nothing, and its
+	 * libc's switch functions would make the process look traced by them).
+	 */
+	bool hold_switch_recs;
+	struct attach_found *held;
+	size_t nheld;
 	bool forked; /* --follow: a descendant of a target, admitted at its fork */
 	bool exited;
 	int wait_status; /* launched: waitpid status; -1 unknown */
@@ -75,10 +94,24 @@ struct attach_launch {
 	int launch_err_fd; /* read end: errno if its exec failed, EOF once it succeeded */
 };
 
-/* Fork the command, held before exec, and attach to everything it will load. Exit code or 0. */
+/*
+ * Fork the command, held before exec, and attach to everything it will load. Exit code or 0.
+ * A command that is not an ELF file (a script, a pyenv shim) is forked with nothing attached
+ * and t->via_script set: the capture holds it at each exec and calls attach_launch_image.
+ */
 int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l);
+/*
+ * via_script: t, stopped at an exec, runs a new image. What was attached for
+ * the image before it is detached (without --follow, where attaching is for
+ * every process), then the new one is attached as an ELF launch is: what the
+ * kernel mapped (the executable, ld.so) through the descriptors of the
+ * mapped files, what ld.so will map, then the switch-function path.
+ * t->exe and t->comm become the new image's. 0, or an exit code (a --switch
+ * uprobe: spec that cannot be placed).
+ */
+int attach_launch_image(struct attach_ctx *a, struct target *t);
 
-/* Frees what attaching keeps of t (its objects, the descriptors of its switch objects). */
+/* Frees what attaching keeps of t (its objects, the descriptors of its switch objects, held records). */
 void attach_target_free(struct target *t);
 
 #endif /* COROBPF_ATTACH_H */

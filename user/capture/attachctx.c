@@ -16,14 +16,21 @@ void attach_ctx_init(struct attach_ctx *a)
 	hmap_init(&a->global_objects);
 }
 
+void attach_ctx_detach_since(struct attach_ctx *a, size_t nlinks, size_t nlink_fds)
+{
+	for (size_t i = nlink_fds; i < a->nlink_fds; i++)
+		close(a->link_fds[i]);
+	if (a->nlink_fds > nlink_fds)
+		a->nlink_fds = nlink_fds;
+	for (size_t i = nlinks; i < a->nlinks; i++)
+		bpf_link__destroy(a->links[i]);
+	if (a->nlinks > nlinks)
+		a->nlinks = nlinks;
+}
+
 void attach_ctx_detach(struct attach_ctx *a)
 {
-	for (size_t i = 0; i < a->nlink_fds; i++)
-		close(a->link_fds[i]);
-	a->nlink_fds = 0;
-	for (size_t i = 0; i < a->nlinks; i++)
-		bpf_link__destroy(a->links[i]);
-	a->nlinks = 0;
+	attach_ctx_detach_since(a, 0, 0);
 }
 
 void attach_ctx_free(struct attach_ctx *a)

@@ -122,6 +122,8 @@ void attach_ctx_init(struct attach_ctx *a);
 void attach_ctx_free(struct attach_ctx *a);
 /* Destroys every link (slow: ~50 ms a perf-event uprobe); safe from another thread. */
 void attach_ctx_detach(struct attach_ctx *a);
+/* Destroys the links made after there were nlinks and nlink_fds (a launched script's last image). */
+void attach_ctx_detach_since(struct attach_ctx *a, size_t nlinks, size_t nlink_fds);
 
 /* The program of a probe name ("create", ...) or an internal one ("@libload", "@ctx", ...). */
 struct bpf_program *attach_prog(const struct attach_ctx *a, const char *name);

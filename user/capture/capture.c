@@ -192,7 +192,16 @@ static struct target *find_target(struct capture *c, u32 pid)
 static void emit_found(struct capture *c)
 {
 	for (size_t i = 0; i < c->attach.nfound; i++) {
-		const struct attach_found *f = &c->attach.found[i];
+		struct attach_found *f = &c->attach.found[i];
+		struct target *t = f->kind == ATTACH_FOUND_SWITCH ? find_target(c, f->pid) : NULL;
+
+		if (t && t->hold_switch_recs) {
+			/* Taken over: the target frees it. */
+			t->held = xrealloc(t->held, (t->nheld + 1) * sizeof(*t->held));
+			t->held[t->nheld++] = *f;
+			f->path = f->site_text = f->limits = NULL;
+			continue;
+		}
 
 		if (f->kind == ATTACH_FOUND_OBJECT && f->late)
 			c->ustats[CORO_USTAT_LATE_ATTACH]++;
@@ -616,7 +625,7 @@ static void attach_all_processes(struct capture *c)
 
 int capture_attach(struct capture *c)
 {
-	u32 sites = 0;
+	u32 sites = 0, via_script = 0;
 
 	if (c->opts->system_wide) {
 		attach_all_processes(c);
@@ -633,6 +642,12 @@ int capture_attach(struct capture *c)
 		struct target *t = &c->targets[i];
 		int ret;
 
+		if (t->via_script) {
+			/* Its images are attached at their execs, each held there. */
+			c->skel->bss->exec_hold_tgid = t->pid;
+			via_script++;
+			continue;
+		}
 		if (!t->launched) {
 			ret = attach_scan_process(&c->attach, t, false);
 			if (ret)
@@ -650,6 +665,8 @@ int capture_attach(struct capture *c)
 				 "functions", t->pid, t->comm);
 		sites += t->probe_sites + t->switch_sites;
 	}
+	if (!sites && via_script)
+		return 0;
 	if (!sites) {
 		for (size_t i = 0; i < c->ntargets; i++) {
 			if (!c->targets[i].launched && kill(c->targets[i].pid, 0) < 0 && errno == ESRCH) {
@@ -736,6 +753,8 @@ static void target_exited(struct capture *c, struct target *t)
 			c->launch.child = -1;
 		}
 	}
+	/* It ended in this image: the program, not a shell between (via_script). */
+	ringev_emit_held(&c->ev, t, now_boottime_ns());
 	liverec_proc_exit(c->sink, t->pid, t->wait_status);
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
 	close(t->pidfd);
@@ -743,16 +762,39 @@ static void target_exited(struct capture *c, struct target *t)
 }
 
 /*
- * Continue a target held at a dlopen (bss hold_tgid), through its pidfd: a
- * pid reaped and reused meanwhile is never signalled. An exited target has
- * no pidfd and nothing to continue.
+ * Continue a target held at a dlopen (bss hold_tgid) or an exec
+ * (exec_hold_tgid), through its pidfd: a pid reaped and reused meanwhile is
+ * never signalled. An exited target has no pidfd and nothing to continue.
  */
-static void hold_release(const struct target *t)
+static void hold_release(const struct target *t, const char *where)
 {
 	if (t->pidfd >= 0 && syscall(SYS_pidfd_send_signal, t->pidfd, SIGCONT, NULL, 0) < 0 &&
 	    errno != ESRCH)
-		log_warn("cannot continue process %u held at its dlopen: %s; `kill -CONT %u` does",
-			 t->pid, strerror(errno), t->pid);
+		log_warn("cannot continue process %u held at %s: %s; `kill -CONT %u` does",
+			 t->pid, where, strerror(errno), t->pid);
+}
+
+/*
+ * A command launched through a script, stopped at an exec (exec_hold_tgid):
+ * its new image attached as an ELF launch is, before its first instruction,
+ * and said in a new process record (the last one names the program that ran).
+ */
+static void script_image(struct capture *c, struct target *t)
+{
+	t->execed = false;
+	t->rescan = false;
+	c->skel->bss->hold_tgid = 0;
+	if (attach_launch_image(&c->attach, t))
+		log_warn("process %u: %s is traced without the switch functions named by --switch",
+			 t->pid, t->exe);
+	/* The program's start is this exec: the record comes after what the ring gave already. */
+	t->start_ts = now_boottime_ns();
+	liverec_process(c->sink, t);
+	t->hold_switch_recs = true;
+	emit_found(c);
+	if (t->switch_mode && !c->opts->follow)
+		c->skel->bss->hold_tgid = t->pid;
+	hold_release(t, "its exec");
 }
 
 int capture_run(struct capture *c, const struct record_sink *sink)
@@ -819,12 +861,14 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		for (size_t i = 0; i < c->ntargets; i++) {
 			struct target *t = &c->targets[i];
 
+			if (t->execed && t->via_script && !t->exited)
+				script_image(c, t);
 			if (t->rescan && !t->exited) {
 				t->rescan = false;
 				attach_scan_process(&c->attach, t, true);
 				emit_found(c);
 				if (c->skel->bss->hold_tgid == t->pid)
-					hold_release(t);
+					hold_release(t, "its dlopen");
 			}
 			alive += !t->exited;
 		}
@@ -881,11 +925,38 @@ out:
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
 		/* A hold the loop did not get to release. */
 		if (c->targets[i].pid == c->skel->bss->hold_tgid)
-			hold_release(&c->targets[i]);
+			hold_release(&c->targets[i], "its dlopen");
 	}
 	c->skel->bss->hold_tgid = 0;
+	for (size_t i = 0; i < c->ntargets; i++)
+		if (c->targets[i].hold_switch_recs)
+			ringev_emit_held(&c->ev, &c->targets[i], now_boottime_ns());
+	for (size_t i = 0; i < c->ntargets && c->skel->bss->exec_hold_tgid; i++) {
+		/* An exec the loop did not get to. */
+		if (c->targets[i].pid == c->skel->bss->exec_hold_tgid)
+			hold_release(&c->targets[i], "its exec");
+	}
+	c->skel->bss->exec_hold_tgid = 0;
+	for (size_t i = 0; i < c->ntargets; i++) {
+		const struct target *t = &c->targets[i];
+
+		/* --follow: the program may be one of its children. */
+		if (!t->via_script || t->probe_sites || c->ev.ctx_switches ||
+		    c->end_reason == CORO_END_ERROR ||
+		    (c->opts->follow && c->attach.global_sites))
+			continue;
+		if (!t->images)
+			log_warn("the launched command never ran a program (no exec was seen)");
+		else
+			log_warn("the launched command's last program, %s, carries no corobpf probes%s%s",
+				 t->exe, t->switch_mode ? " and made no context switch through the "
+				 "switch functions corobpf knows" : " and no known switch functions",
+				 c->opts->follow ? "" : " (a program the script starts without exec "
+				 "is its child: add --follow)");
+	}
 	for (size_t i = 0; i < c->ntargets && !c->ev.ctx_switches && !c->opts->switch_forced; i++) {
-		if (!c->targets[i].switch_mode || c->targets[i].probe_sites)
+		/* Said above, naming the program. */
+		if (!c->targets[i].switch_mode || c->targets[i].probe_sites || c->targets[i].via_script)
 			continue;
 		/* Families attached, nothing seen: its coroutines may switch some other way. */
 		log_warn("no context switch seen through the switch functions corobpf knows (--switch "

@@ -40,6 +40,31 @@ struct target *ringev_find_target(const struct ringev *ev, u32 pid)
 	return NULL;
 }
 
+void ringev_emit_held(struct ringev *ev, struct target *t, u64 ts)
+{
+	t->hold_switch_recs = false;
+	for (size_t i = 0; i < t->nheld; i++) {
+		/* Said now, in the order of the records around it. */
+		t->held[i].ts = ts;
+		liverec_found(ev->sink, &t->held[i]);
+		free(t->held[i].path);
+		free(t->held[i].site_text);
+		free(t->held[i].limits);
+	}
+	free(t->held);
+	t->held = NULL;
+	t->nheld = 0;
+}
+
+/* A launched script's image makes its first context switch: the program, not a shell between. */
+static void on_context_record(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	struct target *t = ringev_find_target(ev, h->pid);
+
+	if (t && t->hold_switch_recs)
+		ringev_emit_held(ev, t, h->ts);
+}
+
 /* Exec or dlopen: new objects may carry probes; the capture looks after this batch of records. */
 static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h)
 {
@@ -48,6 +73,8 @@ static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h
 	if (t) {
 		if (!t->exited)
 			t->rescan = true;
+		if (!t->exited && h->kind == CORO_EV_EXEC)
+			t->execed = true;
 	} else if (ev->system_wide || (ev->follow && hmap_get(&ev->announced, h->pid, 0))) {
 		hmap_put(&ev->rescan_pids, h->pid, 0, (void *)1);
 	}
@@ -174,6 +201,9 @@ int ringev_record(void *ctx, void *data, size_t size)
 	ev->ustats[CORO_USTAT_RECORDS]++;
 	if (h->kind == CORO_EV_CTX_SWITCH)
 		ev->ctx_switches++;
+	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||
+	    h->kind == CORO_EV_CTX_EXIT)
+		on_context_record(ev, h);
 	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC)
 		on_objects_changed(ev, h);
 	on_process(ev, h);

@@ -51,6 +51,8 @@ void ringev_init(struct ringev *ev);
 void ringev_free(struct ringev *ev);
 /* The ring buffer's callback (ring_buffer_sample_fn); ctx is the struct ringev. */
 int ringev_record(void *ctx, void *data, size_t size);
+/* A launched script's image proved to be a program (it switched, or ended): its held records. */
+void ringev_emit_held(struct ringev *ev, struct target *t, u64 ts);
 /* The target of that pid, or NULL. */
 struct target *ringev_find_target(const struct ringev *ev, u32 pid);
 
