@@ -394,7 +394,7 @@ TEST(spans_deep_stack_ends_cost_no_search)
 		fprintf(stderr, "  %.2f s for %d unmatched ends at depth %d\n", secs, ENDS, DEPTH);
 		CHECK(secs <= 2.0);
 	}
-	CHECK_EQ(P.model.span_index.len, 0);
+	CHECK_EQ(P.model.spans.index.len, 0);
 	done();
 }
 
@@ -475,7 +475,7 @@ TEST(spans_indexed_agree_with_a_search)
 	for (u32 i = 0; i < SP.nopen_at_end; i++)
 		CHECK_STR(SP.open_at_end[i], ref[0][i]);
 	/* Left in the index: only the thread's spans (at most one entry each). */
-	CHECK(P.model.span_index.len <= nref[1]);
+	CHECK(P.model.spans.index.len <= nref[1]);
 	done();
 }
 

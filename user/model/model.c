@@ -2,7 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/random.h>
 #include "decode.h"
 #include "model.h"
 
@@ -71,10 +70,7 @@ void model_init(struct model *m, struct capture_info *ci)
 	hmap_init(&m->coros);
 	hmap_init(&m->threads);
 	hmap_init(&m->procs);
-	hmap_init(&m->span_index);
-	/* Only lookups depend on it, never an output: no need for it to repeat. */
-	if (getrandom(&m->span_seed, sizeof(m->span_seed), GRND_NONBLOCK) != sizeof(m->span_seed))
-		m->span_seed = (u64)time(NULL) * 0x9e3779b97f4a7c15ull ^ (u64)(uintptr_t)m;
+	span_table_init(&m->spans);
 	m->next_uid = 1;
 	m->rng = 0x9e3779b97f4a7c15ull;
 }
@@ -171,165 +167,6 @@ struct coro_process *model_process(struct model *m, u32 pid)
 		hmap_put(&m->procs, pid, 0, p);
 	}
 	return p;
-}
-
-/* ---- spans ---- */
-
-/*
- * Spans are matched by name, innermost first. A search of the open spans
- * would make every span_end that matches nothing cost the depth of the
- * stack: a program that opens 100,000 spans and then ends as many names it
- * never opened took a replay 45 s. So a stack deeper than SPAN_SEARCH_MAX
- * is indexed: (owner, hash of the name) gives its innermost open span with
- * that hash, and each span links to the next one outward with the same
- * hash. A span_end then costs one lookup and one step per span it closes.
- * Shallow stacks, nearly all of them, are searched as they always were: no
- * hashing, no map.
- */
-#define SPAN_SEARCH_MAX 16
-/*
- * A stack's first array, and the size of those kept for reuse: a coroutine
- * holds one only while a span is open, so the many idle coroutines of a
- * server cost no span memory. The free ones are linked through their first
- * bytes.
- */
-#define SPAN_FIRST_CAP 4
-
-/* The open spans of a coroutine, or of a thread outside any coroutine. */
-struct span_stack {
-	const void *owner; /* the struct coro or coro_thread: the index's key */
-	struct coro_span **v;
-	u32 *n, *cap;
-	bool *indexed;
-};
-
-/* Equal names as strncmp(a, b, CORO_STR_LEN) sees them hash equal: the bytes before a NUL. */
-static u64 span_hash(const struct model *m, const char *name)
-{
-	size_t n = strnlen(name, CORO_STR_LEN);
-	u64 h = mix64(m->span_seed ^ n), w;
-
-	for (size_t i = 0; i < n; i += 8) {
-		w = 0;
-		memcpy(&w, name + i, MIN(n - i, 8));
-		h = mix64(h ^ w) + m->span_seed;
-	}
-	return h;
-}
-
-/* Span i becomes the innermost of its hash. */
-static void span_index_add(struct model *m, const struct span_stack *st, u32 i)
-{
-	struct coro_span *sp = &(*st->v)[i];
-	uintptr_t inner;
-
-	sp->hash = span_hash(m, sp->name);
-	inner = (uintptr_t)hmap_get(&m->span_index, (uintptr_t)st->owner, sp->hash);
-	sp->outer = inner ? (u32)(inner - 1) : SPAN_NONE;
-	hmap_put(&m->span_index, (uintptr_t)st->owner, sp->hash, (void *)(uintptr_t)(i + 1));
-}
-
-static void span_push(struct model *m, const struct span_stack *st, const char *name, u64 ts)
-{
-	struct coro_span *sp;
-
-	if (!*st->cap && m->span_pool) {
-		*st->v = m->span_pool;
-		memcpy(&m->span_pool, *st->v, sizeof(void *));
-		*st->cap = SPAN_FIRST_CAP;
-	} else if (*st->n == *st->cap) {
-		*st->cap = *st->cap ? *st->cap * 2 : SPAN_FIRST_CAP;
-		*st->v = xrealloc(*st->v, *st->cap * sizeof(**st->v));
-	}
-	sp = &(*st->v)[*st->n];
-	memcpy(sp->name, name, CORO_STR_LEN);
-	sp->name[CORO_STR_LEN - 1] = 0;
-	sp->ts = ts;
-	if (!*st->indexed && *st->n == SPAN_SEARCH_MAX) {
-		/* Deep enough to index: the spans already open first, outermost first. */
-		for (u32 i = 0; i < *st->n; i++)
-			span_index_add(m, st, i);
-		*st->indexed = true;
-	}
-	if (*st->indexed)
-		span_index_add(m, st, *st->n);
-	(*st->n)++;
-}
-
-/* Close the spans from the innermost out to index `to`. */
-static void span_close_to(struct model *m, const struct span_stack *st, u32 to)
-{
-	if (!*st->indexed) {
-		*st->n = to;
-		return;
-	}
-	while (*st->n > to) {
-		const struct coro_span *sp = &(*st->v)[--(*st->n)];
-
-		/* Each one is the innermost of its hash when its turn comes: those inside went first. */
-		if (sp->outer == SPAN_NONE)
-			hmap_del(&m->span_index, (uintptr_t)st->owner, sp->hash);
-		else
-			hmap_put(&m->span_index, (uintptr_t)st->owner, sp->hash,
-				 (void *)(uintptr_t)(sp->outer + 1));
-	}
-	/* Empty, the index holds nothing of it: searched again until it grows deep. */
-	if (!*st->n)
-		*st->indexed = false;
-}
-
-/* The innermost open span of that name, or SPAN_NONE. */
-static u32 span_find(struct model *m, const struct span_stack *st, const char *name)
-{
-	const struct coro_span *v = *st->v;
-	uintptr_t inner;
-
-	if (!*st->indexed) {
-		for (u32 i = *st->n; i-- > 0;)
-			if (strncmp(v[i].name, name, CORO_STR_LEN) == 0)
-				return i;
-		return SPAN_NONE;
-	}
-	inner = (uintptr_t)hmap_get(&m->span_index, (uintptr_t)st->owner, span_hash(m, name));
-	/* Other names on the chain only where two hashes collide. */
-	for (u32 i = inner ? (u32)(inner - 1) : SPAN_NONE; i != SPAN_NONE; i = v[i].outer)
-		if (strncmp(v[i].name, name, CORO_STR_LEN) == 0)
-			return i;
-	return SPAN_NONE;
-}
-
-/* Close the innermost open span of that name (and any opened inside it). */
-static bool span_pop(struct model *m, const struct span_stack *st, const char *name)
-{
-	u32 i = span_find(m, st, name);
-
-	if (i == SPAN_NONE)
-		return false;
-	span_close_to(m, st, i);
-	if (!*st->n) {
-		/* None open: its array goes back for the next coroutine to open one. */
-		if (*st->cap == SPAN_FIRST_CAP) {
-			memcpy(*st->v, &m->span_pool, sizeof(void *));
-			m->span_pool = *st->v;
-		} else {
-			free(*st->v);
-		}
-		*st->v = NULL;
-		*st->cap = 0;
-	}
-	return true;
-}
-
-/*
- * The owner goes (a coroutine ended, a thread's process did): its spans
- * leave the index. Its count stays, for the observers still to look.
- */
-static void span_forget(struct model *m, const void *owner, struct coro_span *v, u32 n,
-			bool *indexed)
-{
-	struct span_stack st = {.owner = owner, .v = &v, .n = &n, .indexed = indexed};
-
-	span_close_to(m, &st, 0);
 }
 
 /* ---- per-coroutine state machine ---- */
@@ -495,7 +332,7 @@ static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u6
 	m->ending = NULL;
 	hmap_del(&m->coros, c->pid, c->id);
 	/* Observers have read its open spans; nothing can name it now. */
-	span_forget(m, c, c->spans, c->nspans, &c->spans_indexed);
+	span_forget(&m->spans, c, c->spans, c->nspans, &c->spans_indexed);
 	p->live--;
 	m->live--;
 	if (graveyard.len == graveyard.cap) {
@@ -836,11 +673,11 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct eve
 					 &t->spans_indexed};
 	}
 	if (begin) {
-		span_push(m, &st, e->name, h->ts);
+		span_push(&m->spans, &st, e->name, h->ts);
 		mi->span.depth = *st.n;
 	} else {
 		mi->span.depth = *st.n;
-		mi->span.matched = span_pop(m, &st, e->name);
+		mi->span.matched = span_pop(&m->spans, &st, e->name);
 		if (!mi->span.matched) {
 			m->anom.span_unmatched_end++;
 			if (c)
@@ -956,7 +793,7 @@ static void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 		m->last_thread = NULL;
 		for (size_t i = 0; i < n; i++) {
 			hmap_del(&m->threads, gone[i]->pid, gone[i]->tid);
-			span_forget(m, gone[i], gone[i]->spans, gone[i]->nspans,
+			span_forget(&m->spans, gone[i], gone[i]->spans, gone[i]->nspans,
 				    &gone[i]->spans_indexed);
 			free(gone[i]->spans);
 			free(gone[i]);
@@ -1219,14 +1056,7 @@ void model_free(struct model *m)
 	hmap_free(&m->coros);
 	hmap_free(&m->threads);
 	hmap_free(&m->procs);
-	hmap_free(&m->span_index);
-	while (m->span_pool) {
-		struct coro_span *next;
-
-		memcpy(&next, m->span_pool, sizeof(void *));
-		free(m->span_pool);
-		m->span_pool = next;
-	}
+	span_table_free(&m->spans);
 	free(m->obs);
 	bury_flush();
 	free(graveyard.v);

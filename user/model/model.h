@@ -27,6 +27,7 @@
 #define COROBPF_MODEL_H
 
 #include "coro_abi.h"
+#include "spans.h"
 #include "event.h"
 #include "raw.h"
 #include "util.h"
@@ -66,14 +67,6 @@ enum coro_end {
 	CE_EXEC = 5,	     /* its process called exec: a new program, its coroutines gone */
 };
 
-struct coro_span {
-	char name[CORO_STR_LEN];
-	u64 ts;
-	/* In an indexed stack (see span_index): */
-	u64 hash;  /* of the name */
-	u32 outer; /* the next open span outward with the same hash, or SPAN_NONE */
-};
-#define SPAN_NONE ((u32)-1)
 
 struct coro {
 	u64 uid;     /* serial over the whole trace, 1..: tells incarnations of an id apart */
@@ -134,7 +127,7 @@ struct coro {
 
 	struct coro_span *spans; /* open spans, innermost last */
 	u32 nspans, cap_spans;
-	bool spans_indexed; /* deep: its spans are in the model's span_index */
+	bool spans_indexed; /* deep: its spans are in the span table's index */
 	u64 spans_unmatched_end;
 };
 
@@ -219,16 +212,7 @@ struct model {
 	struct hmap coros;   /* (pid, id) -> struct coro * */
 	struct hmap threads; /* (pid, tid) -> struct coro_thread * */
 	struct hmap procs;   /* (pid, 0) -> struct coro_process * */
-	/*
-	 * (owner, name hash) -> 1 + position of the innermost open span with that
-	 * hash in the owner's (a struct coro's or coro_thread's) stack, for the
-	 * stacks deep enough to be indexed. The hash is keyed with a per-run
-	 * random seed, so a program cannot choose names that collide; the seed
-	 * decides only how fast a span is found, never which.
-	 */
-	struct hmap span_index;
-	u64 span_seed;
-	struct coro_span *span_pool; /* span arrays no stack uses, kept for reuse */
+	struct span_table spans; /* the open spans of every owner (spans.h) */
 	struct coro_thread *last_thread; /* model_thread()'s last answer (NULL when threads are freed) */
 	struct coro_process *last_proc;	 /* model_proc_peek()'s last answer */
 	struct model_observer *obs;
