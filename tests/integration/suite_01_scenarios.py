@@ -66,8 +66,12 @@ def scenario_details_wakers_and_threads():
     check(all(w in ids for w in wakers), "a waker that is not a coroutine of the trace")
     waits = [e for e in trace.by_ev("switch") if e["reason"] == "wait"]
     check(waits and all(e["obj"] != "0x0" for e in waits), "waits without their channel")
-    # Twenty coroutines that sleep and yield spread over both workers, and migrate.
+    # Twenty coroutines that sleep and yield on two workers: each ran on the threads the
+    # scheduler says it ran them on, in that order. How many workers took part, and whether
+    # a coroutine migrated, is up to the machine's load: the scheduler's record decides.
     trace, truth, *_ = trace_launch("details-m2n", [os.path.join(TESTS_BIN, "scenarios"), "concurrent20"])
-    threads = {e["tid"] for e in trace.by_ev("switch")}
-    check(len(threads) >= 2, "only %d worker thread(s) switched" % len(threads))
-    check(any(len(c["threads"]) >= 2 for c in trace.coroutines), "no coroutine ran on two threads")
+    by_id = {c["id"]: c for c in trace.coroutines}
+    for t in truth:
+        eq(by_id[t["id"]]["threads"], t["threads"], "threads of %s (%s)" % (t["id"], t["name"]))
+    workers = {tid for t in truth for tid in t["threads"]}
+    eq({e["tid"] for e in trace.by_ev("switch")}, workers, "worker threads that switched")

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -105,6 +106,9 @@ struct coro {
 	bool cancel_req;		/* co_cancel() was called before it finished */
 	int wake_result;		/* what its blocking call returns */
 	uint64_t switch_ins;
+	/* The worker threads it ran on, in first-run order (for the truth file; 8 kept). */
+	int tids[8];
+	unsigned int ntids;
 	struct coro *rq_next;
 	struct co_waitq *waitq;		/* the queue it blocks on, or NULL */
 	struct coro *wq_prev, *wq_next;
@@ -120,6 +124,7 @@ struct worker {
 	pthread_t thread;
 	void *sp;			/* the loop's context while a coroutine runs */
 	struct coro *current;
+	int tid;
 	int out_reason;			/* why `current` switched back, and on what */
 	const void *stack_lo;		/* this thread's stack, for ASan */
 	size_t stack_size;
@@ -630,6 +635,16 @@ static void idle_wait_locked(void)
 	S.nidle--;
 }
 
+/* A worker thread the coroutine runs on, kept the first time (under S.lock). */
+static void note_thread(struct coro *co, int tid)
+{
+	for (unsigned int i = 0; i < co->ntids; i++)
+		if (co->tids[i] == tid)
+			return;
+	if (co->ntids < sizeof(co->tids) / sizeof(co->tids[0]))
+		co->tids[co->ntids++] = tid;
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -638,6 +653,7 @@ static void *worker_main(void *arg)
 
 	tls_worker = w;
 	worker_init_fiber(w);
+	w->tid = (int)syscall(SYS_gettid);
 	pthread_mutex_lock(&S.lock);
 	for (;;) {
 		/* Timers first, while `from` still counts as running (see there). */
@@ -657,6 +673,7 @@ static void *worker_main(void *arg)
 		CORO_PROBE(switch, 0, next->id, 0, 0);
 		next->state = CO_RUNNING;
 		next->switch_ins++;
+		note_thread(next, w->tid);
 		w->current = next;
 		switch_in_locked(w, next);
 		/* Whoever runs on this worker switched back: that is w->current. */
@@ -765,7 +782,10 @@ static void write_truth_locked(void)
 			fprintf(f, ",\"status\":%d", co->status);
 		else
 			fputs(",\"status\":null", f);
-		fprintf(f, ",\"switch_ins\":%llu}\n", (unsigned long long)co->switch_ins);
+		fprintf(f, ",\"switch_ins\":%llu,\"threads\":[", (unsigned long long)co->switch_ins);
+		for (unsigned int t = 0; t < co->ntids; t++)
+			fprintf(f, "%s%d", t ? "," : "", co->tids[t]);
+		fputs("]}\n", f);
 	}
 	if (fclose(f) || rename(tmp, path)) {
 		fprintf(stderr, "corosched: cannot write %s: %s\n", path, strerror(errno));
