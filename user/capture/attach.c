@@ -735,6 +735,25 @@ static void launch_object(struct attach_ctx *a, struct target *t, const char *pa
 	close(fd);
 }
 
+/*
+ * What ld.so will map for a launched image, in its order (paths[0] is the
+ * interpreter): each object not examined yet, opened once and attached.
+ */
+static void launch_needed(struct attach_ctx *a, struct target *t, char **paths, size_t npaths)
+{
+	struct stat st;
+
+	for (size_t i = 0; i < npaths; i++) {
+		if (stat(paths[i], &st) == 0) {
+			if (hmap_get(examined(a, t), st.st_dev, st.st_ino))
+				continue;
+			hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
+		}
+		attach_note_searched(a, paths[i]);
+		launch_object(a, t, paths[i], i == 0 || is_ldso(paths[i]));
+	}
+}
+
 int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l)
 {
 	char **argv = l->argv, **paths = NULL, err[512];
@@ -813,15 +832,7 @@ fork:
 	if (stat(exe, &st) == 0)
 		hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
 	launch_object(a, t, exe, false);
-	for (size_t i = 0; i < npaths; i++) {
-		if (stat(paths[i], &st) == 0) {
-			if (hmap_get(examined(a, t), st.st_dev, st.st_ino))
-				continue;
-			hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
-		}
-		attach_note_searched(a, paths[i]);
-		launch_object(a, t, paths[i], i == 0 || is_ldso(paths[i]));
-	}
+	launch_needed(a, t, paths, npaths);
 out:
 	ld_paths_free(paths, npaths);
 	ld_opts_release(&ldo);
@@ -895,7 +906,6 @@ int attach_launch_image(struct attach_ctx *a, struct target *t)
 	char **paths = NULL, err[512], path[64], *lib = NULL, *preload = NULL;
 	struct ld_opts ldo = {0};
 	size_t npaths = 0;
-	struct stat st;
 	ssize_t n;
 	int ret;
 
@@ -922,15 +932,7 @@ int attach_launch_image(struct attach_ctx *a, struct target *t)
 	if (n > 0 && ld_resolve_needed(t->exe, &paths, &npaths, &ldo, err, sizeof(err)) < 0)
 		log_verbose("cannot resolve the libraries of %s: %s; they are found as ld.so maps "
 			    "them", t->exe, err);
-	for (size_t i = 0; i < npaths; i++) {
-		if (stat(paths[i], &st) == 0) {
-			if (hmap_get(examined(a, t), st.st_dev, st.st_ino))
-				continue;
-			hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
-		}
-		attach_note_searched(a, paths[i]);
-		launch_object(a, t, paths[i], i == 0 || is_ldso(paths[i]));
-	}
+	launch_needed(a, t, paths, npaths);
 	ld_paths_free(paths, npaths);
 	ld_opts_release(&ldo);
 	free(lib);
@@ -950,11 +952,8 @@ void attach_target_free(struct target *t)
 	free(t->swobjs);
 	t->swobjs = NULL;
 	t->nswobjs = 0;
-	for (size_t i = 0; i < t->nheld; i++) {
-		free(t->held[i].path);
-		free(t->held[i].site_text);
-		free(t->held[i].limits);
-	}
+	for (size_t i = 0; i < t->nheld; i++)
+		attach_found_release(&t->held[i]);
 	free(t->held);
 	t->held = NULL;
 	t->nheld = 0;

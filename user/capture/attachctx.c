@@ -150,13 +150,17 @@ void attach_found_switch(struct attach_ctx *a, u32 pid, u32 family, const char *
 	f->stepped = stepped;
 }
 
+void attach_found_release(struct attach_found *f)
+{
+	free(f->path);
+	free(f->site_text);
+	free(f->limits);
+}
+
 void attach_found_clear(struct attach_ctx *a)
 {
-	for (size_t i = 0; i < a->nfound; i++) {
-		free(a->found[i].path);
-		free(a->found[i].site_text);
-		free(a->found[i].limits);
-	}
+	for (size_t i = 0; i < a->nfound; i++)
+		attach_found_release(&a->found[i]);
 	a->nfound = 0;
 }
 

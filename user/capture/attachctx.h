@@ -145,6 +145,8 @@ void attach_found_switch(struct attach_ctx *a, u32 pid, u32 family, const char *
 			 const char *sites, const char *limits, u32 nsites, u32 stepped);
 /* Empties the list of what was found (after the capture has turned it into records). */
 void attach_found_clear(struct attach_ctx *a);
+/* Frees what one entry holds (its strings), not the entry. */
+void attach_found_release(struct attach_found *f);
 
 void attach_note_searched(struct attach_ctx *a, const char *path);
 

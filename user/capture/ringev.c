@@ -47,9 +47,7 @@ void ringev_emit_held(struct ringev *ev, struct target *t, u64 ts)
 		/* Said now, in the order of the records around it. */
 		t->held[i].ts = ts;
 		liverec_found(ev->sink, &t->held[i]);
-		free(t->held[i].path);
-		free(t->held[i].site_text);
-		free(t->held[i].limits);
+		attach_found_release(&t->held[i]);
 	}
 	free(t->held);
 	t->held = NULL;
