@@ -31,6 +31,13 @@ struct report_args {
 const char *argp_program_version = "corobpf " COROBPF_VERSION;
 const char *argp_program_bug_address = NULL;
 
+/* report reads a file and writes outputs: only these can happen. */
+#define REPORT_EXIT_CODES_DOC                                                                \
+	"Exit codes: 0 ok, 1 the capture cannot be opened, 2 usage (an output whose format "  \
+	"cannot be told from its extension, too), 7 output cannot be written (or exists: "   \
+	"--force), 8 the capture is truncated, corrupt, not a capture, or of another version " \
+	"(outputs still hold what came before).\n"
+
 #define EXIT_CODES_DOC                                                                       \
 	"Exit codes: 0 ok (with -- CMD: the command's own status once it ran), 1 runtime "   \
 	"failure (BPF load/attach, or nothing could be attached), 2 usage, 3 missing "       \
@@ -255,6 +262,12 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 			if (outfile_same(c->outputs[j], c->outputs[i]))
 				argp_error(state, "-o %s and -o %s name the same file: give each "
 					   "output once", c->outputs[j], c->outputs[i]);
+		if (!output_format_known(c->outputs[i], c->format)) {
+			char err[512];
+
+			output_format_error(c->outputs[i], err, sizeof(err));
+			argp_error(state, "%s", err);
+		}
 		if (raw && outfile_same(raw, c->outputs[i]))
 			argp_error(state, "--raw %s and -o %s name the same file: give each output "
 				   "once", raw, c->outputs[i]);
@@ -435,6 +448,16 @@ static const char report_doc[] =
 	"\n"
 	"A truncated or corrupt capture is replayed up to the damage, which is named (byte "
 	"offset and record count); the outputs say so, and corobpf exits with 8.\n"
+	"\n" REPORT_EXIT_CODES_DOC;
+
+static const char ps_doc[] =
+	"corobpf ps: the live coroutines of running processes, seen for -d SECS (default 1): "
+	"each one's state, for how long, and where it is parked (stacks are on by default: "
+	"--stacks=dwarf).\n"
+	"\v"
+	"Examples:\n"
+	"  sudo corobpf ps -p 4242\n"
+	"  sudo corobpf ps -p 4242 -d 5 --stacks=fp\n"
 	"\n" EXIT_CODES_DOC;
 
 static const struct argp_option report_options[] = {
@@ -504,9 +527,9 @@ static int split_command(int *argc, char **argv, struct trace_opts *t)
 }
 
 /* trace and ps: one parse, options in one struct, a parser of their own for ps. */
-static int parse_live(int argc, char **argv, argp_parser_t parser, struct trace_args *a)
+static int parse_live(int argc, char **argv, const struct argp *how, struct trace_args *a)
 {
-	struct argp argp = {trace_options, parser, "[-- CMD [ARGS...]]", trace_doc};
+	const struct argp argp = *how;
 
 	a->t.ring_bytes = 16ULL << 20;
 	analyze_opts_default(&a->c.an);
@@ -519,16 +542,28 @@ static int parse_live(int argc, char **argv, argp_parser_t parser, struct trace_
 
 static int cmd_trace(int argc, char **argv)
 {
+	const struct argp how = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
 	struct trace_args a = {0};
-	int ret = parse_live(argc, argv, parse_trace, &a);
+	int ret = parse_live(argc, argv, &how, &a);
 
 	return ret ? ret : session_trace(&a.c, &a.t);
 }
 
 static int cmd_ps(int argc, char **argv)
 {
+	/* trace's options, without those ps refuses (its --help must not offer them). */
+	struct argp_option opts[ARRAY_SIZE(trace_options)];
+	const struct argp how = {opts, parse_ps, "-p PID [-p PID...]", ps_doc};
 	struct trace_args a = {0};
-	int ret = parse_live(argc, argv, parse_ps, &a);
+	int ret;
+
+	memcpy(opts, trace_options, sizeof(opts));
+	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
+		if (opts[i].key == 'a' || opts[i].key == OPT_COMM || opts[i].key == OPT_FOLLOW)
+			opts[i].flags |= OPTION_HIDDEN;
+		else if (opts[i].key == 'p')
+			opts[i].doc = "Look at this running process (repeatable)";
+	ret = parse_live(argc, argv, &how, &a);
 
 	return ret ? ret : session_ps(&a.c, &a.t);
 }
@@ -539,8 +574,10 @@ int main(int argc, char **argv)
 	for (int fd; (fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2;)
 		;
 	argp_err_exit_status = EXIT_USAGE;
-	if (argc > 1 && !strcmp(argv[1], "report"))
+	if (argc > 1 && !strcmp(argv[1], "report")) {
+		argv[1] = "corobpf report";
 		return cmd_report(argc - 1, argv + 1);
+	}
 	if (argc > 1 && !strcmp(argv[1], "ps")) {
 		argv[1] = "corobpf ps"; /* how argp names it in its messages */
 		return cmd_ps(argc - 1, argv + 1);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "capture.h"
 #include "jsonl_read.h"
 #include "log.h"
@@ -185,8 +186,12 @@ static int session_open_replay(struct session *s)
 	else
 		s->reader = raw_reader_open(path, &s->ci, err, sizeof(err));
 	if (!s->jreader && !s->reader) {
+		struct stat st;
+
 		log_err("%s", err);
-		return EXIT_BAD_CAPTURE;
+		/* Not there or not readable is not a damaged capture. */
+		return stat(path, &st) || access(path, R_OK) ? EXIT_FAILURE_RUNTIME
+							      : EXIT_BAD_CAPTURE;
 	}
 	s->ci_set = true;
 	ret = session_check_not_input(s);

@@ -62,7 +62,7 @@ def error_unwritable_and_existing_output():
     with open(existing) as f:
         eq(f.read(), "keep me", "existing file")
     p = corobpf(["-o", work("x.unknownext"), "--", "/bin/true"])
-    eq(p.returncode, 7, "unknown format exit code")
+    eq(p.returncode, 2, "unknown format exit code (usage)")
 
 
 @test
@@ -73,6 +73,18 @@ def error_usage():
                  ["--follow", "-a"], ["--follow", "--switch", "ucontext", "-p", "1"]):
         p = corobpf(args)
         eq(p.returncode, 2, "exit code for %s (%s)" % (args, p.stderr.strip()))
+    # Each command's --help offers what that command takes, under its own name.
+    p = corobpf(["ps", "--help"])
+    eq(p.returncode, 0, "ps --help")
+    check(p.stdout.startswith("Usage: corobpf ps"), p.stdout[:200])
+    for refused in ("--all", "--follow", "--comm", "[-- CMD"):
+        check(refused not in p.stdout, "ps --help offers %s, which ps refuses" % refused)
+    for args in (["ps", "-a"], ["ps", "--follow", "-p", "1"], ["ps", "-p", "1", "--", "true"]):
+        eq(corobpf(args).returncode, 2, "exit code for %s" % args)
+    p = corobpf(["report", "--help"])
+    check(p.stdout.startswith("Usage: corobpf report"), p.stdout[:200])
+    for impossible in ("3 missing privilege", "5 no such process", "9 the command"):
+        check(impossible not in p.stdout, "report --help lists exit code '%s'" % impossible)
 
 
 @test
@@ -100,4 +112,16 @@ def error_damaged_raw_capture():
     check("input_error" in t.trailer, "the output does not say the capture was damaged")
     check(len(t.events) > 0, "nothing kept from before the damage")
     p = corobpf(["report", work("nonexistent.raw")])
-    eq(p.returncode, 8, "exit code for a missing capture")
+    eq(p.returncode, 1, "exit code for a missing capture (not a damaged one)")
+    check("nonexistent.raw" in p.stderr, p.stderr)
+    # A file that is no capture at all is a bad capture.
+    junk = work("junk.raw")
+    with open(junk, "w") as f:
+        f.write("not a capture\n")
+    p = corobpf(["report", junk])
+    eq(p.returncode, 8, "exit code for a file that is no capture")
+    # An output whose format cannot be told is a usage error, before anything runs.
+    p = corobpf(["report", cut, "-o", work("x.unknownext")])
+    eq(p.returncode, 2, "exit code for an output of no known format")
+    check("x.unknownext" in p.stderr and "-f " in p.stderr, p.stderr)
+    check(not os.path.exists(work("x.unknownext")), "a file was made for the unknown format")

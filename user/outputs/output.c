@@ -176,6 +176,16 @@ static void unknown_format(char *err, size_t errlen, const char *path)
 		n += snprintf(err + n, errlen - n, "%s%s", i ? "|" : "", kinds[i].names[0]);
 }
 
+bool output_format_known(const char *path, enum output_format forced)
+{
+	return forced != OUT_AUTO || format_of_path(path) != OUT_AUTO;
+}
+
+void output_format_error(const char *path, char *err, size_t errlen)
+{
+	unknown_format(err, errlen, path);
+}
+
 int output_open(struct output *o, const char *path, enum output_format forced, bool force,
 		char *err, size_t errlen)
 {

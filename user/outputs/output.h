@@ -29,6 +29,14 @@ struct output {
 
 enum output_format output_format_parse(const char *name); /* OUT_AUTO if unknown */
 const char *output_format_name(enum output_format f);
+/*
+ * Whether output_open() can tell the format of `path` (forced, or from its
+ * extension): the command line checks every -o before anything starts, so
+ * that a typo is a usage error, not a failed run. output_format_error()
+ * writes the message that lists what is understood.
+ */
+bool output_format_known(const char *path, enum output_format forced);
+void output_format_error(const char *path, char *err, size_t errlen);
 int output_open(struct output *o, const char *path, enum output_format forced, bool force,
 		char *err, size_t errlen);
 int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen);
