@@ -10,7 +10,7 @@
  *     nested span "tx.step" (about 2 ms of work) inside it, before the sleep;
  *   - "queries": 1000 spans "query", each a few to a few tens of
  *     microseconds of work, no suspension;
- *   - "migrant": span "migrate" held across 20 short sleeps; after each,
+ *   - "migrant": span "migrate" held across 10 sleeps of 1 ms; after each,
  *     the coroutine may resume on the other worker (the threads it ran on
  *     inside the span are in the truth file);
  *   - "leaver": opens span "orphan", sleeps 150 ms and exits inside it.
@@ -115,13 +115,13 @@ static int migrant(void *arg)
 	(void)arg;
 	t0 = now_ns();
 	co_span_begin("migrate");
-	for (int i = 0; i < 20; i++) {
+	for (int i = 0; i < 10; i++) {
 		pid_t t = gettid();
 
 		if (!ntids || tids[ntids - 1] != t)
 			tids[ntids++] = t;
 		work_us(200);
-		co_sleep_us(2000);
+		co_sleep_us(1000);
 	}
 	if (tids[ntids - 1] != gettid())
 		tids[ntids++] = gettid();
