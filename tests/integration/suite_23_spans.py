@@ -242,3 +242,28 @@ def spans_perfetto_marks_the_slow_slice_and_replays_identically():
     eq(len(starts), 1, "the arrow's start")
     check("slow_span: tx" in starts[0], "the arrow starts at the finding: " + starts[0])
     check_replay(r["out"], r["raw"], QUIET)
+
+
+@test
+def spans_slow_span_names_where_it_began_with_stacks():
+    """--stacks (dwarf and fp): span_begin carries its stack; the slow_span finding names it."""
+    for mode in ("--stacks", "--stacks=fp"):
+        out, db = work("spans-stk%s.jsonl" % mode[8:]), work("spans-stk%s.db" % mode[8:])
+        p = corobpf(["-o", out, "-o", db, mode] + QUIET + ["--", PROG, work("spans-stk.truth")])
+        eq(p.returncode, 0, "corobpf %s exit code (%s)" % (mode, p.stderr.strip()))
+        trace = Trace(out)
+        stacks = {r["id"]: r for r in trace.records if r["type"] == "stack"}
+        slow = findings(trace, "slow_span")
+        eq([f["span"] for f in slow], ["transaction"], mode + ": slow_span findings")
+        check("stack" in slow[0], mode + ": the finding has no stack: %r" % slow[0])
+        funcs = [fr.get("func") for fr in stacks[slow[0]["stack"]]["frames"]]
+        check("tx" in funcs, mode + ": the span began in tx(): %r" % funcs)
+        begins = trace.by_ev("span_begin")
+        with_stack = [e for e in begins if "stack" in e]
+        check(len(with_stack) >= len(begins) - trace.trailer["lost"]["stacks_lost"],
+              mode + ": %d of %d span_begin events have a stack" % (len(with_stack), len(begins)))
+        eq(len(trace.by_ev("span_end")) and all("stack" not in e for e in trace.by_ev("span_end")),
+           True, mode + ": span_end carries none")
+        n = rows(db, "SELECT count(*) AS n FROM spans s JOIN frames f ON f.stack_id = s.stack "
+                 "WHERE s.name = 'query' AND f.func = 'queries'")[0]["n"]
+        check(n >= 900, mode + ": query spans whose stack names queries(): %d" % n)

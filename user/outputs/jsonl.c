@@ -285,6 +285,8 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		J_U64("depth", ev->span.depth);
 		if (ev->kind == EV_SPAN_END && !ev->span.matched)
 			J_LIT(",\"matched\":false");
+		if (stack)
+			J_U64("stack", stack);
 		break;
 	default:
 		break;
