@@ -250,6 +250,15 @@ static void stats_add(struct span_stats *ss, u64 seed, const struct span_done *d
 	/* A name that collides with another takes the next second key. */
 	for (u64 k2 = 0;; k2++) {
 		ns = hmap_get(&ss->names, h, k2);
+		if (!ns && ss->names.len >= SPAN_STATS_NAMES) {
+			/* Names past the bound: together, in one entry outside the map. */
+			if (!ss->other) {
+				ss->other = xcalloc(1, sizeof(*ss->other));
+				ss->other->other = true;
+			}
+			ns = ss->other;
+			break;
+		}
 		if (!ns) {
 			ns = xcalloc(1, sizeof(*ns));
 			memcpy(ns->name, name, len);
@@ -268,20 +277,24 @@ static void stats_add(struct span_stats *ss, u64 seed, const struct span_done *d
 	ns->max = MAX(ns->max, d->dur);
 	ns->suspended += d->in.suspended;
 	ns->offcpu += d->in.offcpu;
-	if (ns->ndurs < SPAN_STATS_EXACT) {
+	if (ns->ndurs < SPAN_STATS_EXACT && (ns->ndurs < ns->cap || ss->kept < SPAN_STATS_KEPT)) {
 		if (ns->ndurs == ns->cap) {
-			ns->cap = ns->cap ? MIN(ns->cap * 2, SPAN_STATS_EXACT) : 16;
+			u32 more = ns->cap ? MIN(ns->cap, SPAN_STATS_EXACT - ns->cap) : 16;
+
+			more = (u32)MIN(more, MAX(SPAN_STATS_KEPT - ss->kept, 1));
+			ns->cap += more;
+			ss->kept += more;
 			ns->durs = xrealloc(ns->durs, ns->cap * sizeof(*ns->durs));
 		}
 		ns->durs[ns->ndurs++] = d->dur;
 	} else {
-		/* A uniform sample of all of them (Algorithm R). */
+		/* A uniform sample of all of them, of the size it has (Algorithm R). */
 		u64 j;
 
 		ss->rng = ss->rng * 6364136223846793005ULL + 1442695040888963407ULL;
 		j = mix64(ss->rng) % ns->count;
 		ns->approx = true;
-		if (j < SPAN_STATS_EXACT)
+		if (j < ns->ndurs)
 			ns->durs[j] = d->dur;
 	}
 }
@@ -311,15 +324,23 @@ void span_stats_seal(struct span_table *t)
 
 	if (ss->sorted)
 		return;
-	ss->sorted = xmalloc((ss->names.len + 1) * sizeof(*ss->sorted));
+	ss->sorted = xmalloc((ss->names.len + 2) * sizeof(*ss->sorted));
 	while (hmap_next(&ss->names, &it, NULL, NULL, &v)) {
 		struct span_name_stats *ns = v;
 
-		qsort(ns->durs, ns->ndurs, sizeof(*ns->durs), cmp_u64);
+		if (ns->ndurs)
+			qsort(ns->durs, ns->ndurs, sizeof(*ns->durs), cmp_u64);
 		ns->sorted = true;
 		ss->sorted[ss->nsorted++] = ns;
 	}
 	qsort(ss->sorted, ss->nsorted, sizeof(*ss->sorted), cmp_names);
+	/* The names past the bound, together, last. */
+	if (ss->other) {
+		if (ss->other->ndurs)
+			qsort(ss->other->durs, ss->other->ndurs, sizeof(*ss->other->durs), cmp_u64);
+		ss->other->sorted = true;
+		ss->sorted[ss->nsorted++] = ss->other;
+	}
 }
 
 u64 span_stats_percentile(const struct span_name_stats *s, u32 p)
@@ -334,6 +355,7 @@ u64 span_stats_percentile(const struct span_name_stats *s, u32 p)
 
 void span_table_init(struct span_table *t)
 {
+	memset(t, 0, sizeof(*t));
 	hmap_init(&t->index);
 	hmap_init(&t->stats.names);
 	t->stats.rng = 0x5eed;
@@ -353,6 +375,9 @@ void span_table_free(struct span_table *t)
 		free(v);
 	}
 	hmap_free(&t->stats.names);
+	if (t->stats.other)
+		free(t->stats.other->durs);
+	free(t->stats.other);
 	free(t->stats.sorted);
 	while (t->pool) {
 		struct coro_span *next;

@@ -29,7 +29,11 @@
  * Per-name statistics (struct span_stats) are exact: every closed span's
  * duration is kept, up to SPAN_STATS_EXACT per name (8 bytes each); past
  * that a name's percentiles come from a uniform sample of that many
- * (`approx`), while its count, total, max and shares stay exact.
+ * (`approx`), while its count, total, max and shares stay exact. Memory is
+ * bounded whatever the program does: at most SPAN_STATS_NAMES names (the
+ * spans of further names are counted together, under `other`), and at most
+ * SPAN_STATS_KEPT durations kept in all (a name that would need more
+ * samples from what it has).
  */
 #ifndef COROBPF_SPANS_H
 #define COROBPF_SPANS_H
@@ -80,6 +84,8 @@ struct span_done {
 };
 
 #define SPAN_STATS_EXACT (1u << 20)
+#define SPAN_STATS_NAMES 4096
+#define SPAN_STATS_KEPT (16u << 20) /* 128 MiB of durations */
 
 /* One span name's closed instances. */
 struct span_name_stats {
@@ -87,6 +93,7 @@ struct span_name_stats {
 	u64 count, total, max;
 	u64 suspended, offcpu; /* summed over its instances */
 	u64 unclosed;
+	bool other; /* the spans of the names past SPAN_STATS_NAMES, together (name: empty) */
 	u64 *durs; /* every duration (up to SPAN_STATS_EXACT, then a uniform sample) */
 	u32 ndurs, cap;
 	bool sorted, approx;
@@ -96,6 +103,8 @@ struct span_stats {
 	struct hmap names; /* (name hash, 0) -> struct span_name_stats (chained on collision) */
 	u64 rng;	   /* for the sample past SPAN_STATS_EXACT (fixed seed: replays agree) */
 	u64 instances;	   /* span instances ended, closed or not */
+	u64 kept;	   /* durations kept, all names (SPAN_STATS_KEPT) */
+	struct span_name_stats *other; /* the names past SPAN_STATS_NAMES, or NULL */
 	/* span_stats_seal(): every name, by total time descending (then name), durations sorted */
 	struct span_name_stats **sorted;
 	size_t nsorted;

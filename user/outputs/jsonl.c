@@ -624,6 +624,8 @@ static void put_span_stats(struct obuf *o, const struct model *m)
 			    ns->total ? (double)ns->suspended / ns->total : 0.0,
 			    ns->total ? (double)ns->offcpu / ns->total : 0.0);
 		put_u64(o, "unclosed", ns->unclosed);
+		if (ns->other)
+			obuf_puts(o, ",\"other\":true");
 		obuf_puts(o, ns->approx ? ",\"approx\":true}\n" : ",\"approx\":false}\n");
 	}
 }

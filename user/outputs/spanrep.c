@@ -24,7 +24,9 @@ void spanrep_print(FILE *out, const struct model *m, const char *indent, size_t 
 		const struct span_name_stats *ns = v[i];
 		char name[TERM_SAFE_MAX(CORO_STR_LEN)], d[5][32];
 
-		term_safe(name, sizeof(name), ns->name[0] ? ns->name : "(unnamed)", CORO_STR_LEN);
+		term_safe(name, sizeof(name),
+			  ns->other ? "(other names)" : ns->name[0] ? ns->name : "(unnamed)",
+			  CORO_STR_LEN);
 		fmt_duration(d[0], sizeof(d[0]), ns->total);
 		fmt_duration(d[1], sizeof(d[1]), span_stats_percentile(ns, 50));
 		fmt_duration(d[2], sizeof(d[2]), span_stats_percentile(ns, 95));
@@ -57,7 +59,7 @@ void spanrep_json(struct obuf *o, const struct model *m)
 		obuf_printf(o, ",\"count\":%llu,\"total_ns\":%llu,\"p50_ns\":%llu,\"p95_ns\":%llu,"
 			    "\"p99_ns\":%llu,\"max_ns\":%llu,\"suspended_ns\":%llu,\"offcpu_ns\":%llu,"
 			    "\"suspended_share\":%.4f,\"offcpu_share\":%.4f,\"unclosed\":%llu,"
-			    "\"approx\":%s}",
+			    "\"approx\":%s",
 			    (unsigned long long)ns->count, (unsigned long long)ns->total,
 			    (unsigned long long)span_stats_percentile(ns, 50),
 			    (unsigned long long)span_stats_percentile(ns, 95),
@@ -67,6 +69,7 @@ void spanrep_json(struct obuf *o, const struct model *m)
 			    ns->total ? (double)ns->suspended / ns->total : 0.0,
 			    ns->total ? (double)ns->offcpu / ns->total : 0.0,
 			    (unsigned long long)ns->unclosed, ns->approx ? "true" : "false");
+		obuf_puts(o, ns->other ? ",\"other\":true}" : "}");
 	}
 	obuf_putc(o, ']');
 }
