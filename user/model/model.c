@@ -341,7 +341,7 @@ static void notify_span_done(void *ctx, const struct span_done *d)
 			m->obs[i].span_done(m->obs[i].ctx, d);
 }
 
-/* The open spans of a thread outside any coroutine end unclosed at ts (its process or the trace did). */
+/* A thread's own open spans end unclosed at ts: its process or the trace ended. */
 static void thread_spans_unclosed(struct model *m, struct coro_thread *t, u64 ts)
 {
 	struct span_ender e = {.d = {.pid = t->pid, .tid = t->tid, .end = ts},

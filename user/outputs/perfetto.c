@@ -670,8 +670,8 @@ static void span_end(struct perfetto_sink *s, const struct event *ev)
 	/* A slow span with no slice of ours to close (none should be): its arrow still ends. */
 	for (u32 i = 0; i < s->nslow; i++)
 		if (s->slow[i].depth)
-			instant(s, ev->ts, actor_track(s, ev, ev->span.owner_known), "slow span", NULL,
-				0, 0, s->slow[i].flow, 0);
+			instant(s, ev->ts, actor_track(s, ev, ev->span.owner_known), "slow span",
+				NULL, 0, 0, s->slow[i].flow, 0);
 	s->nslow = 0;
 }
 

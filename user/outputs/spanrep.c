@@ -32,14 +32,14 @@ void spanrep_print(FILE *out, const struct model *m, const char *indent, size_t 
 		fmt_duration(d[2], sizeof(d[2]), span_stats_percentile(ns, 95));
 		fmt_duration(d[3], sizeof(d[3]), span_stats_percentile(ns, 99));
 		fmt_duration(d[4], sizeof(d[4]), ns->max);
-		fprintf(out, "%s  %-24s %8llu %10s %10s %10s %10s %10s %4u%% %5u%% %8llu%s\n", indent,
-			name, (unsigned long long)ns->count, d[0], d[1], d[2], d[3], d[4],
+		fprintf(out, "%s  %-24s %8llu %10s %10s %10s %10s %10s %4u%% %5u%% %8llu%s\n",
+			indent, name, (unsigned long long)ns->count, d[0], d[1], d[2], d[3], d[4],
 			share_pct(ns->suspended, ns->total), share_pct(ns->offcpu, ns->total),
 			(unsigned long long)ns->unclosed,
 			ns->approx ? "  (percentiles from a sample)" : "");
 	}
 	if (shown < n)
-		fprintf(out, "%s  ... %zu more names (all of them: -o trace.jsonl or -o trace.db)\n",
+		fprintf(out, "%s  ... %zu more names (all: -o trace.jsonl or -o trace.db)\n",
 			indent, n - shown);
 }
 
@@ -57,7 +57,8 @@ void spanrep_json(struct obuf *o, const struct model *m)
 		obuf_puts(o, i ? ",{\"name\":" : "{\"name\":");
 		obuf_json_str(o, ns->name, CORO_STR_LEN);
 		obuf_printf(o, ",\"count\":%llu,\"total_ns\":%llu,\"p50_ns\":%llu,\"p95_ns\":%llu,"
-			    "\"p99_ns\":%llu,\"max_ns\":%llu,\"suspended_ns\":%llu,\"offcpu_ns\":%llu,"
+			    "\"p99_ns\":%llu,\"max_ns\":%llu,\"suspended_ns\":%llu,"
+			    "\"offcpu_ns\":%llu,"
 			    "\"suspended_share\":%.4f,\"offcpu_share\":%.4f,\"unclosed\":%llu,"
 			    "\"approx\":%s",
 			    (unsigned long long)ns->count, (unsigned long long)ns->total,

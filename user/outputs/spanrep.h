@@ -16,7 +16,10 @@ struct obuf;
 
 /* The table, at most `max` names (0: all), with a line for the rest. */
 void spanrep_print(FILE *out, const struct model *m, const char *indent, size_t max);
-/* `,"spans":[{name, count, total_ns, p50_ns, ...}, ...]`, the JSONL span_stats fields; none without spans. */
+/*
+ * `,"spans":[{name, count, total_ns, p50_ns, ...}, ...]`: the JSONL span_stats
+ * fields; nothing without spans.
+ */
 void spanrep_json(struct obuf *o, const struct model *m);
 
 #endif

@@ -102,7 +102,8 @@ static const char spans_schema[] =
 	"    MIN(CASE WHEN rn >= (50 * n + 99) / 100 THEN dur_ns END) AS p50_ns,\n"
 	"    MIN(CASE WHEN rn >= (95 * n + 99) / 100 THEN dur_ns END) AS p95_ns,\n"
 	"    MIN(CASE WHEN rn >= (99 * n + 99) / 100 THEN dur_ns END) AS p99_ns,\n"
-	"    MAX(dur_ns) AS max_ns, SUM(suspended_ns) AS suspended_ns, SUM(offcpu_ns) AS offcpu_ns,\n"
+	"    MAX(dur_ns) AS max_ns, SUM(suspended_ns) AS suspended_ns,\n"
+	"    SUM(offcpu_ns) AS offcpu_ns,\n"
 	"    ROUND(1.0 * SUM(suspended_ns) / MAX(SUM(dur_ns), 1), 4) AS suspended_share,\n"
 	"    ROUND(1.0 * SUM(offcpu_ns) / MAX(SUM(dur_ns), 1), 4) AS offcpu_share\n"
 	"  FROM r GROUP BY name;\n";
