@@ -161,7 +161,8 @@ struct coro_ev_proc {
  * struct coro_stack_ref right after their payload (records without one are
  * shorter: hdr.size says). The user stack of the thread at the probe: the
  * spawn site at a create, the suspension point at a switch fired on the
- * stack of the coroutine being left.
+ * stack of the coroutine being left. So do OFFCPU_BEGIN (where the
+ * coroutine blocked) and, added later, SPAN_BEGIN (where the span began).
  */
 enum coro_stack_how {
 	CORO_STACK_NONE = 0,	   /* no stack: it could not be taken (counted: CORO_STAT_STACK_LOST) */

@@ -209,8 +209,8 @@ struct {
 	__uint(value_size, CORO_STACK_DEPTH * sizeof(__u64));
 } stackmap SEC(".maps");
 
-/* The largest record that carries a stack, then its ref and sample. */
-#define STACK_REC_MAX 64
+/* The largest record that carries a stack (a span_begin), then its ref and sample. */
+#define STACK_REC_MAX 96
 struct stack_scratch {
 	__u64 busy;
 	__u8 buf[STACK_REC_MAX + sizeof(struct coro_stack_ref) + sizeof(struct coro_stack_sample) +
@@ -236,8 +236,13 @@ struct stk_rec {
 	struct coro_task_state *st;
 };
 
-static __always_inline void *stk_reserve(struct stk_rec *r, struct coro_task_state *st,
-					 __u32 size, __u8 kind)
+/*
+ * sample_always: a constant, true in programs user space may make sleepable
+ * (span_begin): they cannot use the stack map, so they copy the stack as
+ * dwarf does in either mode, and user space unwinds it.
+ */
+static __always_inline void *stk_reserve_any(struct stk_rec *r, struct coro_task_state *st,
+					     __u32 size, __u8 kind, bool sample_always)
 {
 	__u64 pid_tgid;
 	__u32 zero = 0;
@@ -250,7 +255,7 @@ static __always_inline void *stk_reserve(struct stk_rec *r, struct coro_task_sta
 		r->rec = event_reserve(st, size, kind);
 		return r->rec;
 	}
-	if (stack_mode == STACKS_DWARF && !stopped) {
+	if ((stack_mode == STACKS_DWARF || sample_always) && !stopped) {
 		s = bpf_map_lookup_elem(&stack_scratch, &zero);
 		if (s && !__sync_lock_test_and_set(&s->busy, 1ULL)) {
 			pid_tgid = bpf_get_current_pid_tgid();
@@ -271,12 +276,20 @@ static __always_inline void *stk_reserve(struct stk_rec *r, struct coro_task_sta
 	return r->rec;
 }
 
+static __always_inline void *stk_reserve(struct stk_rec *r, struct coro_task_state *st,
+					 __u32 size, __u8 kind)
+{
+	return stk_reserve_any(r, st, size, kind, false);
+}
+
 /*
  * Take the stack into the record reserved by stk_reserve(); `size`: its
  * payload's. ctx: the program's (for the kernel's walk); regs: the user
  * registers (the same for uprobes; the task's saved ones for a perf event).
+ * no_map: a constant, as stk_reserve_any()'s sample_always.
  */
-static __always_inline void stk_take(struct stk_rec *r, void *ctx, struct pt_regs *regs, __u32 size)
+static __always_inline void stk_take_any(struct stk_rec *r, void *ctx, struct pt_regs *regs,
+					 __u32 size, bool no_map)
 {
 	struct coro_stack_ref *ref;
 	struct coro_stack_sample *smp;
@@ -287,8 +300,8 @@ static __always_inline void stk_take(struct stk_rec *r, void *ctx, struct pt_reg
 		return;
 	if (!r->scratch) {
 		ref = r->rec + size;
-		if (stack_mode != STACKS_FP)
-			goto lost; /* dwarf without the buffer */
+		if (no_map || stack_mode != STACKS_FP)
+			goto lost; /* a sample without the buffer */
 		id = bpf_get_stackid(ctx, &stackmap, BPF_F_USER_STACK);
 		if (id < 0)
 			goto lost;
@@ -345,6 +358,11 @@ lost:
 	ref->id = 0;
 	ref->how = CORO_STACK_NONE;
 	stat_inc(CORO_STAT_STACK_LOST);
+}
+
+static __always_inline void stk_take(struct stk_rec *r, void *ctx, struct pt_regs *regs, __u32 size)
+{
+	stk_take_any(r, ctx, regs, size, false);
 }
 
 static __always_inline void stk_submit(struct stk_rec *r)
@@ -637,10 +655,27 @@ static __always_inline int span_event(__u64 str, __u8 kind)
 	return 0;
 }
 
+/*
+ * --stacks: a span_begin carries where the span began (a slow_span finding
+ * names it), always as a copy of the stack: the program may be sleepable.
+ */
 SEC("usdt")
 int BPF_USDT(coro_span_begin, __u64 str)
 {
-	return span_event(str, CORO_EV_SPAN_BEGIN);
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	st = task_state_get();
+	struct stk_rec r;
+	struct coro_ev_span *e = stk_reserve_any(&r, st, sizeof(*e), CORO_EV_SPAN_BEGIN, true);
+
+	if (!e)
+		return 0;
+	read_label(e->name, str, &e->hdr, true);
+	stk_take_any(&r, ctx, ctx, sizeof(*e), true);
+	stk_submit(&r);
+	return 0;
 }
 
 SEC("usdt")

@@ -33,7 +33,7 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
        $(OUT)/tests/stacks-lld $(OUT)/tests/hostile $(OUT)/tests/hostile_many \
        $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
-       $(OUT)/tests/attach_target-specs600
+       $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -155,6 +155,10 @@ $(OUT)/tests/badstr: tests/integration/progs/badstr.c usdt/corobpf.h
 
 # bugs: one bug per run, on purpose, for the detectors; and a control.
 $(OUT)/tests/bugs: tests/integration/progs/bugs.c $(SCHED_OBJS) $(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@
+
+$(OUT)/tests/spans: tests/integration/progs/spans.c $(SCHED_OBJS) $(SCHED_DEPS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@
 

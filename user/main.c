@@ -110,6 +110,7 @@ enum {
 	OPT_STACKS,
 	OPT_STACK_BYTES,
 	OPT_SAMPLE_HZ,
+	OPT_SLOW_SPAN,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -125,7 +126,10 @@ enum {
 	 "(default 10)", 1},                                                                 \
 	{"spawn-storm", OPT_STORM, "N", 0,                                                   \
 	 "Findings: more than N coroutines created by one parent within a second "           \
-	 "(default 1000)", 1}
+	 "(default 1000)", 1},                                                               \
+	{"slow-span", OPT_SLOW_SPAN, "[NAME=]MS", 0,                                         \
+	 "Findings: a span lasting this long is slow; NAME=MS for spans of that name "       \
+	 "(repeatable; default 100)", 1}
 
 static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable; with -a, a filter)", 0},
@@ -225,6 +229,25 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case OPT_STORM:
 		c->an.spawn_storm = parse_count(state, "spawn-storm", arg, 1, 1000000000);
 		return 0;
+	case OPT_SLOW_SPAN: {
+		/* NAME=MS: the last '=' splits, so a name may hold one. */
+		const char *eq = strrchr(arg, '=');
+		size_t len;
+
+		if (!eq) {
+			c->an.slow_span_ns = parse_threshold(state, "slow-span", arg, 1e6);
+			return 0;
+		}
+		len = (size_t)(eq - arg);
+		if (c->an.nslow_names == ANALYZE_SLOW_NAMES_MAX)
+			argp_error(state, "at most %d --slow-span NAME=MS", ANALYZE_SLOW_NAMES_MAX);
+		/* Matched as the probe keeps names: their first CORO_STR_LEN - 1 bytes. */
+		memset(c->an.slow_names[c->an.nslow_names].name, 0, CORO_STR_LEN);
+		memcpy(c->an.slow_names[c->an.nslow_names].name, arg, MIN(len, CORO_STR_LEN - 1));
+		c->an.slow_names[c->an.nslow_names++].ns =
+			parse_threshold(state, "slow-span", eq + 1, 1e6);
+		return 0;
+	}
 	case 'o':
 		if (c->noutputs == OPTS_MAX_OUTPUTS)
 			argp_error(state, "at most %d outputs", OPTS_MAX_OUTPUTS);

@@ -192,8 +192,13 @@ def docs_sqlite_tables_are_the_schema():
     for path in doc_traces()["dbs"]:
         db = sqlite3.connect(path)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        eq(sorted(tables), sorted(documented), "tables in %s" % os.path.basename(path))
+        # The spans table exists only in a trace with spans.
+        has_spans = db.execute("SELECT count(*) FROM events WHERE ev = 'span_begin'").fetchone()[0]
+        want = {t for t in documented if t != "spans" or has_spans}
+        eq(sorted(tables), sorted(want), "tables in %s" % os.path.basename(path))
         for t, (cols, values, _) in documented.items():
+            if t not in want:
+                continue
             got = [r[1] for r in db.execute("PRAGMA table_info(%s)" % t)]
             eq(sorted(got), sorted(cols), "columns of %s" % t)
             for col, vals in values.items():

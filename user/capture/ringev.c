@@ -9,8 +9,9 @@
 #include "ringev.h"
 #include "switchfam.h"
 
-/* The largest payload a record with a stack has (before its ref). */
-#define STACK_REC_COPY_MAX 64
+/* The largest payload a record with a stack has (before its ref): a span_begin's. */
+#define STACK_REC_COPY_MAX 96
+_Static_assert(sizeof(struct coro_ev_span) <= STACK_REC_COPY_MAX, "a span_begin fits");
 
 void ringev_init(struct ringev *ev)
 {

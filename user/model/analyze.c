@@ -19,6 +19,8 @@ void analyze_opts_default(struct analyze_opts *o)
 	o->sched_latency_ns = 10 * 1000000ULL;
 	o->blocking_ns = 10 * 1000000ULL;
 	o->spawn_storm = 1000;
+	o->slow_span_ns = ANALYZE_SLOW_SPAN_DEFAULT_MS * 1000000ULL;
+	o->nslow_names = 0;
 }
 
 /* Creations by one parent within the last second. */
@@ -275,6 +277,76 @@ static void span_finding(struct analyzer *a, const struct coro *c, u32 pid, u32 
 	emit_finding(a, &f);
 }
 
+static u64 slow_threshold(const struct analyzer *a, const char *name)
+{
+	/* The last one given for a name wins. */
+	for (u32 i = a->o.nslow_names; i-- > 0;)
+		if (strncmp(a->o.slow_names[i].name, name, CORO_STR_LEN) == 0)
+			return a->o.slow_names[i].ns;
+	return a->o.slow_span_ns;
+}
+
+/* A span closed: slow if it lasted its threshold, with what most of its time was. */
+static void analyze_span_done(void *ctx, const struct span_done *d)
+{
+	struct analyzer *a = ctx;
+	const struct coro_span *sp = d->sp;
+	const struct span_time *in = &d->in;
+	u64 limit = slow_threshold(a, sp->name), best;
+	const struct coro *c = NULL;
+	struct finding f;
+	u32 reason = 0;
+
+	if (!d->closed || !limit || d->dur < limit)
+		return;
+	if (d->uid) {
+		c = model_find(a->m, d->pid, d->id);
+		if (c && c->uid != d->uid)
+			c = NULL;
+	}
+	finding_init(a, &f, FK_SLOW_SPAN, c);
+	f.pid = d->pid;
+	f.tid = d->tid;
+	if (!c && d->uid) {
+		f.id = d->id;
+		f.uid = d->uid;
+	}
+	f.ts = sp->ts;
+	f.dur = d->dur;
+	memcpy(f.span, sp->name, CORO_STR_LEN);
+	f.span[CORO_STR_LEN - 1] = 0;
+	f.stack = sp->stack;
+	f.span_in = *in;
+	f.span_depth = d->depth;
+	f.span_serial = sp->serial;
+	f.threshold = limit;
+	f.longest_ts = sp->longest_ts;
+	f.longest_ns = sp->longest_ns;
+	f.longest_obj = sp->longest_obj;
+	f.longest_reason = sp->longest_reason;
+	/* The cause: the largest share; each suspension reason counts on its own. */
+	for (u32 r = 1; r < SPAN_NREASONS; r++)
+		if (in->susp[r] > in->susp[reason])
+			reason = r;
+	f.cause = SPAN_CAUSE_RUNNING;
+	best = in->running;
+	if (in->runnable > best)
+		best = in->runnable, f.cause = SPAN_CAUSE_RUNNABLE;
+	if (in->susp[reason] > best)
+		best = in->susp[reason], f.cause = SPAN_CAUSE_SUSPENDED;
+	if (in->blocked > best)
+		best = in->blocked, f.cause = SPAN_CAUSE_BLOCKED;
+	if (in->runq > best)
+		best = in->runq, f.cause = SPAN_CAUSE_RUNQ;
+	if (in->unknown > best)
+		best = in->unknown, f.cause = SPAN_CAUSE_UNKNOWN;
+	if (f.cause == SPAN_CAUSE_SUSPENDED) {
+		f.reason = reason;
+		f.obj = sp->longest_reason == reason ? sp->longest_obj : 0;
+	}
+	emit_finding(a, &f);
+}
+
 static void storm_emit(struct analyzer *a, struct storm *st)
 {
 	struct finding f;
@@ -469,6 +541,7 @@ struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
 	obs->slot = &a->slot;
 	obs->coroutine_end = analyze_coroutine_end;
 	obs->finish = analyze_finish;
+	obs->span_done = analyze_span_done;
 	return a;
 }
 

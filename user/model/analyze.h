@@ -26,6 +26,10 @@
  *                  counted) at least --blocking (needs the scheduling view); not
  *                  a scheduler idle in its own context (Boost.Fiber's dispatcher,
  *                  model.c fiber_dispatcher())
+ *   slow_span      a span closed after at least --slow-span (its name's own
+ *                  threshold if one was given, else the default one; 0: never
+ *                  slow); made at its span_end, with where its time went. A
+ *                  span never closed is an unmatched_span, never slow.
  *
  * A threshold is met at equality: a 1 s suspension is a stall at --stall 1.
  */
@@ -35,12 +39,27 @@
 #include "finding.h"
 #include "model.h"
 
+/*
+ * A span of 100 ms is one a person notices (a click answered in more feels
+ * slow) and one no quick operation reaches by being preempted on a loaded
+ * machine; names that are slower by nature get their own threshold.
+ */
+#define ANALYZE_SLOW_SPAN_DEFAULT_MS 100
+#define ANALYZE_SLOW_NAMES_MAX 64
+
 struct analyze_opts {
 	u64 stall_ns;	      /* default 1 s */
 	u64 long_run_ns;      /* default 50 ms */
 	u64 sched_latency_ns; /* default 10 ms */
 	u64 blocking_ns;      /* default 10 ms */
 	u64 spawn_storm;      /* children per second, default 1000 */
+	u64 slow_span_ns;     /* default 100 ms (ANALYZE_SLOW_SPAN_DEFAULT_MS) */
+	/* --slow-span NAME=MS: a name's own threshold (the last one given for a name wins). */
+	u32 nslow_names;
+	struct {
+		char name[CORO_STR_LEN];
+		u64 ns;
+	} slow_names[ANALYZE_SLOW_NAMES_MAX];
 };
 
 void analyze_opts_default(struct analyze_opts *o);

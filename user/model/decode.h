@@ -85,6 +85,8 @@ static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
 	case CORO_EV_SPAN_BEGIN:
 	case CORO_EV_SPAN_END:
 		ev->span.name = str_field(((const struct coro_ev_span *)h)->name, CORO_STR_LEN);
+		if (h->kind == CORO_EV_SPAN_BEGIN)
+			ev->stack = coro_record_stack(h);
 		ev->span.owner = 0;
 		ev->span.owner_known = false;
 		ev->span.depth = 0;

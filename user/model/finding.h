@@ -10,6 +10,7 @@
 #define COROBPF_FINDING_H
 
 #include "coro_abi.h"
+#include "spans.h"
 #include "util.h"
 
 enum finding_kind {
@@ -21,7 +22,19 @@ enum finding_kind {
 	FK_UNMATCHED_SPAN,
 	FK_SPAWN_STORM,
 	FK_BLOCKING,
+	FK_SLOW_SPAN,
 	FK_NKINDS
+};
+
+/* slow_span: what most of the span's time was (finding_span_cause_name()). */
+enum span_cause {
+	SPAN_CAUSE_RUNNING,   /* its coroutine on a CPU */
+	SPAN_CAUSE_RUNNABLE,  /* ready, waiting for a worker */
+	SPAN_CAUSE_SUSPENDED, /* switched out: `reason`, `obj` */
+	SPAN_CAUSE_BLOCKED,   /* its thread blocked in the kernel while the coroutine ran */
+	SPAN_CAUSE_RUNQ,      /* its thread waiting for a CPU while the coroutine ran */
+	SPAN_CAUSE_UNKNOWN,   /* events were lost */
+	SPAN_CAUSE_N
 };
 
 #define FINDING_CHAIN 8
@@ -60,6 +73,19 @@ struct finding {
 	u32 samples_kept; /* of `samples`, kept for the key frame (a uniform sample of long runs) */
 	bool has_key;
 	char key_frame[256]; /* "func+0x1e (obj) file.c:52" */
+	/*
+	 * slow_span (span: its name; ts, dur: its begin and duration; stack:
+	 * where it began, --stacks; reason, obj: the suspension that was its
+	 * cause): where its time went, the cause (the largest share; a
+	 * suspension reason counts alone), its threshold, its instance and
+	 * depth, and its longest single suspension.
+	 */
+	struct span_time span_in;
+	u32 cause; /* enum span_cause */
+	u32 span_depth;
+	u64 span_serial, threshold;
+	u64 longest_ts, longest_ns, longest_obj;
+	u32 longest_reason;
 };
 
 /*
@@ -80,8 +106,17 @@ static inline const char *finding_kind_name(enum finding_kind k)
 		[FK_LONG_RUN] = "long_run",	      [FK_SCHED_LATENCY] = "sched_latency",
 		[FK_LEAK] = "leak",		      [FK_UNMATCHED_SPAN] = "unmatched_span",
 		[FK_SPAWN_STORM] = "spawn_storm",     [FK_BLOCKING] = "blocking",
+		[FK_SLOW_SPAN] = "slow_span",
 	};
 	return (unsigned)k < FK_NKINDS ? names[k] : "?";
+}
+
+static inline const char *finding_span_cause_name(u32 cause)
+{
+	static const char *const names[SPAN_CAUSE_N] = {
+		"running", "runnable", "suspended", "blocked", "runq", "unknown",
+	};
+	return cause < SPAN_CAUSE_N ? names[cause] : "?";
 }
 
 #endif

@@ -63,6 +63,8 @@ const char *coro_proc_mode_name(u32 mode)
 	return "attached";
 }
 
+_Static_assert(SPAN_NREASONS == CORO_NREASONS, "a span's suspensions are by reason");
+
 void model_init(struct model *m, struct capture_info *ci)
 {
 	memset(m, 0, sizeof(*m));
@@ -202,6 +204,8 @@ static void close_interval(struct model *m, struct coro *c, u64 ts, bool open_at
 			c->longest_susp_obj = c->obj;
 			c->longest_open = open_at_end;
 		}
+		if (c->nspans && c->reason != CORO_R_DONE)
+			span_note_suspension(c->spans, c->nspans, start, dur, c->reason, c->obj);
 	}
 	notify_interval(m, c, c->state, start, end);
 	c->state_since = end;
@@ -310,6 +314,43 @@ static void bury_flush(void)
 	graveyard.len = 0;
 }
 
+/* c's cumulative clocks at ts, its current state's part included (spans.h struct span_time). */
+static void coro_span_clock(const struct coro *c, u64 ts, struct span_time *k)
+{
+	u64 part = ts > c->state_since ? ts - c->state_since : 0;
+
+	k->running = c->t_state[CS_RUNNING] + (c->state == CS_RUNNING ? part : 0);
+	k->runnable = c->t_state[CS_RUNNABLE] + (c->state == CS_RUNNABLE ? part : 0);
+	k->suspended = c->t_state[CS_SUSPENDED] + (c->state == CS_SUSPENDED ? part : 0);
+	k->unknown = c->t_state[CS_UNKNOWN] + (c->state == CS_UNKNOWN ? part : 0);
+	for (int r = 0; r < CORO_NREASONS; r++)
+		k->susp[r] = c->t_suspended[r];
+	if (c->state == CS_SUSPENDED)
+		k->susp[c->reason < CORO_NREASONS ? c->reason : 0] += part;
+	k->offcpu = c->t_offcpu;
+	k->blocked = c->t_blocked;
+	k->runq = c->t_runq;
+}
+
+static void notify_span_done(void *ctx, const struct span_done *d)
+{
+	struct model *m = ctx;
+
+	for (size_t i = 0; i < m->nobs; i++)
+		if (m->obs[i].span_done)
+			m->obs[i].span_done(m->obs[i].ctx, d);
+}
+
+/* A thread's own open spans end unclosed at ts: its process or the trace ended. */
+static void thread_spans_unclosed(struct model *m, struct coro_thread *t, u64 ts)
+{
+	struct span_ender e = {.d = {.pid = t->pid, .tid = t->tid, .end = ts},
+			       .done = notify_span_done, .ctx = m};
+
+	if (t->nspans)
+		span_end_open(&m->spans, t->spans, t->nspans, &e);
+}
+
 static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 {
 	struct coro_process *p = c->proc;
@@ -326,6 +367,16 @@ static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u6
 	}
 	c->end_ts = MAX(ts, c->state_since);
 	c->state = CS_EXITED;
+	if (c->nspans) {
+		/* Its open spans end unclosed: no end of theirs was seen. */
+		struct span_time now;
+		struct span_ender e = {.d = {.pid = c->pid, .tid = c->tid, .id = c->id,
+					     .uid = c->uid, .end = c->end_ts},
+				       .now = &now, .done = notify_span_done, .ctx = m};
+
+		coro_span_clock(c, c->end_ts, &now);
+		span_end_open(&m->spans, c->spans, c->nspans, &e);
+	}
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].coroutine_end)
 			m->obs[i].coroutine_end(m->obs[i].ctx, c);
@@ -673,11 +724,22 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct eve
 					 &t->spans_indexed};
 	}
 	if (begin) {
-		span_push(&m->spans, &st, e->name, h->ts);
+		struct span_time now;
+
+		if (c)
+			coro_span_clock(c, h->ts, &now);
+		span_push(&m->spans, &st, e->name, h->ts, c ? &now : NULL, mi->stack);
 		mi->span.depth = *st.n;
 	} else {
+		struct span_time now;
+		struct span_ender en = {.d = {.pid = h->pid, .tid = h->tid, .id = c ? c->id : 0,
+					      .uid = c ? c->uid : 0, .end = h->ts},
+					.now = c ? &now : NULL, .done = notify_span_done, .ctx = m};
+
+		if (c)
+			coro_span_clock(c, h->ts, &now);
 		mi->span.depth = *st.n;
-		mi->span.matched = span_pop(&m->spans, &st, e->name);
+		mi->span.matched = span_pop(&m->spans, &st, e->name, &en);
 		if (!mi->span.matched) {
 			m->anom.span_unmatched_end++;
 			if (c)
@@ -792,6 +854,7 @@ static void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 		}
 		m->last_thread = NULL;
 		for (size_t i = 0; i < n; i++) {
+			thread_spans_unclosed(m, gone[i], ts);
 			hmap_del(&m->threads, gone[i]->pid, gone[i]->tid);
 			span_forget(&m->spans, gone[i], gone[i]->spans, gone[i]->nspans,
 				    &gone[i]->spans_indexed);
@@ -1008,6 +1071,15 @@ void model_finish(struct model *m)
 	for (size_t i = 0; i < n; i++)
 		end_coroutine(m, all[i], CE_TRACE_END, m->last_ts);
 	free(all);
+	{
+		/* Spans threads opened outside any coroutine, still open: unclosed. */
+		struct coro_thread *t;
+
+		it = 0;
+		while ((t = (struct coro_thread *)model_next_thread(m, &it)))
+			thread_spans_unclosed(m, t, m->last_ts);
+	}
+	span_stats_seal(&m->spans);
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].finish)
 			m->obs[i].finish(m->obs[i].ctx, m);

@@ -205,6 +205,14 @@ struct model_observer {
 	void (*coroutine_end)(void *ctx, const struct coro *c);
 	void (*process)(void *ctx, const struct coro_process *p);
 	void (*finish)(void *ctx, const struct model *m);
+	/*
+	 * A span instance ended (spans.h struct span_done), once each: closed,
+	 * before the span_end event is handed out; unclosed, before the
+	 * coroutine_end() of its coroutine, before the process_exit event of a
+	 * thread's span, or before finish(). The per-name statistics
+	 * (m->spans.stats) are read in finish().
+	 */
+	void (*span_done)(void *ctx, const struct span_done *d);
 };
 
 struct model {

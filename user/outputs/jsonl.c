@@ -285,6 +285,8 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		J_U64("depth", ev->span.depth);
 		if (ev->kind == EV_SPAN_END && !ev->span.matched)
 			J_LIT(",\"matched\":false");
+		if (stack)
+			J_U64("stack", stack);
 		break;
 	default:
 		break;
@@ -454,6 +456,46 @@ static void jsonl_coroutine_end(void *ctx, const struct coro *c)
 	obuf_puts(o, "}\n");
 }
 
+/* slow_span: where the span's time went (docs/jsonl.md, `finding`). */
+static void put_slow_span(struct obuf *o, const struct finding *f)
+{
+	const struct span_time *in = &f->span_in;
+	bool first = true;
+
+	put_str(o, "span", f->span, CORO_STR_LEN);
+	put_u64(o, "span_serial", f->span_serial);
+	put_u64(o, "depth", f->span_depth);
+	put_u64(o, "threshold_ns", f->threshold);
+	obuf_printf(o, ",\"cause\":\"%s\"", finding_span_cause_name(f->cause));
+	if (f->cause == SPAN_CAUSE_SUSPENDED) {
+		obuf_printf(o, ",\"reason\":\"%s\"", coro_reason_name(f->reason));
+		put_id(o, "obj", f->obj);
+	}
+	put_u64(o, "running_ns", in->running);
+	put_u64(o, "runnable_ns", in->runnable);
+	put_u64(o, "suspended_ns", in->suspended);
+	obuf_puts(o, ",\"suspended_by_reason\":{");
+	for (u32 r = 0; r < SPAN_NREASONS; r++) {
+		if (!in->susp[r])
+			continue;
+		obuf_printf(o, "%s\"%s\":", first ? "" : ",", coro_reason_name(r));
+		obuf_u64(o, in->susp[r]);
+		first = false;
+	}
+	obuf_putc(o, '}');
+	put_u64(o, "offcpu_ns", in->offcpu);
+	put_u64(o, "blocked_ns", in->blocked);
+	put_u64(o, "runq_ns", in->runq);
+	put_u64(o, "unknown_ns", in->unknown);
+	if (f->longest_ns) {
+		put_u64(o, "longest_suspension_ns", f->longest_ns);
+		put_u64(o, "longest_suspension_ts", f->longest_ts);
+		obuf_printf(o, ",\"longest_suspension_reason\":\"%s\"",
+			    coro_reason_name(f->longest_reason));
+		put_id(o, "longest_suspension_obj", f->longest_obj);
+	}
+}
+
 void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 {
 	obuf_printf(o, "{%s\"kind\":\"%s\"", record ? "\"type\":\"finding\"," : "",
@@ -509,6 +551,9 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 		put_u64(o, "count", f->count);
 		put_u64(o, "peak_per_s", f->peak);
 		break;
+	case FK_SLOW_SPAN:
+		put_slow_span(o, f);
+		break;
 	default:
 		break;
 	}
@@ -556,6 +601,35 @@ static void copy_spill(struct jsonl_sink *s)
 		s->err = -errno;
 }
 
+/* One record per span name, after the coroutines (spans.h: exact up to SPAN_STATS_EXACT). */
+static void put_span_stats(struct obuf *o, const struct model *m)
+{
+	size_t n;
+	struct span_name_stats *const *v = span_stats_names(&m->spans, &n);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct span_name_stats *ns = v[i];
+
+		begin_record(o, "span_stats");
+		put_str(o, "name", ns->name, CORO_STR_LEN);
+		put_u64(o, "count", ns->count);
+		put_u64(o, "total_ns", ns->total);
+		put_u64(o, "p50_ns", span_stats_percentile(ns, 50));
+		put_u64(o, "p95_ns", span_stats_percentile(ns, 95));
+		put_u64(o, "p99_ns", span_stats_percentile(ns, 99));
+		put_u64(o, "max_ns", ns->max);
+		put_u64(o, "suspended_ns", ns->suspended);
+		put_u64(o, "offcpu_ns", ns->offcpu);
+		obuf_printf(o, ",\"suspended_share\":%.4f,\"offcpu_share\":%.4f",
+			    ns->total ? (double)ns->suspended / ns->total : 0.0,
+			    ns->total ? (double)ns->offcpu / ns->total : 0.0);
+		put_u64(o, "unclosed", ns->unclosed);
+		if (ns->other)
+			obuf_puts(o, ",\"other\":true");
+		obuf_puts(o, ns->approx ? ",\"approx\":true}\n" : ",\"approx\":false}\n");
+	}
+}
+
 /* A group of the counters table as an object of the trailer, every counter, zero or not. */
 static void put_counters(struct obuf *o, const struct model *m, enum counter_group g)
 {
@@ -580,6 +654,7 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	u64 nproc = model_nprocesses(m);
 
 	copy_spill(s);
+	put_span_stats(o, m);
 	obuf_puts(o, "{\"type\":\"trailer\"");
 	put_u64(o, "first_ts", m->first_ts);
 	put_u64(o, "last_ts", m->last_ts);
@@ -602,8 +677,10 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	put_counters(o, m, CG_LOST);
 	obuf_puts(o, ",\"findings\":{");
 	for (int k = 0; k < FK_NKINDS; k++)
-		obuf_printf(o, "%s\"%s\":%llu", k ? "," : "", finding_kind_name(k),
-			    (unsigned long long)s->findings[k]);
+		/* slow_span only in a trace with spans: traces without keep their bytes. */
+		if (k != FK_SLOW_SPAN || span_stats_any(&m->spans))
+			obuf_printf(o, "%s\"%s\":%llu", k ? "," : "", finding_kind_name(k),
+				    (unsigned long long)s->findings[k]);
 	obuf_putc(o, '}');
 	if (!m->have_stats)
 		obuf_puts(o, ",\"stats_missing\":true");

@@ -86,6 +86,16 @@ struct perfetto_sink {
 	struct hmap procs, threads, coros;
 	u64 next_flow;
 	u64 loss_noted;	   /* serial of the last event whose hole was marked */
+	/*
+	 * slow_span findings made for the span_end being applied (the analyzer
+	 * sees it first): the slices to mark as they close, by depth, and the
+	 * flow from each finding's instant.
+	 */
+	struct {
+		u32 depth, cause;
+		u64 flow, threshold;
+	} slow[8];
+	u32 nslow;
 };
 
 /* The layout's names fit the wire's lazy names ("label: state"). */
@@ -602,6 +612,27 @@ static void span_begin(struct perfetto_sink *s, const struct event *ev)
 	}
 }
 
+/* A span's slice ends; a slow one is marked (searchable args) and ends the finding's flow. */
+static void span_slice_end(struct perfetto_sink *s, u64 ts, u64 track, u32 depth)
+{
+	for (u32 i = 0; i < s->nslow; i++) {
+		if (s->slow[i].depth != depth)
+			continue;
+		struct pf_arg a[3] = {
+			{"slow_span", A_UINT, 1},
+			{"slow_threshold_ns", A_UINT, s->slow[i].threshold},
+			{"slow_cause", A_STR, 0, finding_span_cause_name(s->slow[i].cause)},
+		};
+		struct pf_ev e = {.type = TYPE_SLICE_END, .track = track, .args = a, .nargs = 3,
+				  .term_flow = {s->slow[i].flow, 0}};
+
+		track_event(s, ts, &e);
+		s->slow[i].depth = 0;
+		return;
+	}
+	slice_end(s, ts, track);
+}
+
 static void span_end(struct perfetto_sink *s, const struct event *ev)
 {
 	if (!ev->span.matched) {
@@ -622,7 +653,7 @@ static void span_end(struct perfetto_sink *s, const struct event *ev)
 			slice_end(s, ev->ts, pc->track);
 		pc->state_open = false;
 		while (pc->nspans > keep) {
-			slice_end(s, ev->ts, pc->track);
+			span_slice_end(s, ev->ts, pc->track, pc->nspans);
 			pc->nspans--;
 		}
 		begin_state(s, ev->c, pc, ev->ts, false);
@@ -632,10 +663,16 @@ static void span_end(struct perfetto_sink *s, const struct event *ev)
 		u32 keep = mt ? mt->nspans : 0;
 
 		while (t->nspans > keep) {
-			slice_end(s, ev->ts, UUID_THREAD(ev->tid));
+			span_slice_end(s, ev->ts, UUID_THREAD(ev->tid), t->nspans);
 			t->nspans--;
 		}
 	}
+	/* A slow span with no slice of ours to close (none should be): its arrow still ends. */
+	for (u32 i = 0; i < s->nslow; i++)
+		if (s->slow[i].depth)
+			instant(s, ev->ts, actor_track(s, ev, ev->span.owner_known), "slow span",
+				NULL, 0, 0, s->slow[i].flow, 0);
+	s->nslow = 0;
 }
 
 static void perfetto_event(void *ctx, const struct event *ev)
@@ -821,6 +858,7 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 	char name[LABEL_MAX + 64], label[LABEL_MAX], span[LABEL_MAX];
 	struct pf_arg a[8];
 	int n = 0;
+	u64 flow = 0;
 
 	if (!pp->findings_described) {
 		struct pf_desc d = {.uuid = UUID_FINDINGS(f->pid), .parent = UUID_PROCESS(f->pid),
@@ -849,9 +887,22 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 	}
 	if (f->has_waker)
 		a[n++] = (struct pf_arg){"waker", A_PTR, f->waker};
-	if (f->kind == FK_UNMATCHED_SPAN) {
+	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN) {
 		utf8_sanitize(span, sizeof(span), f->span, CORO_STR_LEN);
 		a[n++] = (struct pf_arg){"span", A_STR, 0, span};
+	}
+	if (f->kind == FK_SLOW_SPAN) {
+		a[n++] = (struct pf_arg){"cause", A_STR, 0, finding_span_cause_name(f->cause)};
+		if (f->cause == SPAN_CAUSE_SUSPENDED)
+			a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(f->reason)};
+		/* An arrow from here to the span's slice, which its span_end closes next. */
+		if (s->nslow < ARRAY_SIZE(s->slow)) {
+			flow = ++s->next_flow;
+			s->slow[s->nslow].depth = f->span_depth;
+			s->slow[s->nslow].cause = f->cause;
+			s->slow[s->nslow].threshold = f->threshold;
+			s->slow[s->nslow++].flow = flow;
+		}
 	}
 	if (f->kind == FK_SPAWN_STORM) {
 		a[n++] = (struct pf_arg){"children", A_UINT, f->count};
@@ -863,10 +914,11 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 	}
 	{
 		struct pf_ev ev = {.type = TYPE_INSTANT, .track = UUID_FINDINGS(f->pid),
-				   .name = name, .args = a, .nargs = n};
+				   .name = name, .args = a, .nargs = n, .flow = flow};
 
 		pfw_stack_next(&s->w, f->stack);
 		track_event(s, at, &ev);
+		ev.flow = 0;
 		if (pc) {
 			pfw_stack_next(&s->w, f->stack);
 			ev.track = pc->track;

@@ -5,6 +5,7 @@
 #include "finding.h"
 #include "jsonl.h"
 #include "report.h"
+#include "spanrep.h"
 #include "termsafe.h"
 
 #define MAX_KINDS 4096 /* distinct kinds kept; the rest count as "(other)" */
@@ -266,7 +267,9 @@ static void rv_finish(void *ctx, const struct model *m)
 				    (unsigned long long)rows[i]->suspended,
 				    (unsigned long long)rows[i]->switch_ins);
 		}
-		obuf_puts(&o, "],\"processes\":[");
+		obuf_putc(&o, ']');
+		spanrep_json(&o, m);
+		obuf_puts(&o, ",\"processes\":[");
 		for (size_t i = 0; i < np; i++) {
 			obuf_printf(&o, "%s{\"pid\":%u", i ? "," : "", procs[i]->pid);
 			json_hist(&o, "sched_latency", procs[i]->latency);
@@ -290,6 +293,10 @@ static void rv_finish(void *ctx, const struct model *m)
 			fprintf(r->out, "  %-24s %8llu %12s %12s %12s %10llu\n", kind,
 				(unsigned long long)rows[i]->n, a, b, c,
 				(unsigned long long)rows[i]->switch_ins);
+		}
+		if (span_stats_any(&m->spans)) {
+			fputc('\n', r->out);
+			spanrep_print(r->out, m, "", 0);
 		}
 		for (size_t i = 0; i < np; i++) {
 			print_hist(r->out, "scheduling latency (ready to running)", procs[i]->pid,

@@ -81,12 +81,42 @@ static const char *const stmt_sql[ST_N] = {
 	[ST_OFFCPU] = "INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?)",
 };
 
+/*
+ * The spans table, its index and its view exist only in a trace with spans,
+ * made with the first span that ends: a trace without spans keeps the
+ * schema it always had.
+ */
+static const char spans_schema[] =
+	"CREATE TABLE spans (serial INTEGER PRIMARY KEY, parent INTEGER, name TEXT, pid INTEGER,\n"
+	"  tid INTEGER, coroutine_uid INTEGER, coroutine_id INTEGER, depth INTEGER,\n"
+	"  begin_ts INTEGER, end_ts INTEGER, dur_ns INTEGER, closed INTEGER, slow INTEGER,\n"
+	"  running_ns INTEGER, runnable_ns INTEGER, suspended_ns INTEGER, offcpu_ns INTEGER,\n"
+	"  blocked_ns INTEGER, runq_ns INTEGER, unknown_ns INTEGER, longest_suspended_ns INTEGER,\n"
+	"  longest_reason TEXT, longest_obj INTEGER, stack INTEGER);\n"
+	/* Nearest rank, as the JSONL's span_stats: the ceil(p/100 * N)-th smallest. */
+	"CREATE VIEW span_stats AS\n"
+	"  WITH r AS (SELECT name, dur_ns, suspended_ns, offcpu_ns,\n"
+	"    ROW_NUMBER() OVER (PARTITION BY name ORDER BY dur_ns) AS rn,\n"
+	"    COUNT(*) OVER (PARTITION BY name) AS n FROM spans WHERE closed)\n"
+	"  SELECT name, n AS count, SUM(dur_ns) AS total_ns,\n"
+	"    MIN(CASE WHEN rn >= (50 * n + 99) / 100 THEN dur_ns END) AS p50_ns,\n"
+	"    MIN(CASE WHEN rn >= (95 * n + 99) / 100 THEN dur_ns END) AS p95_ns,\n"
+	"    MIN(CASE WHEN rn >= (99 * n + 99) / 100 THEN dur_ns END) AS p99_ns,\n"
+	"    MAX(dur_ns) AS max_ns, SUM(suspended_ns) AS suspended_ns,\n"
+	"    SUM(offcpu_ns) AS offcpu_ns,\n"
+	"    ROUND(1.0 * SUM(suspended_ns) / MAX(SUM(dur_ns), 1), 4) AS suspended_share,\n"
+	"    ROUND(1.0 * SUM(offcpu_ns) / MAX(SUM(dur_ns), 1), 4) AS offcpu_share\n"
+	"  FROM r GROUP BY name;\n";
+static const char spans_indexes[] = "CREATE INDEX spans_name_dur ON spans (name, dur_ns);\n";
+
 struct sqlite_sink {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
 	struct model *m;
 	char err[512];
 	u64 rows;
+	sqlite3_stmt *span_st; /* INSERT INTO spans, once the table exists */
+	u64 slow_serial;       /* the span the last slow_span finding named (before its row) */
 };
 
 static void fail(struct sqlite_sink *s, const char *what)
@@ -431,8 +461,16 @@ static void sq_finding(void *ctx, const struct finding *f)
 	}
 	if (f->has_waker)
 		BI(st, 13, f->waker);
-	if (f->kind == FK_UNMATCHED_SPAN)
+	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN)
 		bind_name(st, 14, f->span);
+	if (f->kind == FK_SLOW_SPAN) {
+		/* The analyzer makes it just before the span's row: marked slow there. */
+		s->slow_serial = f->span_serial;
+		if (f->cause == SPAN_CAUSE_SUSPENDED) {
+			BT(st, 11, coro_reason_name(f->reason));
+			BI(st, 12, f->obj);
+		}
+	}
 	if (f->kind == FK_SPAWN_STORM) {
 		BI(st, 15, f->count);
 		BI(st, 16, f->peak);
@@ -456,6 +494,73 @@ static void sq_finding(void *ctx, const struct finding *f)
 		}
 	}
 	step(s, ST_FINDING);
+}
+
+/* A span instance ended: its row (the table made with the first). */
+static void sq_span_done(void *ctx, const struct span_done *d)
+{
+	struct sqlite_sink *s = ctx;
+	const struct coro_span *sp = d->sp;
+	sqlite3_stmt *st;
+	char *msg = NULL;
+
+	if (!s->span_st) {
+		if (s->err[0])
+			return;
+		if (sqlite3_exec(s->db, spans_schema, NULL, NULL, &msg) != SQLITE_OK) {
+			snprintf(s->err, sizeof(s->err), "cannot create the spans table: %s", msg);
+			sqlite3_free(msg);
+			return;
+		}
+		if (sqlite3_prepare_v3(s->db, "INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,"
+				       "?,?,?,?,?,?,?,?,?,?,?)", -1, SQLITE_PREPARE_PERSISTENT,
+				       &s->span_st, NULL) != SQLITE_OK) {
+			fail(s, "cannot prepare a statement");
+			return;
+		}
+	}
+	st = s->span_st;
+	BI(st, 1, sp->serial);
+	if (sp->parent)
+		BI(st, 2, sp->parent);
+	bind_name(st, 3, sp->name);
+	BI(st, 4, d->pid);
+	if (d->tid)
+		BI(st, 5, d->tid);
+	if (d->uid) {
+		BI(st, 6, d->uid);
+		BI(st, 7, d->id);
+	}
+	BI(st, 8, d->depth);
+	BI(st, 9, sp->ts);
+	if (d->closed)
+		BI(st, 10, d->end);
+	/* Unclosed: how long it had been open when its owner (or the trace) ended. */
+	BI(st, 11, d->dur);
+	BI(st, 12, d->closed);
+	BI(st, 13, d->closed && s->slow_serial == sp->serial);
+	if (d->uid) {
+		BI(st, 14, d->in.running);
+		BI(st, 15, d->in.runnable);
+		BI(st, 16, d->in.suspended);
+		BI(st, 17, d->in.offcpu);
+		BI(st, 18, d->in.blocked);
+		BI(st, 19, d->in.runq);
+		BI(st, 20, d->in.unknown);
+		BI(st, 21, sp->longest_ns);
+		if (sp->longest_ns) {
+			BT(st, 22, coro_reason_name(sp->longest_reason));
+			BI(st, 23, sp->longest_obj);
+		}
+	}
+	if (sp->stack)
+		BI(st, 24, sp->stack);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		fail(s, "cannot insert a row");
+	else
+		s->rows++;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
 }
 
 static void sq_finish(void *ctx, const struct model *m)
@@ -507,7 +612,8 @@ static void sq_finish(void *ctx, const struct model *m)
 	}
 	if (m->input_error)
 		meta(s, "input_error", m->input_error, 0, false);
-	if (sqlite3_exec(s->db, indexes, NULL, NULL, &msg) != SQLITE_OK) {
+	if (sqlite3_exec(s->db, indexes, NULL, NULL, &msg) != SQLITE_OK ||
+	    (s->span_st && sqlite3_exec(s->db, spans_indexes, NULL, NULL, &msg) != SQLITE_OK)) {
 		if (!s->err[0])
 			snprintf(s->err, sizeof(s->err), "cannot create the indexes: %s", msg);
 		sqlite3_free(msg);
@@ -773,6 +879,7 @@ struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
 	obs->interval = sq_interval;
 	obs->coroutine_end = sq_coroutine_end;
 	obs->finish = sq_finish;
+	obs->span_done = sq_span_done;
 	fs->ctx = s;
 	fs->finding = sq_finding;
 	return s;
@@ -797,6 +904,7 @@ int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen)
 	}
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(s->st[i]);
+	sqlite3_finalize(s->span_st);
 	if (sqlite3_close(s->db) != SQLITE_OK && !s->err[0])
 		snprintf(s->err, sizeof(s->err), "cannot close: %s", sqlite3_errmsg(s->db));
 	if (s->err[0]) {

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include "counters.h"
+#include "spanrep.h"
 #include "summary.h"
 #include "termsafe.h"
 
@@ -83,6 +84,7 @@ static void summary_finding(void *ctx, const struct finding *f)
 
 /* The innermost frames of a finding's stack, one a line. */
 #define SUMMARY_FRAMES 6
+#define SUMMARY_SPAN_NAMES 10 /* names in the span table; the rest in the files */
 
 static void print_stack(struct summary *s, const struct model *m, u32 id)
 {
@@ -99,6 +101,32 @@ static void print_stack(struct summary *s, const struct model *m, u32 id)
 	}
 	if (st->n > SUMMARY_FRAMES)
 		fprintf(s->out, "                    ... %u more frames\n", st->n - SUMMARY_FRAMES);
+}
+
+/* The rest of a slow_span line: the span, its cause, then where its time went. */
+static void print_slow_span(struct summary *s, const struct finding *f)
+{
+	const struct span_time *in = &f->span_in;
+	char name[TERM_SAFE_MAX(CORO_STR_LEN)], t[7][32];
+
+	term_safe(name, sizeof(name), f->span, CORO_STR_LEN);
+	fmt_duration(t[0], sizeof(t[0]), f->threshold);
+	fprintf(s->out, ", span \"%s\" (over %s): mostly %s", name, t[0],
+		finding_span_cause_name(f->cause));
+	if (f->cause == SPAN_CAUSE_SUSPENDED) {
+		fprintf(s->out, " (%s", coro_reason_name(f->reason));
+		if (f->obj)
+			fprintf(s->out, " on 0x%llx", (unsigned long long)f->obj);
+		fputc(')', s->out);
+	}
+	fmt_duration(t[1], sizeof(t[1]), in->running);
+	fmt_duration(t[2], sizeof(t[2]), in->runnable);
+	fmt_duration(t[3], sizeof(t[3]), in->suspended);
+	fmt_duration(t[4], sizeof(t[4]), in->offcpu);
+	fmt_duration(t[5], sizeof(t[5]), in->blocked);
+	fmt_duration(t[6], sizeof(t[6]), in->runq);
+	fprintf(s->out, "\n                  running %s, runnable %s, suspended %s, off-CPU %s "
+		"(blocked %s, run queue %s)\n", t[1], t[2], t[3], t[4], t[5], t[6]);
 }
 
 static void print_findings(struct summary *s, const struct model *m)
@@ -133,6 +161,11 @@ static void print_findings(struct summary *s, const struct model *m)
 			}
 			fprintf(s->out, "      %10s  0x%llx %s (pid %u)", d, (unsigned long long)f->id,
 				f->uid ? name : "(thread)", f->pid);
+			if (f->kind == FK_SLOW_SPAN) {
+				print_slow_span(s, f);
+				print_stack(s, m, f->stack);
+				continue;
+			}
 			if (f->kind == FK_UNMATCHED_SPAN) {
 				term_safe(name, sizeof(name), f->span, CORO_STR_LEN);
 				fprintf(s->out, ", span \"%s\"%s", name,
@@ -347,6 +380,7 @@ static void summary_finish(void *ctx, const struct model *m)
 	say_counters(s, m);
 	print_paths(s, m);
 	print_findings(s, m);
+	spanrep_print(s->out, m, "  ", SUMMARY_SPAN_NAMES);
 	if (s->ntop)
 		fprintf(s->out, "  longest suspended:\n");
 	for (int i = 0; i < s->ntop; i++) {
