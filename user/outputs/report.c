@@ -294,7 +294,8 @@ static void rv_finish(void *ctx, const struct model *m)
 				(unsigned long long)rows[i]->n, a, b, c,
 				(unsigned long long)rows[i]->switch_ins);
 		}
-		if (span_stats_any(&m->spans)) {
+		/* The summary above showed the first names; all of them only if there are more. */
+		if (spanrep_names(m) > SPANREP_SUMMARY_NAMES) {
 			fputc('\n', r->out);
 			spanrep_print(r->out, m, "", 0);
 		}

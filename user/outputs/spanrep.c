@@ -43,6 +43,14 @@ void spanrep_print(FILE *out, const struct model *m, const char *indent, size_t 
 			indent, n - shown);
 }
 
+size_t spanrep_names(const struct model *m)
+{
+	size_t n;
+
+	span_stats_names(&m->spans, &n);
+	return n;
+}
+
 void spanrep_json(struct obuf *o, const struct model *m)
 {
 	size_t n;

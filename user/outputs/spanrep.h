@@ -14,8 +14,13 @@
 
 struct obuf;
 
+/* Names the summary's table shows; `corobpf report` adds the full table only beyond them. */
+#define SPANREP_SUMMARY_NAMES 10
+
 /* The table, at most `max` names (0: all), with a line for the rest. */
 void spanrep_print(FILE *out, const struct model *m, const char *indent, size_t max);
+/* How many span names the model holds. */
+size_t spanrep_names(const struct model *m);
 /*
  * `,"spans":[{name, count, total_ns, p50_ns, ...}, ...]`: the JSONL span_stats
  * fields; nothing without spans.

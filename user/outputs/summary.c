@@ -84,7 +84,6 @@ static void summary_finding(void *ctx, const struct finding *f)
 
 /* The innermost frames of a finding's stack, one a line. */
 #define SUMMARY_FRAMES 6
-#define SUMMARY_SPAN_NAMES 10 /* names in the span table; the rest in the files */
 
 static void print_stack(struct summary *s, const struct model *m, u32 id)
 {
@@ -380,7 +379,7 @@ static void summary_finish(void *ctx, const struct model *m)
 	say_counters(s, m);
 	print_paths(s, m);
 	print_findings(s, m);
-	spanrep_print(s->out, m, "  ", SUMMARY_SPAN_NAMES);
+	spanrep_print(s->out, m, "  ", SPANREP_SUMMARY_NAMES);
 	if (s->ntop)
 		fprintf(s->out, "  longest suspended:\n");
 	for (int i = 0; i < s->ntop; i++) {
