@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,13 +290,19 @@ static bool exchange(struct execgate *g)
 	return true;
 }
 
-/* Kernel pseudo filesystems nobody execs from, and FUSE, whose daemon could stall the gate. */
+/*
+ * Kernel pseudo filesystems nobody execs from; and filesystems where the
+ * open the kernel makes for us when we read an event can wait on someone
+ * else: a FUSE daemon (any user can run one) or a network server. A gate
+ * stuck in that open would answer no exec on the machine.
+ */
 static bool skip_fstype(const char *t)
 {
 	static const char *const skip[] = {
 		"proc", "sysfs", "cgroup", "cgroup2", "devpts", "mqueue", "debugfs", "tracefs",
 		"securityfs", "pstore", "bpf", "configfs", "fusectl", "binfmt_misc", "autofs",
 		"efivarfs", "rpc_pipefs", "nsfs", "selinuxfs", "hugetlbfs",
+		"nfs", "nfs4", "cifs", "smb3", "9p", "ceph", "afs", "glusterfs", "virtiofs",
 	};
 
 	if (!strncmp(t, "fuse", 4))
@@ -352,8 +359,10 @@ static int mark_filesystems(struct execgate *g, bool first)
 		if (hmap_get(&g->marked, makedev(maj, min), 0))
 			continue;
 		hmap_put(&g->marked, makedev(maj, min), 0, (void *)1);
-		if (skip_fstype(type))
+		if (skip_fstype(type)) {
+			log_debug("exec gate: %s (%s) not marked", mnt, type);
 			continue;
+		}
 		unescape(mnt);
 		if (fanotify_mark(g->fan, FAN_MARK_ADD | FAN_MARK_FILESYSTEM | FAN_MARK_DONT_FOLLOW,
 				  FAN_OPEN_EXEC_PERM, AT_FDCWD, mnt) < 0) {
@@ -373,6 +382,11 @@ static int mark_filesystems(struct execgate *g, bool first)
 static void *gate_main(void *arg)
 {
 	struct execgate *g = arg;
+	sigset_t all;
+
+	/* Signals are the capture thread's (its stop flag): none interrupts an answer here. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
 
 	while (!__atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE)) {
 		struct pollfd p[3] = {
