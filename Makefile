@@ -100,8 +100,9 @@ $(OUT)/tests/test_%: tests/unit/test_%.c tests/unit/unit.h $(USER_LIB_OBJS) | $(
 unit: $(UNIT_BINS)
 	$(Q)for t in $(UNIT_BINS); do $$t || exit 1; done
 
+# LOAD=1: the suite under load (CPU hogs and an unrelated instrumented program).
 integration: corobpf tools
-	$(Q)python3 tests/integration/run.py
+	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py
 
 # The README's test command. Unit tests need no root; integration tests do. Then the
 # sanitizer build (unit tests and replays) and a short run of each fuzzer.
