@@ -647,6 +647,17 @@ static void start_exec_gate(struct capture *c)
 	if (!c->opts->exec_gate_ms || c->gate)
 		return;
 	c->gate = execgate_start(&go);
+	/*
+	 * A stopped corobpf answers no exec on the machine: Ctrl-Z, or a write to
+	 * the terminal from the background under `stty tostop`, do not stop it.
+	 * (SIGSTOP cannot be refused: the execs it holds meanwhile can be killed.)
+	 * The launched command was forked already, with its own dispositions.
+	 */
+	if (c->gate) {
+		signal(SIGTSTP, SIG_IGN);
+		signal(SIGTTOU, SIG_IGN);
+		signal(SIGTTIN, SIG_IGN);
+	}
 	if (c->gate && epoll_ctl(c->epfd, EPOLL_CTL_ADD, execgate_wake_fd(c->gate), &ev) < 0) {
 		log_warn("exec gate: epoll_ctl: %s; programs started later are attached after "
 			 "their exec", strerror(errno));
@@ -670,6 +681,13 @@ static void stop_exec_gate(struct capture *c)
 		    (unsigned long long)st.events, (unsigned long long)st.held,
 		    (unsigned long long)st.examined, (unsigned long long)st.max_wait_us,
 		    (unsigned long long)st.not_held, (unsigned long long)st.overflow);
+	if (st.poll_error)
+		log_warn("exec gate: poll: %s; it stopped holding execs before the end",
+			 strerror(st.poll_error));
+	if (st.marked_later || st.mark_errors || st.answer_errors)
+		log_verbose("exec gate: %llu filesystems mounted meanwhile marked, %llu could not be; "
+			    "%llu answers refused by the kernel", (unsigned long long)st.marked_later,
+			    (unsigned long long)st.mark_errors, (unsigned long long)st.answer_errors);
 	if (st.timeouts)
 		log_warn("exec gate: %llu exec%s ran after waiting %u ms, before corobpf had "
 			 "examined %s program (corobpf was busy): %s first probes can be missed",

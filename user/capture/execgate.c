@@ -98,9 +98,13 @@ static void allow(struct execgate *g, int fd)
 {
 	struct fanotify_response r = {.fd = fd, .response = FAN_ALLOW};
 
-	/* A failed write leaves the event to the kernel, which allows it when the group closes. */
+	/*
+	 * A failed write leaves the event to the kernel, which allows it when the
+	 * group closes. Not logged: the gate thread never writes to stderr, which
+	 * can be a pipe nobody reads.
+	 */
 	if (write(g->fan, &r, sizeof(r)) != sizeof(r))
-		log_debug("exec gate: answering fd %d: %s", fd, strerror(errno));
+		g->st.answer_errors++;
 	close(fd);
 	g->st.events++;
 }
@@ -282,8 +286,9 @@ static bool exchange(struct execgate *g)
 	if (g->nreqs) {
 		u64 one = 1;
 
-		if (write(g->wake_cap, &one, sizeof(one)) < 0)
-			log_debug("exec gate: waking the capture: %s", strerror(errno));
+		if (write(g->wake_cap, &one, sizeof(one)) < 0) {
+			/* Only when the counter is full: the capture is awake already. */
+		}
 	}
 	for (size_t i = 0; i < ngot; i++)
 		answered(g, got[i]);
@@ -360,7 +365,8 @@ static int mark_filesystems(struct execgate *g, bool first)
 			continue;
 		hmap_put(&g->marked, makedev(maj, min), 0, (void *)1);
 		if (skip_fstype(type)) {
-			log_debug("exec gate: %s (%s) not marked", mnt, type);
+			if (first)
+				log_debug("exec gate: %s (%s) not marked", mnt, type);
 			continue;
 		}
 		unescape(mnt);
@@ -368,13 +374,16 @@ static int mark_filesystems(struct execgate *g, bool first)
 				  FAN_OPEN_EXEC_PERM, AT_FDCWD, mnt) < 0) {
 			if (!first_err)
 				first_err = errno;
-			log_verbose("exec gate: cannot mark %s (%s): %s; execs from it are not held",
-				    mnt, type, strerror(errno));
+			if (first)
+				log_verbose("exec gate: cannot mark %s (%s): %s; execs from it are not "
+					    "held", mnt, type, strerror(errno));
+			else
+				g->st.mark_errors++;
 			continue;
 		}
 		marked++;
 		if (!first)
-			log_verbose("exec gate: %s (%s) mounted: its execs are held too", mnt, type);
+			g->st.marked_later++;
 	}
 	return marked || !first_err ? marked : -first_err;
 }
@@ -409,14 +418,15 @@ static void *gate_main(void *arg)
 		if (poll(p, ARRAY_SIZE(p), timeout) < 0) {
 			if (errno == EINTR)
 				continue;
-			log_warn("exec gate: poll: %s; execs are no longer held", strerror(errno));
+			g->st.poll_error = errno; /* said by execgate_stop's caller */
 			break;
 		}
 		if (p[1].revents & POLLIN) {
 			u64 v;
 
-			if (read(g->wake_gate, &v, sizeof(v)) < 0 && errno != EAGAIN)
-				log_debug("exec gate: wake: %s", strerror(errno));
+			/* EAGAIN: another read took it; nothing else can fail here. */
+			if (read(g->wake_gate, &v, sizeof(v)) < 0)
+				v = 0;
 		}
 		if (p[0].revents & POLLIN)
 			read_events(g);

@@ -64,6 +64,10 @@ struct execgate_stats {
 	u64 not_held;	 /* let go at once: too many waiting already (descriptors) */
 	u64 overflow;	 /* the kernel's queue overflowed: events it answered itself (allowed) */
 	u64 max_wait_us; /* the longest hold that ended with an answer */
+	u64 answer_errors; /* answers the kernel did not take (it allows those at the end) */
+	u64 marked_later;  /* filesystems mounted during the run, marked */
+	u64 mark_errors;   /* filesystems mounted during the run that could not be marked */
+	int poll_error;	   /* the gate stopped early on this errno (execs then run unheld) */
 };
 
 /*
