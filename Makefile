@@ -47,7 +47,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
-		    attachctx.c usdt.c) \
+		    attachctx.c usdt.c execgate.c) \
 		  user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
@@ -100,8 +100,9 @@ $(OUT)/tests/test_%: tests/unit/test_%.c tests/unit/unit.h $(USER_LIB_OBJS) | $(
 unit: $(UNIT_BINS)
 	$(Q)for t in $(UNIT_BINS); do $$t || exit 1; done
 
+# LOAD=1: the suite under load (CPU hogs and an unrelated instrumented program).
 integration: corobpf tools
-	$(Q)python3 tests/integration/run.py
+	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py
 
 # The README's test command. Unit tests need no root; integration tests do. Then the
 # sanitizer build (unit tests and replays) and a short run of each fuzzer.

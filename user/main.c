@@ -111,6 +111,7 @@ enum {
 	OPT_STACK_BYTES,
 	OPT_SAMPLE_HZ,
 	OPT_SLOW_SPAN,
+	OPT_EXEC_GATE,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -139,6 +140,10 @@ static const struct argp_option trace_options[] = {
 	{"follow", OPT_FOLLOW, NULL, 0,
 	 "Also trace the processes the targets fork, theirs in turn, and what they exec "
 	 "(corobpf probes only)",
+	 0},
+	{"exec-gate", OPT_EXEC_GATE, "MS", 0,
+	 "With -a or --follow: hold the exec of a program not examined yet until it is attached, "
+	 "at most MS ms (default 1000; 0: never hold)",
 	 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
@@ -327,6 +332,9 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_FOLLOW:
 		a->follow = true;
+		return 0;
+	case OPT_EXEC_GATE:
+		a->exec_gate_ms = (u32)parse_count(state, "exec-gate", arg, 0, 60000);
 		return 0;
 	case OPT_STACKS:
 		if (!arg || !strcmp(arg, "dwarf"))
@@ -555,6 +563,7 @@ static int parse_live(int argc, char **argv, const struct argp *how, struct trac
 	const struct argp argp = *how;
 
 	a->t.ring_bytes = 16ULL << 20;
+	a->t.exec_gate_ms = 1000;
 	analyze_opts_default(&a->c.an);
 	if (split_command(&argc, argv, &a->t))
 		return EXIT_USAGE;

@@ -48,6 +48,7 @@ struct trace_opts {
 	u32 stack_bytes;     /* --stack-bytes (0: the default) */
 	u32 sample_hz;	     /* --sample-hz */
 	bool sample_hz_set;
+	u32 exec_gate_ms;    /* --exec-gate: -a, --follow: longest hold of a new program's exec (0: off) */
 };
 
 /* report: a replay. */

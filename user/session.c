@@ -419,6 +419,7 @@ static void session_init_live(struct session *s, const struct trace_opts *t)
 	co->no_sched = t->no_sched;
 	co->system_wide = t->all;
 	co->follow = t->follow;
+	co->exec_gate_ms = t->exec_gate_ms;
 	co->comm = t->comm;
 	co->switch_families = t->switch_families;
 	co->switch_forced = t->switch_given;

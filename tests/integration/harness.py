@@ -270,3 +270,30 @@ def attacker_dir(name):
         import atexit
         atexit.register(shutil.rmtree, d, True)
     return d
+
+
+# ---- LOAD=1: the suite on a busy machine ----
+
+class Load:
+    """CPU hogs (one per CPU) and an unrelated instrumented program, running for the whole
+    suite: every test must assert what it means whatever else runs (its own processes, the
+    scenario's thresholds, the losses the trailer counts)."""
+
+    def __init__(self):
+        self.procs = []
+
+    def start(self):
+        hog = "while True: pass"
+        for _ in range(os.cpu_count() or 1):
+            self.procs.append(subprocess.Popen([sys.executable, "-c", hog]))
+        # build/demo: coroutines on two workers at 200 requests/s, for as long as the suite runs.
+        self.procs.append(subprocess.Popen([os.path.join(BUILD, "demo"), "-d", "1000000"],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        return self
+
+    def stop(self):
+        for p in self.procs:
+            p.kill()
+        for p in self.procs:
+            p.wait()
+        self.procs = []

@@ -13,7 +13,10 @@ module's tests in the order they are written.
     python3 tests/integration/run.py            # all
     python3 tests/integration/run.py attach     # tests whose name contains "attach"
     KEEP=1 python3 tests/integration/run.py     # keep the work directory
+    LOAD=1 python3 tests/integration/run.py     # under load: a CPU hog per CPU and an unrelated
+                                                # instrumented program (build/demo) all along
 """
+import atexit
 import os
 import sys
 import time
@@ -54,6 +57,10 @@ def main():
         print("SKIP integration tests: %s (they need root and a BPF-capable kernel)" % why)
         return 0
     failed, ran = [], 0
+    if os.environ.get("LOAD") == "1":
+        load = Load().start()
+        atexit.register(load.stop)
+        print("under load: %d CPU hogs and build/demo running" % (len(load.procs) - 1), flush=True)
     for t in TESTS:
         if wanted and not any(w in t.__name__ for w in wanted):
             continue

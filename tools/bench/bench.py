@@ -21,6 +21,9 @@ Sections:
   replay     events/s and peak RSS replaying synthetic captures to each output
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
+  exec_cost  what -a adds to an exec: a loop of /bin/true without corobpf, under -a with
+             the exec gate off and on, and under -a for programs never seen (each exec of
+             a fresh copy held until examined): median per exec and ratios
   scale      a million coroutines (100,000 alive at once) traced live to JSONL,
              Perfetto and SQLite: peak RSS, and the memory per live coroutine
 
@@ -569,6 +572,64 @@ def scale(res):
     res["scale"] = row
 
 
+def exec_loop(cmds):
+    """Wall seconds of each exec + exit + wait of cmds, one after the other."""
+    ts = []
+    for cmd in cmds:
+        t0 = time.perf_counter()
+        pid = os.posix_spawn(cmd[0], cmd, os.environ)
+        os.waitpid(pid, 0)
+        ts.append(time.perf_counter() - t0)
+    return ts
+
+
+def exec_cost(res):
+    """-a's exec gate: the time of an exec of /bin/true without corobpf, under -a without the
+    gate, with it (a program examined already: one round trip to corobpf), and of programs
+    never seen (a fresh copy each time, held until corobpf has examined it)."""
+    n = 50 if QUICK else 300
+    true = shutil.which("true") or "/bin/true"
+    rows = {"none": [], "all_gate_off": [], "all_gate": [], "all_gate_new_programs": []}
+    modes = (("none", None), ("all_gate_off", ["--exec-gate", "0"]), ("all_gate", []),
+             ("all_gate_new_programs", []))
+    for r in range(RUNS):
+        copies = []
+        d = tempfile.mkdtemp(prefix="exec-", dir=WORK)
+        for i in range(n):
+            c = os.path.join(d, "true%d" % i)
+            shutil.copy2(true, c)
+            copies.append([c])
+        for name, extra in modes:
+            tr = None
+            if extra is not None:
+                err = os.path.join(WORK, "exec-%s.err" % name)
+                ef = open(err, "w")
+                tr = subprocess.Popen([COROBPF, "-a", "-o", os.path.join(WORK, "exec.jsonl"), "--force"]
+                                      + extra, stderr=ef, stdout=subprocess.DEVNULL)
+                end = time.time() + 30
+                while "tracing every" not in open(err).read():
+                    if time.time() > end or tr.poll() is not None:
+                        raise RuntimeError("corobpf -a did not start: " + open(err).read())
+                    time.sleep(0.05)
+            try:
+                cmds = copies if name == "all_gate_new_programs" else [[true]] * n
+                exec_loop([[true]] * 5)  # warm
+                rows[name].append(median(exec_loop(cmds)) * 1e6)
+            finally:
+                if tr:
+                    tr.send_signal(signal.SIGINT)
+                    tr.wait(timeout=60)
+                    ef.close()
+        shutil.rmtree(d, ignore_errors=True)
+    base = median(rows["none"])
+    row = {"execs_per_run": n, "runs": RUNS}
+    for k, v in rows.items():
+        row[k + "_us"] = median(v)
+        row[k + "_us_min"], row[k + "_us_max"] = min(v), max(v)
+        row[k + "_ratio"] = median(v) / base
+    res["exec_cost"] = row
+
+
 def table(res):
     lines = ["corobpf bench (%s, kernel %s, %s CPUs%s)" % (res["machine"]["cpu"], res["machine"]["kernel"],
                                                        res["machine"]["cpus"], ", quick" if QUICK else ""),
@@ -652,6 +713,14 @@ def table(res):
     if l:
         lines.append("loss at full rate: %d events in %d s (%.0f/s), %d lost, %d MiB ring" % (
             l["events"], l["seconds"], l["events_per_s"], l["lost"], l["ring_mib"]))
+    ex = res.get("exec_cost")
+    if ex:
+        lines.append("exec of /bin/true (median of %d, %d runs): %.0f us alone; under -a: gate off %.0f us "
+                     "(%.2fx), gate on %.0f us (%.2fx); a program never seen, held until examined: "
+                     "%.0f us (%.2fx)" % (
+                         ex["execs_per_run"], ex["runs"], ex["none_us"], ex["all_gate_off_us"],
+                         ex["all_gate_off_ratio"], ex["all_gate_us"], ex["all_gate_ratio"],
+                         ex["all_gate_new_programs_us"], ex["all_gate_new_programs_ratio"]))
     sc = res.get("scale")
     if sc:
         lo, hi = sc["lives"]
@@ -669,7 +738,8 @@ def main():
         return 1
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
-    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, replay, loss, scale):
+    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, replay, loss, scale,
+                 exec_cost):
         if not only or step.__name__ in only:
             step(res)
     text = table(res)

@@ -670,6 +670,72 @@ void attach_scan_global(struct attach_ctx *a, u32 pid, bool late)
 	for_each_new_object(pid, &a->global_objects, global_object, a, &late);
 }
 
+static bool image_ld_env(u32 pid, char **lib, char **preload);
+
+/* -a, --follow: one object ld.so will map for a program held at its exec, once per (dev, inode). */
+static void exec_needed_object(struct attach_ctx *a, const char *path)
+{
+	char fdp[32];
+	struct stat st;
+	int fd = open_regular(path);
+
+	if (fd < 0)
+		return; /* ld.so will not map it either, or it is found at its mapping */
+	if (fstat(fd, &st) == 0 && !hmap_get(&a->global_objects, st.st_dev, st.st_ino)) {
+		hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
+		fd_path(fdp, fd);
+		a->global_sites += attach_object_pid(a, -1, fdp, path, false);
+		if (is_ldso(path))
+			attach_libload_pid(a, -1, fdp);
+	}
+	close(fd);
+}
+
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
+{
+	char fdp[32], link[64], shown[4096], **paths = NULL, err[512], *lib = NULL, *preload = NULL;
+	struct ld_opts ldo = {0};
+	size_t npaths = 0;
+	struct stat st;
+	ssize_t n;
+
+	if (fstat(fd, &st) < 0)
+		return;
+	fd_path(fdp, fd);
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = readlink(link, shown, sizeof(shown) - 1);
+	shown[n > 0 ? n : 0] = 0;
+	if (changed)
+		hmap_del(&a->global_objects, st.st_dev, st.st_ino);
+	if (!hmap_get(&a->global_objects, st.st_dev, st.st_ino)) {
+		hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
+		a->global_sites += attach_object_pid(a, -1, fdp, shown, false);
+		if (is_ldso(shown))
+			attach_libload_pid(a, -1, fdp);
+	}
+	/*
+	 * What ld.so will map. The search starts from the path the file was
+	 * exec'd under ($ORIGIN) and the environment of the process before its
+	 * exec (the new one is not readable yet): a library found another way
+	 * is attached when ld.so maps it, late, as without the gate. Whatever
+	 * those paths lead to is only examined, and attached if it has probes.
+	 */
+	if (n <= 0 || shown[0] != '/' || is_ldso(shown) || !elf_is_elf(fdp))
+		return;
+	if (image_ld_env(pid, &lib, &preload)) {
+		ldo.library_path = lib;
+		ldo.preload = preload;
+	}
+	if (ld_resolve_needed(shown, &paths, &npaths, &ldo, err, sizeof(err)) < 0)
+		log_debug("exec gate: cannot resolve the libraries of %s: %s", shown, err);
+	for (size_t i = 0; i < npaths; i++)
+		exec_needed_object(a, paths[i]);
+	ld_paths_free(paths, npaths);
+	ld_opts_release(&ldo);
+	free(lib);
+	free(preload);
+}
+
 /* execvp's search, done before the fork so the attach and the exec see one file. */
 static char *resolve_command(const char *cmd)
 {

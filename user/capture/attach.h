@@ -7,6 +7,7 @@
  *   attach_scan_process   -p PID: the objects it maps, opened safely (safeopen.h)
  *   attach_switch_path    then, without probes (or with --switch): its switch functions
  *   attach_scan_global    -a, --follow: an object attached once for every process
+ *   attach_exec_object    -a, --follow: a program held at its exec (execgate.h), and its libraries
  *   attach_launch_prepare -- CMD: fork it held, attach to what it will load, before it runs
  *   attach_launch_image   -- SCRIPT: the same for each image it execs, held at that exec
  *
@@ -80,6 +81,14 @@ int attach_scan_process(struct attach_ctx *a, struct target *t, bool late);
 int attach_switch_path(struct attach_ctx *a, struct target *t);
 /* -a, --follow: attach (for every process) to the objects pid maps that carry probes. */
 void attach_scan_global(struct attach_ctx *a, u32 pid, bool late);
+
+/*
+ * -a, --follow, the exec gate (execgate.h): the file process pid is exec'ing
+ * (fd, the very file), and what ld.so will map with it, examined and
+ * attached for every process, before the program runs. changed: the file
+ * was examined before with other change times (rewritten in place).
+ */
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed);
 
 /* -- CMD: the command, and what attach_launch_prepare gives back of the child it forks. */
 struct attach_launch {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <poll.h>
 #include <pthread.h>
 #include <linux/capability.h>
 #include <sys/resource.h>
@@ -177,6 +178,9 @@ int capture_preflight(void)
 	}
 	return 0;
 }
+
+/* The epoll tag of the exec gate's wake descriptor (target indexes and the ring have theirs). */
+#define GATE_EPOLL_TAG (UINT64_MAX - 1)
 
 /* ---- records into the sink ---- */
 
@@ -623,12 +627,82 @@ static void attach_all_processes(struct capture *c)
 	closedir(d);
 }
 
+/* The exec gate's examination: a program held at its exec, attached with its libraries. */
+static void gate_examine(void *ctx, int fd, u32 pid, bool changed)
+{
+	struct capture *c = ctx;
+
+	attach_exec_object(&c->attach, fd, pid, changed);
+}
+
+/* -a, --follow: new programs held at their exec until attached (execgate.h). */
+static void start_exec_gate(struct capture *c)
+{
+	struct execgate_opts go = {
+		.timeout_ms = c->opts->exec_gate_ms,
+		.traced_map_fd = c->opts->follow ? bpf_map__fd(c->skel->maps.traced) : -1,
+	};
+	struct epoll_event ev = {.events = EPOLLIN, .data.u64 = GATE_EPOLL_TAG};
+
+	if (!c->opts->exec_gate_ms || c->gate)
+		return;
+	c->gate = execgate_start(&go);
+	/*
+	 * A stopped corobpf answers no exec on the machine: Ctrl-Z, or a write to
+	 * the terminal from the background under `stty tostop`, do not stop it.
+	 * (SIGSTOP cannot be refused: the execs it holds meanwhile can be killed.)
+	 * The launched command was forked already, with its own dispositions.
+	 */
+	if (c->gate) {
+		signal(SIGTSTP, SIG_IGN);
+		signal(SIGTTOU, SIG_IGN);
+		signal(SIGTTIN, SIG_IGN);
+	}
+	if (c->gate && epoll_ctl(c->epfd, EPOLL_CTL_ADD, execgate_wake_fd(c->gate), &ev) < 0) {
+		log_warn("exec gate: epoll_ctl: %s; programs started later are attached after "
+			 "their exec", strerror(errno));
+		execgate_stop(c->gate, NULL);
+		c->gate = NULL;
+	}
+}
+
+/* The gate's answers end with the capture: what it held and let go, said. */
+static void stop_exec_gate(struct capture *c)
+{
+	struct execgate_stats st;
+
+	if (!c->gate)
+		return;
+	epoll_ctl(c->epfd, EPOLL_CTL_DEL, execgate_wake_fd(c->gate), NULL);
+	execgate_stop(c->gate, &st);
+	c->gate = NULL;
+	log_verbose("exec gate: %llu execs answered, %llu held for %llu examinations (longest "
+		    "hold %llu us), %llu let go unheld (too many waiting), %llu queue overflows",
+		    (unsigned long long)st.events, (unsigned long long)st.held,
+		    (unsigned long long)st.examined, (unsigned long long)st.max_wait_us,
+		    (unsigned long long)st.not_held, (unsigned long long)st.overflow);
+	if (st.poll_error)
+		log_warn("exec gate: poll: %s; it stopped holding execs before the end",
+			 strerror(st.poll_error));
+	if (st.marked_later || st.mark_errors || st.answer_errors)
+		log_verbose("exec gate: %llu filesystems mounted meanwhile marked, %llu could not be; "
+			    "%llu answers refused by the kernel", (unsigned long long)st.marked_later,
+			    (unsigned long long)st.mark_errors, (unsigned long long)st.answer_errors);
+	if (st.timeouts)
+		log_warn("exec gate: %llu exec%s ran after waiting %u ms, before corobpf had "
+			 "examined %s program (corobpf was busy): %s first probes can be missed",
+			 (unsigned long long)st.timeouts, st.timeouts == 1 ? "" : "s",
+			 c->opts->exec_gate_ms, st.timeouts == 1 ? "its" : "their",
+			 st.timeouts == 1 ? "its" : "their");
+}
+
 int capture_attach(struct capture *c)
 {
 	u32 sites = 0, via_script = 0;
 
 	if (c->opts->system_wide) {
 		attach_all_processes(c);
+		start_exec_gate(c);
 		if (c->attach.global_sites)
 			log_verbose("attached %u probe sites in %zu objects, for every process",
 				    c->attach.global_sites, (size_t)c->attach.global_objects.len);
@@ -638,6 +712,8 @@ int capture_attach(struct capture *c)
 		return 0;
 	}
 
+	if (c->opts->follow)
+		start_exec_gate(c);
 	for (size_t i = 0; i < c->ntargets; i++) {
 		struct target *t = &c->targets[i];
 		int ret;
@@ -822,6 +898,20 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		int e = 0;
 		ssize_t n;
 
+		/* --follow: the exec may wait at the exec gate, which waits for us meanwhile. */
+		while (c->gate) {
+			struct pollfd p[2] = {{.fd = c->launch.launch_err_fd, .events = POLLIN},
+					      {.fd = execgate_wake_fd(c->gate), .events = POLLIN}};
+
+			if (poll(p, 2, -1) < 0 && errno != EINTR)
+				break;
+			if (p[0].revents)
+				break;
+			if (p[1].revents) {
+				execgate_serve(c->gate, gate_examine, c);
+				emit_found(c);
+			}
+		}
 		/* EOF: the exec closed the pipe; an errno: it failed. */
 		while ((n = read(c->launch.launch_err_fd, &e, sizeof(e))) < 0 && errno == EINTR)
 			;
@@ -855,6 +945,12 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		/* Read the ring whatever woke us: submits do not wake us per event. */
 		ring_buffer__consume(c->rb);
 		for (int i = 0; i < n; i++) {
+			if (evs[i].data.u64 == GATE_EPOLL_TAG && c->gate) {
+				/* Programs held at their exec: attached, then let go. */
+				execgate_serve(c->gate, gate_examine, c);
+				emit_found(c);
+				continue;
+			}
 			if (evs[i].data.u64 != UINT64_MAX && evs[i].data.u64 < c->ntargets)
 				target_exited(c, &c->targets[evs[i].data.u64]);
 		}
@@ -920,6 +1016,7 @@ out:
 	 */
 	c->skel->bss->stopped = 1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
@@ -1031,6 +1128,7 @@ void capture_kill_child(struct capture *c)
 
 void capture_close(struct capture *c)
 {
+	stop_exec_gate(c);
 	if (c->detaching) {
 		pthread_join(c->detacher, NULL);
 		c->detaching = false;

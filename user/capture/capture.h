@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include "attach.h"
 #include "attachctx.h"
+#include "execgate.h"
 #include "recsink.h"
 #include "ringev.h"
 #include "stackres.h"
@@ -58,6 +59,8 @@ struct capture_opts {
 	u32 stack_bytes;  /* dwarf: bytes of user stack copied per event */
 	u32 stack_map;	  /* fp: entries of the kernel stack map */
 	u32 sample_hz;	  /* --stacks: perf-event samples of running coroutines per second per CPU (0: none) */
+	/* -a, --follow: the exec gate's longest hold (execgate.h); 0: no gate. */
+	u32 exec_gate_ms;
 };
 
 struct capture {
@@ -78,6 +81,7 @@ struct capture {
 	const struct record_sink *sink; /* capture_run's */
 	u32 end_reason;
 	struct stack_resolver *stk; /* --stacks */
+	struct execgate *gate; /* -a, --follow: execs held until attached (execgate.h), or NULL */
 };
 
 /* Set by the signal handlers (the signal number); capture_run stops when it sees it. */
