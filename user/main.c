@@ -591,7 +591,8 @@ static int cmd_ps(int argc, char **argv)
 
 	memcpy(opts, trace_options, sizeof(opts));
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
-		if (opts[i].key == 'a' || opts[i].key == OPT_COMM || opts[i].key == OPT_FOLLOW)
+		if (opts[i].key == 'a' || opts[i].key == OPT_COMM || opts[i].key == OPT_FOLLOW ||
+		    opts[i].key == OPT_EXEC_GATE)
 			opts[i].flags |= OPTION_HIDDEN;
 		else if (opts[i].key == 'p')
 			opts[i].doc = "Look at this running process (repeatable)";
