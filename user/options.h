@@ -50,6 +50,12 @@ struct trace_opts {
 	bool sample_hz_set;
 };
 
+/* top: a live capture (trace_opts) shown as it runs. */
+struct top_opts {
+	double interval; /* --interval: seconds between refreshes (0: 1) */
+	bool batch;	 /* --batch: text snapshots on stdout even on a terminal */
+};
+
 /* report: a replay. */
 struct report_opts {
 	const char *capture; /* a raw capture or a JSONL trace (plain or .gz) */
