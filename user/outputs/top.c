@@ -562,10 +562,15 @@ static void put_cols(int y, int x, const char *s, int n, bool pad)
 		addch(' ');
 }
 
+/* The fixed columns take 90 characters with OBJECT, 75 without (the detail view shows it). */
+static bool show_object(void)
+{
+	return COLS >= 90 + 16;
+}
+
 static int name_width(void)
 {
-	/* PID 8, ID 15, STATE 10, FOR 9, TID 8, REASON 7, OBJECT 15, SWITCHES 9, RUNNING 9 */
-	int w = COLS - 90;
+	int w = COLS - (show_object() ? 90 : 75);
 
 	return w < 8 ? 8 : w > 40 ? 40 : w;
 }
@@ -611,9 +616,11 @@ static void draw_table(struct top *t, int y0, int rows)
 	int nw = name_width();
 	char line[1024];
 
-	snprintf(line, sizeof(line), "%-7s %-14s %-*s %-9s %8s %7s %-6s %-14s %8s %8s",
-		 "1:PID", "2:ID", nw, "3:NAME", "4:STATE", "5:FOR", "6:TID", "7:WAIT", "OBJECT",
-		 "8:SWITCH", "9:RUN");
+	bool wobj = show_object();
+
+	snprintf(line, sizeof(line), "%-7s %-14s %-*s %-9s %8s %7s %-6s %-*s%s%8s %8s",
+		 "1:PID", "2:ID", nw, "3:NAME", "4:STATE", "5:FOR", "6:TID", "7:WAIT", wobj ? 14 : 0,
+		 wobj ? "OBJECT" : "", wobj ? " " : "", "8:SWITCH", "9:RUN");
 	attron(A_REVERSE);
 	put_cols(y0, 0, line, COLS, true);
 	attroff(A_REVERSE);
@@ -641,9 +648,9 @@ static void draw_table(struct top *t, int y0, int rows)
 		snprintf(line, sizeof(line), "%-7u %-14s ", r->pid, id);
 		put_cols(y0 + 1 + i, 0, line, COLS, false);
 		put_cols(y0 + 1 + i, 23, name, nw, true);
-		snprintf(line, sizeof(line), " %-9s %8s %7u %-6s %-14s %8llu %8s",
-			 coro_state_name(r->state), dur, r->tid, row_reason(r), obj,
-			 (unsigned long long)r->switch_ins, run);
+		snprintf(line, sizeof(line), " %-9s %8s %7u %-6s %-*s%s%8llu %8s",
+			 coro_state_name(r->state), dur, r->tid, row_reason(r), wobj ? 14 : 0,
+			 wobj ? obj : "", wobj ? " " : "", (unsigned long long)r->switch_ins, run);
 		put_cols(y0 + 1 + i, 23 + nw, line, COLS - 23 - nw, true);
 		if (k == t->sel)
 			attroff(A_REVERSE);
@@ -686,7 +693,7 @@ static void draw_detail(struct top *t)
 	const struct top_snap *s = &t->snap;
 	const struct top_row *r = &s->d;
 	char line[1024], name[TOP_NAME_SAFE], dur[32], run[32], obj[32];
-	int y = 4, w = COLS - 13;
+	int y = 4, w = COLS - 15;
 
 	if (!s->detail_found) {
 		put_cols(y, 0, "the coroutine has ended (Esc: back to the table)", COLS, true);
@@ -752,9 +759,9 @@ static void draw_detail(struct top *t)
 		cells[w] = 0;
 		fmt_dur(span_s, sizeof(span_s), span);
 		snprintf(label, sizeof(label), "last %s", span_s);
-		put_cols(y, 0, label, 11, true);
-		put_cols(y++, 12, cells, w, true);
-		put_cols(y++, 0, "            # running  + runnable  . suspended  n new  ? unknown  "
+		put_cols(y, 0, label, 13, true);
+		put_cols(y++, 14, cells, w, true);
+		put_cols(y++, 0, "              # running  + runnable  . suspended  n new  ? unknown  "
 			 "(blank: not seen)", COLS, true);
 	}
 	y++;
@@ -762,7 +769,10 @@ static void draw_detail(struct top *t)
 	snprintf(line, sizeof(line), "  now      %-9s %-6s for %s", coro_state_name(r->state),
 		 row_reason(r), dur);
 	put_cols(y++, 0, line, COLS, true);
-	for (u32 j = 0; j < s->d_hist.n && y < LINES - 2 - (int)s->nd_lines; j++) {
+	/* The states first, at least four of them; the stacks and findings in what is left. */
+	int last = MAX(y + 4, LINES - 3 - (int)s->nd_lines - (t->cfg.stacks ? 0 : 1));
+
+	for (u32 j = 0; j < s->d_hist.n && y < last && y < LINES - 1; j++) {
 		const struct top_interval *iv =
 			&s->d_hist.iv[(s->d_hist.next + TOP_HIST - 1 - j) % TOP_HIST];
 		char ago[32], len[32];
