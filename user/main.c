@@ -449,7 +449,7 @@ static const char top_doc[] =
 	"targets run on, unharmed; with -- CMD, corobpf then waits for the command. -o FILE "
 	"also records, as corobpf trace does, and the files are finished when top ends. When "
 	"stdout is not a terminal (or with --batch), a text snapshot is printed every "
-	"interval instead, and one at the end: a line \"# corobpf top\" with key=value "
+	"interval instead (one at the end of a run shorter than that): a line \"# corobpf top\" with key=value "
 	"figures, the line \"" "PID ID STATE FOR TID REASON OBJECT SWITCHES RUNNING NAME" "\", "
 	"a line per coroutine, blank-separated with NAME last, \"# findings N\" and the newest "
 	"findings, then an empty line (docs/top.md). Coroutines appear once they fire a probe.\n"

@@ -22,6 +22,7 @@
 #define TOP_FINDINGS_TEXT 10   /* of which a text snapshot prints */
 #define TOP_FINDING_LEN 320
 #define TOP_FRAMES 8	       /* per stack in the detail view */
+#define TOP_DETAIL_FINDINGS 8  /* findings in the detail view */
 #define TOP_NAME_SAFE TERM_SAFE_MAX(CORO_STR_LEN)
 
 /* The table's columns, in the screen's order; the keys 1-9 sort by them. */
@@ -100,6 +101,7 @@ struct top {
 	pthread_cond_t wake;
 	pthread_t thread;
 	bool started, stopping, screen;
+	bool printed; /* text: a snapshot was printed */
 	u64 t0;
 
 	/* Findings as they are made: a ring, newest at (fnext - 1). */
@@ -352,11 +354,14 @@ static void snap_detail(struct top *t, const struct coro *c, u64 now)
 		snap_stack(s, t->m, "spawned at", c->create_stack);
 		snap_stack(s, t->m, "parked at", c->park_stack);
 	}
-	for (u64 i = t->nfindings - nf; i < t->nfindings; i++) {
-		const struct finding *f = &t->findings[i % TOP_FINDINGS];
+	/* Its findings among those kept, newest first. */
+	for (u64 i = t->nfindings, n = 0; i > t->nfindings - nf && n < TOP_DETAIL_FINDINGS; i--) {
+		const struct finding *f = &t->findings[(i - 1) % TOP_FINDINGS];
 
 		if (f->uid != c->uid || f->pid != c->pid)
 			continue;
+		if (!n++)
+			snap_add_line(s, "its findings (newest first):");
 		fmt_finding(t, f, line, sizeof(line));
 		snap_add_line(s, line);
 	}
@@ -1041,6 +1046,7 @@ static void text_loop(struct top *t)
 			break;
 		take_snapshot(t);
 		print_text(t, stdout);
+		t->printed = true;
 	}
 }
 
@@ -1135,8 +1141,8 @@ void top_stop(struct top *t)
 	if (t->held_err)
 		fclose(t->held_err);
 	t->held_err = NULL;
-	if (!t->screen) {
-		/* The state at the end, whatever the interval. */
+	if (!t->screen && !t->printed) {
+		/* A run shorter than the interval: its state at the end. */
 		take_snapshot(t);
 		print_text(t, stdout);
 	}
