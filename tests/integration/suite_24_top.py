@@ -136,6 +136,16 @@ def top_shows_the_demo_coroutines_sorts_filters_and_details():
         objs = {r["obj"] for r in rows(s) if r["name"].startswith("db-worker-")}
         check(len(objs) == 1 and objs.pop().startswith("0x"), "the workers' wait object:\n" + s)
 
+        # space: paused, the view frozen (the demo runs on); space again: live.
+        t.keys("Space")
+        s = t.wait(lambda s: "[PAUSED]" in s.splitlines()[0], "[PAUSED]")
+        frozen = s.splitlines()[1:3]
+        time.sleep(2.5)  # longer than two refreshes: nothing may change meanwhile
+        eq(t.screen().splitlines()[1:3], frozen, "the header while paused")
+        t.keys("Space")
+        t.wait(lambda s: "[PAUSED]" not in s.splitlines()[0] and s.splitlines()[2] != frozen[1],
+               "the view live again")
+
         # 3: by name, ascending; again: descending.
         t.keys("3")
         s = t.wait(lambda s: "sort: NAME " in s.splitlines()[0] + " "
@@ -265,7 +275,9 @@ def top_prints_text_snapshots_when_stdout_is_no_terminal():
     """Not a terminal: a snapshot about every second with the documented header and columns;
     the demo's coroutines in them, with the pid and ids the JSONL written by -o gives them."""
     jl = work("top-text.jsonl")
-    p = corobpf(["top", "-o", jl, "--", DEMO, "-d", "3.5", "-r", "20"], timeout=120)
+    # --stall 0.09: every 100 ms sleep of metrics is a stall finding, shown as it is made.
+    p = corobpf(["top", "--stall", "0.09", "-o", jl, "--", DEMO, "-d", "3.5", "-r", "20"],
+                timeout=120)
     eq(p.returncode, 0, "corobpf top exit status (%s)" % p.stderr.strip())
     snaps = snapshots(p.stdout)
     check(len(snaps) >= 3, "%d snapshots in 3.5 s:\n%s" % (len(snaps), p.stdout))
@@ -287,6 +299,17 @@ def top_prints_text_snapshots_when_stdout_is_no_terminal():
         if all(n in by for n in NAMES) and all(demo_state_ok(by[n]) for n in NAMES):
             good = True
     check(good, "no snapshot shows the demo's coroutines in their states:\n" + p.stdout)
+    # Findings as they are made: counted in each snapshot, the newest listed, and every one of
+    # them in the JSONL written alongside.
+    found = [int(m) for m in re.findall(r"^# findings (\d+)$", p.stdout, re.M)]
+    eq(len(found), len(snaps), "findings lines")
+    check(found == sorted(found) and found[-1] > 0, "findings counted as made: %r" % found)
+    stalls = re.findall(r"^\+[\d.]+s stall pid %d %s metrics for ([\d.]+ms) sleep$"
+                        % (pid, ids["metrics"]), p.stdout, re.M)
+    check(stalls and all(90 <= ns(d) / 1e6 < 1000 for d in stalls),
+          "metrics' 100 ms sleeps as stalls:\n" + p.stdout)
+    jf = [r for r in trace.records if r["type"] == "finding"]
+    check(len(jf) >= found[-1], "%d findings in the JSONL, %d shown" % (len(jf), found[-1]))
     check("\x1b" not in p.stdout, "an escape character in the snapshots")
 
 
