@@ -102,6 +102,7 @@ struct top {
 	pthread_t thread;
 	bool started, stopping, screen;
 	bool printed; /* text: a snapshot was printed */
+	SCREEN *scr;
 	u64 t0;
 
 	/* Findings as they are made: a ring, newest at (fnext - 1). */
@@ -1074,6 +1075,7 @@ static bool screen_open(struct top *t)
 	if (!scr)
 		return false;
 	set_term(scr);
+	t->scr = scr;
 	cbreak();
 	noecho();
 	nonl();
@@ -1110,6 +1112,8 @@ int top_start(struct top *t)
 	if (err) {
 		if (t->screen)
 			endwin();
+		delscreen(t->scr);
+		t->scr = NULL;
 		return -err;
 	}
 	t->started = true;
@@ -1126,6 +1130,9 @@ void top_stop(struct top *t)
 	pthread_mutex_unlock(&t->wake_lock);
 	pthread_join(t->thread, NULL);
 	t->started = false;
+	if (t->scr)
+		delscreen(t->scr); /* the view's thread ended the screen (endwin) */
+	t->scr = NULL;
 	if (t->saved_err >= 0) {
 		char buf[4096];
 		size_t n;
