@@ -1048,6 +1048,12 @@ static void text_loop(struct top *t)
 		take_snapshot(t);
 		print_text(t, stdout);
 		t->printed = true;
+		if (ferror(stdout)) {
+			/* Nobody reads any more (`| head`): end as q would. */
+			if (t->cfg.stop)
+				*t->cfg.stop = SIGINT;
+			break;
+		}
 	}
 }
 
@@ -1148,7 +1154,7 @@ void top_stop(struct top *t)
 	if (t->held_err)
 		fclose(t->held_err);
 	t->held_err = NULL;
-	if (!t->screen && !t->printed) {
+	if (!t->screen && !t->printed && !ferror(stdout)) {
 		/* A run shorter than the interval: its state at the end. */
 		take_snapshot(t);
 		print_text(t, stdout);
