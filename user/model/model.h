@@ -278,12 +278,13 @@ static inline u64 model_nprocesses(const struct model *m)
 {
 	return m->procs.len;
 }
+
 /*
  * Iteration over the live coroutines (an ended one is handed to the
  * observers, then no longer listed), in an order that depends only on the
- * input: `it` starts at
- * 0; NULL at the end. The model must not change meanwhile: a live view
- * (top.h) iterates while it holds the capture thread off.
+ * input: `it` starts at 0; NULL at the end. The model must not change
+ * meanwhile: a live view (top.h) iterates while it holds the capture
+ * thread off.
  */
 static inline const struct coro *model_next_coro(const struct model *m, size_t *it)
 {
