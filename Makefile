@@ -22,7 +22,9 @@ VERSION := 0.1.0
 CFLAGS ?= -O3 -g
 override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iusdt $(USER_INCS)
-LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
+# corobpf top draws with ncurses: the wide-character library where pkg-config knows it.
+CURSES_LIBS := $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncurses)
+LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++ $(CURSES_LIBS)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf -Iusdt \
 	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
 
@@ -47,8 +49,8 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
-		    attachctx.c usdt.c execgate.c) \
-		  user/session.c user/main.c
+		    attachctx.c usdt.c execgate.c ringfill.c) \
+		  user/outputs/top.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -81,6 +83,7 @@ $(USER_LIB_OBJS) $(USER_LIVE_OBJS): $(OUT)/%.o: %.c $(USER_HDRS) bpf/coro_abi.h 
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(OUT)/capture.o: $(OUT)/corobpf.skel.h
+$(OUT)/ringfill.o: $(OUT)/corobpf.skel.h
 
 corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
 	$(call msg,LINK,$@)

@@ -2,7 +2,7 @@
 /*
  * corobpf: the command line. Parses each command's options (options.h) and
  * hands them to a session (session.h), which does the run: trace (the
- * default), ps, report.
+ * default), ps, top, report.
  */
 #include <argp.h>
 #include <errno.h>
@@ -62,6 +62,8 @@ static const char trace_doc[] =
 	"  corobpf ps -p PID [-d SECS]            the live coroutines of PID seen in\n"
 	"                                         SECS (default 1): state, for how\n"
 	"                                         long, where each is parked\n"
+	"  corobpf top [-p PID...|-a|-- CMD]      the live coroutines, full screen,\n"
+	"                                         refreshed every second (top --help)\n"
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries they use (ucontext, Boost.Context, GNU "
@@ -112,6 +114,8 @@ enum {
 	OPT_SAMPLE_HZ,
 	OPT_SLOW_SPAN,
 	OPT_EXEC_GATE,
+	OPT_INTERVAL,
+	OPT_BATCH,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -465,6 +469,67 @@ static error_t parse_ps(int key, char *arg, struct argp_state *state)
 	return parse_trace(key, arg, state);
 }
 
+/* corobpf top: trace's options and its own. */
+struct top_args {
+	struct trace_args ta; /* first: parse_trace() reads the input as one */
+	struct top_opts top;
+};
+
+static const char top_doc[] =
+	"corobpf top: the live coroutines of the targets, on a full screen refreshed every "
+	"second: a header (processes, coroutines alive and by state, events per second, events "
+	"lost, how full the ring buffer is), a table of coroutines (PID, ID, NAME, STATE, FOR: "
+	"how long in that state, TID: the thread it runs or last ran on, WAIT: why it is "
+	"suspended, OBJECT: on what, SWITCH: times switched in, RUN: time running since first "
+	"seen), and the findings as they are made. Enter shows a coroutine's detail: its recent "
+	"states as a timeline and a list, with --stacks where it was spawned and where it "
+	"parked, and its findings.\n"
+	"\n"
+	"Keys: q quit, ? help, Up/Down/PgUp/PgDn/Home/End select, Enter detail, Esc back, "
+	"s/S sort by the next/previous column, 1-9 sort by that column (again: reverse), "
+	"r reverse, / filter by name, space or p pause.\n"
+	"\n"
+	"q stops tracing as Ctrl-C does in corobpf trace: the probes are detached and the "
+	"targets run on, unharmed; with -- CMD, corobpf then waits for the command. -o FILE "
+	"also records, as corobpf trace does, and the files are finished when top ends. When "
+	"stdout is not a terminal (or with --batch), a text snapshot is printed every "
+	"interval instead (one at the end of a run shorter than that): a line \"# corobpf "
+	"top\" with key=value figures, the line "
+	"\"PID ID STATE FOR TID REASON OBJECT SWITCHES RUNNING NAME\", "
+	"a line per coroutine, blank-separated with NAME last, \"# findings N\" and the newest "
+	"findings, then an empty line (docs/top.md). Coroutines appear once they fire a probe.\n"
+	"\v"
+	"Examples:\n"
+	"  sudo corobpf top -p 4242\n"
+	"  sudo corobpf top --stacks -o trace.pftrace -- ./server\n"
+	"  sudo corobpf top -a -d 5 > snapshots.txt\n"
+	"\n" EXIT_CODES_DOC;
+
+static const struct argp_option top_only_options[] = {
+	{"interval", OPT_INTERVAL, "SECS", 0, "Seconds between refreshes (default 1)", 0},
+	{"batch", OPT_BATCH, NULL, 0,
+	 "Text snapshots on stdout even on a terminal (always when stdout is not one)", 0},
+	{},
+};
+
+static error_t parse_top(int key, char *arg, struct argp_state *state)
+{
+	struct top_args *a = state->input;
+	char *end;
+
+	switch (key) {
+	case OPT_INTERVAL:
+		a->top.interval = strtod(arg, &end);
+		if (*end || !(a->top.interval >= 0.1 && a->top.interval <= 3600))
+			argp_error(state, "--interval takes seconds, 0.1 to 3600: %s", arg);
+		return 0;
+	case OPT_BATCH:
+		a->top.batch = true;
+		return 0;
+	}
+	return parse_trace(key, arg, state);
+}
+
 static const char report_doc[] =
 	"corobpf report: replay a raw capture (written with --raw), or read back a JSONL trace "
 	"(plain or .gz), through the same model, detectors and outputs as the live run. Needs "
@@ -601,6 +666,40 @@ static int cmd_ps(int argc, char **argv)
 	return ret ? ret : session_ps(&a.c, &a.t);
 }
 
+/* top's options: its own, then trace's. */
+static struct argp_option *top_options(void)
+{
+	size_t a = 0, b = 0;
+	struct argp_option *o;
+
+	while (top_only_options[a].name)
+		a++;
+	while (trace_options[b].name || trace_options[b].key || trace_options[b].doc)
+		b++;
+	o = xcalloc(a + b + 1, sizeof(*o));
+	memcpy(o, top_only_options, a * sizeof(*o));
+	memcpy(o + a, trace_options, b * sizeof(*o));
+	return o;
+}
+
+static int cmd_top(int argc, char **argv)
+{
+	struct top_args a = {0};
+	struct argp_option *opts = top_options();
+	struct argp argp = {opts, parse_top, "[-p PID... | -a | -- CMD [ARGS...]]", top_doc};
+	int ret = 0;
+
+	a.ta.t.ring_bytes = 16ULL << 20;
+	a.top.interval = 1.0;
+	analyze_opts_default(&a.ta.c.an);
+	if (split_command(&argc, argv, &a.ta.t) || argp_parse(&argp, argc, argv, 0, NULL, &a))
+		ret = EXIT_USAGE;
+	if (!ret)
+		ret = session_top(&a.ta.c, &a.ta.t, &a.top);
+	free(opts);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	/* Started with a standard fd closed? Then no output file may take its number. */
@@ -614,6 +713,10 @@ int main(int argc, char **argv)
 	if (argc > 1 && !strcmp(argv[1], "ps")) {
 		argv[1] = "corobpf ps"; /* how argp names it in its messages */
 		return cmd_ps(argc - 1, argv + 1);
+	}
+	if (argc > 1 && !strcmp(argv[1], "top")) {
+		argv[1] = "corobpf top";
+		return cmd_top(argc - 1, argv + 1);
 	}
 	return cmd_trace(argc, argv);
 }

@@ -51,6 +51,12 @@ struct trace_opts {
 	u32 exec_gate_ms;    /* --exec-gate: -a, --follow: longest hold of a new program's exec (0: off) */
 };
 
+/* top: a live capture (trace_opts) shown as it runs. */
+struct top_opts {
+	double interval; /* --interval: seconds between refreshes (0: 1) */
+	bool batch;	 /* --batch: text snapshots on stdout even on a terminal */
+};
+
 /* report: a replay. */
 struct report_opts {
 	const char *capture; /* a raw capture or a JSONL trace (plain or .gz) */

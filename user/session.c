@@ -16,14 +16,17 @@
 #include "ps.h"
 #include "recsink.h"
 #include "report.h"
+#include "ringfill.h"
 #include "session.h"
 #include "summary.h"
+#include "top.h"
 
 /* What the command prints of the run besides its outputs. */
 enum session_view {
 	VIEW_SUMMARY, /* trace: the summary on stderr, unless -q */
 	VIEW_PS,      /* ps: the table of live coroutines on stdout */
 	VIEW_REPORT,  /* report: the summary and the analysis on stdout, or --json alone */
+	VIEW_TOP,     /* top: the live view, refreshed while the capture runs */
 };
 
 #define PS_FRAMES 12 /* per stack in the ps table */
@@ -59,6 +62,12 @@ struct session {
 	struct summary sum;
 	struct report_view *rv;
 	struct ps *ps;
+	/* top: the view, the ring's fill it shows, and the sink it locks around the pipeline. */
+	const struct top_opts *topo;
+	struct top *top;
+	struct ring_fill rf;
+	char top_what[160];
+	struct record_sink top_inner;
 };
 
 /* ---- outputs ---- */
@@ -202,6 +211,34 @@ static int session_open_replay(struct session *s)
 
 /* ---- start: the pipeline, its observers in their one order ---- */
 
+static void session_add_top(struct session *s)
+{
+	struct top_config cfg = {0};
+	struct model_observer obs;
+	struct finding_sink fs;
+	const struct capture *cap = &s->cap;
+
+	if (s->t->all)
+		snprintf(s->top_what, sizeof(s->top_what), "every instrumented process%s%s",
+			 s->t->comm ? " named " : "", s->t->comm ? s->t->comm : "");
+	else if (cap->ntargets == 1)
+		snprintf(s->top_what, sizeof(s->top_what), "pid %u (%s)", cap->targets[0].pid,
+			 cap->targets[0].comm);
+	else
+		snprintf(s->top_what, sizeof(s->top_what), "%zu processes", cap->ntargets);
+	cfg.interval_s = s->topo->interval;
+	cfg.text = s->topo->batch;
+	cfg.stacks = s->t->stacks != 0;
+	cfg.what = s->top_what;
+	cfg.stop = &capture_stop_signal;
+	if (!ring_fill_open(&s->rf, cap)) {
+		cfg.ring_fill = ring_fill_now;
+		cfg.ring_ctx = &s->rf;
+	}
+	s->top = top_new(&s->p.model, &cfg, &obs, &fs);
+	pipeline_add_observer(&s->p, &obs, &fs);
+}
+
 static void session_add_view(struct session *s)
 {
 	struct model_observer obs;
@@ -228,6 +265,9 @@ static void session_add_view(struct session *s)
 		}
 		s->rv = report_view_new(stdout, s->r->json, &obs, &fs);
 		pipeline_add_observer(&s->p, &obs, &fs);
+		break;
+	case VIEW_TOP:
+		session_add_top(s);
 		break;
 	}
 }
@@ -266,6 +306,28 @@ static int session_start(struct session *s)
 
 /* ---- feed ---- */
 
+/* top: every record reaches the pipeline under the view's lock (top.h). */
+static void top_sink_emit(void *ctx, const struct coro_event_hdr *rec)
+{
+	struct session *s = ctx;
+
+	top_lock(s->top);
+	record_sink_emit(&s->top_inner, rec);
+	top_unlock(s->top);
+}
+
+static int top_sink_flush(void *ctx)
+{
+	struct session *s = ctx;
+	int ret = 0;
+
+	top_lock(s->top);
+	if (s->top_inner.flush)
+		ret = s->top_inner.flush(s->top_inner.ctx);
+	top_unlock(s->top);
+	return ret;
+}
+
 /*
  * Until the source ends. Returns an exit code that aborts the session (a
  * command that could not be run, a signal during a replay), or 0 with *code
@@ -288,7 +350,18 @@ static int session_feed_live(struct session *s, int *code)
 			 t->duration ? "" : "; Ctrl-C to stop");
 	s->tee = (struct record_tee){.raw = s->raw, .pipeline = &s->p};
 	s->sink = record_tee_sink(&s->tee);
+	if (s->top) {
+		s->top_inner = s->sink;
+		s->sink = (struct record_sink){.emit = top_sink_emit, .flush = top_sink_flush,
+					       .ctx = s};
+		ret = top_start(s->top);
+		if (ret) {
+			log_err("cannot start the top view: %s", strerror(-ret));
+			return EXIT_FAILURE_RUNTIME;
+		}
+	}
 	ret = capture_run(&s->cap, &s->sink);
+	top_stop(s->top); /* q stops the capture as Ctrl-C does; the screen goes first */
 	if (ret == EXIT_LAUNCH)
 		return ret;
 	*code = ret;
@@ -322,11 +395,14 @@ static int session_feed_replay(struct session *s, int *code)
 /* What both ends free, in reverse order of opening. */
 static void session_release(struct session *s)
 {
+	top_stop(s->top); /* its thread reads the pipeline */
 	if (s->pipe_open)
 		pipeline_free(&s->p);
 	if (s->rv)
 		report_view_free(s->rv);
 	ps_free(s->ps);
+	top_free(s->top);
+	ring_fill_close(&s->rf);
 	if (s->cap_open)
 		capture_close(&s->cap);
 	raw_reader_close(s->reader);
@@ -443,6 +519,17 @@ int session_ps(const struct common_opts *c, const struct trace_opts *t)
 
 	session_init(&s, c, VIEW_PS);
 	session_init_live(&s, t);
+	return session_run(&s);
+}
+
+int session_top(const struct common_opts *c, const struct trace_opts *t,
+		const struct top_opts *top)
+{
+	struct session s;
+
+	session_init(&s, c, VIEW_TOP);
+	session_init_live(&s, t);
+	s.topo = top;
 	return session_run(&s);
 }
 

@@ -29,6 +29,12 @@
 int session_trace(const struct common_opts *c, const struct trace_opts *t);
 /* corobpf ps: a live capture of t->duration seconds, the ps table on stdout. */
 int session_ps(const struct common_opts *c, const struct trace_opts *t);
+/*
+ * corobpf top: a live capture shown as it runs (top.h), on the terminal or
+ * as text snapshots on stdout; the -o outputs written as trace writes them.
+ */
+int session_top(const struct common_opts *c, const struct trace_opts *t,
+		const struct top_opts *top);
 /* corobpf report: a replay, the summary and the analysis (or --json) on stdout unless -q. */
 int session_report(const struct common_opts *c, const struct report_opts *r);
 

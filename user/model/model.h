@@ -287,6 +287,20 @@ static inline u64 model_nprocesses(const struct model *m)
 	return m->procs.len;
 }
 
+/*
+ * Iteration over the live coroutines (an ended one is handed to the
+ * observers, then no longer listed), in an order that depends only on the
+ * input: `it` starts at 0; NULL at the end. The model must not change
+ * meanwhile: a live view (top.h) iterates while it holds the capture
+ * thread off.
+ */
+static inline const struct coro *model_next_coro(const struct model *m, size_t *it)
+{
+	void *v;
+
+	return hmap_next(&m->coros, it, NULL, NULL, &v) ? v : NULL;
+}
+
 /* The event being applied (observers called while it is: enter(), interval()), or NULL. */
 static inline const struct event *model_applying(const struct model *m)
 {
