@@ -12,9 +12,12 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
 #include "elfnotes.h"
+#include "goelf.h"
+#include "gowalk.h"
 #include "ldpaths.h"
 #include "liverec.h"
 #include "log.h"
@@ -331,6 +334,66 @@ static bool attach_fcontext_callers(struct attach_ctx *a, struct target *t, cons
 	return ok;
 }
 
+/*
+ * Go: where this binary keeps a goroutine's fields, in a slot of the BPF
+ * side's go_offsets map (shared by binaries of one layout), named by every
+ * site's cookie. False, said as an error, if the layout is not known.
+ */
+static bool go_prepare(struct attach_ctx *a, const char *path, const char *shown,
+		       struct switch_plan *plan, struct goelf_info *gi)
+{
+	char err[512];
+	u32 slot;
+	int ret;
+
+	ret = goelf_read(path, gi, err, sizeof(err));
+	if (ret) {
+		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+		log_err("%s: cannot trace its goroutines: %s", shown, err);
+		return false;
+	}
+	for (slot = 0; slot < a->go_nslots; slot++)
+		if (!memcmp(&a->go_slots[slot], &gi->offs, sizeof(gi->offs)))
+			break;
+	if (slot == a->go_nslots) {
+		if (slot == CORO_GO_SLOTS || !a->go_offsets ||
+		    bpf_map_update_elem(bpf_map__fd(a->go_offsets), &slot, &gi->offs, BPF_ANY)) {
+			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			log_warn("%s: no room for another Go runtime layout (%u in use)", shown,
+				 a->go_nslots);
+			return false;
+		}
+		a->go_slots[a->go_nslots++] = gi->offs;
+	}
+	for (u32 i = 0; i < plan->nsites; i++)
+		plan->sites[i].cookie = (plan->sites[i].cookie & ~(0xffffULL << 48)) |
+					(u64)slot << 48;
+	log_verbose("%s: %s, runtime.g layout from %s, wait reasons from %s", shown,
+		    gi->version[0] ? gi->version : "Go (release unknown)",
+		    gi->from_dwarf ? "its DWARF" : "the release table",
+		    gi->reasons_by_text ? "its waitReasonStrings" : "the release table");
+	return true;
+}
+
+/* Go, -p: the goroutines alive now, in their state (after the probe is in place). */
+static void go_walk(struct attach_ctx *a, struct target *t, const char *shown,
+		    const struct goelf_info *gi)
+{
+	struct coro_rec_go_g *gs;
+	int n;
+
+	if (t->launched)
+		return;
+	n = gowalk_process(t->pid, gi, &gs);
+	if (n < 0) {
+		log_warn("%s (process %u): cannot list the goroutines alive now (%s); each "
+			 "appears when its state next changes", shown, t->pid, strerror(-n));
+		return;
+	}
+	log_verbose("process %u: %d goroutines alive at attach", t->pid, n);
+	attach_found_go_walk(a, t->pid, gs, (u32)n);
+}
+
 static void attach_switch_object(struct attach_ctx *a, struct target *t, const char *path,
 				 const char *shown, u32 families, bool late)
 {
@@ -354,6 +417,14 @@ static void attach_switch_object(struct attach_ctx *a, struct target *t, const c
 					plan.sites[n++] = plan.sites[i];
 			plan.nsites = n;
 			plan.stepped = 0;
+		}
+		if (fam == CORO_FAM_GO) {
+			struct goelf_info gi;
+
+			if (go_prepare(a, path, shown, &plan, &gi) &&
+			    attach_plan(a, t, path, shown, &plan, late))
+				go_walk(a, t, shown, &gi);
+			continue;
 		}
 		attach_plan(a, t, path, shown, &plan, late);
 	}
