@@ -69,9 +69,9 @@ static void emit_id(const struct coro_event_hdr *h, bool first, u8 kind, u64 id,
 /*
  * A goroutine about to run on h's thread: if the GC parked it elsewhere
  * without a status change, it left that thread then; if this thread still
- * ran another one, that one left it.
+ * ran another one, that one left it (true: the thread runs none now).
  */
-static void missed_switch_outs(struct gomodel *g, const struct coro_event_hdr *h, u64 goid,
+static bool missed_switch_outs(struct gomodel *g, const struct coro_event_hdr *h, u64 goid,
 			       gomodel_emit_fn emit, void *ctx)
 {
 	uintptr_t tid1 = (uintptr_t)hmap_get(&g->running, h->pid, goid);
@@ -89,8 +89,11 @@ static void missed_switch_outs(struct gomodel *g, const struct coro_event_hdr *h
 		else
 			hmap_del(&g->running, h->pid, goid);
 	}
-	if (cur1 > 1 && cur1 - 1 != goid && cur1 - 1 == h->cur)
+	if (cur1 > 1 && cur1 - 1 != goid && cur1 - 1 == h->cur) {
 		emit_switch(g, h, false, cur1 - 1, 0, CORO_R_YIELD, 0, emit, ctx);
+		return true;
+	}
+	return false;
 }
 
 static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
@@ -111,8 +114,12 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 		emit(ctx, &c.hdr);
 		emit_id(h, false, CORO_EV_READY, id, emit, ctx);
 	} else if (n == CORO_GO_RUNNING && (o == CORO_GO_RUNNABLE || o == CORO_GO_WAITING)) {
-		missed_switch_outs(g, h, id, emit, ctx);
-		emit_switch(g, h, true, h->cur == id ? 0 : h->cur, id, CORO_R_YIELD, 0, emit, ctx);
+		struct coro_event_hdr in = *h;
+
+		/* Switched out just now: the scheduler runs the thread until this one. */
+		if (missed_switch_outs(g, h, id, emit, ctx))
+			in.cur = 0;
+		emit_switch(g, &in, true, in.cur == id ? 0 : in.cur, id, CORO_R_YIELD, 0, emit, ctx);
 	} else if (o == CORO_GO_RUNNING && n == CORO_GO_WAITING) {
 		emit_switch(g, h, true, id, 0, e->reason, e->obj, emit, ctx);
 	} else if ((o == CORO_GO_RUNNING || o == CORO_GO_SYSCALL) && n == CORO_GO_RUNNABLE) {
