@@ -113,9 +113,10 @@ static const struct switchfam_desc runtimes[] = {
 		},
 		.limits = "goroutines stopped by the GC's asynchronous preemption are seen again "
 			  "when they next run",
-		.help = "  go             Go programs (runtime.casgstatus; Go 1.17+ on amd64): a\n"
-			"                 coroutine is a goroutine (its goid), named after its\n"
-			"                 function; creates, waits, wakeups and exits seen\n",
+		.help = "  go             Go programs (runtime.casgstatus): a coroutine is a goroutine\n"
+			"                 (its goid), named after its function; creates, waits,\n"
+			"                 wakeups and exits seen; Go 1.17+ with DWARF, 1.19 without\n"
+			"                 (docs/go.md)\n",
 	},
 };
 
