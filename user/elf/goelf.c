@@ -511,9 +511,9 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 	if (!gi->from_dwarf) {
 		if (!rel) {
 			errfmt(err, errlen,
-			       "%s: Go release %s, built without DWARF, is not one corobpf knows "
-			       "the runtime's layout of (%s); rebuild it without -ldflags=-w/-s, "
-			       "or see docs/go.md", path, gi->version[0] ? gi->version : "unknown",
+			       "Go release %s, built without DWARF, is not one corobpf knows the "
+			       "runtime's layout of (%s); rebuild it without -ldflags=-w or -s, "
+			       "or see docs/go.md", gi->version[0] ? gi->version : "unknown",
 			       goelf_releases_known());
 			ret = -ENOTSUP;
 			goto out;

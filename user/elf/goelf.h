@@ -40,8 +40,9 @@ struct goelf_info {
 
 /*
  * Read what the Go family needs from the Go binary at `path`. 0, or a
- * negative errno with a message in err naming the release and what to do
- * (-ENOTSUP: neither DWARF nor a known release).
+ * negative errno with a message in err (not naming the path: the caller
+ * knows how to show it) naming the release and what to do (-ENOTSUP:
+ * neither DWARF nor a known release).
  */
 int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen);
 
