@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/auxv.h>
 #include <sys/uio.h>
 #include "gowalk.h"
 #include "switchfam.h"
@@ -26,18 +28,44 @@ static u64 peek_word(u32 pid, u64 addr)
 	return peek(pid, addr, &v, sizeof(v)) ? v : 0;
 }
 
+/* A PIE's load bias: where the kernel put its program headers (AT_PHDR) less where it says. */
+static bool load_bias(u32 pid, const struct goelf_info *gi, u64 *bias)
+{
+	char path[64];
+	u64 av[2];
+	FILE *f;
+
+	*bias = 0;
+	if (!gi->pie)
+		return true;
+	if (!gi->phdr_vaddr)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%u/auxv", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fread(av, sizeof(av), 1, f) == 1 && av[0]) {
+		if (av[0] == AT_PHDR) {
+			*bias = av[1] - gi->phdr_vaddr;
+			fclose(f);
+			return true;
+		}
+	}
+	fclose(f);
+	return false;
+}
+
 int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **out)
 {
 	const struct coro_go_offsets *o = &gi->offs;
-	u64 slice[2], *gs, now = now_boottime_ns();
+	u64 slice[2], *gs, bias, now = now_boottime_ns();
 	struct coro_rec_go_g *recs;
 	u32 n = 0;
 
 	*out = NULL;
-	/* A position-independent binary's addresses move by its load bias: not walked. */
-	if (!gi->allgs || gi->pie)
+	if (!gi->allgs || !load_bias(pid, gi, &bias))
 		return -ENOTSUP;
-	if (!peek(pid, gi->allgs, slice, sizeof(slice)))
+	if (!peek(pid, gi->allgs + bias, slice, sizeof(slice)))
 		return -errno ? -errno : -EIO;
 	if (slice[1] > GOWALK_MAX)
 		slice[1] = GOWALK_MAX;

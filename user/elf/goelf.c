@@ -87,7 +87,8 @@ static bool pcln_open(Elf *elf, struct pcln *p)
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
 			continue;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, ".gopclntab"))
+		/* A position-independent binary keeps it among its relocated data. */
+		if (!name || (strcmp(name, ".gopclntab") && strcmp(name, ".data.rel.ro.gopclntab")))
 			continue;
 		d = elf_getdata(scn, NULL);
 		if (!d || !d->d_buf || d->d_size < 72)
@@ -183,18 +184,35 @@ static bool is_closure(const char *name)
 }
 
 /*
- * The one function a small closure calls, other than the runtime's
- * (stack growth, write barriers, panics): f of `go f(x)`'s wrapper.
+ * What the compiler calls on its own in any function: stack growth, write
+ * barriers, bounds panics. Outside package runtime, any runtime function.
  */
+static bool compiler_helper(const char *closure, const char *callee)
+{
+	static const char *const helpers[] = { "runtime.morestack", "runtime.gcWriteBarrier",
+					       "runtime.panic", "runtime.goPanic" };
+
+	if (strncmp(callee, "runtime.", 8))
+		return false;
+	if (strncmp(closure, "runtime.", 8))
+		return true;
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
+		if (!strncmp(callee, helpers[i], strlen(helpers[i])))
+			return true;
+	return false;
+}
+
+/* The one function a small closure calls, other than compiler_helper's: f of `go f(x)`'s wrapper. */
 static const char *wrapped_call(Elf *elf, const struct pcln *p, uint64_t idx)
 {
 	uint32_t entry, end = u32_at(p->d + p->functab + 8 * (idx + 1));
-	const char *found = NULL;
+	const char *found = NULL, *self = pcln_func(p, idx, &entry);
 	uint64_t start, fileoff = 0;
 	size_t n, nph;
 	Elf_Data *code;
 
-	pcln_func(p, idx, &entry);
+	if (!self)
+		return NULL;
 	start = p->text + entry;
 	n = end - entry;
 	if (n > 256 || elf_getphdrnum(elf, &nph))
@@ -223,7 +241,7 @@ static const char *wrapped_call(Elf *elf, const struct pcln *p, uint64_t idx)
 			uint32_t e;
 			const char *callee = pcln_func(p, ci, &e);
 
-			if (!callee || !strncmp(callee, "runtime.", 8))
+			if (!callee || compiler_helper(self, callee))
 				continue;
 			if (found && strcmp(found, callee))
 				return NULL; /* a closure of its own: keep its name */
@@ -461,13 +479,18 @@ static bool read_reasons(const struct gobin *b, struct coro_go_offsets *o)
 	uint64_t v, size;
 	char text[64];
 
-	/* A PIE's pointers are relocated at load: its file holds no addresses to follow. */
-	if (b->eh.e_type != ET_EXEC || !symbol(b, "runtime.waitReasonStrings", &v, &size) ||
-	    !size || size % 16)
+	if (!symbol(b, "runtime.waitReasonStrings", &v, &size) || !size || size % 16)
 		return false;
 	for (uint64_t i = 0; i < size / 16 && i < CORO_GO_REASONS; i++) {
-		if (!go_string(b, v + 16 * i, text, sizeof(text)))
+		/*
+		 * Entry 0 is "": every other must be readable (a PIE's file may
+		 * hold its pointers only as relocations).
+		 */
+		if (!go_string(b, v + 16 * i, text, sizeof(text))) {
+			if (i)
+				return false;
 			text[0] = 0;
+		}
 		o->reason[i] = goelf_reason_of(text);
 	}
 	return true;
@@ -498,6 +521,16 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 	if (ret)
 		return ret;
 	gi->pie = b.eh.e_type == ET_DYN;
+	{
+		size_t nph;
+
+		for (size_t i = 0; !elf_getphdrnum(b.elf, &nph) && i < nph; i++) {
+			GElf_Phdr ph;
+
+			if (gelf_getphdr(b.elf, (int)i, &ph) && ph.p_type == PT_PHDR)
+				gi->phdr_vaddr = ph.p_vaddr;
+		}
+	}
 	read_version(&b, gi->version, sizeof(gi->version));
 	for (size_t i = 0; i < sizeof(releases) / sizeof(releases[0]); i++) {
 		size_t n = strlen(releases[i].prefix);

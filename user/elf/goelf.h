@@ -36,6 +36,7 @@ struct goelf_info {
 	uint16_t g_status;	/* runtime.g.atomicstatus (uint32) */
 	uint16_t m_procid;	/* runtime.m.procid (uint64: the thread id on Linux) */
 	bool pie;		/* ET_DYN: vaddrs move by the load bias */
+	uint64_t phdr_vaddr;	/* PT_PHDR's vaddr: with AT_PHDR, the load bias of a PIE */
 };
 
 /*
