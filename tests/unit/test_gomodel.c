@@ -148,31 +148,34 @@ TEST(gc_parked_goroutine_leaves_its_thread)
 TEST(walk_at_attach)
 {
 	nout = 0;
-	/* Reported by the probes first: the walk's view of it is older. */
+	/* Reported by the probes first: the walk's view of it is older; its name is news. */
 	status(T1, 200, 0, 30, CORO_GO_WAITING, CORO_GO_RUNNABLE, 0, 0);
 	walked(0, 201, 30, CORO_GO_WAITING, CORO_R_WAIT, 0x10);
-	CHECK_EQ(nout, 1);
+	CHECK_EQ(nout, 2);
+	CHECK_EQ(out[1].hdr.kind, CORO_EV_NAME);
+	CHECK_EQ(out[1].name.id, 30);
 	/* Parked: named, in and out on thread 0, suspended on its channel. */
 	walked(0, 201, 31, CORO_GO_WAITING, CORO_R_WAIT, 0x10);
-	CHECK_EQ(nout, 4);
-	CHECK_EQ(out[1].hdr.kind, CORO_EV_NAME);
-	CHECK_EQ(out[1].name.id, 31);
-	CHECK_STR(out[1].name.name, "main.parked");
-	CHECK_EQ(out[2].sw.to, 31);
-	CHECK_EQ(out[2].hdr.tid, 0);
-	CHECK_EQ(out[3].sw.from, 31);
-	CHECK_EQ(out[3].sw.reason, CORO_R_WAIT);
-	CHECK_EQ(out[3].sw.obj, 0x10);
+	CHECK_EQ(nout, 5);
+	CHECK_EQ(out[2].hdr.kind, CORO_EV_NAME);
+	CHECK_EQ(out[2].name.id, 31);
+	CHECK_STR(out[2].name.name, "main.parked");
+	CHECK_EQ(out[3].sw.to, 31);
+	CHECK_EQ(out[3].hdr.tid, 0);
+	CHECK_EQ(out[4].sw.from, 31);
+	CHECK_EQ(out[4].sw.reason, CORO_R_WAIT);
+	CHECK_EQ(out[4].sw.obj, 0x10);
 	/* Runnable: a ready of no thread. Running: switched in on its thread. */
 	walked(0, 201, 32, CORO_GO_RUNNABLE, 0, 0);
-	CHECK_EQ(out[5].hdr.kind, CORO_EV_READY);
-	CHECK(out[5].hdr.flags & CORO_EVF_NO_THREAD);
+	CHECK_EQ(out[6].hdr.kind, CORO_EV_READY);
+	CHECK(out[6].hdr.flags & CORO_EVF_NO_THREAD);
 	walked(T2, 201, 33, CORO_GO_SYSCALL, 0, 0);
-	CHECK_EQ(out[7].sw.to, 33);
-	CHECK_EQ(out[7].hdr.tid, T2);
-	/* Once only. */
+	CHECK_EQ(out[8].sw.to, 33);
+	CHECK_EQ(out[8].hdr.tid, T2);
+	/* Its state once only. */
 	walked(0, 202, 31, CORO_GO_WAITING, CORO_R_WAIT, 0x10);
-	CHECK_EQ(nout, 8);
+	CHECK_EQ(nout, 10);
+	CHECK_EQ(out[9].hdr.kind, CORO_EV_NAME);
 }
 
 TEST(other_records_pass_untouched)

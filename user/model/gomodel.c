@@ -139,9 +139,8 @@ static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomod
 	struct coro_event_hdr h = r->hdr;
 	struct coro_ev_name nm = {0};
 
-	if (!r->goid || hmap_get(&g->seen, h.pid, r->goid))
+	if (!r->goid)
 		return;
-	hmap_put(&g->seen, h.pid, r->goid, (void *)1);
 	h.cur = 0;
 	h.lost_before = 0;
 	/* Of no thread, unless it runs on one: the model's view of threads stays as it is. */
@@ -151,6 +150,12 @@ static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomod
 	nm.id = r->goid;
 	memcpy(nm.name, r->name, sizeof(nm.name));
 	nm.name[sizeof(nm.name) - 1] = 0;
+	if (hmap_get(&g->seen, h.pid, r->goid)) {
+		/* The probes' state is newer; its name only the walk knows. */
+		emit(ctx, &nm.hdr);
+		return;
+	}
+	hmap_put(&g->seen, h.pid, r->goid, (void *)1);
 	switch (r->status) {
 	case CORO_GO_RUNNABLE:
 		emit(ctx, &nm.hdr);

@@ -26,8 +26,8 @@
  * A goroutine the GC parked by asynchronous preemption (no casgstatus) is
  * switched out where it is next seen: on its thread when that thread runs
  * another, or on its old thread when it runs somewhere else. A walk record
- * of a goroutine the probes already reported is dropped: the probes'
- * state is newer. A goroutine found parked is switched in and out at the
+ * of a goroutine the probes already reported gives its name only: the
+ * probes' state is newer. A goroutine found parked is switched in and out at the
  * instant of the walk on thread 0 (its last thread is not known; no real
  * thread is 0), so it is suspended, with its reason and object, from there.
  *
