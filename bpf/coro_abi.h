@@ -379,7 +379,7 @@ struct coro_go_offsets {
 struct coro_ev_go_status {
 	struct coro_event_hdr hdr;
 	__u64 goid;
-	__u64 obj;	   /* Gwaiting: the channel (gp.waiting->c), else the sudog's elem, or 0 */
+	__u64 obj;	   /* Gwaiting: the channel (gp.waiting->c), else the sudog's elem */
 	__u32 old_status;  /* enum coro_go_status */
 	__u32 new_status;
 	__u8 waitreason;   /* Gwaiting: the runtime's waitReason */

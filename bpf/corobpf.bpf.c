@@ -797,10 +797,11 @@ static __always_inline __u64 go_word(__u64 addr, bool *fault)
  * runtime.casgstatus(gp, oldval, newval): every ordinary change of a
  * goroutine's status. The thread's goroutine is the g in r14 (Go's
  * register ABI), or on the system stack that g's m.curg: the creator at a
- * creation, the waker at a ready. A creation is seen at newproc1's return. Stack growth (Gcopystack) and a new g's
- * Gidle are no change of what runs. The thread's current goroutine (cur)
- * changes where the goroutine starts or stops running on it, not at a
- * syscall: the thread still runs it there.
+ * creation, the waker at a ready. A creation is seen at newproc1's return
+ * (its goid is set after the status change). Stack growth (Gcopystack) and
+ * a new g's Gidle are no change of what runs. The thread's current
+ * goroutine (cur) changes where the goroutine starts or stops running on
+ * it, not at a syscall: the thread still runs it there.
  */
 static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
 {

@@ -263,8 +263,8 @@ static u32 attach_plan(struct attach_ctx *a, struct target *t, const char *path,
 			cookies[i] = plan->sites[i].cookie;
 		}
 		/* uprobe_multi's pid 0 is every process. */
-		fd = attach_uprobe_multi(a, attach_prog(a, "@ctx_multi"), pid < 0 ? 0 : (u32)pid, path, offs,
-						 NULL, cookies, plan->nsites);
+		fd = attach_uprobe_multi(a, attach_prog(a, "@ctx_multi"), pid < 0 ? 0 : (u32)pid,
+					 path, offs, NULL, cookies, plan->nsites);
 		if (fd < 0) {
 			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("cannot attach to the %s functions of %s (process %u): %s",
@@ -583,7 +583,7 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	if (!fams)
 		return sites;
 	if (a->opts.follow && late) {
-		/* A target's exec under --follow: Go's family, at once (attach_switch_path's done). */
+		/* A target's exec under --follow: Go's family, now (attach_switch_path is past). */
 		global_go(a, t->pid, path, shown, late);
 		return sites;
 	}
@@ -763,7 +763,8 @@ static void global_go(struct attach_ctx *a, u32 pid, const char *path, const cha
 	plan = xmalloc(sizeof(*plan));
 	if (switchfam_plan(path, CORO_FAM_GO, plan, err, sizeof(err)))
 		log_warn("%s: cannot use its go functions: %s", shown, err);
-	else if (go_prepare(a, path, shown, plan, &gi) && attach_plan(a, &t, path, shown, plan, late))
+	else if (go_prepare(a, path, shown, plan, &gi) &&
+		 attach_plan(a, &t, path, shown, plan, late))
 		go_walk(a, &t, shown, &gi); /* it may have run a while before this */
 	free(plan);
 }

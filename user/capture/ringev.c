@@ -194,12 +194,13 @@ static int on_go_entry(struct ringev *ev, const struct coro_ev_go_entry *e)
 	n.hdr.lost_before = 0;
 	switchfam_name_at(e->hdr.pid, e->startpc, n.name, sizeof(n.name));
 	if (!strncmp(n.name, "0x", 2)) {
-		/* The process is gone (a goroutine made as it exited): the binary kept at attach. */
+		/* The process is gone (a goroutine made as it exited): the binary kept. */
 		const struct target *t = ringev_find_target(ev, e->hdr.pid);
 
 		for (size_t i = 0; t && i < t->nswobjs; i++)
 			if ((t->swobjs[i].families & (1u << CORO_FAM_GO)) &&
-			    goelf_func_at_path(t->swobjs[i].path, e->startpc, n.name, sizeof(n.name)))
+			    goelf_func_at_path(t->swobjs[i].path, e->startpc, n.name,
+					       sizeof(n.name)))
 				break;
 	}
 	if (strlen(n.name) == sizeof(n.name) - 1)

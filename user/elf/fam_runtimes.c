@@ -104,8 +104,8 @@ static const struct switchfam_desc runtimes[] = {
 		.family = CORO_FAM_GO,
 		.detect = { "runtime.casgstatus", "runtime.newproc1" },
 		.sites = {
-			{ "runtime.casgstatus", CORO_CTXOP_GO, { X86_RAX, X86_RBX, X86_RCX }, 0, false,
-			  "goroutine %rax, from status %rbx to %rcx" },
+			{ "runtime.casgstatus", CORO_CTXOP_GO, { X86_RAX, X86_RBX, X86_RCX }, 0,
+			  false, "goroutine %rax, from status %rbx to %rcx" },
 			/* Once per `go` statement: the new g, its goid assigned, in %rax. */
 			{ "runtime.newproc1", CORO_CTXOP_GO, { X86_RAX, NONE, NONE },
 			  CORO_CTXC_GO_CREATED, false, "the new goroutine in %rax",
@@ -113,10 +113,10 @@ static const struct switchfam_desc runtimes[] = {
 		},
 		.limits = "goroutines stopped by the GC's asynchronous preemption are seen again "
 			  "when they next run",
-		.help = "  go             Go programs (runtime.casgstatus): a coroutine is a goroutine\n"
-			"                 (its goid), named after its function; creates, waits,\n"
-			"                 wakeups and exits seen; Go 1.17+ with DWARF, 1.19 without\n"
-			"                 (docs/go.md)\n",
+		.help = "  go             Go programs (runtime.casgstatus): a coroutine is a\n"
+			"                 goroutine (its goid), named after its function;\n"
+			"                 creates, waits, wakeups and exits seen; Go 1.17+\n"
+			"                 with DWARF, 1.19 without (docs/go.md)\n",
 	},
 };
 

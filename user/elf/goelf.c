@@ -41,9 +41,10 @@ static const struct go_release releases[] = {
 			     "chan send (nil chan)", "dumping heap", "garbage collection",
 			     "garbage collection scan", "panicwait", "select", "select (no cases)",
 			     "GC assist wait", "GC sweep wait", "GC scavenge wait", "chan receive",
-			     "chan send", "finalizer wait", "force gc (idle)", "semacquire", "sleep",
-			     "sync.Cond.Wait", "timer goroutine (idle)", "trace reader (blocked)",
-			     "wait for GC cycle", "GC worker (idle)", "preempted", "debug call" },
+			     "chan send", "finalizer wait", "force gc (idle)", "semacquire",
+			     "sleep", "sync.Cond.Wait", "timer goroutine (idle)",
+			     "trace reader (blocked)", "wait for GC cycle", "GC worker (idle)",
+			     "preempted", "debug call" },
 	},
 };
 
@@ -108,10 +109,11 @@ static bool pcln_open(Elf *elf, struct pcln *p)
 			Elf_Scn *s = NULL;
 
 			while ((s = elf_nextscn(elf, s))) {
-				const char *n;
+				const char *n = NULL;
 
-				if (gelf_getshdr(s, &sh) && (n = elf_strptr(elf, shstrndx, sh.sh_name)) &&
-				    !strcmp(n, ".text"))
+				if (gelf_getshdr(s, &sh))
+					n = elf_strptr(elf, shstrndx, sh.sh_name);
+				if (n && !strcmp(n, ".text"))
 					p->text = sh.sh_addr;
 			}
 		}
@@ -202,7 +204,7 @@ static bool compiler_helper(const char *closure, const char *callee)
 	return false;
 }
 
-/* The one function a small closure calls, other than compiler_helper's: f of `go f(x)`'s wrapper. */
+/* The one function a small closure calls, but compiler_helper's: f of `go f(x)`'s wrapper. */
 static const char *wrapped_call(Elf *elf, const struct pcln *p, uint64_t idx)
 {
 	uint32_t entry, end = u32_at(p->d + p->functab + 8 * (idx + 1));
@@ -444,7 +446,8 @@ static int read_dwarf(const struct gobin *b, struct dwarf_want *w, size_t nw)
 				if (dwarf_tag(&die) != DW_TAG_structure_type)
 					continue;
 				name = dwarf_diename(&die);
-				if (!name || strncmp(name, "runtime.", 8) || dwarf_child(&die, &mem))
+				if (!name || strncmp(name, "runtime.", 8) ||
+				    dwarf_child(&die, &mem))
 					continue;
 				do {
 					const char *mn = dwarf_diename(&mem);
@@ -457,7 +460,8 @@ static int read_dwarf(const struct gobin *b, struct dwarf_want *w, size_t nw)
 						if (w[i].found || strcmp(w[i].type, name) ||
 						    strcmp(w[i].member, mn))
 							continue;
-						if (dwarf_attr(&mem, DW_AT_data_member_location, &a) &&
+						if (dwarf_attr(&mem, DW_AT_data_member_location,
+							       &a) &&
 						    !dwarf_formudata(&a, &v) && v < 0xffff) {
 							*w[i].out = (uint16_t)v;
 							w[i].found = true;

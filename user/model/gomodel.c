@@ -119,7 +119,8 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 		/* Switched out just now: the scheduler runs the thread until this one. */
 		if (missed_switch_outs(g, h, id, emit, ctx))
 			in.cur = 0;
-		emit_switch(g, &in, true, in.cur == id ? 0 : in.cur, id, CORO_R_YIELD, 0, emit, ctx);
+		emit_switch(g, &in, true, in.cur == id ? 0 : in.cur, id, CORO_R_YIELD, 0, emit,
+			    ctx);
 	} else if (o == CORO_GO_RUNNING && n == CORO_GO_WAITING) {
 		emit_switch(g, h, true, id, 0, e->reason, e->obj, emit, ctx);
 	} else if ((o == CORO_GO_RUNNING || o == CORO_GO_SYSCALL) && n == CORO_GO_RUNNABLE) {

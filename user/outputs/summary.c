@@ -189,8 +189,9 @@ static void print_paths(struct summary *s, const struct model *m)
 			fprintf(s->out, "  pid %u traced through the Go runtime's goroutine status "
 				"changes:\n", p->pid);
 		else
-			fprintf(s->out, "  pid %u traced through the switch functions of unmodified "
-				"libraries (no ready events: waits are not attributed):\n", p->pid);
+			fprintf(s->out, "  pid %u traced through the switch functions of "
+				"unmodified libraries (no ready events: waits are not "
+				"attributed):\n", p->pid);
 		for (line = p->switch_desc; line && *line; line = nl ? nl + 1 : NULL) {
 			/* Each line names an object by its path in the target's mappings. */
 			nl = strchr(line, '\n');

@@ -123,7 +123,8 @@ struct coro_rec_stack {
  * a coroutine unless the probes reported it first.
  */
 struct coro_rec_go_g {
-	struct coro_event_hdr hdr; /* pid; tid: its thread if running or in a syscall, else 0; ts: read at */
+	/* pid; tid: its thread if running or in a syscall, else 0; ts: when it was read */
+	struct coro_event_hdr hdr;
 	u64 goid;
 	u64 obj;	/* Gwaiting: the channel it waits on, or 0 */
 	u32 status;	/* enum coro_go_status */
