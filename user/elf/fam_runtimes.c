@@ -111,6 +111,11 @@ static const struct switchfam_desc runtimes[] = {
 			  CORO_CTXC_GO_CREATED, false, "the new goroutine in %rax",
 			  .at_return = true },
 		},
+		/*
+		 * A cgo program maps libc, whose ucontext functions its goroutines
+		 * never switch with: the process is Go's (its findings too).
+		 */
+		.excludes = 1u << CORO_FAM_UCONTEXT | 1u << CORO_FAM_PTH,
 		.limits = "goroutines stopped by the GC's asynchronous preemption are seen again "
 			  "when they next run",
 		.help = "  go             Go programs (runtime.casgstatus): a coroutine is a\n"
