@@ -58,6 +58,17 @@ enum coro_event_kind {
 	 * (the raw capture never holds this kind).
 	 */
 	CORO_EV_CTX_ENTRY = 18,
+	/*
+	 * Go (unmodified): a goroutine's status changed (runtime.casgstatus),
+	 * raw; user space turns it into CREATE/READY/SWITCH/EXIT
+	 * (user/model/gomodel.c).
+	 */
+	CORO_EV_GO_STATUS = 19,
+	/*
+	 * A new goroutine's start function, by address: turned into a NAME by
+	 * user space while the process lives (never in the raw capture).
+	 */
+	CORO_EV_GO_ENTRY = 20,
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -212,6 +223,7 @@ enum coro_ctx_family {
 	CORO_FAM_RUBY = 5,     /* libruby's coroutine_transfer: ids are coroutine_context addresses */
 	CORO_FAM_QEMU = 6,     /* qemu_coroutine_switch: ids are Coroutine addresses */
 	CORO_FAM_GREENLET = 7, /* Python greenlet's g_switchstack: ids are greenlet::Greenlet addresses */
+	CORO_FAM_GO = 8,       /* Go's runtime.casgstatus: ids are goids */
 };
 
 /* hdr.cur: the raw current context of the creating thread. */
@@ -278,6 +290,11 @@ enum coro_ctx_op {
 	CORO_CTXOP_NAME = 4,   /* pth_attr_set(attr A, field B, value C): remember a name */
 	CORO_CTXOP_SPAWN = 5,  /* pth_spawn(attr A): the next create takes attr A's name */
 	CORO_CTXOP_SAVE = 6,   /* getcontext(reg A): the current context saved there */
+	/*
+	 * Go's casgstatus(gp A, old B, new C); the cookie's delta field is the
+	 * slot of the binary's struct offsets in the go_offsets map.
+	 */
+	CORO_CTXOP_GO = 7,
 };
 
 #define CORO_CTX_REG_NONE 0xff
@@ -306,6 +323,11 @@ enum coro_ctx_cookie_flags {
 	CORO_CTXC_ENTRY_AT_A = 1 << 4,
 	/* EXIT: reg A is the value the context exits with (pth_exit's). */
 	CORO_CTXC_EXIT_STATUS_A = 1 << 5,
+	/*
+	 * GO: reg A is a goroutine just made, its goid set (newproc1's return;
+	 * at its Gdead -> Grunnable in casgstatus the goid is not assigned yet).
+	 */
+	CORO_CTXC_GO_CREATED = 1 << 6,
 };
 
 /* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */
@@ -313,6 +335,65 @@ enum coro_ctx_cookie_flags {
 
 /* pth_attr_set's field number for a thread's name (pth.h: PTH_ATTR_NAME). */
 #define CORO_PTH_ATTR_NAME 1
+
+/*
+ * Go. The runtime's goroutine states (runtime2.go, stable since Go 1.13):
+ * the values casgstatus is called with. The Gscan bit never reaches it.
+ */
+enum coro_go_status {
+	CORO_GO_IDLE = 0,
+	CORO_GO_RUNNABLE = 1,
+	CORO_GO_RUNNING = 2,
+	CORO_GO_SYSCALL = 3,
+	CORO_GO_WAITING = 4,
+	CORO_GO_DEAD = 6,
+	CORO_GO_COPYSTACK = 8,
+	CORO_GO_PREEMPTED = 9,
+};
+
+/* Slots of the go_offsets map: distinct layouts of runtime.g in one run. */
+#define CORO_GO_SLOTS 64
+/* Wait reasons a slot maps (Go's waitReason is a uint8; 1.19 has 27). */
+#define CORO_GO_REASONS 64
+
+/*
+ * Where a Go binary keeps what the BPF side reads (user/elf/goelf.c: from
+ * its DWARF, else a table by release). Offsets in bytes.
+ */
+struct coro_go_offsets {
+	__u16 g_goid;	    /* runtime.g.goid (int64) */
+	__u16 g_m;	    /* runtime.g.m (*m) */
+	__u16 g_waiting;    /* runtime.g.waiting (*sudog) */
+	__u16 g_waitreason; /* runtime.g.waitreason (uint8) */
+	__u16 g_startpc;    /* runtime.g.startpc (uintptr) */
+	__u16 m_curg;	    /* runtime.m.curg (*g) */
+	__u16 sudog_c;	    /* runtime.sudog.c (*hchan) */
+	__u16 sudog_elem;   /* runtime.sudog.elem (the semaphore's address in semacquire) */
+	/* waitReason -> enum coro_switch_reason, from the binary's own waitReasonStrings. */
+	__u8 reason[CORO_GO_REASONS];
+};
+
+/*
+ * hdr.cur: the goroutine current on the thread before the change (0: the
+ * scheduler); at a creation, the creator; at a ready, the waker.
+ */
+struct coro_ev_go_status {
+	struct coro_event_hdr hdr;
+	__u64 goid;
+	__u64 obj;	   /* Gwaiting: the channel (gp.waiting->c), else the sudog's elem */
+	__u32 old_status;  /* enum coro_go_status */
+	__u32 new_status;
+	__u8 waitreason;   /* Gwaiting: the runtime's waitReason */
+	__u8 reason;	   /* ...mapped: enum coro_switch_reason */
+	__u8 __pad[6];
+};
+
+/* hdr.cur: the creator. Turned into a CORO_EV_NAME by user space (ringev.c). */
+struct coro_ev_go_entry {
+	struct coro_event_hdr hdr;
+	__u64 goid;
+	__u64 startpc; /* runtime.g.startpc: the function the goroutine runs */
+};
 
 /* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */
 enum coro_offcpu_state {
@@ -355,6 +436,8 @@ enum coro_stat {
 	 * kept, without its stack.
 	 */
 	CORO_STAT_STACK_LOST = 5,
+	/* Go: a goroutine's fields could not be read at a status change (event kept, zeros). */
+	CORO_STAT_GO_FAULT = 6,
 	CORO_STAT_MAX = 8,
 };
 
@@ -372,5 +455,10 @@ struct coro_task_state {
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
 	__u8 __pad2[7];
 };
+/*
+ * Go keeps its goroutine in hdr.cur like any family: `cur` is the goid the
+ * thread runs (0: its scheduler), kept through a syscall, so off-CPU
+ * stretches, samples and spans go to the goroutine that made them.
+ */
 
 #endif /* COROBPF_EVENT_ABI_H */

@@ -805,6 +805,114 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 	}
 }
 
+/*
+ * Go: where each binary keeps a goroutine's fields, one slot per layout
+ * (user space fills it before attaching; the cookie names the slot).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CORO_GO_SLOTS);
+	__type(key, __u32);
+	__type(value, struct coro_go_offsets);
+} go_offsets SEC(".maps");
+
+/* A word of the target's memory; 0 and *fault set if it cannot be read. */
+static __always_inline __u64 go_word(__u64 addr, bool *fault)
+{
+	__u64 v = 0;
+
+	if (!addr || bpf_probe_read_user(&v, sizeof(v), (const void *)addr)) {
+		*fault = true;
+		return 0;
+	}
+	return v;
+}
+
+/*
+ * runtime.casgstatus(gp, oldval, newval): every ordinary change of a
+ * goroutine's status. The thread's goroutine is the g in r14 (Go's
+ * register ABI), or on the system stack that g's m.curg: the creator at a
+ * creation, the waker at a ready. A creation is seen at newproc1's return
+ * (its goid is set after the status change). Stack growth (Gcopystack) and
+ * a new g's Gidle are no change of what runs. The thread's current
+ * goroutine (cur) changes where the goroutine starts or stops running on
+ * it, not at a syscall: the thread still runs it there.
+ */
+static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
+{
+	__u32 slot = (__u32)CORO_CTX_COOKIE_DELTA(k) & (CORO_GO_SLOTS - 1);
+	struct coro_go_offsets *o = bpf_map_lookup_elem(&go_offsets, &slot);
+	__u64 gp = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+	__u32 old = (__u32)ctx_reg(regs, CORO_CTX_COOKIE_B(k));
+	__u32 new = (__u32)ctx_reg(regs, CORO_CTX_COOKIE_C(k));
+	__u64 goid, curgoid = 0, m, curg, obj = 0;
+	struct coro_ev_go_status *e;
+	bool fault = false;
+	__u8 wr = 0;
+
+	if (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_GO_CREATED) {
+		old = CORO_GO_DEAD;
+		new = CORO_GO_RUNNABLE;
+	} else if (old == CORO_GO_DEAD && new == CORO_GO_RUNNABLE) {
+		return; /* newproc1 has not given it its goid yet: its return says it */
+	}
+	if (!o || old == CORO_GO_COPYSTACK || new == CORO_GO_COPYSTACK || old == CORO_GO_IDLE)
+		return;
+	goid = go_word(gp + o->g_goid, &fault);
+	m = go_word(regs->r14 + o->g_m, &fault);
+	curg = m ? go_word(m + o->m_curg, &fault) : 0;
+	if (curg)
+		curgoid = go_word(curg + o->g_goid, &fault);
+	if (new == CORO_GO_WAITING) {
+		__u64 sg = go_word(gp + o->g_waiting, &fault);
+
+		bpf_probe_read_user(&wr, 1, (const void *)(gp + o->g_waitreason));
+		if (sg) {
+			obj = go_word(sg + o->sudog_c, &fault);
+			if (!obj)
+				obj = go_word(sg + o->sudog_elem, &fault);
+		}
+	}
+	if (fault)
+		stat_inc(CORO_STAT_GO_FAULT);
+	/*
+	 * First seen on this thread (attached mid-life, or a new thread): what
+	 * it ran before this change. execute() sets m.curg before the status,
+	 * so a goroutine starting to run was preceded by the scheduler.
+	 */
+	if (st && !st->cur_valid) {
+		st->cur = new == CORO_GO_RUNNING && old != CORO_GO_SYSCALL ? 0 : curgoid;
+		st->cur_valid = 1;
+	}
+	e = event_reserve(st, sizeof(*e), CORO_EV_GO_STATUS);
+	if (e) {
+		e->goid = goid;
+		e->obj = obj;
+		e->old_status = old;
+		e->new_status = new;
+		e->waitreason = wr;
+		e->reason = o->reason[wr & (CORO_GO_REASONS - 1)];
+		__builtin_memset(e->__pad, 0, sizeof(e->__pad));
+		event_submit(e);
+	}
+	if (st) {
+		if (new == CORO_GO_RUNNING && old != CORO_GO_SYSCALL)
+			st->cur = goid;
+		else if ((old == CORO_GO_RUNNING && new != CORO_GO_SYSCALL) ||
+			 (old == CORO_GO_SYSCALL && new == CORO_GO_RUNNABLE))
+			st->cur = 0;
+	}
+	if (old == CORO_GO_DEAD && new == CORO_GO_RUNNABLE) {
+		struct coro_ev_go_entry *n = event_reserve(st, sizeof(*n), CORO_EV_GO_ENTRY);
+
+		if (n) {
+			n->goid = goid;
+			n->startpc = go_word(gp + o->g_startpc, &fault);
+			event_submit(n);
+		}
+	}
+}
+
 static __always_inline int ctx_handler(struct pt_regs *regs)
 {
 	__u64 k = bpf_get_attach_cookie(regs);
@@ -861,6 +969,9 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		st->pth_attr = attr;
 		break;
 	}
+	case CORO_CTXOP_GO:
+		go_status(regs, k, st);
+		break;
 	case CORO_CTXOP_SPAWN:
 		if (st) {
 			__u64 attr = ctx_reg(regs, CORO_CTX_COOKIE_A(k));

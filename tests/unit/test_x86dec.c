@@ -234,6 +234,11 @@ TEST(register_effects)
 	CHECK_EQ(in.push_reg, X86_RDI);
 	in = dec("5a"); /* pop %rdx */
 	CHECK_EQ(in.pop_reg, X86_RDX);
+	in = dec("0f ba e3 0c"); /* bt $0xc,%ebx (Go's casgstatus): reads only */
+	CHECK(in.writes_known);
+	CHECK_EQ(in.writes, 0);
+	in = dec("0f ba eb 0c"); /* bts $0xc,%ebx: writes it */
+	CHECK_EQ(in.writes, 1 << X86_RBX);
 	in = dec("66 0f 6f 07"); /* movdqa (%rdi),%xmm0: not an integer instruction we model */
 	CHECK_EQ(in.len, 4);
 	CHECK(!in.writes_known);

@@ -12,9 +12,12 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
 #include "elfnotes.h"
+#include "goelf.h"
+#include "gowalk.h"
 #include "ldpaths.h"
 #include "liverec.h"
 #include "log.h"
@@ -248,6 +251,8 @@ static u32 attach_plan(struct attach_ctx *a, struct target *t, const char *path,
 	bool ok[SWITCHFAM_MAX_SITES] = {0};
 	char sites[1024];
 	u32 n = 0, stepped = 0;
+	/* --follow (Go only): for every process, the BPF side admits the followed ones. */
+	int pid = attach_pid(a, t);
 
 	if (a->uprobe_multi && plan->nsites) {
 		u64 offs[SWITCHFAM_MAX_SITES], cookies[SWITCHFAM_MAX_SITES];
@@ -257,8 +262,9 @@ static u32 attach_plan(struct attach_ctx *a, struct target *t, const char *path,
 			offs[i] = plan->sites[i].offset;
 			cookies[i] = plan->sites[i].cookie;
 		}
-		fd = attach_uprobe_multi(a, attach_prog(a, "@ctx_multi"), t->pid, path, offs,
-						 NULL, cookies, plan->nsites);
+		/* uprobe_multi's pid 0 is every process. */
+		fd = attach_uprobe_multi(a, attach_prog(a, "@ctx_multi"), pid < 0 ? 0 : (u32)pid,
+					 path, offs, NULL, cookies, plan->nsites);
 		if (fd < 0) {
 			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
 			log_warn("cannot attach to the %s functions of %s (process %u): %s",
@@ -278,7 +284,7 @@ static u32 attach_plan(struct attach_ctx *a, struct target *t, const char *path,
 		LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = s->cookie);
 		struct bpf_link *link;
 
-		link = bpf_program__attach_uprobe_opts(attach_prog(a, "@ctx"), t->pid, path,
+		link = bpf_program__attach_uprobe_opts(attach_prog(a, "@ctx"), pid, path,
 						       s->offset, &opts);
 		if (!link) {
 			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
@@ -331,6 +337,66 @@ static bool attach_fcontext_callers(struct attach_ctx *a, struct target *t, cons
 	return ok;
 }
 
+/*
+ * Go: where this binary keeps a goroutine's fields, in a slot of the BPF
+ * side's go_offsets map (shared by binaries of one layout), named by every
+ * site's cookie. False, said as an error, if the layout is not known.
+ */
+static bool go_prepare(struct attach_ctx *a, const char *path, const char *shown,
+		       struct switch_plan *plan, struct goelf_info *gi)
+{
+	char err[512];
+	u32 slot;
+	int ret;
+
+	ret = goelf_read(path, gi, err, sizeof(err));
+	if (ret) {
+		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+		log_err("%s: cannot trace its goroutines: %s", shown, err);
+		return false;
+	}
+	for (slot = 0; slot < a->go_nslots; slot++)
+		if (!memcmp(&a->go_slots[slot], &gi->offs, sizeof(gi->offs)))
+			break;
+	if (slot == a->go_nslots) {
+		if (slot == CORO_GO_SLOTS || !a->go_offsets ||
+		    bpf_map_update_elem(bpf_map__fd(a->go_offsets), &slot, &gi->offs, BPF_ANY)) {
+			a->ustats[CORO_USTAT_ATTACH_FAIL]++;
+			log_warn("%s: no room for another Go runtime layout (%u in use)", shown,
+				 a->go_nslots);
+			return false;
+		}
+		a->go_slots[a->go_nslots++] = gi->offs;
+	}
+	for (u32 i = 0; i < plan->nsites; i++)
+		plan->sites[i].cookie = (plan->sites[i].cookie & ~(0xffffULL << 48)) |
+					(u64)slot << 48;
+	log_verbose("%s: %s, runtime.g layout from %s, wait reasons from %s", shown,
+		    gi->version[0] ? gi->version : "Go (release unknown)",
+		    gi->from_dwarf ? "its DWARF" : "the release table",
+		    gi->reasons_by_text ? "its waitReasonStrings" : "the release table");
+	return true;
+}
+
+/* Go, -p: the goroutines alive now, in their state (after the probe is in place). */
+static void go_walk(struct attach_ctx *a, struct target *t, const char *shown,
+		    const struct goelf_info *gi)
+{
+	struct coro_rec_go_g *gs;
+	int n;
+
+	if (t->launched)
+		return;
+	n = gowalk_process(t->pid, gi, &gs);
+	if (n < 0) {
+		log_warn("%s (process %u): cannot list the goroutines alive now (%s); each "
+			 "appears when its state next changes", shown, t->pid, strerror(-n));
+		return;
+	}
+	log_verbose("process %u: %d goroutines alive at attach", t->pid, n);
+	attach_found_go_walk(a, t->pid, gs, (u32)n);
+}
+
 static void attach_switch_object(struct attach_ctx *a, struct target *t, const char *path,
 				 const char *shown, u32 families, bool late)
 {
@@ -354,6 +420,14 @@ static void attach_switch_object(struct attach_ctx *a, struct target *t, const c
 					plan.sites[n++] = plan.sites[i];
 			plan.nsites = n;
 			plan.stepped = 0;
+		}
+		if (fam == CORO_FAM_GO) {
+			struct goelf_info gi;
+
+			if (go_prepare(a, path, shown, &plan, &gi) &&
+			    attach_plan(a, t, path, shown, &plan, late))
+				go_walk(a, t, shown, &gi);
+			continue;
 		}
 		attach_plan(a, t, path, shown, &plan, late);
 	}
@@ -450,8 +524,17 @@ int attach_switch_path(struct attach_ctx *a, struct target *t)
 	u32 all = 0, drop;
 	int ret;
 
-	if (o->switch_none || o->system_wide || o->follow || (t->probe_sites && !o->switch_forced))
+	if (o->switch_none || o->system_wide || (t->probe_sites && !o->switch_forced))
 		return 0;
+	if (o->follow) {
+		/* --follow: of the switch-function families, Go's alone (docs/go.md). */
+		for (size_t i = 0; i < t->nswobjs; i++)
+			attach_switch_object(a, t, t->swobjs[i].path, t->swobjs[i].shown,
+					     t->swobjs[i].families & wanted_families(a) &
+						     (1u << CORO_FAM_GO),
+					     false);
+		return 0;
+	}
 	t->switch_mode = true;
 	choose_fcontext_call_sites(a, t);
 	/* A runtime's own switches make another family's view of the process wrong (QEMU). */
@@ -469,6 +552,9 @@ int attach_switch_path(struct attach_ctx *a, struct target *t)
 			 t->probe_sites_ignored);
 	return 0;
 }
+
+static void global_go(struct attach_ctx *a, u32 pid, const char *path, const char *shown,
+		      bool late);
 
 /*
  * One object of t: its corobpf probes, else (later, in attach_switch_path)
@@ -496,6 +582,11 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
+	if (a->opts.follow && late) {
+		/* A target's exec under --follow: Go's family, now (attach_switch_path is past). */
+		global_go(a, t->pid, path, shown, late);
+		return sites;
+	}
 	if (t->switch_mode) {
 		/* Loaded later (dlopen, or a new program after exec): its families now. */
 		attach_switch_object(a, t, path, shown, fams & wanted_families(a), late);
@@ -647,12 +738,45 @@ int attach_scan_process(struct attach_ctx *a, struct target *t, bool late)
  * under --follow) may be gone before libbpf opens the path again, and the
  * object would then never be attached for anyone.
  */
+struct global_scan {
+	u32 pid;
+	bool late;
+};
+
+/*
+ * --follow: a Go program a followed process runs, for every process (the
+ * BPF side admits the followed ones); its switch record names the process
+ * that mapped it first, whose goroutines alive by now are walked.
+ */
+static void global_go(struct attach_ctx *a, u32 pid, const char *path, const char *shown,
+		      bool late)
+{
+	struct target t = {.pid = pid};
+	struct switch_plan *plan;
+	struct goelf_info gi;
+	char err[512];
+
+	if (!a->opts.follow || a->opts.switch_none ||
+	    !(wanted_families(a) & (1u << CORO_FAM_GO)) ||
+	    !(switchfam_detect(path) & (1u << CORO_FAM_GO)))
+		return;
+	plan = xmalloc(sizeof(*plan));
+	if (switchfam_plan(path, CORO_FAM_GO, plan, err, sizeof(err)))
+		log_warn("%s: cannot use its go functions: %s", shown, err);
+	else if (go_prepare(a, path, shown, plan, &gi) &&
+		 attach_plan(a, &t, path, shown, plan, late))
+		go_walk(a, &t, shown, &gi); /* it may have run a while before this */
+	free(plan);
+}
+
 static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *shown)
 {
-	bool late = *(bool *)arg;
+	const struct global_scan *gs = arg;
+	bool late = gs->late;
 	char fd_path_buf[32];
 
 	fd_path(fd_path_buf, fd);
+	global_go(a, gs->pid, fd_path_buf, shown, late);
 	a->global_sites += attach_object_pid(a, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
@@ -667,7 +791,9 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
  */
 void attach_scan_global(struct attach_ctx *a, u32 pid, bool late)
 {
-	for_each_new_object(pid, &a->global_objects, global_object, a, &late);
+	struct global_scan gs = {.pid = pid, .late = late};
+
+	for_each_new_object(pid, &a->global_objects, global_object, a, &gs);
 }
 
 static bool image_ld_env(u32 pid, char **lib, char **preload);

@@ -150,8 +150,17 @@ void attach_found_switch(struct attach_ctx *a, u32 pid, u32 family, const char *
 	f->stepped = stepped;
 }
 
+void attach_found_go_walk(struct attach_ctx *a, u32 pid, struct coro_rec_go_g *gs, u32 n)
+{
+	struct attach_found *f = found_add(a, ATTACH_FOUND_GO_WALK, pid, "");
+
+	f->go_gs = gs;
+	f->ngo_gs = n;
+}
+
 void attach_found_release(struct attach_found *f)
 {
+	free(f->go_gs);
 	free(f->path);
 	free(f->site_text);
 	free(f->limits);

@@ -64,6 +64,7 @@ struct attach_opts {
 enum attach_found_kind {
 	ATTACH_FOUND_OBJECT, /* an object's probes: a CORO_REC_OBJECT record */
 	ATTACH_FOUND_SWITCH, /* an object's switch functions: a CORO_REC_SWITCH record */
+	ATTACH_FOUND_GO_WALK, /* Go: the goroutines alive at attach, CORO_REC_GO_G records */
 };
 
 struct attach_found {
@@ -77,6 +78,9 @@ struct attach_found {
 	u32 family;
 	char *site_text, *limits;
 	u32 stepped;
+	/* go walk: the records, each with its own ts */
+	struct coro_rec_go_g *go_gs;
+	u32 ngo_gs;
 };
 
 struct attach_ctx {
@@ -115,6 +119,10 @@ struct attach_ctx {
 	/* -a, --follow: objects on disk examined (dev, inode), and their sites. */
 	struct hmap global_objects;
 	u32 global_sites;
+	/* Go: the BPF side's go_offsets map, and the layouts given a slot so far. */
+	struct bpf_map *go_offsets;
+	struct coro_go_offsets go_slots[CORO_GO_SLOTS];
+	u32 go_nslots;
 };
 
 void attach_ctx_init(struct attach_ctx *a);
@@ -143,9 +151,11 @@ void attach_found_object(struct attach_ctx *a, u32 pid, const char *path, u32 pr
 /* The switch-function path attached in an object (a CORO_REC_SWITCH record to be). */
 void attach_found_switch(struct attach_ctx *a, u32 pid, u32 family, const char *path,
 			 const char *sites, const char *limits, u32 nsites, u32 stepped);
+/* Go: the goroutines alive at attach, read from process pid (taken over: freed with the entry). */
+void attach_found_go_walk(struct attach_ctx *a, u32 pid, struct coro_rec_go_g *gs, u32 n);
 /* Empties the list of what was found (after the capture has turned it into records). */
 void attach_found_clear(struct attach_ctx *a);
-/* Frees what one entry holds (its strings), not the entry. */
+/* Frees what one entry holds (its strings, its records), not the entry. */
 void attach_found_release(struct attach_found *f);
 
 void attach_note_searched(struct attach_ctx *a, const char *path);

@@ -320,6 +320,7 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
+	a->go_offsets = s->maps.go_offsets;
 }
 
 /* A CPU-clock perf event per CPU, running coro_sample (which keeps only traced coroutines). */

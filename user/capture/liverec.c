@@ -141,6 +141,9 @@ void liverec_found(const struct record_sink *s, const struct attach_found *f)
 {
 	if (f->kind == ATTACH_FOUND_SWITCH)
 		emit_switch(s, f);
+	else if (f->kind == ATTACH_FOUND_GO_WALK)
+		for (u32 i = 0; i < f->ngo_gs; i++)
+			record_sink_emit(s, &f->go_gs[i].hdr);
 	else
 		emit_object(s, f);
 }

@@ -7,6 +7,7 @@
 #include "liverec.h"
 #include "log.h"
 #include "ringev.h"
+#include "goelf.h"
 #include "switchfam.h"
 
 /* The largest payload a record with a stack has (before its ref): a span_begin's. */
@@ -183,6 +184,31 @@ static int on_ctx_entry(struct ringev *ev, const struct coro_ev_ctx_entry *e)
 	return ringev_record(ev, &n, sizeof(n));
 }
 
+/* Go: a new goroutine's function, named from the process's mappings as QEMU's entries are. */
+static int on_go_entry(struct ringev *ev, const struct coro_ev_go_entry *e)
+{
+	struct coro_ev_name n = {.hdr = e->hdr, .id = e->goid};
+
+	n.hdr.size = sizeof(n);
+	n.hdr.kind = CORO_EV_NAME;
+	/* The thread's story is the status record's: one record of it is enough. */
+	n.hdr.lost_before = 0;
+	switchfam_name_at(e->hdr.pid, e->startpc, n.name, sizeof(n.name));
+	if (!strncmp(n.name, "0x", 2)) {
+		/* The process is gone (a goroutine made as it exited): the binary kept. */
+		const struct target *t = ringev_find_target(ev, e->hdr.pid);
+
+		for (size_t i = 0; t && i < t->nswobjs; i++)
+			if ((t->swobjs[i].families & (1u << CORO_FAM_GO)) &&
+			    goelf_func_at_path(t->swobjs[i].path, e->startpc, n.name,
+					       sizeof(n.name)))
+				break;
+	}
+	if (strlen(n.name) == sizeof(n.name) - 1)
+		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
+	return ringev_record(ev, &n, sizeof(n));
+}
+
 int ringev_record(void *ctx, void *data, size_t size)
 {
 	struct ringev *ev = ctx;
@@ -192,13 +218,16 @@ int ringev_record(void *ctx, void *data, size_t size)
 	if (h->kind == CORO_EV_CTX_ENTRY && size == sizeof(struct coro_ev_ctx_entry) &&
 	    h->size == size)
 		return on_ctx_entry(ev, data);
+	if (h->kind == CORO_EV_GO_ENTRY && size == sizeof(struct coro_ev_go_entry) &&
+	    h->size == size)
+		return on_go_entry(ev, data);
 	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
 		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
-	if (h->kind == CORO_EV_CTX_SWITCH)
+	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||
 	    h->kind == CORO_EV_CTX_EXIT)

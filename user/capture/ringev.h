@@ -6,7 +6,8 @@
  *
  *   named          a QEMU coroutine's entry address (CORO_EV_CTX_ENTRY): named
  *                  from the live process's mappings, it goes on as a
- *                  CORO_EV_NAME record through every handler below instead
+ *                  CORO_EV_NAME record through every handler below instead;
+ *                  a new goroutine's function (CORO_EV_GO_ENTRY) likewise
  *   checked        malformed or of a kind not born in BPF: counted, dropped
  *                  (switch-function switches counted: the end says if none)
  *   objects        exec, dlopen (ld.so's hook): the process's maps rescanned

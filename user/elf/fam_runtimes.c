@@ -93,6 +93,36 @@ static const struct switchfam_desc runtimes[] = {
 		.help = "  greenlet       Python greenlets (greenlet 2: Greenlet::g_switchstack);\n"
 			"                 a greenlet is its object; creates and exits seen\n",
 	},
+	{
+		/*
+		 * Go (docs/go.md): runtime.casgstatus(gp, oldval, newval) in the
+		 * register ABI of Go 1.17 and later (rax, rbx, rcx), where nearly
+		 * every change of a goroutine's status passes; newproc1 says the
+		 * binary is a program, not a plugin of one. The cookie's slot of
+		 * struct offsets is filled in at attach (goelf.h).
+		 */
+		.family = CORO_FAM_GO,
+		.detect = { "runtime.casgstatus", "runtime.newproc1" },
+		.sites = {
+			{ "runtime.casgstatus", CORO_CTXOP_GO, { X86_RAX, X86_RBX, X86_RCX }, 0,
+			  false, "goroutine %rax, from status %rbx to %rcx" },
+			/* Once per `go` statement: the new g, its goid assigned, in %rax. */
+			{ "runtime.newproc1", CORO_CTXOP_GO, { X86_RAX, NONE, NONE },
+			  CORO_CTXC_GO_CREATED, false, "the new goroutine in %rax",
+			  .at_return = true },
+		},
+		/*
+		 * A cgo program maps libc, whose ucontext functions its goroutines
+		 * never switch with: the process is Go's (its findings too).
+		 */
+		.excludes = 1u << CORO_FAM_UCONTEXT | 1u << CORO_FAM_PTH,
+		.limits = "goroutines stopped by the GC's asynchronous preemption are seen again "
+			  "when they next run",
+		.help = "  go             Go programs (runtime.casgstatus): a coroutine is a\n"
+			"                 goroutine (its goid), named after its function;\n"
+			"                 creates, waits, wakeups and exits seen; Go 1.17+\n"
+			"                 with DWARF, 1.19 without (docs/go.md)\n",
+	},
 };
 
 const struct switchfam_desc *switchfam_runtime(uint32_t family)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* The switch-function families of language runtimes (Ruby, QEMU, greenlet), as data. */
+/* The switch-function families of language runtimes (Ruby, QEMU, greenlet, Go), as data. */
 #ifndef COROBPF_FAM_RUNTIMES_H
 #define COROBPF_FAM_RUNTIMES_H
 
@@ -51,7 +51,7 @@ struct switchfam_desc {
 const struct switchfam_desc *switchfam_runtime(uint32_t family);
 /* The first and last runtime family numbers (enum coro_ctx_family). */
 #define SWITCHFAM_RUNTIME_FIRST CORO_FAM_RUBY
-#define SWITCHFAM_RUNTIME_LAST CORO_FAM_GREENLET
+#define SWITCHFAM_RUNTIME_LAST CORO_FAM_GO
 /* The last family number switchfam_detect can report. */
 #define SWITCHFAM_LAST SWITCHFAM_RUNTIME_LAST
 /* The families to leave out of a process whose objects have `families` (bits). */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "elfnotes.h"
+#include "goelf.h"
 #include "raw.h"
 #include "switchfam.h"
 #include "util.h"
@@ -140,7 +141,8 @@ static bool obj_symbol(const struct obj *o, const char *name, uint64_t *vaddr, u
 			}
 		}
 	}
-	return false;
+	/* A Go binary without its symbol table still has Go's own (goelf.h). */
+	return goelf_func_by_name(o->elf, name, vaddr, size);
 }
 
 /* ---- choosing the instruction ---- */
@@ -766,6 +768,9 @@ static bool obj_symbol_at(const struct obj *o, uint64_t vaddr, char *name, size_
 	uint64_t best = 0;
 	bool found = false;
 
+	/* Go: by Go's table, a `go f(x)` wrapper named after f (goelf.h). */
+	if (goelf_func_at(o->elf, vaddr, name, len))
+		return true;
 	for (int pass = 0; pass < 2 && !found; pass++) {
 		Elf_Scn *scn = NULL;
 

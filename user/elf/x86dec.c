@@ -281,7 +281,9 @@ static void effects_two(struct x86_insn *in, int reg, int rm, bool mod3)
 	case 0xa3:
 		return;
 	case 0xab: case 0xb3: case 0xbb: case 0xa4: case 0xa5: case 0xac: case 0xad: case 0xba:
-		in->writes = mod3 ? R(rm) : 0;
+		/* 0f ba /4 is bt, which only reads (Go's casgstatus tests its arguments so). */
+		in->writes = mod3 && !(in->opcode == 0xba && ((in->modrm >> 3) & 7) == 4) ? R(rm)
+											      : 0;
 		return;
 	case 0xaf: case 0xb6: case 0xb7: case 0xbe: case 0xbf: case 0xbc: case 0xbd: case 0xb8:
 		in->writes = R(reg);

@@ -90,6 +90,17 @@ static void finding_init(struct analyzer *a, struct finding *f, enum finding_kin
 }
 
 
+/*
+ * Go: the runtime's own goroutines (its GC helpers, the finalizer and the
+ * trace reader: goelf.c maps their idle parks to sleep) wait for work, and
+ * a long wait for work is no stall.
+ */
+static bool go_runtime_idle(const struct coro *c, u32 reason)
+{
+	return reason == CORO_R_SLEEP && c->proc && c->proc->switch_families == 1u << CORO_FAM_GO &&
+	       !strncmp(c->name, "runtime", 7) && (c->name[7] == '.' || c->name[7] == '/');
+}
+
 static void at_end(struct analyzer *a, const struct coro *c, enum coro_state state, u64 start,
 		   u64 dur, u32 reason, u64 obj)
 {
@@ -101,9 +112,10 @@ static void at_end(struct analyzer *a, const struct coro *c, enum coro_state sta
 	/*
 	 * The switch-function path has no ready events: a coroutine suspended
 	 * at the end may be waiting for anything, or finished (Boost.Context
-	 * shows no exits). Only one never started says something.
+	 * shows no exits). Only one never started says something. Go is the
+	 * exception: its runtime reports readies, waits and exits.
 	 */
-	if (c->proc && c->proc->switch_families && state != CS_NEW)
+	if (c->proc && (c->proc->switch_families & ~(1u << CORO_FAM_GO)) && state != CS_NEW)
 		return;
 	switch (state) {
 	case CS_SUSPENDED:
@@ -240,7 +252,8 @@ static void analyze_interval(void *ctx, const struct coro *c, enum coro_state st
 	if (ending)
 		return;
 	/* Resumed: the waker, if the ready that ended it is the one the model holds. */
-	if (state == CS_SUSPENDED && reason != CORO_R_DONE && dur >= a->o.stall_ns) {
+	if (state == CS_SUSPENDED && reason != CORO_R_DONE && dur >= a->o.stall_ns &&
+	    !go_runtime_idle(c, reason)) {
 		finding_init(a, &f, FK_STALL, c);
 		f.tid = tid;
 		f.ts = start;

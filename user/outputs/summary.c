@@ -217,8 +217,13 @@ static void print_paths(struct summary *s, const struct model *m)
 			fprintf(s->out, "  pid %u traced through its corobpf probes\n", p->pid);
 			continue;
 		}
-		fprintf(s->out, "  pid %u traced through the switch functions of unmodified "
-			"libraries (no ready events: waits are not attributed):\n", p->pid);
+		if (p->switch_families == 1u << CORO_FAM_GO)
+			fprintf(s->out, "  pid %u traced through the Go runtime's goroutine status "
+				"changes:\n", p->pid);
+		else
+			fprintf(s->out, "  pid %u traced through the switch functions of "
+				"unmodified libraries (no ready events: waits are not "
+				"attributed):\n", p->pid);
 		for (line = p->switch_desc; line && *line; line = nl ? nl + 1 : NULL) {
 			/* Each line names an object by its path in the target's mappings. */
 			nl = strchr(line, '\n');

@@ -71,6 +71,8 @@ const char *coro_kind_name(unsigned kind)
 	case CORO_REC_MAP: return "map";
 	case CORO_EV_SAMPLE: return "sample";
 	case CORO_REC_STACK: return "stack";
+	case CORO_EV_GO_STATUS: return "go_status";
+	case CORO_REC_GO_G: return "go_goroutine";
 	}
 	return NULL;
 }
@@ -85,13 +87,14 @@ const char *coro_family_name(u32 family)
 	case CORO_FAM_RUBY: return "ruby";
 	case CORO_FAM_QEMU: return "qemu";
 	case CORO_FAM_GREENLET: return "greenlet";
+	case CORO_FAM_GO: return "go";
 	}
 	return "?";
 }
 
 u32 coro_family_parse(const char *name)
 {
-	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_GREENLET; f++)
+	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_GO; f++)
 		if (!strcmp(name, coro_family_name(f)))
 			return f;
 	return 0;
@@ -147,6 +150,8 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_EV_CTX_SWITCH: return sizeof(struct coro_ev_ctx_switch);
 	case CORO_EV_CTX_EXIT: return sizeof(struct coro_ev_ctx_exit);
 	case CORO_EV_SAMPLE: return sizeof(struct coro_ev_sample);
+	case CORO_EV_GO_STATUS: return sizeof(struct coro_ev_go_status);
+	case CORO_REC_GO_G: return sizeof(struct coro_rec_go_g);
 	case CORO_REC_PROCESS: return sizeof(struct coro_rec_process) + 1;
 	case CORO_REC_THREAD: return sizeof(struct coro_rec_thread);
 	case CORO_REC_OBJECT: return sizeof(struct coro_rec_object) + 1;

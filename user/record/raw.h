@@ -40,6 +40,7 @@ enum coro_rec_kind {
 	CORO_REC_SWITCH = 134,	  /* switch-function uprobes attached: struct coro_rec_switch */
 	CORO_REC_MAP = 135,	  /* --stacks: an executable mapping of a process: struct coro_rec_map */
 	CORO_REC_STACK = 136,	  /* --stacks: a distinct user stack: struct coro_rec_stack */
+	CORO_REC_GO_G = 137,	  /* Go: a goroutine alive at attach: struct coro_rec_go_g */
 };
 
 enum coro_proc_mode {
@@ -114,6 +115,23 @@ struct coro_rec_stack {
 	u32 id;			   /* 1.. within the capture */
 	u32 nframes;		   /* at most CORO_STACK_DEPTH */
 	u64 ips[];
+};
+
+/*
+ * Go, -p: a goroutine found alive by the walk of runtime.allgs at attach
+ * (user/capture/gowalk.c), in its state then; user/model/gomodel.c makes it
+ * a coroutine unless the probes reported it first.
+ */
+struct coro_rec_go_g {
+	/* pid; tid: its thread if running or in a syscall, else 0; ts: when it was read */
+	struct coro_event_hdr hdr;
+	u64 goid;
+	u64 obj;	/* Gwaiting: the channel it waits on, or 0 */
+	u32 status;	/* enum coro_go_status */
+	u8 waitreason;	/* Gwaiting: the runtime's */
+	u8 reason;	/* ...as enum coro_switch_reason */
+	u8 __pad[2];
+	char name[CORO_STR_LEN]; /* its function (g.startpc), as ringev names a new one */
 };
 
 struct coro_rec_proc_exit {

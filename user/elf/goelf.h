@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Go binaries: what the Go family needs to know of one (docs/go.md).
+ *
+ * A Go program carries its runtime: runtime.casgstatus is where a
+ * goroutine's status changes (switchfam.c plans the uprobe there, as for
+ * any family); this module says where the runtime keeps the fields the BPF
+ * side reads (struct coro_go_offsets), and where the list of every
+ * goroutine is, for the walk at attach (gowalk.h).
+ *
+ * The offsets come from the binary's DWARF (libdw: the members of
+ * runtime.g, runtime.m and runtime.sudog), which `go build` writes unless
+ * told not to (-ldflags=-w, or -s); without it, from a table of the
+ * releases whose layout is known (goelf_release_known), by the version the
+ * binary records in .go.buildinfo. Wait reasons are mapped by their text,
+ * read from the binary's runtime.waitReasonStrings (the numbering changes
+ * between releases; the texts are what the runtime prints), else by the
+ * table's release.
+ */
+#ifndef COROBPF_GOELF_H
+#define COROBPF_GOELF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <gelf.h>
+#include "coro_abi.h"
+
+struct goelf_info {
+	char version[32]; /* "go1.19.8", from .go.buildinfo; "" if not found */
+	struct coro_go_offsets offs;
+	bool from_dwarf;	/* offsets from the binary's DWARF (else the release table) */
+	bool reasons_by_text;	/* wait reasons from its waitReasonStrings (else the table) */
+	/* For the walk at attach (vaddrs; 0 if the symbol is missing). */
+	uint64_t allgs;		/* runtime.allgs: a []*g (pointer, length, capacity) */
+	uint16_t g_status;	/* runtime.g.atomicstatus (uint32) */
+	uint16_t m_procid;	/* runtime.m.procid (uint64: the thread id on Linux) */
+	bool pie;		/* ET_DYN: vaddrs move by the load bias */
+	uint64_t phdr_vaddr;	/* PT_PHDR's vaddr: with AT_PHDR, the load bias of a PIE */
+};
+
+/*
+ * Read what the Go family needs from the Go binary at `path`. 0, or a
+ * negative errno with a message in err (not naming the path: the caller
+ * knows how to show it) naming the release and what to do (-ENOTSUP:
+ * neither DWARF nor a known release).
+ */
+int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen);
+
+/*
+ * Functions by Go's own table (.gopclntab, which `go build -ldflags=-s`
+ * keeps: the runtime needs it for tracebacks), for binaries without a
+ * symbol table. Go 1.18 and later's layout. False if elf has none or the
+ * name is not there.
+ */
+bool goelf_func_by_name(Elf *elf, const char *name, uint64_t *vaddr, uint64_t *size);
+
+/*
+ * The function of a Go binary at vaddr, as a goroutine's name: "pkg.fn",
+ * or "pkg.fn+0xOFF" inside one. A `go f(x)` statement starts the
+ * goroutine in a closure the compiler made ("main.main.func3") that only
+ * calls f: named after f, as Go's tracebacks show it. False if elf is not
+ * a Go binary or nothing is there.
+ */
+bool goelf_func_at(Elf *elf, uint64_t vaddr, char *name, size_t len);
+
+/*
+ * goelf_func_at on the (position-dependent) Go binary at path: for a name
+ * needed after the process is gone. False if it cannot say.
+ */
+bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len);
+
+/* The corobpf reason of a Go wait reason's text ("chan receive" -> CORO_R_WAIT). */
+uint8_t goelf_reason_of(const char *text);
+
+/* The releases the table covers, for messages and docs ("go1.19"). */
+const char *goelf_releases_known(void);
+
+#endif

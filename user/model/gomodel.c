@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Go's goroutine status changes to coroutine records (see gomodel.h). */
+#include <string.h>
+#include "gomodel.h"
+
+void gomodel_init(struct gomodel *g)
+{
+	memset(g, 0, sizeof(*g));
+	hmap_init(&g->seen);
+	hmap_init(&g->running);
+	hmap_init(&g->thread);
+}
+
+void gomodel_free(struct gomodel *g)
+{
+	hmap_free(&g->seen);
+	hmap_free(&g->running);
+	hmap_free(&g->thread);
+}
+
+/* A header for a record implied by `h`: its losses are reported once, by the first. */
+static struct coro_event_hdr implied(const struct coro_event_hdr *h, u8 kind, u16 size,
+				     bool first)
+{
+	struct coro_event_hdr o = *h;
+
+	o.kind = kind;
+	o.size = size;
+	if (!first)
+		o.lost_before = 0;
+	return o;
+}
+
+static void put_thread(struct gomodel *g, u32 pid, u32 tid, u64 goid)
+{
+	hmap_put(&g->thread, pid, tid, (void *)(uintptr_t)(goid + 1));
+}
+
+static void emit_switch(struct gomodel *g, const struct coro_event_hdr *h, bool first, u64 from,
+			u64 to, u32 reason, u64 obj, gomodel_emit_fn emit, void *ctx)
+{
+	struct coro_ev_switch e = {.hdr = implied(h, CORO_EV_SWITCH, sizeof(e), first)};
+
+	e.from = from;
+	e.to = to;
+	e.reason = reason;
+	e.obj = obj;
+	if (from)
+		hmap_del(&g->running, h->pid, from);
+	if (to)
+		hmap_put(&g->running, h->pid, to, (void *)(uintptr_t)(h->tid + 1));
+	if (h->tid)
+		put_thread(g, h->pid, h->tid, to);
+	emit(ctx, &e.hdr);
+}
+
+static void emit_id(const struct coro_event_hdr *h, bool first, u8 kind, u64 id,
+		    gomodel_emit_fn emit, void *ctx)
+{
+	struct coro_ev_exit e = {.hdr = implied(h, kind, kind == CORO_EV_EXIT ? sizeof(e)
+							      : sizeof(struct coro_ev_ready),
+						first)};
+
+	e.id = id;
+	e.status = 0;
+	emit(ctx, &e.hdr);
+}
+
+/*
+ * A goroutine about to run on h's thread: if the GC parked it elsewhere
+ * without a status change, it left that thread then; if this thread still
+ * ran another one, that one left it (true: the thread runs none now).
+ */
+static bool missed_switch_outs(struct gomodel *g, const struct coro_event_hdr *h, u64 goid,
+			       gomodel_emit_fn emit, void *ctx)
+{
+	uintptr_t tid1 = (uintptr_t)hmap_get(&g->running, h->pid, goid);
+	uintptr_t cur1 = (uintptr_t)hmap_get(&g->thread, h->pid, h->tid);
+
+	if (tid1 && tid1 - 1 != h->tid) {
+		struct coro_event_hdr o = implied(h, 0, 0, false);
+		uintptr_t there = (uintptr_t)hmap_get(&g->thread, h->pid, tid1 - 1);
+
+		o.tid = (u32)(tid1 - 1);
+		o.cur = goid;
+		o.flags &= (u8)~CORO_EVF_CUR_UNKNOWN;
+		if (there == goid + 1)
+			emit_switch(g, &o, false, goid, 0, CORO_R_YIELD, 0, emit, ctx);
+		else
+			hmap_del(&g->running, h->pid, goid);
+	}
+	if (cur1 > 1 && cur1 - 1 != goid && cur1 - 1 == h->cur) {
+		emit_switch(g, h, false, cur1 - 1, 0, CORO_R_YIELD, 0, emit, ctx);
+		return true;
+	}
+	return false;
+}
+
+static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
+			 gomodel_emit_fn emit, void *ctx)
+{
+	const struct coro_event_hdr *h = &e->hdr;
+	u32 o = e->old_status, n = e->new_status;
+	u64 id = e->goid;
+
+	if (!id)
+		return;
+	hmap_put(&g->seen, h->pid, id, (void *)1);
+	if (o == CORO_GO_DEAD && n == CORO_GO_RUNNABLE) {
+		struct coro_ev_create c = {.hdr = implied(h, CORO_EV_CREATE, sizeof(c), true)};
+
+		c.id = id;
+		c.parent = h->cur;
+		emit(ctx, &c.hdr);
+		emit_id(h, false, CORO_EV_READY, id, emit, ctx);
+	} else if (n == CORO_GO_RUNNING && (o == CORO_GO_RUNNABLE || o == CORO_GO_WAITING)) {
+		struct coro_event_hdr in = *h;
+
+		/* Switched out just now: the scheduler runs the thread until this one. */
+		if (missed_switch_outs(g, h, id, emit, ctx))
+			in.cur = 0;
+		emit_switch(g, &in, true, in.cur == id ? 0 : in.cur, id, CORO_R_YIELD, 0, emit,
+			    ctx);
+	} else if (o == CORO_GO_RUNNING && n == CORO_GO_WAITING) {
+		emit_switch(g, h, true, id, 0, e->reason, e->obj, emit, ctx);
+	} else if ((o == CORO_GO_RUNNING || o == CORO_GO_SYSCALL) && n == CORO_GO_RUNNABLE) {
+		emit_switch(g, h, true, id, 0, CORO_R_YIELD, 0, emit, ctx);
+	} else if (o == CORO_GO_WAITING && n == CORO_GO_RUNNABLE) {
+		emit_id(h, true, CORO_EV_READY, id, emit, ctx);
+	} else if (o == CORO_GO_RUNNING && n == CORO_GO_DEAD) {
+		emit_id(h, true, CORO_EV_EXIT, id, emit, ctx);
+		emit_switch(g, h, false, id, 0, CORO_R_DONE, 0, emit, ctx);
+	}
+}
+
+/* A goroutine alive at attach, unless the probes said something of it first. */
+static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomodel_emit_fn emit,
+			 void *ctx)
+{
+	struct coro_event_hdr h = r->hdr;
+	struct coro_ev_name nm = {0};
+
+	if (!r->goid)
+		return;
+	h.cur = 0;
+	h.lost_before = 0;
+	/* Of no thread, unless it runs on one: the model's view of threads stays as it is. */
+	h.flags = r->hdr.tid ? CORO_EVF_CUR_UNKNOWN : CORO_EVF_NO_THREAD;
+	nm.hdr = implied(&h, CORO_EV_NAME, sizeof(nm), true);
+	nm.hdr.flags = CORO_EVF_NO_THREAD;
+	nm.id = r->goid;
+	memcpy(nm.name, r->name, sizeof(nm.name));
+	nm.name[sizeof(nm.name) - 1] = 0;
+	if (hmap_get(&g->seen, h.pid, r->goid)) {
+		/* The probes' state is newer; its name only the walk knows. */
+		emit(ctx, &nm.hdr);
+		return;
+	}
+	hmap_put(&g->seen, h.pid, r->goid, (void *)1);
+	switch (r->status) {
+	case CORO_GO_RUNNABLE:
+		emit(ctx, &nm.hdr);
+		emit_id(&h, false, CORO_EV_READY, r->goid, emit, ctx);
+		break;
+	case CORO_GO_RUNNING:
+	case CORO_GO_SYSCALL:
+		emit(ctx, &nm.hdr);
+		if (h.tid)
+			emit_switch(g, &h, false, 0, r->goid, CORO_R_YIELD, 0, emit, ctx);
+		break;
+	case CORO_GO_WAITING:
+	case CORO_GO_PREEMPTED:
+		emit(ctx, &nm.hdr);
+		/*
+		 * Its last thread is not known: in and out at once on thread 0,
+		 * which no real thread is, so no real thread's view changes.
+		 */
+		h.tid = 0;
+		emit_switch(g, &h, false, 0, r->goid, CORO_R_YIELD, 0, emit, ctx);
+		emit_switch(g, &h, false, r->goid, 0,
+			    r->status == CORO_GO_PREEMPTED ? CORO_R_YIELD : r->reason, r->obj, emit,
+			    ctx);
+		break;
+	}
+}
+
+void gomodel_apply(struct gomodel *g, const struct coro_event_hdr *rec, gomodel_emit_fn emit,
+		   void *ctx)
+{
+	if (rec->kind == CORO_EV_GO_STATUS)
+		apply_status(g, (const struct coro_ev_go_status *)rec, emit, ctx);
+	else if (rec->kind == CORO_REC_GO_G)
+		apply_walked(g, (const struct coro_rec_go_g *)rec, emit, ctx);
+	else
+		emit(ctx, rec);
+}
