@@ -5,7 +5,8 @@
 // COROBPF_TRUTH: each goroutine's goid (from runtime.Stack's "goroutine N [" header), the
 // goroutine that started it (main, or for the short ones the spawner, which passes its goid
 // in), the function it runs, how many times it parked on a channel and on which one (the
-// hchan address, %p), its sleeps, its Gosched calls, whether it ends. A park is counted only where it is certain: a sender sends only after runtime.Stack
+// hchan address, %p), its parks on a sync.Mutex, in a select and in the network poller, its
+// sleeps, its Gosched calls, whether it ends. A park is counted only where it is certain: a sender sends only after runtime.Stack
 // shows the receiver parked in "[chan receive]", so each receive parks exactly once.
 //
 //	goprog            launch mode: run the scenario and exit 0
@@ -24,6 +25,7 @@ import (
 	"runtime"
 	"runtime/trace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,6 +37,9 @@ const (
 	yields  = 30   // runtime.Gosched calls of the yielder
 	shorts  = 2000 // goroutines spawned and finished
 	preWait = 3    // goroutines parked on channels before the attach
+	ioReads = 10   // reads of the netpoller reader, each a park in the network poller
+	locks   = 10   // rounds of the locker: a park on a channel, then one on a sync.Mutex
+	selects = 10   // selects of the selecter, each a park
 	// The syscall-blocked goroutine stays in read(2) this long after it is seen there: well
 	// over the `blocking` threshold (10 ms) and under the stall threshold (1 s).
 	blockFor = 300 * time.Millisecond
@@ -52,10 +57,14 @@ type goroutine struct {
 	Role      string `json:"role"`
 	ChanWaits int    `json:"chan_waits"`
 	Chan      string `json:"chan,omitempty"` // the channel of those waits
-	Sleeps    int    `json:"sleeps"`
-	Gosched   int    `json:"gosched"` // runtime.Gosched calls (preemptions may add yields)
-	Exits     bool   `json:"exits"`
-	PreAttach bool   `json:"pre_attach,omitempty"` // started and parked before the attach
+	// Other parks the runtime calls waits: on a sync.Mutex (semacquire), in a select.
+	SyncWaits   int  `json:"sync_waits"`
+	SelectWaits int  `json:"select_waits"`
+	IOWaits     int  `json:"io_waits"` // parks in the network poller
+	Sleeps      int  `json:"sleeps"`
+	Gosched     int  `json:"gosched"` // runtime.Gosched calls (preemptions may add yields)
+	Exits       bool `json:"exits"`
+	PreAttach   bool `json:"pre_attach,omitempty"` // started and parked before the attach
 }
 
 type truth struct {
@@ -69,6 +78,7 @@ var (
 	shortGoids  [shorts]int64
 	shortParent [shorts]int64
 	shortsDone  int32
+	ioDone      int32 // reads done by the netpoller reader
 	workDone    int32
 )
 
@@ -162,6 +172,41 @@ func blocker(me chan<- int64, fd int) {
 	atomic.AddInt32(&workDone, 1)
 }
 
+func netreader(me chan<- int64, r *os.File) {
+	me <- goid()
+	var b [1]byte
+	// os.Pipe's ends are non-blocking and in the network poller: a read with nothing to
+	// read parks the goroutine ("IO wait"), its thread free.
+	for i := 0; i < ioReads; i++ {
+		if n, err := r.Read(b[:]); n != 1 || err != nil {
+			panic(fmt.Sprint("pipe read: ", n, err))
+		}
+		atomic.AddInt32(&ioDone, 1)
+	}
+	atomic.AddInt32(&workDone, 1)
+}
+
+func locker(me chan<- int64, turn <-chan int, mu *sync.Mutex) {
+	me <- goid()
+	for i := 0; i < locks; i++ {
+		<-turn
+		mu.Lock()
+		mu.Unlock()
+	}
+	atomic.AddInt32(&workDone, 1)
+}
+
+func selecter(me chan<- int64, a, b <-chan int) {
+	me <- goid()
+	for i := 0; i < selects; i++ {
+		select {
+		case <-a:
+		case <-b:
+		}
+	}
+	atomic.AddInt32(&workDone, 1)
+}
+
 func short(parent int64, i int) {
 	shortGoids[i] = goid()
 	shortParent[i] = parent
@@ -200,7 +245,8 @@ func main() {
 	t := &truth{Pid: os.Getpid(), Mode: "launch"}
 	main := goid()
 	t.Goroutines = append(t.Goroutines, &goroutine{Goid: main, Name: "runtime.main",
-		Role: "main", ChanWaits: -1, Sleeps: -1, Gosched: -1})
+		Role: "main", ChanWaits: -1, SyncWaits: -1, SelectWaits: -1, IOWaits: -1, Sleeps: -1,
+		Gosched: -1})
 	// Buffered: a child reports its goid without parking.
 	me := make(chan int64, 1)
 	add := func(g *goroutine) *goroutine {
@@ -256,6 +302,49 @@ func main() {
 	waitFor(func() bool { return len(pingDone) == 1 })
 	sum := <-pingDone
 
+	// Parks in the network poller, on a sync.Mutex, in a select: each seen before it ends.
+	r, w, err := os.Pipe()
+	if err != nil {
+		panic(err)
+	}
+	go netreader(me, r)
+	nr := add(&goroutine{Name: "main.netreader", Role: "netreader", IOWaits: ioReads,
+		Exits: true})
+	for i := 0; i < ioReads; i++ {
+		// A goroutine the poller made ready still shows "IO wait" until it runs (the poller
+		// is polled later): it must have read the last byte first, then parked again.
+		waitFor(func() bool { return atomic.LoadInt32(&ioDone) == int32(i) })
+		waitStatus(nr.Goid, "IO wait")
+		if _, err := w.Write([]byte{'x'}); err != nil {
+			panic(err)
+		}
+	}
+	var mu sync.Mutex
+	turn := make(chan int)
+	go locker(me, turn, &mu)
+	lo := add(&goroutine{Name: "main.locker", Role: "locker", ChanWaits: locks,
+		Chan: fmt.Sprintf("%p", turn), SyncWaits: locks, Exits: true})
+	for i := 0; i < locks; i++ {
+		waitStatus(lo.Goid, "chan receive")
+		mu.Lock()
+		turn <- i
+		waitStatus(lo.Goid, "semacquire")
+		mu.Unlock()
+	}
+	sa, sb := make(chan int), make(chan int)
+	go selecter(me, sa, sb)
+	se := add(&goroutine{Name: "main.selecter", Role: "selecter", SelectWaits: selects,
+		Exits: true})
+	for i := 0; i < selects; i++ {
+		waitStatus(se.Goid, "select")
+		if i%2 == 0 {
+			sa <- i
+		} else {
+			sb <- i
+		}
+	}
+	waitFor(func() bool { return atomic.LoadInt32(&workDone) == 3+3 })
+
 	// Sleeps, Gosched yields, and 2,000 goroutines that start and end.
 	go sleeper(me)
 	add(&goroutine{Name: "main.sleeper", Role: "sleeper", Sleeps: sleeps, Exits: true})
@@ -281,7 +370,7 @@ func main() {
 	if n, err := syscall.Write(fds[1], []byte{'x'}); n != 1 || err != nil {
 		panic(fmt.Sprint("write: ", n, err))
 	}
-	waitFor(func() bool { return atomic.LoadInt32(&workDone) == 3+4 })
+	waitFor(func() bool { return atomic.LoadInt32(&workDone) == 3+3+4 })
 
 	// The leaked goroutine has been parked long enough, and still is.
 	sleepFor(leakFor - time.Since(leakedAt))
