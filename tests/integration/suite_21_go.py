@@ -416,3 +416,66 @@ def against_go_tracer(tr, truth, pid, gotrace):
                       ("GoSleep", "sleeps")):
             eq(blocks.get((t["goid"], ev), 0), t[k], "%s: %s" % (where, ev))
     m.done("corobpf and the program against Go's execution tracer")
+
+
+@test
+def go_ps_lists_parked_goroutines():
+    """corobpf ps on a Go program whose goroutines are parked and stay so during the window:
+    each listed by its goid, suspended (wait) on its channel, with the function it runs; the
+    program goes on unharmed."""
+    if not need_go(GOPROG):
+        return
+    go_file = work("go-ps.go")
+    prog = subprocess.Popen([GOPROG, "--wait", go_file], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, COROBPF_TRUTH=work(
+                                "go-ps.truth")), text=True)
+    try:
+        line = prog.stdout.readline().split()
+        check(line and line[0] == "READY", "goprog did not announce itself: %r" % line)
+        pid = int(line[1])
+        p = corobpf(["ps", "-p", str(pid), "-d", "0.5"])
+        out = p.stdout
+        open(go_file, "w").close()
+        stdout, stderr = prog.communicate(timeout=120)
+    finally:
+        if prog.poll() is None:
+            prog.kill()
+            prog.wait()
+    eq(prog.returncode, 0, "goprog's exit code after corobpf ps (%s)" % stderr.strip())
+    eq(p.returncode, 0, "corobpf ps exit code (%s)" % p.stderr.strip())
+    check("process %d (" % pid in out, "no process header:\n" + out)
+    truth = read_go_truth(work("go-ps.truth"))
+    blocks = {b.split()[0]: b for b in ("0x" + b for b in out.split("\n  0x")[1:])}
+    m = Mismatches()
+    for t in truth["goroutines"]:
+        if not t.get("pre_attach"):
+            continue
+        b = blocks.get(gid(t["goid"]))
+        where = "goroutine %s (%s, %s)" % (gid(t["goid"]), t["name"], t["role"])
+        if not m.check(b is not None, where + ": not listed"):
+            continue
+        m.check("suspended: wait on %s " % t["chan"] in b.splitlines()[0],
+                where + ": state %r, want suspended: wait on its channel %s"
+                % (b.splitlines()[0], t["chan"]))
+        m.check(t["name"] in b, where + ": its function is not named:\n" + b)
+    m.done("corobpf ps against the program's parked goroutines (output:\n%s)" % out)
+
+
+@test
+def go_bench_row():
+    """make bench's Go row (BENCH_ONLY=go_costs, quick): corobpf's slowdown of a channel
+    ping-pong and Go's execution tracer's, from the same run (numbers not asserted)."""
+    if not need_go(os.path.join(BUILD, "bench", "go_pingpong")):
+        return
+    p = run([sys.executable, os.path.join(ROOT, "tools", "bench", "bench.py")],
+            env={"BENCH_QUICK": "1", "BENCH_ONLY": "go_costs", "COROBPF": COROBPF},
+            timeout=600)
+    eq(p.returncode, 0, "bench.py (%s)" % p.stderr.strip()[-500:])
+    path = p.stdout.strip().splitlines()[-1].split("written: ")[-1]
+    with open(path) as f:
+        row = json.load(f)["go"]
+    os.unlink(path)
+    for key in ("native_ns_per_round_trip", "go_trace_slowdown", "corobpf_slowdown",
+                "corobpf_over_go_trace"):
+        check(isinstance(row.get(key), (int, float)), "go.%s missing: %s" % (key, row))
+    check("Go channel ping-pong" in p.stdout, p.stdout)
