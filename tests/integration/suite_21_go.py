@@ -132,11 +132,14 @@ def check_go(trace, truth, pid, launched):
             continue
         where = "goroutine %s (%s, %s)" % (i, t["name"], t["role"])
         eq(c["name"], t["name"], where + " name")
-        eq(c["parent"], gid(t["parent"]), where + " parent")
+        before = not launched and (t.get("pre_attach", False) or t["role"] == "main")
+        if before and c["parent"] == "0x0":
+            pass  # made before the attach: Go 1.19's runtime.g keeps no parent goid to read
+        else:
+            eq(c["parent"], gid(t["parent"]), where + " parent")
         eq(c["running_ns"] + c["runnable_ns"] + c["suspended_ns"] + c["new_ns"] + c["unknown_ns"],
            c["ended"] - c["first_seen"], where + " state times add up")
         eq(c["unknown_ns"], 0, where + " unknown time")
-        before = not launched and (t.get("pre_attach", False) or t["role"] == "main")
         if before:
             eq(c["created"], None, where + ": alive before the attach, yet a create was seen")
         else:
@@ -200,7 +203,10 @@ def check_go(trace, truth, pid, launched):
 def check_findings(trace, truth, pid, launched):
     """Exactly: the leaked goroutine a lost wakeup on its channel, the blocked one `blocking`
     for at least the time the program held it in read(2). Attached, a goroutine parked before
-    the attach may also be a stall, on its channel, if the attach took over a second."""
+    the attach may also be a stall, on its channel, if the attach took over a second; under
+    Go's own tracer, its writer goroutine may block in write(2). The runtime's own goroutines
+    idle-parked for good (forcegchelper, the sweeper, the scavenger, the finalizer goroutine)
+    wait for work, not for a wakeup that was lost: no finding."""
     g = {t["role"]: t for t in truth["goroutines"]}
     leaked, blocked = gid(g["leaked"]["goid"]), gid(g["syscall"]["goid"])
     pre = {gid(t["goid"]): t["chan"] for t in truth["goroutines"] if t.get("pre_attach")}
@@ -218,6 +224,8 @@ def check_findings(trace, truth, pid, launched):
                   % (what, f["dur"], BLOCK_MIN_NS))
         elif f["kind"] == "stall" and not launched and f["id"] in pre:
             eq((f["reason"], f["obj"]), ("wait", pre[f["id"]]), what)
+        elif f["kind"] == "blocking" and (f.get("name") or "").startswith("runtime/trace."):
+            pass  # Go's tracer writing its trace: a write(2) that may well block on a disk
         else:
             rest.append(f)
     check(not rest, "findings the program did not make due: %s" % [
