@@ -272,7 +272,6 @@ func main() {
 	for _, g := range append(pre, lk) {
 		waitStatus(g.Goid, "chan receive")
 	}
-	leakedAt := time.Now()
 	if len(os.Args) == 3 && os.Args[1] == "--wait" {
 		t.Mode = "attach"
 		for _, g := range append(pre, lk) {
@@ -284,6 +283,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: goprog [--wait FILE]")
 		os.Exit(2)
 	}
+	// Counted from here: attached, a tracer sees the leaked goroutine parked from the attach
+	// on, and the test makes the file only once the tracer is attached.
+	leakedAt := time.Now()
 	// Release the parked ones, each after it is seen parked (it is), and wait for their ends.
 	for _, c := range []chan int{shared, shared, own} {
 		c <- 1
