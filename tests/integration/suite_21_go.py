@@ -88,6 +88,10 @@ class Mismatches:
                 for n, first in list(self.seen.values())[:40]))
 
 
+def truth_main(truth):
+    return [t for t in truth["goroutines"] if t["role"] == "main"][0]["goid"]
+
+
 def check_go(trace, truth, pid, launched):
     """The trace against the program's truth: every goroutine, its parent, name, waits on its
     channel, sleeps, yields, end; the runtime's own goroutines as the only others."""
@@ -114,8 +118,12 @@ def check_go(trace, truth, pid, launched):
           % bad[:10])
 
     evs = [e for e in trace.events if e["pid"] == pid]
-    creates, exits, outs, ins = {}, {}, {}, {}
+    creates, exits, outs, ins, seq = {}, {}, {}, {}, {}
     for e in evs:
+        if e["ev"] == "ready":
+            seq.setdefault(e["id"], []).append(e)
+        elif e["ev"] == "switch" and e["from"] != "0x0":
+            seq.setdefault(e["from"], []).append(e)
         if e["ev"] == "create":
             creates.setdefault(e["id"], []).append(e)
         elif e["ev"] == "exit":
@@ -169,6 +177,21 @@ def check_go(trace, truth, pid, launched):
                "(reason io)")
         if t["sleeps"] >= 0:
             eq(len(by_reason.get("sleep", [])), t["sleeps"], where + " sleeps")
+        # Wakers: a new goroutine is made ready by the one that ran its `go` statement; the
+        # parks that main ends (its sends, its Unlock) are ended by main.
+        readies = [e for e in seq.get(i, []) if e["ev"] == "ready"]
+        if not before and eq(bool(readies), True, where + ": never made ready"):
+            eq(readies[0]["waker"], gid(t["parent"]), where + " first ready's waker")
+        if t["role"].startswith(("parked", "pinger", "locker", "selecter")):
+            after_wait = [b for a, b in zip(seq.get(i, []), seq.get(i, [])[1:])
+                          if a["ev"] == "switch" and a["reason"] == "wait" and b["ev"] == "ready"]
+            # Attached, the park it was found in shows as a switch out at its first sight
+            # only if the capture writes one.
+            found = any(e["ts"] == c["first_seen"] for e in outs.get(i, []))
+            eq(len(after_wait), t["chan_waits"] + t["sync_waits"] + t["select_waits"] -
+               (1 if before and not found else 0), where + " readies right after its waits")
+            eq(sorted({e["waker"] for e in after_wait}), [gid(truth_main(truth))],
+               where + " wakers of its waits (main sent, main unlocked)")
         if t["gosched"] > 0:
             # Preemption (a stop-the-world of main's runtime.Stack, sysmon) may add yields.
             check(len(by_reason.get("yield", [])) >= t["gosched"], "%s yields: got %d, want at "
