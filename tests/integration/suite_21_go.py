@@ -5,9 +5,8 @@ The program (progs/go/goprog.go, built by tools/tools.mk) arranges every park it
 writes its own truth: each goroutine's goid, the goroutine that ran its `go` statement, the
 function it runs, its channel waits (exactly: a sender sends only once runtime.Stack shows
 the receiver parked) and the channel, its parks on a sync.Mutex, in a select and in the
-network poller, its sleeps, its Gosched calls, whether it ends; one
-goroutine leaked on a channel, one blocked in read(2) on a blocking pipe, 2,000 that start
-and end. In attach mode some of them are parked before the attach, the leaked one among
+network poller, its sleeps, its Gosched calls, whether it ends; one goroutine leaked on a
+channel, one blocked in read(2) on a blocking pipe, 2,000 that start and end. In attach mode some of them are parked before the attach, the leaked one among
 them. The trace must hold each as the program says, flag exactly the leaked one (a lost
 wakeup) and the blocked one (`blocking`), nothing else, and leave the program's output and
 exit code as they are untraced.
@@ -276,6 +275,9 @@ def go_launch(binary, name, env=None):
     eq(p.stdout, plain, "the program's output under corobpf")
     truth = read_go_truth(work(name + ".truth"))
     pid = tr.header["pids"][0]
+    ends = [(r.get("exit_code"), r.get("signal")) for r in tr.records
+            if r["type"] == "process_exit" and r["pid"] == pid]
+    eq(ends, [(0, None)], "the program's end in the trace (exit code, signal)")
     return tr, truth, pid, out, raw
 
 
