@@ -12,6 +12,9 @@
 //	goprog            launch mode: run the scenario and exit 0
 //	goprog --wait F   attach mode: start the goroutines that park before the attach, print
 //	                  "READY <pid>", and wait for file F to exist before the rest
+//	goprog spin       one goroutine runs long without a switch while another waits for the
+//	                  only P: run it with GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 (the spin
+//	                  has no call in its loop, so nothing can preempt it)
 //
 // GO_TRACE=FILE also runs Go's own execution tracer (runtime/trace) into FILE, from the first
 // line of main to the last, as a second oracle. Standard library only: it builds offline
@@ -40,6 +43,9 @@ const (
 	ioReads = 10   // reads of the netpoller reader, each a park in the network poller
 	locks   = 10   // rounds of the locker: a park on a channel, then one on a sync.Mutex
 	selects = 10   // selects of the selecter, each a park
+	// The spinner's loop: some 250 ms on this project's test machine, well over the long-run
+	// threshold (50 ms); the test reads how long it took from the truth.
+	spinIters = 40000000
 	// The syscall-blocked goroutine stays in read(2) this long after it is seen there: well
 	// over the `blocking` threshold (10 ms) and under the stall threshold (1 s).
 	blockFor = 300 * time.Millisecond
@@ -71,6 +77,11 @@ type truth struct {
 	Pid        int          `json:"pid"`
 	Mode       string       `json:"mode"`
 	Goroutines []*goroutine `json:"goroutines"`
+	// spin: how long the spinner spun (its run holds at least that) and how long the starved
+	// goroutine waited from its `go` statement to its first instruction (its runnable time
+	// holds at most that).
+	SpinNs        int64 `json:"spin_ns,omitempty"`
+	StarvedWaitNs int64 `json:"starved_wait_ns,omitempty"`
 }
 
 var (
@@ -228,6 +239,65 @@ func parked(me chan<- int64, c <-chan int) {
 	atomic.AddInt32(&workDone, 1)
 }
 
+var spinSink uint64
+
+// spinner spins with no call in its loop: under asyncpreemptoff, nothing can take its P.
+func spinner(g *int64, ns *int64, done chan<- struct{}) {
+	*g = goid()
+	start := time.Now()
+	x := uint64(1)
+	for i := uint64(0); i < spinIters; i++ {
+		x = x*6364136223846793005 + i
+	}
+	spinSink = x
+	// Preempted here at the latest (sysmon asked long ago; this call is the first chance).
+	*ns = int64(time.Since(start))
+	close(done)
+}
+
+func starved(g *int64, goAt time.Time, waited *int64, done chan<- struct{}) {
+	*waited = int64(time.Since(goAt))
+	*g = goid()
+	close(done)
+}
+
+// spinMain: the spin scenario. Its truth is written by main, which parks on channels for the
+// whole spin: nothing else waits for the P meanwhile.
+func spinMain(t *truth) {
+	if runtime.GOMAXPROCS(0) != 1 {
+		panic("spin: run with GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1")
+	}
+	t.Mode = "spin"
+	main := t.Goroutines[0].Goid
+	var spinG, starvedG int64
+	done, spun := make(chan struct{}), make(chan struct{})
+	goAt := time.Now()
+	// The later `go` takes the P's next slot: the spinner runs first, the starved one waits.
+	go starved(&starvedG, goAt, &t.StarvedWaitNs, done)
+	go spinner(&spinG, &t.SpinNs, spun)
+	<-done
+	<-spun
+	t.Goroutines = append(t.Goroutines,
+		&goroutine{Goid: spinG, Parent: main, Name: "main.spinner", Role: "spinner", Exits: true},
+		&goroutine{Goid: starvedG, Parent: main, Name: "main.starved", Role: "starved",
+			Exits: true})
+	for _, g := range t.Goroutines[1:] {
+		g.ChanWaits, g.SyncWaits, g.SelectWaits, g.IOWaits, g.Sleeps = 0, 0, 0, 0, 0
+	}
+}
+
+func writeTruth(t *truth) {
+	if path := os.Getenv("COROBPF_TRUTH"); path != "" {
+		js, err := json.Marshal(t)
+		if err != nil {
+			panic(err)
+		}
+		if err := os.WriteFile(path, js, 0o644); err != nil {
+			panic(err)
+		}
+	}
+}
+
 func main() {
 	if f := os.Getenv("GO_TRACE"); f != "" {
 		out, err := os.Create(f)
@@ -247,6 +317,12 @@ func main() {
 	t.Goroutines = append(t.Goroutines, &goroutine{Goid: main, Name: "runtime.main",
 		Role: "main", ChanWaits: -1, SyncWaits: -1, SelectWaits: -1, IOWaits: -1, Sleeps: -1,
 		Gosched: -1})
+	if len(os.Args) == 2 && os.Args[1] == "spin" {
+		spinMain(t)
+		writeTruth(t)
+		fmt.Printf("spun\n")
+		return
+	}
 	// Buffered: a child reports its goid without parking.
 	me := make(chan int64, 1)
 	add := func(g *goroutine) *goroutine {
@@ -379,14 +455,6 @@ func main() {
 	if s := status(lk.Goid); s != "chan receive" {
 		panic("the leaked goroutine is " + s)
 	}
-	if path := os.Getenv("COROBPF_TRUTH"); path != "" {
-		js, err := json.Marshal(t)
-		if err != nil {
-			panic(err)
-		}
-		if err := os.WriteFile(path, js, 0o644); err != nil {
-			panic(err)
-		}
-	}
+	writeTruth(t)
 	fmt.Printf("pings %d sum %d shorts %d\n", pings, sum, shorts)
 }
