@@ -6,10 +6,11 @@ writes its own truth: each goroutine's goid, the goroutine that ran its `go` sta
 function it runs, its channel waits (exactly: a sender sends only once runtime.Stack shows
 the receiver parked) and the channel, its parks on a sync.Mutex, in a select and in the
 network poller, its sleeps, its Gosched calls, whether it ends; one goroutine leaked on a
-channel, one blocked in read(2) on a blocking pipe, 2,000 that start and end. In attach mode some of them are parked before the attach, the leaked one among
-them. The trace must hold each as the program says, flag exactly the leaked one (a lost
-wakeup) and the blocked one (`blocking`), nothing else, and leave the program's output and
-exit code as they are untraced. A second scenario (goprog spin, one P, no asynchronous
+channel, one blocked in read(2) on a blocking pipe, 2,000 that start and end. In attach
+mode some of them are parked before the attach, the leaked one among them. The trace must
+hold each as the program says, flag exactly the leaked one (a lost wakeup) and the blocked
+one (`blocking`), nothing else, and leave the program's output and exit code as they are
+untraced. A second scenario (goprog spin, one P, no asynchronous
 preemption) makes a long_run and a sched_latency due, each bounded by the program's own
 clock readings.
 
