@@ -579,9 +579,10 @@ def go_costs(res):
     """Two goroutines passing a token over unbuffered channels (tools/bench/go_pingpong.go,
     Debian's golang-go): each round trip parks and readies each goroutine once. The
     program times its loop; it runs untraced, under corobpf (its defaults, a raw capture
-    written), and under Go's own execution tracer (GO_TRACE: runtime/trace.Start, the trace
-    written to a file), interleaved run by run. Slowdowns are each median over the untraced
-    median. Without go the row is skipped, saying so (in CI it fails)."""
+    written; and again with --no-sched, as the switch rows run), and under Go's own
+    execution tracer (GO_TRACE: runtime/trace.Start, the trace written to a file),
+    interleaved run by run. Slowdowns are each median over the untraced median. Without go
+    the row is skipped, saying so (in CI it fails)."""
     why = runtime_missing(GO_PINGPONG)
     if why:
         res["go"] = {"skipped": why + " (built by make bench-tools where go is installed)"}
@@ -589,16 +590,18 @@ def go_costs(res):
     n = 5000 if QUICK else 200000
     raw, gotrace = os.path.join(WORK, "go.raw"), os.path.join(WORK, "go.trace")
     cmd = [GO_PINGPONG, str(n)]
-    rows = {"native": [], "corobpf": [], "go_trace": []}
+    rows = {"native": [], "corobpf": [], "corobpf_no_sched": [], "go_trace": []}
     r = {"round_trips": n}
     for _ in range(RUNS):
         rows["native"].append(per_iter(sh(cmd).stdout))
-        p = subprocess.run([COROBPF, "-q", "--force", "--raw", raw, "--"] + cmd,
-                           capture_output=True, text=True)
-        if p.returncode == 0:
-            rows["corobpf"].append(per_iter(p.stdout))
-        else:
-            r["corobpf_failed"] = "exit %d: %s" % (p.returncode, p.stderr.strip().splitlines()[0])
+        for key, flags in (("corobpf", []), ("corobpf_no_sched", ["--no-sched"])):
+            p = subprocess.run([COROBPF, "-q", "--force", "--raw", raw] + flags + ["--"] + cmd,
+                               capture_output=True, text=True)
+            if p.returncode == 0:
+                rows[key].append(per_iter(p.stdout))
+            else:
+                r["corobpf_failed"] = "exit %d: %s" % (p.returncode,
+                                                       p.stderr.strip().splitlines()[0])
         rows["go_trace"].append(per_iter(sh(cmd, env=dict(os.environ, GO_TRACE=gotrace)).stdout))
         r["go_trace_bytes"] = os.path.getsize(gotrace)
         if os.path.exists(raw):
@@ -611,6 +614,7 @@ def go_costs(res):
         r["corobpf_ns_per_round_trip"] = median(rows["corobpf"])
         r["corobpf_slowdown"] = r["corobpf_ns_per_round_trip"] / base
         r["corobpf_over_go_trace"] = r["corobpf_slowdown"] / r["go_trace_slowdown"]
+        r["corobpf_no_sched_slowdown"] = median(rows["corobpf_no_sched"]) / base
         # What a round trip costs in events: a run of its own, to JSONL, for the trailer.
         out = os.path.join(WORK, "go.jsonl")
         small = 5000
@@ -697,10 +701,11 @@ def table(res):
                      "readies): Go's execution tracer %.0f ns (%.2fx), corobpf %s" % (
                          g["native_ns_per_round_trip"], g["go_trace_ns_per_round_trip"],
                          g["go_trace_slowdown"],
-                         "%.0f ns (%.2fx; %.2fx Go's tracer's slowdown; %.1f events per "
-                         "round trip)" % (
+                         "%.0f ns (%.2fx; %.2fx Go's tracer's slowdown; %.2fx with --no-sched; "
+                         "%.1f events per round trip)" % (
                              g["corobpf_ns_per_round_trip"], g["corobpf_slowdown"],
-                             g["corobpf_over_go_trace"], g["corobpf_events_per_round_trip"])
+                             g["corobpf_over_go_trace"], g["corobpf_no_sched_slowdown"],
+                             g["corobpf_events_per_round_trip"])
                          if "corobpf_slowdown" in g
                          else "failed (%s)" % g.get("corobpf_failed")))
     if "replay" in res:
