@@ -289,10 +289,26 @@ def go_launch_goroutines():
     """corobpf -- goprog: every goroutine as the program says, findings exactly."""
     if not need_go(GOPROG):
         return
-    tr, truth, pid, out, raw = go_launch(GOPROG, "go-launch")
+    db = work("go-launch.db")
+    tr, truth, pid, out, raw = go_launch(GOPROG, "go-launch", extra=THRESHOLDS + ["-o", db])
     all_of(lambda: check_go(tr, truth, pid, launched=True),
            lambda: check_findings(tr, truth, pid, launched=True),
-           lambda: check_replay(out, raw, THRESHOLDS))
+           lambda: check_replay(out, raw, THRESHOLDS),
+           lambda: check_sqlite(db, tr, pid))
+
+
+def check_sqlite(db, trace, pid):
+    """The SQLite output holds the same goroutines as the JSONL, each as it says."""
+    con = sqlite3.connect(db)
+    try:
+        rows = sorted(con.execute("SELECT id, parent_id, name, end FROM coroutines WHERE pid = ?",
+                                  (pid,)))
+    finally:
+        con.close()
+    want = sorted((int(c["id"], 16), int(c["parent"], 16), c["name"], c["end"])
+                  for c in trace.coroutines if c["pid"] == pid)
+    eq(len(rows), len(want), "goroutines in the SQLite output")
+    eq([r for r in rows if r not in set(want)][:5], [], "SQLite goroutines unlike the JSONL's")
 
 
 @test
