@@ -311,14 +311,30 @@ def check_sqlite(db, trace, pid):
     eq([r for r in rows if r not in set(want)][:5], [], "SQLite goroutines unlike the JSONL's")
 
 
+def launch_variant(binary, name):
+    if not need_go(binary):
+        return
+    tr, truth, pid, _, _ = go_launch(binary, name)
+    all_of(lambda: check_go(tr, truth, pid, launched=True),
+           lambda: check_findings(tr, truth, pid, launched=True))
+
+
 @test
 def go_launch_stripped():
     """The same program built with -ldflags='-s -w' (no symbols, no DWARF): the same truth."""
-    if not need_go(GOPROG_STRIPPED):
-        return
-    tr, truth, pid, _, _ = go_launch(GOPROG_STRIPPED, "go-stripped")
-    all_of(lambda: check_go(tr, truth, pid, launched=True),
-           lambda: check_findings(tr, truth, pid, launched=True))
+    launch_variant(GOPROG_STRIPPED, "go-stripped")
+
+
+@test
+def go_launch_no_dwarf():
+    """Built with -ldflags=-w (symbols, no DWARF): the same truth."""
+    launch_variant(os.path.join(TESTS_BIN, "go", "goprog-nodwarf"), "go-nodwarf")
+
+
+@test
+def go_launch_pie():
+    """Built with -buildmode=pie (loaded at a random base): the same truth."""
+    launch_variant(os.path.join(TESTS_BIN, "go", "goprog-pie"), "go-pie")
 
 
 # The spin scenario's slack between the program's clock readings and the trace's (the same
