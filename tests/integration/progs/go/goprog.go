@@ -6,8 +6,10 @@
 // goroutine that started it (main, or for the short ones the spawner, which passes its goid
 // in), the function it runs, how many times it parked on a channel and on which one (the
 // hchan address, %p), its parks on a sync.Mutex, in a select and in the network poller, its
-// sleeps, its Gosched calls, whether it ends. A park is counted only where it is certain: a sender sends only after runtime.Stack
-// shows the receiver parked in "[chan receive]", so each receive parks exactly once.
+// sleeps, its Gosched calls, whether it ends. A park is counted only where it is certain: a
+// sender sends only after runtime.Stack shows the receiver parked in "[chan receive]" (and
+// for the network poller, only after the reader has consumed the last byte), so each
+// receive parks exactly once.
 //
 //	goprog            launch mode: run the scenario and exit 0
 //	goprog --wait F   attach mode: start the goroutines that park before the attach, print
@@ -39,7 +41,6 @@ const (
 	sleeps  = 5    // time.Sleep calls of the sleeper
 	yields  = 30   // runtime.Gosched calls of the yielder
 	shorts  = 2000 // goroutines spawned and finished
-	preWait = 3    // goroutines parked on channels before the attach
 	ioReads = 10   // reads of the netpoller reader, each a park in the network poller
 	locks   = 10   // rounds of the locker: a park on a channel, then one on a sync.Mutex
 	selects = 10   // selects of the selecter, each a park
