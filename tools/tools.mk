@@ -6,6 +6,7 @@
 #   build/tests/scenarios               test scenarios, probes in the executable
 #   build/tests/scenarios-so            the same, probes in build/tests/libcorosched.so
 #   build/tests/usdt_matrix_*           every probe with known arguments, per compiler and -O
+#   build/tests/go/*                    Go programs (where go is installed: golang-go)
 #
 # TOOLS_SAN adds flags to corosched, the demo and the scenarios, e.g. `make tools TOOLS_SAN=-fsanitize=address`
 # (use a fresh OUT=... for that, objects are not rebuilt when only flags change).
@@ -290,3 +291,44 @@ $(OUT)/bench/gen_raw: tools/bench/gen_raw.c $(USER_LIB_OBJS)
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $< $(USER_LIB_OBJS) -o $@ $(LDLIBS)
+
+# Go programs (golang-go), built only where go is installed: suite_21_go.py and the bench's
+# Go row skip without them, saying why (in CI, where tools/deps.sh installs go, they fail).
+# Standard library only and offline: GOPATH mode (no module lookups, no proxy), the build
+# cache in a temporary directory removed after the build. goprog-stripped has no symbol table
+# and no DWARF (-s -w), as many release binaries ship; goprog-nodwarf keeps its symbols only
+# (-w); goprog-pie is position-independent.
+GO ?= $(shell command -v go 2>/dev/null)
+go_build = d=$$(mktemp -d) && GOCACHE=$$d/cache GOPATH=$$d/path GO111MODULE=off GOPROXY=off \
+	GOFLAGS= $(GO) build $(1) -o $@ $< ; s=$$?; rm -rf $$d; exit $$s
+
+ifneq ($(GO),)
+tools: $(OUT)/tests/go/goprog $(OUT)/tests/go/goprog-stripped $(OUT)/tests/go/goprog-nodwarf \
+       $(OUT)/tests/go/goprog-pie
+bench-tools: $(OUT)/bench/go_pingpong
+
+$(OUT)/tests/go/goprog: tests/integration/progs/go/goprog.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,)
+
+$(OUT)/tests/go/goprog-stripped: tests/integration/progs/go/goprog.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,"-ldflags=-s -w")
+
+$(OUT)/tests/go/goprog-nodwarf: tests/integration/progs/go/goprog.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,-ldflags=-w)
+
+$(OUT)/tests/go/goprog-pie: tests/integration/progs/go/goprog.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,-buildmode=pie)
+
+$(OUT)/bench/go_pingpong: tools/bench/go_pingpong.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,)
+endif

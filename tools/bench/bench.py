@@ -18,6 +18,8 @@ Sections:
              runtimes traced with no flags (Ruby fibers, greenlets, QEMU coroutines in
              qemu-img bench), against an empty program at every site corobpf probes
              for that family (a runtime not installed is skipped, saying so; in CI it fails)
+  go         a Go channel ping-pong (unmodified Go): slowdown under corobpf beside its
+             slowdown under Go's own execution tracer (runtime/trace), in the same run
   replay     events/s and peak RSS replaying synthetic captures to each output
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
@@ -44,7 +46,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build")
-COROBPF = os.path.join(ROOT, "corobpf")
+# COROBPF=PATH: measure another build of corobpf (the workloads stay this tree's).
+COROBPF = os.environ.get("COROBPF") or os.path.join(ROOT, "corobpf")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 WORK = tempfile.mkdtemp(prefix="corobpf-bench-")
 RUNS = 1 if QUICK else 5
@@ -630,6 +633,60 @@ def exec_cost(res):
     res["exec_cost"] = row
 
 
+GO_PINGPONG = os.path.join(BUILD, "bench", "go_pingpong")
+
+
+def go_costs(res):
+    """Two goroutines passing a token over unbuffered channels (tools/bench/go_pingpong.go,
+    Debian's golang-go): each round trip parks and readies each goroutine once. The
+    program times its loop; it runs untraced, under corobpf (its defaults, a raw capture
+    written; and again with --no-sched, as the switch rows run), and under Go's own
+    execution tracer (GO_TRACE: runtime/trace.Start, the trace written to a file),
+    interleaved run by run. Slowdowns are each median over the untraced median. Without go
+    the row is skipped, saying so (in CI it fails)."""
+    why = runtime_missing(GO_PINGPONG)
+    if why:
+        res["go"] = {"skipped": why + " (built by make bench-tools where go is installed)"}
+        return
+    n = 5000 if QUICK else 200000
+    raw, gotrace = os.path.join(WORK, "go.raw"), os.path.join(WORK, "go.trace")
+    cmd = [GO_PINGPONG, str(n)]
+    rows = {"native": [], "corobpf": [], "corobpf_no_sched": [], "go_trace": []}
+    r = {"round_trips": n}
+    for _ in range(RUNS):
+        rows["native"].append(per_iter(sh(cmd).stdout))
+        for key, flags in (("corobpf", []), ("corobpf_no_sched", ["--no-sched"])):
+            p = subprocess.run([COROBPF, "-q", "--force", "--raw", raw] + flags + ["--"] + cmd,
+                               capture_output=True, text=True)
+            if p.returncode == 0:
+                rows[key].append(per_iter(p.stdout))
+            else:
+                r["corobpf_failed"] = "exit %d: %s" % (p.returncode,
+                                                       p.stderr.strip().splitlines()[0])
+        rows["go_trace"].append(per_iter(sh(cmd, env=dict(os.environ, GO_TRACE=gotrace)).stdout))
+        r["go_trace_bytes"] = os.path.getsize(gotrace)
+        if os.path.exists(raw):
+            r["corobpf_raw_bytes"] = os.path.getsize(raw)
+    base = median(rows["native"])
+    r["native_ns_per_round_trip"] = base
+    r["go_trace_ns_per_round_trip"] = median(rows["go_trace"])
+    r["go_trace_slowdown"] = r["go_trace_ns_per_round_trip"] / base
+    if rows["corobpf"] and "corobpf_failed" not in r:
+        r["corobpf_ns_per_round_trip"] = median(rows["corobpf"])
+        r["corobpf_slowdown"] = r["corobpf_ns_per_round_trip"] / base
+        r["corobpf_over_go_trace"] = r["corobpf_slowdown"] / r["go_trace_slowdown"]
+        r["corobpf_no_sched_slowdown"] = median(rows["corobpf_no_sched"]) / base
+        # What a round trip costs in events: a run of its own, to JSONL, for the trailer.
+        out = os.path.join(WORK, "go.jsonl")
+        small = 5000
+        sh([COROBPF, "-q", "--force", "-o", out, "--", GO_PINGPONG, str(small)])
+        t = trailer_of(out)
+        r["corobpf_events_per_round_trip"] = t["events"] / small
+        r["corobpf_lost_events"] = t["lost"]["events"]
+        os.unlink(out)
+    res["go"] = r
+
+
 def table(res):
     lines = ["corobpf bench (%s, kernel %s, %s CPUs%s)" % (res["machine"]["cpu"], res["machine"]["kernel"],
                                                        res["machine"]["cpus"], ", quick" if QUICK else ""),
@@ -697,6 +754,21 @@ def table(res):
                              "alone adds %.0f ns per switch" % (
                                  r["switches_per_run"], r["creates_per_run"],
                                  r["floor_switch_site_added_ns"]))
+    g = res.get("go")
+    if g and "skipped" in g:
+        lines.append("Go channel ping-pong: skipped, %s" % g["skipped"])
+    elif g:
+        lines.append("Go channel ping-pong (%.0f ns per round trip native: two parks, two "
+                     "readies): Go's execution tracer %.0f ns (%.2fx), corobpf %s" % (
+                         g["native_ns_per_round_trip"], g["go_trace_ns_per_round_trip"],
+                         g["go_trace_slowdown"],
+                         "%.0f ns (%.2fx; %.2fx Go's tracer's slowdown; %.2fx with --no-sched; "
+                         "%.1f events per round trip)" % (
+                             g["corobpf_ns_per_round_trip"], g["corobpf_slowdown"],
+                             g["corobpf_over_go_trace"], g["corobpf_no_sched_slowdown"],
+                             g["corobpf_events_per_round_trip"])
+                         if "corobpf_slowdown" in g
+                         else "failed (%s)" % g.get("corobpf_failed")))
     if "replay" in res:
         lines.append("")
         lines.append("replay of a synthetic capture on one thread: events per wall second "
@@ -738,8 +810,8 @@ def main():
         return 1
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
-    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, replay, loss, scale,
-                 exec_cost):
+    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, go_costs, replay, loss,
+                 scale, exec_cost):
         if not only or step.__name__ in only:
             step(res)
     text = table(res)
