@@ -58,6 +58,14 @@ enum coro_event_kind {
 	 * (the raw capture never holds this kind).
 	 */
 	CORO_EV_CTX_ENTRY = 18,
+	/*
+	 * C++20 coroutines in unmodified programs (docs/cxx20.md): raw facts
+	 * from uprobes on coroutine bodies, destroy clones and the stores of a
+	 * frame's resume pointer, turned into CREATE/SWITCH/EXIT by user space
+	 * (user/model/cxxmap.c), which keeps each thread's stack of resumes.
+	 */
+	CORO_EV_CXX = 21,
+	CORO_EV_CXX_AWAIT = 22, /* an awaiter's await_suspend was called: what the frame waits on */
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -211,6 +219,7 @@ enum coro_ctx_family {
 	CORO_FAM_RUBY = 5,     /* libruby's coroutine_transfer: ids are coroutine_context addresses */
 	CORO_FAM_QEMU = 6,     /* qemu_coroutine_switch: ids are Coroutine addresses */
 	CORO_FAM_GREENLET = 7, /* Python greenlet's g_switchstack: ids are greenlet::Greenlet addresses */
+	CORO_FAM_CXX20 = 9, /* C++20 coroutine bodies (GCC, Clang): ids are frame addresses */
 };
 
 /* hdr.cur: the raw current context of the creating thread. */
@@ -313,6 +322,59 @@ enum coro_ctx_cookie_flags {
 /* pth_attr_set's field number for a thread's name (pth.h: PTH_ATTR_NAME). */
 #define CORO_PTH_ATTR_NAME 1
 
+/*
+ * C++20 coroutines (CORO_EV_CXX, CORO_EV_CXX_AWAIT). The BPF cookie of a
+ * site: what it is, where the frame is (register + displacement), and the
+ * index of its coroutine's (or awaiter's) name, capture-wide.
+ */
+enum coro_cxx_op {
+	CORO_CXX_BODY = 1,    /* a body's entry (frame = A); a session: its return is CORO_CXX_RETURN */
+	CORO_CXX_DESTROY = 2, /* a destroy or cleanup clone's entry (frame = A) */
+	CORO_CXX_CREATE = 3,  /* a store of a body's address: frame = A + delta */
+	CORO_CXX_AWAIT = 4,   /* a call of Awaiter::await_suspend(handle): frame = A (rsi) */
+	CORO_CXX_RETURN = 5,  /* (records only) the body returned */
+	CORO_CXX_START = 6,   /* a ramp calls the body (frame = A): its first run, part of the creation */
+	/*
+	 * A body hands over to another by calling its resume function (GCC
+	 * without optimization compiles a symmetric transfer as a call): the
+	 * body running on the thread is suspended from here.
+	 */
+	CORO_CXX_XFER = 7,
+};
+
+#define CORO_CXX_COOKIE(op, a, delta, fn)                                                          \
+	((__u64)(op) | (__u64)(a) << 8 | (__u64)(__u16)(delta) << 16 | (__u64)(__u32)(fn) << 32)
+#define CORO_CXX_COOKIE_OP(k) ((__u32)((k) & 0xff))
+#define CORO_CXX_COOKIE_A(k) ((__u32)(((k) >> 8) & 0xff))
+#define CORO_CXX_COOKIE_DELTA(k) ((__s64)(__s16)(__u16)((k) >> 16))
+#define CORO_CXX_COOKIE_FN(k) ((__u32)((k) >> 32))
+
+enum coro_cxx_flags {
+	CORO_CXXF_WORD_UNREAD = 1 << 0, /* `word` could not be read */
+	CORO_CXXF_PREV_UNREAD = 1 << 1, /* `prev_word` could not be read */
+};
+
+struct coro_ev_cxx {
+	struct coro_event_hdr hdr;
+	__u64 frame;
+	__u64 sp;   /* BODY: rsp at the entry (where the return address is); else 0 */
+	/*
+	 * BODY, RETURN: the frame's first word (its resume pointer; 0 once at
+	 * the final suspend point). AWAIT: the awaiter's address.
+	 */
+	__u64 word;
+	/*
+	 * BODY: the frame this thread entered before (0: none) and its first
+	 * word now: whether the coroutine that handed over in a symmetric
+	 * transfer had reached its final suspend point.
+	 */
+	__u64 prev, prev_word;
+	__u32 fn; /* the cookie's name index */
+	__u8 op;  /* enum coro_cxx_op */
+	__u8 flags; /* enum coro_cxx_flags */
+	__u16 __pad;
+};
+
 /* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */
 enum coro_offcpu_state {
 	CORO_OFF_PREEMPTED = 0, /* still runnable: waited on a run queue */
@@ -354,6 +416,11 @@ enum coro_stat {
 	 * kept, without its stack.
 	 */
 	CORO_STAT_STACK_LOST = 5,
+	/*
+	 * C++20: a body returned and its frame's first word could not be read
+	 * (whether it suspended or finished is not known: taken as suspended).
+	 */
+	CORO_STAT_CXX_UNREAD = 7,
 	CORO_STAT_MAX = 8,
 };
 
@@ -370,6 +437,7 @@ struct coro_task_state {
 	char pth_name[CORO_STR_LEN];
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
 	__u8 __pad2[7];
+	__u64 cxx_last; /* C++20: the frame whose body this thread entered last */
 };
 
 #endif /* COROBPF_EVENT_ABI_H */

@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
+#include "cxxattach.h"
 #include "elfnotes.h"
 #include "ldpaths.h"
 #include "liverec.h"
@@ -493,6 +494,9 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	}
 	if (a->opts.switch_none)
 		return sites;
+	/* C++20 coroutines: their own sites, whatever else the program has. */
+	if (!a->opts.switch_forced)
+		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
@@ -654,6 +658,8 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 
 	fd_path(fd_path_buf, fd);
 	a->global_sites += attach_object_pid(a, -1, fd_path_buf, shown, late);
+	if (!a->opts.switch_none && !a->opts.switch_forced)
+		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
 	return true;

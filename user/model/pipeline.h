@@ -16,6 +16,7 @@
 #define COROBPF_PIPELINE_H
 
 #include "ctxmap.h"
+#include "cxxmap.h"
 #include "finding.h"
 #include "model.h"
 #include "reorder.h"
@@ -29,6 +30,7 @@ struct pipeline {
 	struct capture_info *ci;
 	struct reorder reorder;
 	struct ctxmap ctxmap; /* raw context facts of the switch-function path -> coroutines */
+	struct cxxmap cxxmap; /* raw C++20 coroutine facts -> coroutines, after ctxmap */
 	struct model model;
 	struct analyzer *analyzer; /* the model's first observer, or NULL */
 	struct finding_sink sinks[MODEL_MAX_OBSERVERS]; /* the outputs' finding callbacks */

@@ -85,6 +85,7 @@ const char *coro_family_name(u32 family)
 	case CORO_FAM_RUBY: return "ruby";
 	case CORO_FAM_QEMU: return "qemu";
 	case CORO_FAM_GREENLET: return "greenlet";
+	case CORO_FAM_CXX20: return "cxx20";
 	}
 	return "?";
 }
