@@ -357,7 +357,7 @@ enum coro_cxx_flags {
 struct coro_ev_cxx {
 	struct coro_event_hdr hdr;
 	__u64 frame;
-	__u64 sp;   /* BODY: rsp at the entry (where the return address is); else 0 */
+	__u64 sp;   /* BODY, RETURN: rsp at the entry (where the return address was); else 0 */
 	/*
 	 * BODY, RETURN: the frame's first word (its resume pointer; 0 once at
 	 * the final suspend point). AWAIT: the awaiter's address.

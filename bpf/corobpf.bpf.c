@@ -927,6 +927,8 @@ int coro_cxx(struct pt_regs *regs)
 		}
 		if (op == CORO_CXX_AWAIT)
 			e->word = regs->di; /* the awaiter */
+		if (ret)
+			e->sp = regs->sp - 8; /* the return address popped: the entry's rsp */
 		if (op == CORO_CXX_BODY && !ret) {
 			e->sp = regs->sp;
 			if (st && st->cxx_last) {

@@ -351,8 +351,10 @@ static void find_stores(struct scan *s, const uint8_t *code, uint64_t size, uint
 {
 	int xmm = -1;
 	bool live = true; /* reg still holds the address */
+	bool spilled = false; /* ...and the xmm register was kept in a stack slot (a hoisted value) */
+	int64_t slot = 0;
 
-	for (int n = 0; n < 512 && i < size && (live || xmm >= 0); n++) {
+	for (int n = 0; n < 512 && i < size && (live || xmm >= 0 || spilled); n++) {
 		struct x86_insn in;
 		uint64_t addr = start + i;
 		int len = x86_decode(code + i, size - i, addr, &in), base;
@@ -374,17 +376,27 @@ static void find_stores(struct scan *s, const uint8_t *code, uint64_t size, uint
 			    (in.opcode == 0x7f && (in.opsize16 || in.rep))) &&
 			   (in.modrm >> 6) != 3) {
 			/* movups/movaps/movdqa/movdqu %xmmN, mem: the low quadword first. */
-			if (mem_base(&in, code + i, &base, &disp))
+			if (mem_base(&in, code + i, &base, &disp) && base == X86_RSP) {
+				spilled = true;
+				slot = disp;
+			} else if (mem_base(&in, code + i, &base, &disp)) {
 				add_create(s, &in, addr, base, disp, coro, fn_first_site);
+			}
 			xmm = -1;
+		} else if (spilled && in.map == 1 && (in.modrm >> 6) != 3 &&
+			   (in.opcode == 0x28 || (in.opcode == 0x10 && !in.rep && !in.repne) ||
+			    (in.opcode == 0x6f && (in.opsize16 || in.rep))) &&
+			   mem_base(&in, code + i, &base, &disp) && base == X86_RSP && disp == slot) {
+			xmm = modrm_reg(&in); /* the slot loaded again: movaps/movups/movdqa/movdqu */
 		} else if (xmm >= 0 && in.map == 1 && modrm_reg(&in) == xmm &&
 			   !(in.opsize16 && in.opcode == 0x6c)) {
 			xmm = -1; /* anything but punpcklqdq into it: lost track */
 		}
 		if (in.map == 0 && (!in.writes_known || (in.writes & (1u << reg))))
 			live = false; /* (SSE instructions write no general register) */
-		if (in.flow != X86_FLOW_NEXT && xmm >= 0 && !live)
-			return; /* the xmm path is followed in a straight line only */
+		if (in.map == 0 && (in.writes & (1u << X86_RSP)) && in.push_reg < 0 &&
+		    in.pop_reg < 0 && in.flow != X86_FLOW_CALL)
+			spilled = false; /* the stack pointer moved: the slot is lost */
 		i += (uint64_t)len;
 	}
 }
@@ -430,9 +442,13 @@ static void scan_code(struct scan *s, unsigned flags)
 			    t->role == ROLE_BODY && fn->role != ROLE_DESTROY)
 				find_stores(s, code, fn->size, fn->vaddr, i + (uint64_t)len, reg, t->coro,
 					    first_site);
-			if (fn->role == ROLE_OTHER && in.flow == X86_FLOW_CALL &&
-			    (t = sym_at(s, in.target)) && t->role == ROLE_BODY) {
-				/* The ramp runs the body up to its initial suspend point. */
+			if (fn->role != ROLE_DESTROY && in.flow == X86_FLOW_CALL &&
+			    (t = sym_at(s, in.target)) && t->role == ROLE_BODY &&
+			    has_suffix(t->name, ".Frame.actor")) {
+				/*
+				 * The ramp runs the body up to its initial suspend point
+				 * (a ramp inlined into another body, too).
+				 */
 				add_site(s, addr, CORO_CXX_COOKIE(CORO_CXX_START, X86_RDI, 0, t->coro),
 					 in.uprobe == X86_UPROBE_EMULATED);
 				s->plan->starts++;

@@ -24,9 +24,11 @@
  *            frame's resume pointer (its first word, or a frame elided into
  *            another one at an offset), written by the ramp, or by a caller
  *            the ramp was inlined into; frame = base register + offset
- *   start    a direct call of a body from outside the bodies: a ramp
- *            running the body up to the initial suspend point itself (GCC
- *            without optimization); frame = rdi
+ *   start    a direct call of a GCC actor (from anything but a destroy): a
+ *            ramp, or a body it was inlined into, running the body up to
+ *            the initial suspend point itself; frame = rdi (Clang's ramps
+ *            run that part inline, and its direct calls of a body are
+ *            resumes made devirtualized)
  *   xfer     in a GCC body, the symmetric transfer GCC compiles as a call
  *            without optimization (`call coroutine_handle::address()`,
  *            then `call *reg`): probed at the first, an emulated call

@@ -6,7 +6,8 @@
 
 struct cxx_entry {
 	u64 frame, sp, word;
-	bool initial; /* the ramp's own first run: the model does not see it running */
+	/* The ramp's own first run, or GCC's destroy running the body: not running for the model. */
+	bool initial;
 	bool xfer;    /* it calls another's body to hand over (GCC -O0's symmetric transfer) */
 	bool out;     /* ...which was entered: switched out, though still on the stack */
 };
@@ -15,6 +16,7 @@ struct cxx_thread {
 	struct cxx_entry *stack;
 	u32 depth, cap;
 	u64 creating;	/* its ramp calls the body (CORO_CXX_START), not entered since */
+	u64 last_created; /* made last on this thread, not entered since */
 	u64 destroying; /* its destroy clone entered: GCC runs the body once more */
 };
 
@@ -24,6 +26,7 @@ void cxxmap_init(struct cxxmap *x)
 	hmap_init(&x->threads);
 	hmap_init(&x->live);
 	hmap_init(&x->waits);
+	hmap_init(&x->on);
 	hmap_init(&x->procs);
 }
 
@@ -77,6 +80,7 @@ static void emit_exit(struct cxxmap *x, const struct coro_event_hdr *like, u64 c
 	if (!hmap_del(&x->live, like->pid, frame))
 		return; /* ended already (at its final suspend point, or destroyed) */
 	hmap_del(&x->waits, like->pid, frame);
+	hmap_del(&x->on, like->pid, frame);
 	emit_hdr(x, like, CORO_EV_EXIT, sizeof(*e), cur);
 	e->id = frame;
 	e->status = 0;
@@ -99,6 +103,10 @@ static void emit_switch(struct cxxmap *x, const struct coro_event_hdr *like, u64
 	}
 	if (to)
 		hmap_put(&x->live, like->pid, to, (void *)1);
+	if (from)
+		hmap_del(&x->on, like->pid, from);
+	if (to)
+		hmap_put(&x->on, like->pid, to, (void *)(uintptr_t)((u64)like->tid + 1));
 	emit(ctx, &s->hdr);
 }
 
@@ -118,6 +126,35 @@ static void apply_create(struct cxxmap *x, struct cxx_thread *t, const struct co
 	c->id = e->frame;
 	c->parent = cur;
 	emit(ctx, &c->hdr);
+	t->last_created = e->frame;
+}
+
+/*
+ * Entered here while its body still runs on another thread: that thread
+ * suspended it (await_suspend handed it over, a migration) and has not
+ * returned from the body yet. It left that thread now; its return there
+ * says nothing more.
+ */
+static void left_elsewhere(struct cxxmap *x, const struct coro_ev_cxx *e, cxxmap_emit_fn emit,
+			   void *ctx)
+{
+	u64 on = (u64)(uintptr_t)hmap_get(&x->on, e->hdr.pid, e->frame);
+	struct coro_event_hdr like = e->hdr;
+	struct cxx_thread *o;
+
+	if (!on || on - 1 == e->hdr.tid || !(o = hmap_get(&x->threads, e->hdr.pid, on - 1)))
+		return;
+	for (u32 i = o->depth; i > 0; i--) {
+		struct cxx_entry *ent = &o->stack[i - 1];
+
+		if (ent->frame != e->frame || ent->initial || ent->out)
+			continue;
+		ent->out = true;
+		like.tid = (u32)(on - 1);
+		like.lost_before = 0;
+		emit_switch(x, &like, e->frame, running(o), CORO_R_UNKNOWN, emit, ctx);
+		return;
+	}
 }
 
 static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro_ev_cxx *e,
@@ -125,8 +162,14 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 {
 	struct cxx_entry *top = t->depth ? &t->stack[t->depth - 1] : NULL;
 
-	if (destroying == e->frame)
-		return; /* GCC's destroy clone runs the body to free the frame */
+	if (t->last_created == e->frame)
+		t->last_created = 0;
+	left_elsewhere(x, e, emit, ctx);
+	if (destroying == e->frame) {
+		/* GCC's destroy clone runs the body to free the frame: no resume. */
+		push(t, e->frame, e->sp, e->word, true);
+		return;
+	}
 	if (creating == e->frame) {
 		push(t, e->frame, e->sp, e->word, true);
 		return;
@@ -167,7 +210,7 @@ static void apply_return(struct cxxmap *x, struct cxx_thread *t, const struct co
 	bool ended;
 	u64 to;
 
-	while (i > 0 && t->stack[i - 1].frame != e->frame)
+	while (i > 0 && (t->stack[i - 1].frame != e->frame || t->stack[i - 1].sp != e->sp))
 		i--;
 	if (!i) {
 		/* Replaced by a transfer (its return comes with the last one's), or never seen. */
@@ -187,10 +230,10 @@ static void apply_return(struct cxxmap *x, struct cxx_thread *t, const struct co
 
 static void forget_process(struct cxxmap *x, u32 pid)
 {
-	struct hmap *maps[3] = {&x->threads, &x->live, &x->waits};
+	struct hmap *maps[4] = {&x->threads, &x->live, &x->waits, &x->on};
 
 	hmap_del(&x->procs, pid, 0);
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		size_t it = 0, n = 0, cap = 0;
 		u64 k1, k2, *keys = NULL;
 		void *v;
@@ -251,7 +294,6 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 	x->active = true;
 	hmap_put(&x->procs, rec->pid, 0, (void *)1);
 	t = thread_get(x, rec->pid, rec->tid);
-	/* A start or a destroy concerns the body entered next, at once: one record at most. */
 	creating = t->creating;
 	destroying = t->destroying;
 	t->creating = t->destroying = 0;
@@ -271,7 +313,9 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 		apply_return(x, t, e, emit, ctx);
 		break;
 	case CORO_CXX_START:
-		t->creating = e->frame;
+		/* Only the call that follows its creation: a later one is a resume. */
+		if (t->last_created == e->frame)
+			t->creating = e->frame;
 		break;
 	case CORO_CXX_XFER:
 		if (t->depth && !t->stack[t->depth - 1].initial)
@@ -297,5 +341,6 @@ void cxxmap_free(struct cxxmap *x)
 	hmap_free(&x->threads);
 	hmap_free(&x->live);
 	hmap_free(&x->waits);
+	hmap_free(&x->on);
 	hmap_free(&x->procs);
 }

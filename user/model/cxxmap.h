@@ -40,6 +40,7 @@ struct cxxmap {
 	struct hmap threads; /* (pid, tid) -> struct cxx_thread */
 	struct hmap live;    /* (pid, frame) -> 1: created or seen, not ended */
 	struct hmap waits;   /* (pid, frame) -> awaiter address, until its next switch out */
+	struct hmap on;	     /* (pid, frame) -> tid + 1 of the thread it runs on */
 	struct hmap procs;   /* pid -> 1: a process with C++ records */
 	bool active;
 	union {
