@@ -494,8 +494,12 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	}
 	if (a->opts.switch_none)
 		return sites;
-	/* C++20 coroutines: their own sites, whatever else the program has. */
-	if (!a->opts.switch_forced)
+	/*
+	 * C++20 coroutines: their own sites, whatever else the program has, but
+	 * not in an object with probes (the promise adapter, usdt/corobpf_coro.hpp,
+	 * reports those coroutines itself, and better).
+	 */
+	if (!a->opts.switch_forced && !sites)
 		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
 	fams = switchfam_detect(path);
 	if (!fams)
@@ -655,10 +659,12 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 {
 	bool late = *(bool *)arg;
 	char fd_path_buf[32];
+	u32 sites;
 
 	fd_path(fd_path_buf, fd);
-	a->global_sites += attach_object_pid(a, -1, fd_path_buf, shown, late);
-	if (!a->opts.switch_none && !a->opts.switch_forced)
+	sites = attach_object_pid(a, -1, fd_path_buf, shown, late);
+	a->global_sites += sites;
+	if (!sites && !a->opts.switch_none && !a->opts.switch_forced)
 		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
