@@ -16,7 +16,7 @@ struct cxx_thread {
 	struct cxx_entry *stack;
 	u32 depth, cap;
 	u64 creating;	/* its ramp calls the body (CORO_CXX_START), not entered since */
-	u64 last_created; /* made last on this thread, not entered since */
+	u64 last_created; /* made last on this thread, no body entered here since */
 	u64 destroying; /* its destroy clone entered: GCC runs the body once more */
 };
 
@@ -162,8 +162,8 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 {
 	struct cxx_entry *top = t->depth ? &t->stack[t->depth - 1] : NULL;
 
-	if (t->last_created == e->frame)
-		t->last_created = 0;
+	/* A ramp calls its body before anything else runs a body here. */
+	t->last_created = 0;
 	left_elsewhere(x, e, emit, ctx);
 	if (destroying == e->frame) {
 		/* GCC's destroy clone runs the body to free the frame: no resume. */
