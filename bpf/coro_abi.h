@@ -328,7 +328,11 @@ enum coro_ctx_cookie_flags {
  * index of its coroutine's (or awaiter's) name, capture-wide.
  */
 enum coro_cxx_op {
-	CORO_CXX_BODY = 1,    /* a body's entry (frame = A); a session: its return is CORO_CXX_RETURN */
+	/*
+	 * A body's entry (frame = A; delta: where GCC keeps the frame's resume
+	 * index, 0 if unknown); a session: its return is CORO_CXX_RETURN.
+	 */
+	CORO_CXX_BODY = 1,
 	CORO_CXX_DESTROY = 2, /* a destroy or cleanup clone's entry (frame = A) */
 	CORO_CXX_CREATE = 3,  /* a store of a body's address: frame = A + delta */
 	CORO_CXX_AWAIT = 4,   /* a call of Awaiter::await_suspend(handle): frame = A (rsi) */
@@ -352,6 +356,12 @@ enum coro_cxx_op {
 enum coro_cxx_flags {
 	CORO_CXXF_WORD_UNREAD = 1 << 0, /* `word` could not be read */
 	CORO_CXXF_PREV_UNREAD = 1 << 1, /* `prev_word` could not be read */
+	/*
+	 * RETURN of a GCC body whose cookie gave the place of the frame's
+	 * resume index (BODY: delta): `prev_word` is that index (2: the initial
+	 * suspend point).
+	 */
+	CORO_CXXF_INDEX = 1 << 2,
 };
 
 struct coro_ev_cxx {

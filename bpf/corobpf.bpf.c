@@ -906,7 +906,9 @@ int coro_cxx(struct pt_regs *regs)
 	if (ret) {
 		frame = cookie ? *cookie : 0;
 	} else {
-		frame = ctx_reg(regs, CORO_CXX_COOKIE_A(k)) + CORO_CXX_COOKIE_DELTA(k);
+		frame = ctx_reg(regs, CORO_CXX_COOKIE_A(k));
+		if (op != CORO_CXX_BODY)
+			frame += CORO_CXX_COOKIE_DELTA(k);
 		if (cookie)
 			*cookie = frame;
 	}
@@ -927,8 +929,17 @@ int coro_cxx(struct pt_regs *regs)
 		}
 		if (op == CORO_CXX_AWAIT)
 			e->word = regs->di; /* the awaiter */
-		if (ret)
+		if (ret) {
+			__u16 idx = 0;
+
 			e->sp = regs->sp - 8; /* the return address popped: the entry's rsp */
+			if (CORO_CXX_COOKIE_DELTA(k) &&
+			    !bpf_probe_read_user(&idx, sizeof(idx),
+						 (const void *)(frame + CORO_CXX_COOKIE_DELTA(k)))) {
+				e->prev_word = idx;
+				e->flags |= CORO_CXXF_INDEX;
+			}
+		}
 		if (op == CORO_CXX_BODY && !ret) {
 			e->sp = regs->sp;
 			if (st && st->cxx_last) {

@@ -483,6 +483,36 @@ static void scan_code(struct scan *s, unsigned flags)
 	}
 }
 
+/*
+ * GCC: where the actor keeps the frame's resume index, which it reads
+ * first thing to dispatch (`movzwl OFF(%reg)` in the prologue); 0 if not
+ * found, or not GCC.
+ */
+static int64_t resume_index_at(const struct scan *s, const struct sym *y)
+{
+	uint64_t size = MIN(y->size, 96), i = 0;
+	uint8_t *code;
+	int64_t off = 0;
+
+	if (!has_suffix(y->name, ".Frame.actor") || !(code = read_code(s, y->vaddr, size)))
+		return 0;
+	for (int n = 0; n < 12 && i < size && !off; n++) {
+		struct x86_insn in;
+		int len = x86_decode(code + i, size - i, y->vaddr + i, &in), base;
+		int64_t disp;
+
+		if (!len || in.flow != X86_FLOW_NEXT)
+			break;
+		if (in.map == 1 && in.opcode == 0xb7 && (in.modrm >> 6) != 3 &&
+		    mem_base(&in, code + i, &base, &disp) && base != X86_RSP && base != X86_RBP &&
+		    disp > 0 && disp <= INT16_MAX)
+			off = disp;
+		i += (uint64_t)len;
+	}
+	free(code);
+	return off;
+}
+
 bool cxxcoro_detect(const char *path)
 {
 	struct scan s = {0};
@@ -542,7 +572,8 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 			continue;
 		add_site(&s, y->vaddr,
 			 CORO_CXX_COOKIE(y->role == ROLE_BODY ? CORO_CXX_BODY : CORO_CXX_DESTROY,
-					 X86_RDI, 0, y->coro),
+					 X86_RDI, y->role == ROLE_BODY ? resume_index_at(&s, y) : 0,
+					 y->coro),
 			 in.uprobe == X86_UPROBE_EMULATED);
 		if (y->role == ROLE_BODY) {
 			plan->bodies++;

@@ -4,10 +4,14 @@
 #include <string.h>
 #include "cxxmap.h"
 
+/* GCC's resume index of the initial suspend point (0: not started; odd: destroying). */
+#define GCC_INITIAL_SUSPEND 2
+
 struct cxx_entry {
 	u64 frame, sp, word;
 	/* The ramp's own first run, or GCC's destroy running the body: not running for the model. */
 	bool initial;
+	bool start;   /* initial: the ramp's run (not GCC's destroy running the body) */
 	bool xfer;    /* it calls another's body to hand over (GCC -O0's symmetric transfer) */
 	bool out;     /* ...which was entered: switched out, though still on the stack */
 };
@@ -56,7 +60,7 @@ static void push(struct cxx_thread *t, u64 frame, u64 sp, u64 word, bool initial
 		t->cap = t->cap ? t->cap * 2 : 8;
 		t->stack = xrealloc(t->stack, t->cap * sizeof(*t->stack));
 	}
-	t->stack[t->depth++] = (struct cxx_entry){frame, sp, word, initial, false, false};
+	t->stack[t->depth++] = (struct cxx_entry){frame, sp, word, initial, false, false, false};
 }
 
 static void emit_hdr(struct cxxmap *x, const struct coro_event_hdr *like, u8 kind, u16 size,
@@ -172,6 +176,7 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 	}
 	if (creating == e->frame) {
 		push(t, e->frame, e->sp, e->word, true);
+		t->stack[t->depth - 1].start = true;
 		return;
 	}
 	if (top && !top->initial && ((top->xfer && !top->out) || top->sp == e->sp)) {
@@ -219,9 +224,21 @@ static void apply_return(struct cxxmap *x, struct cxx_thread *t, const struct co
 	/* Entries above it never returned (unwound by an exception): gone with it. */
 	ent = t->stack[i - 1];
 	t->depth = i - 1;
+	to = running(t);
+	if (ent.start && (e->flags & CORO_CXXF_INDEX) && e->prev_word != GCC_INITIAL_SUSPEND) {
+		/*
+		 * GCC's ramp ran the body past the initial suspend point (an eager
+		 * coroutine): that was its first run, known only now. Counted, its
+		 * time left with the creator.
+		 */
+		struct coro_event_hdr like = e->hdr;
+
+		like.ts = e->hdr.ts - 1;
+		emit_switch(x, &like, to, ent.frame, CORO_R_UNKNOWN, emit, ctx);
+		ent.initial = false;
+	}
 	if (ent.initial || ent.out)
 		return;
-	to = running(t);
 	ended = !(e->flags & CORO_CXXF_WORD_UNREAD) && e->word != ent.word;
 	if (ended)
 		emit_exit(x, &e->hdr, ent.frame, ent.frame, emit, ctx);
