@@ -260,6 +260,29 @@ TEST(other_records)
 	CHECK_EQ(rec(3)->cur, 7);
 }
 
+/* Resumed from a ucontext coroutine (hdr.cur, as ctxmap translated it): switched from and back to it. */
+TEST(inside_another_path)
+{
+	struct coro_ev_cxx e;
+
+	reset();
+	memset(&e, 0, sizeof(e));
+	e.hdr.size = sizeof(e);
+	e.hdr.kind = CORO_EV_CXX;
+	e.hdr.pid = PID;
+	e.hdr.tid = T1;
+	e.hdr.cur = 0x77;
+	e.frame = 0xa0;
+	e.sp = SP;
+	e.word = RESUME;
+	e.op = CORO_CXX_BODY;
+	cxxmap_apply(&X, &e.hdr, collect, NULL);
+	check_switch(0, 0x77, 0xa0, CORO_R_UNKNOWN, T1);
+	e.op = CORO_CXX_RETURN;
+	cxxmap_apply(&X, &e.hdr, collect, NULL);
+	check_switch(1, 0xa0, 0x77, CORO_R_UNKNOWN, T1);
+}
+
 int main(void)
 {
 	cxxmap_init(&X);
@@ -271,6 +294,7 @@ int main(void)
 	RUN(frame_reused);
 	RUN(await_is_a_wait);
 	RUN(other_records);
+	RUN(inside_another_path);
 	cxxmap_free(&X);
 	return unit_done();
 }

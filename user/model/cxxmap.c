@@ -21,6 +21,11 @@ struct cxx_thread {
 	u32 depth, cap;
 	u64 creating;	/* its ramp calls the body (CORO_CXX_START), not entered since */
 	u64 last_created; /* made last on this thread, no body entered here since */
+	/*
+	 * What runs on the thread when no C++ body does: a coroutine of
+	 * another path (a ucontext one resuming C++ coroutines), 0 for none.
+	 */
+	u64 outer;
 	u64 destroying; /* its destroy clone entered: GCC runs the body once more */
 };
 
@@ -51,7 +56,13 @@ static u64 running(const struct cxx_thread *t)
 	for (u32 i = t->depth; i > 0; i--)
 		if (!t->stack[i - 1].initial && !t->stack[i - 1].out)
 			return t->stack[i - 1].frame;
-	return 0;
+	return t->outer;
+}
+
+/* Any C++ body running on the thread (else records keep the hdr.cur they have). */
+static bool cxx_running(const struct cxx_thread *t)
+{
+	return running(t) && running(t) != t->outer;
 }
 
 static void push(struct cxx_thread *t, u64 frame, u64 sp, u64 word, bool initial)
@@ -290,8 +301,11 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 				forget_process(x, rec->pid);
 				return;
 			}
+			if (rec->kind == CORO_EV_SWITCH &&
+			    (t = hmap_get(&x->threads, rec->pid, rec->tid)))
+				t->outer = ((const struct coro_ev_switch *)rec)->to;
 			if (rec->kind <= CORO_EV_BPF_MAX && !(rec->flags & CORO_EVF_NO_THREAD) &&
-			    (t = hmap_get(&x->threads, rec->pid, rec->tid)) && running(t)) {
+			    (t = hmap_get(&x->threads, rec->pid, rec->tid)) && cxx_running(t)) {
 				/* What runs on the thread is the C++ coroutine on top. */
 				size_t n = MIN((size_t)rec->size, sizeof(x->buf.bytes) & ~(size_t)7);
 
@@ -311,6 +325,10 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 	x->active = true;
 	hmap_put(&x->procs, rec->pid, 0, (void *)1);
 	t = thread_get(x, rec->pid, rec->tid);
+	/* The BPF side's current coroutine is another path's (ctxmap translated it): outside C++. */
+	if (!cxx_running(t) && !(rec->flags & CORO_EVF_CUR_UNKNOWN))
+		t->outer = rec->cur;
+	/* A start or a destroy concerns the body entered next, at once: one record at most. */
 	creating = t->creating;
 	destroying = t->destroying;
 	t->creating = t->destroying = 0;
