@@ -1054,6 +1054,7 @@ void capture_close(struct capture *c)
 	free(c->targets);
 	usdt_free(&c->attach);
 	attach_ctx_free(&c->attach);
+	cxxattach_free();
 	if (c->stk) {
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 
