@@ -44,12 +44,14 @@ vpath %.c $(USER_DIRS)
 
 USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/record/,raw.c reorder.c) \
-		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c) \
-		 $(addprefix user/model/,decode.c ctxmap.c spans.c model.c pipeline.c analyze.c stacks.c counters.c gomodel.c) \
+		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c \
+		   cxxcoro.c) \
+		 $(addprefix user/model/,decode.c ctxmap.c cxxmap.c spans.c model.c pipeline.c analyze.c stacks.c \
+		   counters.c gomodel.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
-		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c) \
+		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c) \
 		  user/outputs/top.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))

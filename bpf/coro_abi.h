@@ -69,6 +69,14 @@ enum coro_event_kind {
 	 * user space while the process lives (never in the raw capture).
 	 */
 	CORO_EV_GO_ENTRY = 20,
+	/*
+	 * C++20 coroutines in unmodified programs (docs/cxx20.md): raw facts
+	 * from uprobes on coroutine bodies, destroy clones and the stores of a
+	 * frame's resume pointer, turned into CREATE/SWITCH/EXIT by user space
+	 * (user/model/cxxmap.c), which keeps each thread's stack of resumes.
+	 */
+	CORO_EV_CXX = 21,
+	CORO_EV_CXX_AWAIT = 22, /* an awaiter's await_suspend was called: what the frame waits on */
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -224,6 +232,7 @@ enum coro_ctx_family {
 	CORO_FAM_QEMU = 6,     /* qemu_coroutine_switch: ids are Coroutine addresses */
 	CORO_FAM_GREENLET = 7, /* Python greenlet's g_switchstack: ids are greenlet::Greenlet addresses */
 	CORO_FAM_GO = 8,       /* Go's runtime.casgstatus: ids are goids */
+	CORO_FAM_CXX20 = 9, /* C++20 coroutine bodies (GCC, Clang): ids are frame addresses */
 };
 
 /* hdr.cur: the raw current context of the creating thread. */
@@ -395,6 +404,69 @@ struct coro_ev_go_entry {
 	__u64 startpc; /* runtime.g.startpc: the function the goroutine runs */
 };
 
+/*
+ * C++20 coroutines (CORO_EV_CXX, CORO_EV_CXX_AWAIT). The BPF cookie of a
+ * site: what it is, where the frame is (register + displacement), and the
+ * index of its coroutine's (or awaiter's) name, capture-wide.
+ */
+enum coro_cxx_op {
+	/*
+	 * A body's entry (frame = A; delta: where GCC keeps the frame's resume
+	 * index, 0 if unknown); a session: its return is CORO_CXX_RETURN.
+	 */
+	CORO_CXX_BODY = 1,
+	CORO_CXX_DESTROY = 2, /* a destroy or cleanup clone's entry (frame = A) */
+	CORO_CXX_CREATE = 3,  /* a store of a body's address: frame = A + delta */
+	CORO_CXX_AWAIT = 4,   /* a call of Awaiter::await_suspend(handle): frame = A (rsi) */
+	CORO_CXX_RETURN = 5,  /* (records only) the body returned */
+	CORO_CXX_START = 6,   /* a ramp calls the body (frame = A): its first run, part of the creation */
+	/*
+	 * A body hands over to another by calling its resume function (GCC
+	 * without optimization compiles a symmetric transfer as a call): the
+	 * body running on the thread is suspended from here.
+	 */
+	CORO_CXX_XFER = 7,
+};
+
+#define CORO_CXX_COOKIE(op, a, delta, fn)                                                          \
+	((__u64)(op) | (__u64)(a) << 8 | (__u64)(__u16)(delta) << 16 | (__u64)(__u32)(fn) << 32)
+#define CORO_CXX_COOKIE_OP(k) ((__u32)((k) & 0xff))
+#define CORO_CXX_COOKIE_A(k) ((__u32)(((k) >> 8) & 0xff))
+#define CORO_CXX_COOKIE_DELTA(k) ((__s64)(__s16)(__u16)((k) >> 16))
+#define CORO_CXX_COOKIE_FN(k) ((__u32)((k) >> 32))
+
+enum coro_cxx_flags {
+	CORO_CXXF_WORD_UNREAD = 1 << 0, /* `word` could not be read */
+	CORO_CXXF_PREV_UNREAD = 1 << 1, /* `prev_word` could not be read */
+	/*
+	 * RETURN of a GCC body whose cookie gave the place of the frame's
+	 * resume index (BODY: delta): `prev_word` is that index (2: the initial
+	 * suspend point).
+	 */
+	CORO_CXXF_INDEX = 1 << 2,
+};
+
+struct coro_ev_cxx {
+	struct coro_event_hdr hdr;
+	__u64 frame;
+	__u64 sp;   /* BODY, RETURN: rsp at the entry (where the return address was); else 0 */
+	/*
+	 * BODY, RETURN: the frame's first word (its resume pointer; 0 once at
+	 * the final suspend point). AWAIT: the awaiter's address.
+	 */
+	__u64 word;
+	/*
+	 * BODY: the frame this thread entered before (0: none) and its first
+	 * word now: whether the coroutine that handed over in a symmetric
+	 * transfer had reached its final suspend point.
+	 */
+	__u64 prev, prev_word;
+	__u32 fn; /* the cookie's name index */
+	__u8 op;  /* enum coro_cxx_op */
+	__u8 flags; /* enum coro_cxx_flags */
+	__u16 __pad;
+};
+
 /* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */
 enum coro_offcpu_state {
 	CORO_OFF_PREEMPTED = 0, /* still runnable: waited on a run queue */
@@ -438,6 +510,11 @@ enum coro_stat {
 	CORO_STAT_STACK_LOST = 5,
 	/* Go: a goroutine's fields could not be read at a status change (event kept, zeros). */
 	CORO_STAT_GO_FAULT = 6,
+	/*
+	 * C++20: a body returned and its frame's first word could not be read
+	 * (whether it suspended or finished is not known: taken as suspended).
+	 */
+	CORO_STAT_CXX_UNREAD = 7,
 	CORO_STAT_MAX = 8,
 };
 
@@ -454,6 +531,7 @@ struct coro_task_state {
 	char pth_name[CORO_STR_LEN];
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
 	__u8 __pad2[7];
+	__u64 cxx_last; /* C++20: the frame whose body this thread entered last */
 };
 /*
  * Go keeps its goroutine in hdr.cur like any family: `cur` is the goid the

@@ -1016,6 +1016,99 @@ int coro_ctx_multi(struct pt_regs *regs)
 #endif
 
 /*
+ * C++20 coroutines in unmodified programs (docs/cxx20.md): one program for
+ * every site user/elf/cxxcoro.c planned, attached as a uprobe session
+ * (kernel 6.13+): a body's entry returns 0 so that its return runs the
+ * program again, with the frame kept in the session cookie; every other
+ * site returns 1 (no return probe). Raw facts only: user space
+ * (user/model/cxxmap.c) keeps each thread's stack of resumes.
+ */
+extern bool bpf_session_is_return(void) __ksym __weak;
+extern __u64 *bpf_session_cookie(void) __ksym __weak;
+
+#if defined(__TARGET_ARCH_x86)
+static __always_inline __u64 cxx_word(__u64 frame, __u8 *flags, __u8 unread)
+{
+	__u64 w = 0;
+
+	if (bpf_probe_read_user(&w, sizeof(w), (const void *)frame))
+		*flags |= unread;
+	return w;
+}
+
+SEC("uprobe")
+int coro_cxx(struct pt_regs *regs)
+{
+	__u64 k = bpf_get_attach_cookie(regs), frame, *cookie;
+	__u32 op = CORO_CXX_COOKIE_OP(k);
+	/* Masked: the verifier knows a kfunc's bool only as a scalar, and checks the return value. */
+	__u32 ret = op == CORO_CXX_BODY ? (__u32)bpf_session_is_return() & 1 : 0;
+	struct coro_task_state *st;
+	struct coro_ev_cxx *e;
+
+	if (!admitted())
+		return 1;
+	cookie = op == CORO_CXX_BODY ? bpf_session_cookie() : NULL;
+	if (ret) {
+		frame = cookie ? *cookie : 0;
+	} else {
+		frame = ctx_reg(regs, CORO_CXX_COOKIE_A(k));
+		if (op != CORO_CXX_BODY)
+			frame += CORO_CXX_COOKIE_DELTA(k);
+		if (cookie)
+			*cookie = frame;
+	}
+	st = task_state_get();
+	e = event_reserve(st, sizeof(*e), op == CORO_CXX_AWAIT ? CORO_EV_CXX_AWAIT : CORO_EV_CXX);
+	if (e) {
+		e->frame = frame;
+		e->sp = 0;
+		e->word = e->prev = e->prev_word = 0;
+		e->fn = CORO_CXX_COOKIE_FN(k);
+		e->op = ret ? CORO_CXX_RETURN : op;
+		e->flags = 0;
+		e->__pad = 0;
+		if (op == CORO_CXX_BODY) {
+			e->word = cxx_word(frame, &e->flags, CORO_CXXF_WORD_UNREAD);
+			if (ret && (e->flags & CORO_CXXF_WORD_UNREAD))
+				stat_inc(CORO_STAT_CXX_UNREAD);
+		}
+		if (op == CORO_CXX_AWAIT)
+			e->word = regs->di; /* the awaiter */
+		if (ret) {
+			__u16 idx = 0;
+
+			e->sp = regs->sp - 8; /* the return address popped: the entry's rsp */
+			if (CORO_CXX_COOKIE_DELTA(k) &&
+			    !bpf_probe_read_user(&idx, sizeof(idx),
+						 (const void *)(frame + CORO_CXX_COOKIE_DELTA(k)))) {
+				e->prev_word = idx;
+				e->flags |= CORO_CXXF_INDEX;
+			}
+		}
+		if (op == CORO_CXX_BODY && !ret) {
+			e->sp = regs->sp;
+			if (st && st->cxx_last) {
+				e->prev = st->cxx_last;
+				e->prev_word = cxx_word(st->cxx_last, &e->flags, CORO_CXXF_PREV_UNREAD);
+			}
+		}
+		event_submit(e);
+	}
+	if (st && op == CORO_CXX_BODY && !ret)
+		st->cxx_last = frame;
+	/* Only a body's entry asks for its return. */
+	return op == CORO_CXX_BODY && !ret ? 0 : 1;
+}
+#else
+SEC("uprobe")
+int coro_cxx(struct pt_regs *regs)
+{
+	return 1;
+}
+#endif
+
+/*
  * --stacks with --sample-hz: a CPU-clock perf event on every CPU. When it
  * interrupts a traced thread running a coroutine, the user stack it runs
  * on: what a long run is doing. Every other thread costs a task storage

@@ -15,6 +15,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "attach.h"
+#include "cxxattach.h"
 #include "elfnotes.h"
 #include "goelf.h"
 #include "gowalk.h"
@@ -579,6 +580,13 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	}
 	if (a->opts.switch_none)
 		return sites;
+	/*
+	 * C++20 coroutines: their own sites, whatever else the program has, but
+	 * not in an object with probes (the promise adapter, usdt/corobpf_coro.hpp,
+	 * reports those coroutines itself, and better).
+	 */
+	if (!a->opts.switch_forced && !sites)
+		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
@@ -774,10 +782,14 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 	const struct global_scan *gs = arg;
 	bool late = gs->late;
 	char fd_path_buf[32];
+	u32 sites;
 
 	fd_path(fd_path_buf, fd);
 	global_go(a, gs->pid, fd_path_buf, shown, late);
-	a->global_sites += attach_object_pid(a, -1, fd_path_buf, shown, late);
+	sites = attach_object_pid(a, -1, fd_path_buf, shown, late);
+	a->global_sites += sites;
+	if (!sites && !a->opts.switch_none && !a->opts.switch_forced)
+		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
 	return true;

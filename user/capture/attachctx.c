@@ -58,6 +58,7 @@ static const char *const prog_names[ATTACH_NPROGS] = {
 	[ATTACH_PROG_LIBLOAD] = "@libload",
 	[ATTACH_PROG_CTX] = "@ctx",
 	[ATTACH_PROG_CTX_MULTI] = "@ctx_multi",
+	[ATTACH_PROG_CXX] = "@cxx",
 };
 
 struct bpf_program *attach_prog(const struct attach_ctx *a, const char *name)

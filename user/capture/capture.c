@@ -19,6 +19,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "capture.h"
+#include "cxxattach.h"
 #include "liverec.h"
 #include "strread.h"
 #include "termsafe.h"
@@ -319,6 +320,7 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_LIBLOAD] = s->progs.coro_libload;
 	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
+	a->progs[ATTACH_PROG_CXX] = s->progs.coro_cxx;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
 	a->go_offsets = s->maps.go_offsets;
 }
@@ -459,6 +461,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_MULTI);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_ctx_multi, false);
+	/* C++20 coroutines: uprobe sessions (6.13); without them the program stays unloaded. */
+	if (cxxattach_supported())
+		bpf_program__set_expected_attach_type(c->skel->progs.coro_cxx,
+						      CORO_BPF_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(c->skel->progs.coro_cxx, false);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
@@ -1145,6 +1153,7 @@ void capture_close(struct capture *c)
 	free(c->targets);
 	usdt_free(&c->attach);
 	attach_ctx_free(&c->attach);
+	cxxattach_free();
 	if (c->stk) {
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cxxattach.h"
 #include "liverec.h"
 #include "log.h"
 #include "ringev.h"
@@ -20,6 +21,7 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->seen_threads);
 	hmap_init(&ev->announced);
 	hmap_init(&ev->rescan_pids);
+	hmap_init(&ev->cxx_named);
 }
 
 void ringev_free(struct ringev *ev)
@@ -29,6 +31,7 @@ void ringev_free(struct ringev *ev)
 
 	hmap_free(&ev->seen_threads);
 	hmap_free(&ev->rescan_pids);
+	hmap_free(&ev->cxx_named);
 	while (hmap_next(&ev->announced, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&ev->announced);
@@ -209,6 +212,43 @@ static int on_go_entry(struct ringev *ev, const struct coro_ev_go_entry *e)
 	return ringev_record(ev, &n, sizeof(n));
 }
 
+/* The frame's coroutine was destroyed: GCC's destroy clone runs the body once more. */
+#define CXXNAME_DESTROYED (1ull << 40)
+
+/*
+ * C++20: a frame gets its coroutine's name, which only this run's table
+ * knows (cxxattach.h), when it is made and when a body is first seen
+ * entered for it; the record goes on first, the name after it.
+ */
+static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
+{
+	u64 had = (u64)(uintptr_t)hmap_get(&ev->cxx_named, e->hdr.pid, e->frame);
+	u64 want = (u64)e->fn + 1;
+	struct coro_ev_name n = {.hdr = e->hdr, .id = e->frame};
+	const char *name = cxxattach_name(e->fn);
+
+	record_sink_emit(ev->sink, &e->hdr);
+	if (e->op == CORO_CXX_DESTROY) {
+		if (had)
+			hmap_put(&ev->cxx_named, e->hdr.pid, e->frame,
+				 (void *)(uintptr_t)(had | CXXNAME_DESTROYED));
+		return 0;
+	}
+	if (!name || !e->frame || (e->op != CORO_CXX_CREATE && e->op != CORO_CXX_BODY) ||
+	    (e->op == CORO_CXX_BODY && (had & ~CXXNAME_DESTROYED) == want))
+		return 0;
+	hmap_put(&ev->cxx_named, e->hdr.pid, e->frame, (void *)(uintptr_t)want);
+	n.hdr.size = sizeof(n);
+	n.hdr.kind = CORO_EV_NAME;
+	n.hdr.flags &= (u8)~(CORO_EVF_STR_TRUNCATED | CORO_EVF_STR_FAULT);
+	n.hdr.lost_before = 0;
+	snprintf(n.name, sizeof(n.name), "%s", name);
+	if (strlen(name) >= sizeof(n.name))
+		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
+	record_sink_emit(ev->sink, &n.hdr);
+	return 0;
+}
+
 int ringev_record(void *ctx, void *data, size_t size)
 {
 	struct ringev *ev = ctx;
@@ -230,8 +270,10 @@ int ringev_record(void *ctx, void *data, size_t size)
 	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||
-	    h->kind == CORO_EV_CTX_EXIT)
+	    h->kind == CORO_EV_CTX_EXIT || h->kind == CORO_EV_CXX)
 		on_context_record(ev, h);
+	if (h->kind == CORO_EV_CXX && ((const struct coro_ev_cxx *)h)->op == CORO_CXX_BODY)
+		ev->ctx_switches++;
 	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC)
 		on_objects_changed(ev, h);
 	on_process(ev, h);
@@ -240,6 +282,8 @@ int ringev_record(void *ctx, void *data, size_t size)
 	on_first_thread(ev, h);
 	if (ev->stk && coro_stack_ref_of(h))
 		forward_with_stack(ev, h);
+	else if (h->kind == CORO_EV_CXX && h->size >= sizeof(struct coro_ev_cxx))
+		on_cxx(ev, data);
 	else
 		record_sink_emit(ev->sink, h);
 	return 0;

@@ -46,6 +46,8 @@ struct ringev {
 	struct hmap announced;	  /* -a, --follow: admitted processes, pid -> its exe (owned) */
 	struct hmap rescan_pids;  /* -a, --follow: processes whose maps changed */
 	u64 ctx_switches;	  /* switch-function path: switch records read */
+	/* C++20: (pid, frame) -> its coroutine's name index + 1, named already (CXXNAME_DESTROYED). */
+	struct hmap cxx_named;
 };
 
 void ringev_init(struct ringev *ev);

@@ -12,11 +12,18 @@ static void pipeline_model(void *ctx, const struct coro_event_hdr *rec)
 	model_apply(&p->model, rec);
 }
 
+static void pipeline_cxx(void *ctx, const struct coro_event_hdr *rec)
+{
+	struct pipeline *p = ctx;
+
+	cxxmap_apply(&p->cxxmap, rec, pipeline_model, p);
+}
+
 static void pipeline_ctxmap(void *ctx, const struct coro_event_hdr *rec)
 {
 	struct pipeline *p = ctx;
 
-	ctxmap_apply(&p->ctxmap, rec, pipeline_model, p);
+	ctxmap_apply(&p->ctxmap, rec, pipeline_cxx, p);
 }
 
 static void pipeline_emit(void *ctx, const struct coro_event_hdr *rec)
@@ -41,6 +48,7 @@ void pipeline_init(struct pipeline *p, struct capture_info *ci, const struct ana
 	p->ci = ci;
 	ctxmap_init(&p->ctxmap);
 	gomodel_init(&p->gomodel);
+	cxxmap_init(&p->cxxmap);
 	model_init(&p->model, ci);
 	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
 	if (detect) {
@@ -92,6 +100,7 @@ void pipeline_free(struct pipeline *p)
 	reorder_free(&p->reorder);
 	ctxmap_free(&p->ctxmap);
 	gomodel_free(&p->gomodel);
+	cxxmap_free(&p->cxxmap);
 	model_free(&p->model);
 	if (p->analyzer)
 		analyzer_free(p->analyzer);

@@ -17,6 +17,7 @@
 
 #include "ctxmap.h"
 #include "gomodel.h"
+#include "cxxmap.h"
 #include "finding.h"
 #include "model.h"
 #include "reorder.h"
@@ -31,6 +32,7 @@ struct pipeline {
 	struct reorder reorder;
 	struct ctxmap ctxmap; /* raw context facts of the switch-function path -> coroutines */
 	struct gomodel gomodel; /* Go's goroutine status changes -> coroutines, before ctxmap */
+	struct cxxmap cxxmap; /* raw C++20 coroutine facts -> coroutines, after ctxmap */
 	struct model model;
 	struct analyzer *analyzer; /* the model's first observer, or NULL */
 	struct finding_sink sinks[MODEL_MAX_OBSERVERS]; /* the outputs' finding callbacks */

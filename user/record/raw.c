@@ -88,6 +88,7 @@ const char *coro_family_name(u32 family)
 	case CORO_FAM_QEMU: return "qemu";
 	case CORO_FAM_GREENLET: return "greenlet";
 	case CORO_FAM_GO: return "go";
+	case CORO_FAM_CXX20: return "cxx20";
 	}
 	return "?";
 }

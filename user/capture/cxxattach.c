@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* C++20 coroutines of unmodified programs, attached (see cxxattach.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include "cxxattach.h"
+#include "cxxcoro.h"
+#include "log.h"
+
+/*
+ * The names of the run, by capture-wide index: one table for every object
+ * and process, since the BPF side carries only the index. Capture-thread
+ * only, like everything attach does.
+ */
+static char **names;
+static u32 nnames, cap_names;
+
+bool cxxattach_supported(void)
+{
+	static int known = -1;
+	struct btf *btf;
+	s32 id;
+
+	if (known >= 0)
+		return known;
+	known = 0;
+	btf = btf__load_vmlinux_btf();
+	if (!btf)
+		return false;
+	id = btf__find_by_name_kind(btf, "bpf_attach_type", BTF_KIND_ENUM);
+	if (id > 0) {
+		const struct btf_type *t = btf__type_by_id(btf, (u32)id);
+		const struct btf_enum *e = btf_enum(t);
+
+		for (u16 i = 0; i < btf_vlen(t); i++)
+			if (!strcmp(btf__name_by_offset(btf, e[i].name_off), "BPF_TRACE_UPROBE_SESSION") &&
+			    e[i].val == CORO_BPF_TRACE_UPROBE_SESSION)
+				known = 1;
+	}
+	btf__free(btf);
+	return known;
+}
+
+const char *cxxattach_name(u32 fn)
+{
+	return fn < nnames ? names[fn] : NULL;
+}
+
+void cxxattach_free(void)
+{
+	for (u32 i = 0; i < nnames; i++)
+		free(names[i]);
+	free(names);
+	names = NULL;
+	nnames = cap_names = 0;
+}
+
+/* One uprobe_multi link in session mode (attachctx.c's, with the session attach type). */
+static int link_session(struct attach_ctx *a, const struct bpf_program *prog, int pid,
+			const char *path, const u64 *offsets, const u64 *cookies, u32 n)
+{
+	struct {
+		u32 prog_fd, target_fd, attach_type, flags;
+		u64 path, offsets, ref_ctr_offsets, cookies;
+		u32 cnt, mflags, pid, __pad;
+		u8 rest[64];
+	} attr;
+	int fd;
+
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = bpf_program__fd(prog);
+	attr.attach_type = CORO_BPF_TRACE_UPROBE_SESSION;
+	attr.path = (u64)(uintptr_t)path;
+	attr.offsets = (u64)(uintptr_t)offsets;
+	attr.cookies = (u64)(uintptr_t)cookies;
+	attr.cnt = n;
+	attr.pid = pid < 0 ? 0 : (u32)pid;
+	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (fd < 0)
+		return -errno;
+	if (a->nlink_fds == a->cap_link_fds) {
+		a->cap_link_fds = a->cap_link_fds ? a->cap_link_fds * 2 : 16;
+		a->link_fds = xrealloc(a->link_fds, a->cap_link_fds * sizeof(*a->link_fds));
+	}
+	a->link_fds[a->nlink_fds++] = fd;
+	return fd;
+}
+
+u32 cxxattach_object(struct attach_ctx *a, int pid, const char *path, const char *shown, bool late)
+{
+	const struct bpf_program *prog = attach_prog(a, "@cxx");
+	struct cxx_plan plan;
+	char err[256], sites[256], limits[160];
+	u64 *offs, *cookies;
+	u32 base = nnames;
+	int fd;
+
+	if (!prog || bpf_program__fd(prog) < 0 || !cxxcoro_detect(path))
+		return 0;
+	if (cxxcoro_plan(path, CXXCORO_AWAITS, &plan, err, sizeof(err))) {
+		log_warn("%s: cannot plan its C++ coroutines: %s", shown, err);
+		return 0;
+	}
+	if (!plan.bodies) {
+		cxxcoro_plan_free(&plan);
+		return 0;
+	}
+	offs = xmalloc(plan.nsites * sizeof(*offs));
+	cookies = xmalloc(plan.nsites * sizeof(*cookies));
+	for (u32 i = 0; i < plan.nsites; i++) {
+		u64 k = plan.sites[i].cookie;
+
+		offs[i] = plan.sites[i].offset;
+		cookies[i] = (k & 0xffffffffull) | (u64)(CORO_CXX_COOKIE_FN(k) + base) << 32;
+	}
+	fd = link_session(a, prog, pid, path, offs, cookies, plan.nsites);
+	free(offs);
+	free(cookies);
+	if (fd < 0) {
+		a->ustats[CORO_USTAT_ATTACH_FAIL]++;
+		log_warn("cannot attach to the C++ coroutines of %s (%s): %s", shown,
+			 pid < 0 ? "every process" : "its process", strerror(-fd));
+		cxxcoro_plan_free(&plan);
+		return 0;
+	}
+	if (nnames + plan.nnames > cap_names) {
+		cap_names = MAX(cap_names * 2, nnames + plan.nnames);
+		names = xrealloc(names, cap_names * sizeof(*names));
+	}
+	for (u32 i = 0; i < plan.nnames; i++) {
+		names[nnames++] = plan.names[i];
+		plan.names[i] = NULL;
+	}
+	snprintf(sites, sizeof(sites),
+		 "%u bodies (entry and return; %u single-stepped), %u destroys, %u creations, %u ramp starts, %u calls that transfer, "
+		 "%u await_suspend calls",
+		 plan.bodies, plan.stepped, plan.destroys, plan.creates, plan.starts, plan.xfers, plan.awaits);
+	limits[0] = 0;
+	if (plan.bodies_without_create)
+		snprintf(limits, sizeof(limits),
+			 "%u coroutines without a creation site (inlined ramps): created when first "
+			 "resumed", plan.bodies_without_create);
+	log_verbose("process %d: C++ coroutines in %s%s: %s", pid, shown,
+		    late ? " (loaded after start)" : "", sites);
+	attach_found_switch(a, pid < 0 ? 0 : (u32)pid, CORO_FAM_CXX20, shown, sites, limits,
+			    plan.nsites, plan.stepped);
+	{
+		u32 n = plan.nsites;
+
+		cxxcoro_plan_free(&plan);
+		return n;
+	}
+}
