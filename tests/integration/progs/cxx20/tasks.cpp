@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tasks: C++20 coroutines on the executor of exec.hpp, for suite_22_cxx20.py and the bench.
+ *
+ *     tasks [ROOTS]        ground truth to $COROBPF_TRUTH (JSON lines, one per frame incarnation)
+ *     tasks --bench ROOTS  no truth kept; prints the resumes and the time per resume
+ *
+ * Each root moves to a worker, joins a middle task that joins leaves one after another (their
+ * frames freed and reused) and migrates, pulls a generator to its end and cancels another,
+ * starts an eager watcher that waits on an event, then yields and migrates between the two
+ * workers. One more root sets the event. Every frame incarnation is in the truth: its
+ * function, parent, entries into its body, returns into it from a nested resume, its
+ * suspensions (reason, object) and exit.
+ *
+ * Built with -DWITH_ADAPTER -DCOUNT_HOOKS, it prints how many of the adapter's traced
+ * branches it took (`hooks N`): none when nobody traces it.
+ */
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+
+#ifdef COUNT_HOOKS
+static std::atomic<long> hooks;
+#define COROBPF_CORO_ON_TRACED() hooks.fetch_add(1, std::memory_order_relaxed)
+#endif
+
+#include "exec.hpp"
+
+using ex::event;
+using ex::generator;
+using ex::task;
+
+static ex::scheduler S;
+
+static task<int> leaf(int i)
+{
+	co_await S.yield();
+	co_return i * 2;
+}
+
+static task<int> middle(int n)
+{
+	int sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += co_await leaf(i);
+	co_await S.to(1 - ex::scheduler::self);
+	sum += co_await leaf(100);
+	co_return sum;
+}
+
+static generator counter(int n)
+{
+	for (int i = 0; i < n; i++)
+		co_yield i;
+}
+
+static ex::eager watcher(event *ev, long *seen)
+{
+	co_await *ev;
+	__atomic_add_fetch(seen, 1, __ATOMIC_RELAXED);
+}
+
+static long sum_all, seen;
+
+static task<void> root(int k, event *ev)
+{
+	co_await S.to(k % 2);
+	long s = co_await middle(3);
+	{
+		generator g = counter(3);
+		int v;
+		while (g.next(&v))
+			s += v;
+	}
+	{
+		/* Destroyed after two values: cancelled while suspended. */
+		generator g = counter(10);
+		int v;
+		g.next(&v);
+		g.next(&v);
+		s += v;
+	}
+	ex::spawn_eager([ev] { watcher(ev, &seen); });
+	for (int j = 0; j < 3; j++) {
+		co_await S.yield();
+		co_await S.to(j % 2);
+	}
+	__atomic_add_fetch(&sum_all, s, __ATOMIC_RELAXED);
+}
+
+static task<void> setter(event *ev, int rounds)
+{
+	for (int i = 0; i < rounds; i++)
+		co_await S.yield();
+	ev->set();
+}
+
+int main(int argc, char **argv)
+{
+	bool bench = argc > 1 && !strcmp(argv[1], "--bench");
+	int roots = argc > 1 + bench ? atoi(argv[1 + bench]) : 8;
+	const char *truth = getenv("COROBPF_TRUTH");
+
+	ex::T().keep = !bench;
+	event ev{&S};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	S.start();
+	for (int k = 0; k < roots; k++)
+		S.spawn(root(k, &ev), k % 2);
+	S.spawn(setter(&ev, 4), 1);
+	S.wait_all();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	long resumes = ex::total_resumes();
+	double ns = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+	printf("roots %d resumes %ld watchers %ld sum %ld %.1f ns/iter\n", roots, resumes, seen,
+	       sum_all, ns / resumes);
+#ifdef COUNT_HOOKS
+	printf("hooks %ld\n", hooks.load());
+#endif
+	if (truth && !bench) {
+		FILE *f = fopen(truth, "w");
+		if (!f) {
+			perror(truth);
+			return 1;
+		}
+		ex::write_truth(f);
+		fclose(f);
+	}
+	return seen == roots ? 0 : 2;
+}
