@@ -3,8 +3,8 @@
  * corobpf_coro.hpp: the probes of corobpf.h fired by a C++20 coroutine task library, from its
  * promise type, with one line changed. C++20, header-only, g++ 12 and clang++ 14 and later.
  *
- * corobpf traces C++20 coroutines without any change to the program (docs/cxx20.md): ids are
- * frame addresses, names the coroutine functions. This header adds what the binary does not
+ * corobpf is to trace C++20 coroutines without any change to the program (issue 16: ids the
+ * frame addresses, names the coroutine functions). This header adds what the binary does not
  * show: why each coroutine suspended and on what (a join, a channel, a timer), and exact
  * creation parents. Wrap the library's promise type:
  *
