@@ -42,6 +42,12 @@
  *	destroyed before its final suspension exits in the promise's destructor with
  *	-ECANCELED.
  *
+ *   ready(id), span_begin(str), span_end(str)
+ *	Not from the promise: where the library queues a coroutine, corobpf::ready(handle)
+ *	(one nop, as CORO_PROBE(ready)); around a region of a body, a corobpf::span named by
+ *	a string that outlives it (begins where constructed, ends where destroyed, across
+ *	suspensions).
+ *
  * REASONS AND OBJECTS
  *	Every co_await goes through traced<P>::await_transform (after P's own, if it has one),
  *	which wraps the awaiter. An awaiter says why its coroutine waits with two optional
@@ -79,6 +85,10 @@
  */
 #ifndef COROBPF_CORO_HPP
 #define COROBPF_CORO_HPP
+
+#if __cplusplus < 202002L
+#error "corobpf_coro.hpp needs C++20 (-std=c++20)"
+#endif
 
 #include <cerrno>
 #include <coroutine>
@@ -139,6 +149,30 @@ template <class A> std::uint64_t object_of(const A &a)
 }
 
 } /* namespace detail */
+
+/* The coroutine of h became runnable: call it where the library puts h on a run queue. */
+inline void ready(std::coroutine_handle<> h) noexcept
+{
+	CORO_PROBE(ready, detail::to_u64(h.address()));
+}
+
+/* A named region of the running coroutine, open while this object lives. */
+class span {
+public:
+	explicit span(const char *name) noexcept : name_(name)
+	{
+		CORO_PROBE(span_begin, name_);
+	}
+	~span()
+	{
+		CORO_PROBE(span_end, name_);
+	}
+	span(const span &) = delete;
+	span &operator=(const span &) = delete;
+
+private:
+	const char *name_;
+};
 
 template <class P> struct traced : P {
 	using P::P;

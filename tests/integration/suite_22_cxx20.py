@@ -9,8 +9,9 @@ and object, its exit; the trace must hold exactly these:
 
 - adapter (any corobpf): names (the adapter's: the function's unqualified name), parents,
   switch-ins (resumes + nested returns: a nested resume hands the thread back to the
-  resumer), the reason and object of every switch out, exits and their status, threads; and
-  untraced, the adapter takes none of its traced branches;
+  resumer), the reason and object of every switch out, readies (corobpf::ready where the
+  executor queues), spans (corobpf::span), exits and their status, threads; and untraced,
+  the adapter takes none of its traced branches;
 - unmodified (needs corobpf's tracing of coroutine bodies): the same coroutines, each named by
   its demangled function, with its parent, switch-ins, exit and threads;
 - Asio: per coroutine function of the program, as many coroutines as it ran, as many
@@ -117,7 +118,7 @@ def adapter(build):
     want = truth_incarnations(truth)
     # Switch-outs per incarnation, split at each create of the id: the last one, after the
     # exit the adapter fires first, carries no from_uid.
-    outs, nth = {}, {}
+    outs, spans, nth = {}, {}, {}
     for e in trace.events:
         if e["pid"] != pid:
             continue
@@ -125,12 +126,21 @@ def adapter(build):
             nth[e["id"]] = nth.get(e["id"], -1) + 1
         elif e["ev"] == "switch" and e["from"] != "0x0":
             outs.setdefault((e["from"], nth.get(e["from"], 0)), []).append((e["reason"], e["obj"]))
+        elif e["ev"] in ("span_begin", "span_end"):
+            spans.setdefault((e["id"], nth.get(e["id"], 0)), []).append((e["ev"], e["name"]))
     for k, t in want.items():
         where = "frame %s (%s)" % (t["id"], t["name"])
         eq(got[k]["status"], t["status"], where + " exit status")
         eq(outs.get(k, []), [(REASONS[r], o) for r, o in t["suspends"]],
            where + " switch-outs (reason, obj)")
+        eq(got[k]["readies"], t["readies"], where + " readies (put on a run queue)")
+        # Spans here close in the reverse order they open and never nest the same name.
+        opened = [("span_begin", n) for n in t["spans"]]
+        eq(sorted(spans.get(k, [])), sorted(opened + [("span_end", n) for n in t["spans"]]),
+           where + " spans")
+        check(not got[k].get("open_spans"), where + ": spans left open %s" % got[k].get("open_spans"))
     check(any(t["status"] != 0 for t in truth), "no frame was cancelled: the test lost that case")
+    check(any(t["spans"] for t in truth), "no span opened: the test lost that case")
     # Each traced branch of the adapter fired exactly one probe; a name goes with its create.
     hooks = int(re.search(r"^hooks (\d+)$", p.stdout, re.M).group(1))
     n = sum(1 for e in trace.events if e["pid"] == pid and e["ev"] in ("switch", "create", "exit"))

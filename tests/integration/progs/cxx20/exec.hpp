@@ -19,7 +19,8 @@
  * coroutine_handle), every entry into the body (`resumes`: the first run, each resume by a
  * worker, each symmetric transfer into it), every return into its body from a coroutine it
  * resumed directly (`nested_returns`), its parent (the coroutine running on the creating
- * thread), every suspension with the reason and object the adapter gives it, and its exit.
+ * thread), every suspension with the reason and object the adapter gives it, every time it
+ * is put on a run queue (`readies`), the spans it opens, and its exit.
  * write_truth() prints one JSON line per incarnation, in creation order.
  */
 #ifndef CXX20_EXEC_HPP
@@ -65,7 +66,8 @@ namespace ex {
 struct record {
 	std::uint64_t id, parent;
 	std::string name;
-	long resumes = 0, nested_returns = 0;
+	long resumes = 0, nested_returns = 0, readies = 0;
+	std::vector<std::string> spans;
 	std::vector<std::pair<int, std::uint64_t>> suspends;
 	std::vector<long> tids;
 	bool exited = false;
@@ -130,6 +132,33 @@ inline void on_suspend(std::uint64_t id, int reason, std::uint64_t obj)
 	T().live.at(id)->suspends.emplace_back(reason, obj);
 }
 
+/* h is put on a run queue: the adapter's build says so with corobpf::ready. */
+inline void on_ready(std::coroutine_handle<> h)
+{
+#ifdef WITH_ADAPTER
+	corobpf::ready(h);
+#endif
+	if (!T().keep)
+		return;
+	std::lock_guard<std::mutex> g(T().m);
+	T().live.at(addr(h))->readies++;
+}
+
+/* The running coroutine opens a span (the adapter's build: a corobpf::span). */
+inline void on_span(const char *name)
+{
+	if (!T().keep)
+		return;
+	std::lock_guard<std::mutex> g(T().m);
+	T().live.at(running)->spans.push_back(name);
+}
+
+#ifdef WITH_ADAPTER
+#define EX_SPAN(var, name) corobpf::span var(name); ex::on_span(name)
+#else
+#define EX_SPAN(var, name) ex::on_span(name)
+#endif
+
 inline void on_nested_return(std::uint64_t id)
 {
 	if (!T().keep)
@@ -163,12 +192,17 @@ inline void write_truth(FILE *f)
 	std::lock_guard<std::mutex> g(T().m);
 	for (auto &r : T().all) {
 		fprintf(f, "{\"id\":\"0x%llx\",\"parent\":\"0x%llx\",\"name\":\"%s\",\"resumes\":%ld,"
-			   "\"nested_returns\":%ld,\"exited\":%s,\"status\":%d,\"suspends\":[",
+			   "\"nested_returns\":%ld,\"readies\":%ld,\"exited\":%s,\"status\":%d,"
+			   "\"suspends\":[",
 			(unsigned long long)r->id, (unsigned long long)r->parent, r->name.c_str(),
-			r->resumes, r->nested_returns, r->exited ? "true" : "false", r->status);
+			r->resumes, r->nested_returns, r->readies, r->exited ? "true" : "false",
+			r->status);
 		for (size_t i = 0; i < r->suspends.size(); i++)
 			fprintf(f, "%s[%d,\"0x%llx\"]", i ? "," : "", r->suspends[i].first,
 				(unsigned long long)r->suspends[i].second);
+		fprintf(f, "],\"spans\":[");
+		for (size_t i = 0; i < r->spans.size(); i++)
+			fprintf(f, "%s\"%s\"", i ? "," : "", r->spans[i].c_str());
 		fprintf(f, "],\"tids\":[");
 		for (size_t i = 0; i < r->tids.size(); i++)
 			fprintf(f, "%s%ld", i ? "," : "", r->tids[i]);
@@ -458,6 +492,7 @@ struct scheduler {
 
 	void post(std::coroutine_handle<> h, int w)
 	{
+		on_ready(h);
 		{
 			std::lock_guard<std::mutex> g(m);
 			q[w].push_back(h);

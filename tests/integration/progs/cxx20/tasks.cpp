@@ -70,6 +70,8 @@ static task<void> root(int k, event *ev)
 	co_await S.to(k % 2);
 	long s = co_await middle(3);
 	{
+		/* Across no suspension of root's own, but around nested resumes. */
+		EX_SPAN(gens, "generators");
 		generator g = counter(3);
 		int v;
 		while (g.next(&v))
@@ -84,6 +86,8 @@ static task<void> root(int k, event *ev)
 		s += v;
 	}
 	ex::spawn_eager([ev] { watcher(ev, &seen); });
+	/* Open across suspensions and migrations. */
+	EX_SPAN(hops, "hops");
 	for (int j = 0; j < 3; j++) {
 		co_await S.yield();
 		co_await S.to(j % 2);
