@@ -468,11 +468,15 @@ def qemu_switch(floor):
     return r
 
 
+CXX20_PROBES = "switch,create,name,exit,ready,span_begin,span_end"
+
+
 def cxx20_costs(res):
     """C++20 coroutines through the promise adapter (usdt/corobpf_coro.hpp): the executor
     program of tests/integration/progs/cxx20, its CPU time per resume (every thread's: the
     workers' idle waits do not count) untraced, with the probes compiled out, traced by corobpf
-    and by an empty BPF program on the same probes (switch, create, name, exit)."""
+    and by an empty BPF program on the same probes (all seven: the executor fires ready where
+    it queues, and spans)."""
     prog = os.path.join(BUILD, "bench/cxx20_tasks_adapter")
     off = os.path.join(BUILD, "bench/cxx20_tasks_adapter_off")
     floor = os.path.join(BUILD, "bench/floor")
@@ -484,7 +488,7 @@ def cxx20_costs(res):
         rows["native"].append(per_iter(sh(cmd).stdout))
         rows["compiled_out"].append(per_iter(sh([off, "--bench", str(roots)]).stdout))
         rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--"] + cmd).stdout))
-        rows["floor"].append(per_iter(sh([floor, "switch,create,name,exit", "--"] + cmd).stdout))
+        rows["floor"].append(per_iter(sh([floor, CXX20_PROBES, "--"] + cmd).stdout))
     resumes = int(re.search(r"resumes (\d+)", sh(cmd).stdout).group(1))
     base = median(rows["native"])
     r = {"roots": roots, "resumes_per_run": resumes, "native_ns_per_resume": base,

@@ -10,7 +10,7 @@
  * that only reads the argument (libbpf's generic USDT argument path).
  *
  * floor PROBE,PROBE... -- CMD ARGS: the empty program on each of those probes (the C++20
- * adapter's row: switch,create,name,exit).
+ * adapter's row: every corobpf probe).
  *
  * floor uprobe:FILE:OFFSET[,OFFSET...][;uprobe:FILE:...] -- CMD ARGS: the same
  * with plain uprobes at those file offsets (hex) of each FILE: the floor of
