@@ -210,7 +210,7 @@ template <class P> struct traced : P {
 		bool await_ready() noexcept(final)
 		{
 			bool ready = aw.await_ready();
-			/* A final awaiter that does not suspend: the body ends without suspending. */
+			/* A final awaiter that does not suspend: the body ends here. */
 			if (At == detail::point::final && ready)
 				self->leave(CORO_DONE, 0);
 			return ready;
@@ -243,10 +243,12 @@ template <class P> struct traced : P {
 		/* The handle the awaiter takes: ours, the library's promise's, or a plain one. */
 		template <class H> auto pass(H h)
 		{
+			using library_handle = std::coroutine_handle<P>;
+
 			if constexpr (requires { aw.await_suspend(h); })
 				return h;
-			else if constexpr (requires { aw.await_suspend(std::coroutine_handle<P>{}); })
-				return std::coroutine_handle<P>::from_address(h.address());
+			else if constexpr (requires(library_handle l) { aw.await_suspend(l); })
+				return library_handle::from_address(h.address());
 			else
 				return std::coroutine_handle<>(h);
 		}
@@ -255,7 +257,8 @@ template <class P> struct traced : P {
 	template <detail::point At, class T> auto wrap(T &&t)
 	{
 		using R = decltype(detail::awaiter_of(std::forward<T>(t)));
-		using A = std::conditional_t<std::is_lvalue_reference_v<R>, R, std::remove_cvref_t<R>>;
+		using A = std::conditional_t<std::is_lvalue_reference_v<R>, R,
+					     std::remove_cvref_t<R>>;
 		return awaiter<A, At>{detail::awaiter_of(std::forward<T>(t)), this};
 	}
 

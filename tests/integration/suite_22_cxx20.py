@@ -87,7 +87,8 @@ def check_frames(trace, truth, pid, name_of):
         eq(c["name"], name_as_traced(name_of(t["name"])), where + " name")
         eq(c["parent"], t["parent"], where + " parent")
         eq(c["switch_ins"], t["resumes"] + t["nested_returns"],
-           where + " switch-ins (resumes %d + nested returns %d)" % (t["resumes"], t["nested_returns"]))
+           where + " switch-ins (resumes %d + nested returns %d)"
+           % (t["resumes"], t["nested_returns"]))
         eq(c["end"], "exit", where + " end")
         check(c["created"] is not None, where + ": create not seen")
         eq(sorted(c["threads"]), sorted(t["tids"]), where + " threads")
@@ -138,7 +139,8 @@ def adapter(build):
         opened = [("span_begin", n) for n in t["spans"]]
         eq(sorted(spans.get(k, [])), sorted(opened + [("span_end", n) for n in t["spans"]]),
            where + " spans")
-        check(not got[k].get("open_spans"), where + ": spans left open %s" % got[k].get("open_spans"))
+        check(not got[k].get("open_spans"),
+              where + ": spans left open %s" % got[k].get("open_spans"))
     check(any(t["status"] != 0 for t in truth), "no frame was cancelled: the test lost that case")
     check(any(t["spans"] for t in truth), "no span opened: the test lost that case")
     # Each traced branch of the adapter fired exactly one probe; a name goes with its create.
@@ -222,13 +224,16 @@ def asio(build):
     for t in truth:
         fn = [c for c in mine if c["name"].startswith(t["fn"] + "(")]
         eq(len(fn), t["ran"], "asio %s: coroutines of %s" % (build, t["fn"]))
-        eq(sum(c["switch_ins"] for c in fn), t["resumes"], "asio %s: resumes of %s" % (build, t["fn"]))
+        eq(sum(c["switch_ins"] for c in fn), t["resumes"],
+           "asio %s: resumes of %s" % (build, t["fn"]))
         for c in fn:
-            check(c["created"] is not None, "asio %s: %s %s: create not seen" % (build, t["fn"], c["id"]))
+            check(c["created"] is not None,
+                  "asio %s: %s %s: create not seen" % (build, t["fn"], c["id"]))
     ended = {}
     for c in mine:
         ended[c["end"]] = ended.get(c["end"], 0) + 1
-    eq(ended, {"exit": len(mine)}, "asio %s: how the process's %d coroutines ended" % (build, len(mine)))
+    eq(ended, {"exit": len(mine)},
+       "asio %s: how the process's %d coroutines ended" % (build, len(mine)))
     ev = lambda kind: [e for e in trace.by_ev(kind) if e["pid"] == pid]
     eq(len(ev("create")), len(mine), "asio %s: create events" % build)
     eq(len(ev("exit")), len(mine), "asio %s: exit events" % build)

@@ -494,7 +494,8 @@ def cxx20_costs(res):
     r = {"roots": roots, "resumes_per_run": resumes, "native_ns_per_resume": base,
          "compiled_out_ns_per_resume": median(rows["compiled_out"]),
          "untraced_adapter_ns_per_resume": base - median(rows["compiled_out"]),
-         "corobpf_ns_per_resume": median(rows["corobpf"]), "floor_ns_per_resume": median(rows["floor"]),
+         "corobpf_ns_per_resume": median(rows["corobpf"]),
+         "floor_ns_per_resume": median(rows["floor"]),
          "runs": rows}
     r["corobpf_added_ns"] = r["corobpf_ns_per_resume"] - base
     r["floor_added_ns"] = r["floor_ns_per_resume"] - base

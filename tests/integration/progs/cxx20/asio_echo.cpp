@@ -144,7 +144,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		for (counter *c : {&c_listener, &c_session, &c_client, &c_roundtrip, &c_ticker})
-			fprintf(f, "{\"fn\":\"%s\",\"ran\":%ld,\"resumes\":%ld}\n", c->fn, c->ran.load(),
+			fprintf(f, "{\"fn\":\"%s\",\"ran\":%ld,\"resumes\":%ld}\n", c->fn,
+				c->ran.load(),
 				c->resumes.load());
 		fclose(f);
 	}

@@ -191,7 +191,8 @@ inline void write_truth(FILE *f)
 {
 	std::lock_guard<std::mutex> g(T().m);
 	for (auto &r : T().all) {
-		fprintf(f, "{\"id\":\"0x%llx\",\"parent\":\"0x%llx\",\"name\":\"%s\",\"resumes\":%ld,"
+		fprintf(f, "{\"id\":\"0x%llx\",\"parent\":\"0x%llx\",\"name\":\"%s\","
+			   "\"resumes\":%ld,"
 			   "\"nested_returns\":%ld,\"readies\":%ld,\"exited\":%s,\"status\":%d,"
 			   "\"suspends\":[",
 			(unsigned long long)r->id, (unsigned long long)r->parent, r->name.c_str(),
@@ -291,7 +292,8 @@ template <class T> struct task_promise : promise_common, task_promise_value<T> {
 
 	struct final_awaiter {
 		bool await_ready() noexcept { return false; }
-		std::coroutine_handle<> await_suspend(std::coroutine_handle<task_promise> h) noexcept
+		std::coroutine_handle<>
+		await_suspend(std::coroutine_handle<task_promise> h) noexcept
 		{
 			task_promise &p = h.promise();
 			on_suspend(p.self, CORO_DONE, 0);
@@ -606,7 +608,7 @@ struct event {
 			on_suspend(addr(h), CORO_WAIT, reinterpret_cast<std::uintptr_t>(e));
 			std::lock_guard<std::mutex> g(e->m);
 			if (e->is_set) {
-				/* Set meanwhile: go on through the queue rather than not suspend. */
+				/* Set meanwhile: through the queue, not `return false`. */
 				e->s->post(h, scheduler::self < 0 ? 0 : scheduler::self);
 				return true;
 			}

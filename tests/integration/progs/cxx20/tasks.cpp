@@ -119,7 +119,7 @@ int main(int argc, char **argv)
 	S.wait_all();
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 
-	/* CPU time, every thread's: the workers' idle waits do not count, on a busy machine either. */
+	/* CPU time, every thread's: idle waits do not count, on a busy machine either. */
 	struct rusage ru;
 	getrusage(RUSAGE_SELF, &ru);
 	long resumes = ex::total_resumes();
