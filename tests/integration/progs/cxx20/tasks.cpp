@@ -2,9 +2,9 @@
 /*
  * tasks: C++20 coroutines on the executor of exec.hpp, for suite_22_cxx20.py and the bench.
  *
- *     tasks [--no-eager] [ROOTS]
- *                          ground truth to $COROBPF_TRUTH (JSON lines, one per frame incarnation);
- *                          --no-eager: the roots start no eager coroutine
+ *     tasks [--no-eager] [--truth PATH] [ROOTS]
+ *                          ground truth to PATH, else $COROBPF_TRUTH (JSON lines, one per
+ *                          frame incarnation); --no-eager: the roots start no eager coroutine
  *     tasks --bench ROOTS  no truth kept; prints the resumes and the process's CPU time per
  *                          resume (`ns/iter`; the wall time too)
  *
@@ -108,6 +108,7 @@ static task<void> setter(event *ev, int rounds)
 
 int main(int argc, char **argv)
 {
+	const char *truth = getenv("COROBPF_TRUTH");
 	int arg = 1;
 	bool bench = false;
 	for (; arg < argc && argv[arg][0] == '-'; arg++) {
@@ -115,9 +116,10 @@ int main(int argc, char **argv)
 			bench = true;
 		else if (!strcmp(argv[arg], "--no-eager"))
 			with_eager = false;
+		else if (!strcmp(argv[arg], "--truth") && arg + 1 < argc)
+			truth = argv[++arg];
 	}
 	int roots = arg < argc ? atoi(argv[arg]) : 8;
-	const char *truth = getenv("COROBPF_TRUTH");
 
 	ex::T().keep = !bench;
 	event ev{&S};
