@@ -168,6 +168,7 @@ install: corobpf
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include
 	install -m 0755 corobpf $(DESTDIR)$(PREFIX)/bin/corobpf
 	install -m 0644 usdt/corobpf.h $(DESTDIR)$(PREFIX)/include/corobpf.h
+	install -m 0644 usdt/corobpf_coro.hpp $(DESTDIR)$(PREFIX)/include/corobpf_coro.hpp
 
 clean:
 	rm -rf $(OUT) build-asan corobpf

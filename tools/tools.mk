@@ -332,3 +332,70 @@ $(OUT)/bench/go_pingpong: tools/bench/go_pingpong.go
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,)
 endif
+
+# C++20 coroutines (suite_22_cxx20.py): the executor program (tests/integration/progs/cxx20)
+# built by g++ and clang++ at -O0 and -O2 with no probes, and once with the promise adapter
+# (usdt/corobpf_coro.hpp) and a hook that counts its traced branches; a Boost.Asio program
+# (libboost-dev). A compiler or Boost missing leaves its binaries out (the suite skips them,
+# saying so; in CI it fails).
+# Boost 1.74's Asio does not detect clang 14's coroutines over libstdc++: told so.
+CXX20_CLANGXX ?= clang++
+CXX20_DIR := tests/integration/progs/cxx20
+CXX20_DEPS := $(CXX20_DIR)/exec.hpp usdt/corobpf_coro.hpp usdt/corobpf.h
+CXX20_FLAGS := -std=c++20 -g -Wall -Wextra -pthread -Iusdt
+CXX20_ASIO_CLANG := -DBOOST_ASIO_HAS_CO_AWAIT=1 -DBOOST_ASIO_HAS_STD_COROUTINE=1
+CXX20_HAVE_GXX := $(shell command -v $(CXX) 2>/dev/null)
+CXX20_HAVE_CLANGXX := $(shell command -v $(CXX20_CLANGXX) 2>/dev/null)
+CXX20_HAVE_ASIO := $(wildcard /usr/include/boost/asio.hpp)
+CXX20_BINS := $(if $(CXX20_HAVE_GXX),$(addprefix $(OUT)/tests/cxx20_tasks-,gcc-O0 gcc-O2 adapter)) \
+	      $(if $(CXX20_HAVE_CLANGXX),$(addprefix $(OUT)/tests/cxx20_tasks-,clang-O0 clang-O2 \
+		adapter-clang))
+ifneq ($(CXX20_HAVE_ASIO),)
+CXX20_BINS += $(if $(CXX20_HAVE_GXX),$(OUT)/tests/cxx20_asio-gcc) \
+	      $(if $(CXX20_HAVE_CLANGXX),$(OUT)/tests/cxx20_asio-clang)
+endif
+
+tools: $(CXX20_BINS)
+
+$(OUT)/tests/cxx20_tasks-gcc-%: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXX20_FLAGS) -$* $< -o $@
+
+$(OUT)/tests/cxx20_tasks-clang-%: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CLANG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX20_CLANGXX) $(CXX20_FLAGS) -$* $< -o $@
+
+$(OUT)/tests/cxx20_tasks-adapter: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXX20_FLAGS) -O2 -DWITH_ADAPTER -DCOUNT_HOOKS $< -o $@
+
+$(OUT)/tests/cxx20_tasks-adapter-clang: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CLANG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX20_CLANGXX) $(CXX20_FLAGS) -O2 -DWITH_ADAPTER -DCOUNT_HOOKS $< -o $@
+
+$(OUT)/tests/cxx20_asio-gcc: $(CXX20_DIR)/asio_echo.cpp
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXX20_FLAGS) -O2 $< -o $@
+
+$(OUT)/tests/cxx20_asio-clang: $(CXX20_DIR)/asio_echo.cpp
+	$(call msg,CLANG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX20_CLANGXX) $(CXX20_FLAGS) $(CXX20_ASIO_CLANG) -O2 $< -o $@
+
+# make bench: the adapter program with its probes, and with them compiled out.
+bench-tools: $(OUT)/bench/cxx20_tasks_adapter $(OUT)/bench/cxx20_tasks_adapter_off
+
+$(OUT)/bench/cxx20_tasks_adapter: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXX20_FLAGS) -O2 -DWITH_ADAPTER $< -o $@
+
+$(OUT)/bench/cxx20_tasks_adapter_off: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXX20_FLAGS) -O2 -DWITH_ADAPTER -DCOROBPF_DISABLE $< -o $@

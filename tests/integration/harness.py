@@ -16,8 +16,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "perfetto"))
 import check as perfetto_check  # noqa: E402
-# COROBPF=PATH: run the suites against another build of corobpf (the test programs stay ours).
-COROBPF = os.environ.get("COROBPF") or os.path.join(ROOT, "corobpf")
+# COROBPF=PATH (or COROBPF_BIN): run the suites against another build of corobpf (the test
+# programs stay this tree's).
+COROBPF = os.environ.get("COROBPF") or os.environ.get("COROBPF_BIN") or os.path.join(ROOT, "corobpf")
 BUILD = os.path.join(ROOT, "build")
 TESTS_BIN = os.path.join(BUILD, "tests")
 CI = os.environ.get("CI") == "true"

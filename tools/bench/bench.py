@@ -20,6 +20,8 @@ Sections:
              for that family (a runtime not installed is skipped, saying so; in CI it fails)
   go         a Go channel ping-pong (unmodified Go): slowdown under corobpf beside its
              slowdown under Go's own execution tracer (runtime/trace), in the same run
+  cxx20      C++20 coroutines through the promise adapter: CPU time per resume untraced,
+             compiled out, traced by corobpf and by an empty program on the same probes
   replay     events/s and peak RSS replaying synthetic captures to each output
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
@@ -472,6 +474,42 @@ def qemu_switch(floor):
     return r
 
 
+CXX20_PROBES = "switch,create,name,exit,ready,span_begin,span_end"
+
+
+def cxx20_costs(res):
+    """C++20 coroutines through the promise adapter (usdt/corobpf_coro.hpp): the executor
+    program of tests/integration/progs/cxx20, its CPU time per resume (every thread's: the
+    workers' idle waits do not count) untraced, with the probes compiled out, traced by corobpf
+    and by an empty BPF program on the same probes (all seven: the executor fires ready where
+    it queues, and spans)."""
+    prog = os.path.join(BUILD, "bench/cxx20_tasks_adapter")
+    off = os.path.join(BUILD, "bench/cxx20_tasks_adapter_off")
+    floor = os.path.join(BUILD, "bench/floor")
+    roots = 300 if QUICK else 20000
+    cmd = [prog, "--bench", str(roots)]
+    rows = {"native": [], "compiled_out": [], "corobpf": [], "floor": []}
+    for _ in range(RUNS):
+        # Interleaved, so drift hits all of them alike.
+        rows["native"].append(per_iter(sh(cmd).stdout))
+        rows["compiled_out"].append(per_iter(sh([off, "--bench", str(roots)]).stdout))
+        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--"] + cmd).stdout))
+        rows["floor"].append(per_iter(sh([floor, CXX20_PROBES, "--"] + cmd).stdout))
+    resumes = int(re.search(r"resumes (\d+)", sh(cmd).stdout).group(1))
+    base = median(rows["native"])
+    r = {"roots": roots, "resumes_per_run": resumes, "native_ns_per_resume": base,
+         "compiled_out_ns_per_resume": median(rows["compiled_out"]),
+         "untraced_adapter_ns_per_resume": base - median(rows["compiled_out"]),
+         "corobpf_ns_per_resume": median(rows["corobpf"]),
+         "floor_ns_per_resume": median(rows["floor"]),
+         "runs": rows}
+    r["corobpf_added_ns"] = r["corobpf_ns_per_resume"] - base
+    r["floor_added_ns"] = r["floor_ns_per_resume"] - base
+    r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    r["traced_over_untraced"] = r["corobpf_ns_per_resume"] / base
+    res["cxx20"] = r
+
+
 def replay_dir():
     """Where replays write: a tmpfs with room if there is one. Gigabytes written to a disk
     leave writeback and reclaim behind that land in the next runs' time, whatever they are."""
@@ -769,6 +807,14 @@ def table(res):
                              g["corobpf_events_per_round_trip"])
                          if "corobpf_slowdown" in g
                          else "failed (%s)" % g.get("corobpf_failed")))
+    c = res.get("cxx20")
+    if c:
+        lines.append("C++20 adapter, CPU per resume: untraced %.0f ns (probes compiled out %.0f ns: "
+                     "%+.0f ns); added: corobpf %.0f ns = %.2fx an empty program on the same probes "
+                     "(%.0f ns); traced %.2fx untraced" % (
+                         c["native_ns_per_resume"], c["compiled_out_ns_per_resume"],
+                         c["untraced_adapter_ns_per_resume"], c["corobpf_added_ns"],
+                         c["corobpf_over_floor"], c["floor_added_ns"], c["traced_over_untraced"]))
     if "replay" in res:
         lines.append("")
         lines.append("replay of a synthetic capture on one thread: events per wall second "
@@ -810,8 +856,8 @@ def main():
         return 1
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
-    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, go_costs, replay, loss,
-                 scale, exec_cost):
+    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, go_costs, cxx20_costs, replay,
+                 loss, scale, exec_cost):
         if not only or step.__name__ in only:
             step(res)
     text = table(res)

@@ -9,6 +9,9 @@
  * would do at the least), instead of the empty one. floor args:PROBE: one
  * that only reads the argument (libbpf's generic USDT argument path).
  *
+ * floor PROBE,PROBE... -- CMD ARGS: the empty program on each of those probes (the C++20
+ * adapter's row: every corobpf probe).
+ *
  * floor uprobe:FILE:OFFSET[,OFFSET...][;uprobe:FILE:...] -- CMD ARGS: the same
  * with plain uprobes at those file offsets (hex) of each FILE: the floor of
  * the switch-function path, on whatever instruction is there.
@@ -83,11 +86,15 @@ int main(int argc, char **argv)
 			prog = skel->progs.args;
 			probe += 5;
 		}
-		link = bpf_program__attach_usdt(prog, pid, argv[3], "corobpf", probe, NULL);
-		if (!link) {
-			perror("floor: attach");
-			kill(pid, SIGKILL);
-			return 1;
+		char *names = strdup(probe), *name, *save;
+
+		for (name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+			link = bpf_program__attach_usdt(prog, pid, argv[3], "corobpf", name, NULL);
+			if (!link) {
+				perror("floor: attach");
+				kill(pid, SIGKILL);
+				return 1;
+			}
 		}
 	}
 	if (write(go[1], "g", 1) != 1)

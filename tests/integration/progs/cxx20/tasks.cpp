@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tasks: C++20 coroutines on the executor of exec.hpp, for suite_22_cxx20.py and the bench.
+ *
+ *     tasks [--no-eager] [--truth PATH] [ROOTS]
+ *                          ground truth to PATH, else $COROBPF_TRUTH (JSON lines, one per
+ *                          frame incarnation); --no-eager: the roots start no eager coroutine
+ *     tasks --bench ROOTS  no truth kept; prints the resumes and the process's CPU time per
+ *                          resume (`ns/iter`; the wall time too)
+ *
+ * Each root moves to a worker, joins a middle task that joins leaves one after another (their
+ * frames freed and reused) and migrates, pulls a generator to its end and cancels another,
+ * starts an eager watcher that waits on an event, then yields and migrates between the two
+ * workers. One more root sets the event. Every frame incarnation is in the truth: its
+ * function, parent, entries into its body, returns into it from a nested resume, its
+ * suspensions (reason, object) and exit.
+ *
+ * Built with -DWITH_ADAPTER -DCOUNT_HOOKS, it prints how many of the adapter's traced
+ * branches it took (`hooks N`): none when nobody traces it.
+ */
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <sys/resource.h>
+
+#ifdef COUNT_HOOKS
+static std::atomic<long> hooks;
+#define COROBPF_CORO_ON_TRACED() hooks.fetch_add(1, std::memory_order_relaxed)
+#endif
+
+#include "exec.hpp"
+
+using ex::event;
+using ex::generator;
+using ex::task;
+
+static ex::scheduler S;
+
+static task<int> leaf(int i)
+{
+	co_await S.yield();
+	co_return i * 2;
+}
+
+static task<int> middle(int n)
+{
+	int sum = 0;
+	for (int i = 0; i < n; i++)
+		sum += co_await leaf(i);
+	co_await S.to(1 - ex::scheduler::self);
+	sum += co_await leaf(100);
+	co_return sum;
+}
+
+static generator counter(int n)
+{
+	for (int i = 0; i < n; i++)
+		co_yield i;
+}
+
+static ex::eager watcher(event *ev, long *seen)
+{
+	co_await *ev;
+	__atomic_add_fetch(seen, 1, __ATOMIC_RELAXED);
+}
+
+static long sum_all, seen;
+static bool with_eager = true;
+
+static task<void> root(int k, event *ev)
+{
+	co_await S.to(k % 2);
+	long s = co_await middle(3);
+	{
+		/* Across no suspension of root's own, but around nested resumes. */
+		EX_SPAN(gens, "generators");
+		generator g = counter(3);
+		int v;
+		while (g.next(&v))
+			s += v;
+	}
+	{
+		/* Destroyed after two values: cancelled while suspended. */
+		generator g = counter(10);
+		int v;
+		g.next(&v);
+		g.next(&v);
+		s += v;
+	}
+	if (with_eager)
+		ex::spawn_eager([ev] { watcher(ev, &seen); });
+	/* Open across suspensions and migrations. */
+	EX_SPAN(hops, "hops");
+	for (int j = 0; j < 3; j++) {
+		co_await S.yield();
+		co_await S.to(j % 2);
+	}
+	__atomic_add_fetch(&sum_all, s, __ATOMIC_RELAXED);
+}
+
+static task<void> setter(event *ev, int rounds)
+{
+	for (int i = 0; i < rounds; i++)
+		co_await S.yield();
+	ev->set();
+}
+
+int main(int argc, char **argv)
+{
+	const char *truth = getenv("COROBPF_TRUTH");
+	int arg = 1;
+	bool bench = false;
+	for (; arg < argc && argv[arg][0] == '-'; arg++) {
+		if (!strcmp(argv[arg], "--bench"))
+			bench = true;
+		else if (!strcmp(argv[arg], "--no-eager"))
+			with_eager = false;
+		else if (!strcmp(argv[arg], "--truth") && arg + 1 < argc)
+			truth = argv[++arg];
+	}
+	int roots = arg < argc ? atoi(argv[arg]) : 8;
+
+	ex::T().keep = !bench;
+	event ev{&S};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	S.start();
+	for (int k = 0; k < roots; k++)
+		S.spawn(root(k, &ev), k % 2);
+	S.spawn(setter(&ev, 4), 1);
+	S.wait_all();
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+
+	/* CPU time, every thread's: idle waits do not count, on a busy machine either. */
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	long resumes = ex::total_resumes();
+	double wall = (t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec);
+	double cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e9 +
+		     (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e3;
+	printf("roots %d resumes %ld watchers %ld sum %ld cpu %.1f ns/iter wall %.1f ns\n", roots,
+	       resumes, seen, sum_all, cpu / resumes, wall / resumes);
+#ifdef COUNT_HOOKS
+	printf("hooks %ld\n", hooks.load());
+#endif
+	if (truth && !bench) {
+		FILE *f = fopen(truth, "w");
+		if (!f) {
+			perror(truth);
+			return 1;
+		}
+		ex::write_truth(f);
+		fclose(f);
+	}
+	return seen == (with_eager ? roots : 0) ? 0 : 2;
+}

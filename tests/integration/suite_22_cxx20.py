@@ -1,0 +1,277 @@
+"""C++20 coroutines (issue 16): the executor of progs/cxx20 built by g++ and clang++ at -O0 and
+-O2 and traced unmodified, the same program with the promise adapter (usdt/corobpf_coro.hpp),
+and a Boost.Asio program traced unmodified.
+
+Every check is against the program's own record. The executor counts, per frame incarnation
+(its coroutine_handle address), the entries into the body (`resumes`), the returns into it
+from a coroutine it resumed directly (`nested_returns`), its parent, each suspension's reason
+and object, its exit; the trace must hold exactly these:
+
+- adapter (any corobpf): names (the adapter's: the function's unqualified name), parents,
+  switch-ins (resumes + nested returns: a nested resume hands the thread back to the
+  resumer), the reason and object of every switch out, readies (corobpf::ready where the
+  executor queues), spans (corobpf::span), exits and their status, threads; and untraced,
+  the adapter takes none of its traced branches;
+- unmodified (needs corobpf's tracing of coroutine bodies): the same coroutines, each named by
+  its demangled function, with its parent, switch-ins, exit and threads; once with lazy
+  coroutines only (--no-eager), once with an eager one per root (its first run is in its ramp);
+- Asio: per coroutine function of the program, as many coroutines as it ran, as many
+  switch-ins as it counted resumes; every coroutine of the process (Asio's own too) exits.
+
+A compiler or Boost missing when the programs were built leaves its binary out: outside CI its
+test skips, saying so; in CI it fails. COROBPF_BIN runs the suite with another corobpf.
+"""
+from harness import *  # noqa: F401,F403
+
+REASONS = {0: "unknown", 1: "yield", 2: "wait", 3: "sleep", 4: "io", 5: "done"}
+
+# The executor's coroutine functions: the unqualified name its truth (and the adapter) gives,
+# and the demangled function corobpf names unmodified.
+SIGNATURES = {
+    "leaf": "leaf(int)",
+    "middle": "middle(int)",
+    "counter": "counter(int)",
+    "watcher": "watcher(ex::event*, long*)",
+    "root": "root(int, ex::event*)",
+    "setter": "setter(ex::event*, int)",
+}
+
+ASIO_FUNCTIONS = ("listener", "echo_session", "client", "roundtrip", "ticker")
+
+
+def cxx20_bin(name):
+    """The path of build/tests/NAME, or None after skipping (outside CI) or failing (in CI)."""
+    path = os.path.join(TESTS_BIN, name)
+    if os.path.exists(path):
+        return path
+    why = "%s not built (a compiler or libboost-dev missing at build time: tools/deps.sh)" % path
+    if CI:
+        raise Failure(why)
+    print("     skipped: %s" % why, flush=True)
+    return None
+
+
+def incarnations(trace, pid):
+    """{(id, n): coroutine record}: the nth incarnation of each id (n from 0), by uid."""
+    by_id = {}
+    for c in sorted((c for c in trace.coroutines if c["pid"] == pid), key=lambda c: c["uid"]):
+        by_id.setdefault(c["id"], []).append(c)
+    return {(i, n): c for i, cs in by_id.items() for n, c in enumerate(cs)}
+
+
+def truth_incarnations(truth):
+    seen, out = {}, {}
+    for t in truth:
+        n = seen.get(t["id"], 0)
+        seen[t["id"]] = n + 1
+        out[(t["id"], n)] = t
+    return out
+
+
+def match(trace, truth, pid):
+    """Pairs (truth, traced) of the same incarnations; the two sets must be the same."""
+    got, want = incarnations(trace, pid), truth_incarnations(truth)
+    extra = sorted(set(got) - set(want))
+    missing = sorted(set(want) - set(got))
+    check(not extra and not missing,
+          "frame incarnations differ: %d traced, %d in the program's truth; extra %s, missing %s"
+          % (len(got), len(want), extra[:4], missing[:4]))
+    reused = sum(1 for k in want if k[1] > 0)
+    check(reused > 0, "no frame address was reused: the test lost its reuse case")
+    return [(want[k], got[k]) for k in sorted(want)]
+
+
+def check_frames(trace, truth, pid, name_of):
+    """What both modes must get right, per incarnation."""
+    for t, c in match(trace, truth, pid):
+        where = "frame %s (%s)" % (t["id"], t["name"])
+        eq(c["name"], name_as_traced(name_of(t["name"])), where + " name")
+        eq(c["parent"], t["parent"], where + " parent")
+        eq(c["switch_ins"], t["resumes"] + t["nested_returns"],
+           where + " switch-ins (resumes %d + nested returns %d)"
+           % (t["resumes"], t["nested_returns"]))
+        eq(c["end"], "exit", where + " end")
+        check(c["created"] is not None, where + ": create not seen")
+        eq(sorted(c["threads"]), sorted(t["tids"]), where + " threads")
+    ev = lambda kind: [e for e in trace.by_ev(kind) if e["pid"] == pid]
+    eq(len(ev("create")), len(truth), "create events")
+    eq(len(ev("exit")), len(truth), "exit events")
+    eq(sum(1 for e in ev("switch") if e["to"] != "0x0"),
+       sum(t["resumes"] + t["nested_returns"] for t in truth), "switch-ins")
+
+
+def run_tasks(name, binary, args=()):
+    trace, truth, p, out, raw = trace_launch(name, [binary] + list(args))
+    check(truth, "%s wrote no truth:\n%s" % (binary, p.stdout))
+    pid = trace.processes[0]["pid"]
+    return trace, truth, p, out, raw, pid
+
+
+# ---- the adapter: main's corobpf, the probes of corobpf.h ----
+
+def adapter(build):
+    b = cxx20_bin(build)
+    if not b:
+        return
+    trace, truth, p, out, raw, pid = run_tasks(build, b)
+    check_clean(trace)
+    check_frames(trace, truth, pid, lambda short: short)
+    got = incarnations(trace, pid)
+    want = truth_incarnations(truth)
+    # Switch-outs per incarnation, split at each create of the id: the last one, after the
+    # exit the adapter fires first, carries no from_uid.
+    outs, spans, nth = {}, {}, {}
+    for e in trace.events:
+        if e["pid"] != pid:
+            continue
+        if e["ev"] == "create":
+            nth[e["id"]] = nth.get(e["id"], -1) + 1
+        elif e["ev"] == "switch" and e["from"] != "0x0":
+            outs.setdefault((e["from"], nth.get(e["from"], 0)), []).append((e["reason"], e["obj"]))
+        elif e["ev"] in ("span_begin", "span_end"):
+            spans.setdefault((e["id"], nth.get(e["id"], 0)), []).append((e["ev"], e["name"]))
+    for k, t in want.items():
+        where = "frame %s (%s)" % (t["id"], t["name"])
+        eq(got[k]["status"], t["status"], where + " exit status")
+        eq(outs.get(k, []), [(REASONS[r], o) for r, o in t["suspends"]],
+           where + " switch-outs (reason, obj)")
+        eq(got[k]["readies"], t["readies"], where + " readies (put on a run queue)")
+        # Spans here close in the reverse order they open and never nest the same name.
+        opened = [("span_begin", n) for n in t["spans"]]
+        eq(sorted(spans.get(k, [])), sorted(opened + [("span_end", n) for n in t["spans"]]),
+           where + " spans")
+        check(not got[k].get("open_spans"),
+              where + ": spans left open %s" % got[k].get("open_spans"))
+    check(any(t["status"] != 0 for t in truth), "no frame was cancelled: the test lost that case")
+    check(any(t["spans"] for t in truth), "no span opened: the test lost that case")
+    # Each traced branch of the adapter fired exactly one probe; a name goes with its create.
+    hooks = int(re.search(r"^hooks (\d+)$", p.stdout, re.M).group(1))
+    n = sum(1 for e in trace.events if e["pid"] == pid and e["ev"] in ("switch", "create", "exit"))
+    eq(hooks, n, "the adapter's traced branches (hooks) against its probes in the trace")
+    check_replay(out, raw)
+
+
+@test
+def cxx20_adapter_exact_gcc():
+    adapter("cxx20_tasks-adapter")
+
+
+@test
+def cxx20_adapter_exact_clang():
+    adapter("cxx20_tasks-adapter-clang")
+
+
+@test
+def cxx20_adapter_untraced_takes_no_branch():
+    """Not traced, the adapter is a semaphore test per hook: none of its traced branches runs."""
+    b = cxx20_bin("cxx20_tasks-adapter")
+    if not b:
+        return
+    p = run([b], env={"COROBPF_TRUTH": work("cxx20_untraced.truth")})
+    eq(p.returncode, 0, "exit code of %s (%s)" % (b, p.stderr))
+    eq(re.search(r"^hooks (\d+)$", p.stdout, re.M).group(1), "0", "traced branches taken untraced")
+    truth = read_truth(work("cxx20_untraced.truth"))
+    check(len(truth) > 50, "the program ran %d coroutines" % len(truth))
+
+
+# ---- unmodified: the coroutine bodies, as the compilers emit them ----
+
+def unmodified(build, eager):
+    b = cxx20_bin("cxx20_tasks-" + build)
+    if not b:
+        return
+    name = "cxx20_%s%s" % (build, "" if eager else "_lazy")
+    trace, truth, p, out, raw, pid = run_tasks(name, b, () if eager else ("--no-eager",))
+    check(any(t["name"] == "watcher" for t in truth) == eager, "the program's eager switch")
+    mine = [c for c in trace.coroutines if c["pid"] == pid]
+    check(mine, "%s: no coroutine traced at all (%d events; the switch paths found: %s)" % (
+        build, len([e for e in trace.events if e["pid"] == pid]),
+        sorted({r["family"] for r in trace.records if r["type"] == "switch_path"})))
+    check_clean(trace)
+    check_frames(trace, truth, pid, lambda short: SIGNATURES[short])
+    check_replay(out, raw)
+
+
+@test
+def cxx20_unmodified_gcc_O0():
+    unmodified("gcc-O0", eager=False)
+
+
+@test
+def cxx20_unmodified_gcc_O2():
+    unmodified("gcc-O2", eager=False)
+
+
+@test
+def cxx20_unmodified_clang_O0():
+    unmodified("clang-O0", eager=False)
+
+
+@test
+def cxx20_unmodified_clang_O2():
+    unmodified("clang-O2", eager=False)
+
+
+# An eager coroutine (initial_suspend never suspends) runs in its ramp up to its first
+# suspension: that is its first run, and its creator's body is entered again after it. Apart,
+# since telling it from machine code alone is the hard case of the unmodified model.
+
+@test
+def cxx20_unmodified_eager_gcc_O0():
+    unmodified("gcc-O0", eager=True)
+
+
+@test
+def cxx20_unmodified_eager_gcc_O2():
+    unmodified("gcc-O2", eager=True)
+
+
+@test
+def cxx20_unmodified_eager_clang_O0():
+    unmodified("clang-O0", eager=True)
+
+
+@test
+def cxx20_unmodified_eager_clang_O2():
+    unmodified("clang-O2", eager=True)
+
+
+# ---- Boost.Asio ----
+
+def asio(build):
+    b = cxx20_bin("cxx20_asio-" + build)
+    if not b:
+        return
+    trace, truth, p, out, raw = trace_launch("cxx20_asio_" + build, [b, "4", "12"])
+    check(truth, "%s wrote no counters:\n%s" % (b, p.stdout))
+    pid = trace.processes[0]["pid"]
+    mine = [c for c in trace.coroutines if c["pid"] == pid]
+    check(mine, "asio %s: no coroutine traced at all" % build)
+    check_clean(trace)
+    for t in truth:
+        fn = [c for c in mine if c["name"].startswith(t["fn"] + "(")]
+        eq(len(fn), t["ran"], "asio %s: coroutines of %s" % (build, t["fn"]))
+        eq(sum(c["switch_ins"] for c in fn), t["resumes"],
+           "asio %s: resumes of %s" % (build, t["fn"]))
+        for c in fn:
+            check(c["created"] is not None,
+                  "asio %s: %s %s: create not seen" % (build, t["fn"], c["id"]))
+    ended = {}
+    for c in mine:
+        ended[c["end"]] = ended.get(c["end"], 0) + 1
+    eq(ended, {"exit": len(mine)},
+       "asio %s: how the process's %d coroutines ended" % (build, len(mine)))
+    ev = lambda kind: [e for e in trace.by_ev(kind) if e["pid"] == pid]
+    eq(len(ev("create")), len(mine), "asio %s: create events" % build)
+    eq(len(ev("exit")), len(mine), "asio %s: exit events" % build)
+    check_replay(out, raw)
+
+
+@test
+def cxx20_asio_gcc():
+    asio("gcc")
+
+
+@test
+def cxx20_asio_clang():
+    asio("clang")
