@@ -106,7 +106,7 @@ unit: $(UNIT_BINS)
 	$(Q)for t in $(UNIT_BINS); do $$t || exit 1; done
 
 # LOAD=1: the suite under load (CPU hogs and an unrelated instrumented program).
-integration: corobpf tools
+integration: corobpf tools bench-tools
 	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py
 
 # The README's test command. Unit tests need no root; integration tests do. Then the
