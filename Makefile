@@ -48,7 +48,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		   report.c ps.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
 		    attachctx.c usdt.c) \
-		  user/session.c user/main.c
+		  user/record/flight.c user/outputs/status.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)

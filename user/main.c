@@ -103,6 +103,9 @@ enum {
 	OPT_STACKS,
 	OPT_STACK_BYTES,
 	OPT_SAMPLE_HZ,
+	OPT_FLIGHT,
+	OPT_FLIGHT_MB,
+	OPT_DUMP_ON,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -164,8 +167,20 @@ static const struct argp_option trace_options[] = {
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
 	 "stretches, no blocking findings",
 	 0},
+	{"flight", OPT_FLIGHT, "SECS", 0,
+	 "Flight recorder: keep only the last SECS of the capture in memory and write every "
+	 "-o FILE as FILE.N (trace.1.pftrace, t.1.jsonl.gz...) on SIGUSR1 or --dump-on; "
+	 "nothing is written otherwise (--raw still writes the whole capture)",
+	 0},
+	{"flight-mb", OPT_FLIGHT_MB, "MB", 0,
+	 "--flight: keep at most MB MiB of records (default 64); a window cut short says so", 0},
+	{"dump-on", OPT_DUMP_ON, "KIND", 0,
+	 "--flight: also dump when a finding of KIND (stall, long_run, sched_latency, "
+	 "blocking, spawn_storm, unmatched_span, lost_wakeup, leak; a list with commas) is "
+	 "made; each finding once, a burst in one dump",
+	 0},
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
-	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
+	{"quiet", 'q', NULL, 0, "No summary, no status line, only errors", 0},
 	{"verbose", 'v', NULL, 0, "More messages; -vv adds libbpf's debug log", 0},
 	FINDING_OPTIONS,
 	{},
@@ -343,6 +358,34 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		a->switch_given = true;
 		return 0;
 	}
+	case OPT_FLIGHT:
+		errno = 0;
+		a->flight = strtod(arg, &end);
+		if (errno || *end || !(a->flight >= 0.01 && a->flight <= 86400))
+			argp_error(state, "invalid --flight '%s' (seconds, 0.01 to 86400)", arg);
+		return 0;
+	case OPT_FLIGHT_MB:
+		a->flight_mb = parse_count(state, "flight-mb", arg, 1, 65536);
+		return 0;
+	case OPT_DUMP_ON: {
+		char buf[256], *tok, *save;
+
+		if (strlen(arg) >= sizeof(buf))
+			argp_error(state, "invalid --dump-on '%s'", arg);
+		strcpy(buf, arg);
+		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			int k;
+
+			for (k = 0; k < FK_NKINDS && strcmp(tok, finding_kind_name(k)); k++)
+				;
+			if (k == FK_NKINDS)
+				argp_error(state, "unknown --dump-on kind '%s' (stall, long_run, "
+					   "sched_latency, blocking, spawn_storm, unmatched_span, "
+					   "lost_wakeup, leak)", tok);
+			a->dump_on |= 1u << k;
+		}
+		return 0;
+	}
 	case OPT_COMM:
 		if (!*arg || strlen(arg) > 15)
 			argp_error(state, "invalid --comm '%s' (1 to 15 characters, as the kernel "
@@ -398,6 +441,11 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->all && a->switch_given)
 			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
 				   "follows corobpf probes only; trace the process with -p or --");
+		if ((a->flight_mb || a->dump_on) && !a->flight)
+			argp_error(state, "--flight-mb and --dump-on set up the flight recorder: add "
+				   "--flight SECS");
+		if (a->flight && !ta->c.noutputs)
+			argp_error(state, "--flight writes the -o outputs when asked: give -o FILE");
 		check_outputs_distinct(state, &ta->c, a->raw);
 		return 0;
 	}
@@ -413,6 +461,8 @@ static error_t parse_ps(int key, char *arg, struct argp_state *state)
 	if (key == ARGP_KEY_END) {
 		if (!a->npids || a->argv || a->all || a->follow)
 			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
+		if (a->flight)
+			argp_error(state, "--flight records with corobpf trace, not ps");
 		if (!a->stacks)
 			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
 		if (!a->duration)

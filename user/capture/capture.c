@@ -903,6 +903,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 			}
 			next_stats = now + STATS_EVERY_NS;
 		}
+		if (c->tick)
+			c->tick(c->tick_ctx);
 		if (!alive) {
 			c->end_reason = CORO_END_TARGETS_EXITED;
 			break;

@@ -78,6 +78,13 @@ struct capture {
 	const struct record_sink *sink; /* capture_run's */
 	u32 end_reason;
 	struct stack_resolver *stk; /* --stacks */
+	/*
+	 * Called on every turn of capture_run's loop (at least every 100 ms,
+	 * at once after a signal), after the ring was read: the status line and
+	 * the flight recorder. NULL: none.
+	 */
+	void (*tick)(void *ctx);
+	void *tick_ctx;
 };
 
 /* Set by the signal handlers (the signal number); capture_run stops when it sees it. */
