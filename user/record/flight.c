@@ -269,10 +269,9 @@ static void flight_on_finding(void *ctx, const struct finding *fd)
 		if (!memcmp(&f->seen[i], &key, sizeof(key)))
 			return;
 	f->seen[f->nseen++ % FLIGHT_SEEN] = key;
-	if (fd->name[0])
-		snprintf(label, sizeof(label), "%s", fd->name);
-	else if (fd->uid)
-		snprintf(label, sizeof(label), "0x%llx", (unsigned long long)fd->id);
+	if (fd->uid || fd->kind == FK_SPAWN_STORM)
+		snprintf(label, sizeof(label), "%s%s0x%llx", fd->name, fd->name[0] ? " " : "",
+			 (unsigned long long)fd->id);
 	else
 		snprintf(label, sizeof(label), "thread %u", fd->tid);
 	snprintf(why, sizeof(why), "%s of %s (pid %u)", finding_kind_name(fd->kind), label,
@@ -361,6 +360,14 @@ static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsign
 			return -1;
 		}
 	}
+	/*
+	 * The model is where the reorder has released records up to: its last
+	 * record, just before `start` (records stamped up to 10 ms earlier may
+	 * still wait there and come next). The dump starts there, so nothing
+	 * in it is older than its start.
+	 */
+	if (m->last_ts && m->last_ts < start)
+		start = m->last_ts;
 	f->tail.reorder.late = 0;
 	dump_reset_at(m, start);
 	for (size_t k = first; k < m->nobs; k++)
