@@ -101,6 +101,10 @@ def flight_sigusr1_dump_holds_the_last_seconds_exactly():
     for c in dump.coroutines:
         check(c["first_seen"] >= start, "coroutine %s seen %d ns before the window"
               % (c["id"], start - c["first_seen"]))
+    # The process, announced before the window, is announced again in the dump.
+    proc = lambda t: [{k: r[k] for k in ("pid", "comm", "exe", "mode", "ppid")}
+                      for r in t.processes]
+    eq(proc(dump), proc(full), "the dump's process records")
     eq(dump.trailer["lost"]["events"], 0, "events lost in the window")
     eq({k: v for k, v in dump.trailer["anomalies"].items() if v}, {}, "anomalies in the dump")
 

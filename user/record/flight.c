@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "decode.h"
 #include "flight.h"
 #include "log.h"
 #include "output.h"
@@ -58,6 +59,8 @@ struct flight {
 	u64 bytes;	 /* of the records held */
 	u64 newest_ts;	 /* of the records held */
 	u64 cut_ts;	 /* newest timestamp the byte bound dropped */
+	/* The parent of each process announced before the queue (pid -> ppid + 1): the model keeps none. */
+	struct hmap ppids;
 
 	/* A dump asked for and not started: its window ends at pending_end. */
 	bool pending;
@@ -175,13 +178,24 @@ static const struct coro_event_hdr *queue_head(const struct flight *f)
 	return ck && ck->head < ck->used ? (const void *)(ck->data + ck->head) : NULL;
 }
 
+/* A record into the tail pipeline, its process's parent noted. */
+static void flight_feed_tail(struct flight *f, const struct coro_event_hdr *h)
+{
+	if (h->kind == CORO_REC_PROCESS)
+		hmap_put(&f->ppids, h->pid, 0,
+			 (void *)(uintptr_t)(((const struct coro_rec_process *)h)->ppid + 1ULL));
+	else if (h->kind == CORO_REC_PROC_EXIT)
+		hmap_del(&f->ppids, h->pid, 0);
+	pipeline_feed(&f->tail, h);
+}
+
 /* The head falls off: into the tail pipeline. */
 static void queue_pop(struct flight *f)
 {
 	struct flight_chunk *ck = f->chunks[0];
 	const struct coro_event_hdr *h = (const void *)(ck->data + ck->head);
 
-	pipeline_feed(&f->tail, h);
+	flight_feed_tail(f, h);
 	ck->head += h->size;
 	f->bytes -= h->size;
 	if (ck->head < ck->used)
@@ -293,6 +307,7 @@ struct flight *flight_new(const struct common_opts *c, const struct trace_opts *
 	f->dump_kinds = t->dump_on;
 	f->live = live;
 	f->sigusr1_seen = sigusr1_count;
+	hmap_init(&f->ppids);
 	pipeline_init(&f->tail, ci, &c->an);
 	pipeline_begin(&f->tail);
 	if (f->dump_kinds)
@@ -331,6 +346,50 @@ static void dump_reset_at(struct model *m, u64 start)
 		co->readies = 0;
 		co->longest_susp = 0;
 		co->longest_open = false;
+	}
+}
+
+/* An event made from the model's state, to the observers from `first` on only. */
+static void dump_announce(struct model *m, size_t first, const struct event *ev)
+{
+	for (size_t k = first; k < m->nobs; k++)
+		if (m->obs[k].event)
+			m->obs[k].event(m->obs[k].ctx, ev);
+}
+
+/*
+ * The processes and threads the model knows, announced as their records
+ * announced them before the window (the JSONL and SQLite outputs write them
+ * from those events): a process as of now (after any exec), a thread with
+ * its name, at the window's start.
+ */
+static void dump_announce_known(struct flight *f, size_t first, u64 start)
+{
+	struct model *m = &f->tail.model;
+	const struct coro_process *p;
+	const struct coro_thread *t;
+	size_t it = 0;
+
+	while ((p = model_next_process(m, &it))) {
+		struct event ev = {.kind = EV_PROCESS, .pid = p->pid, .tid = p->pid,
+				   .ts = p->start_ts, .proc = p};
+		uintptr_t ppid = (uintptr_t)hmap_get(&f->ppids, p->pid, 0);
+
+		ev.process.comm = str_field(p->comm, sizeof(p->comm));
+		ev.process.exe = str_field(p->exe ? p->exe : "", p->exe ? strlen(p->exe) + 1 : 1);
+		ev.process.mode = p->mode;
+		ev.process.ppid = ppid ? (u32)(ppid - 1) : 0;
+		dump_announce(m, first, &ev);
+	}
+	it = 0;
+	while ((t = model_next_thread(m, &it))) {
+		struct event ev = {.kind = EV_THREAD, .pid = t->pid, .tid = t->tid, .ts = start,
+				   .thread = t, .proc = model_process_peek(m, t->pid)};
+
+		if (!t->comm[0])
+			continue; /* no record named it */
+		ev.comm.comm = str_field(t->comm, sizeof(t->comm));
+		dump_announce(m, first, &ev);
 	}
 }
 
@@ -373,6 +432,7 @@ static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsign
 	for (size_t k = first; k < m->nobs; k++)
 		if (m->obs[k].begin)
 			m->obs[k].begin(m->obs[k].ctx, m->ci);
+	dump_announce_known(f, first, start);
 	while (hmap_next(&m->coros, &it, NULL, NULL, &v)) {
 		const struct coro *co = v;
 
@@ -409,7 +469,7 @@ static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 			}
 			if (attached && !timeless(h) && h->ts > end)
 				continue;
-			pipeline_feed(&f->tail, h);
+			flight_feed_tail(f, h);
 		}
 	}
 	if (!attached) {
@@ -590,6 +650,7 @@ void flight_free(struct flight *f)
 		flight_reap(f, true);
 	}
 	pipeline_free(&f->tail);
+	hmap_free(&f->ppids);
 	for (size_t i = 0; i < f->nchunks; i++)
 		free(f->chunks[i]);
 	free(f->chunks);

@@ -19,9 +19,10 @@
  * fork is the copy of the tail model and the queue (copy on write, so the
  * capture goes on at once, ring buffer read, while the child writes). The
  * child feeds the records before the window's start to the tail pipeline,
- * attaches the outputs, announces every live coroutine to them in its
- * state as of the window's start (that state's interval clipped to start
- * there, the coroutine's counters from there), feeds the window, ends the
+ * attaches the outputs, announces to them the processes and threads the
+ * model knows (as their records did) and every live coroutine in its state
+ * as of the window's start (that state's interval clipped to start there,
+ * the coroutine's counters from there), feeds the window, ends the
  * model, and commits FILE with ".N" before its extension (trace.1.pftrace,
  * t.1.jsonl.gz). Its counters are the window's: the loss counters are the
  * difference between the last stats record and the one before the window.
@@ -34,7 +35,8 @@
  *
  * Limits: a window the byte bound cut short says so (flight_finish() and
  * the log); spans open at the window's start are not in the dump (their
- * ends are dropped by the outputs as for a coroutine attached mid-life);
+ * ends are dropped by the outputs as for a coroutine attached mid-life),
+ * nor are the object and switch-path records of attaches before it;
  * records straggling in the 10 ms reorder window at its start may begin it
  * up to 10 ms early.
  */
