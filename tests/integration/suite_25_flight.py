@@ -219,3 +219,49 @@ def status_line_on_a_terminal_only():
         text = f.read()
     check("\x1b[K" not in text and "\r" not in text, "status line in a file: %r" % text[:500])
     check("corobpf summary" in text, "no summary in the file")
+
+
+@test
+def flight_byte_bound_cuts_the_window_and_says_so():
+    # 40,000 events/s for 6 s: --flight-mb 1 holds well under the 5 s asked for.
+    raw = work("fb.raw")
+    tr, ef, err = start_tracer(["--flight", "5", "--flight-mb", "1", "-o", work("fb.jsonl.gz"),
+                                "--raw", raw, "--", FAULTS, "steady", "5000", "6", "1000"], "fb")
+    wait_for(err, "tracing")
+    time.sleep(4)
+    tr.send_signal(signal.SIGUSR1)
+    eq(tr.wait(timeout=60), 0, "exit code")
+    ef.close()
+    with open(err) as f:
+        log = f.read()
+    check(os.path.exists(work("fb.1.jsonl.gz")), "no fb.1.jsonl.gz (the .N goes before .jsonl.gz)")
+    check("holds less than 5.0 s: --flight-mb 1 was reached first" in log,
+          "the cut window is not said:\n" + log)
+    dump, full = Trace(work("fb.1.jsonl.gz")), full_trace(raw, "fb")
+    ts = [e["ts"] for e in dump.events]
+    lo, hi = min(ts), max(ts)
+    check((hi - lo) / 1e9 < 2.5, "the dump spans %.2f s under a 1 MiB bound" % ((hi - lo) / 1e9))
+    window = collections.Counter(event_key(e) for e in full.events if lo <= e["ts"] <= hi)
+    got = collections.Counter(event_key(e) for e in dump.events)
+    eq(sum((window - got).values()) + sum((got - window).values()), 0,
+       "events differing from the full trace over the cut window")
+
+
+@test
+def flight_usage_errors():
+    for args, says in (
+            (["--dump-on", "stall", "-o", work("u.jsonl")], "add --flight SECS"),
+            (["--flight-mb", "8", "-o", work("u.jsonl")], "add --flight SECS"),
+            (["--flight", "2"], "give -o FILE"),
+            (["--flight", "0", "-o", work("u.jsonl")], "invalid --flight"),
+            (["--flight", "2", "--dump-on", "stall,nope", "-o", work("u.jsonl")],
+             "unknown --dump-on kind 'nope'")):
+        p = corobpf(args + ["--", "/bin/true"])
+        eq(p.returncode, 2, "exit code of %s" % " ".join(args))
+        check(says in p.stderr, "%s: %r not said:\n%s" % (" ".join(args), says, p.stderr))
+    p = corobpf(["ps", "--flight", "2", "-p", str(os.getpid())])
+    eq(p.returncode, 2, "exit code of ps --flight")
+    # FILE.1 already there: refused before the target is touched, unless --force.
+    open(work("ex.1.jsonl"), "w").close()
+    p = corobpf(["--flight", "2", "-o", work("ex.jsonl"), "--", "/bin/true"])
+    eq(p.returncode, 7, "exit code with FILE.1 present (%s)" % p.stderr.strip())
