@@ -39,8 +39,8 @@ struct flight_seen {
 struct flight_dump {
 	unsigned n;
 	u64 start, end;
-	bool cut;	/* the byte bound had dropped part of the window */
-	int status;	/* the child's exit status, -1 while it runs */
+	bool cut;   /* the byte bound had dropped part of the window */
+	int status; /* the child's exit status, -1 while it runs */
 	char why[FLIGHT_WHY];
 };
 
@@ -56,10 +56,10 @@ struct flight {
 	struct flight_chunk **chunks;
 	size_t nchunks, cap_chunks;
 	struct flight_chunk *spare;
-	u64 bytes;	 /* of the records held */
-	u64 newest_ts;	 /* of the records held */
-	u64 cut_ts;	 /* newest timestamp the byte bound dropped */
-	/* The parent of each process announced before the queue (pid -> ppid + 1): the model keeps none. */
+	u64 bytes;     /* of the records held */
+	u64 newest_ts; /* of the records held */
+	u64 cut_ts;    /* newest timestamp the byte bound dropped */
+	/* Each process's parent (pid -> ppid + 1), from its record: the model keeps none. */
 	struct hmap ppids;
 
 	/* A dump asked for and not started: its window ends at pending_end. */
@@ -86,7 +86,7 @@ static void on_sigusr1(int sig)
 	struct timespec ts;
 
 	(void)sig;
-	/* clock_gettime is async-signal-safe: the window ends at the signal, not at the next poll. */
+	/* Async-signal-safe: the window ends at the signal, not at the next poll. */
 	clock_gettime(CLOCK_BOOTTIME, &ts);
 	sigusr1_ts = (u64)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 	sigusr1_count++;
@@ -371,8 +371,8 @@ static void dump_announce_known(struct flight *f, size_t first, u64 start)
 	size_t it = 0;
 
 	while ((p = model_next_process(m, &it))) {
-		struct event ev = {.kind = EV_PROCESS, .pid = p->pid, .tid = p->pid,
-				   .ts = p->start_ts, .proc = p};
+		struct event ev = {
+		    .kind = EV_PROCESS, .pid = p->pid, .tid = p->pid, .ts = p->start_ts, .proc = p};
 		uintptr_t ppid = (uintptr_t)hmap_get(&f->ppids, p->pid, 0);
 
 		ev.process.comm = str_field(p->comm, sizeof(p->comm));
@@ -383,8 +383,12 @@ static void dump_announce_known(struct flight *f, size_t first, u64 start)
 	}
 	it = 0;
 	while ((t = model_next_thread(m, &it))) {
-		struct event ev = {.kind = EV_THREAD, .pid = t->pid, .tid = t->tid, .ts = start,
-				   .thread = t, .proc = model_process_peek(m, t->pid)};
+		struct event ev = {.kind = EV_THREAD,
+				   .pid = t->pid,
+				   .tid = t->tid,
+				   .ts = start,
+				   .thread = t,
+				   .proc = model_process_peek(m, t->pid)};
 
 		if (!t->comm[0])
 			continue; /* no record named it */
@@ -412,8 +416,8 @@ static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsign
 			return -1;
 		}
 		*nouts = i + 1;
-		outs[i].max_tracks = c->coroutine_tracks_set ? c->coroutine_tracks
-							     : PERFETTO_DEFAULT_MAX_TRACKS;
+		outs[i].max_tracks =
+		    c->coroutine_tracks_set ? c->coroutine_tracks : PERFETTO_DEFAULT_MAX_TRACKS;
 		if (output_attach(&outs[i], &f->tail, err, sizeof(err))) {
 			log_err("%s", err);
 			return -1;
@@ -477,13 +481,14 @@ static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 		if (dump_attach(f, outs, &nouts, n, start))
 			goto fail;
 	}
-	/* The stats records count from the capture's start: the window's losses are the difference. */
+	/* The stats records count from the capture's start: the window's losses are the difference.
+	 */
 	reorder_drain(&f->tail.reorder);
 	for (u32 k = 0; k < CORO_STAT_MAX; k++)
 		m->stats.bpf[k] -= m->stats.bpf[k] >= base.bpf[k] ? base.bpf[k] : m->stats.bpf[k];
 	for (u32 k = 0; k < CORO_USTAT_MAX; k++)
-		m->stats.user[k] -= m->stats.user[k] >= base.user[k] ? base.user[k]
-								     : m->stats.user[k];
+		m->stats.user[k] -=
+		    m->stats.user[k] >= base.user[k] ? base.user[k] : m->stats.user[k];
 	pipeline_finish(&f->tail);
 	for (int i = 0; i < nouts; i++) {
 		if (output_close(&outs[i], err, sizeof(err))) {
@@ -566,8 +571,9 @@ static void dump_done(struct flight *f, int status)
 		free(name);
 	}
 	if (d->cut)
-		log_warn("flight dump %u holds less than %.1f s: --flight-mb %llu was reached first",
-			 d->n, f->window_ns / 1e9, (unsigned long long)(f->max_bytes >> 20));
+		log_warn(
+		    "flight dump %u holds less than %.1f s: --flight-mb %llu was reached first",
+		    d->n, f->window_ns / 1e9, (unsigned long long)(f->max_bytes >> 20));
 }
 
 static void flight_reap(struct flight *f, bool wait)
@@ -628,8 +634,9 @@ int flight_finish(struct flight *f)
 				free(name);
 			}
 			if (n < sizeof(list))
-				n += snprintf(list + n, sizeof(list) - n, " (%s%s)", f->dumps[i].why,
-					      f->dumps[i].status ? ", failed" : "");
+				n +=
+				    snprintf(list + n, sizeof(list) - n, " (%s%s)", f->dumps[i].why,
+					     f->dumps[i].status ? ", failed" : "");
 		}
 		log_info("flight recorder: %zu dump%s of the last %.1f s: %s", f->ndumps,
 			 f->ndumps == 1 ? "" : "s", f->window_ns / 1e9, list);
@@ -645,10 +652,8 @@ void flight_free(struct flight *f)
 {
 	if (!f)
 		return;
-	if (f->child) {
-		kill(f->child, SIGKILL);
-		flight_reap(f, true);
-	}
+	/* A dump being written is finished: killed, it would leave its temporary files. */
+	flight_reap(f, true);
 	pipeline_free(&f->tail);
 	hmap_free(&f->ppids);
 	for (size_t i = 0; i < f->nchunks; i++)
