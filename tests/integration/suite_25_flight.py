@@ -69,9 +69,9 @@ def flight_sigusr1_dump_holds_the_last_seconds_exactly():
     check(abs((hi - lo) / 1e9 - 2.0) <= 0.5, "the dump spans %.3f s, not 2 s" % ((hi - lo) / 1e9))
     # The window ends at the signal (its handler's clock: after `before`, at most a delivery
     # later than `after`); the program fires every 10 ms, so its last event is just before.
-    check(hi <= after + int(200e6), "the dump goes past the signal by %.3f s"
+    check(hi <= after + int(500e6), "the dump goes past the signal by %.3f s"
           % ((hi - after) / 1e9))
-    check(before - hi < 300e6, "the dump ends %.3f s before the signal" % ((before - hi) / 1e9))
+    check(before - hi < 500e6, "the dump ends %.3f s before the signal" % ((before - hi) / 1e9))
     # The model's position when the dump began; a record straggling in the 10 ms reorder
     # window may come after it, a little older.
     check(dump.header["start_ts"] - int(10e6) <= lo, "events before the dump's start_ts")
