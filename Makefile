@@ -6,6 +6,7 @@
 #   make install PREFIX=/usr/local
 #   make bench           side-by-side overhead and throughput benchmarks
 #   make soak            an hour of steady tracing; corobpf's memory must stay flat
+#   make soak-flight     the same under --flight 2, a dump every minute
 #   make asan-test       unit tests and replays under AddressSanitizer and UBSan
 #   make fuzz            the capture and JSONL readers under libFuzzer (FUZZ_SECONDS=60 each)
 
@@ -52,13 +53,13 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		   report.c ps.c spanrep.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
 		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c) \
-		  user/outputs/top.c user/session.c user/main.c
+		  user/outputs/top.c user/record/flight.c user/outputs/status.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all clean install test unit integration demo bench soak tools bench-tools asan asan-test \
+.PHONY: all clean install test unit integration demo bench soak soak-flight tools bench-tools asan asan-test \
 	fuzz fuzz-build fuzz-short
 .DELETE_ON_ERROR:
 
@@ -163,6 +164,9 @@ bench: corobpf tools bench-tools
 # An hour of steady load (SOAK_SECONDS, SOAK_RATE): corobpf's RSS must stay flat.
 soak: corobpf tools
 	$(Q)python3 tools/bench/soak.py
+
+soak-flight: corobpf tools
+	$(Q)SOAK_FLIGHT=2 python3 tools/bench/soak.py
 
 install: corobpf
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include

@@ -69,7 +69,8 @@ static const char trace_doc[] =
 	"context-switch functions of the libraries they use (ucontext, Boost.Context, GNU "
 	"Pth; see --switch). Tracing stops when every "
 	"target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always finishes its "
-	"outputs; a second Ctrl-C quits at once. A summary goes to stderr.\n"
+	"outputs; a second Ctrl-C quits at once. A summary goes to stderr, and while "
+	"recording a status line when stderr is a terminal (not with -q).\n"
 	"\v"
 	"Examples:\n"
 	"  sudo corobpf -p 4242 -o trace.pftrace\n"
@@ -79,6 +80,7 @@ static const char trace_doc[] =
 	"  sudo corobpf -o trace.jsonl --raw cap.raw -- ./server -c x\n"
 	"  sudo corobpf --follow -o all.jsonl -- make check\n"
 	"  sudo corobpf --stacks -o trace.db -p 4242\n"
+	"  sudo corobpf --flight 5 --dump-on stall -o t.pftrace -p 4242\n"
 	"  sudo corobpf ps -p 4242\n"
 	"  corobpf report cap.raw -o again.jsonl\n"
 	"\n"
@@ -116,6 +118,9 @@ enum {
 	OPT_EXEC_GATE,
 	OPT_INTERVAL,
 	OPT_BATCH,
+	OPT_FLIGHT,
+	OPT_FLIGHT_MB,
+	OPT_DUMP_ON,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -184,8 +189,20 @@ static const struct argp_option trace_options[] = {
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
 	 "stretches, no blocking findings",
 	 0},
+	{"flight", OPT_FLIGHT, "SECS", 0,
+	 "Flight recorder: keep only the last SECS of the capture in memory and write every "
+	 "-o FILE as FILE.N (trace.1.pftrace, t.1.jsonl.gz...) on SIGUSR1 or --dump-on; "
+	 "nothing is written otherwise (--raw still writes the whole capture)",
+	 0},
+	{"flight-mb", OPT_FLIGHT_MB, "MB", 0,
+	 "--flight: keep at most MB MiB of records (default 64); a window cut short says so", 0},
+	{"dump-on", OPT_DUMP_ON, "KIND", 0,
+	 "--flight: also dump when a finding of KIND (stall, long_run, sched_latency, "
+	 "blocking, spawn_storm, unmatched_span, lost_wakeup, leak; a list with commas) is "
+	 "made; each finding once, a burst in one dump",
+	 0},
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
-	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
+	{"quiet", 'q', NULL, 0, "No summary, no status line, only errors", 0},
 	{"verbose", 'v', NULL, 0, "More messages; -vv adds libbpf's debug log", 0},
 	FINDING_OPTIONS,
 	{},
@@ -391,6 +408,34 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		a->switch_given = true;
 		return 0;
 	}
+	case OPT_FLIGHT:
+		errno = 0;
+		a->flight = strtod(arg, &end);
+		if (errno || *end || !(a->flight >= 0.01 && a->flight <= 86400))
+			argp_error(state, "invalid --flight '%s' (seconds, 0.01 to 86400)", arg);
+		return 0;
+	case OPT_FLIGHT_MB:
+		a->flight_mb = parse_count(state, "flight-mb", arg, 1, 65536);
+		return 0;
+	case OPT_DUMP_ON: {
+		char buf[256], *tok, *save;
+
+		if (strlen(arg) >= sizeof(buf))
+			argp_error(state, "invalid --dump-on '%s'", arg);
+		strcpy(buf, arg);
+		for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			int k;
+
+			for (k = 0; k < FK_NKINDS && strcmp(tok, finding_kind_name(k)); k++)
+				;
+			if (k == FK_NKINDS)
+				argp_error(state, "unknown --dump-on kind '%s' (stall, long_run, "
+					   "sched_latency, blocking, spawn_storm, unmatched_span, "
+					   "lost_wakeup, leak)", tok);
+			a->dump_on |= 1u << k;
+		}
+		return 0;
+	}
 	case OPT_COMM:
 		if (!*arg || strlen(arg) > 15)
 			argp_error(state, "invalid --comm '%s' (1 to 15 characters, as the kernel "
@@ -446,6 +491,11 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (a->all && a->switch_given)
 			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
 				   "follows corobpf probes only; trace the process with -p or --");
+		if ((a->flight_mb || a->dump_on) && !a->flight)
+			argp_error(state, "--flight-mb and --dump-on set up the flight recorder: add "
+				   "--flight SECS");
+		if (a->flight && !ta->c.noutputs)
+			argp_error(state, "--flight writes the -o outputs when asked: give -o FILE");
 		check_outputs_distinct(state, &ta->c, a->raw);
 		return 0;
 	}
@@ -461,6 +511,8 @@ static error_t parse_ps(int key, char *arg, struct argp_state *state)
 	if (key == ARGP_KEY_END) {
 		if (!a->npids || a->argv || a->all || a->follow)
 			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
+		if (a->flight)
+			argp_error(state, "--flight records with corobpf trace, not ps");
 		if (!a->stacks)
 			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
 		if (!a->duration)
@@ -525,6 +577,12 @@ static error_t parse_top(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_BATCH:
 		a->top.batch = true;
+		return 0;
+	case OPT_FLIGHT:
+	case OPT_FLIGHT_MB:
+	case OPT_DUMP_ON:
+		argp_error(state, "the flight recorder records with trace, not top: corobpf --flight "
+				  "SECS -o FILE ...");
 		return 0;
 	}
 	return parse_trace(key, arg, state);
@@ -657,7 +715,8 @@ static int cmd_ps(int argc, char **argv)
 	memcpy(opts, trace_options, sizeof(opts));
 	for (size_t i = 0; i < ARRAY_SIZE(opts); i++)
 		if (opts[i].key == 'a' || opts[i].key == OPT_COMM || opts[i].key == OPT_FOLLOW ||
-		    opts[i].key == OPT_EXEC_GATE)
+		    opts[i].key == OPT_EXEC_GATE || opts[i].key == OPT_FLIGHT ||
+		    opts[i].key == OPT_FLIGHT_MB || opts[i].key == OPT_DUMP_ON)
 			opts[i].flags |= OPTION_HIDDEN;
 		else if (opts[i].key == 'p')
 			opts[i].doc = "Look at this running process (repeatable)";
@@ -679,6 +738,9 @@ static struct argp_option *top_options(void)
 	o = xcalloc(a + b + 1, sizeof(*o));
 	memcpy(o, top_only_options, a * sizeof(*o));
 	memcpy(o + a, trace_options, b * sizeof(*o));
+	for (size_t i = a; i < a + b; i++) /* the flight recorder is trace's alone */
+		if (o[i].key == OPT_FLIGHT || o[i].key == OPT_FLIGHT_MB || o[i].key == OPT_DUMP_ON)
+			o[i].flags |= OPTION_HIDDEN;
 	return o;
 }
 

@@ -48,6 +48,9 @@ struct trace_opts {
 	u32 stack_bytes;     /* --stack-bytes (0: the default) */
 	u32 sample_hz;	     /* --sample-hz */
 	bool sample_hz_set;
+	double flight;	     /* --flight SECS: the flight recorder (flight.h); 0: off */
+	u64 flight_mb;	     /* --flight-mb (0: FLIGHT_DEFAULT_MB) */
+	u32 dump_on;	     /* --dump-on: 1 << enum finding_kind */
 	u32 exec_gate_ms;    /* --exec-gate: -a, --follow: longest hold of a new program's exec (0: off) */
 };
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "capture.h"
+#include "flight.h"
 #include "jsonl_read.h"
 #include "log.h"
 #include "perfetto.h"
@@ -18,6 +19,7 @@
 #include "report.h"
 #include "ringfill.h"
 #include "session.h"
+#include "status.h"
 #include "summary.h"
 #include "top.h"
 
@@ -68,6 +70,8 @@ struct session {
 	struct ring_fill rf;
 	char top_what[160];
 	struct record_sink top_inner;
+	struct flight *flight; /* --flight: the -o outputs are its dumps */
+	struct status *status; /* the status line on a terminal */
 };
 
 /* ---- outputs ---- */
@@ -145,7 +149,7 @@ static int session_open_live(struct session *s)
 	if (ret)
 		return ret;
 	/* Outputs first: better to fail before touching the target. */
-	ret = session_open_outputs(s);
+	ret = t->flight ? flight_check_outputs(s->c) : session_open_outputs(s);
 	if (ret)
 		return ret;
 	if (t->raw && outfile_open(&s->rawfile, t->raw, s->c->force, err, sizeof(err))) {
@@ -153,6 +157,8 @@ static int session_open_live(struct session *s)
 		return EXIT_OUTPUT;
 	}
 	capture_install_signals();
+	if (t->flight)
+		flight_install_signal();
 	ret = capture_open(&s->cap, &s->co);
 	s->cap_open = true;
 	if (!ret)
@@ -293,6 +299,8 @@ static int session_start(struct session *s)
 		}
 	}
 	session_add_view(s);
+	if (s->t && s->t->flight)
+		s->flight = flight_new(s->c, s->t, &s->ci, &s->p);
 	if (s->t && s->t->raw) {
 		s->raw = raw_writer_open(s->rawfile.fd, &s->ci, err, sizeof(err));
 		if (!s->raw) {
@@ -328,6 +336,22 @@ static int top_sink_flush(void *ctx)
 	return ret;
 }
 
+/* From the capture's loop: the flight recorder's dumps, the status line. */
+static void session_tick(void *ctx)
+{
+	struct session *s = ctx;
+	u64 bytes;
+
+	if (s->flight)
+		flight_tick(s->flight);
+	if (!s->status)
+		return;
+	bytes = status_file_bytes(s->rawfile.fd) + flight_bytes_written(s->flight);
+	for (int i = 0; i < s->nouts; i++)
+		bytes += status_file_bytes(s->outs[i].file.fd);
+	status_tick(s->status, bytes);
+}
+
 /*
  * Until the source ends. Returns an exit code that aborts the session (a
  * command that could not be run, a signal during a replay), or 0 with *code
@@ -350,6 +374,8 @@ static int session_feed_live(struct session *s, int *code)
 			 t->duration ? "" : "; Ctrl-C to stop");
 	s->tee = (struct record_tee){.raw = s->raw, .pipeline = &s->p};
 	s->sink = record_tee_sink(&s->tee);
+	if (s->flight)
+		s->sink = flight_sink(s->flight, s->sink);
 	if (s->top) {
 		s->top_inner = s->sink;
 		s->sink = (struct record_sink){.emit = top_sink_emit, .flush = top_sink_flush,
@@ -360,8 +386,14 @@ static int session_feed_live(struct session *s, int *code)
 			return EXIT_FAILURE_RUNTIME;
 		}
 	}
+	if (s->view == VIEW_SUMMARY)
+		s->status = status_new(&s->p.model);
+	s->cap.tick = session_tick;
+	s->cap.tick_ctx = s;
 	ret = capture_run(&s->cap, &s->sink);
 	top_stop(s->top); /* q stops the capture as Ctrl-C does; the screen goes first */
+	status_end(s->status); /* before the summary and any message of the end */
+	s->status = NULL;
 	if (ret == EXIT_LAUNCH)
 		return ret;
 	*code = ret;
@@ -396,6 +428,8 @@ static int session_feed_replay(struct session *s, int *code)
 static void session_release(struct session *s)
 {
 	top_stop(s->top); /* its thread reads the pipeline */
+	flight_free(s->flight);
+	status_end(s->status);
 	if (s->pipe_open)
 		pipeline_free(&s->p);
 	if (s->rv)
@@ -424,6 +458,9 @@ static int session_finish(struct session *s, int code)
 		code = ret;
 	/* A live run says what it wrote; a replay's stdout is the report. */
 	ret = session_close_outputs(s, s->t != NULL);
+	if (ret)
+		code = ret;
+	ret = s->flight ? flight_finish(s->flight) : 0;
 	if (ret)
 		code = ret;
 	if (s->cap_open && s->cap.ntargets && s->cap.targets[0].launched) {

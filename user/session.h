@@ -11,7 +11,10 @@
  *            -o order, then the command's view (summary, report, ps table),
  *            the raw writer, pipeline_begin
  *   feed     capture_run, or every record of the reader until its end or a
- *            signal
+ *            signal; a live capture's loop ticks the status line (status.h)
+ *            and, with --flight, the flight recorder (flight.h), whose sink
+ *            keeps every record after the tee and whose dumps replace the
+ *            -o outputs (opened only to check them, at open)
  *   finish   pipeline_finish, the view's table, --raw then the outputs
  *            committed, a launched command waited for
  *   abort    any failure, at any step: a launched command killed, every file

@@ -12,9 +12,21 @@ is the RSS curve, the growth between the first and the last quarter of the
 run, and a least-squares slope over the second half. It also checks that
 every coroutine is in the trace and nothing was lost. The table is printed
 and written to results/soak-<time>.json.
+
+    SOAK_FLIGHT=2 make soak                    # the flight recorder (make soak-flight)
+
+With SOAK_FLIGHT=SECS corobpf runs as a flight recorder (--flight SECS): the
+-o outputs are only its dumps, one every SOAK_DUMP_EVERY seconds (default
+60) on SIGUSR1, and the memory that must stay flat is its ring of the last
+SECS, its second model and the forks that write the dumps. Every dump asked
+for must be written whole; the raw capture still holds every coroutine.
 """
+import glob
+import gzip
 import json
 import os
+import shutil
+import signal
 import platform
 import subprocess
 import sys
@@ -28,6 +40,8 @@ SECONDS = int(os.environ.get("SOAK_SECONDS", "3600"))
 RATE = int(os.environ.get("SOAK_RATE", "1250"))
 LIVE = 1000
 EVERY = 10
+FLIGHT = os.environ.get("SOAK_FLIGHT")
+DUMP_EVERY = int(os.environ.get("SOAK_DUMP_EVERY", "60"))
 
 
 def rss_kib(pid):
@@ -59,14 +73,18 @@ def main():
     work = tempfile.mkdtemp(prefix="corobpf-soak-")
     outs = [os.path.join(work, f) for f in ("soak.jsonl.gz", "soak.pftrace")]
     raw = os.path.join(work, "soak.raw")
-    cmd = [COROBPF, "-q"] + [a for o in outs for a in ("-o", o)] + ["--raw", raw, "--",
+    cmd = [COROBPF, "-q"] + (["--flight", FLIGHT] if FLIGHT else []) + [a for o in outs for a in ("-o", o)] + ["--raw", raw, "--",
                                                                     FAULTS, "steady", str(RATE), str(SECONDS), str(LIVE)]
     print("soak: %d coroutines/s (%d probe hits/s), %d s, outputs in %s" % (RATE, 8 * RATE, SECONDS, work))
     t0 = time.time()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples = []
+    asked = 0
     while p.poll() is None:
         time.sleep(EVERY)
+        if FLIGHT and p.poll() is None and len(samples) % max(1, DUMP_EVERY // EVERY) == 0:
+            p.send_signal(signal.SIGUSR1)
+            asked += 1
         r = rss_kib(p.pid)
         if r is not None and p.poll() is None:
             samples.append((time.time() - t0, r))
@@ -99,9 +117,21 @@ def main():
         "rss_max_mib": max(r for _, r in samples) / 1024 if samples else 0,
         "growth_pct": 100 * (last - first) / first if first else 0,
         "slope_kib_per_min_second_half": slope(half),
-        "output_bytes": {os.path.basename(o): os.path.getsize(o) for o in outs + [raw]},
+        "output_bytes": {os.path.basename(o): os.path.getsize(o) for o in outs + [raw]
+                         if os.path.exists(o)},
     }
     ok = (res["coroutines"] == want and res["lost"] == 0 and chk.returncode == 0)
+    if FLIGHT:
+        # Every dump asked for, whole: its JSONL ends with the trailer.
+        dumps = sorted(glob.glob(os.path.join(work, "soak.*.jsonl.gz")))
+        whole = 0
+        for d in dumps:
+            with gzip.open(d, "rt") as f:
+                whole += json.loads(f.read().splitlines()[-1])["type"] == "trailer"
+        res.update({"flight_seconds": float(FLIGHT), "dumps_asked": asked,
+                    "dumps_written": len(dumps), "dumps_whole": whole})
+        print("flight: %d dumps asked for, %d written, %d whole" % (asked, len(dumps), whole))
+        ok = ok and len(dumps) == asked and whole == asked
     print("soak: %d coroutines, %d events, %d lost, in %d s" % (res["coroutines"], res["events"],
                                                                  res["lost"], SECONDS))
     print("RSS: first quarter %.1f MiB, last quarter %.1f MiB (%+.1f%%), max %.1f MiB; "
@@ -110,13 +140,12 @@ def main():
               res["rss_max_mib"], res["slope_kib_per_min_second_half"]))
     out_dir = os.path.join(ROOT, "results")
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, "soak-%s.json" % time.strftime("%Y%m%d-%H%M%S"))
+    path = os.path.join(out_dir, "soak-%s%s.json" % ("flight-" if FLIGHT else "",
+                                                      time.strftime("%Y%m%d-%H%M%S")))
     with open(path, "w") as f:
         json.dump(res, f, indent=1)
     print("written: %s" % path)
-    for o in outs + [raw, raw + ".check.jsonl"]:
-        os.unlink(o)
-    os.rmdir(work)
+    shutil.rmtree(work, ignore_errors=True)
     if not ok:
         print("soak: FAILED: %d of %d coroutines, %d lost, report exit %d" % (
             res["coroutines"], want, res["lost"], chk.returncode))

@@ -126,6 +126,11 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	for (char *p = msg; *p; p++)
 		if (*p == '\t')
 			*p = ' ';
+	if (log_status_shown) {
+		/* Over the status line (log.h): erased first, as log_msg() does. */
+		fputs("\r\033[K", stderr);
+		log_status_shown = false;
+	}
 	for (line = strtok_r(msg, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		fprintf(stderr, "%s\n", term_safe(safe, sizeof(safe), line, strlen(line)));
 	return n;
@@ -1008,6 +1013,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 			}
 			next_stats = now + STATS_EVERY_NS;
 		}
+		if (c->tick)
+			c->tick(c->tick_ctx);
 		if (!alive) {
 			c->end_reason = CORO_END_TARGETS_EXITED;
 			break;

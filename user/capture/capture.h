@@ -82,6 +82,13 @@ struct capture {
 	u32 end_reason;
 	struct stack_resolver *stk; /* --stacks */
 	struct execgate *gate; /* -a, --follow: execs held until attached (execgate.h), or NULL */
+	/*
+	 * Called on every turn of capture_run's loop (at least every 100 ms,
+	 * at once after a signal), after the ring was read: the status line and
+	 * the flight recorder. NULL: none.
+	 */
+	void (*tick)(void *ctx);
+	void *tick_ctx;
 };
 
 /* Set by the signal handlers (the signal number); capture_run stops when it sees it. */

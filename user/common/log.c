@@ -6,6 +6,7 @@
 #include "termsafe.h"
 
 int log_level = LOG_INFO;
+bool log_status_shown;
 
 void log_msg(const char *prefix, const char *fmt, ...)
 {
@@ -20,7 +21,10 @@ void log_msg(const char *prefix, const char *fmt, ...)
 	 * Messages quote what traced programs named: their comm, object paths,
 	 * probe names. Escaped here, so no caller can forget it on one message.
 	 */
-	n = snprintf(buf, sizeof(buf), "corobpf: %s", prefix);
+	/* Over the status line, erased in the same write: the two never share a line. */
+	n = snprintf(buf, sizeof(buf), "%scorobpf: %s", log_status_shown ? "\r\033[K" : "",
+		     prefix);
+	log_status_shown = false;
 	term_safe(buf + n, sizeof(buf) - n - 1, msg, sizeof(msg));
 	n = strlen(buf);
 	/* One write per message, so lines from the target and from us do not interleave. */

@@ -8,11 +8,17 @@
 #ifndef COROBPF_LOG_H
 #define COROBPF_LOG_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 enum log_level { LOG_QUIET = -1, LOG_INFO = 0, LOG_VERBOSE = 1, LOG_DEBUG = 2 };
 
 extern int log_level;
+/*
+ * A status line (status.h) is drawn on stderr's last line, without its
+ * newline: the next message erases it first, and it is drawn again later.
+ */
+extern bool log_status_shown;
 
 void log_msg(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
