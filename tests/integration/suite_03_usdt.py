@@ -15,7 +15,7 @@ def make_matrix_test(binary):
         check(expected, "the program printed no expectations")
         trace = Trace(out)
         # The probes' events (the kernel's off-CPU stretches are not probes).
-        events = [e for e in trace.events if e["ev"] != "offcpu"]
+        events = [e for e in trace.events if e["ev"] not in ("offcpu", "offcpu_begin")]
         eq(len(events), len(expected), "events (traced %s)" % [e["ev"] for e in events])
         reasons = ["unknown", "yield", "wait", "sleep", "io", "done"]
         for want, got in zip(expected, events):

@@ -13,7 +13,8 @@ def sqlite_matches_jsonl_and_documented_queries_run():
     one_ = lambda q, *a: con.execute(q, a).fetchone()[0]
     eq(one_("SELECT value FROM meta WHERE key = 'schema_version'"), 1, "schema_version")
     eq(one_("SELECT count(*) FROM coroutines"), len(trace.coroutines), "coroutines rows")
-    eq(one_("SELECT count(*) FROM events"), len([e for e in trace.events if e["ev"] != "offcpu"]),
+    eq(one_("SELECT count(*) FROM events"),
+       len([e for e in trace.events if e["ev"] not in ("offcpu", "offcpu_begin")]),
        "events rows")
     eq(one_("SELECT count(*) FROM offcpu"), len(trace.by_ev("offcpu")), "offcpu rows")
     eq(one_("SELECT count(*) FROM findings"),

@@ -46,17 +46,19 @@ def doc_traces():
                  [os.path.join(TESTS_BIN, "bugs"), "long_run"]))
     runs.append(("uctx", [], [os.path.join(TESTS_BIN, "uctx"), "rr", "5", "4"]))
     runs.append(("follow", ["--follow"], ["sh", "-c", "%s -d 1; exec %s -d 1" % (DEMO, DEMO)]))
-    records, dbs, csvs = [], [], []
+    records, dbs, csvs, pairs = [], [], [], []
     for name, extra, cmd in runs:
         out, db, cs = work("docs-%s.jsonl" % name), work("docs-%s.db" % name), \
             work("docs-%s.csv" % name)
-        p = corobpf(["-o", out, "-o", db, "-o", cs] + extra + ["--"] + cmd)
+        raw = work("docs-%s.raw" % name)
+        p = corobpf(["-o", out, "-o", db, "-o", cs, "--raw", raw] + extra + ["--"] + cmd)
+        pairs.append((raw, out))
         eq(p.returncode, 0, "corobpf -- %s exit code (%s)" % (" ".join(cmd), p.stderr.strip()))
         with open(out) as f:
             records += [json.loads(l) for l in f]
         dbs.append(db)
         csvs.append(cs)
-    _traces.update(records=records, dbs=dbs, csvs=csvs)
+    _traces.update(records=records, dbs=dbs, csvs=csvs, pairs=pairs)
     return _traces
 
 
@@ -143,6 +145,28 @@ def docs_jsonl_describes_every_field():
     order = re.search(r"Records come in this order:(.*?)\n\n", md, re.S).group(1)
     types = {r["type"] for r in recs}
     eq(sorted(types - backticked(order)), [], "record types missing from the order paragraph")
+
+
+@test
+def docs_report_of_jsonl_is_report_of_raw():
+    """docs/jsonl.md: `corobpf report` reads a JSONL trace through the same analysis as the raw
+    capture it was written from: the same numbers, findings and tables, but for what stacks and
+    samples give (not read back from JSONL)."""
+    for raw, out in doc_traces()["pairs"]:
+        a = corobpf(["report", "--json", raw])
+        b = corobpf(["report", "--json", out])
+        eq(a.returncode, 0, "report %s (%s)" % (raw, a.stderr.strip()))
+        eq(b.returncode, 0, "report %s (%s)" % (out, b.stderr.strip()))
+        ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+        # As docs/jsonl.md says: stacks and samples are not read back from JSONL.
+        for f in ja.get("findings", []):
+            for k in ("stack", "samples", "key_samples", "key_depth", "key_frame"):
+                f.pop(k, None)
+        diff = sorted(k for k in set(ja) | set(jb) if ja.get(k) != jb.get(k))
+        check(not diff, "%s: report of the JSONL differs from report of the raw capture in %s"
+              % (os.path.basename(out), ", ".join("%s (%s vs %s)" % (k, str(ja.get(k))[:80],
+                                                                    str(jb.get(k))[:80])
+                                                   for k in diff)))
 
 
 @test

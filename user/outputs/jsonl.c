@@ -271,6 +271,19 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 			p = fmt_u64(p, (u64)ev->exit.status);
 		}
 		break;
+	case EV_OFFCPU_BEGIN:
+		/* Its stretch follows as an `offcpu` line; a begin alone: off the CPU at the end. */
+		if (ev->c)
+			J_ID("id", ev->c->id);
+		else
+			J_LIT(",\"id\":null");
+		J_LIT(",\"state\":\"");
+		J_NAME(coro_offcpu_state_name(ev->offcpu.state));
+		*p++ = '"';
+		J_U64("cpu", ev->offcpu.cpu);
+		if (stack)
+			J_U64("stack", stack);
+		break;
 	case EV_SPAN_BEGIN:
 	case EV_SPAN_END:
 		if (ev->span.owner_known)
@@ -310,6 +323,7 @@ static void jsonl_event_cb(void *ctx, const struct event *ev)
 	case EV_EXIT:
 	case EV_SPAN_BEGIN:
 	case EV_SPAN_END:
+	case EV_OFFCPU_BEGIN:
 	case EV_OFFCPU_END:
 		jsonl_event(s, ev);
 		break;

@@ -686,6 +686,22 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 			e->hdr.cur = id;
 		else
 			e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+	} else if (!strcmp(ev, "offcpu_begin")) {
+		struct coro_ev_offcpu_begin *e;
+		u64 cpu = 0;
+		const char *state = gets_(o, "state");
+
+		e = rec_init(r, sizeof(*e), CORO_EV_OFFCPU_BEGIN, pid, tid, ts);
+		getn(o, "cpu", &cpu);
+		e->cpu = (u32)cpu;
+		e->state = CORO_OFF_OTHER;
+		for (u32 k = CORO_OFF_PREEMPTED; state && k <= CORO_OFF_OTHER; k++)
+			if (!strcmp(state, coro_offcpu_state_name(k)))
+				e->state = k;
+		if (getid(o, "id", &id))
+			e->hdr.cur = id;
+		else
+			e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
 	} else if (!strcmp(ev, "offcpu")) {
 		/* A stretch: ts is when it left the CPU; the record is made when it came back. */
 		struct coro_ev_offcpu_end *e;
