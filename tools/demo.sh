@@ -4,10 +4,17 @@
 # cancellation) from its first instruction, and say where the output is.
 set -e
 cd "$(dirname "$0")/.."
-mkdir -p out
 if [ "$(id -u)" -ne 0 ]; then
 	echo "corobpf: tracing needs root: sudo make demo" >&2
 	exit 3
+fi
+# Under sudo, out/ is made by the user who ran it (the traces in it are theirs already); made
+# by root and handed over it could be swapped for a link between the two steps.
+if [ -n "${SUDO_UID:-}" ] && [ "$SUDO_UID" != 0 ] &&
+	setpriv --reuid="$SUDO_UID" --regid="$SUDO_GID" --init-groups test -w . 2>/dev/null; then
+	setpriv --reuid="$SUDO_UID" --regid="$SUDO_GID" --init-groups mkdir -p out
+else
+	mkdir -p out
 fi
 ./corobpf --stacks --force -o out/demo.pftrace -o out/demo.jsonl --raw out/demo.raw -- build/demo -d "${DEMO_SECS:-3}"
 cat <<MSG
