@@ -15,6 +15,7 @@ a program switching through ucontext, and a shell that forks and execs under --f
 """
 import csv
 import glob
+import itertools
 import json
 import re
 import shlex
@@ -358,3 +359,53 @@ def docs_commands_run_as_shown():
     finally:
         target.kill()
         target.wait()
+
+
+def summary_shape(lines):
+    """A summary's lines with what varies run to run masked: numbers, ids, durations, and the
+    names in the longest-suspended list. Lines that appear only on some runs (stacks that
+    could not be taken, findings that load can cause) are dropped."""
+    out, in_longest = [], False
+    for line in lines:
+        m = re.sub(r"0x[0-9a-f]+", "H", line)
+        m = re.sub(r"\d+(\.\d+)?", "N", m)
+        m = re.sub(r"\bN (us|ms|s)\b", "T", m)
+        m = " ".join(m.split())
+        if m.startswith("N events have no stack") or m.startswith("finding") or \
+                re.match(r"^(lost_wakeup|stall|long_run|sched_latency|blocking|leak|"
+                         r"unmatched_span|slow_span|spawn_storm)\b", m):
+            continue
+        if in_longest and re.match(r"^T H \S+ pid N, ", m):
+            out.append("LONGEST " + m.split(", ", 1)[1].split(" on ")[0])
+            continue
+        in_longest = m == "longest suspended:"
+        out.append(m)
+    return out
+
+
+@test
+def docs_readme_summary_is_the_programs():
+    """The README's summary example has the lines, columns and order of a real summary of the
+    same demo run the same way (tools/quickstart.sh: --stacks)."""
+    text = doc("README.md")
+    m = re.search(r"\n((?:    corobpf summary:.*\n)(?:      .*\n)+)", text)
+    check(m, "README.md has no summary example")
+    example = [l[4:] for l in m.group(1).splitlines()]
+    p = corobpf(["--stacks", "-o", work("readme-summary.jsonl"), "--", DEMO, "-d", "2"])
+    eq(p.returncode, 0, "demo (%s)" % p.stderr.strip()[-300:])
+    real = p.stderr.splitlines()
+    start = [i for i, l in enumerate(real) if l.startswith("corobpf summary:")]
+    check(start, "no summary in:\n" + p.stderr)
+    real = real[start[0]:]
+    real = real[:1] + [l for l in itertools.takewhile(lambda l: l.startswith("  "), real[1:])]
+    want, got = summary_shape(example), summary_shape(real)
+    # Which coroutines the longest-suspended list names varies by run: its lines are checked
+    # for their format (masked to their reason) and count, the rest line for line.
+    longest = lambda ls: [l for l in ls if l.startswith("LONGEST ")]
+    eq([l for l in got if not l.startswith("LONGEST ")],
+       [l for l in want if not l.startswith("LONGEST ")],
+       "README summary example against a real summary (masked)")
+    eq(len(longest(got)), len(longest(want)), "longest-suspended entries")
+    for l in longest(want):
+        check(l in ("LONGEST sleep", "LONGEST wait"), "README's entry %r is no reason the "
+              "demo's coroutines suspend for" % l)
