@@ -409,3 +409,19 @@ def docs_readme_summary_is_the_programs():
     for l in longest(want):
         check(l in ("LONGEST sleep", "LONGEST wait"), "README's entry %r is no reason the "
               "demo's coroutines suspend for" % l)
+
+
+@test
+def docs_readme_lists_the_packages_installed():
+    """The README's first command says which Debian packages it installs: exactly those
+    tools/deps.sh installs."""
+    with open(os.path.join(ROOT, "tools", "deps.sh")) as f:
+        pkgs = re.search(r'^pkgs="([^"]*)"', f.read(), re.M).group(1).split()
+    text = doc("README.md")
+    sec = text[text.index("## Two commands"):]
+    sec = sec[:sec.index("\n## ", 3)]
+    named = set(re.findall(r"[a-z0-9][a-z0-9.+-]*[a-z0-9]", sec))
+    # Packages every Debian has (the README need not name them).
+    base = {"make", "gcc", "g++", "python3", "util-linux", "linux-libc-dev"}
+    missing = [p for p in pkgs if p not in named and p not in base]
+    check(not missing, "README's first command does not name: %s" % ", ".join(missing))
