@@ -26,6 +26,9 @@ def dlopen_is_picked_up():
     eq(dl[0]["probes"], 4, "probe sites in libdlprobe.so")
     creates = [e["id"] for e in trace.by_ev("create")]
     check("0xd2" in creates, "the probe fired 300 ms after dlopen is missing: %s" % creates)
+    # A launched command is held in ld.so's hook until the library is attached: its
+    # constructor's create (before dlopen returns) is traced too.
+    check("0xd1" in creates, "the library constructor's create is missing: %s" % creates)
     eq(trace.trailer["lost"]["late_attach"], 1, "late_attach")
     check("attached after they were loaded" in p.stderr, "the summary does not warn:\n" + p.stderr)
     check_replay(out, raw)

@@ -88,8 +88,15 @@ class Bpftrace:
         time.sleep(0.5)
 
     def counts(self, pid):
-        self.p.send_signal(signal.SIGINT)
-        self.p.wait(timeout=60)
+        # A busy machine can keep bpftrace attaching past the first SIGINT: ask again.
+        for i in range(4):
+            self.p.send_signal(signal.SIGINT)
+            try:
+                self.p.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                if i == 3:
+                    raise
         self.f.close()
         got = {}
         with open(self.out) as f:

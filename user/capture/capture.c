@@ -746,8 +746,12 @@ int capture_attach(struct capture *c)
 		ret = attach_switch_path(&c->attach, t);
 		if (ret)
 			return ret;
-		/* Held at each dlopen until its objects are attached (a runtime's module). */
-		if (t->launched && t->switch_mode && !c->opts->follow)
+		/*
+		 * Held at each dlopen until its objects are attached: a runtime's
+		 * module switches microseconds after it is loaded, and a library's
+		 * constructors fire its probes before dlopen returns.
+		 */
+		if (t->launched && !c->opts->follow)
 			c->skel->bss->hold_tgid = t->pid;
 		/* --follow: a second target of the same program finds its objects attached already. */
 		if (!t->probe_sites && !t->switch_sites && c->ntargets > 1 && !c->opts->follow)
@@ -882,7 +886,7 @@ static void script_image(struct capture *c, struct target *t)
 	liverec_process(c->sink, t);
 	t->hold_switch_recs = true;
 	emit_found(c);
-	if (t->switch_mode && !c->opts->follow)
+	if (!c->opts->follow)
 		c->skel->bss->hold_tgid = t->pid;
 	hold_release(t, "its exec");
 }
