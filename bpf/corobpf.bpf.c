@@ -1213,6 +1213,7 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 
 			b = stk_reserve(&r, st, sizeof(*b), CORO_EV_OFFCPU_BEGIN);
 			if (b) {
+				b->hdr.ts = now; /* the stretch's start: its offcpu_end's start */
 				b->state = st->off_state;
 				b->cpu = bpf_get_smp_processor_id();
 				stk_take(&r, ctx, (struct pt_regs *)bpf_task_pt_regs(prev), sizeof(*b));
@@ -1222,6 +1223,7 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 			b = event_reserve_for(st, sizeof(*b), CORO_EV_OFFCPU_BEGIN, prev->tgid,
 					      prev->pid);
 			if (b) {
+				b->hdr.ts = now;
 				b->state = st->off_state;
 				b->cpu = bpf_get_smp_processor_id();
 				event_submit(b);
