@@ -188,6 +188,11 @@ enum coro_stack_how {
 	CORO_STACK_KERNEL_ID = 1,  /* BPF, --stacks=fp: an id in the kernel's stack map */
 	CORO_STACK_SAMPLE = 2,	   /* BPF, --stacks=dwarf: a struct coro_stack_sample follows */
 	CORO_STACK_CAPTURE_ID = 3, /* user space: a stack id of the capture (CORO_REC_STACK) */
+	/*
+	 * User space, never in a capture: `id` return addresses (__u64, innermost
+	 * first) follow, walked by user space itself (Go's parked goroutines).
+	 */
+	CORO_STACK_IPS = 4,
 };
 
 struct coro_stack_ref {

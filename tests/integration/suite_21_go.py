@@ -551,8 +551,9 @@ def against_go_tracer(tr, truth, pid, gotrace):
 @test
 def go_ps_lists_parked_goroutines():
     """corobpf ps on a Go program whose goroutines are parked and stay so during the window:
-    each listed by its goid, suspended (wait) on its channel, with the function it runs; the
-    program goes on unharmed."""
+    each listed by its goid, suspended (wait) on its channel, with the function it runs and
+    where it is parked (runtime.gopark in runtime.chanrecv, under the frames of the program's
+    own traceback of it); the program goes on unharmed."""
     if not need_go(GOPROG):
         return
     go_file = work("go-ps.go")
@@ -588,7 +589,32 @@ def go_ps_lists_parked_goroutines():
                 where + ": state %r, want suspended: wait on its channel %s"
                 % (b.splitlines()[0], t["chan"]))
         m.check(t["name"] in b, where + ": its function is not named:\n" + b)
+        # --stacks (ps's default): where it is parked, read from its g.sched at the attach.
+        fns = ps_frames(b)
+        m.check(fns[:1] == ["runtime.gopark"] and "runtime.chanrecv" in fns,
+                where + ": parked in chan receive, want runtime.gopark then runtime.chanrecv "
+                "innermost, got %s" % fns)
+        m.check(is_subsequence(t["parked_in"], fns),
+                where + ": the program's own traceback %s is not in the stack %s"
+                % (t["parked_in"], fns))
     m.done("corobpf ps against the program's parked goroutines (output:\n%s)" % out)
+
+
+def ps_frames(block):
+    """The functions of a ps entry's stack ("at f+0x1a (obj)", then "f+0x2b (obj)")."""
+    fns = []
+    for line in block.splitlines()[1:]:
+        words = line.split()
+        if words[:1] == ["at"] and len(words) > 1:
+            fns.append(words[1].split("+0x")[0])
+        elif line.startswith(" " * 9) and words and words[0] != "...":
+            fns.append(words[0].split("+0x")[0])
+    return fns
+
+
+def is_subsequence(want, got):
+    it = iter(got)
+    return all(any(f == g for g in it) for f in want)
 
 
 @test

@@ -20,6 +20,7 @@
 #include <bpf/libbpf.h>
 #include "capture.h"
 #include "cxxattach.h"
+#include "gowalk.h"
 #include "liverec.h"
 #include "strread.h"
 #include "termsafe.h"
@@ -215,7 +216,10 @@ static void emit_found(struct capture *c)
 
 		if (f->kind == ATTACH_FOUND_OBJECT && f->late)
 			c->ustats[CORO_USTAT_LATE_ATTACH]++;
-		liverec_found(c->sink, f);
+		if (f->kind == ATTACH_FOUND_GO_WALK) /* with where the parked ones are (--stacks) */
+			gowalk_emit(f->go_gs, f->ngo_gs, c->stk, c->sink->emit, c->sink->ctx);
+		else
+			liverec_found(c->sink, f);
 	}
 	attach_found_clear(&c->attach);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "gowalk.h"
 #include "liverec.h"
 
 void liverec_process(const struct record_sink *s, const struct target *t)
@@ -142,8 +143,7 @@ void liverec_found(const struct record_sink *s, const struct attach_found *f)
 	if (f->kind == ATTACH_FOUND_SWITCH)
 		emit_switch(s, f);
 	else if (f->kind == ATTACH_FOUND_GO_WALK)
-		for (u32 i = 0; i < f->ngo_gs; i++)
-			record_sink_emit(s, &f->go_gs[i].hdr);
+		gowalk_emit(f->go_gs, f->ngo_gs, NULL, s->emit, s->ctx);
 	else
 		emit_object(s, f);
 }
