@@ -828,6 +828,48 @@ static __always_inline __u64 go_word(__u64 addr, bool *fault)
 	return v;
 }
 
+struct go_park_rec {
+	struct coro_ev_go_status e;
+	struct coro_stack_ref ref;
+	__u64 ips[CORO_GO_PARK_DEPTH];
+};
+
+/*
+ * --stacks: a goroutine parking (gopark -> mcall saved its context in
+ * g.sched, then park_m runs on the system stack, where the probe is): its
+ * stack, from sched.pc and the chain of frame pointers from sched.bp, each
+ * frame above the last. A bad chain ends the walk; every read is checked.
+ */
+static __always_inline struct coro_ev_go_status *go_park_reserve(struct coro_task_state *st,
+								 __u64 gp,
+								 struct coro_go_offsets *o)
+{
+	struct go_park_rec *r = event_reserve(st, sizeof(*r), CORO_EV_GO_STATUS);
+	__u64 fr[2], bp;
+	__u32 n = 0;
+	bool fault = false;
+
+	if (!r)
+		return NULL;
+	__builtin_memset(r->ips, 0, sizeof(r->ips));
+	r->ips[0] = go_word(gp + o->g_sched_pc, &fault);
+	bp = go_word(gp + o->g_sched_bp, &fault);
+	if (r->ips[0])
+		n = 1;
+	for (__u32 i = 1; i < CORO_GO_PARK_DEPTH && n == i && bp; i++) {
+		if (bpf_probe_read_user(fr, sizeof(fr), (const void *)bp) || !fr[1])
+			break;
+		r->ips[i] = fr[1];
+		n++;
+		if (fr[0] <= bp)
+			break;
+		bp = fr[0];
+	}
+	r->ref.id = n;
+	r->ref.how = n ? CORO_STACK_IPS : CORO_STACK_NONE;
+	return &r->e;
+}
+
 /*
  * runtime.casgstatus(gp, oldval, newval): every ordinary change of a
  * goroutine's status. The thread's goroutine is the g in r14 (Go's
@@ -884,7 +926,10 @@ static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro
 		st->cur = new == CORO_GO_RUNNING && old != CORO_GO_SYSCALL ? 0 : curgoid;
 		st->cur_valid = 1;
 	}
-	e = event_reserve(st, sizeof(*e), CORO_EV_GO_STATUS);
+	if (stack_mode != STACKS_OFF && old == CORO_GO_RUNNING && new == CORO_GO_WAITING)
+		e = go_park_reserve(st, gp, o);
+	else
+		e = event_reserve(st, sizeof(*e), CORO_EV_GO_STATUS);
 	if (e) {
 		e->goid = goid;
 		e->obj = obj;

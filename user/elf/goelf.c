@@ -573,6 +573,8 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 	gi->g_sched_pc = (uint16_t)(g_sched + gobuf_pc);
 	gi->g_sched_sp = (uint16_t)(g_sched + gobuf_sp);
 	gi->g_sched_bp = (uint16_t)(g_sched + gobuf_bp);
+	o->g_sched_pc = gi->g_sched_pc;
+	o->g_sched_bp = gi->g_sched_bp;
 	gi->reasons_by_text = read_reasons(&b, o);
 	if (!gi->reasons_by_text) {
 		if (!rel) {

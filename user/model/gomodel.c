@@ -137,7 +137,8 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 		emit_switch(g, &in, true, in.cur == id ? 0 : in.cur, id, CORO_R_YIELD, 0, emit,
 			    ctx);
 	} else if (o == CORO_GO_RUNNING && n == CORO_GO_WAITING) {
-		emit_switch(g, h, true, id, 0, e->reason, e->obj, emit, ctx);
+		emit_switch_at(g, h, true, id, 0, e->reason, e->obj, coro_record_stack(h), emit,
+			       ctx);
 	} else if ((o == CORO_GO_RUNNING || o == CORO_GO_SYSCALL) && n == CORO_GO_RUNNABLE) {
 		emit_switch(g, h, true, id, 0, CORO_R_YIELD, 0, emit, ctx);
 	} else if (o == CORO_GO_WAITING && n == CORO_GO_RUNNABLE) {
