@@ -297,6 +297,34 @@ def go_launch_goroutines():
            lambda: check_sqlite(db, tr, pid))
 
 
+@test
+def go_launch_park_stacks():
+    """corobpf --stacks -- goprog: each channel wait of the program's goroutines carries where
+    the goroutine parked (walked from its g.sched in BPF, not the system stack the probe runs
+    on): runtime.gopark, in runtime.chanrecv, under the goroutine's own function."""
+    if not need_go(GOPROG):
+        return
+    tr, truth, pid, out, raw = go_launch(GOPROG, "go-stacks", extra=THRESHOLDS + ["--stacks"])
+    stacks = {r["id"]: [f.get("func", "?") for f in r["frames"]]
+              for r in tr.records if r["type"] == "stack" and r["pid"] == pid}
+    m = Mismatches()
+    for t in truth["goroutines"]:
+        if not t.get("chan") or t["chan_waits"] <= 0:
+            continue
+        where = "goroutine %s (%s, %s)" % (gid(t["goid"]), t["name"], t["role"])
+        waits = [e for e in tr.events if e["pid"] == pid and e["ev"] == "switch" and
+                 e["from"] == gid(t["goid"]) and e["reason"] == "wait" and
+                 e["obj"] == t["chan"]]
+        m.eq(len(waits), t["chan_waits"], where + ": waits on its channel")
+        for e in waits:
+            fns = stacks.get(e.get("stack"), [])
+            m.check(fns[:1] == ["runtime.gopark"] and "runtime.chanrecv" in fns and
+                    t["name"] in fns, where + ": a channel wait's stack is %s, want "
+                    "runtime.gopark ... runtime.chanrecv ... %s" % (fns, t["name"]))
+    m.done("park stacks of the program's channel waits")
+    check_replay(out, raw, THRESHOLDS)
+
+
 def check_sqlite(db, trace, pid):
     """The SQLite output holds the same goroutines as the JSONL, each as it says."""
     con = sqlite3.connect(db)
