@@ -1331,6 +1331,17 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	return 0;
 }
 
+/*
+ * -p / --: when a target's last thread exited, for its exit record (user
+ * space learns of the exit later, from its pidfd, after draining the ring).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);  /* pid */
+	__type(value, __u64); /* CLOCK_BOOTTIME, ns */
+} target_exit_ts SEC(".maps");
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
 {
@@ -1343,8 +1354,13 @@ int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
 	if (!v)
 		return 0;
 	/* -p / --: user space learns of a target's exit from its pidfd (with the status). */
-	if ((system_wide && *v == VERDICT_TRACED) || *v == VERDICT_FOLLOWED)
+	if ((system_wide && *v == VERDICT_TRACED) || *v == VERDICT_FOLLOWED) {
 		emit_proc(CORO_EV_PROC_GONE, pid, p, p->exit_code);
+	} else {
+		__u64 now = bpf_ktime_get_boot_ns();
+
+		bpf_map_update_elem(&target_exit_ts, &pid, &now, BPF_ANY);
+	}
 	/* Forgotten at once: a new process given the same pid is not the target. */
 	bpf_map_delete_elem(&traced, &pid);
 	return 0;

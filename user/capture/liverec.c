@@ -87,13 +87,18 @@ void liverec_thread(const struct record_sink *s, u32 pid, u32 tid, u64 ts, const
 
 void liverec_proc_exit(const struct record_sink *s, u32 pid, int wait_status)
 {
+	liverec_proc_exit_at(s, pid, wait_status, now_boottime_ns());
+}
+
+void liverec_proc_exit_at(const struct record_sink *s, u32 pid, int wait_status, u64 ts)
+{
 	struct coro_rec_proc_exit r = {};
 
 	r.hdr.size = sizeof(r);
 	r.hdr.kind = CORO_REC_PROC_EXIT;
 	r.hdr.pid = pid;
 	r.hdr.tid = pid;
-	r.hdr.ts = now_boottime_ns();
+	r.hdr.ts = ts;
 	r.status = wait_status;
 	record_sink_emit(s, &r.hdr);
 }
