@@ -36,6 +36,8 @@ THRESHOLDS = ["--sched-latency=100000", "--long-run=100000", "--spawn-storm=1000
 BLOCK_MIN_NS = 300 * 1000000
 # Goroutines of the runtime (and of runtime/trace), which runtime.Stack does not list.
 RUNTIME_PREFIXES = ("runtime.", "runtime/trace.")
+# A process's exit after its last traced event: its threads' teardown (exit_group).
+EXIT_SLACK_NS = 5000000
 
 
 def need_go(binary):
@@ -281,6 +283,12 @@ def go_launch(binary, name, env=None, args=(), extra=THRESHOLDS):
     ends = [(r.get("exit_code"), r.get("signal")) for r in tr.records
             if r["type"] == "process_exit" and r["pid"] == pid]
     eq(ends, [(0, None)], "the program's end in the trace (exit code, signal)")
+    # The exit is stamped when the process's last thread exited, not when corobpf read its
+    # pidfd (after draining the ring): main, running until the exit, ends there.
+    last = max(e["ts"] for e in tr.events if e["pid"] == pid)
+    end = [r["ts"] for r in tr.records if r["type"] == "process_exit" and r["pid"] == pid][0]
+    check(end - last <= EXIT_SLACK_NS, "process_exit %d ns after the process's last event "
+          "(want at most %d)" % (end - last, EXIT_SLACK_NS))
     return tr, truth, pid, out, raw
 
 
@@ -375,8 +383,9 @@ def go_spin_long_run_and_sched_latency():
     """One P, no asynchronous preemption: a goroutine spinning with no call in its loop is a
     long_run for at least its spin, and the goroutine queued behind it a sched_latency for at
     most its own measured wait; nothing else is flagged (the runtime's own goroutines readied
-    meanwhile truly wait for the P too; main's last run, which ends with the process, may
-    hold the process's teardown)."""
+    meanwhile truly wait for the P too). Main's last run ends with the process, stamped when
+    its last thread exited: some 9 ms of its own work (writing the truth) and the teardown,
+    no long_run (it was one when the exit was stamped at corobpf's reading of the pidfd)."""
     if not need_go(GOPROG):
         return
     env = {"GOMAXPROCS": "1", "GODEBUG": "asyncpreemptoff=1"}
@@ -403,11 +412,6 @@ def go_spin_long_run_and_sched_latency():
     got = {}
     for f in fs:
         if f["kind"] == "sched_latency" and (f.get("name") or "").startswith(RUNTIME_PREFIXES):
-            continue
-        if f["kind"] == "long_run" and f["id"] == role["main"] and f["open"]:
-            # Main's last run ends only with the process: it holds the process's teardown
-            # (28 to 136 ms measured under tracing on the test VM, after some 9 ms of main's
-            # own work: writing the truth), which the scenario cannot bound.
             continue
         got.setdefault((f["kind"], f["id"]), []).append(f)
     want = set()
