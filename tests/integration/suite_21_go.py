@@ -96,13 +96,21 @@ def truth_main(truth):
     return [t for t in truth["goroutines"] if t["role"] == "main"][0]["goid"]
 
 
-def check_go(trace, truth, pid, launched):
+def check_go(trace, truth, pid, launched, system_wide=False):
     """The trace against the program's truth: every goroutine, its parent, name, waits on its
-    channel, sleeps, yields, end; the runtime's own goroutines as the only others."""
+    channel, sleeps, yields, end; the runtime's own goroutines as the only others. -a
+    (system_wide): records of the machine's other processes are no fault of the trace."""
     m = Mismatches()
     check, eq = m.check, m.eq
     try:
-        check_clean(trace)
+        if system_wide:
+            t = trace.trailer
+            eq((t["lost"]["events"], t["lost"]["string_faults"], t["lost"]["bad_records"]),
+               (0, 0, 0), "events lost, string faults, bad ring records")
+            eq({k: v for k, v in t["anomalies"].items() if v and k != "unknown_pid"}, {},
+               "anomalies")
+        else:
+            check_clean(trace)
     except Failure as e:
         check(False, "trailer: %s" % e)
     eq(truth["pid"], pid, "the truth's pid")
@@ -483,6 +491,55 @@ def go_attach_goroutines():
     all_of(lambda: check_go(trace, truth, pid, launched=False),
            lambda: check_findings(trace, truth, pid, launched=False),
            lambda: check_replay(out, raw, THRESHOLDS))
+
+
+@test
+def go_system_wide():
+    """corobpf -a, no other flag: a Go program running before it (its goroutines found parked,
+    as attached) and one started after it (traced from its exec), each exactly as it says;
+    only the test's own processes are checked (the machine may run other programs)."""
+    if not need_go(GOPROG):
+        return
+    name = "go-all"
+    out, err = work(name + ".jsonl"), work(name + ".err")
+    t_before, t_after, go_file = work(name + "-1.truth"), work(name + "-2.truth"), \
+        work(name + ".go")
+    before = subprocess.Popen([GOPROG, "--wait", go_file], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True,
+                              env=dict(os.environ, COROBPF_TRUTH=t_before))
+    ef = open(err, "w")
+    tr = None
+    try:
+        line = before.stdout.readline().split()
+        check(line and line[0] == "READY", "goprog did not announce itself: %r" % line)
+        pid_before = int(line[1])
+        tr = subprocess.Popen([COROBPF, "-a", "-v", "-o", out] + THRESHOLDS, stderr=ef,
+                              stdout=ef)
+        wait_for(err, "tracing every", timeout=60)
+        after = run([GOPROG], env={"COROBPF_TRUTH": t_after})
+        eq(after.returncode, 0, "goprog started after corobpf -a (%s)" % after.stderr.strip())
+        open(go_file, "w").close()
+        _, stderr = before.communicate(timeout=120)
+        eq(before.returncode, 0, "goprog running before corobpf -a (%s)" % stderr.strip())
+        time.sleep(0.3)
+    finally:
+        if tr is not None:
+            tr.send_signal(signal.SIGINT)
+            tr.wait(timeout=60)
+        ef.close()
+        if before.poll() is None:
+            before.kill()
+            before.wait()
+    eq(tr.returncode, 0, "corobpf -a exit code")
+    trace = Trace(out)
+    truth_after = read_go_truth(t_after)
+    pid_after = truth_after["pid"]
+    pids = {p["pid"] for p in trace.processes}
+    check({pid_before, pid_after} <= pids, "processes %s, want %s among them"
+          % (sorted(pids)[:20], [pid_before, pid_after]))
+    all_of(lambda: check_go(trace, truth_after, pid_after, launched=True, system_wide=True),
+           lambda: check_go(trace, read_go_truth(t_before), pid_before, launched=False,
+                            system_wide=True))
 
 
 # ---- the second oracle: Go's own execution tracer ----
