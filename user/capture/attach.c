@@ -389,7 +389,7 @@ static void go_walk(struct attach_ctx *a, struct target *t, const char *shown,
 
 	if (t->launched)
 		return;
-	n = gowalk_process(t->pid, gi, &gs);
+	n = gowalk_process(t->pid, gi, a->opts.stacks, &gs);
 	if (n < 0) {
 		log_warn("%s (process %u): cannot list the goroutines alive now (%s); each "
 			 "appears when its state next changes", shown, t->pid, strerror(-n));

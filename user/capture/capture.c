@@ -406,6 +406,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		.switch_none = opts->switch_none,
 		.custom = opts->custom,
 		.ncustom = opts->ncustom,
+		.stacks = opts->stacks != 0,
 	};
 	c->attach.ustats = c->ustats;
 	ringev_init(&c->ev);

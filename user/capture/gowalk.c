@@ -90,7 +90,8 @@ static u32 walk_stack(u32 pid, const struct goelf_info *gi, u64 g, u64 *ips)
 	return n;
 }
 
-int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **out)
+int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
+		   struct coro_rec_go_g **out)
 {
 	const struct coro_go_offsets *o = &gi->offs;
 	u64 slice[2], *gs, bias, now = now_boottime_ns();
@@ -150,7 +151,7 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **
 		}
 		switchfam_name_at(pid, peek_word(pid, gs[i] + o->g_startpc), r->name,
 				  sizeof(r->name));
-		if (status == CORO_GO_WAITING || status == CORO_GO_PREEMPTED)
+		if (stacks && (status == CORO_GO_WAITING || status == CORO_GO_PREEMPTED))
 			nips = walk_stack(pid, gi, gs[i], w.ips);
 		if (nips) {
 			w.ref.id = nips;

@@ -30,13 +30,15 @@
  * record hdr.size long). Returns how many, or a negative errno (the
  * process gone, its memory not readable).
  *
- * Where a parked goroutine (Gwaiting, Gpreempted) is parked comes with it:
- * its record is followed by a struct coro_stack_ref of CORO_STACK_IPS and
- * the addresses, from its saved context (g.sched: pc, then the chain of
- * frame pointers from sched.bp, which Go keeps on amd64). Each frame must
- * be above the last (the stack grows down): a broken chain ends the walk.
+ * With stacks (--stacks), where a parked goroutine (Gwaiting, Gpreempted)
+ * is parked comes with it: its record is followed by a struct
+ * coro_stack_ref of CORO_STACK_IPS and the addresses, from its saved
+ * context (g.sched: pc, then the chain of frame pointers from sched.bp,
+ * which Go keeps on amd64). Each frame must be above the last (the stack
+ * grows down): a broken chain ends the walk.
  */
-int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **out);
+int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
+		   struct coro_rec_go_g **out);
 
 /*
  * Emit the n packed records of a walk: with a resolver (--stacks), a
