@@ -188,6 +188,11 @@ enum coro_stack_how {
 	CORO_STACK_KERNEL_ID = 1,  /* BPF, --stacks=fp: an id in the kernel's stack map */
 	CORO_STACK_SAMPLE = 2,	   /* BPF, --stacks=dwarf: a struct coro_stack_sample follows */
 	CORO_STACK_CAPTURE_ID = 3, /* user space: a stack id of the capture (CORO_REC_STACK) */
+	/*
+	 * User space, never in a capture: `id` return addresses (__u64, innermost
+	 * first) follow, walked by user space itself (Go's parked goroutines).
+	 */
+	CORO_STACK_IPS = 4,
 };
 
 struct coro_stack_ref {
@@ -380,7 +385,14 @@ struct coro_go_offsets {
 	__u16 sudog_elem;   /* runtime.sudog.elem (the semaphore's address in semacquire) */
 	/* waitReason -> enum coro_switch_reason, from the binary's own waitReasonStrings. */
 	__u8 reason[CORO_GO_REASONS];
+	/* --stacks: runtime.g.sched's pc and bp (gobuf), where a parking goroutine was left. */
+	__u16 g_sched_pc;
+	__u16 g_sched_bp;
+	__u8 __pad[4];
 };
+
+/* Frames of a parking goroutine's stack the BPF side walks (Grunning -> Gwaiting, --stacks). */
+#define CORO_GO_PARK_DEPTH 32
 
 /*
  * hdr.cur: the goroutine current on the thread before the change (0: the
@@ -395,6 +407,13 @@ struct coro_ev_go_status {
 	__u8 waitreason;   /* Gwaiting: the runtime's waitReason */
 	__u8 reason;	   /* ...mapped: enum coro_switch_reason */
 	__u8 __pad[6];
+	/*
+	 * --stacks, Grunning -> Gwaiting: a struct coro_stack_ref of
+	 * CORO_STACK_IPS follows, then CORO_GO_PARK_DEPTH addresses (the ref's
+	 * id are used): where the goroutine parks, walked from its g.sched by
+	 * its frame pointers (the probe runs on the thread's system stack).
+	 * User space turns it into a capture stack id.
+	 */
 };
 
 /* hdr.cur: the creator. Turned into a CORO_EV_NAME by user space (ringev.c). */

@@ -828,6 +828,48 @@ static __always_inline __u64 go_word(__u64 addr, bool *fault)
 	return v;
 }
 
+struct go_park_rec {
+	struct coro_ev_go_status e;
+	struct coro_stack_ref ref;
+	__u64 ips[CORO_GO_PARK_DEPTH];
+};
+
+/*
+ * --stacks: a goroutine parking (gopark -> mcall saved its context in
+ * g.sched, then park_m runs on the system stack, where the probe is): its
+ * stack, from sched.pc and the chain of frame pointers from sched.bp, each
+ * frame above the last. A bad chain ends the walk; every read is checked.
+ */
+static __always_inline struct coro_ev_go_status *go_park_reserve(struct coro_task_state *st,
+								 __u64 gp,
+								 struct coro_go_offsets *o)
+{
+	struct go_park_rec *r = event_reserve(st, sizeof(*r), CORO_EV_GO_STATUS);
+	__u64 fr[2], bp;
+	__u32 n = 0;
+	bool fault = false;
+
+	if (!r)
+		return NULL;
+	__builtin_memset(r->ips, 0, sizeof(r->ips));
+	r->ips[0] = go_word(gp + o->g_sched_pc, &fault);
+	bp = go_word(gp + o->g_sched_bp, &fault);
+	if (r->ips[0])
+		n = 1;
+	for (__u32 i = 1; i < CORO_GO_PARK_DEPTH && n == i && bp; i++) {
+		if (bpf_probe_read_user(fr, sizeof(fr), (const void *)bp) || !fr[1])
+			break;
+		r->ips[i] = fr[1];
+		n++;
+		if (fr[0] <= bp)
+			break;
+		bp = fr[0];
+	}
+	r->ref.id = n;
+	r->ref.how = n ? CORO_STACK_IPS : CORO_STACK_NONE;
+	return &r->e;
+}
+
 /*
  * runtime.casgstatus(gp, oldval, newval): every ordinary change of a
  * goroutine's status. The thread's goroutine is the g in r14 (Go's
@@ -884,7 +926,10 @@ static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro
 		st->cur = new == CORO_GO_RUNNING && old != CORO_GO_SYSCALL ? 0 : curgoid;
 		st->cur_valid = 1;
 	}
-	e = event_reserve(st, sizeof(*e), CORO_EV_GO_STATUS);
+	if (stack_mode != STACKS_OFF && old == CORO_GO_RUNNING && new == CORO_GO_WAITING)
+		e = go_park_reserve(st, gp, o);
+	else
+		e = event_reserve(st, sizeof(*e), CORO_EV_GO_STATUS);
 	if (e) {
 		e->goid = goid;
 		e->obj = obj;
@@ -1288,6 +1333,17 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	return 0;
 }
 
+/*
+ * -p / --: when a target's last thread exited, for its exit record (user
+ * space learns of the exit later, from its pidfd, after draining the ring).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);  /* pid */
+	__type(value, __u64); /* CLOCK_BOOTTIME, ns */
+} target_exit_ts SEC(".maps");
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
 {
@@ -1300,8 +1356,13 @@ int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
 	if (!v)
 		return 0;
 	/* -p / --: user space learns of a target's exit from its pidfd (with the status). */
-	if ((system_wide && *v == VERDICT_TRACED) || *v == VERDICT_FOLLOWED)
+	if ((system_wide && *v == VERDICT_TRACED) || *v == VERDICT_FOLLOWED) {
 		emit_proc(CORO_EV_PROC_GONE, pid, p, p->exit_code);
+	} else {
+		__u64 now = bpf_ktime_get_boot_ns();
+
+		bpf_map_update_elem(&target_exit_ts, &pid, &now, BPF_ANY);
+	}
 	/* Forgotten at once: a new process given the same pid is not the target. */
 	bpf_map_delete_elem(&traced, &pid);
 	return 0;

@@ -74,7 +74,8 @@ static bool attach_libload_pid(struct attach_ctx *a, int pid, const char *path)
  */
 static int attach_pid(struct attach_ctx *a, struct target *t)
 {
-	return a->opts.follow ? -1 : (int)t->pid;
+	/* -a has no targets: only Go's global attach (global_go) asks, for every process. */
+	return a->opts.follow || a->opts.system_wide ? -1 : (int)t->pid;
 }
 
 static struct hmap *examined(struct attach_ctx *a, struct target *t)
@@ -388,7 +389,7 @@ static void go_walk(struct attach_ctx *a, struct target *t, const char *shown,
 
 	if (t->launched)
 		return;
-	n = gowalk_process(t->pid, gi, &gs);
+	n = gowalk_process(t->pid, gi, a->opts.stacks, &gs);
 	if (n < 0) {
 		log_warn("%s (process %u): cannot list the goroutines alive now (%s); each "
 			 "appears when its state next changes", shown, t->pid, strerror(-n));
@@ -555,7 +556,7 @@ int attach_switch_path(struct attach_ctx *a, struct target *t)
 }
 
 static void global_go(struct attach_ctx *a, u32 pid, const char *path, const char *shown,
-		      bool late);
+		      bool late, bool walk);
 
 /*
  * One object of t: its corobpf probes, else (later, in attach_switch_path)
@@ -592,7 +593,7 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 		return sites;
 	if (a->opts.follow && late) {
 		/* A target's exec under --follow: Go's family, now (attach_switch_path is past). */
-		global_go(a, t->pid, path, shown, late);
+		global_go(a, t->pid, path, shown, late, true);
 		return sites;
 	}
 	if (t->switch_mode) {
@@ -752,19 +753,21 @@ struct global_scan {
 };
 
 /*
- * --follow: a Go program a followed process runs, for every process (the
- * BPF side admits the followed ones); its switch record names the process
- * that mapped it first, whose goroutines alive by now are walked.
+ * --follow and -a: a Go program a followed process runs, or any process
+ * (-a), for every process (the BPF side admits the followed ones, or each
+ * on its first probe); its switch record names the process that mapped it
+ * first, whose goroutines alive by now are walked (walk: not a process
+ * held at its exec, whose memory is still its old image's).
  */
 static void global_go(struct attach_ctx *a, u32 pid, const char *path, const char *shown,
-		      bool late)
+		      bool late, bool walk)
 {
-	struct target t = {.pid = pid};
+	struct target t = {.pid = pid, .launched = !walk};
 	struct switch_plan *plan;
 	struct goelf_info gi;
 	char err[512];
 
-	if (!a->opts.follow || a->opts.switch_none ||
+	if (!(a->opts.follow || a->opts.system_wide) || a->opts.switch_none ||
 	    !(wanted_families(a) & (1u << CORO_FAM_GO)) ||
 	    !(switchfam_detect(path) & (1u << CORO_FAM_GO)))
 		return;
@@ -785,7 +788,7 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 	u32 sites;
 
 	fd_path(fd_path_buf, fd);
-	global_go(a, gs->pid, fd_path_buf, shown, late);
+	global_go(a, gs->pid, fd_path_buf, shown, late, true);
 	sites = attach_object_pid(a, -1, fd_path_buf, shown, late);
 	a->global_sites += sites;
 	if (!sites && !a->opts.switch_none && !a->opts.switch_forced)
@@ -850,6 +853,7 @@ void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
 		a->global_sites += attach_object_pid(a, -1, fdp, shown, false);
 		if (is_ldso(shown))
 			attach_libload_pid(a, -1, fdp);
+		global_go(a, pid, fdp, shown, false, false);
 	}
 	/*
 	 * What ld.so will map. The search starts from the path the file was

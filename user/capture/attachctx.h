@@ -59,6 +59,7 @@ struct attach_opts {
 	bool switch_none;
 	const struct switch_custom *custom;
 	size_t ncustom;
+	bool stacks; /* --stacks: Go's walk at attach reads where each parked goroutine is */
 };
 
 /* One thing attached, in the order found: a record of the capture's. */

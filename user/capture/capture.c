@@ -20,7 +20,9 @@
 #include <bpf/libbpf.h>
 #include "capture.h"
 #include "cxxattach.h"
+#include "gowalk.h"
 #include "liverec.h"
+#include "pipeline.h" /* its reorder window */
 #include "strread.h"
 #include "termsafe.h"
 #include "usdt.h"
@@ -215,7 +217,10 @@ static void emit_found(struct capture *c)
 
 		if (f->kind == ATTACH_FOUND_OBJECT && f->late)
 			c->ustats[CORO_USTAT_LATE_ATTACH]++;
-		liverec_found(c->sink, f);
+		if (f->kind == ATTACH_FOUND_GO_WALK) /* with where the parked ones are (--stacks) */
+			gowalk_emit(f->go_gs, f->ngo_gs, c->stk, c->sink->emit, c->sink->ctx);
+		else
+			liverec_found(c->sink, f);
 	}
 	attach_found_clear(&c->attach);
 }
@@ -401,6 +406,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		.switch_none = opts->switch_none,
 		.custom = opts->custom,
 		.ncustom = opts->ncustom,
+		.stacks = opts->stacks != 0,
 	};
 	c->attach.ustats = c->ustats;
 	ringev_init(&c->ev);
@@ -824,6 +830,26 @@ static void release_child(struct capture *c)
 	}
 }
 
+/*
+ * When target pid ended: as the BPF side saw its last thread exit, not
+ * when its pidfd told us (after the ring was drained: a coroutine running
+ * at the exit, as Go's runtime.main always is, would run until then). Not
+ * older than half the pipeline's reorder window before the newest record
+ * given so far, so the exit record never arrives late (behind records the
+ * reorder buffer has let go).
+ */
+static u64 target_exit_ts(struct capture *c, u32 pid)
+{
+	int fd = bpf_map__fd(c->skel->maps.target_exit_ts);
+	u64 now = now_boottime_ns(), ts = 0, floor = 0;
+
+	if (bpf_map_lookup_and_delete_elem(fd, &pid, &ts) || !ts || ts > now)
+		return now;
+	if (c->newest_ts > PIPELINE_REORDER_WINDOW_NS / 2)
+		floor = c->newest_ts - PIPELINE_REORDER_WINDOW_NS / 2;
+	return ts < floor ? floor : ts;
+}
+
 static void target_exited(struct capture *c, struct target *t)
 {
 	if (t->exited)
@@ -849,7 +875,7 @@ static void target_exited(struct capture *c, struct target *t)
 	}
 	/* It ended in this image: the program, not a shell between (via_script). */
 	ringev_emit_held(&c->ev, t, now_boottime_ns());
-	liverec_proc_exit(c->sink, t->pid, t->wait_status);
+	liverec_proc_exit_at(c->sink, t->pid, t->wait_status, target_exit_ts(c, t->pid));
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, t->pidfd, NULL);
 	close(t->pidfd);
 	t->pidfd = -1;
@@ -891,12 +917,31 @@ static void script_image(struct capture *c, struct target *t)
 	hold_release(t, "its exec");
 }
 
+static void watch_emit(void *ctx, const struct coro_event_hdr *rec)
+{
+	struct capture *c = ctx;
+
+	if (rec->ts > c->newest_ts)
+		c->newest_ts = rec->ts;
+	record_sink_emit(c->outer, rec);
+}
+
+static int watch_flush(void *ctx)
+{
+	struct capture *c = ctx;
+
+	return c->outer->flush ? c->outer->flush(c->outer->ctx) : 0;
+}
+
 int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
 	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
 	int ret = 0;
 
+	c->outer = sink;
+	c->watch = (struct record_sink){.emit = watch_emit, .flush = watch_flush, .ctx = c};
+	sink = &c->watch;
 	c->sink = sink;
 	c->ev.sink = sink;
 	c->ev.targets = c->targets;

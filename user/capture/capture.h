@@ -78,7 +78,11 @@ struct capture {
 	struct attach_launch launch; /* -- CMD: the child, held until capture_run */
 	int epfd;
 	u64 ustats[CORO_USTAT_MAX];
-	const struct record_sink *sink; /* capture_run's */
+	const struct record_sink *sink; /* capture_run's, through `watch` */
+	/* In front of capture_run's sink: the newest ts given it (a target's exit record, capture.c). */
+	struct record_sink watch;
+	const struct record_sink *outer;
+	u64 newest_ts;
 	u32 end_reason;
 	struct stack_resolver *stk; /* --stacks */
 	struct execgate *gate; /* -a, --follow: execs held until attached (execgate.h), or NULL */

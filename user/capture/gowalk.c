@@ -55,11 +55,48 @@ static bool load_bias(u32 pid, const struct goelf_info *gi, u64 *bias)
 	return false;
 }
 
-int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **out)
+/* A packed walk record with room for its stack. */
+struct walked {
+	struct coro_rec_go_g g;
+	struct coro_stack_ref ref;
+	u64 ips[GOWALK_STACK_DEPTH];
+};
+
+/*
+ * Where the parked goroutine at g is: its saved pc, then the return
+ * addresses of the frame-pointer chain (each frame [bp] = the caller's bp,
+ * [bp + 8] = the return address into it). Only ever read through peek.
+ */
+static u32 walk_stack(u32 pid, const struct goelf_info *gi, u64 g, u64 *ips)
+{
+	u64 pc = peek_word(pid, g + gi->g_sched_pc), sp = peek_word(pid, g + gi->g_sched_sp);
+	u64 bp = peek_word(pid, g + gi->g_sched_bp);
+	u32 n = 0;
+
+	if (!pc)
+		return 0;
+	ips[n++] = pc;
+	while (n < GOWALK_STACK_DEPTH && bp && bp >= sp && !(bp & 7)) {
+		u64 fr[2];
+
+		if (!peek(pid, bp, fr, sizeof(fr)) || !fr[1])
+			break;
+		ips[n++] = fr[1];
+		/* Callers' frames are above: anything else is not a chain. */
+		if (fr[0] <= bp)
+			break;
+		bp = fr[0];
+	}
+	return n;
+}
+
+int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
+		   struct coro_rec_go_g **out)
 {
 	const struct coro_go_offsets *o = &gi->offs;
 	u64 slice[2], *gs, bias, now = now_boottime_ns();
-	struct coro_rec_go_g *recs;
+	size_t used = 0, cap = 0;
+	char *recs = NULL;
 	u32 n = 0;
 
 	*out = NULL;
@@ -76,11 +113,13 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **
 		free(gs);
 		return -EIO;
 	}
-	recs = xcalloc(slice[1], sizeof(*recs));
 	for (u64 i = 0; i < slice[1]; i++) {
-		struct coro_rec_go_g *r = &recs[n];
-		u32 status = 0;
+		struct walked w;
+		struct coro_rec_go_g *r = &w.g;
+		u32 status = 0, nips = 0;
 		u8 wr = 0;
+
+		memset(&w.g, 0, sizeof(w.g));
 
 		if (!peek(pid, gs[i] + gi->g_status, &status, sizeof(status)))
 			continue;
@@ -112,9 +151,48 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **
 		}
 		switchfam_name_at(pid, peek_word(pid, gs[i] + o->g_startpc), r->name,
 				  sizeof(r->name));
+		if (stacks && (status == CORO_GO_WAITING || status == CORO_GO_PREEMPTED))
+			nips = walk_stack(pid, gi, gs[i], w.ips);
+		if (nips) {
+			w.ref.id = nips;
+			w.ref.how = CORO_STACK_IPS;
+			r->hdr.size = (u16)(sizeof(w.g) + sizeof(w.ref) + nips * sizeof(u64));
+		}
+		if (used + sizeof(w) > cap) {
+			cap = cap ? cap * 2 : 64 * sizeof(w);
+			recs = xrealloc(recs, cap);
+		}
+		memcpy(recs + used, &w, r->hdr.size);
+		used += r->hdr.size;
 		n++;
 	}
 	free(gs);
-	*out = recs;
+	*out = (struct coro_rec_go_g *)recs;
 	return (int)n;
+}
+
+void gowalk_emit(const struct coro_rec_go_g *gs, u32 n, struct stack_resolver *stk,
+		 stack_emit_fn emit, void *ctx)
+{
+	const char *p = (const char *)gs;
+
+	for (u32 i = 0; i < n; i++) {
+		const struct coro_rec_go_g *r = (const void *)p;
+		struct {
+			struct coro_rec_go_g g;
+			struct coro_stack_ref ref;
+		} o = {.g = *r};
+		u32 id = 0;
+
+		p += r->hdr.size;
+		if (stk && r->hdr.size > sizeof(*r))
+			id = stack_resolve(stk, &r->hdr, emit, ctx);
+		o.g.hdr.size = sizeof(o.g);
+		if (id) {
+			o.g.hdr.size = sizeof(o);
+			o.ref.id = id;
+			o.ref.how = CORO_STACK_CAPTURE_ID;
+		}
+		emit(ctx, &o.g.hdr);
+	}
 }

@@ -17,15 +17,36 @@
 
 #include "goelf.h"
 #include "raw.h"
+#include "stackres.h"
 
 /* The most goroutines one walk reports (the rest are seen when they next change). */
 #define GOWALK_MAX (1u << 20)
+/* Frames of a parked goroutine's stack walked (a longer one keeps its innermost). */
+#define GOWALK_STACK_DEPTH 64
 
 /*
  * The live goroutines of process pid (its binary described by gi), as
- * CORO_REC_GO_G records stamped now, into *out (malloc'd). Returns how
- * many, or a negative errno (the process gone, its memory not readable).
+ * CORO_REC_GO_G records stamped now, into *out (malloc'd, packed: each
+ * record hdr.size long). Returns how many, or a negative errno (the
+ * process gone, its memory not readable).
+ *
+ * With stacks (--stacks), where a parked goroutine (Gwaiting, Gpreempted)
+ * is parked comes with it: its record is followed by a struct
+ * coro_stack_ref of CORO_STACK_IPS and the addresses, from its saved
+ * context (g.sched: pc, then the chain of frame pointers from sched.bp,
+ * which Go keeps on amd64). Each frame must be above the last (the stack
+ * grows down): a broken chain ends the walk.
  */
-int gowalk_process(u32 pid, const struct goelf_info *gi, struct coro_rec_go_g **out);
+int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
+		   struct coro_rec_go_g **out);
+
+/*
+ * Emit the n packed records of a walk: with a resolver (--stacks), a
+ * parked goroutine's addresses become a capture stack id (defined ahead of
+ * it); without one, or when they resolve to nothing, the record goes
+ * without a stack, as a walk without stacks makes it.
+ */
+void gowalk_emit(const struct coro_rec_go_g *gs, u32 n, struct stack_resolver *stk,
+		 stack_emit_fn emit, void *ctx);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "gowalk.h"
 #include "liverec.h"
 
 void liverec_process(const struct record_sink *s, const struct target *t)
@@ -86,13 +87,18 @@ void liverec_thread(const struct record_sink *s, u32 pid, u32 tid, u64 ts, const
 
 void liverec_proc_exit(const struct record_sink *s, u32 pid, int wait_status)
 {
+	liverec_proc_exit_at(s, pid, wait_status, now_boottime_ns());
+}
+
+void liverec_proc_exit_at(const struct record_sink *s, u32 pid, int wait_status, u64 ts)
+{
 	struct coro_rec_proc_exit r = {};
 
 	r.hdr.size = sizeof(r);
 	r.hdr.kind = CORO_REC_PROC_EXIT;
 	r.hdr.pid = pid;
 	r.hdr.tid = pid;
-	r.hdr.ts = now_boottime_ns();
+	r.hdr.ts = ts;
 	r.status = wait_status;
 	record_sink_emit(s, &r.hdr);
 }
@@ -142,8 +148,7 @@ void liverec_found(const struct record_sink *s, const struct attach_found *f)
 	if (f->kind == ATTACH_FOUND_SWITCH)
 		emit_switch(s, f);
 	else if (f->kind == ATTACH_FOUND_GO_WALK)
-		for (u32 i = 0; i < f->ngo_gs; i++)
-			record_sink_emit(s, &f->go_gs[i].hdr);
+		gowalk_emit(f->go_gs, f->ngo_gs, NULL, s->emit, s->ctx);
 	else
 		emit_object(s, f);
 }

@@ -20,6 +20,8 @@ void liverec_process(const struct record_sink *s, const struct target *t);
 void liverec_thread(const struct record_sink *s, u32 pid, u32 tid, u64 ts, const char *known);
 /* CORO_REC_PROC_EXIT, stamped now; wait_status -1: unknown. */
 void liverec_proc_exit(const struct record_sink *s, u32 pid, int wait_status);
+/* ...stamped ts (the exit's own time, when the BPF side saw it). */
+void liverec_proc_exit_at(const struct record_sink *s, u32 pid, int wait_status, u64 ts);
 /* CORO_REC_OBJECT or CORO_REC_SWITCH: what attaching found (attachctx.h). */
 void liverec_found(const struct record_sink *s, const struct attach_found *f);
 

@@ -201,11 +201,16 @@ static int on_go_entry(struct ringev *ev, const struct coro_ev_go_entry *e)
 		/* The process is gone (a goroutine made as it exited): the binary kept. */
 		const struct target *t = ringev_find_target(ev, e->hdr.pid);
 
+		const char *exe = t ? NULL : hmap_get(&ev->announced, e->hdr.pid, 0);
+
 		for (size_t i = 0; t && i < t->nswobjs; i++)
 			if ((t->swobjs[i].families & (1u << CORO_FAM_GO)) &&
 			    goelf_func_at_path(t->swobjs[i].path, e->startpc, n.name,
 					       sizeof(n.name)))
 				break;
+		/* -a, --follow: the program the process ran when it was admitted. */
+		if (exe && *exe)
+			goelf_func_at_path(exe, e->startpc, n.name, sizeof(n.name));
 	}
 	if (strlen(n.name) == sizeof(n.name) - 1)
 		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;

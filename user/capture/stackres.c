@@ -696,6 +696,17 @@ static u32 stack_resolve_in(struct stack_resolver *r, struct rproc *p,
 		memo_put(r, p, s, id);
 		return id;
 	}
+	if (ref->how == CORO_STACK_IPS) {
+		/* Walked by user space already (gowalk.c): only defined here. */
+		const u64 *ips = (const void *)(ref + 1);
+		size_t base = (size_t)((const char *)ips - (const char *)h);
+
+		if (!ref->id || ref->id > CORO_STACK_DEPTH || h->size < base + ref->id * 8ull) {
+			r->st.unresolved++;
+			return 0;
+		}
+		return define_stack(r, p, h, ips, ref->id, emit, ctx);
+	}
 	if (ref->how == CORO_STACK_CAPTURE_ID)
 		return ref->id;
 	return 0;

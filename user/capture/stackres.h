@@ -6,8 +6,9 @@
  * stack map (fp: the kernel walked the frame pointers and deduplicated) or
  * by carrying the registers and the top of the user stack (dwarf: unwound
  * here with libdw from the objects' .eh_frame, as `perf record --call-graph
- * dwarf` does, and deduplicated here). Either way the record leaves with a
- * capture stack id; the first time an id is used, a CORO_REC_STACK record
+ * dwarf` does, and deduplicated here). A record made in user space may
+ * carry the addresses themselves (CORO_STACK_IPS: Go's parked goroutines,
+ * gowalk.h). Either way the record leaves with a capture stack id; the first time an id is used, a CORO_REC_STACK record
  * defines it, preceded by CORO_REC_MAP records for the mappings its
  * addresses fall in (the process may be gone by the time anyone
  * symbolizes).

@@ -27,6 +27,7 @@ struct go_release {
 	const char *prefix; /* "go1.19": every go1.19.x */
 	struct coro_go_offsets offs;
 	uint16_t g_status, m_procid;
+	uint16_t g_sched, gobuf_sp, gobuf_pc, gobuf_bp;
 	const char *reasons[CORO_GO_REASONS];
 };
 
@@ -37,6 +38,7 @@ static const struct go_release releases[] = {
 			  .g_startpc = 312, .m_curg = 192, .sudog_c = 80, .sudog_elem = 24 },
 		.g_status = 144,
 		.m_procid = 72,
+		.g_sched = 56, .gobuf_sp = 0, .gobuf_pc = 8, .gobuf_bp = 48,
 		.reasons = { "", "GC assist marking", "IO wait", "chan receive (nil chan)",
 			     "chan send (nil chan)", "dumping heap", "garbage collection",
 			     "garbage collection scan", "panicwait", "select", "select (no cases)",
@@ -505,6 +507,7 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 	struct gobin b = { .fd = -1 };
 	const struct go_release *rel = NULL;
 	struct coro_go_offsets *o = &gi->offs;
+	uint16_t g_sched, gobuf_sp, gobuf_pc, gobuf_bp;
 	struct dwarf_want w[] = {
 		{ "runtime.g", "goid", &o->g_goid },
 		{ "runtime.g", "m", &o->g_m },
@@ -516,6 +519,10 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 		{ "runtime.m", "procid", &gi->m_procid },
 		{ "runtime.sudog", "c", &o->sudog_c },
 		{ "runtime.sudog", "elem", &o->sudog_elem },
+		{ "runtime.g", "sched", &g_sched },
+		{ "runtime.gobuf", "sp", &gobuf_sp },
+		{ "runtime.gobuf", "pc", &gobuf_pc },
+		{ "runtime.gobuf", "bp", &gobuf_bp },
 	};
 	uint64_t size;
 	int ret;
@@ -558,7 +565,16 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 		*o = rel->offs;
 		gi->g_status = rel->g_status;
 		gi->m_procid = rel->m_procid;
+		g_sched = rel->g_sched;
+		gobuf_sp = rel->gobuf_sp;
+		gobuf_pc = rel->gobuf_pc;
+		gobuf_bp = rel->gobuf_bp;
 	}
+	gi->g_sched_pc = (uint16_t)(g_sched + gobuf_pc);
+	gi->g_sched_sp = (uint16_t)(g_sched + gobuf_sp);
+	gi->g_sched_bp = (uint16_t)(g_sched + gobuf_bp);
+	o->g_sched_pc = gi->g_sched_pc;
+	o->g_sched_bp = gi->g_sched_bp;
 	gi->reasons_by_text = read_reasons(&b, o);
 	if (!gi->reasons_by_text) {
 		if (!rel) {

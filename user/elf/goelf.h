@@ -35,6 +35,11 @@ struct goelf_info {
 	uint64_t allgs;		/* runtime.allgs: a []*g (pointer, length, capacity) */
 	uint16_t g_status;	/* runtime.g.atomicstatus (uint32) */
 	uint16_t m_procid;	/* runtime.m.procid (uint64: the thread id on Linux) */
+	/*
+	 * A parked goroutine's saved context, runtime.g.sched (a gobuf): its
+	 * pc, sp and frame pointer, offsets in runtime.g (for its stack).
+	 */
+	uint16_t g_sched_pc, g_sched_sp, g_sched_bp;
 	bool pie;		/* ET_DYN: vaddrs move by the load bias */
 	uint64_t phdr_vaddr;	/* PT_PHDR's vaddr: with AT_PHDR, the load bias of a PIE */
 };

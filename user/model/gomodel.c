@@ -36,22 +36,37 @@ static void put_thread(struct gomodel *g, u32 pid, u32 tid, u64 goid)
 	hmap_put(&g->thread, pid, tid, (void *)(uintptr_t)(goid + 1));
 }
 
-static void emit_switch(struct gomodel *g, const struct coro_event_hdr *h, bool first, u64 from,
-			u64 to, u32 reason, u64 obj, gomodel_emit_fn emit, void *ctx)
+/* stack: a capture stack id where it parked (the walk's), or 0: none. */
+static void emit_switch_at(struct gomodel *g, const struct coro_event_hdr *h, bool first, u64 from,
+			   u64 to, u32 reason, u64 obj, u32 stack, gomodel_emit_fn emit, void *ctx)
 {
-	struct coro_ev_switch e = {.hdr = implied(h, CORO_EV_SWITCH, sizeof(e), first)};
+	struct {
+		struct coro_ev_switch e;
+		struct coro_stack_ref ref;
+	} rec = {.e.hdr = implied(h, CORO_EV_SWITCH, sizeof(rec.e), first)};
 
-	e.from = from;
-	e.to = to;
-	e.reason = reason;
-	e.obj = obj;
+	if (stack) {
+		rec.e.hdr.size = sizeof(rec);
+		rec.ref.id = stack;
+		rec.ref.how = CORO_STACK_CAPTURE_ID;
+	}
+	rec.e.from = from;
+	rec.e.to = to;
+	rec.e.reason = reason;
+	rec.e.obj = obj;
 	if (from)
 		hmap_del(&g->running, h->pid, from);
 	if (to)
 		hmap_put(&g->running, h->pid, to, (void *)(uintptr_t)(h->tid + 1));
 	if (h->tid)
 		put_thread(g, h->pid, h->tid, to);
-	emit(ctx, &e.hdr);
+	emit(ctx, &rec.e.hdr);
+}
+
+static void emit_switch(struct gomodel *g, const struct coro_event_hdr *h, bool first, u64 from,
+			u64 to, u32 reason, u64 obj, gomodel_emit_fn emit, void *ctx)
+{
+	emit_switch_at(g, h, first, from, to, reason, obj, 0, emit, ctx);
 }
 
 static void emit_id(const struct coro_event_hdr *h, bool first, u8 kind, u64 id,
@@ -122,7 +137,8 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 		emit_switch(g, &in, true, in.cur == id ? 0 : in.cur, id, CORO_R_YIELD, 0, emit,
 			    ctx);
 	} else if (o == CORO_GO_RUNNING && n == CORO_GO_WAITING) {
-		emit_switch(g, h, true, id, 0, e->reason, e->obj, emit, ctx);
+		emit_switch_at(g, h, true, id, 0, e->reason, e->obj, coro_record_stack(h), emit,
+			       ctx);
 	} else if ((o == CORO_GO_RUNNING || o == CORO_GO_SYSCALL) && n == CORO_GO_RUNNABLE) {
 		emit_switch(g, h, true, id, 0, CORO_R_YIELD, 0, emit, ctx);
 	} else if (o == CORO_GO_WAITING && n == CORO_GO_RUNNABLE) {
@@ -177,9 +193,9 @@ static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomod
 		 */
 		h.tid = 0;
 		emit_switch(g, &h, false, 0, r->goid, CORO_R_YIELD, 0, emit, ctx);
-		emit_switch(g, &h, false, r->goid, 0,
-			    r->status == CORO_GO_PREEMPTED ? CORO_R_YIELD : r->reason, r->obj, emit,
-			    ctx);
+		emit_switch_at(g, &h, false, r->goid, 0,
+			       r->status == CORO_GO_PREEMPTED ? CORO_R_YIELD : r->reason, r->obj,
+			       coro_record_stack(&r->hdr), emit, ctx);
 		break;
 	}
 }

@@ -111,6 +111,8 @@ size_t coro_stack_base_size(unsigned kind)
 	case CORO_EV_SAMPLE: return sizeof(struct coro_ev_sample);
 	case CORO_EV_OFFCPU_BEGIN: return sizeof(struct coro_ev_offcpu_begin);
 	case CORO_EV_SPAN_BEGIN: return sizeof(struct coro_ev_span);
+	case CORO_REC_GO_G: return sizeof(struct coro_rec_go_g);
+	case CORO_EV_GO_STATUS: return sizeof(struct coro_ev_go_status);
 	}
 	return 0;
 }

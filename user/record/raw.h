@@ -120,7 +120,9 @@ struct coro_rec_stack {
 /*
  * Go, -p: a goroutine found alive by the walk of runtime.allgs at attach
  * (user/capture/gowalk.c), in its state then; user/model/gomodel.c makes it
- * a coroutine unless the probes reported it first.
+ * a coroutine unless the probes reported it first. --stacks: a parked one's
+ * record is followed by a struct coro_stack_ref, where it is parked (walked
+ * from its g.sched by its frame pointers).
  */
 struct coro_rec_go_g {
 	/* pid; tid: its thread if running or in a syscall, else 0; ts: when it was read */

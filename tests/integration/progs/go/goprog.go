@@ -72,6 +72,9 @@ type goroutine struct {
 	Gosched     int  `json:"gosched"` // runtime.Gosched calls (preemptions may add yields)
 	Exits       bool `json:"exits"`
 	PreAttach   bool `json:"pre_attach,omitempty"` // started and parked before the attach
+	// Parked before the attach: where, by the runtime's own traceback (runtime.Stack), its
+	// functions innermost first as it prints them (without the runtime's: gopark, chanrecv).
+	ParkedIn []string `json:"parked_in,omitempty"`
 }
 
 type truth struct {
@@ -128,6 +131,29 @@ func waitFor(cond func() bool) {
 	for !cond() {
 		time.Sleep(200 * time.Microsecond)
 	}
+}
+
+// parkedIn: the functions of goroutine g's traceback in runtime.Stack(all), innermost first.
+func parkedIn(g int64) []string {
+	all := string(stackBuf[:runtime.Stack(stackBuf, true)])
+	head := fmt.Sprintf("goroutine %d [", g)
+	for _, block := range strings.Split(all, "\n\n") {
+		if !strings.HasPrefix(block, head) {
+			continue
+		}
+		var fns []string
+		for _, line := range strings.Split(block, "\n")[1:] {
+			if line == "" || line[0] == '\t' || strings.HasPrefix(line, "created by ") {
+				continue
+			}
+			if i := strings.LastIndex(line, "("); i > 0 {
+				line = line[:i]
+			}
+			fns = append(fns, line)
+		}
+		return fns
+	}
+	return nil
 }
 
 func waitStatus(g int64, want string) {
@@ -353,6 +379,7 @@ func main() {
 		t.Mode = "attach"
 		for _, g := range append(pre, lk) {
 			g.PreAttach = true
+			g.ParkedIn = parkedIn(g.Goid)
 		}
 		fmt.Printf("READY %d\n", os.Getpid())
 		waitFor(func() bool { _, err := os.Stat(os.Args[2]); return err == nil })
