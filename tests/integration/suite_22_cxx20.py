@@ -235,6 +235,39 @@ def cxx20_unmodified_clang_O2():
     unmodified("clang-O2", eager=False)
 
 
+# The executor with no adapter but one probe of corobpf.h about no coroutine (a ready of id 1,
+# in a constructor main runs): its coroutines are traced unmodified all the same, exactly (the
+# adapter's coroutines are told apart one by one, not by the object having probes).
+
+def unrelated_probe(build):
+    b = cxx20_bin("cxx20_tasks-" + build)
+    if not b:
+        return
+    trace, truth, p, out, raw, pid = run_tasks("cxx20_" + build, b, ("--no-eager",))
+    check_clean(trace)
+    # The probe was attached and fired: id 1 is ready once, a coroutine of no body (seen only
+    # there). The rest is the executor's, exact.
+    one = lambda r: r["pid"] == pid and r.get("id") == "0x1"
+    eq([e["ev"] for e in trace.events if one(e)], ["ready"], "the unrelated probe's events")
+    eq([(c["created"], c["switch_ins"]) for c in trace.coroutines if one(c)], [(None, 0)],
+       "the unrelated probe's coroutine")
+    trace.events = [e for e in trace.events if not one(e)]
+    trace.coroutines = [c for c in trace.coroutines if not one(c)]
+    check(trace.coroutines, "%s: no coroutine traced" % build)
+    check_frames(trace, truth, pid, lambda short: SIGNATURES[short])
+    check_replay(out, raw)
+
+
+@test
+def cxx20_unmodified_with_unrelated_probe_gcc():
+    unrelated_probe("probe")
+
+
+@test
+def cxx20_unmodified_with_unrelated_probe_clang():
+    unrelated_probe("probe-clang")
+
+
 # An eager coroutine (initial_suspend never suspends) runs in its ramp up to its first
 # suspension: that is its first run, and its creator's body is entered again after it. Apart,
 # since telling it from machine code alone is the hard case of the unmodified model.
