@@ -188,31 +188,8 @@ def unmodified(build, eager):
         build, len([e for e in trace.events if e["pid"] == pid]),
         sorted({r["family"] for r in trace.records if r["type"] == "switch_path"})))
     check_clean(trace)
-    if eager and build.startswith("clang"):
-        truth = clang_eager_as_documented(truth)
     check_frames(trace, truth, pid, lambda short: SIGNATURES[short])
     check_replay(out, raw)
-
-
-def clang_eager_as_documented(truth):
-    """Clang runs an eager coroutine's first stretch inside its ramp (often inlined into the
-    creator): no body entry marks it, and docs/cxx20.md says it is counted as part of the
-    creation. So the trace must hold exactly one switch-in fewer for the eager coroutine, and
-    one fewer for its creator (the return into its body after that first stretch). Everything
-    else stays exact. This is the one known gap of issue 16 (still open)."""
-    out, last = [], {}
-    for t in truth:
-        t = dict(t)
-        if t["name"] == "watcher":
-            check(t["resumes"] > 0, "eager watcher %s has no resume" % t["id"])
-            t["resumes"] -= 1
-            creator = last.get(t["parent"])
-            check(creator is not None, "eager watcher %s: its creator is not in the truth" % t["id"])
-            check(creator["nested_returns"] > 0, "creator %s has no nested return" % creator["id"])
-            creator["nested_returns"] -= 1
-        last[t["id"]] = t
-        out.append(t)
-    return out
 
 
 @test

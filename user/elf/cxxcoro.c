@@ -14,7 +14,7 @@
 /* libstdc++'s demangler (C linkage); corobpf links libstdc++ already. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
-enum sym_role { ROLE_OTHER, ROLE_BODY, ROLE_DESTROY };
+enum sym_role { ROLE_OTHER, ROLE_BODY, ROLE_DESTROY, ROLE_RAMP /* Clang's, not inlined */ };
 
 struct sym {
 	uint64_t vaddr, size;
@@ -35,6 +35,7 @@ struct scan {
 	struct cxx_plan *plan;
 	char **ramps; /* mangled ramp name per coroutine index (NULL for awaiters) */
 	bool *adapted; /* per coroutine index: its promise is corobpf::traced<P> */
+	bool *clang;   /* per coroutine index: its body is a Clang .resume clone */
 	size_t cap_sites, cap_names;
 };
 
@@ -234,10 +235,12 @@ static uint32_t add_name(struct scan *s, char *name, char *ramp)
 		p->names = xrealloc(p->names, s->cap_names * sizeof(*p->names));
 		s->ramps = xrealloc(s->ramps, s->cap_names * sizeof(*s->ramps));
 		s->adapted = xrealloc(s->adapted, s->cap_names * sizeof(*s->adapted));
+		s->clang = xrealloc(s->clang, s->cap_names * sizeof(*s->clang));
 	}
 	p->names[p->nnames] = name;
 	s->ramps[p->nnames] = ramp;
 	s->adapted[p->nnames] = false;
+	s->clang[p->nnames] = false;
 	return p->nnames++;
 }
 
@@ -430,6 +433,7 @@ static void scan_code(struct scan *s, unsigned flags)
 		const struct sym *fn = &s->syms[f];
 		uint8_t *code = read_code(s, fn->vaddr, fn->size);
 		uint64_t first_site = s->plan->nsites;
+		bool initial = false; /* a ramp called initial_suspend(): its awaiter's call is next */
 
 		if (!code)
 			continue;
@@ -464,9 +468,14 @@ static void scan_code(struct scan *s, unsigned flags)
 					 in.uprobe == X86_UPROBE_EMULATED);
 				s->plan->xfers++;
 			}
-			if ((flags & CXXCORO_AWAITS) && fn->role == ROLE_BODY && !s->adapted[fn->coro] &&
+			if (fn->role == ROLE_RAMP && in.flow == X86_FLOW_CALL &&
+			    (t = sym_at(s, in.target)) && strstr(t->name, "15initial_suspend"))
+				initial = true;
+			if ((flags & CXXCORO_AWAITS) &&
+			    (fn->role == ROLE_BODY || fn->role == ROLE_RAMP) && !s->adapted[fn->coro] &&
 			    in.flow == X86_FLOW_CALL && (t = sym_at(s, in.target)) &&
-			    strstr(t->name, "13await_suspend")) {
+			    strstr(t->name, "13await_suspend") &&
+			    !(fn->role == ROLE_RAMP && (initial || strstr(t->name, "14suspend_always")))) {
 				char buf[1024], *colon;
 
 				cxxcoro_demangle(t->name, buf, sizeof(buf));
@@ -480,6 +489,9 @@ static void scan_code(struct scan *s, unsigned flags)
 					s->plan->awaits++;
 				}
 			}
+			if (fn->role == ROLE_RAMP && in.flow == X86_FLOW_CALL &&
+			    (t = sym_at(s, in.target)) && strstr(t->name, "13await_suspend"))
+				initial = false; /* the initial awaiter's call, not probed */
 			i += (uint64_t)len;
 		}
 		free(code);
@@ -589,6 +601,29 @@ static void find_adapted(struct scan *s)
 	free(sw.pc);
 }
 
+/*
+ * Clang's ramps that are functions of their own: an eager coroutine's first
+ * run (up to its first suspension) happens in there, and its end is seen
+ * where the ramp calls an await_suspend (docs/cxx20.md). GCC's ramps call
+ * the actor for that run instead (start sites).
+ */
+static void find_ramps(struct scan *s)
+{
+	for (size_t i = 0; i < s->nsyms; i++) {
+		struct sym *y = &s->syms[i];
+
+		if (y->role != ROLE_OTHER || strncmp(y->name, "_Z", 2))
+			continue;
+		for (uint32_t c = 0; c < s->plan->nnames; c++) {
+			if (!s->ramps[c] || !s->clang[c] || strcmp(s->ramps[c], y->name))
+				continue;
+			y->role = ROLE_RAMP;
+			y->coro = (int)c;
+			break;
+		}
+	}
+}
+
 bool cxxcoro_detect(const char *path)
 {
 	struct scan s = {0};
@@ -630,14 +665,17 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 			continue;
 		y->role = role;
 		y->coro = coro_index(&s, ramp, y->name);
+		if (role == ROLE_BODY && has_suffix(y->name, ".resume"))
+			s.clang[y->coro] = true;
 	}
 	find_adapted(&s);
+	find_ramps(&s);
 	for (size_t i = 0; i < s.nsyms; i++) {
 		const struct sym *y = &s.syms[i];
 		uint8_t *code;
 		struct x86_insn in;
 
-		if (y->role == ROLE_OTHER || s.adapted[y->coro])
+		if (y->role == ROLE_OTHER || y->role == ROLE_RAMP || s.adapted[y->coro])
 			continue;
 		code = read_code(&s, y->vaddr, MIN(y->size, 16));
 		if (!code || !x86_decode(code, MIN(y->size, 16), y->vaddr, &in)) {
@@ -675,6 +713,7 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 		free(s.ramps[c]);
 	free(s.ramps);
 	free(s.adapted);
+	free(s.clang);
 	plan->bodies_without_create = plan->bodies > bodies_created ? plan->bodies - bodies_created
 								    : 0;
 	free(s.syms);

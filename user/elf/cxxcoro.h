@@ -34,7 +34,11 @@
  *            then `call *reg`): probed at the first, an emulated call
  *   await    each direct call of an `Awaiter::await_suspend(handle)`
  *            (not inlined): rsi is the frame, the awaiter's type is what
- *            the coroutine waits on (only with CXXCORO_AWAITS)
+ *            the coroutine waits on (only with CXXCORO_AWAITS); in a body,
+ *            or in a Clang ramp that is a function of its own, where it
+ *            ends an eager coroutine's first run (but the initial awaiter's:
+ *            the first after a call of initial_suspend(), or
+ *            std::suspend_always's, which suspend a lazy one)
  *
  * A coroutine whose promise is corobpf::traced<P> (usdt/corobpf_coro.hpp)
  * gets no site: the adapter reports it through the probes of corobpf.h.
