@@ -15,6 +15,7 @@ and object, its exit; the trace must hold exactly these:
 - unmodified (needs corobpf's tracing of coroutine bodies): the same coroutines, each named by
   its demangled function, with its parent, switch-ins, exit and threads; once with lazy
   coroutines only (--no-eager), once with an eager one per root (its first run is in its ramp);
+  and once built with one probe of corobpf.h about no coroutine (no adapter): still all traced;
 - Asio: per coroutine function of the program, as many coroutines as it ran, as many
   switch-ins as it counted resumes; every coroutine of the process (Asio's own too) exits.
 
