@@ -434,6 +434,7 @@ static void scan_code(struct scan *s, unsigned flags)
 		uint8_t *code = read_code(s, fn->vaddr, fn->size);
 		uint64_t first_site = s->plan->nsites;
 		bool initial = false; /* a ramp called initial_suspend(): its awaiter's call is next */
+		bool seen_initial = false; /* ...at all (no call of it left: an optimized ramp) */
 
 		if (!code)
 			continue;
@@ -470,12 +471,13 @@ static void scan_code(struct scan *s, unsigned flags)
 			}
 			if (fn->role == ROLE_RAMP && in.flow == X86_FLOW_CALL &&
 			    (t = sym_at(s, in.target)) && strstr(t->name, "15initial_suspend"))
-				initial = true;
+				initial = seen_initial = true;
 			if ((flags & CXXCORO_AWAITS) &&
 			    (fn->role == ROLE_BODY || fn->role == ROLE_RAMP) && !s->adapted[fn->coro] &&
 			    in.flow == X86_FLOW_CALL && (t = sym_at(s, in.target)) &&
 			    strstr(t->name, "13await_suspend") &&
-			    !(fn->role == ROLE_RAMP && (initial || strstr(t->name, "14suspend_always")))) {
+			    !(fn->role == ROLE_RAMP &&
+			      (initial || (!seen_initial && strstr(t->name, "14suspend_always"))))) {
 				char buf[1024], *colon;
 
 				cxxcoro_demangle(t->name, buf, sizeof(buf));

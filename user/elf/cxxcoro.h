@@ -36,9 +36,10 @@
  *            (not inlined): rsi is the frame, the awaiter's type is what
  *            the coroutine waits on (only with CXXCORO_AWAITS); in a body,
  *            or in a Clang ramp that is a function of its own, where it
- *            ends an eager coroutine's first run (but the initial awaiter's:
- *            the first after a call of initial_suspend(), or
- *            std::suspend_always's, which suspend a lazy one)
+ *            ends an eager coroutine's first run (but the initial awaiter's,
+ *            which suspends a lazy one: the first after a call of
+ *            initial_suspend(), or with no such call left, any of
+ *            std::suspend_always)
  *
  * A coroutine whose promise is corobpf::traced<P> (usdt/corobpf_coro.hpp)
  * gets no site: the adapter reports it through the probes of corobpf.h.
