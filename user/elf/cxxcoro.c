@@ -609,21 +609,49 @@ static void find_adapted(struct scan *s)
  * where the ramp calls an await_suspend (docs/cxx20.md). GCC's ramps call
  * the actor for that run instead (start sites).
  */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 1099511628211ull;
+	return h;
+}
+
 static void find_ramps(struct scan *s)
 {
+	struct hmap by_name; /* (hash of a ramp's mangled name, n) -> coroutine index + 1 */
+
+	hmap_init(&by_name);
+	for (uint32_t c = 0; c < s->plan->nnames; c++) {
+		uint64_t h, n = 0;
+
+		if (!s->ramps[c] || !s->clang[c])
+			continue;
+		h = name_hash(s->ramps[c]);
+		while (hmap_get(&by_name, h, n))
+			n++;
+		hmap_put(&by_name, h, n, (void *)(uintptr_t)(c + 1));
+	}
 	for (size_t i = 0; i < s->nsyms; i++) {
 		struct sym *y = &s->syms[i];
+		uint64_t h;
+		void *v;
 
 		if (y->role != ROLE_OTHER || strncmp(y->name, "_Z", 2))
 			continue;
-		for (uint32_t c = 0; c < s->plan->nnames; c++) {
-			if (!s->ramps[c] || !s->clang[c] || strcmp(s->ramps[c], y->name))
-				continue;
-			y->role = ROLE_RAMP;
-			y->coro = (int)c;
-			break;
+		h = name_hash(y->name);
+		for (uint64_t n = 0; (v = hmap_get(&by_name, h, n)); n++) {
+			uint32_t c = (uint32_t)(uintptr_t)v - 1;
+
+			if (!strcmp(s->ramps[c], y->name)) {
+				y->role = ROLE_RAMP;
+				y->coro = (int)c;
+				break;
+			}
 		}
 	}
+	hmap_free(&by_name);
 }
 
 bool cxxcoro_detect(const char *path)
