@@ -350,6 +350,10 @@ CXX20_HAVE_ASIO := $(wildcard /usr/include/boost/asio.hpp)
 CXX20_BINS := $(if $(CXX20_HAVE_GXX),$(addprefix $(OUT)/tests/cxx20_tasks-,gcc-O0 gcc-O2 adapter)) \
 	      $(if $(CXX20_HAVE_CLANGXX),$(addprefix $(OUT)/tests/cxx20_tasks-,clang-O0 clang-O2 \
 		adapter-clang))
+# The executor without the adapter but with one unrelated probe of corobpf.h: its coroutines
+# must stay traced (the adapter is told apart per coroutine, not per object).
+CXX20_BINS += $(if $(CXX20_HAVE_GXX),$(OUT)/tests/cxx20_tasks-probe) \
+	      $(if $(CXX20_HAVE_CLANGXX),$(OUT)/tests/cxx20_tasks-probe-clang)
 ifneq ($(CXX20_HAVE_ASIO),)
 CXX20_BINS += $(if $(CXX20_HAVE_GXX),$(OUT)/tests/cxx20_asio-gcc) \
 	      $(if $(CXX20_HAVE_CLANGXX),$(OUT)/tests/cxx20_asio-clang)
@@ -376,6 +380,16 @@ $(OUT)/tests/cxx20_tasks-adapter-clang: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
 	$(call msg,CLANG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CXX20_CLANGXX) $(CXX20_FLAGS) -O2 -DWITH_ADAPTER -DCOUNT_HOOKS $< -o $@
+
+$(OUT)/tests/cxx20_tasks-probe: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CXX,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX) $(CXX20_FLAGS) -O2 -DUNRELATED_PROBE $< -o $@
+
+$(OUT)/tests/cxx20_tasks-probe-clang: $(CXX20_DIR)/tasks.cpp $(CXX20_DEPS)
+	$(call msg,CLANG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CXX20_CLANGXX) $(CXX20_FLAGS) -O0 -DUNRELATED_PROBE $< -o $@
 
 $(OUT)/tests/cxx20_asio-gcc: $(CXX20_DIR)/asio_echo.cpp
 	$(call msg,CXX,$@)

@@ -238,6 +238,41 @@ TEST(await_is_a_wait)
 	}
 }
 
+/*
+ * Clang's eager coroutine: its ramp, called by the creator's body, runs it up
+ * to its first suspension; the await_suspend called there for a frame never
+ * entered ends that first run (from the creator to it, back as a wait). Once
+ * entered, an await is a wait only.
+ */
+TEST(clang_ramp_first_run)
+{
+	reset();
+	enter(T1, 0xd0, SP, 0, 0);
+	create(T1, 0xa0);
+	cxx(T1, CORO_CXX_AWAIT, 0xa0, 0, 0x5000, 0, 0);
+	CHECK_EQ(nout, 4);
+	check_create(1, 0xa0, 0xd0);
+	check_switch(2, 0xd0, 0xa0, CORO_R_UNKNOWN, T1);
+	CHECK(rec(2)->ts < rec(3)->ts);
+	{
+		const struct coro_ev_switch *s = (const void *)rec(3);
+
+		CHECK_EQ(s->from, 0xa0);
+		CHECK_EQ(s->to, 0xd0);
+		CHECK_EQ(s->reason, CORO_R_WAIT);
+		CHECK_EQ(s->obj, 0x5000);
+	}
+	leave(T1, 0xd0, SP, RESUME);
+	enter(T2, 0xa0, SP + 0x1000, 0, 0);
+	cxx(T2, CORO_CXX_AWAIT, 0xa0, 0, 0x6000, 0, 0);
+	CHECK_EQ(nout, 6);
+	/* A lazy one: entered first, no first run to count. */
+	create(T1, 0xb0);
+	enter(T1, 0xb0, SP, 0, 0);
+	cxx(T1, CORO_CXX_AWAIT, 0xb0, 0, 0x5000, 0, 0);
+	CHECK_EQ(nout, 8);
+}
+
 /* Other records pass untouched, except what runs on a thread running a C++ coroutine. */
 TEST(other_records)
 {
@@ -293,6 +328,7 @@ int main(void)
 	RUN(migration_before_the_return);
 	RUN(frame_reused);
 	RUN(await_is_a_wait);
+	RUN(clang_ramp_first_run);
 	RUN(other_records);
 	RUN(inside_another_path);
 	cxxmap_free(&X);

@@ -582,11 +582,11 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	if (a->opts.switch_none)
 		return sites;
 	/*
-	 * C++20 coroutines: their own sites, whatever else the program has, but
-	 * not in an object with probes (the promise adapter, usdt/corobpf_coro.hpp,
-	 * reports those coroutines itself, and better).
+	 * C++20 coroutines: their own sites, whatever else the program has (the
+	 * coroutines the promise adapter reports itself are left out, one by one:
+	 * cxxcoro.h).
 	 */
-	if (!a->opts.switch_forced && !sites)
+	if (!a->opts.switch_forced)
 		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
 	fams = switchfam_detect(path);
 	if (!fams)
@@ -791,7 +791,7 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 	global_go(a, gs->pid, fd_path_buf, shown, late, true);
 	sites = attach_object_pid(a, -1, fd_path_buf, shown, late);
 	a->global_sites += sites;
-	if (!sites && !a->opts.switch_none && !a->opts.switch_forced)
+	if (!a->opts.switch_none && !a->opts.switch_forced)
 		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);

@@ -108,6 +108,9 @@ u32 cxxattach_object(struct attach_ctx *a, int pid, const char *path, const char
 		return 0;
 	}
 	if (!plan.bodies) {
+		if (plan.adapted)
+			log_verbose("process %d: C++ coroutines in %s: all %u left to the promise "
+				    "adapter", pid, shown, plan.adapted);
 		cxxcoro_plan_free(&plan);
 		return 0;
 	}
@@ -146,8 +149,8 @@ u32 cxxattach_object(struct attach_ctx *a, int pid, const char *path, const char
 		snprintf(limits, sizeof(limits),
 			 "%u coroutines without a creation site (inlined ramps): created when first "
 			 "resumed", plan.bodies_without_create);
-	log_verbose("process %d: C++ coroutines in %s%s: %s", pid, shown,
-		    late ? " (loaded after start)" : "", sites);
+	log_verbose("process %d: C++ coroutines in %s%s: %s (%u left to the promise adapter)", pid,
+		    shown, late ? " (loaded after start)" : "", sites, plan.adapted);
 	attach_found_switch(a, pid < 0 ? 0 : (u32)pid, CORO_FAM_CXX20, shown, sites, limits,
 			    plan.nsites, plan.stepped);
 	{

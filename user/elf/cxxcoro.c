@@ -14,7 +14,7 @@
 /* libstdc++'s demangler (C linkage); corobpf links libstdc++ already. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
-enum sym_role { ROLE_OTHER, ROLE_BODY, ROLE_DESTROY };
+enum sym_role { ROLE_OTHER, ROLE_BODY, ROLE_DESTROY, ROLE_RAMP /* Clang's, not inlined */ };
 
 struct sym {
 	uint64_t vaddr, size;
@@ -34,6 +34,8 @@ struct scan {
 	size_t nsyms;
 	struct cxx_plan *plan;
 	char **ramps; /* mangled ramp name per coroutine index (NULL for awaiters) */
+	bool *adapted; /* per coroutine index: its promise is corobpf::traced<P> */
+	bool *clang;   /* per coroutine index: its body is a Clang .resume clone */
 	size_t cap_sites, cap_names;
 };
 
@@ -232,9 +234,13 @@ static uint32_t add_name(struct scan *s, char *name, char *ramp)
 		s->cap_names = s->cap_names ? s->cap_names * 2 : 64;
 		p->names = xrealloc(p->names, s->cap_names * sizeof(*p->names));
 		s->ramps = xrealloc(s->ramps, s->cap_names * sizeof(*s->ramps));
+		s->adapted = xrealloc(s->adapted, s->cap_names * sizeof(*s->adapted));
+		s->clang = xrealloc(s->clang, s->cap_names * sizeof(*s->clang));
 	}
 	p->names[p->nnames] = name;
 	s->ramps[p->nnames] = ramp;
+	s->adapted[p->nnames] = false;
+	s->clang[p->nnames] = false;
 	return p->nnames++;
 }
 
@@ -427,6 +433,8 @@ static void scan_code(struct scan *s, unsigned flags)
 		const struct sym *fn = &s->syms[f];
 		uint8_t *code = read_code(s, fn->vaddr, fn->size);
 		uint64_t first_site = s->plan->nsites;
+		bool initial = false; /* a ramp called initial_suspend(): its awaiter's call is next */
+		bool seen_initial = false; /* ...at all (no call of it left: an optimized ramp) */
 
 		if (!code)
 			continue;
@@ -439,12 +447,12 @@ static void scan_code(struct scan *s, unsigned flags)
 			if (!len)
 				break; /* data in the text, or padding: the rest is not decoded */
 			if (lea_rip(&in, code + i, addr, &reg, &target) && (t = sym_at(s, target)) &&
-			    t->role == ROLE_BODY && fn->role != ROLE_DESTROY)
+			    t->role == ROLE_BODY && fn->role != ROLE_DESTROY && !s->adapted[t->coro])
 				find_stores(s, code, fn->size, fn->vaddr, i + (uint64_t)len, reg, t->coro,
 					    first_site);
 			if (fn->role != ROLE_DESTROY && in.flow == X86_FLOW_CALL &&
 			    (t = sym_at(s, in.target)) && t->role == ROLE_BODY &&
-			    has_suffix(t->name, ".Frame.actor")) {
+			    has_suffix(t->name, ".Frame.actor") && !s->adapted[t->coro]) {
 				/*
 				 * The ramp runs the body up to its initial suspend point
 				 * (a ramp inlined into another body, too).
@@ -453,7 +461,7 @@ static void scan_code(struct scan *s, unsigned flags)
 					 in.uprobe == X86_UPROBE_EMULATED);
 				s->plan->starts++;
 			}
-			if (fn->role == ROLE_BODY && in.flow == X86_FLOW_CALL &&
+			if (fn->role == ROLE_BODY && !s->adapted[fn->coro] && in.flow == X86_FLOW_CALL &&
 			    (t = sym_at(s, in.target)) && strstr(t->name, "coroutine_handle") &&
 			    has_suffix(t->name, "7addressEv") &&
 			    indirect_call_follows(code, fn->size, fn->vaddr, i + (uint64_t)len)) {
@@ -461,9 +469,15 @@ static void scan_code(struct scan *s, unsigned flags)
 					 in.uprobe == X86_UPROBE_EMULATED);
 				s->plan->xfers++;
 			}
-			if ((flags & CXXCORO_AWAITS) && fn->role == ROLE_BODY &&
+			if (fn->role == ROLE_RAMP && in.flow == X86_FLOW_CALL &&
+			    (t = sym_at(s, in.target)) && strstr(t->name, "15initial_suspend"))
+				initial = seen_initial = true;
+			if ((flags & CXXCORO_AWAITS) &&
+			    (fn->role == ROLE_BODY || fn->role == ROLE_RAMP) && !s->adapted[fn->coro] &&
 			    in.flow == X86_FLOW_CALL && (t = sym_at(s, in.target)) &&
-			    strstr(t->name, "13await_suspend")) {
+			    strstr(t->name, "13await_suspend") &&
+			    !(fn->role == ROLE_RAMP &&
+			      (initial || (!seen_initial && strstr(t->name, "14suspend_always"))))) {
 				char buf[1024], *colon;
 
 				cxxcoro_demangle(t->name, buf, sizeof(buf));
@@ -477,6 +491,9 @@ static void scan_code(struct scan *s, unsigned flags)
 					s->plan->awaits++;
 				}
 			}
+			if (fn->role == ROLE_RAMP && in.flow == X86_FLOW_CALL &&
+			    (t = sym_at(s, in.target)) && strstr(t->name, "13await_suspend"))
+				initial = false; /* the initial awaiter's call, not probed */
 			i += (uint64_t)len;
 		}
 		free(code);
@@ -511,6 +528,130 @@ static int64_t resume_index_at(const struct scan *s, const struct sym *y)
 	}
 	free(code);
 	return off;
+}
+
+struct pcs {
+	uint64_t *pc;
+	size_t n, cap;
+};
+
+static void add_switch_site(void *ctx, const struct elf_probe_site *site)
+{
+	struct pcs *p = ctx;
+
+	if (strcmp(site->name, "switch"))
+		return;
+	if (p->n == p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 64;
+		p->pc = xrealloc(p->pc, p->cap * sizeof(*p->pc));
+	}
+	p->pc[p->n++] = site->pc;
+}
+
+/* A direct call of a member of corobpf::traced<P>, or of anything templated on it. */
+static bool calls_adapter(const struct scan *s, const struct sym *y)
+{
+	uint8_t *code = read_code(s, y->vaddr, y->size);
+	bool found = false;
+
+	for (uint64_t i = 0; code && i < y->size && !found;) {
+		struct x86_insn in;
+		const struct sym *t;
+		int len = x86_decode(code + i, y->size - i, y->vaddr + i, &in);
+
+		if (!len)
+			break;
+		found = in.flow == X86_FLOW_CALL && (t = sym_at(s, in.target)) &&
+			strstr(t->name, "7corobpf6traced");
+		i += (uint64_t)len;
+	}
+	free(code);
+	return found;
+}
+
+/*
+ * The coroutines whose promise is corobpf::traced<P> (usdt/corobpf_coro.hpp):
+ * the adapter reports them itself through the probes of corobpf.h, with
+ * more than their bodies show, so they get no site here (both would count
+ * every switch twice). Decided per coroutine, by its body: the adapter's
+ * enter and leave fire the switch probe from it, inlined (a site of
+ * `switch` inside the body) or not (a call of a traced<P> member). Any
+ * other use of corobpf.h in the object (a ready probe in a constructor)
+ * leaves its other coroutines traced here.
+ */
+static void find_adapted(struct scan *s)
+{
+	struct pcs sw = {0};
+	struct elf_probes probes;
+	char err[256];
+
+	if (elf_probe_walk(s->path, "corobpf", add_switch_site, &sw, &probes, err, sizeof(err)) < 0)
+		sw.n = 0;
+	for (size_t i = 0; i < s->nsyms; i++) {
+		const struct sym *y = &s->syms[i];
+		bool adapted = false;
+
+		if (y->role != ROLE_BODY || s->adapted[y->coro])
+			continue;
+		for (size_t k = 0; k < sw.n && !adapted; k++)
+			adapted = sw.pc[k] >= y->vaddr && sw.pc[k] < y->vaddr + y->size;
+		if (adapted || calls_adapter(s, y)) {
+			s->adapted[y->coro] = true;
+			s->plan->adapted++;
+		}
+	}
+	free(sw.pc);
+}
+
+/*
+ * Clang's ramps that are functions of their own: an eager coroutine's first
+ * run (up to its first suspension) happens in there, and its end is seen
+ * where the ramp calls an await_suspend (docs/cxx20.md). GCC's ramps call
+ * the actor for that run instead (start sites).
+ */
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (uint8_t)*name) * 1099511628211ull;
+	return h;
+}
+
+static void find_ramps(struct scan *s)
+{
+	struct hmap by_name; /* (hash of a ramp's mangled name, n) -> coroutine index + 1 */
+
+	hmap_init(&by_name);
+	for (uint32_t c = 0; c < s->plan->nnames; c++) {
+		uint64_t h, n = 0;
+
+		if (!s->ramps[c] || !s->clang[c])
+			continue;
+		h = name_hash(s->ramps[c]);
+		while (hmap_get(&by_name, h, n))
+			n++;
+		hmap_put(&by_name, h, n, (void *)(uintptr_t)(c + 1));
+	}
+	for (size_t i = 0; i < s->nsyms; i++) {
+		struct sym *y = &s->syms[i];
+		uint64_t h;
+		void *v;
+
+		if (y->role != ROLE_OTHER || strncmp(y->name, "_Z", 2))
+			continue;
+		h = name_hash(y->name);
+		for (uint64_t n = 0; (v = hmap_get(&by_name, h, n)); n++) {
+			uint32_t c = (uint32_t)(uintptr_t)v - 1;
+
+			if (!strcmp(s->ramps[c], y->name)) {
+				y->role = ROLE_RAMP;
+				y->coro = (int)c;
+				break;
+			}
+		}
+	}
+	hmap_free(&by_name);
 }
 
 bool cxxcoro_detect(const char *path)
@@ -554,13 +695,17 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 			continue;
 		y->role = role;
 		y->coro = coro_index(&s, ramp, y->name);
+		if (role == ROLE_BODY && has_suffix(y->name, ".resume"))
+			s.clang[y->coro] = true;
 	}
+	find_adapted(&s);
+	find_ramps(&s);
 	for (size_t i = 0; i < s.nsyms; i++) {
 		const struct sym *y = &s.syms[i];
 		uint8_t *code;
 		struct x86_insn in;
 
-		if (y->role == ROLE_OTHER)
+		if (y->role == ROLE_OTHER || y->role == ROLE_RAMP || s.adapted[y->coro])
 			continue;
 		code = read_code(&s, y->vaddr, MIN(y->size, 16));
 		if (!code || !x86_decode(code, MIN(y->size, 16), y->vaddr, &in)) {
@@ -587,7 +732,7 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 	for (uint32_t c = 0; c < plan->nnames; c++) {
 		bool created = false;
 
-		if (!s.ramps[c])
+		if (!s.ramps[c] || s.adapted[c])
 			continue;
 		for (uint32_t i = 0; i < plan->nsites && !created; i++)
 			created = CORO_CXX_COOKIE_OP(plan->sites[i].cookie) == CORO_CXX_CREATE &&
@@ -597,6 +742,8 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 	for (uint32_t c = 0; c < plan->nnames; c++)
 		free(s.ramps[c]);
 	free(s.ramps);
+	free(s.adapted);
+	free(s.clang);
 	plan->bodies_without_create = plan->bodies > bodies_created ? plan->bodies - bodies_created
 								    : 0;
 	free(s.syms);

@@ -34,7 +34,18 @@
  *            then `call *reg`): probed at the first, an emulated call
  *   await    each direct call of an `Awaiter::await_suspend(handle)`
  *            (not inlined): rsi is the frame, the awaiter's type is what
- *            the coroutine waits on (only with CXXCORO_AWAITS)
+ *            the coroutine waits on (only with CXXCORO_AWAITS); in a body,
+ *            or in a Clang ramp that is a function of its own, where it
+ *            ends an eager coroutine's first run (but the initial awaiter's,
+ *            which suspends a lazy one: the first after a call of
+ *            initial_suspend(), or with no such call left, any of
+ *            std::suspend_always)
+ *
+ * A coroutine whose promise is corobpf::traced<P> (usdt/corobpf_coro.hpp)
+ * gets no site: the adapter reports it through the probes of corobpf.h.
+ * Its body says so (a site of the switch probe in it, or a call of a
+ * traced<P> member); the object's other coroutines keep their sites,
+ * whatever else of corobpf.h it uses.
  *
  * Names are demangled with the C++ runtime's __cxa_demangle, which the
  * binary links already (libstdc++, through libdw); a name it cannot
@@ -62,6 +73,7 @@ struct cxx_plan {
 	uint32_t bodies, destroys, creates, starts, xfers, awaits;
 	uint32_t stepped; /* body entries the kernel single-steps (the per-resume cost class) */
 	uint32_t bodies_without_create; /* no store of its address found: created when first seen */
+	uint32_t adapted; /* coroutines left to the promise adapter (corobpf::traced<P>): no site */
 };
 
 enum { CXXCORO_AWAITS = 1 << 0 };

@@ -37,6 +37,7 @@ void cxxmap_init(struct cxxmap *x)
 	hmap_init(&x->waits);
 	hmap_init(&x->on);
 	hmap_init(&x->procs);
+	hmap_init(&x->fresh);
 }
 
 static struct cxx_thread *thread_get(struct cxxmap *x, u32 pid, u32 tid)
@@ -96,6 +97,7 @@ static void emit_exit(struct cxxmap *x, const struct coro_event_hdr *like, u64 c
 		return; /* ended already (at its final suspend point, or destroyed) */
 	hmap_del(&x->waits, like->pid, frame);
 	hmap_del(&x->on, like->pid, frame);
+	hmap_del(&x->fresh, like->pid, frame);
 	emit_hdr(x, like, CORO_EV_EXIT, sizeof(*e), cur);
 	e->id = frame;
 	e->status = 0;
@@ -137,6 +139,7 @@ static void apply_create(struct cxxmap *x, struct cxx_thread *t, const struct co
 		emit_exit(x, &e->hdr, cur, e->frame, emit, ctx);
 	}
 	hmap_put(&x->live, e->hdr.pid, e->frame, (void *)1);
+	hmap_put(&x->fresh, e->hdr.pid, e->frame, (void *)1);
 	emit_hdr(x, &e->hdr, CORO_EV_CREATE, sizeof(*c), cur);
 	c->id = e->frame;
 	c->parent = cur;
@@ -179,6 +182,7 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 
 	/* A ramp calls its body before anything else runs a body here. */
 	t->last_created = 0;
+	hmap_del(&x->fresh, e->hdr.pid, e->frame);
 	left_elsewhere(x, e, emit, ctx);
 	if (destroying == e->frame) {
 		/* GCC's destroy clone runs the body to free the frame: no resume. */
@@ -256,12 +260,32 @@ static void apply_return(struct cxxmap *x, struct cxx_thread *t, const struct co
 	emit_switch(x, &e->hdr, ent.frame, to, ended ? CORO_R_DONE : CORO_R_UNKNOWN, emit, ctx);
 }
 
+/*
+ * An await_suspend called for a frame whose body was never entered: its
+ * ramp (Clang's, or a caller it was inlined into) ran it past the initial
+ * suspend point, an eager coroutine, and it suspends here. That was its
+ * first run, known only now: counted, its time left with the creator, as
+ * GCC's (apply_return).
+ */
+static void first_run_ends(struct cxxmap *x, struct cxx_thread *t, const struct coro_ev_cxx *e,
+			   cxxmap_emit_fn emit, void *ctx)
+{
+	struct coro_event_hdr like = e->hdr;
+	u64 creator = running(t);
+
+	if (!hmap_get(&x->live, e->hdr.pid, e->frame))
+		return;
+	like.ts = e->hdr.ts - 1;
+	emit_switch(x, &like, creator, e->frame, CORO_R_UNKNOWN, emit, ctx);
+	emit_switch(x, &e->hdr, e->frame, creator, CORO_R_UNKNOWN, emit, ctx);
+}
+
 static void forget_process(struct cxxmap *x, u32 pid)
 {
-	struct hmap *maps[4] = {&x->threads, &x->live, &x->waits, &x->on};
+	struct hmap *maps[5] = {&x->threads, &x->live, &x->waits, &x->on, &x->fresh};
 
 	hmap_del(&x->procs, pid, 0);
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		size_t it = 0, n = 0, cap = 0;
 		u64 k1, k2, *keys = NULL;
 		void *v;
@@ -335,6 +359,8 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 	if (rec->kind == CORO_EV_CXX_AWAIT) {
 		if (e->word)
 			hmap_put(&x->waits, rec->pid, e->frame, (void *)(uintptr_t)e->word);
+		if (hmap_del(&x->fresh, rec->pid, e->frame))
+			first_run_ends(x, t, e, emit, ctx);
 		return;
 	}
 	switch (e->op) {
@@ -378,4 +404,5 @@ void cxxmap_free(struct cxxmap *x)
 	hmap_free(&x->waits);
 	hmap_free(&x->on);
 	hmap_free(&x->procs);
+	hmap_free(&x->fresh);
 }

@@ -25,7 +25,9 @@
  * - A destroy clone entered: EXIT (if not ended already); the body GCC's
  *   destroy runs next for that frame is no resume.
  * - An await_suspend called: the next switch out of that frame is a wait
- *   (reason WAIT, the awaiter's address as object).
+ *   (reason WAIT, the awaiter's address as object). Called for a frame
+ *   whose body was never entered, it ends the first run its ramp gave it
+ *   (Clang's eager coroutine): SWITCH from the creator to it and back.
  *
  * Records of processes without C++ records pass untouched; in those with
  * them, hdr.cur of a thread running a C++ coroutine is that coroutine.
@@ -42,6 +44,7 @@ struct cxxmap {
 	struct hmap waits;   /* (pid, frame) -> awaiter address, until its next switch out */
 	struct hmap on;	     /* (pid, frame) -> tid + 1 of the thread it runs on */
 	struct hmap procs;   /* pid -> 1: a process with C++ records */
+	struct hmap fresh;   /* (pid, frame) -> 1: created, its body never entered */
 	bool active;
 	union {
 		struct coro_event_hdr hdr;

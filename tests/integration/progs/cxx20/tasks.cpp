@@ -16,7 +16,8 @@
  * suspensions (reason, object) and exit.
  *
  * Built with -DWITH_ADAPTER -DCOUNT_HOOKS, it prints how many of the adapter's traced
- * branches it took (`hooks N`): none when nobody traces it.
+ * branches it took (`hooks N`): none when nobody traces it. Built with -DUNRELATED_PROBE, it
+ * fires one probe of corobpf.h that is about no coroutine (ready of id 1) as main starts.
  */
 #include <atomic>
 #include <cstdlib>
@@ -30,6 +31,17 @@ static std::atomic<long> hooks;
 #endif
 
 #include "exec.hpp"
+
+#ifdef UNRELATED_PROBE
+/*
+ * -DUNRELATED_PROBE: the program uses corobpf.h for something else than its coroutines (one
+ * ready probe in a constructor, of no coroutine), and no adapter: they stay traced unmodified.
+ */
+#include "corobpf.h"
+struct unrelated {
+	__attribute__((noinline)) unrelated() { CORO_PROBE(ready, 1); }
+};
+#endif
 
 using ex::event;
 using ex::generator;
@@ -121,6 +133,10 @@ int main(int argc, char **argv)
 	}
 	int roots = arg < argc ? atoi(argv[arg]) : 8;
 
+#ifdef UNRELATED_PROBE
+	unrelated probe;
+	(void)probe;
+#endif
 	ex::T().keep = !bench;
 	event ev{&S};
 	struct timespec t0, t1;
