@@ -193,7 +193,7 @@ static __always_inline void event_submit(void *rec)
 
 /*
  * The kernel sometimes runs a thread again with no sched_switch call that
- * the program sees bring it back (issue 18: about 1 switch-in in 10,000
+ * the program sees bring it back (issue 18: about 1 return in 1,000
  * under load, on 6.18; no recursion miss, no lost record). A thread seen
  * running (one of its own probes, or its next switch-out) with off_ts still
  * set missed its offcpu_end: it is emitted now, flagged late, so the
