@@ -103,6 +103,12 @@ enum coro_event_flags {
 	CORO_EVF_STR_FAULT = 1 << 1,	 /* the string could not be read: empty */
 	CORO_EVF_CUR_UNKNOWN = 1 << 2,	 /* no switch seen on this thread yet: hdr.cur is 0 by default */
 	CORO_EVF_NO_THREAD = 1 << 3,	 /* no per-thread state: hdr.cur and lost_before mean nothing */
+	/*
+	 * offcpu_end: the kernel ran the thread again without the sched_switch
+	 * program seeing it come back; the stretch is closed at the thread's
+	 * next record (this one's ts), which is later than the real return.
+	 */
+	CORO_EVF_OFFCPU_LATE = 1 << 4,
 };
 
 struct coro_event_hdr {

@@ -37,6 +37,10 @@ static void say_inconsistencies(FILE *out, const struct model *m)
 {
 	const struct model_anomalies *a = &m->anom;
 
+	if (a->offcpu_late)
+		fprintf(out, "  %llu off-CPU stretches ended at their thread's next record: the "
+			"kernel's return of the thread went unseen (docs/design.md)\n",
+			(unsigned long long)a->offcpu_late);
 	if (!(a->switch_from_mismatch || a->running_elsewhere || a->recreate_live ||
 	      a->span_unmatched_end || a->cur_desync))
 		return;

@@ -780,6 +780,8 @@ static void apply_offcpu_end(struct model *m, const struct coro_ev_offcpu_end *e
 	u64 runq = MIN(e->runq_ns, dur);
 
 	t->off = false;
+	if (e->hdr.flags & CORO_EVF_OFFCPU_LATE)
+		m->anom.offcpu_late++;
 	mi->c = c;
 	if (!c)
 		return;

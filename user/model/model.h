@@ -184,6 +184,13 @@ struct model_anomalies {
 	u64 late_records;	/* records older than ones already applied */
 	u64 unknown_records;	/* kinds this version does not know */
 	u64 unknown_pid;	/* events from processes not announced */
+	/*
+	 * offcpu_end records flagged CORO_EVF_OFFCPU_LATE: the kernel's return
+	 * of the thread went unseen, the stretch ended at its next record. Said
+	 * by the text summary when not zero; in no file's counters yet (a new
+	 * key would change every trailer).
+	 */
+	u64 offcpu_late;
 };
 
 struct model;
