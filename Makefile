@@ -25,7 +25,7 @@ override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-mi
 	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iusdt $(USER_INCS)
 # corobpf top draws with ncurses: the wide-character library where pkg-config knows it.
 CURSES_LIBS := $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncurses)
-LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++ $(CURSES_LIBS)
+LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpq -lpthread -lstdc++ $(CURSES_LIBS)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf -Iusdt \
 	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
 
@@ -39,7 +39,7 @@ endif
 
 # user/: the loader, a folder per stage of the data flow (docs/design.md, "Source layout").
 USER_DIRS := user user/capture user/outputs user/model user/elf user/record user/common
-USER_INCS := $(addprefix -I,$(USER_DIRS))
+USER_INCS := $(addprefix -I,$(USER_DIRS)) -I/usr/include/postgresql
 USER_HDRS := $(foreach d,$(USER_DIRS),$(wildcard $(d)/*.h))
 vpath %.c $(USER_DIRS)
 
@@ -50,7 +50,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/model/,decode.c ctxmap.c cxxmap.c spans.c model.c pipeline.c analyze.c stacks.c \
 		   counters.c gomodel.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
-		   report.c ps.c spanrep.c)
+		   report.c ps.c spanrep.c pgstore.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
 		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c) \
 		  user/outputs/top.c user/record/flight.c user/outputs/status.c user/session.c user/main.c
@@ -141,11 +141,11 @@ $(FUZZ_OBJS): $(OUT)/fuzz/%.o: %.c $(USER_HDRS) bpf/coro_abi.h
 
 $(OUT)/fuzz/fuzz_raw: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpq -lpthread -lstdc++
 
 $(OUT)/fuzz/fuzz_jsonl: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_JSONL $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_JSONL $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpq -lpthread -lstdc++
 
 fuzz-build: $(OUT)/fuzz/fuzz_raw $(OUT)/fuzz/fuzz_jsonl bench-tools corobpf
 
