@@ -314,15 +314,15 @@ static void hand_over(struct pg_sink *s, enum table t)
 	memset(b, 0, sizeof(*b));
 }
 
-static void row_emit(struct pg_sink *s, enum table t, const struct row *r, int ncols)
+/* The row into b, after `prefix` (the capture id, or nothing); false if b is not full yet. */
+static bool row_format(struct pgbuf *b, const char *prefix, const struct row *r, int ncols)
 {
-	struct pgbuf *b = &s->buf[t];
 	char *p;
 
 	buf_reserve(b, 24 + (size_t)ncols * 24);
 	p = b->p + b->len;
-	memcpy(p, s->idtext, strlen(s->idtext));
-	p += strlen(s->idtext);
+	memcpy(p, prefix, strlen(prefix));
+	p += strlen(prefix);
 	for (int i = 1; i <= ncols; i++) {
 		*p++ = '\t';
 		if (r->kind[i] == 1) {
@@ -340,7 +340,12 @@ static void row_emit(struct pg_sink *s, enum table t, const struct row *r, int n
 	*p++ = '\n';
 	b->len = p - b->p;
 	b->rows++;
-	if (b->len >= PG_BATCH)
+	return b->len >= PG_BATCH;
+}
+
+static void row_emit(struct pg_sink *s, enum table t, const struct row *r, int ncols)
+{
+	if (row_format(&s->buf[t], s->idtext, r, ncols))
 		hand_over(s, t);
 }
 
@@ -467,18 +472,7 @@ static void pg_process_row(struct pg_sink *s, const struct event *ev)
 	RI(&r, 5, ev->process.ppid);
 	RI(&r, 6, ev->ts);
 	/* Formatted into a buffer of its own, without the capture id (added at the end). */
-	{
-		struct pgbuf keep = s->buf[T_PROCESS];
-		char id[sizeof(s->idtext)];
-
-		memcpy(id, s->idtext, sizeof(id));
-		s->idtext[0] = 0;
-		s->buf[T_PROCESS] = b;
-		row_emit(s, T_PROCESS, &r, 6);
-		b = s->buf[T_PROCESS];
-		s->buf[T_PROCESS] = keep;
-		memcpy(s->idtext, id, sizeof(id));
-	}
+	row_format(&b, "", &r, 6);
 	b.p[b.len - 1] = 0; /* the newline: more columns follow */
 	if (s->nprocs == s->capprocs) {
 		s->capprocs = s->capprocs ? 2 * s->capprocs : 16;
