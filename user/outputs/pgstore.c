@@ -23,6 +23,7 @@
 
 #define PG_BATCH (1u << 20)		/* bytes of rows per COPY */
 #define PG_QUEUE_MAX (512ull << 20)	/* handed over, not yet sent: beyond this the store fell behind */
+#define PG_WRITERS 3		/* connections sending COPYs side by side: the server parses on as many cores */
 #define PG_RETRIES 5			/* reconnections after a lost connection, 0.1 s to 1.6 s apart */
 
 static const char schema[] =
@@ -143,6 +144,13 @@ struct pg_proc {
 	char *row; /* the columns up to start_ts, formatted */
 };
 
+struct pg_writer {
+	struct pg_sink *s;
+	PGconn *conn;
+	pthread_t thread;
+	bool started;
+};
+
 struct pg_sink {
 	/* The pipeline's side. */
 	struct model *m;
@@ -159,12 +167,13 @@ struct pg_sink {
 	pthread_cond_t cond;
 	struct msg *head, **tail;
 	u64 queued;
-	pthread_t thread;
-	bool thread_started;
+	struct pg_writer writers[PG_WRITERS];
+	bool begin_done; /* the captures row is written: COPYs may go */
+	int inflight;	 /* messages taken, not yet done */
 	atomic_bool stop_formatting; /* the writer failed or skips: rows are not formatted */
 
-	/* The writer's side (read by the pipeline's side only after the join). */
-	PGconn *conn;
+	/* The writers' side (read by the pipeline's side only after the join). */
+	PGconn *conn; /* writers[0]'s: the schema, the captures row */
 	char *uri;
 	char shown[512];
 	char *replay_from;
@@ -291,7 +300,7 @@ static void enqueue(struct pg_sink *s, struct msg *msg)
 	msg->next = NULL;
 	*s->tail = msg;
 	s->tail = &msg->next;
-	pthread_cond_signal(&s->cond);
+	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -861,13 +870,13 @@ static void pg_finish(void *ctx, const struct model *m)
 
 /* ---- the writer thread ---- */
 
-static bool conn_lost(struct pg_sink *s)
+static bool conn_lost(struct pg_sink *s, PGconn *conn)
 {
-	return PQstatus(s->conn) == CONNECTION_BAD;
+	return PQstatus(conn) == CONNECTION_BAD;
 }
 
 /* After a lost connection: a few attempts, further apart each time. */
-static bool reconnect(struct pg_sink *s)
+static bool reconnect(struct pg_sink *s, PGconn *conn)
 {
 	for (int i = 0; i < PG_RETRIES; i++) {
 		struct timespec ts = {0, 100000000L << i};
@@ -877,8 +886,8 @@ static bool reconnect(struct pg_sink *s)
 			ts.tv_nsec -= 1000000000L;
 		}
 		nanosleep(&ts, NULL);
-		PQreset(s->conn);
-		if (PQstatus(s->conn) == CONNECTION_OK)
+		PQreset(conn);
+		if (PQstatus(conn) == CONNECTION_OK)
 			return true;
 	}
 	return false;
@@ -902,10 +911,10 @@ static void writer_fail(struct pg_sink *s, const char *what, const char *why)
 }
 
 /* One command; true when it succeeded with `ok`. */
-static bool exec_ok(struct pg_sink *s, const char *sql, int nparams, const char *const *params,
+static bool exec_ok(struct pg_sink *s, PGconn *conn, const char *sql, int nparams, const char *const *params,
 		    ExecStatusType ok, PGresult **out)
 {
-	PGresult *res = PQexecParams(s->conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	bool good = PQresultStatus(res) == ok;
 
 	if (good && out)
@@ -915,7 +924,7 @@ static bool exec_ok(struct pg_sink *s, const char *sql, int nparams, const char 
 	return good;
 }
 
-static bool copy_once(struct pg_sink *s, enum table t, const char *data, size_t len)
+static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char *data, size_t len)
 {
 	char sql[192];
 	PGresult *res;
@@ -926,7 +935,7 @@ static bool copy_once(struct pg_sink *s, enum table t, const char *data, size_t 
 			 "start_ts, start_time, realtime_offset_ns, tool_version) FROM STDIN");
 	else
 		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN", table_name[t]);
-	res = PQexec(s->conn, sql);
+	res = PQexec(conn, sql);
 	good = PQresultStatus(res) == PGRES_COPY_IN;
 	PQclear(res);
 	if (!good)
@@ -935,14 +944,14 @@ static bool copy_once(struct pg_sink *s, enum table t, const char *data, size_t 
 	for (size_t off = 0; off < len;) {
 		size_t n = MIN(len - off, (size_t)(4u << 20));
 
-		if (PQputCopyData(s->conn, data + off, (int)n) != 1)
+		if (PQputCopyData(conn, data + off, (int)n) != 1)
 			return false;
 		off += n;
 	}
-	if (PQputCopyEnd(s->conn, NULL) != 1)
+	if (PQputCopyEnd(conn, NULL) != 1)
 		return false;
 	good = true;
-	while ((res = PQgetResult(s->conn))) {
+	while ((res = PQgetResult(conn))) {
 		if (PQresultStatus(res) != PGRES_COMMAND_OK)
 			good = false;
 		PQclear(res);
@@ -950,13 +959,13 @@ static bool copy_once(struct pg_sink *s, enum table t, const char *data, size_t 
 	return good;
 }
 
-static bool do_begin(struct pg_sink *s, struct msg *msg)
+static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
 {
 	const char *params[1] = {s->idtext};
 	char sql[256];
 	PGresult *res = NULL;
 
-	if (!exec_ok(s, "SELECT complete FROM captures WHERE capture_id = $1", 1, params,
+	if (!exec_ok(s, conn, "SELECT complete FROM captures WHERE capture_id = $1", 1, params,
 		     PGRES_TUPLES_OK, &res))
 		return false;
 	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t")) {
@@ -968,26 +977,26 @@ static bool do_begin(struct pg_sink *s, struct msg *msg)
 	if (PQntuples(res) == 1) {
 		/* A run or upload that failed left it incomplete: replaced whole. */
 		PQclear(res);
-		if (!exec_ok(s, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
+		if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
 			return false;
 		for (int t = 0; t < T_N; t++) {
 			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE capture_id = $1",
 				 table_name[t]);
-			if (!exec_ok(s, sql, 1, params, PGRES_COMMAND_OK, NULL))
+			if (!exec_ok(s, conn, sql, 1, params, PGRES_COMMAND_OK, NULL))
 				return false;
 		}
-		if (!exec_ok(s, "DELETE FROM captures WHERE capture_id = $1", 1, params,
+		if (!exec_ok(s, conn, "DELETE FROM captures WHERE capture_id = $1", 1, params,
 			     PGRES_COMMAND_OK, NULL) ||
-		    !exec_ok(s, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+		    !exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
 			return false;
 	} else {
 		PQclear(res);
 	}
 	/* Incomplete until MSG_FINISH: a reader never mistakes a partial capture for a whole one. */
-	return copy_once(s, T_N, msg->data, msg->len);
+	return copy_once(s, conn, T_N, msg->data, msg->len);
 }
 
-static bool do_finish(struct pg_sink *s, struct msg *msg)
+static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 {
 	const char *params[7];
 	char *f[7], *p = msg->data;
@@ -1005,51 +1014,66 @@ static bool do_finish(struct pg_sink *s, struct msg *msg)
 		params[i] = f[i];
 	params[5] = f[5][0] ? f[5] : NULL;
 	params[6] = s->idtext;
-	return exec_ok(s, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
+	return exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
 		       "samples = $4, coroutines = $5, input_error = $6, complete = true "
 		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL);
 }
 
+/*
+ * The next message this writer may take, or NULL: COPYs only after the captures row is
+ * written, the end only when no COPY is in flight, QUIT left for every writer to see.
+ */
+static struct msg *take(struct pg_sink *s)
+{
+	struct msg *msg = s->head;
+
+	if (!msg || msg->kind == MSG_QUIT)
+		return msg;
+	if (msg->kind == MSG_COPY && !s->begin_done)
+		return NULL;
+	if ((msg->kind == MSG_FINISH || msg->kind == MSG_BEGIN) && s->inflight)
+		return NULL;
+	s->head = msg->next;
+	if (!s->head)
+		s->tail = &s->head;
+	s->queued -= msg->len;
+	s->inflight++;
+	return msg;
+}
+
 static void *writer_main(void *arg)
 {
-	struct pg_sink *s = arg;
+	struct pg_writer *w = arg;
+	struct pg_sink *s = w->s;
+	PGconn *conn = w->conn;
 
 	for (;;) {
 		struct msg *msg;
-		bool ok = false;
+		bool ok = false, skip;
 
 		pthread_mutex_lock(&s->lock);
-		while (!s->head)
+		while (!(msg = take(s)))
 			pthread_cond_wait(&s->cond, &s->lock);
-		msg = s->head;
-		s->head = msg->next;
-		if (!s->head)
-			s->tail = &s->head;
-		s->queued -= msg->len;
+		skip = s->failed || s->skipped;
 		pthread_mutex_unlock(&s->lock);
-		if (msg->kind == MSG_QUIT) {
-			free(msg);
+		if (msg->kind == MSG_QUIT)
 			break;
-		}
-		if (s->failed || s->skipped) {
-			free(msg->data);
-			free(msg);
-			continue;
-		}
-		for (int attempt = 0; attempt < 2 && !ok; attempt++) {
-			if (msg->kind == MSG_BEGIN)
-				ok = do_begin(s, msg);
-			else if (msg->kind == MSG_COPY)
-				ok = copy_once(s, msg->table, msg->data, msg->len);
-			else
-				ok = do_finish(s, msg);
-			if (ok || !conn_lost(s) || attempt || !reconnect(s))
-				break;
-			/* The operation failed with the connection: sent again on the new one. */
-		}
-		if (ok) {
-			s->rows_stored += msg->rows;
+		if (skip) {
+			ok = true;
 		} else {
+			for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+				if (msg->kind == MSG_BEGIN)
+					ok = do_begin(s, conn, msg);
+				else if (msg->kind == MSG_COPY)
+					ok = copy_once(s, conn, msg->table, msg->data, msg->len);
+				else
+					ok = do_finish(s, conn, msg);
+				if (ok || !conn_lost(s, conn) || attempt || !reconnect(s, conn))
+					break;
+				/* The operation failed with the connection: sent again on the new one. */
+			}
+		}
+		if (!ok) {
 			char what[160];
 
 			if (msg->kind == MSG_COPY)
@@ -1058,9 +1082,17 @@ static void *writer_main(void *arg)
 			else
 				snprintf(what, sizeof(what), "cannot %s the capture",
 					 msg->kind == MSG_BEGIN ? "register" : "mark complete");
-			writer_fail(s, what, conn_lost(s) ? "the connection was lost and could "
-				    "not be made again" : PQerrorMessage(s->conn));
+			writer_fail(s, what, conn_lost(s, conn) ? "the connection was lost and could "
+				    "not be made again" : PQerrorMessage(conn));
 		}
+		pthread_mutex_lock(&s->lock);
+		if (ok && !skip)
+			s->rows_stored += msg->rows;
+		if (msg->kind == MSG_BEGIN)
+			s->begin_done = true;
+		s->inflight--;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
 		free(msg->data);
 		free(msg);
 	}
@@ -1075,9 +1107,9 @@ static int ensure_schema(struct pg_sink *s, char *err, size_t errlen)
 	int version;
 
 	/* One corobpf creates the schema; the others wait on the lock and find it. */
-	if (!exec_ok(s, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) ||
-	    !exec_ok(s, "SELECT pg_advisory_xact_lock(2020202020)", 0, NULL, PGRES_TUPLES_OK, NULL) ||
-	    !exec_ok(s, "SELECT to_regclass('corobpf_schema') IS NOT NULL", 0, NULL,
+	if (!exec_ok(s, s->conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) ||
+	    !exec_ok(s, s->conn, "SELECT pg_advisory_xact_lock(2020202020)", 0, NULL, PGRES_TUPLES_OK, NULL) ||
+	    !exec_ok(s, s->conn, "SELECT to_regclass('corobpf_schema') IS NOT NULL", 0, NULL,
 		     PGRES_TUPLES_OK, &res))
 		goto fail;
 	if (!strcmp(PQgetvalue(res, 0, 0), "f")) {
@@ -1089,14 +1121,14 @@ static int ensure_schema(struct pg_sink *s, char *err, size_t errlen)
 			 PGSTORE_SCHEMA_VERSION);
 		res = PQexec(s->conn, schema);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK ||
-		    !exec_ok(s, ins, 0, NULL, PGRES_COMMAND_OK, NULL))
+		    !exec_ok(s, s->conn, ins, 0, NULL, PGRES_COMMAND_OK, NULL))
 			goto fail;
 		PQclear(res);
 		res = NULL;
 	} else {
 		PQclear(res);
 		res = NULL;
-		if (!exec_ok(s, "SELECT max(version) FROM corobpf_schema", 0, NULL,
+		if (!exec_ok(s, s->conn, "SELECT max(version) FROM corobpf_schema", 0, NULL,
 			     PGRES_TUPLES_OK, &res))
 			goto fail;
 		version = atoi(PQgetvalue(res, 0, 0));
@@ -1108,11 +1140,11 @@ static int ensure_schema(struct pg_sink *s, char *err, size_t errlen)
 				 version > PGSTORE_SCHEMA_VERSION
 				 ? "use a newer corobpf, or another database"
 				 : "use another database");
-			exec_ok(s, "ROLLBACK", 0, NULL, PGRES_COMMAND_OK, NULL);
+			exec_ok(s, s->conn, "ROLLBACK", 0, NULL, PGRES_COMMAND_OK, NULL);
 			return -1;
 		}
 	}
-	if (!exec_ok(s, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+	if (!exec_ok(s, s->conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
 		goto fail;
 	return 0;
 fail:
@@ -1138,8 +1170,9 @@ static void pg_free(struct pg_sink *s)
 		free(m->data);
 		free(m);
 	}
-	if (s->conn)
-		PQfinish(s->conn);
+	for (int i = 0; i < PG_WRITERS; i++)
+		if (s->writers[i].conn)
+			PQfinish(s->writers[i].conn);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
 	free(s->uri);
@@ -1161,22 +1194,31 @@ struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct mod
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->tail = &s->head;
-	s->conn = PQconnectdb(uri);
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		snprintf(err, errlen, "cannot connect to %s: %s", s->shown,
-			 s->conn ? PQerrorMessage(s->conn) : "out of memory");
-		n = strlen(err);
-		while (n && err[n - 1] == '\n')
-			err[--n] = 0;
-		goto fail;
+	for (int i = 0; i < PG_WRITERS; i++) {
+		PGconn *c = s->writers[i].conn = PQconnectdb(uri);
+
+		s->writers[i].s = s;
+		if (PQstatus(c) != CONNECTION_OK) {
+			snprintf(err, errlen, "cannot connect to %s: %s", s->shown,
+				 c ? PQerrorMessage(c) : "out of memory");
+			n = strlen(err);
+			while (n && err[n - 1] == '\n')
+				err[--n] = 0;
+			goto fail;
+		}
+		if (i == 0) {
+			s->conn = c;
+			if (ensure_schema(s, err, errlen))
+				goto fail;
+		}
 	}
-	if (ensure_schema(s, err, errlen))
-		goto fail;
-	if (pthread_create(&s->thread, NULL, writer_main, s)) {
-		snprintf(err, errlen, "%s: cannot start the writer thread", s->shown);
-		goto fail;
+	for (int i = 0; i < PG_WRITERS; i++) {
+		if (pthread_create(&s->writers[i].thread, NULL, writer_main, &s->writers[i])) {
+			snprintf(err, errlen, "%s: cannot start the writer threads", s->shown);
+			goto fail;
+		}
+		s->writers[i].started = true;
 	}
-	s->thread_started = true;
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->begin = pg_begin;
@@ -1189,6 +1231,12 @@ struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct mod
 	fs->finding = pg_finding;
 	return s;
 fail:
+	if (s->writers[0].started) {
+		send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
+		for (int i = 0; i < PG_WRITERS; i++)
+			if (s->writers[i].started)
+				pthread_join(s->writers[i].thread, NULL);
+	}
 	pg_free(s);
 	return NULL;
 }
@@ -1199,10 +1247,9 @@ int pg_sink_close(struct pg_sink *s, bool discard, char *err, size_t errlen)
 
 	if (!s)
 		return 0;
-	if (s->thread_started) {
-		send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
-		pthread_join(s->thread, NULL);
-	}
+	send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
+	for (int i = 0; i < PG_WRITERS; i++)
+		pthread_join(s->writers[i].thread, NULL);
 	if (discard) {
 		pg_free(s);
 		return 0;
