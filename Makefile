@@ -25,7 +25,7 @@ override CFLAGS += $(SAN) -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-mi
 	  -D_GNU_SOURCE -DCOROBPF_VERSION='"$(VERSION)"' -I$(OUT) -Ibpf -Iusdt $(USER_INCS)
 # corobpf top draws with ncurses: the wide-character library where pkg-config knows it.
 CURSES_LIBS := $(shell pkg-config --libs ncursesw 2>/dev/null || echo -lncurses)
-LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpq -lpthread -lstdc++ $(CURSES_LIBS)
+LDLIBS := -lbpf -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++ $(CURSES_LIBS)
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) -I$(OUT) -Ibpf -Iusdt \
 	      $(if $(MULTIARCH),-I/usr/include/$(MULTIARCH)) -Wall -Wno-unused-function
 
@@ -141,11 +141,11 @@ $(FUZZ_OBJS): $(OUT)/fuzz/%.o: %.c $(USER_HDRS) bpf/coro_abi.h
 
 $(OUT)/fuzz/fuzz_raw: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpq -lpthread -lstdc++
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
 
 $(OUT)/fuzz/fuzz_jsonl: tests/fuzz/fuzz_replay.c $(FUZZ_OBJS)
 	$(call msg,LINK,$@)
-	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_JSONL $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpq -lpthread -lstdc++
+	$(Q)$(CLANG) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_JSONL $^ -o $@ -ldw -lelf -lz -lsqlite3 -lpthread -lstdc++
 
 fuzz-build: $(OUT)/fuzz/fuzz_raw $(OUT)/fuzz/fuzz_jsonl bench-tools corobpf
 

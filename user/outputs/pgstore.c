@@ -7,6 +7,7 @@
  * SQLite output (sqlite.c), in the same order, after capture_id; 64-bit
  * values are stored as bigint with the same bits, as there.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +21,76 @@
 #include "finding.h"
 #include "log.h"
 #include "pgstore.h"
+
+/*
+ * libpq is loaded when a store is opened, not linked: every other run of corobpf (and its
+ * replay speed and memory) stays without it and the TLS and Kerberos libraries it brings.
+ */
+static struct {
+	__typeof__(&PQclear) clear;
+	__typeof__(&PQconnectdb) connectdb;
+	__typeof__(&PQerrorMessage) errorMessage;
+	__typeof__(&PQexec) exec;
+	__typeof__(&PQexecParams) execParams;
+	__typeof__(&PQfinish) finish;
+	__typeof__(&PQgetResult) getResult;
+	__typeof__(&PQgetvalue) getvalue;
+	__typeof__(&PQntuples) ntuples;
+	__typeof__(&PQputCopyData) putCopyData;
+	__typeof__(&PQputCopyEnd) putCopyEnd;
+	__typeof__(&PQreset) reset;
+	__typeof__(&PQresultStatus) resultStatus;
+	__typeof__(&PQstatus) status;
+} pq;
+
+#define PQclear (pq.clear)
+#define PQconnectdb (pq.connectdb)
+#define PQerrorMessage (pq.errorMessage)
+#define PQexec (pq.exec)
+#define PQexecParams (pq.execParams)
+#define PQfinish (pq.finish)
+#define PQgetResult (pq.getResult)
+#define PQgetvalue (pq.getvalue)
+#define PQntuples (pq.ntuples)
+#define PQputCopyData (pq.putCopyData)
+#define PQputCopyEnd (pq.putCopyEnd)
+#define PQreset (pq.reset)
+#define PQresultStatus (pq.resultStatus)
+#define PQstatus (pq.status)
+
+static int pq_load(char *err, size_t errlen)
+{
+	void *h;
+
+	if (pq.connectdb)
+		return 0;
+	h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(err, errlen, "cannot load libpq (install Debian's libpq5): %s", dlerror());
+		return -1;
+	}
+	pq.clear = dlsym(h, "PQclear");
+	pq.connectdb = dlsym(h, "PQconnectdb");
+	pq.errorMessage = dlsym(h, "PQerrorMessage");
+	pq.exec = dlsym(h, "PQexec");
+	pq.execParams = dlsym(h, "PQexecParams");
+	pq.finish = dlsym(h, "PQfinish");
+	pq.getResult = dlsym(h, "PQgetResult");
+	pq.getvalue = dlsym(h, "PQgetvalue");
+	pq.ntuples = dlsym(h, "PQntuples");
+	pq.putCopyData = dlsym(h, "PQputCopyData");
+	pq.putCopyEnd = dlsym(h, "PQputCopyEnd");
+	pq.reset = dlsym(h, "PQreset");
+	pq.resultStatus = dlsym(h, "PQresultStatus");
+	pq.status = dlsym(h, "PQstatus");
+	if (!pq.clear || !pq.connectdb || !pq.errorMessage || !pq.exec || !pq.execParams ||
+	    !pq.finish || !pq.getResult || !pq.getvalue || !pq.ntuples || !pq.putCopyData ||
+	    !pq.putCopyEnd || !pq.reset || !pq.resultStatus || !pq.status) {
+		snprintf(err, errlen, "libpq.so.5 lacks a function corobpf calls");
+		return -1;
+	}
+	return 0;
+}
 
 #define PG_BATCH (1u << 20)		/* bytes of rows per COPY */
 #define PG_QUEUE_MAX (512ull << 20)	/* handed over, not yet sent: beyond this the store fell behind */
@@ -1194,6 +1265,8 @@ struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct mod
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 	s->tail = &s->head;
+	if (pq_load(err, errlen))
+		goto fail;
 	for (int i = 0; i < PG_WRITERS; i++) {
 		PGconn *c = s->writers[i].conn = PQconnectdb(uri);
 

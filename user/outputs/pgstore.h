@@ -14,6 +14,8 @@
  * complete capture is never written twice: uploading it again is skipped
  * (said on stderr, exit 0); an incomplete one (an earlier run or upload
  * that failed) is replaced.
+ *
+ * libpq (libpq.so.5) is loaded by pg_sink_new(), not linked: the other outputs never load it.
  */
 #ifndef COROBPF_PGSTORE_H
 #define COROBPF_PGSTORE_H
