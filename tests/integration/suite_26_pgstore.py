@@ -143,6 +143,26 @@ def pgstore_live_runs_and_uploads_share_one_database():
 
 
 @test
+def pgstore_newer_schema_is_refused_before_anything_is_written():
+    base = server_uri()
+    if not base:
+        return
+    uri = fresh_db(base, "corobpf_it_schema")
+    raw = work("pgs.raw")
+    p = corobpf(["-q", "--raw", raw, "--", os.path.join(BUILD, "demo"), "-d", "1"])
+    eq(p.returncode, 0, "recording exit code (%s)" % p.stderr.strip())
+    p = corobpf(["report", "-q", raw, "-o", uri])
+    eq(p.returncode, 0, "first upload (%s)" % p.stderr.strip())
+    eq(psql(uri, "SELECT version FROM corobpf_schema"), [["1"]], "schema version")
+    psql(uri, "UPDATE corobpf_schema SET version = 2; DELETE FROM captures")
+    p = corobpf(["report", "-q", raw, "-o", uri])
+    eq(p.returncode, 7, "upload into a newer schema: exit code (%s)" % p.stderr.strip())
+    check("schema is version 2" in p.stderr and "newer corobpf" in p.stderr,
+          "no clear error: %r" % p.stderr)
+    eq(psql(uri, "SELECT count(*) FROM captures"), [["0"]], "captures written anyway")
+
+
+@test
 def pgstore_server_killed_mid_run_leaves_an_uploadable_raw_capture():
     if not os.environ.get("COROBPF_PG_URI") and not _pg_installed():
         check(not CI, "PostgreSQL is not installed (tools/deps.sh installs it)")
