@@ -92,10 +92,10 @@ static int pq_load(char *err, size_t errlen)
 	return 0;
 }
 
-#define PG_BATCH (1u << 20)		/* bytes of rows per COPY */
-#define PG_QUEUE_MAX (512ull << 20)	/* handed over, not yet sent: beyond this the store fell behind */
-#define PG_WRITERS 3		/* connections sending COPYs side by side: the server parses on as many cores */
-#define PG_RETRIES 5			/* reconnections after a lost connection, 0.1 s to 1.6 s apart */
+#define PG_BATCH (1u << 20)	    /* bytes of rows per COPY */
+#define PG_QUEUE_MAX (512ull << 20) /* handed over, not sent: beyond, the store fell behind */
+#define PG_WRITERS 3		    /* connections sending COPYs side by side */
+#define PG_RETRIES 5		    /* reconnections after a lost one, 0.1 s to 1.6 s apart */
 
 static const char schema[] =
 	"CREATE TABLE corobpf_schema (version integer NOT NULL);\n"
@@ -121,7 +121,8 @@ static const char schema[] =
 	"  uncertain bigint, offcpu_ns bigint, blocked_ns bigint, runq_ns bigint,\n"
 	"  create_stack bigint, park_stack bigint);\n"
 	"CREATE TABLE offcpu (capture_id bigint, pid bigint, tid bigint, uid bigint, id bigint,\n"
-	"  start_ts bigint, end_ts bigint, dur_ns bigint, state text, runq_ns bigint, cpu bigint);\n"
+	"  start_ts bigint, end_ts bigint, dur_ns bigint, state text, runq_ns bigint,\n"
+	"  cpu bigint);\n"
 	"CREATE TABLE events (capture_id bigint, ts bigint, pid bigint, tid bigint, ev text,\n"
 	"  id bigint, uid bigint, parent bigint, waker bigint, to_id bigint, to_uid bigint,\n"
 	"  reason text, obj bigint, status bigint, name text, depth bigint,\n"
@@ -982,8 +983,8 @@ static void writer_fail(struct pg_sink *s, const char *what, const char *why)
 }
 
 /* One command; true when it succeeded with `ok`. */
-static bool exec_ok(struct pg_sink *s, PGconn *conn, const char *sql, int nparams, const char *const *params,
-		    ExecStatusType ok, PGresult **out)
+static bool exec_ok(struct pg_sink *s, PGconn *conn, const char *sql, int nparams,
+		    const char *const *params, ExecStatusType ok, PGresult **out)
 {
 	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
 	bool good = PQresultStatus(res) == ok;
@@ -1002,7 +1003,8 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 	bool good;
 
 	if (t == T_N)
-		snprintf(sql, sizeof(sql), "COPY captures (capture_id, hostname, kernel, boot_time, "
+		snprintf(sql, sizeof(sql), "COPY captures (capture_id, hostname, kernel, "
+			 "boot_time, "
 			 "start_ts, start_time, realtime_offset_ns, tool_version) FROM STDIN");
 	else
 		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN", table_name[t]);
@@ -1063,7 +1065,7 @@ static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
 	} else {
 		PQclear(res);
 	}
-	/* Incomplete until MSG_FINISH: a reader never mistakes a partial capture for a whole one. */
+	/* Incomplete until MSG_FINISH: a reader never takes a partial capture for a whole one. */
 	return copy_once(s, conn, T_N, msg->data, msg->len);
 }
 
@@ -1141,7 +1143,7 @@ static void *writer_main(void *arg)
 					ok = do_finish(s, conn, msg);
 				if (ok || !conn_lost(s, conn) || attempt || !reconnect(s, conn))
 					break;
-				/* The operation failed with the connection: sent again on the new one. */
+				/* Failed with the connection: sent again on the new one. */
 			}
 		}
 		if (!ok) {
@@ -1153,8 +1155,9 @@ static void *writer_main(void *arg)
 			else
 				snprintf(what, sizeof(what), "cannot %s the capture",
 					 msg->kind == MSG_BEGIN ? "register" : "mark complete");
-			writer_fail(s, what, conn_lost(s, conn) ? "the connection was lost and could "
-				    "not be made again" : PQerrorMessage(conn));
+			writer_fail(s, what, conn_lost(s, conn)
+					     ? "the connection was lost and could not be made again"
+					     : PQerrorMessage(conn));
 		}
 		pthread_mutex_lock(&s->lock);
 		if (ok && !skip)
@@ -1179,7 +1182,8 @@ static int ensure_schema(struct pg_sink *s, char *err, size_t errlen)
 
 	/* One corobpf creates the schema; the others wait on the lock and find it. */
 	if (!exec_ok(s, s->conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) ||
-	    !exec_ok(s, s->conn, "SELECT pg_advisory_xact_lock(2020202020)", 0, NULL, PGRES_TUPLES_OK, NULL) ||
+	    !exec_ok(s, s->conn, "SELECT pg_advisory_xact_lock(2020202020)", 0, NULL,
+		     PGRES_TUPLES_OK, NULL) ||
 	    !exec_ok(s, s->conn, "SELECT to_regclass('corobpf_schema') IS NOT NULL", 0, NULL,
 		     PGRES_TUPLES_OK, &res))
 		goto fail;
@@ -1335,11 +1339,12 @@ int pg_sink_close(struct pg_sink *s, bool discard, char *err, size_t errlen)
 		log_err("%s: %s; capture %s is left incomplete there (captures.complete = false)",
 			s->shown, s->err[0] ? s->err : "the capture did not end", s->idtext);
 		if (s->replay_from)
-			snprintf(err, errlen, "%s holds all of it: store it with: corobpf report %s "
-				 "-o '%s'", s->replay_from, s->replay_from, s->shown);
+			snprintf(err, errlen, "%s holds all of it: store it with: "
+				 "corobpf report %s -o '%s'", s->replay_from, s->replay_from,
+				 s->shown);
 		else
-			snprintf(err, errlen, "%s: the capture's rows are lost (record with --raw to "
-				 "keep a copy that can be stored later)", s->shown);
+			snprintf(err, errlen, "%s: the capture's rows are lost (record with "
+				 "--raw to keep a copy that can be stored later)", s->shown);
 		ret = -1;
 	} else {
 		log_verbose("%s: capture %s stored (%llu rows)", s->shown, s->idtext,
