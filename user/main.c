@@ -11,6 +11,7 @@
 #include <string.h>
 #include "log.h"
 #include "options.h"
+#include "pgstore.h"
 #include "session.h"
 #include "stacks.h"
 
@@ -154,7 +155,8 @@ static const struct argp_option trace_options[] = {
 	 "With -a or --follow: hold the exec of a program not examined yet until it is attached, "
 	 "at most MS ms (default 1000; 0: never hold)",
 	 0},
-	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
+	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
+	 "postgresql:// URI stores into that database (docs/store.md)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
@@ -496,6 +498,10 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 				   "--flight SECS");
 		if (a->flight && !ta->c.noutputs)
 			argp_error(state, "--flight writes the -o outputs when asked: give -o FILE");
+		for (int i = 0; a->flight && i < ta->c.noutputs; i++)
+			if (pgstore_is_uri(ta->c.outputs[i]))
+				argp_error(state, "--flight dumps files, not a PostgreSQL store: dump "
+					   "JSONL (-o t.jsonl), then corobpf report DUMP -o URI");
 		check_outputs_distinct(state, &ta->c, a->raw);
 		return 0;
 	}
@@ -616,7 +622,8 @@ static const char ps_doc[] =
 
 static const struct argp_option report_options[] = {
 	{"json", OPT_JSON, NULL, 0, "Print the analysis as one JSON document (for machines)", 0},
-	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable)", 0},
+	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
+	 "postgresql:// URI stores into that database (docs/store.md)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},

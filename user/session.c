@@ -88,6 +88,7 @@ static int session_open_outputs(struct session *s)
 			return EXIT_OUTPUT; /* the ones before are removed by session_abort() */
 		}
 		s->nouts = i + 1;
+		s->outs[i].replay_from = s->t ? s->t->raw : s->r ? s->r->capture : NULL;
 		s->outs[i].max_tracks = c->coroutine_tracks_set ? c->coroutine_tracks
 							       : PERFETTO_DEFAULT_MAX_TRACKS;
 	}
@@ -104,7 +105,9 @@ static int session_close_outputs(struct session *s, bool announce)
 			log_err("%s", err);
 			ret = EXIT_OUTPUT;
 		} else if (announce) {
-			log_info("wrote %s", s->c->outputs[i]);
+			char shown[512];
+
+			log_info("wrote %s", output_shown_name(s->c->outputs[i], shown, sizeof(shown)));
 		}
 	}
 	s->nouts = 0;

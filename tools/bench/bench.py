@@ -28,6 +28,9 @@ Sections:
   exec_cost  what -a adds to an exec: a loop of /bin/true without corobpf, under -a with
              the exec gate off and on, and under -a for programs never seen (each exec of
              a fresh copy held until examined): median per exec and ratios
+  pgstore    events/s storing a synthetic capture into a local PostgreSQL server
+             (corobpf report CAPTURE -o postgresql://...; a throwaway server of its own,
+             tools/pg_server.sh, or COROBPF_PG_URI): target 1 M/s
   scale      a million coroutines (100,000 alive at once) traced live to JSONL,
              Perfetto and SQLite: peak RSS, and the memory per live coroutine
 
@@ -565,6 +568,42 @@ def replay_in(res, work):
         res["replay"][str(n)] = row
 
 
+def pgstore(res):
+    """corobpf report CAPTURE -o postgresql://...: every row stored, into a fresh database each
+    run, timed to the end (the writer thread's last COPY and the capture marked complete)."""
+    n = 100000 if QUICK else 1000000
+    uri, server = os.environ.get("COROBPF_PG_URI"), None
+    if not uri:
+        import glob
+        if not glob.glob("/usr/lib/postgresql/*/bin/initdb"):
+            if os.environ.get("CI") == "true":
+                raise SystemExit("pgstore: PostgreSQL is not installed")
+            res["pgstore"] = {"skipped": "PostgreSQL is not installed"}
+            return
+        server = tempfile.mkdtemp(prefix="corobpf-bench-pg-")
+        uri = sh([os.path.join(ROOT, "tools", "pg_server.sh"), "start", server]).stdout.strip()
+    try:
+        raw = os.path.join(WORK, "pg%d.raw" % n)
+        sh([os.path.join(BUILD, "bench/gen_raw"), str(n), raw])
+        ts = []
+        for i in range(RUNS):
+            db = "corobpf_bench_%d" % i
+            sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE IF EXISTS %s" % db])
+            sh(["psql", "-X", "-q", uri, "-c", "CREATE DATABASE %s" % db])
+            u = uri.split("?", 1)
+            dburi = re.sub(r"/[^/]*$", "/" + db, u[0]) + ("?" + u[1] if len(u) > 1 else "")
+            t, _ = timed([COROBPF, "report", "-q", raw, "-o", dburi])
+            ts.append(t)
+            sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE %s" % db])
+        res["pgstore"] = {"events": n, "runs": RUNS, "seconds": median(ts),
+                          "events_per_s": n / median(ts)}
+        os.unlink(raw)
+    finally:
+        if server:
+            sh([os.path.join(ROOT, "tools", "pg_server.sh"), "stop", server])
+            shutil.rmtree(server, ignore_errors=True)
+
+
 def loss(res):
     """Attach to a ping-pong at full speed for a few seconds with the default ring."""
     secs = 1 if QUICK else 10
@@ -827,6 +866,13 @@ def table(res):
                 for f in ("model", "pftrace", "jsonl", "jsonl.gz", "db")))
         lines.append("bytes per event: " + ", ".join("%s %.0f" % (k.replace("_bytes_per_event", ""), v)
                                                      for k, v in sorted(res["size"].items())))
+    pg = res.get("pgstore")
+    if pg and "skipped" in pg:
+        lines.append("PostgreSQL store: skipped, %s" % pg["skipped"])
+    elif pg:
+        lines.append("PostgreSQL store, a synthetic capture into a local server: %d events in "
+                     "%.2f s, %.2f M events/s (median of %d; target 1 M/s)" % (
+                         pg["events"], pg["seconds"], pg["events_per_s"] / 1e6, pg["runs"]))
     l = res.get("loss")
     if l:
         lines.append("loss at full rate: %d events in %d s (%.0f/s), %d lost, %d MiB ring" % (
@@ -857,7 +903,7 @@ def main():
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
     for step in (probe_costs, stacks_cost, sched_cost, switch_costs, go_costs, cxx20_costs, replay,
-                 loss, scale, exec_cost):
+                 pgstore, loss, scale, exec_cost):
         if not only or step.__name__ in only:
             step(res)
     text = table(res)

@@ -11,6 +11,7 @@
 #include "jsonl.h"
 #include "output.h"
 #include "perfetto.h"
+#include "pgstore.h"
 #include "sqlite.h"
 
 static bool ends_with(const char *s, const char *suffix)
@@ -96,6 +97,25 @@ static void csv_discard(void *sink)
 	csv_sink_free(sink);
 }
 
+static void *pg_create(struct output *o, struct model *m, struct model_observer *obs,
+		       struct finding_sink *fs, char *err, size_t errlen)
+{
+	return pg_sink_new(o->path, o->replay_from, m, obs, fs, err, errlen);
+}
+
+/* Its own message in err: 0 or -1. */
+static int pg_finish(void *sink, char *err, size_t errlen)
+{
+	return pg_sink_close(sink, false, err, errlen);
+}
+
+static void pg_discard(void *sink)
+{
+	char ignored[8];
+
+	pg_sink_close(sink, true, ignored, sizeof(ignored));
+}
+
 struct output_kind {
 	enum output_format fmt;
 	const char *names[3];	/* for -f: the first is its name */
@@ -112,6 +132,7 @@ struct output_kind {
 	 */
 	int (*finish)(void *sink, char *err, size_t errlen);
 	void (*discard)(void *sink);
+	bool not_file;		/* chosen by a URI, not an extension: no output file at all */
 };
 
 /* In the order the extension error lists them. */
@@ -126,6 +147,8 @@ static const struct output_kind kinds[] = {
 	 sqlite_discard},
 	{OUT_CSV, {"csv"}, {".csv", ".csv.gz"}, ".csv", NULL, false, false, csv_create, csv_finish,
 	 csv_discard},
+	{OUT_POSTGRES, {"postgresql", "postgres"}, {NULL}, "postgresql://URI",
+	 "a database cannot be compressed", true, true, pg_create, pg_finish, pg_discard, true},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -155,6 +178,8 @@ const char *output_format_name(enum output_format f)
 
 static enum output_format format_of_path(const char *path)
 {
+	if (pgstore_is_uri(path))
+		return OUT_POSTGRES;
 	for (size_t i = 0; i < NKINDS; i++)
 		for (size_t j = 0; j < 5 && kinds[i].exts[j]; j++)
 			if (ends_with(path, kinds[i].exts[j]))
@@ -196,11 +221,20 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 	o->max_tracks = PERFETTO_DEFAULT_MAX_TRACKS;
 	o->gzip = ends_with(path, ".gz");
 	o->fmt = forced;
-	if (o->fmt == OUT_AUTO)
+	if (o->fmt == OUT_AUTO || pgstore_is_uri(path))
 		o->fmt = format_of_path(path);
 	if (o->fmt == OUT_AUTO) {
 		unknown_format(err, errlen, path);
 		return -EINVAL;
+	}
+	if (kind_of(o->fmt)->not_file) {
+		if (!pgstore_is_uri(path)) {
+			snprintf(err, errlen, "%s: -f %s takes a postgresql:// URI, not a file", path,
+				 kind_of(o->fmt)->names[0]);
+			return -EINVAL;
+		}
+		o->path = xstrdup(path); /* connected by output_attach() */
+		return 0;
 	}
 	if (o->gzip && kind_of(o->fmt)->no_gzip) {
 		snprintf(err, errlen, "%s: %s", path, kind_of(o->fmt)->no_gzip);
@@ -247,6 +281,11 @@ int output_close(struct output *o, char *err, size_t errlen)
 	int ret = o->sink ? k->finish(o->sink, err, errlen) : 0;
 
 	o->sink = NULL;
+	if (k->not_file) {
+		free(o->path);
+		o->path = NULL;
+		return ret;
+	}
 	if (k->own_fd) {
 		/* The format wrote the file and said what failed. */
 		if (ret)
@@ -280,4 +319,12 @@ void output_abort(struct output *o)
 	outfile_abort(&o->file);
 	free(o->path);
 	o->path = NULL;
+}
+
+const char *output_shown_name(const char *path, char *buf, size_t len)
+{
+	if (!pgstore_is_uri(path))
+		return path;
+	pgstore_shown_uri(path, buf, len);
+	return buf;
 }

@@ -7,7 +7,9 @@
 /*
  * Outputs chosen on the command line: "-o FILE" with the format taken from
  * the extension (or forced by -f). Each output is a model observer writing
- * to a file that appears under its name only when complete.
+ * to a file that appears under its name only when complete. A
+ * postgresql:// URI is the one output that is not a file: it never goes
+ * through the output file (no --force, no rename into place).
  */
 enum output_format {
 	OUT_AUTO = 0,
@@ -15,6 +17,7 @@ enum output_format {
 	OUT_PERFETTO,
 	OUT_SQLITE,
 	OUT_CSV,
+	OUT_POSTGRES, /* a postgresql:// or postgres:// URI (pgstore.h), not a file */
 };
 
 struct output {
@@ -25,6 +28,11 @@ struct output {
 	struct obuf ob;
 	u32 max_tracks; /* perfetto: per-coroutine tracks per process before packed lanes (0: all packed) */
 	void *sink; /* format-specific state */
+	/*
+	 * What holds the whole capture (--raw, or report's input), for the
+	 * command a store's error prints; or NULL. Set after output_open().
+	 */
+	const char *replay_from;
 };
 
 enum output_format output_format_parse(const char *name); /* OUT_AUTO if unknown */
@@ -42,5 +50,7 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen);
 int output_close(struct output *o, char *err, size_t errlen); /* commit */
 void output_abort(struct output *o);
+/* `path` as messages show it: a URI's password left out (pgstore_shown_uri()). */
+const char *output_shown_name(const char *path, char *buf, size_t len);
 
 #endif

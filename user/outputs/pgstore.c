@@ -1,0 +1,1355 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * PostgreSQL output. The pipeline's callbacks format rows in COPY's text
+ * format into one buffer per table; a full buffer is handed to the writer
+ * thread through a queue (a mutex held for a pointer swap, never for
+ * network time) and sent there as one COPY. Columns are those of the
+ * SQLite output (sqlite.c), in the same order, after capture_id; 64-bit
+ * values are stored as bigint with the same bits, as there.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <libpq-fe.h>
+#include <sys/wait.h>
+#include "counters.h"
+#include "finding.h"
+#include "log.h"
+#include "pgstore.h"
+
+/*
+ * libpq is loaded when a store is opened, not linked: every other run of corobpf (and its
+ * replay speed and memory) stays without it and the TLS and Kerberos libraries it brings.
+ */
+static struct {
+	__typeof__(&PQclear) clear;
+	__typeof__(&PQconnectdb) connectdb;
+	__typeof__(&PQerrorMessage) errorMessage;
+	__typeof__(&PQexec) exec;
+	__typeof__(&PQexecParams) execParams;
+	__typeof__(&PQfinish) finish;
+	__typeof__(&PQgetResult) getResult;
+	__typeof__(&PQgetvalue) getvalue;
+	__typeof__(&PQntuples) ntuples;
+	__typeof__(&PQputCopyData) putCopyData;
+	__typeof__(&PQputCopyEnd) putCopyEnd;
+	__typeof__(&PQreset) reset;
+	__typeof__(&PQresultStatus) resultStatus;
+	__typeof__(&PQstatus) status;
+} pq;
+
+#define PQclear (pq.clear)
+#define PQconnectdb (pq.connectdb)
+#define PQerrorMessage (pq.errorMessage)
+#define PQexec (pq.exec)
+#define PQexecParams (pq.execParams)
+#define PQfinish (pq.finish)
+#define PQgetResult (pq.getResult)
+#define PQgetvalue (pq.getvalue)
+#define PQntuples (pq.ntuples)
+#define PQputCopyData (pq.putCopyData)
+#define PQputCopyEnd (pq.putCopyEnd)
+#define PQreset (pq.reset)
+#define PQresultStatus (pq.resultStatus)
+#define PQstatus (pq.status)
+
+static int pq_load(char *err, size_t errlen)
+{
+	void *h;
+
+	if (pq.connectdb)
+		return 0;
+	h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(err, errlen, "cannot load libpq (install Debian's libpq5): %s", dlerror());
+		return -1;
+	}
+	pq.clear = dlsym(h, "PQclear");
+	pq.connectdb = dlsym(h, "PQconnectdb");
+	pq.errorMessage = dlsym(h, "PQerrorMessage");
+	pq.exec = dlsym(h, "PQexec");
+	pq.execParams = dlsym(h, "PQexecParams");
+	pq.finish = dlsym(h, "PQfinish");
+	pq.getResult = dlsym(h, "PQgetResult");
+	pq.getvalue = dlsym(h, "PQgetvalue");
+	pq.ntuples = dlsym(h, "PQntuples");
+	pq.putCopyData = dlsym(h, "PQputCopyData");
+	pq.putCopyEnd = dlsym(h, "PQputCopyEnd");
+	pq.reset = dlsym(h, "PQreset");
+	pq.resultStatus = dlsym(h, "PQresultStatus");
+	pq.status = dlsym(h, "PQstatus");
+	if (!pq.clear || !pq.connectdb || !pq.errorMessage || !pq.exec || !pq.execParams ||
+	    !pq.finish || !pq.getResult || !pq.getvalue || !pq.ntuples || !pq.putCopyData ||
+	    !pq.putCopyEnd || !pq.reset || !pq.resultStatus || !pq.status) {
+		snprintf(err, errlen, "libpq.so.5 lacks a function corobpf calls");
+		return -1;
+	}
+	return 0;
+}
+
+#define PG_BATCH (1u << 20)	    /* bytes of rows per COPY */
+#define PG_QUEUE_MAX (512ull << 20) /* handed over, not sent: beyond, the store fell behind */
+#define PG_WRITERS 3		    /* connections sending COPYs side by side */
+#define PG_RETRIES 5		    /* reconnections after a lost one, 0.1 s to 1.6 s apart */
+
+static const char schema[] =
+	"CREATE TABLE corobpf_schema (version integer NOT NULL);\n"
+	"CREATE TABLE captures (capture_id bigint PRIMARY KEY, hostname text, kernel text,\n"
+	"  boot_time text, start_ts bigint, start_time text, realtime_offset_ns bigint,\n"
+	"  tool_version text, end_ts bigint, end_reason text, events bigint, samples bigint,\n"
+	"  coroutines bigint, input_error text, complete boolean NOT NULL DEFAULT false,\n"
+	"  stored_at timestamptz NOT NULL DEFAULT now());\n"
+	"CREATE TABLE capture_meta (capture_id bigint, key text, value bigint);\n"
+	"CREATE TABLE processes (capture_id bigint, pid bigint, comm text, exe text, mode text,\n"
+	"  ppid bigint, start_ts bigint, exit_ts bigint, exit_code bigint, signal bigint);\n"
+	"CREATE TABLE threads (capture_id bigint, pid bigint, tid bigint, comm text,\n"
+	"  first_ts bigint);\n"
+	"CREATE TABLE switch_paths (capture_id bigint, pid bigint, ts bigint, family text,\n"
+	"  object text, uprobes bigint, single_stepped bigint, sites text, limits text);\n"
+	"CREATE TABLE coroutines (capture_id bigint, uid bigint, id bigint, pid bigint,\n"
+	"  parent_id bigint, parent_uid bigint, name text, status bigint,\n"
+	"  created_ts bigint, first_seen_ts bigint, exited_ts bigint, ended_ts bigint,\n"
+	"  \"end\" text, state_at_end text, reason_at_end text, obj_at_end bigint,\n"
+	"  running_ns bigint, runnable_ns bigint, suspended_ns bigint, new_ns bigint,\n"
+	"  unknown_ns bigint, longest_suspended_ns bigint, switch_ins bigint,\n"
+	"  readies bigint, threads text, open_spans text, name_truncated bigint,\n"
+	"  uncertain bigint, offcpu_ns bigint, blocked_ns bigint, runq_ns bigint,\n"
+	"  create_stack bigint, park_stack bigint);\n"
+	"CREATE TABLE offcpu (capture_id bigint, pid bigint, tid bigint, uid bigint, id bigint,\n"
+	"  start_ts bigint, end_ts bigint, dur_ns bigint, state text, runq_ns bigint,\n"
+	"  cpu bigint);\n"
+	"CREATE TABLE events (capture_id bigint, ts bigint, pid bigint, tid bigint, ev text,\n"
+	"  id bigint, uid bigint, parent bigint, waker bigint, to_id bigint, to_uid bigint,\n"
+	"  reason text, obj bigint, status bigint, name text, depth bigint,\n"
+	"  lost_before bigint, stack bigint);\n"
+	"CREATE TABLE slices (capture_id bigint, uid bigint, pid bigint, tid bigint, state text,\n"
+	"  reason text, obj bigint, start_ts bigint, end_ts bigint, dur_ns bigint);\n"
+	"CREATE TABLE findings (capture_id bigint, kind text, pid bigint, tid bigint,\n"
+	"  coroutine_uid bigint, coroutine_id bigint, name text, ts bigint, dur_ns bigint,\n"
+	"  open bigint, state text, reason text, obj bigint, waker bigint, span text,\n"
+	"  count bigint, peak_per_s bigint, chain text, stack bigint, samples bigint,\n"
+	"  key_frame text, key_samples bigint);\n"
+	"CREATE TABLE spans (capture_id bigint, serial bigint, parent bigint, name text,\n"
+	"  pid bigint, tid bigint, coroutine_uid bigint, coroutine_id bigint, depth bigint,\n"
+	"  begin_ts bigint, end_ts bigint, dur_ns bigint, closed bigint, slow bigint,\n"
+	"  running_ns bigint, runnable_ns bigint, suspended_ns bigint, offcpu_ns bigint,\n"
+	"  blocked_ns bigint, runq_ns bigint, unknown_ns bigint, longest_suspended_ns bigint,\n"
+	"  longest_reason text, longest_obj bigint, stack bigint);\n"
+	"CREATE TABLE stacks (capture_id bigint, id bigint, pid bigint, nframes bigint);\n"
+	"CREATE TABLE frames (capture_id bigint, stack_id bigint, depth bigint, ip bigint,\n"
+	"  func text, func_off bigint, object text, rel bigint, file text, line bigint);\n"
+	/*
+	 * The documented queries (docs/store.md) group by process and kind across captures. The
+	 * three tables that take a row per event get BRIN indexes on capture_id: a capture's rows
+	 * arrive together, and a B-tree maintained per row would halve the rate they are stored at.
+	 */
+	"CREATE INDEX processes_capture ON processes (capture_id, pid);\n"
+	"CREATE INDEX processes_exe ON processes (exe);\n"
+	"CREATE INDEX threads_capture ON threads (capture_id, pid);\n"
+	"CREATE INDEX switch_paths_capture ON switch_paths (capture_id);\n"
+	"CREATE INDEX capture_meta_capture ON capture_meta (capture_id, key);\n"
+	"CREATE INDEX coroutines_capture ON coroutines (capture_id, pid, uid);\n"
+	"CREATE INDEX offcpu_capture ON offcpu USING brin (capture_id);\n"
+	"CREATE INDEX events_capture ON events USING brin (capture_id);\n"
+	"CREATE INDEX slices_capture ON slices USING brin (capture_id);\n"
+	"CREATE INDEX findings_capture ON findings (capture_id, kind);\n"
+	"CREATE INDEX findings_kind ON findings (kind, dur_ns);\n"
+	"CREATE INDEX spans_capture ON spans (capture_id, name);\n"
+	"CREATE INDEX stacks_capture ON stacks (capture_id, id);\n"
+	"CREATE INDEX frames_capture ON frames (capture_id, stack_id, depth);\n";
+
+enum table {
+	T_PROCESS, T_THREAD, T_SWITCH_PATH, T_CORO, T_OFFCPU, T_EVENT, T_SLICE, T_FINDING,
+	T_SPAN, T_STACK, T_FRAME, T_META, T_N
+};
+
+/* In the order a capture's rows are deleted, and the names COPY is given. */
+static const char *const table_name[T_N] = {
+	[T_PROCESS] = "processes", [T_THREAD] = "threads", [T_SWITCH_PATH] = "switch_paths",
+	[T_CORO] = "coroutines", [T_OFFCPU] = "offcpu", [T_EVENT] = "events",
+	[T_SLICE] = "slices", [T_FINDING] = "findings", [T_SPAN] = "spans",
+	[T_STACK] = "stacks", [T_FRAME] = "frames", [T_META] = "capture_meta",
+};
+
+enum msg_kind { MSG_BEGIN, MSG_COPY, MSG_FINISH, MSG_QUIT };
+
+struct msg {
+	struct msg *next;
+	enum msg_kind kind;
+	enum table table;
+	char *data; /* COPY rows, or the captures row's fields (MSG_BEGIN, MSG_FINISH) */
+	size_t len;
+	u64 rows;
+};
+
+struct pgbuf {
+	char *p;
+	size_t len, cap;
+	u64 rows;
+};
+
+/* A row being formatted: columns count from 1 (after capture_id), unset ones are NULL. */
+#define ROW_MAX 33
+struct row {
+	u8 kind[ROW_MAX + 1]; /* 0 NULL, 1 integer, 2 text */
+	s64 iv[ROW_MAX + 1];
+	const char *tv[ROW_MAX + 1];
+	size_t tl[ROW_MAX + 1];
+};
+
+#define RI(r, i, v) ((r)->kind[i] = 1, (r)->iv[i] = (s64)(v))
+#define RTL(r, i, s, l) ((r)->kind[i] = 2, (r)->tv[i] = (s), (r)->tl[i] = (l))
+#define RT(r, i, s) RTL(r, i, s, strlen(s))
+#define RS(r, i, str) RTL(r, i, (str).s, (str).len)
+
+/* A process's row waits for its exit: written at the end. */
+struct pg_proc {
+	u32 pid;
+	bool exited;
+	u64 exit_ts;
+	s32 status;
+	char *row; /* the columns up to start_ts, formatted */
+};
+
+struct pg_writer {
+	struct pg_sink *s;
+	PGconn *conn;
+	pthread_t thread;
+	bool started;
+};
+
+struct pg_sink {
+	/* The pipeline's side. */
+	struct model *m;
+	struct pgbuf buf[T_N];
+	char idtext[24];
+	u64 capture_id;
+	struct pg_proc *procs;
+	size_t nprocs, capprocs;
+	u64 slow_serial;
+	bool begun;
+
+	/* Shared: the queue. */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct msg *head, **tail;
+	u64 queued;
+	struct pg_writer writers[PG_WRITERS];
+	bool begin_done; /* the captures row is written: COPYs may go */
+	int inflight;	 /* messages taken, not yet done */
+	atomic_bool stop_formatting; /* the writer failed or skips: rows are not formatted */
+
+	/* The writers' side (read by the pipeline's side only after the join). */
+	PGconn *conn; /* writers[0]'s: the schema, the captures row */
+	char *uri;
+	char shown[512];
+	char *replay_from;
+	bool failed, skipped, finished;
+	char err[1024];
+	u64 rows_stored;
+};
+
+/* ---- URIs ---- */
+
+bool pgstore_is_uri(const char *path)
+{
+	return !strncmp(path, "postgresql://", 13) || !strncmp(path, "postgres://", 11);
+}
+
+void pgstore_shown_uri(const char *uri, char *buf, size_t len)
+{
+	const char *p = strstr(uri, "://"), *end, *at = NULL, *colon = NULL, *q;
+	size_t n = 0;
+	bool first = true;
+
+	if (!p) {
+		snprintf(buf, len, "%s", uri);
+		return;
+	}
+	p += 3;
+	end = p + strcspn(p, "/?");
+	for (const char *c = p; c < end; c++)
+		if (*c == '@')
+			at = c;
+	if (at)
+		colon = memchr(p, ':', at - p);
+	/* scheme://user@, without ":password" */
+	n = snprintf(buf, len, "%.*s", (int)((colon ? colon : at ? at : p) - uri), uri);
+	p = at ? at : p;
+	q = strchr(p, '?');
+	if (n < len)
+		n += snprintf(buf + n, len - n, "%.*s", (int)((q ? q : p + strlen(p)) - p), p);
+	if (!q)
+		return;
+	/* The parameters, without password=... */
+	for (q++; *q && n < len;) {
+		size_t k = strcspn(q, "&");
+
+		if (strncmp(q, "password=", 9))
+			n += snprintf(buf + n, len - n, "%c%.*s", first ? '?' : '&', (int)k, q);
+		if (strncmp(q, "password=", 9))
+			first = false;
+		q += k + (q[k] == '&');
+	}
+}
+
+/* ---- formatting (the pipeline's thread) ---- */
+
+static void buf_reserve(struct pgbuf *b, size_t more)
+{
+	if (b->len + more <= b->cap)
+		return;
+	b->cap = MAX(b->cap * 2, MAX(b->len + more, (size_t)PG_BATCH + 4096));
+	b->p = realloc(b->p, b->cap);
+	if (!b->p)
+		abort();
+}
+
+static char *fmt_s64(char *p, s64 v)
+{
+	char tmp[24];
+	int n = 0;
+	u64 u = v < 0 ? -(u64)v : (u64)v;
+
+	if (v < 0)
+		*p++ = '-';
+	do {
+		tmp[n++] = '0' + u % 10;
+		u /= 10;
+	} while (u);
+	while (n)
+		*p++ = tmp[--n];
+	return p;
+}
+
+/* COPY text format: backslash, tab, newline and carriage return escaped, NUL never sent. */
+static void put_text(struct pgbuf *b, const char *s, size_t maxlen)
+{
+	char stackbuf[3 * 256 + 1], *clean = stackbuf;
+	size_t need = 3 * maxlen + 1;
+	char *p;
+
+	if (need > sizeof(stackbuf))
+		clean = xcalloc(1, need);
+	utf8_sanitize(clean, need, s, maxlen);
+	buf_reserve(b, 2 * strlen(clean) + 2);
+	p = b->p + b->len;
+	for (const char *c = clean; *c; c++) {
+		switch (*c) {
+		case '\\': *p++ = '\\'; *p++ = '\\'; break;
+		case '\t': *p++ = '\\'; *p++ = 't'; break;
+		case '\n': *p++ = '\\'; *p++ = 'n'; break;
+		case '\r': *p++ = '\\'; *p++ = 'r'; break;
+		default: *p++ = *c; break;
+		}
+	}
+	b->len = p - b->p;
+	if (clean != stackbuf)
+		free(clean);
+}
+
+static void enqueue(struct pg_sink *s, struct msg *msg)
+{
+	pthread_mutex_lock(&s->lock);
+	if (msg->kind == MSG_COPY && s->queued + msg->len > PG_QUEUE_MAX) {
+		/* Never wait on the network: stop storing, the run goes on. */
+		atomic_store(&s->stop_formatting, true);
+		if (!s->err[0])
+			snprintf(s->err, sizeof(s->err), "the server fell behind by more than %llu "
+				 "MiB of rows", PG_QUEUE_MAX >> 20);
+		s->failed = true;
+		pthread_mutex_unlock(&s->lock);
+		free(msg->data);
+		free(msg);
+		return;
+	}
+	s->queued += msg->len;
+	msg->next = NULL;
+	*s->tail = msg;
+	s->tail = &msg->next;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void send_msg(struct pg_sink *s, enum msg_kind kind, enum table t, char *data, size_t len,
+		     u64 rows)
+{
+	struct msg *msg = xcalloc(1, sizeof(*msg));
+
+	msg->kind = kind;
+	msg->table = t;
+	msg->data = data;
+	msg->len = len;
+	msg->rows = rows;
+	enqueue(s, msg);
+}
+
+static void hand_over(struct pg_sink *s, enum table t)
+{
+	struct pgbuf *b = &s->buf[t];
+
+	if (!b->len)
+		return;
+	send_msg(s, MSG_COPY, t, b->p, b->len, b->rows);
+	memset(b, 0, sizeof(*b));
+}
+
+/* The row into b, after `prefix` (the capture id, or nothing); false if b is not full yet. */
+static bool row_format(struct pgbuf *b, const char *prefix, const struct row *r, int ncols)
+{
+	char *p;
+
+	buf_reserve(b, 24 + (size_t)ncols * 24);
+	p = b->p + b->len;
+	memcpy(p, prefix, strlen(prefix));
+	p += strlen(prefix);
+	for (int i = 1; i <= ncols; i++) {
+		*p++ = '\t';
+		if (r->kind[i] == 1) {
+			p = fmt_s64(p, r->iv[i]);
+		} else if (r->kind[i] == 2) {
+			b->len = p - b->p;
+			put_text(b, r->tv[i], r->tl[i]);
+			buf_reserve(b, 24 + (size_t)(ncols - i) * 24);
+			p = b->p + b->len;
+		} else {
+			*p++ = '\\';
+			*p++ = 'N';
+		}
+	}
+	*p++ = '\n';
+	b->len = p - b->p;
+	b->rows++;
+	return b->len >= PG_BATCH;
+}
+
+static void row_emit(struct pg_sink *s, enum table t, const struct row *r, int ncols)
+{
+	if (row_format(&s->buf[t], s->idtext, r, ncols))
+		hand_over(s, t);
+}
+
+static bool formatting(struct pg_sink *s)
+{
+	return s->begun && !atomic_load_explicit(&s->stop_formatting, memory_order_relaxed);
+}
+
+#define ROW_INIT(r, ncols) memset((r)->kind, 0, (ncols) + 1)
+
+/* FNV-1a over what identifies a run: the same in a live run and in a replay of its --raw. */
+static u64 capture_id_of(const struct capture_info *ci)
+{
+	u64 h = 0xcbf29ce484222325ull;
+	u64 nums[2] = {ci->start_ts, (u64)ci->realtime_offset};
+	const unsigned char *parts[3] = {(const void *)ci->hostname, (const void *)ci->kernel,
+					 (const void *)nums};
+	size_t lens[3] = {strnlen(ci->hostname, sizeof(ci->hostname)),
+			  strnlen(ci->kernel, sizeof(ci->kernel)), sizeof(nums)};
+
+	for (int i = 0; i < 3; i++) {
+		for (size_t j = 0; j < lens[i]; j++)
+			h = (h ^ parts[i][j]) * 0x100000001b3ull;
+		h = (h ^ 0xff) * 0x100000001b3ull;
+	}
+	return h & 0x7fffffffffffffffull; /* a positive bigint */
+}
+
+static void pg_begin(void *ctx, const struct capture_info *ci)
+{
+	struct pg_sink *s = ctx;
+	struct pgbuf b = {0};
+	char when[80], boot[80];
+
+	s->capture_id = capture_id_of(ci);
+	snprintf(s->idtext, sizeof(s->idtext), "%llu", (unsigned long long)s->capture_id);
+	fmt_wall_time(when, sizeof(when), ci->start_ts, ci->realtime_offset, false);
+	fmt_wall_time(boot, sizeof(boot), 0, ci->realtime_offset, false);
+	/* The captures row's fields as COPY text: the writer inserts it from there. */
+	buf_reserve(&b, 4096);
+	b.len = snprintf(b.p, b.cap, "%s\t", s->idtext);
+	put_text(&b, ci->hostname, sizeof(ci->hostname));
+	b.p[b.len++] = '\t';
+	put_text(&b, ci->kernel, sizeof(ci->kernel));
+	b.p[b.len++] = '\t';
+	if (boot[0])
+		put_text(&b, boot, sizeof(boot));
+	else
+		b.len += snprintf(b.p + b.len, b.cap - b.len, "\\N");
+	b.len += snprintf(b.p + b.len, b.cap - b.len, "\t%llu\t", (unsigned long long)ci->start_ts);
+	put_text(&b, when, sizeof(when));
+	b.len += snprintf(b.p + b.len, b.cap - b.len, "\t%lld\t", (long long)ci->realtime_offset);
+	put_text(&b, ci->tool_version, sizeof(ci->tool_version));
+	b.p[b.len++] = '\n';
+	s->begun = true;
+	send_msg(s, MSG_BEGIN, T_N, b.p, b.len, 1);
+}
+
+static void pg_event_row(struct pg_sink *s, const struct event *ev)
+{
+	struct row r;
+
+	ROW_INIT(&r, 17);
+	RI(&r, 1, ev->ts);
+	RI(&r, 2, ev->pid);
+	RI(&r, 3, ev->tid);
+	RT(&r, 4, event_kind_name(ev->kind));
+	if (ev->c)
+		RI(&r, 6, ev->c->uid);
+	if (ev->lost_before)
+		RI(&r, 16, ev->lost_before);
+	if (ev->stack)
+		RI(&r, 17, ev->stack);
+	switch (ev->kind) {
+	case EV_CREATE:
+		RI(&r, 5, ev->create.id);
+		RI(&r, 7, ev->create.parent);
+		break;
+	case EV_NAME:
+		RI(&r, 5, ev->name.id);
+		RTL(&r, 14, ev->name.name.s, ev->name.name.len);
+		break;
+	case EV_READY:
+		RI(&r, 5, ev->ready.id);
+		if (ev->cur_known)
+			RI(&r, 8, ev->cur);
+		break;
+	case EV_SWITCH:
+		RI(&r, 5, ev->sw.from);
+		RI(&r, 9, ev->sw.to);
+		if (ev->to)
+			RI(&r, 10, ev->to->uid);
+		RT(&r, 11, coro_reason_name(ev->sw.reason));
+		RI(&r, 12, ev->sw.obj);
+		break;
+	case EV_EXIT:
+		RI(&r, 5, ev->exit.id);
+		RI(&r, 13, ev->exit.status);
+		break;
+	case EV_SPAN_BEGIN:
+	case EV_SPAN_END:
+		if (ev->span.owner_known)
+			RI(&r, 5, ev->span.owner);
+		RTL(&r, 14, ev->span.name.s, ev->span.name.len);
+		RI(&r, 15, ev->span.depth);
+		break;
+	default:
+		break;
+	}
+	row_emit(s, T_EVENT, &r, 17);
+}
+
+static void pg_process_row(struct pg_sink *s, const struct event *ev)
+{
+	struct pgbuf b = {0};
+	struct row r;
+	struct pg_proc *p;
+
+	ROW_INIT(&r, 6);
+	RI(&r, 1, ev->pid);
+	RTL(&r, 2, ev->process.comm.s, ev->process.comm.len);
+	RS(&r, 3, ev->process.exe);
+	RT(&r, 4, coro_proc_mode_name(ev->process.mode));
+	RI(&r, 5, ev->process.ppid);
+	RI(&r, 6, ev->ts);
+	/* Formatted into a buffer of its own, without the capture id (added at the end). */
+	row_format(&b, "", &r, 6);
+	b.p[b.len - 1] = 0; /* the newline: more columns follow */
+	if (s->nprocs == s->capprocs) {
+		s->capprocs = s->capprocs ? 2 * s->capprocs : 16;
+		s->procs = realloc(s->procs, s->capprocs * sizeof(*s->procs));
+		if (!s->procs)
+			abort();
+	}
+	p = &s->procs[s->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = ev->pid;
+	p->row = b.p;
+}
+
+static void pg_event_cb(void *ctx, const struct event *ev)
+{
+	struct pg_sink *s = ctx;
+	struct row r;
+
+	if (!formatting(s))
+		return;
+	switch (ev->kind) {
+	case EV_CREATE:
+	case EV_NAME:
+	case EV_READY:
+	case EV_SWITCH:
+	case EV_EXIT:
+	case EV_SPAN_BEGIN:
+	case EV_SPAN_END:
+		pg_event_row(s, ev);
+		break;
+	case EV_OFFCPU_END:
+		ROW_INIT(&r, 10);
+		RI(&r, 1, ev->pid);
+		RI(&r, 2, ev->tid);
+		if (ev->c) {
+			RI(&r, 3, ev->c->uid);
+			RI(&r, 4, ev->c->id);
+		}
+		RI(&r, 5, ev->offcpu.start);
+		RI(&r, 6, ev->ts);
+		RI(&r, 7, ev->ts - MIN(ev->offcpu.start, ev->ts));
+		RT(&r, 8, coro_offcpu_state_name(ev->offcpu.state));
+		RI(&r, 9, ev->offcpu.runq_ns);
+		RI(&r, 10, ev->offcpu.cpu);
+		row_emit(s, T_OFFCPU, &r, 10);
+		break;
+	case EV_PROCESS:
+		pg_process_row(s, ev);
+		break;
+	case EV_THREAD:
+		ROW_INIT(&r, 4);
+		RI(&r, 1, ev->pid);
+		RI(&r, 2, ev->tid);
+		RTL(&r, 3, ev->comm.comm.s, ev->comm.comm.len);
+		RI(&r, 4, ev->ts);
+		row_emit(s, T_THREAD, &r, 4);
+		break;
+	case EV_SWITCH_PATH:
+		ROW_INIT(&r, 8);
+		RI(&r, 1, ev->pid);
+		RI(&r, 2, ev->ts);
+		RT(&r, 3, coro_family_name(ev->switch_path.family));
+		RS(&r, 4, ev->switch_path.path);
+		RI(&r, 5, ev->switch_path.uprobes);
+		RI(&r, 6, ev->switch_path.stepped);
+		RS(&r, 7, ev->switch_path.sites);
+		RS(&r, 8, ev->switch_path.limits);
+		row_emit(s, T_SWITCH_PATH, &r, 8);
+		break;
+	case EV_PROC_GONE:
+	case EV_PROC_EXIT:
+		/* As SQLite's UPDATE: the process's row still without an exit. */
+		for (size_t i = 0; i < s->nprocs; i++) {
+			struct pg_proc *p = &s->procs[i];
+
+			if (p->pid == ev->pid && !p->exited) {
+				p->exited = true;
+				p->exit_ts = ev->ts;
+				p->status = ev->proc_exit.status;
+			}
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+static void pg_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
+			u64 end, u32 tid, u32 reason, u64 obj)
+{
+	struct pg_sink *s = ctx;
+	struct row r;
+
+	if (!formatting(s))
+		return;
+	ROW_INIT(&r, 9);
+	RI(&r, 1, c->uid);
+	RI(&r, 2, c->pid);
+	if (state == CS_RUNNING && tid)
+		RI(&r, 3, tid);
+	RT(&r, 4, coro_state_name(state));
+	if (state == CS_SUSPENDED) {
+		RT(&r, 5, coro_reason_name(reason));
+		RI(&r, 6, obj);
+	}
+	RI(&r, 7, start);
+	RI(&r, 8, end);
+	RI(&r, 9, end - start);
+	row_emit(s, T_SLICE, &r, 9);
+}
+
+static void pg_coroutine_end(void *ctx, const struct coro *c)
+{
+	struct pg_sink *s = ctx;
+	char tids[1024], spans[1024];
+	struct row r;
+	size_t n = 0;
+
+	if (!formatting(s))
+		return;
+	ROW_INIT(&r, 32);
+	RI(&r, 1, c->uid);
+	RI(&r, 2, c->id);
+	RI(&r, 3, c->pid);
+	RI(&r, 4, c->parent);
+	if (c->parent_uid)
+		RI(&r, 5, c->parent_uid);
+	RTL(&r, 6, c->name, CORO_STR_LEN);
+	if (c->end == CE_EXIT) {
+		RI(&r, 7, c->status);
+		RI(&r, 10, c->end_ts);
+	}
+	if (c->created_seen)
+		RI(&r, 8, c->created_ts);
+	RI(&r, 9, c->first_ts);
+	RI(&r, 11, c->end_ts);
+	RT(&r, 12, coro_end_name(c->end));
+	if (c->end != CE_EXIT) {
+		RT(&r, 13, coro_state_name(c->end_state));
+		if (c->end_state == CS_SUSPENDED) {
+			RT(&r, 14, coro_reason_name(c->end_reason));
+			RI(&r, 15, c->end_obj);
+		}
+	}
+	RI(&r, 16, c->t_state[CS_RUNNING]);
+	RI(&r, 17, c->t_state[CS_RUNNABLE]);
+	RI(&r, 18, c->t_state[CS_SUSPENDED]);
+	RI(&r, 19, c->t_state[CS_NEW]);
+	RI(&r, 20, c->t_state[CS_UNKNOWN]);
+	RI(&r, 21, c->longest_susp);
+	RI(&r, 22, c->switch_ins);
+	RI(&r, 23, c->readies);
+	tids[0] = 0;
+	for (u32 i = 0; i < c->ntids && n + 16 < sizeof(tids); i++)
+		n += snprintf(tids + n, sizeof(tids) - n, "%s%u", i ? "," : "", c->tids[i]);
+	RT(&r, 24, tids);
+	if (c->nspans) {
+		n = 0;
+		spans[0] = 0;
+		for (u32 i = 0; i < c->nspans && n + 3 * CORO_STR_LEN + 2 < sizeof(spans); i++) {
+			if (i)
+				spans[n++] = ',';
+			utf8_sanitize(spans + n, sizeof(spans) - n, c->spans[i].name, CORO_STR_LEN);
+			n += strlen(spans + n);
+		}
+		RT(&r, 25, spans);
+	}
+	RI(&r, 26, c->name_truncated);
+	RI(&r, 27, c->uncertain);
+	RI(&r, 28, c->t_offcpu);
+	RI(&r, 29, c->t_blocked);
+	RI(&r, 30, c->t_runq);
+	if (c->create_stack)
+		RI(&r, 31, c->create_stack);
+	if (c->park_stack)
+		RI(&r, 32, c->park_stack);
+	row_emit(s, T_CORO, &r, 32);
+}
+
+static void pg_finding(void *ctx, const struct finding *f)
+{
+	struct pg_sink *s = ctx;
+	char chain[FINDING_CHAIN * (3 * CORO_STR_LEN + 24)];
+	struct row r;
+	size_t n = 0;
+
+	if (!formatting(s))
+		return;
+	ROW_INIT(&r, 21);
+	RT(&r, 1, finding_kind_name(f->kind));
+	RI(&r, 2, f->pid);
+	if (f->tid)
+		RI(&r, 3, f->tid);
+	if (f->uid)
+		RI(&r, 4, f->uid);
+	if (f->uid || f->kind == FK_SPAWN_STORM)
+		RI(&r, 5, f->id);
+	if (f->uid)
+		RTL(&r, 6, f->name, CORO_STR_LEN);
+	RI(&r, 7, f->ts);
+	RI(&r, 8, f->dur);
+	RI(&r, 9, f->open);
+	if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK)
+		RT(&r, 10, coro_state_name(f->state));
+	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+		RT(&r, 11, coro_reason_name(f->reason));
+		RI(&r, 12, f->obj);
+	}
+	if (f->has_waker)
+		RI(&r, 13, f->waker);
+	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN)
+		RTL(&r, 14, f->span, CORO_STR_LEN);
+	if (f->kind == FK_SLOW_SPAN) {
+		s->slow_serial = f->span_serial;
+		if (f->cause == SPAN_CAUSE_SUSPENDED) {
+			RT(&r, 11, coro_reason_name(f->reason));
+			RI(&r, 12, f->obj);
+		}
+	}
+	if (f->kind == FK_SPAWN_STORM) {
+		RI(&r, 15, f->count);
+		RI(&r, 16, f->peak);
+	}
+	chain[0] = 0;
+	for (u32 i = 0; i < f->nchain; i++) {
+		n += snprintf(chain + n, sizeof(chain) - n, "%s0x%llx ", i ? " < " : "",
+			      (unsigned long long)f->chain[i].id);
+		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_STR_LEN);
+		n += strlen(chain + n);
+	}
+	if (n)
+		RT(&r, 17, chain);
+	if (f->stack)
+		RI(&r, 18, f->stack);
+	if (f->kind == FK_LONG_RUN && f->samples) {
+		RI(&r, 19, f->samples);
+		if (f->has_key) {
+			RT(&r, 20, f->key_frame);
+			RI(&r, 21, f->key_samples);
+		}
+	}
+	row_emit(s, T_FINDING, &r, 21);
+}
+
+static void pg_span_done(void *ctx, const struct span_done *d)
+{
+	struct pg_sink *s = ctx;
+	const struct coro_span *sp = d->sp;
+	struct row r;
+
+	if (!formatting(s))
+		return;
+	ROW_INIT(&r, 24);
+	RI(&r, 1, sp->serial);
+	if (sp->parent)
+		RI(&r, 2, sp->parent);
+	RTL(&r, 3, sp->name, CORO_STR_LEN);
+	RI(&r, 4, d->pid);
+	if (d->tid)
+		RI(&r, 5, d->tid);
+	if (d->uid) {
+		RI(&r, 6, d->uid);
+		RI(&r, 7, d->id);
+	}
+	RI(&r, 8, d->depth);
+	RI(&r, 9, sp->ts);
+	if (d->closed)
+		RI(&r, 10, d->end);
+	RI(&r, 11, d->dur);
+	RI(&r, 12, d->closed);
+	RI(&r, 13, d->closed && s->slow_serial == sp->serial);
+	if (d->uid) {
+		RI(&r, 14, d->in.running);
+		RI(&r, 15, d->in.runnable);
+		RI(&r, 16, d->in.suspended);
+		RI(&r, 17, d->in.offcpu);
+		RI(&r, 18, d->in.blocked);
+		RI(&r, 19, d->in.runq);
+		RI(&r, 20, d->in.unknown);
+		RI(&r, 21, sp->longest_ns);
+		if (sp->longest_ns) {
+			RT(&r, 22, coro_reason_name(sp->longest_reason));
+			RI(&r, 23, sp->longest_obj);
+		}
+	}
+	if (sp->stack)
+		RI(&r, 24, sp->stack);
+	row_emit(s, T_SPAN, &r, 24);
+}
+
+static void meta_row(struct pg_sink *s, const char *key, s64 v)
+{
+	struct row r;
+
+	ROW_INIT(&r, 2);
+	RT(&r, 1, key);
+	RI(&r, 2, v);
+	row_emit(s, T_META, &r, 2);
+}
+
+static void pg_finish(void *ctx, const struct model *m)
+{
+	struct pg_sink *s = ctx;
+	struct pgbuf b = {0};
+
+	if (!formatting(s))
+		return;
+	for_each_counter(c)
+		if (c->sql)
+			meta_row(s, c->sql, (s64)counter_value(c, m));
+	for (size_t i = 0; i < s->nprocs; i++) {
+		struct pg_proc *p = &s->procs[i];
+		struct pgbuf *pb = &s->buf[T_PROCESS];
+		s32 st = p->status;
+
+		buf_reserve(pb, strlen(p->row) + 96);
+		pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "%s%s", s->idtext, p->row);
+		if (p->exited)
+			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%llu",
+					    (unsigned long long)p->exit_ts);
+		else
+			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N");
+		if (p->exited && st >= 0 && WIFEXITED(st))
+			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%d",
+					    WEXITSTATUS(st));
+		else
+			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N");
+		if (p->exited && st >= 0 && WIFSIGNALED(st))
+			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%d\n",
+					    WTERMSIG(st));
+		else
+			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N\n");
+		pb->rows++;
+	}
+	if (m->sym) {
+		const struct sym_stack *stk;
+		size_t it = 0;
+		struct row r;
+
+		while ((stk = symbolizer_next(m->sym, &it))) {
+			ROW_INIT(&r, 3);
+			RI(&r, 1, stk->id);
+			RI(&r, 2, stk->pid);
+			RI(&r, 3, stk->n);
+			row_emit(s, T_STACK, &r, 3);
+			for (u32 i = 0; i < stk->n; i++) {
+				const struct sym_frame *f = stk->frames[i];
+
+				ROW_INIT(&r, 9);
+				RI(&r, 1, stk->id);
+				RI(&r, 2, i);
+				RI(&r, 3, f->ip);
+				if (f->func) {
+					RT(&r, 4, f->func);
+					RI(&r, 5, f->func_off);
+				}
+				if (f->obj) {
+					RT(&r, 6, f->obj);
+					RI(&r, 7, f->rel);
+				}
+				if (f->file) {
+					RT(&r, 8, f->file);
+					RI(&r, 9, f->line);
+				}
+				row_emit(s, T_FRAME, &r, 9);
+			}
+		}
+	}
+	for (int t = 0; t < T_N; t++)
+		hand_over(s, t);
+	/* end_ts, end_reason, events, samples, coroutines, input_error: the captures row's rest. */
+	buf_reserve(&b, 4096);
+	b.len = snprintf(b.p, b.cap, "%llu\t%s\t%llu\t%llu\t%llu\t",
+			 (unsigned long long)m->last_ts, coro_end_reason_name(m->end_reason),
+			 (unsigned long long)m->events, (unsigned long long)m->samples,
+			 (unsigned long long)m->coroutines);
+	if (m->input_error)
+		put_text(&b, m->input_error, strlen(m->input_error));
+	s->finished = true;
+	send_msg(s, MSG_FINISH, T_N, b.p, b.len, 0);
+}
+
+/* ---- the writer thread ---- */
+
+static bool conn_lost(struct pg_sink *s, PGconn *conn)
+{
+	return PQstatus(conn) == CONNECTION_BAD;
+}
+
+/* After a lost connection: a few attempts, further apart each time. */
+static bool reconnect(struct pg_sink *s, PGconn *conn)
+{
+	for (int i = 0; i < PG_RETRIES; i++) {
+		struct timespec ts = {0, 100000000L << i};
+
+		while (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		nanosleep(&ts, NULL);
+		PQreset(conn);
+		if (PQstatus(conn) == CONNECTION_OK)
+			return true;
+	}
+	return false;
+}
+
+static void writer_fail(struct pg_sink *s, const char *what, const char *why)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->lock);
+	if (!s->err[0]) {
+		snprintf(s->err, sizeof(s->err), "%s: %s", what, why);
+		/* libpq's messages end with a newline. */
+		n = strlen(s->err);
+		while (n && (s->err[n - 1] == '\n' || s->err[n - 1] == ' '))
+			s->err[--n] = 0;
+	}
+	s->failed = true;
+	pthread_mutex_unlock(&s->lock);
+	atomic_store(&s->stop_formatting, true);
+}
+
+/* One command; true when it succeeded with `ok`. */
+static bool exec_ok(struct pg_sink *s, PGconn *conn, const char *sql, int nparams,
+		    const char *const *params, ExecStatusType ok, PGresult **out)
+{
+	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+	bool good = PQresultStatus(res) == ok;
+
+	if (good && out)
+		*out = res;
+	else
+		PQclear(res);
+	return good;
+}
+
+static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char *data, size_t len)
+{
+	char sql[192];
+	PGresult *res;
+	bool good;
+
+	if (t == T_N)
+		snprintf(sql, sizeof(sql), "COPY captures (capture_id, hostname, kernel, "
+			 "boot_time, "
+			 "start_ts, start_time, realtime_offset_ns, tool_version) FROM STDIN");
+	else
+		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN", table_name[t]);
+	res = PQexec(conn, sql);
+	good = PQresultStatus(res) == PGRES_COPY_IN;
+	PQclear(res);
+	if (!good)
+		return false;
+	/* libpq takes it in pieces of any size; a few MiB at a time keeps its buffer small. */
+	for (size_t off = 0; off < len;) {
+		size_t n = MIN(len - off, (size_t)(4u << 20));
+
+		if (PQputCopyData(conn, data + off, (int)n) != 1)
+			return false;
+		off += n;
+	}
+	if (PQputCopyEnd(conn, NULL) != 1)
+		return false;
+	good = true;
+	while ((res = PQgetResult(conn))) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK)
+			good = false;
+		PQclear(res);
+	}
+	return good;
+}
+
+static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
+{
+	const char *params[1] = {s->idtext};
+	char sql[256];
+	PGresult *res = NULL;
+
+	if (!exec_ok(s, conn, "SELECT complete FROM captures WHERE capture_id = $1", 1, params,
+		     PGRES_TUPLES_OK, &res))
+		return false;
+	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t")) {
+		PQclear(res);
+		s->skipped = true;
+		atomic_store(&s->stop_formatting, true);
+		return true;
+	}
+	if (PQntuples(res) == 1) {
+		/* A run or upload that failed left it incomplete: replaced whole. */
+		PQclear(res);
+		if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
+			return false;
+		for (int t = 0; t < T_N; t++) {
+			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE capture_id = $1",
+				 table_name[t]);
+			if (!exec_ok(s, conn, sql, 1, params, PGRES_COMMAND_OK, NULL))
+				return false;
+		}
+		if (!exec_ok(s, conn, "DELETE FROM captures WHERE capture_id = $1", 1, params,
+			     PGRES_COMMAND_OK, NULL) ||
+		    !exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+			return false;
+	} else {
+		PQclear(res);
+	}
+	/* Incomplete until MSG_FINISH: a reader never takes a partial capture for a whole one. */
+	return copy_once(s, conn, T_N, msg->data, msg->len);
+}
+
+static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
+{
+	const char *params[7];
+	char *f[7], *p = msg->data;
+
+	/* end_ts, end_reason, events, samples, coroutines, input_error (tab-separated). */
+	for (int i = 0; i < 6; i++) {
+		f[i] = p;
+		p = strchr(p, '\t');
+		if (p)
+			*p++ = 0;
+		else
+			p = f[i] + strlen(f[i]);
+	}
+	for (int i = 0; i < 6; i++)
+		params[i] = f[i];
+	params[5] = f[5][0] ? f[5] : NULL;
+	params[6] = s->idtext;
+	return exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
+		       "samples = $4, coroutines = $5, input_error = $6, complete = true "
+		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL);
+}
+
+/*
+ * The next message this writer may take, or NULL: COPYs only after the captures row is
+ * written, the end only when no COPY is in flight, QUIT left for every writer to see.
+ */
+static struct msg *take(struct pg_sink *s)
+{
+	struct msg *msg = s->head;
+
+	if (!msg || msg->kind == MSG_QUIT)
+		return msg;
+	if (msg->kind == MSG_COPY && !s->begin_done)
+		return NULL;
+	if ((msg->kind == MSG_FINISH || msg->kind == MSG_BEGIN) && s->inflight)
+		return NULL;
+	s->head = msg->next;
+	if (!s->head)
+		s->tail = &s->head;
+	s->queued -= msg->len;
+	s->inflight++;
+	return msg;
+}
+
+static void *writer_main(void *arg)
+{
+	struct pg_writer *w = arg;
+	struct pg_sink *s = w->s;
+	PGconn *conn = w->conn;
+
+	for (;;) {
+		struct msg *msg;
+		bool ok = false, skip;
+
+		pthread_mutex_lock(&s->lock);
+		while (!(msg = take(s)))
+			pthread_cond_wait(&s->cond, &s->lock);
+		skip = s->failed || s->skipped;
+		pthread_mutex_unlock(&s->lock);
+		if (msg->kind == MSG_QUIT)
+			break;
+		if (skip) {
+			ok = true;
+		} else {
+			for (int attempt = 0; attempt < 2 && !ok; attempt++) {
+				if (msg->kind == MSG_BEGIN)
+					ok = do_begin(s, conn, msg);
+				else if (msg->kind == MSG_COPY)
+					ok = copy_once(s, conn, msg->table, msg->data, msg->len);
+				else
+					ok = do_finish(s, conn, msg);
+				if (ok || !conn_lost(s, conn) || attempt || !reconnect(s, conn))
+					break;
+				/* Failed with the connection: sent again on the new one. */
+			}
+		}
+		if (!ok) {
+			char what[160];
+
+			if (msg->kind == MSG_COPY)
+				snprintf(what, sizeof(what), "cannot store rows of %s",
+					 table_name[msg->table]);
+			else
+				snprintf(what, sizeof(what), "cannot %s the capture",
+					 msg->kind == MSG_BEGIN ? "register" : "mark complete");
+			writer_fail(s, what, conn_lost(s, conn)
+					     ? "the connection was lost and could not be made again"
+					     : PQerrorMessage(conn));
+		}
+		pthread_mutex_lock(&s->lock);
+		if (ok && !skip)
+			s->rows_stored += msg->rows;
+		if (msg->kind == MSG_BEGIN)
+			s->begin_done = true;
+		s->inflight--;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		free(msg->data);
+		free(msg);
+	}
+	return NULL;
+}
+
+/* ---- the schema ---- */
+
+static int ensure_schema(struct pg_sink *s, char *err, size_t errlen)
+{
+	PGresult *res = NULL;
+	int version;
+
+	/* One corobpf creates the schema; the others wait on the lock and find it. */
+	if (!exec_ok(s, s->conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) ||
+	    !exec_ok(s, s->conn, "SELECT pg_advisory_xact_lock(2020202020)", 0, NULL,
+		     PGRES_TUPLES_OK, NULL) ||
+	    !exec_ok(s, s->conn, "SELECT to_regclass('corobpf_schema') IS NOT NULL", 0, NULL,
+		     PGRES_TUPLES_OK, &res))
+		goto fail;
+	if (!strcmp(PQgetvalue(res, 0, 0), "f")) {
+		char ins[80];
+
+		PQclear(res);
+		res = NULL;
+		snprintf(ins, sizeof(ins), "INSERT INTO corobpf_schema VALUES (%d)",
+			 PGSTORE_SCHEMA_VERSION);
+		res = PQexec(s->conn, schema);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK ||
+		    !exec_ok(s, s->conn, ins, 0, NULL, PGRES_COMMAND_OK, NULL))
+			goto fail;
+		PQclear(res);
+		res = NULL;
+	} else {
+		PQclear(res);
+		res = NULL;
+		if (!exec_ok(s, s->conn, "SELECT max(version) FROM corobpf_schema", 0, NULL,
+			     PGRES_TUPLES_OK, &res))
+			goto fail;
+		version = atoi(PQgetvalue(res, 0, 0));
+		PQclear(res);
+		res = NULL;
+		if (version != PGSTORE_SCHEMA_VERSION) {
+			snprintf(err, errlen, "%s: the store's schema is version %d, this corobpf "
+				 "writes version %d: %s", s->shown, version, PGSTORE_SCHEMA_VERSION,
+				 version > PGSTORE_SCHEMA_VERSION
+				 ? "use a newer corobpf, or another database"
+				 : "use another database");
+			exec_ok(s, s->conn, "ROLLBACK", 0, NULL, PGRES_COMMAND_OK, NULL);
+			return -1;
+		}
+	}
+	if (!exec_ok(s, s->conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+		goto fail;
+	return 0;
+fail:
+	snprintf(err, errlen, "%s: cannot create or check the schema: %s", s->shown,
+		 PQerrorMessage(s->conn));
+	PQclear(res);
+	return -1;
+}
+
+/* ---- the sink ---- */
+
+static void pg_free(struct pg_sink *s)
+{
+	for (int t = 0; t < T_N; t++)
+		free(s->buf[t].p);
+	for (size_t i = 0; i < s->nprocs; i++)
+		free(s->procs[i].row);
+	free(s->procs);
+	while (s->head) {
+		struct msg *m = s->head;
+
+		s->head = m->next;
+		free(m->data);
+		free(m);
+	}
+	for (int i = 0; i < PG_WRITERS; i++)
+		if (s->writers[i].conn)
+			PQfinish(s->writers[i].conn);
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->cond);
+	free(s->uri);
+	free(s->replay_from);
+	free(s);
+}
+
+struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct model *m,
+			    struct model_observer *obs, struct finding_sink *fs, char *err,
+			    size_t errlen)
+{
+	struct pg_sink *s = xcalloc(1, sizeof(*s));
+	size_t n;
+
+	s->m = m;
+	s->uri = xstrdup(uri);
+	s->replay_from = replay_from ? xstrdup(replay_from) : NULL;
+	pgstore_shown_uri(uri, s->shown, sizeof(s->shown));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->tail = &s->head;
+	if (pq_load(err, errlen))
+		goto fail;
+	for (int i = 0; i < PG_WRITERS; i++) {
+		PGconn *c = s->writers[i].conn = PQconnectdb(uri);
+
+		s->writers[i].s = s;
+		if (PQstatus(c) != CONNECTION_OK) {
+			snprintf(err, errlen, "cannot connect to %s: %s", s->shown,
+				 c ? PQerrorMessage(c) : "out of memory");
+			n = strlen(err);
+			while (n && err[n - 1] == '\n')
+				err[--n] = 0;
+			goto fail;
+		}
+		if (i == 0) {
+			s->conn = c;
+			if (ensure_schema(s, err, errlen))
+				goto fail;
+		}
+	}
+	for (int i = 0; i < PG_WRITERS; i++) {
+		if (pthread_create(&s->writers[i].thread, NULL, writer_main, &s->writers[i])) {
+			snprintf(err, errlen, "%s: cannot start the writer threads", s->shown);
+			goto fail;
+		}
+		s->writers[i].started = true;
+	}
+	memset(obs, 0, sizeof(*obs));
+	obs->ctx = s;
+	obs->begin = pg_begin;
+	obs->event = pg_event_cb;
+	obs->interval = pg_interval;
+	obs->coroutine_end = pg_coroutine_end;
+	obs->finish = pg_finish;
+	obs->span_done = pg_span_done;
+	fs->ctx = s;
+	fs->finding = pg_finding;
+	return s;
+fail:
+	if (s->writers[0].started) {
+		send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
+		for (int i = 0; i < PG_WRITERS; i++)
+			if (s->writers[i].started)
+				pthread_join(s->writers[i].thread, NULL);
+	}
+	pg_free(s);
+	return NULL;
+}
+
+int pg_sink_close(struct pg_sink *s, bool discard, char *err, size_t errlen)
+{
+	int ret = 0;
+
+	if (!s)
+		return 0;
+	send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
+	for (int i = 0; i < PG_WRITERS; i++)
+		pthread_join(s->writers[i].thread, NULL);
+	if (discard) {
+		pg_free(s);
+		return 0;
+	}
+	if (s->skipped) {
+		log_info("%s: capture %s is already stored complete: not stored again", s->shown,
+			 s->idtext);
+	} else if (s->failed || !s->finished) {
+		/* Two lines: the caller's buffer is short, and the command must be whole. */
+		log_err("%s: %s; capture %s is left incomplete there (captures.complete = false)",
+			s->shown, s->err[0] ? s->err : "the capture did not end", s->idtext);
+		if (s->replay_from)
+			snprintf(err, errlen, "%s holds all of it: store it with: "
+				 "corobpf report %s -o '%s'", s->replay_from, s->replay_from,
+				 s->shown);
+		else
+			snprintf(err, errlen, "%s: the capture's rows are lost (record with "
+				 "--raw to keep a copy that can be stored later)", s->shown);
+		ret = -1;
+	} else {
+		log_verbose("%s: capture %s stored (%llu rows)", s->shown, s->idtext,
+			    (unsigned long long)s->rows_stored);
+	}
+	pg_free(s);
+	return ret;
+}
