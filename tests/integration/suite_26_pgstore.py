@@ -75,7 +75,7 @@ def check_capture(uri, trace):
     n = lambda table: int(psql(uri, "SELECT count(*) FROM %s WHERE capture_id = %s"
                                % (table, cid))[0][0])
     eq(n("coroutines"), len(trace.coroutines), "coroutines rows of capture %s" % cid)
-    eq(n("events"), len([e for e in trace.events if e["ev"] != "offcpu"]),
+    eq(n("events"), len([e for e in trace.events if e["ev"] not in ("offcpu", "offcpu_begin")]),
        "events rows of capture %s" % cid)
     eq(n("offcpu"), len(trace.by_ev("offcpu")), "offcpu rows of capture %s" % cid)
     eq(n("findings"), sum(1 for r in trace.records if r["type"] == "finding"),
