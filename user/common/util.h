@@ -48,6 +48,23 @@ void *xcalloc(size_t n, size_t sz);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
+/* Host-order integers at any alignment in a file's bytes (ELF tables, ld.so.cache). */
+static inline u32 load_u32(const void *p)
+{
+	u32 v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline u64 load_u64(const void *p)
+{
+	u64 v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
 /* splitmix64's finalizer: every input bit moves every output bit. */
 static inline u64 mix64(u64 x)
 {
