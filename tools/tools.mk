@@ -297,37 +297,39 @@ $(OUT)/bench/gen_raw: tools/bench/gen_raw.c $(USER_LIB_OBJS)
 # Standard library only and offline: GOPATH mode (no module lookups, no proxy), the build
 # cache in a temporary directory removed after the build. goprog-stripped has no symbol table
 # and no DWARF (-s -w), as many release binaries ship; goprog-nodwarf keeps its symbols only
-# (-w); goprog-pie is position-independent.
+# (-w); goprog-pie is position-independent. Both programs import GO_TRACE's start from
+# tools/go/src/gotrace.
 GO ?= $(shell command -v go 2>/dev/null)
-go_build = d=$$(mktemp -d) && GOCACHE=$$d/cache GOPATH=$$d/path GO111MODULE=off GOPROXY=off \
-	GOFLAGS= $(GO) build $(1) -o $@ $< ; s=$$?; rm -rf $$d; exit $$s
+GOTRACE_SRC := tools/go/src/gotrace/gotrace.go
+go_build = d=$$(mktemp -d) && GOCACHE=$$d/cache GOPATH=$$d/path:$(CURDIR)/tools/go \
+	GO111MODULE=off GOPROXY=off GOFLAGS= $(GO) build $(1) -o $@ $< ; s=$$?; rm -rf $$d; exit $$s
 
 ifneq ($(GO),)
 tools: $(OUT)/tests/go/goprog $(OUT)/tests/go/goprog-stripped $(OUT)/tests/go/goprog-nodwarf \
        $(OUT)/tests/go/goprog-pie
 bench-tools: $(OUT)/bench/go_pingpong
 
-$(OUT)/tests/go/goprog: tests/integration/progs/go/goprog.go
+$(OUT)/tests/go/goprog: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,)
 
-$(OUT)/tests/go/goprog-stripped: tests/integration/progs/go/goprog.go
+$(OUT)/tests/go/goprog-stripped: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,"-ldflags=-s -w")
 
-$(OUT)/tests/go/goprog-nodwarf: tests/integration/progs/go/goprog.go
+$(OUT)/tests/go/goprog-nodwarf: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,-ldflags=-w)
 
-$(OUT)/tests/go/goprog-pie: tests/integration/progs/go/goprog.go
+$(OUT)/tests/go/goprog-pie: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,-buildmode=pie)
 
-$(OUT)/bench/go_pingpong: tools/bench/go_pingpong.go
+$(OUT)/bench/go_pingpong: tools/bench/go_pingpong.go $(GOTRACE_SRC)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,)

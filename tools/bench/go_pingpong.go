@@ -9,9 +9,10 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/trace"
 	"strconv"
 	"time"
+
+	"gotrace"
 )
 
 func pong(in <-chan int, out chan<- int) {
@@ -27,19 +28,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: go_pingpong N")
 		os.Exit(2)
 	}
-	if f := os.Getenv("GO_TRACE"); f != "" {
-		out, err := os.Create(f)
-		if err != nil {
-			panic(err)
-		}
-		if err := trace.Start(out); err != nil {
-			panic(err)
-		}
-		defer func() {
-			trace.Stop()
-			out.Close()
-		}()
-	}
+	defer gotrace.FromEnv()()
 	ping, back := make(chan int), make(chan int)
 	go pong(ping, back)
 	start := time.Now()

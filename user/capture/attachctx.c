@@ -82,9 +82,9 @@ void attach_add_link(struct attach_ctx *a, struct bpf_link *link)
  * libbpf 1.1 has no wrapper and Debian 12's uapi headers predate it, so the
  * attr is laid out here (its fields are the kernel's ABI: link_create.uprobe_multi).
  */
-int attach_uprobe_multi(struct attach_ctx *a, const struct bpf_program *prog, u32 pid,
-			const char *path, const u64 *offsets, const u64 *refs, const u64 *cookies,
-			u32 n)
+int attach_uprobe_link(struct attach_ctx *a, const struct bpf_program *prog, u32 attach_type,
+		       u32 pid, const char *path, const u64 *offsets, const u64 *refs,
+		       const u64 *cookies, u32 n)
 {
 	struct {
 		u32 prog_fd, target_fd, attach_type, flags;
@@ -96,7 +96,7 @@ int attach_uprobe_multi(struct attach_ctx *a, const struct bpf_program *prog, u3
 
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = bpf_program__fd(prog);
-	attr.attach_type = CORO_BPF_TRACE_UPROBE_MULTI;
+	attr.attach_type = attach_type;
 	attr.path = (u64)(uintptr_t)path;
 	attr.offsets = (u64)(uintptr_t)offsets;
 	attr.ref_ctr_offsets = (u64)(uintptr_t)refs;
@@ -112,6 +112,14 @@ int attach_uprobe_multi(struct attach_ctx *a, const struct bpf_program *prog, u3
 	}
 	a->link_fds[a->nlink_fds++] = fd;
 	return fd;
+}
+
+int attach_uprobe_multi(struct attach_ctx *a, const struct bpf_program *prog, u32 pid,
+			const char *path, const u64 *offsets, const u64 *refs, const u64 *cookies,
+			u32 n)
+{
+	return attach_uprobe_link(a, prog, CORO_BPF_TRACE_UPROBE_MULTI, pid, path, offsets, refs,
+				  cookies, n);
 }
 
 static struct attach_found *found_add(struct attach_ctx *a, u32 kind, u32 pid, const char *path)

@@ -147,6 +147,14 @@ void attach_add_link(struct attach_ctx *a, struct bpf_link *link);
 int attach_uprobe_multi(struct attach_ctx *a, const struct bpf_program *prog, u32 pid,
 			const char *path, const u64 *offsets, const u64 *refs, const u64 *cookies,
 			u32 n);
+/*
+ * The same with another attach type of the uprobe_multi attr layout
+ * (CORO_BPF_TRACE_UPROBE_SESSION for cxxattach); attach_uprobe_multi() is
+ * this with CORO_BPF_TRACE_UPROBE_MULTI.
+ */
+int attach_uprobe_link(struct attach_ctx *a, const struct bpf_program *prog, u32 attach_type,
+		       u32 pid, const char *path, const u64 *offsets, const u64 *refs,
+		       const u64 *cookies, u32 n);
 
 /* The probes of an object attached (a CORO_REC_OBJECT record to be). */
 void attach_found_object(struct attach_ctx *a, u32 pid, const char *path, u32 probes, bool late);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/syscall.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
@@ -61,37 +60,6 @@ void cxxattach_free(void)
 	nnames = cap_names = 0;
 }
 
-/* One uprobe_multi link in session mode (attachctx.c's, with the session attach type). */
-static int link_session(struct attach_ctx *a, const struct bpf_program *prog, int pid,
-			const char *path, const u64 *offsets, const u64 *cookies, u32 n)
-{
-	struct {
-		u32 prog_fd, target_fd, attach_type, flags;
-		u64 path, offsets, ref_ctr_offsets, cookies;
-		u32 cnt, mflags, pid, __pad;
-		u8 rest[64];
-	} attr;
-	int fd;
-
-	memset(&attr, 0, sizeof(attr));
-	attr.prog_fd = bpf_program__fd(prog);
-	attr.attach_type = CORO_BPF_TRACE_UPROBE_SESSION;
-	attr.path = (u64)(uintptr_t)path;
-	attr.offsets = (u64)(uintptr_t)offsets;
-	attr.cookies = (u64)(uintptr_t)cookies;
-	attr.cnt = n;
-	attr.pid = pid < 0 ? 0 : (u32)pid;
-	fd = (int)syscall(SYS_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
-	if (fd < 0)
-		return -errno;
-	if (a->nlink_fds == a->cap_link_fds) {
-		a->cap_link_fds = a->cap_link_fds ? a->cap_link_fds * 2 : 16;
-		a->link_fds = xrealloc(a->link_fds, a->cap_link_fds * sizeof(*a->link_fds));
-	}
-	a->link_fds[a->nlink_fds++] = fd;
-	return fd;
-}
-
 u32 cxxattach_object(struct attach_ctx *a, int pid, const char *path, const char *shown, bool late)
 {
 	const struct bpf_program *prog = attach_prog(a, "@cxx");
@@ -122,7 +90,9 @@ u32 cxxattach_object(struct attach_ctx *a, int pid, const char *path, const char
 		offs[i] = plan.sites[i].offset;
 		cookies[i] = (k & 0xffffffffull) | (u64)(CORO_CXX_COOKIE_FN(k) + base) << 32;
 	}
-	fd = link_session(a, prog, pid, path, offs, cookies, plan.nsites);
+	/* A session link: the same program sees the entry and the return. */
+	fd = attach_uprobe_link(a, prog, CORO_BPF_TRACE_UPROBE_SESSION, pid < 0 ? 0 : (u32)pid,
+				path, offs, NULL, cookies, plan.nsites);
 	free(offs);
 	free(cookies);
 	if (fd < 0) {

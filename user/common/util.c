@@ -174,6 +174,30 @@ bool hmap_next(const struct hmap *m, size_t *iter, u64 *k1, u64 *k2, void **val)
 	return false;
 }
 
+void hmap_del_k1(struct hmap *m, u64 k1, void (*drop)(void *val))
+{
+	size_t it = 0, n = 0, cap = 0;
+	u64 k, k2, *keys = NULL;
+	void *v;
+
+	/* Collected first: a deletion shifts entries back, under the iterator. */
+	while (hmap_next(m, &it, &k, &k2, &v)) {
+		if (k != k1)
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			keys = xrealloc(keys, cap * sizeof(*keys));
+		}
+		keys[n++] = k2;
+	}
+	for (size_t j = 0; j < n; j++) {
+		v = hmap_del(m, k1, keys[j]);
+		if (drop)
+			drop(v);
+	}
+	free(keys);
+}
+
 /* ---- buffered output ---- */
 
 #define OBUF_CAP (256 * 1024)

@@ -48,6 +48,23 @@ void *xcalloc(size_t n, size_t sz);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 
+/* Host-order integers at any alignment in a file's bytes (ELF tables, ld.so.cache). */
+static inline u32 load_u32(const void *p)
+{
+	u32 v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+static inline u64 load_u64(const void *p)
+{
+	u64 v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
 /* splitmix64's finalizer: every input bit moves every output bit. */
 static inline u64 mix64(u64 x)
 {
@@ -83,6 +100,11 @@ void hmap_put(struct hmap *m, u64 k1, u64 k2, void *val); /* val != NULL; replac
 void *hmap_del(struct hmap *m, u64 k1, u64 k2);		  /* returns the removed value */
 /* Iterate: for (size_t i = 0; hmap_next(m, &i, &k1, &k2, &val);) ... (no changes while iterating) */
 bool hmap_next(const struct hmap *m, size_t *iter, u64 *k1, u64 *k2, void **val);
+/*
+ * Remove every entry whose first key is k1 (all of a process's, say), handing
+ * each removed value to drop() when it is not NULL. Costs a walk of the table.
+ */
+void hmap_del_k1(struct hmap *m, u64 k1, void (*drop)(void *val));
 
 /*
  * Buffered output to a file descriptor or a gzip stream. Writes copy into

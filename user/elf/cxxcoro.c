@@ -24,12 +24,7 @@ struct sym {
 };
 
 struct scan {
-	const char *path;
-	int fd;
-	Elf *elf;
-	GElf_Ehdr eh;
-	GElf_Phdr loads[16];
-	size_t nloads;
+	struct elf_image img;
 	struct sym *syms;
 	size_t nsyms;
 	struct cxx_plan *plan;
@@ -105,51 +100,16 @@ void cxxcoro_demangle(const char *name, char *buf, size_t len)
 		*clone = 0;
 }
 
-static int scan_open(struct scan *s, const char *path, char *err, size_t errlen)
-{
-	size_t n;
-	int ret;
-
-	s->path = path;
-	s->fd = -1;
-	ret = elf_open_host(path, &s->fd, &s->elf, &s->eh, err, errlen);
-	if (ret)
-		return ret;
-	if (elf_getphdrnum(s->elf, &n))
-		n = 0;
-	for (size_t i = 0; i < n && s->nloads < sizeof(s->loads) / sizeof(s->loads[0]); i++) {
-		GElf_Phdr ph;
-
-		if (gelf_getphdr(s->elf, (int)i, &ph) && ph.p_type == PT_LOAD)
-			s->loads[s->nloads++] = ph;
-	}
-	return 0;
-}
-
-static bool text_offset(const struct scan *s, uint64_t vaddr, uint64_t *off)
-{
-	for (size_t i = 0; i < s->nloads; i++) {
-		const GElf_Phdr *ph = &s->loads[i];
-
-		if ((ph->p_flags & PF_X) && vaddr >= ph->p_vaddr &&
-		    vaddr < ph->p_vaddr + ph->p_filesz) {
-			*off = vaddr - ph->p_vaddr + ph->p_offset;
-			return true;
-		}
-	}
-	return false;
-}
-
 static uint8_t *read_code(const struct scan *s, uint64_t vaddr, uint64_t size)
 {
 	uint64_t off;
 	uint8_t *buf;
 
-	if (!size || size > (64u << 20) || !text_offset(s, vaddr, &off))
+	if (!size || size > (64u << 20) || !elf_image_text_offset(&s->img, vaddr, &off, NULL))
 		return NULL;
 	buf = xmalloc(size + 16);
 	memset(buf + size, 0, 16);
-	if (pread(s->fd, buf, size, (off_t)off) != (ssize_t)size) {
+	if (pread(s->img.fd, buf, size, (off_t)off) != (ssize_t)size) {
 		free(buf);
 		return NULL;
 	}
@@ -171,7 +131,7 @@ static void load_syms(struct scan *s)
 	GElf_Shdr sh, pick_sh = {0};
 	size_t cap = 0, w = 0;
 
-	while ((scn = elf_nextscn(s->elf, scn))) {
+	while ((scn = elf_nextscn(s->img.elf, scn))) {
 		if (!gelf_getshdr(scn, &sh))
 			continue;
 		if (sh.sh_type == SHT_SYMTAB || (sh.sh_type == SHT_DYNSYM && !pick)) {
@@ -192,7 +152,7 @@ static void load_syms(struct scan *s)
 			if (!gelf_getsym(data, (int)i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
 			    sym.st_shndx == SHN_UNDEF || !sym.st_size)
 				continue;
-			name = elf_strptr(s->elf, pick_sh.sh_link, sym.st_name);
+			name = elf_strptr(s->img.elf, pick_sh.sh_link, sym.st_name);
 			if (!name)
 				continue;
 			if (s->nsyms == cap) {
@@ -249,7 +209,7 @@ static void add_site(struct scan *s, uint64_t vaddr, uint64_t cookie, bool emula
 	struct cxx_plan *p = s->plan;
 	uint64_t off;
 
-	if (!text_offset(s, vaddr, &off))
+	if (!elf_image_text_offset(&s->img, vaddr, &off, NULL))
 		return;
 	if (p->nsites == s->cap_sites) {
 		s->cap_sites = s->cap_sites ? s->cap_sites * 2 : 64;
@@ -334,7 +294,7 @@ static void add_create(struct scan *s, const struct x86_insn *in, uint64_t addr,
 
 	if (base == X86_RSP || (base == X86_RBP && disp < 0) || disp < INT16_MIN || disp > INT16_MAX)
 		return;
-	if (!text_offset(s, addr, &off))
+	if (!elf_image_text_offset(&s->img, addr, &off, NULL))
 		return;
 	for (uint64_t i = fn_first_site; i < s->plan->nsites; i++)
 		if (s->plan->sites[i].offset == off)
@@ -585,7 +545,8 @@ static void find_adapted(struct scan *s)
 	struct elf_probes probes;
 	char err[256];
 
-	if (elf_probe_walk(s->path, "corobpf", add_switch_site, &sw, &probes, err, sizeof(err)) < 0)
+	if (elf_probe_walk(s->img.path, "corobpf", add_switch_site, &sw, &probes, err,
+			   sizeof(err)) < 0)
 		sw.n = 0;
 	for (size_t i = 0; i < s->nsyms; i++) {
 		const struct sym *y = &s->syms[i];
@@ -660,15 +621,14 @@ bool cxxcoro_detect(const char *path)
 	char err[256];
 	bool found = false;
 
-	if (scan_open(&s, path, err, sizeof(err)))
+	if (elf_image_open(&s.img, path, err, sizeof(err)))
 		return false;
 	load_syms(&s);
 	for (size_t i = 0; i < s.nsyms && !found; i++)
 		found = has_suffix(s.syms[i].name, ".Frame.actor") ||
 			(has_suffix(s.syms[i].name, ".resume") && !strncmp(s.syms[i].name, "_Z", 2));
 	free(s.syms);
-	elf_end(s.elf);
-	close(s.fd);
+	elf_image_close(&s.img);
 	return found;
 }
 
@@ -681,7 +641,7 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 
 	memset(plan, 0, sizeof(*plan));
 	s.plan = plan;
-	ret = scan_open(&s, path, err, errlen);
+	ret = elf_image_open(&s.img, path, err, errlen);
 	if (ret)
 		return ret;
 	load_syms(&s);
@@ -747,8 +707,7 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 	plan->bodies_without_create = plan->bodies > bodies_created ? plan->bodies - bodies_created
 								    : 0;
 	free(s.syms);
-	elf_end(s.elf);
-	close(s.fd);
+	elf_image_close(&s.img);
 	return 0;
 }
 

@@ -1176,3 +1176,52 @@ int elf_check_loadable(int fd, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+int elf_image_open(struct elf_image *img, const char *path, char *err, size_t errlen)
+{
+	size_t n;
+	int ret;
+
+	memset(img, 0, sizeof(*img));
+	img->path = path;
+	img->fd = -1;
+	ret = elf_open_host(path, &img->fd, &img->elf, &img->eh, err, errlen);
+	if (ret)
+		return ret;
+	if (elf_getphdrnum(img->elf, &n))
+		n = 0;
+	for (size_t i = 0; i < n && img->nloads < ELF_IMAGE_LOADS_MAX; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(img->elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+			img->loads[img->nloads++] = ph;
+	}
+	return 0;
+}
+
+void elf_image_close(struct elf_image *img)
+{
+	if (img->elf)
+		elf_end(img->elf);
+	if (img->fd >= 0)
+		close(img->fd);
+	img->elf = NULL;
+	img->fd = -1;
+}
+
+bool elf_image_text_offset(const struct elf_image *img, uint64_t vaddr, uint64_t *off,
+			   uint64_t *avail)
+{
+	for (size_t i = 0; i < img->nloads; i++) {
+		const GElf_Phdr *ph = &img->loads[i];
+
+		if ((ph->p_flags & PF_X) && vaddr >= ph->p_vaddr &&
+		    vaddr < ph->p_vaddr + ph->p_filesz) {
+			*off = vaddr - ph->p_vaddr + ph->p_offset;
+			if (avail)
+				*avail = ph->p_vaddr + ph->p_filesz - vaddr;
+			return true;
+		}
+	}
+	return false;
+}

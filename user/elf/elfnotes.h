@@ -167,4 +167,37 @@ int elf_check_loadable(int fd, char *err, size_t errlen);
 int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr, char *err,
 		  size_t errlen);
 
+/*
+ * An object opened for reading code: elf_open_host() plus its PT_LOAD
+ * segments, which map a virtual address to a file offset. The first 16
+ * segments are kept; ld.so-loadable objects have four or five.
+ */
+#define ELF_IMAGE_LOADS_MAX	16
+struct elf_image {
+	const char *path;	/* as given, not copied */
+	int fd;			/* -1 when closed */
+	Elf *elf;
+	GElf_Ehdr eh;
+	GElf_Phdr loads[ELF_IMAGE_LOADS_MAX];
+	size_t nloads;
+};
+
+/*
+ * Zero `img` and open `path` into it (elf_open_host's refusals and errors).
+ * On failure nothing is left open and img->fd is -1; on success the caller
+ * ends with elf_image_close().
+ */
+int elf_image_open(struct elf_image *img, const char *path, char *err, size_t errlen);
+
+/* Release what elf_image_open() took; safe on a closed or zeroed-then-failed image. */
+void elf_image_close(struct elf_image *img);
+
+/*
+ * File offset of `vaddr` in an executable (PF_X) PT_LOAD segment, and in
+ * *avail (when not NULL) how many bytes of that segment's file image start
+ * there. False if no executable segment holds it.
+ */
+bool elf_image_text_offset(const struct elf_image *img, uint64_t vaddr, uint64_t *off,
+			   uint64_t *avail);
+
 #endif /* COROBPF_ELFNOTES_H */

@@ -58,22 +58,6 @@ struct pcln {
 	uint64_t nfunc, text, funcname, functab;
 };
 
-static uint32_t u32_at(const uint8_t *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static uint64_t u64_at(const uint8_t *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
 static bool pcln_open(Elf *elf, struct pcln *p)
 {
 	Elf_Scn *scn = NULL;
@@ -98,14 +82,14 @@ static bool pcln_open(Elf *elf, struct pcln *p)
 			return false;
 		p->d = d->d_buf;
 		p->len = d->d_size;
-		magic = u32_at(p->d);
+		magic = load_u32(p->d);
 		/* Go 1.18-1.19, and 1.20 and later (the same header), 8-byte pointers. */
 		if ((magic != 0xfffffff0 && magic != 0xfffffff1) || p->d[7] != 8)
 			return false;
-		p->nfunc = u64_at(p->d + 8);
-		p->text = u64_at(p->d + 24);
-		p->funcname = u64_at(p->d + 32);
-		p->functab = u64_at(p->d + 64);
+		p->nfunc = load_u64(p->d + 8);
+		p->text = load_u64(p->d + 24);
+		p->funcname = load_u64(p->d + 32);
+		p->functab = load_u64(p->d + 64);
 		if (!p->text) {
 			/* A position-independent binary: the offsets count from .text. */
 			Elf_Scn *s = NULL;
@@ -129,12 +113,12 @@ static bool pcln_open(Elf *elf, struct pcln *p)
 static const char *pcln_func(const struct pcln *p, uint64_t i, uint32_t *entry)
 {
 	const uint8_t *ft = p->d + p->functab;
-	uint64_t fo = p->functab + u32_at(ft + 8 * i + 4), no;
+	uint64_t fo = p->functab + load_u32(ft + 8 * i + 4), no;
 
-	*entry = u32_at(ft + 8 * i);
+	*entry = load_u32(ft + 8 * i);
 	if (fo + 8 > p->len)
 		return NULL;
-	no = p->funcname + (uint64_t)(int64_t)(int32_t)u32_at(p->d + fo + 4);
+	no = p->funcname + (uint64_t)(int64_t)(int32_t)load_u32(p->d + fo + 4);
 	if (no >= p->len || !memchr(p->d + no, 0, p->len - no))
 		return NULL;
 	return (const char *)p->d + no;
@@ -152,7 +136,7 @@ bool goelf_func_by_name(Elf *elf, const char *name, uint64_t *vaddr, uint64_t *s
 
 		if (n && !strcmp(n, name)) {
 			*vaddr = p.text + entry;
-			*size = u32_at(p.d + p.functab + 8 * (i + 1)) - entry;
+			*size = load_u32(p.d + p.functab + 8 * (i + 1)) - entry;
 			return true;
 		}
 	}
@@ -164,13 +148,13 @@ static bool pcln_find(const struct pcln *p, uint64_t off, uint64_t *idx)
 {
 	uint64_t lo = 0, hi = p->nfunc;
 
-	if (!p->nfunc || off < u32_at(p->d + p->functab) ||
-	    off >= u32_at(p->d + p->functab + 8 * p->nfunc))
+	if (!p->nfunc || off < load_u32(p->d + p->functab) ||
+	    off >= load_u32(p->d + p->functab + 8 * p->nfunc))
 		return false;
 	while (hi - lo > 1) {
 		uint64_t mid = (lo + hi) / 2;
 
-		if (u32_at(p->d + p->functab + 8 * mid) <= off)
+		if (load_u32(p->d + p->functab + 8 * mid) <= off)
 			lo = mid;
 		else
 			hi = mid;
@@ -209,7 +193,7 @@ static bool compiler_helper(const char *closure, const char *callee)
 /* The one function a small closure calls, but compiler_helper's: f of `go f(x)`'s wrapper. */
 static const char *wrapped_call(Elf *elf, const struct pcln *p, uint64_t idx)
 {
-	uint32_t entry, end = u32_at(p->d + p->functab + 8 * (idx + 1));
+	uint32_t entry, end = load_u32(p->d + p->functab + 8 * (idx + 1));
 	const char *found = NULL, *self = pcln_func(p, idx, &entry);
 	uint64_t start, fileoff = 0;
 	size_t n, nph;

@@ -312,22 +312,6 @@ static void ld_init_hwcaps(struct ld_state *st)
 
 /* ---- ld.so.cache ---- */
 
-static uint32_t get_u32(const char *p)
-{
-	uint32_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
-static uint64_t get_u64(const char *p)
-{
-	uint64_t v;
-
-	memcpy(&v, p, sizeof(v));
-	return v;
-}
-
 static bool cache_string_ok(const struct ld_cache *c, uint32_t off)
 {
 	size_t at = c->hdr + off;
@@ -380,7 +364,7 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 
 	if (c->size >= CACHE_OLD_HDR_SIZE &&
 	    memcmp(c->buf, CACHE_MAGIC_OLD, sizeof(CACHE_MAGIC_OLD) - 1) == 0) {
-		uint64_t old_n = get_u32(c->buf + 12);
+		uint64_t old_n = load_u32(c->buf + 12);
 		uint64_t end = CACHE_OLD_HDR_SIZE + old_n * CACHE_OLD_ENTRY_SIZE;
 
 		/* The new header follows the old table, 8-byte aligned (its entries hold u64s). */
@@ -403,7 +387,7 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 		errfmt(err, errlen, "%s: not a little-endian cache (flags 0x%x)", file, flags);
 		goto corrupt;
 	}
-	c->nlibs = get_u32(c->buf + c->hdr + 20);
+	c->nlibs = load_u32(c->buf + c->hdr + 20);
 	entries = c->size - c->hdr - CACHE_NEW_HDR_SIZE;
 	if (c->nlibs > entries / CACHE_NEW_ENTRY_SIZE) {
 		errfmt(err, errlen, "%s: %u entries do not fit in %zu bytes", file, c->nlibs,
@@ -413,7 +397,7 @@ static int cache_load(struct ld_cache *c, const char *file, char *err, size_t er
 	for (i = 0; i < c->nlibs; i++) {
 		const char *e = c->buf + c->hdr + CACHE_NEW_HDR_SIZE + i * CACHE_NEW_ENTRY_SIZE;
 
-		if (!cache_string_ok(c, get_u32(e + 4)) || !cache_string_ok(c, get_u32(e + 8))) {
+		if (!cache_string_ok(c, load_u32(e + 4)) || !cache_string_ok(c, load_u32(e + 8))) {
 			errfmt(err, errlen, "%s: entry %zu points outside the file", file, i);
 			goto corrupt;
 		}
@@ -434,10 +418,10 @@ static const char *cache_find(const struct ld_cache *c, const char *name)
 		const char *e = c->buf + c->hdr + CACHE_NEW_HDR_SIZE +
 				(size_t)i * CACHE_NEW_ENTRY_SIZE;
 
-		if ((int32_t)get_u32(e) != CACHE_FLAGS_X8664_LIBC6 || get_u64(e + 16) != 0)
+		if ((int32_t)load_u32(e) != CACHE_FLAGS_X8664_LIBC6 || load_u64(e + 16) != 0)
 			continue;
-		if (strcmp(c->buf + c->hdr + get_u32(e + 4), name) == 0)
-			return c->buf + c->hdr + get_u32(e + 8);
+		if (strcmp(c->buf + c->hdr + load_u32(e + 4), name) == 0)
+			return c->buf + c->hdr + load_u32(e + 8);
 	}
 	return NULL;
 }

@@ -17,70 +17,13 @@
 
 #define CODE_MAX 4096
 
-struct obj {
-	const char *path;
-	int fd;
-	Elf *elf;
-	GElf_Ehdr eh;
-	GElf_Phdr loads[16];
-	size_t nloads;
-};
-
-static int obj_open(struct obj *o, const char *path, char *err, size_t errlen)
-{
-	size_t n;
-	int ret;
-
-	memset(o, 0, sizeof(*o));
-	o->path = path;
-	o->fd = -1;
-	ret = elf_open_host(path, &o->fd, &o->elf, &o->eh, err, errlen);
-	if (ret)
-		return ret;
-	if (elf_getphdrnum(o->elf, &n))
-		n = 0;
-	for (size_t i = 0; i < n && o->nloads < sizeof(o->loads) / sizeof(o->loads[0]); i++) {
-		GElf_Phdr ph;
-
-		if (gelf_getphdr(o->elf, (int)i, &ph) && ph.p_type == PT_LOAD)
-			o->loads[o->nloads++] = ph;
-	}
-	return 0;
-}
-
-static void obj_close(struct obj *o)
-{
-	if (o->elf)
-		elf_end(o->elf);
-	if (o->fd >= 0)
-		close(o->fd);
-	o->elf = NULL;
-	o->fd = -1;
-}
-
-/* File offset of vaddr in an executable segment; false if it is in none. */
-static bool obj_text_offset(const struct obj *o, uint64_t vaddr, uint64_t *off, uint64_t *avail)
-{
-	for (size_t i = 0; i < o->nloads; i++) {
-		const GElf_Phdr *ph = &o->loads[i];
-
-		if ((ph->p_flags & PF_X) && vaddr >= ph->p_vaddr &&
-		    vaddr < ph->p_vaddr + ph->p_filesz) {
-			*off = vaddr - ph->p_vaddr + ph->p_offset;
-			*avail = ph->p_vaddr + ph->p_filesz - vaddr;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* Up to `len` bytes of code at vaddr; returns how many were read (0 if not code). */
-static size_t obj_code(const struct obj *o, uint64_t vaddr, uint8_t *buf, size_t len)
+static size_t obj_code(const struct elf_image *o, uint64_t vaddr, uint8_t *buf, size_t len)
 {
 	uint64_t off, avail;
 	ssize_t n;
 
-	if (!obj_text_offset(o, vaddr, &off, &avail))
+	if (!elf_image_text_offset(o, vaddr, &off, &avail))
 		return 0;
 	if (len > avail)
 		len = (size_t)avail;
@@ -93,7 +36,7 @@ static size_t obj_code(const struct obj *o, uint64_t vaddr, uint8_t *buf, size_t
  * hand-written assembly often has no .type directive (libruby's
  * coroutine_transfer is NOTYPE, size 0).
  */
-static bool obj_sym_is_code(const struct obj *o, const GElf_Sym *sym)
+static bool obj_sym_is_code(const struct elf_image *o, const GElf_Sym *sym)
 {
 	Elf_Scn *scn;
 	GElf_Shdr sh;
@@ -107,7 +50,7 @@ static bool obj_sym_is_code(const struct obj *o, const GElf_Sym *sym)
 }
 
 /* A defined function symbol by exact name, from .symtab, else .dynsym. */
-static bool obj_symbol(const struct obj *o, const char *name, uint64_t *vaddr, uint64_t *size)
+static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr, uint64_t *size)
 {
 	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
 
@@ -168,7 +111,7 @@ struct site_res {
  * entry itself if there is none. `fsize` 0: the function ends at its first
  * return.
  */
-static int find_site(const struct obj *o, uint64_t start, uint64_t fsize,
+static int find_site(const struct elf_image *o, uint64_t start, uint64_t fsize,
 		     const struct site_req *rq, struct site_res *res)
 {
 	uint8_t code[CODE_MAX];
@@ -250,13 +193,13 @@ static int find_site(const struct obj *o, uint64_t start, uint64_t fsize,
 	return 0;
 }
 
-static void add_site(struct switch_plan *p, const struct obj *o, const char *func,
+static void add_site(struct switch_plan *p, const struct elf_image *o, const char *func,
 		     uint64_t fstart, const struct site_res *r, uint64_t cookie, const char *what)
 {
 	struct switch_site *s;
 	uint64_t off, avail;
 
-	if (p->nsites >= SWITCHFAM_MAX_SITES || !obj_text_offset(o, r->vaddr, &off, &avail))
+	if (p->nsites >= SWITCHFAM_MAX_SITES || !elf_image_text_offset(o, r->vaddr, &off, &avail))
 		return;
 	s = &p->sites[p->nsites++];
 	s->offset = off;
@@ -276,7 +219,7 @@ static void add_site(struct switch_plan *p, const struct obj *o, const char *fun
  * end, -EINVAL inside an instruction (*inside: where that one starts),
  * -EILSEQ if the code before it does not decode.
  */
-static int exact_site(const struct obj *o, uint64_t start, uint64_t size, uint64_t at,
+static int exact_site(const struct elf_image *o, uint64_t start, uint64_t size, uint64_t at,
 		      struct site_res *r, uint64_t *inside)
 {
 	uint64_t a = start, off, avail;
@@ -286,7 +229,7 @@ static int exact_site(const struct obj *o, uint64_t start, uint64_t size, uint64
 	size_t want, n;
 
 	/* Bounded by the function, else its segment: the offset comes from the command line. */
-	if ((size && at >= size) || !obj_text_offset(o, start, &off, &avail) || at >= avail)
+	if ((size && at >= size) || !elf_image_text_offset(o, start, &off, &avail) || at >= avail)
 		return -ERANGE;
 	want = (size_t)at + 16;
 	code = xmalloc(want);
@@ -318,7 +261,7 @@ static int exact_site(const struct obj *o, uint64_t start, uint64_t size, uint64
  * that says how the switch ends `from` (cookie flags), followed to the
  * cheapest instruction; at `at` instead when the user named an offset.
  */
-static int plan_switch_at(struct switch_plan *p, const struct obj *o, const char *func,
+static int plan_switch_at(struct switch_plan *p, const struct elf_image *o, const char *func,
 			  uint64_t start, uint64_t size, const int *regs, uint32_t flags,
 			  int64_t delta, bool exact, uint64_t at, uint64_t *inside)
 {
@@ -369,7 +312,7 @@ static int plan_switch_at(struct switch_plan *p, const struct obj *o, const char
 }
 
 /* A switch function: from (or current) and to, followed to the cheapest instruction. */
-static int plan_switch(struct switch_plan *p, const struct obj *o, const char *func,
+static int plan_switch(struct switch_plan *p, const struct elf_image *o, const char *func,
 		       int from_reg, int to_reg, int64_t delta)
 {
 	const int regs[3] = { from_reg, to_reg, CORO_CTX_REG_NONE };
@@ -380,7 +323,7 @@ static int plan_switch(struct switch_plan *p, const struct obj *o, const char *f
 	return plan_switch_at(p, o, func, start, size, regs, 0, delta, false, 0, NULL);
 }
 
-static int plan_simple(struct switch_plan *p, const struct obj *o, const char *func, int op,
+static int plan_simple(struct switch_plan *p, const struct elf_image *o, const char *func, int op,
 		       int nargs, const int *regs, uint32_t flags, const char *what)
 {
 	uint64_t start, size;
@@ -408,7 +351,7 @@ static int plan_simple(struct switch_plan *p, const struct obj *o, const char *f
  * its first instruction (mov %rbx,%rsp). When a context's function returns
  * it runs there, on its way to uc_link: that is its exit.
  */
-static bool find_start_context(const struct obj *o, uint64_t *where)
+static bool find_start_context(const struct elf_image *o, uint64_t *where)
 {
 	uint64_t start, size, a, found = 0;
 	uint8_t code[1024], head[3];
@@ -432,7 +375,7 @@ static bool find_start_context(const struct obj *o, uint64_t *where)
 						 (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
 			uint64_t t = a + len + (int64_t)disp;
 
-			if (obj_text_offset(o, t, &off, &avail)) {
+			if (elf_image_text_offset(o, t, &off, &avail)) {
 				hits++;
 				found = t;
 			}
@@ -449,7 +392,7 @@ static bool find_start_context(const struct obj *o, uint64_t *where)
 }
 
 /* The stack pointer adjustment at the top of an fcontext switch: lea disp(%rsp),%rsp. */
-static int64_t fcontext_delta(const struct obj *o, const char *func)
+static int64_t fcontext_delta(const struct elf_image *o, const char *func)
 {
 	uint64_t start, size, a;
 	uint8_t code[64];
@@ -476,7 +419,7 @@ static int64_t fcontext_delta(const struct obj *o, const char *func)
 /* ---- call sites (Boost.Context) ---- */
 
 /* The dynamic symbol index of an undefined (imported) function `name`, or -1. */
-static long import_index(const struct obj *o, const char *name)
+static long import_index(const struct elf_image *o, const char *name)
 {
 	Elf_Scn *scn = NULL;
 
@@ -507,7 +450,7 @@ static long import_index(const struct obj *o, const char *name)
  * -EXDEV if it also takes the function's address through the GOT or a data
  * relocation (calls we could not all see).
  */
-static int plt_slot(const struct obj *o, long idx, uint64_t *slot)
+static int plt_slot(const struct elf_image *o, long idx, uint64_t *slot)
 {
 	Elf_Scn *scn = NULL;
 	int found = -ENOENT;
@@ -539,7 +482,7 @@ struct code_section {
 };
 
 /* The object's executable sections (where instructions begin at the section start). */
-static size_t exec_sections(const struct obj *o, struct code_section *v, size_t max)
+static size_t exec_sections(const struct elf_image *o, struct code_section *v, size_t max)
 {
 	Elf_Scn *scn = NULL;
 	size_t n = 0, shstrndx;
@@ -594,7 +537,7 @@ struct call_sites {
  * taken, a call through the GOT, code that does not decode): then not
  * every switch would be seen from call sites.
  */
-static int find_call_sites(const struct obj *o, const char *fn, struct call_sites *cs)
+static int find_call_sites(const struct elf_image *o, const char *fn, struct call_sites *cs)
 {
 	struct code_section secs[32];
 	size_t nsec = exec_sections(o, secs, 32);
@@ -694,12 +637,12 @@ int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_o
 {
 	static const char *const fns[2] = { "jump_fcontext", "ontop_fcontext" };
 	const int64_t deltas[2] = { delta_jump, delta_ontop };
-	struct obj o;
+	struct elf_image o;
 	int ret;
 
 	memset(plan, 0, sizeof(*plan));
 	plan->family = CORO_FAM_FCONTEXT;
-	ret = obj_open(&o, path, err, errlen);
+	ret = elf_image_open(&o, path, err, errlen);
 	if (ret)
 		return ret;
 	for (int f = 0; f < 2; f++) {
@@ -709,7 +652,7 @@ int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_o
 		if (ret) {
 			errfmt(err, errlen, "%s: %s is reached other than by direct calls", path,
 			       fns[f]);
-			obj_close(&o);
+			elf_image_close(&o);
 			return ret;
 		}
 		for (int i = 0; i < cs.n; i++) {
@@ -731,38 +674,38 @@ int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_o
 					 (unsigned long long)cs.vaddr[i], cs.tail[i] ? "jmp" : "call");
 		}
 	}
-	obj_close(&o);
+	elf_image_close(&o);
 	return 0;
 }
 
 int64_t switchfam_fcontext_delta(const char *path, const char *fn)
 {
-	struct obj o;
+	struct elf_image o;
 	int64_t d;
 
-	if (obj_open(&o, path, NULL, 0))
+	if (elf_image_open(&o, path, NULL, 0))
 		return 0;
 	d = fcontext_delta(&o, fn);
-	obj_close(&o);
+	elf_image_close(&o);
 	return d;
 }
 
 int switchfam_symbol_offset(const char *path, const char *name, uint64_t *off)
 {
 	uint64_t vaddr, size, avail;
-	struct obj o;
+	struct elf_image o;
 	int ret = -ENOENT;
 
-	if (obj_open(&o, path, NULL, 0))
+	if (elf_image_open(&o, path, NULL, 0))
 		return -ENOEXEC;
-	if (obj_symbol(&o, name, &vaddr, &size) && obj_text_offset(&o, vaddr, off, &avail))
+	if (obj_symbol(&o, name, &vaddr, &size) && elf_image_text_offset(&o, vaddr, off, &avail))
 		ret = 0;
-	obj_close(&o);
+	elf_image_close(&o);
 	return ret;
 }
 
 /* The function symbol whose extent holds vaddr (exact starts first); false if none. */
-static bool obj_symbol_at(const struct obj *o, uint64_t vaddr, char *name, size_t len)
+static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name, size_t len)
 {
 	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
 	uint64_t best = 0;
@@ -816,7 +759,7 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 	uint64_t off = 0;
 	const char *cached;
 	FILE *f;
-	struct obj o;
+	struct elf_image o;
 
 	if (!names_at_init) {
 		hmap_init(&names_at);
@@ -850,7 +793,7 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 	}
 	if (f)
 		fclose(f);
-	if (obj_path[0] && !obj_open(&o, obj_path, NULL, 0)) {
+	if (obj_path[0] && !elf_image_open(&o, obj_path, NULL, 0)) {
 		for (size_t i = 0; i < o.nloads; i++) {
 			const GElf_Phdr *ph = &o.loads[i];
 
@@ -867,7 +810,7 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 			}
 			break;
 		}
-		obj_close(&o);
+		elf_image_close(&o);
 	}
 	/* Cached once the process said where it is (a vanished one is asked again). */
 	if (obj_path[0])
@@ -876,11 +819,11 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 
 uint32_t switchfam_detect(const char *path)
 {
-	struct obj o;
+	struct elf_image o;
 	uint64_t v, s;
 	uint32_t fams = 0;
 
-	if (obj_open(&o, path, NULL, 0))
+	if (elf_image_open(&o, path, NULL, 0))
 		return 0;
 	if (obj_symbol(&o, "swapcontext", &v, &s) && obj_symbol(&o, "makecontext", &v, &s))
 		fams |= 1u << CORO_FAM_UCONTEXT;
@@ -896,7 +839,7 @@ uint32_t switchfam_detect(const char *path)
 	}
 	if (import_index(&o, "jump_fcontext") >= 0 || import_index(&o, "ontop_fcontext") >= 0)
 		fams |= SWITCHFAM_FCONTEXT_CALLER;
-	obj_close(&o);
+	elf_image_close(&o);
 	return fams;
 }
 
@@ -945,7 +888,7 @@ void switchfam_help(FILE *out)
  * (the value is then returned by another function), -EILSEQ if it does not
  * decode.
  */
-static int plan_returns(struct switch_plan *p, const struct obj *o,
+static int plan_returns(struct switch_plan *p, const struct elf_image *o,
 			const struct switchfam_site_desc *sd, uint64_t start, uint64_t size)
 {
 	uint8_t *code;
@@ -993,7 +936,8 @@ static int plan_returns(struct switch_plan *p, const struct obj *o,
 }
 
 /* A runtime family's sites (fam_runtimes.c): -ENOENT if a site it needs is missing. */
-static int plan_runtime(struct switch_plan *p, const struct obj *o, const struct switchfam_desc *d)
+static int plan_runtime(struct switch_plan *p, const struct elf_image *o,
+			const struct switchfam_desc *d)
 {
 	for (size_t i = 0; i < sizeof(d->sites) / sizeof(d->sites[0]) && d->sites[i].func; i++) {
 		const struct switchfam_site_desc *sd = &d->sites[i];
@@ -1026,12 +970,12 @@ static int plan_runtime(struct switch_plan *p, const struct obj *o, const struct
 int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, char *err,
 		   size_t errlen)
 {
-	struct obj o;
+	struct elf_image o;
 	int ret;
 
 	memset(plan, 0, sizeof(*plan));
 	plan->family = family;
-	ret = obj_open(&o, path, err, errlen);
+	ret = elf_image_open(&o, path, err, errlen);
 	if (ret)
 		return ret;
 	ret = -ENOENT;
@@ -1109,7 +1053,7 @@ int switchfam_plan(const char *path, uint32_t family, struct switch_plan *plan, 
 	}
 	if (ret == -ENOENT)
 		errfmt(err, errlen, "%s: no %s functions", path, switchfam_name(family));
-	obj_close(&o);
+	elf_image_close(&o);
 	return ret;
 }
 
@@ -1119,26 +1063,26 @@ int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 	const int regs[3] = { cs->from_reg, cs->to_reg, CORO_CTX_REG_NONE };
 	uint64_t start, size = 0, inside = 0, off, avail;
 	char name[sizeof(cs->symbol)];
-	struct obj o;
+	struct elf_image o;
 	int ret;
 
 	memset(plan, 0, sizeof(*plan));
 	plan->family = CORO_FAM_CUSTOM;
-	ret = obj_open(&o, path, err, errlen);
+	ret = elf_image_open(&o, path, err, errlen);
 	if (ret)
 		return ret;
 	if (cs->at_address) {
 		start = cs->address;
 		snprintf(name, sizeof(name), "0x%llx", (unsigned long long)start);
-		if (!obj_text_offset(&o, start, &off, &avail)) {
+		if (!elf_image_text_offset(&o, start, &off, &avail)) {
 			errfmt(err, errlen, "%s: address %s is not in an executable segment", path,
 			       name);
-			obj_close(&o);
+			elf_image_close(&o);
 			return -ERANGE;
 		}
 	} else if (!obj_symbol(&o, cs->symbol, &start, &size)) {
 		errfmt(err, errlen, "%s: no function named %s", path, cs->symbol);
-		obj_close(&o);
+		elf_image_close(&o);
 		return -ENOENT;
 	} else {
 		snprintf(name, sizeof(name), "%s", cs->symbol);
@@ -1160,6 +1104,6 @@ int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
 		errfmt(err, errlen, "%s: the code of %s does not decode at +0x%llx, before +0x%llx",
 		       path, name, (unsigned long long)inside, (unsigned long long)cs->sym_offset);
 	snprintf(plan->limits, sizeof(plan->limits), "creates and exits not visible");
-	obj_close(&o);
+	elf_image_close(&o);
 	return ret;
 }

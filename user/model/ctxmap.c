@@ -92,27 +92,8 @@ static void forget_process(struct ctxmap *x, u32 pid, bool keep_proc)
 	struct hmap *maps[4] = { &x->threads, &x->alias, &x->handles, &x->created };
 	struct ctx_proc *p = hmap_get(&x->procs, pid, 0);
 
-	for (int i = 0; i < 4; i++) {
-		size_t it = 0, n = 0, cap = 0;
-		u64 k1, k2, *keys = NULL;
-		void *v;
-
-		while (hmap_next(maps[i], &it, &k1, &k2, &v)) {
-			if (k1 != pid)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 16;
-				keys = xrealloc(keys, cap * sizeof(*keys));
-			}
-			keys[n++] = k2;
-		}
-		for (size_t j = 0; j < n; j++) {
-			v = hmap_del(maps[i], pid, keys[j]);
-			if (i == 0)
-				free(v);
-		}
-		free(keys);
-	}
+	for (int i = 0; i < 4; i++)
+		hmap_del_k1(maps[i], pid, i == 0 ? free : NULL);
 	if (!p)
 		return;
 	tdestroy(p->ranges, free);

@@ -280,34 +280,21 @@ static void first_run_ends(struct cxxmap *x, struct cxx_thread *t, const struct 
 	emit_switch(x, &e->hdr, e->frame, creator, CORO_R_UNKNOWN, emit, ctx);
 }
 
+static void free_thread(void *v)
+{
+	struct cxx_thread *t = v;
+
+	free(t->stack);
+	free(t);
+}
+
 static void forget_process(struct cxxmap *x, u32 pid)
 {
 	struct hmap *maps[5] = {&x->threads, &x->live, &x->waits, &x->on, &x->fresh};
 
 	hmap_del(&x->procs, pid, 0);
-	for (int i = 0; i < 5; i++) {
-		size_t it = 0, n = 0, cap = 0;
-		u64 k1, k2, *keys = NULL;
-		void *v;
-
-		while (hmap_next(maps[i], &it, &k1, &k2, &v)) {
-			if (k1 != pid)
-				continue;
-			if (n == cap) {
-				cap = cap ? cap * 2 : 16;
-				keys = xrealloc(keys, cap * sizeof(*keys));
-			}
-			keys[n++] = k2;
-		}
-		for (size_t j = 0; j < n; j++) {
-			v = hmap_del(maps[i], pid, keys[j]);
-			if (i == 0) {
-				free(((struct cxx_thread *)v)->stack);
-				free(v);
-			}
-		}
-		free(keys);
-	}
+	for (int i = 0; i < 5; i++)
+		hmap_del_k1(maps[i], pid, i == 0 ? free_thread : NULL);
 }
 
 void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emit_fn emit,

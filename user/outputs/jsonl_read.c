@@ -302,9 +302,33 @@ static int jp_array(struct jp *j, const char *key, int depth)
 	}
 }
 
+/*
+ * The literal `word` (null, true, false) at j->p: read past, and kept as a
+ * value of `type` under key when there is one. 0 when read, 1 when j->p holds
+ * another word, -1 on error.
+ */
+static int jp_word(struct jp *j, const char *key, const char *word, enum jv_type type, bool b)
+{
+	size_t len = strlen(word);
+	struct jv *v;
+
+	if ((size_t)(j->end - j->p) < len || memcmp(j->p, word, len))
+		return 1;
+	j->p += len;
+	if (!key)
+		return 0;
+	v = jv_new(j, key);
+	if (!v)
+		return -1;
+	v->type = type;
+	v->b = b;
+	return 0;
+}
+
 static int jp_value(struct jp *j, const char *key, int depth)
 {
 	struct jv *v = NULL;
+	int ret;
 
 	if (j->p >= j->end) {
 		j->err = "missing value";
@@ -332,32 +356,10 @@ static int jp_value(struct jp *j, const char *key, int depth)
 		return 0;
 	}
 	}
-	if (j->end - j->p >= 4 && !memcmp(j->p, "null", 4)) {
-		j->p += 4;
-		if (key && !(v = jv_new(j, key)))
-			return -1;
-		if (key)
-			v->type = JV_NULL;
-		return 0;
-	}
-	if (j->end - j->p >= 4 && !memcmp(j->p, "true", 4)) {
-		j->p += 4;
-		if (key && !(v = jv_new(j, key)))
-			return -1;
-		if (key) {
-			v->type = JV_BOOL;
-			v->b = true;
-		}
-		return 0;
-	}
-	if (j->end - j->p >= 5 && !memcmp(j->p, "false", 5)) {
-		j->p += 5;
-		if (key && !(v = jv_new(j, key)))
-			return -1;
-		if (key)
-			v->type = JV_BOOL;
-		return 0;
-	}
+	if ((ret = jp_word(j, key, "null", JV_NULL, false)) <= 0 ||
+	    (ret = jp_word(j, key, "true", JV_BOOL, true)) <= 0 ||
+	    (ret = jp_word(j, key, "false", JV_BOOL, false)) <= 0)
+		return ret;
 	if (*j->p == '-' || (*j->p >= '0' && *j->p <= '9')) {
 		char *e, buf[40];
 		size_t n = 0;

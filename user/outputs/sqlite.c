@@ -125,18 +125,21 @@ static void fail(struct sqlite_sink *s, const char *what)
 		snprintf(s->err, sizeof(s->err), "%s: %s", what, sqlite3_errmsg(s->db));
 }
 
-static void step(struct sqlite_sink *s, enum stmt k)
+/* Insert the row bound to st (counted), and leave st clean for the next. */
+static void step_stmt(struct sqlite_sink *s, sqlite3_stmt *st)
 {
-	sqlite3_stmt *st = s->st[k];
-
-	if (!st)
-		return;
 	if (sqlite3_step(st) != SQLITE_DONE)
 		fail(s, "cannot insert a row");
 	else
 		s->rows++;
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
+}
+
+static void step(struct sqlite_sink *s, enum stmt k)
+{
+	if (s->st[k])
+		step_stmt(s, s->st[k]);
 }
 
 /* Bind helpers: columns count from 1. */
@@ -555,12 +558,7 @@ static void sq_span_done(void *ctx, const struct span_done *d)
 	}
 	if (sp->stack)
 		BI(st, 24, sp->stack);
-	if (sqlite3_step(st) != SQLITE_DONE)
-		fail(s, "cannot insert a row");
-	else
-		s->rows++;
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	step_stmt(s, st);
 }
 
 static void sq_finish(void *ctx, const struct model *m)

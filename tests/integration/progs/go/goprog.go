@@ -19,8 +19,9 @@
 //	                  has no call in its loop, so nothing can preempt it)
 //
 // GO_TRACE=FILE also runs Go's own execution tracer (runtime/trace) into FILE, from the first
-// line of main to the last, as a second oracle. Standard library only: it builds offline
-// with `go build -o OUT goprog.go`.
+// line of main to the last, as a second oracle (tools/go/src/gotrace, shared with the bench).
+// Standard library only: it builds offline in GOPATH mode with tools/go on GOPATH
+// (tools/tools.mk).
 package main
 
 import (
@@ -28,12 +29,13 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/trace"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"gotrace"
 )
 
 const (
@@ -326,19 +328,7 @@ func writeTruth(t *truth) {
 }
 
 func main() {
-	if f := os.Getenv("GO_TRACE"); f != "" {
-		out, err := os.Create(f)
-		if err != nil {
-			panic(err)
-		}
-		if err := trace.Start(out); err != nil {
-			panic(err)
-		}
-		defer func() {
-			trace.Stop()
-			out.Close()
-		}()
-	}
+	defer gotrace.FromEnv()()
 	t := &truth{Pid: os.Getpid(), Mode: "launch"}
 	main := goid()
 	t.Goroutines = append(t.Goroutines, &goroutine{Goid: main, Name: "runtime.main",
