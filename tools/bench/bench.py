@@ -29,7 +29,7 @@ Sections:
              the exec gate off and on, and under -a for programs never seen (each exec of
              a fresh copy held until examined): median per exec and ratios
   pgstore    events/s storing a synthetic capture into a local PostgreSQL server, and the
-             server's own ceiling (the same rows loaded by psql \copy)
+             server's own ceiling (the same rows loaded by psql \\copy)
              (corobpf report CAPTURE -o postgresql://...; a throwaway server of its own,
              tools/pg_server.sh, or COROBPF_PG_URI): target 1 M/s
   scale      a million coroutines (100,000 alive at once) traced live to JSONL,
