@@ -28,7 +28,8 @@ Sections:
   exec_cost  what -a adds to an exec: a loop of /bin/true without corobpf, under -a with
              the exec gate off and on, and under -a for programs never seen (each exec of
              a fresh copy held until examined): median per exec and ratios
-  pgstore    events/s storing a synthetic capture into a local PostgreSQL server
+  pgstore    events/s storing a synthetic capture into a local PostgreSQL server, and the
+             server's own ceiling (the same rows loaded by psql \\copy)
              (corobpf report CAPTURE -o postgresql://...; a throwaway server of its own,
              tools/pg_server.sh, or COROBPF_PG_URI): target 1 M/s
   scale      a million coroutines (100,000 alive at once) traced live to JSONL,
@@ -568,6 +569,41 @@ def replay_in(res, work):
         res["replay"][str(n)] = row
 
 
+PG_ROW_TABLES = ("events", "slices", "spans", "offcpu", "coroutines", "stacks", "frames")
+
+
+def pg_dump_rows(dburi):
+    """The schema and the per-event tables' rows of a stored capture, as files (COPY text)."""
+    d = tempfile.mkdtemp(prefix="corobpf-bench-pgrows-", dir=WORK)
+    os.chmod(d, 0o755)
+    schema = sh(["pg_dump", "-s", dburi]).stdout
+    for t in PG_ROW_TABLES:
+        sh(["psql", "-X", "-q", dburi, "-c", "\\copy %s TO '%s'" % (t, os.path.join(d, t))])
+    return d, schema
+
+
+def pg_load_rows(uri, dump, db):
+    """Seconds the server takes to take those rows into a fresh database of the same schema,
+    one psql \\copy per table side by side (as corobpf's writers): what the server can
+    ingest at most here, whatever the client."""
+    d, schema = dump
+    sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE IF EXISTS %s" % db])
+    sh(["psql", "-X", "-q", uri, "-c", "CREATE DATABASE %s" % db])
+    u = uri.split("?", 1)
+    dburi = re.sub(r"/[^/]*$", "/" + db, u[0]) + ("?" + u[1] if len(u) > 1 else "")
+    subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", dburi], input=schema,
+                   text=True, check=True, stdout=subprocess.DEVNULL)
+    t0 = time.monotonic()
+    ps = [subprocess.Popen(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", dburi, "-c",
+                            "\\copy %s FROM '%s'" % (t, os.path.join(d, t))])
+          for t in PG_ROW_TABLES]
+    if any(p.wait() for p in ps):
+        raise SystemExit("pgstore: psql \\copy into %s failed" % db)
+    t = time.monotonic() - t0
+    sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE %s" % db])
+    return t
+
+
 def pgstore(res):
     """corobpf report CAPTURE -o postgresql://...: every row stored, into a fresh database each
     run, timed to the end (the writer thread's last COPY and the capture marked complete)."""
@@ -594,9 +630,15 @@ def pgstore(res):
             dburi = re.sub(r"/[^/]*$", "/" + db, u[0]) + ("?" + u[1] if len(u) > 1 else "")
             t, _ = timed([COROBPF, "report", "-q", raw, "-o", dburi])
             ts.append(t)
+            if i == 0:
+                dump = pg_dump_rows(dburi)
             sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE %s" % db])
         res["pgstore"] = {"events": n, "runs": RUNS, "seconds": median(ts),
                           "events_per_s": n / median(ts)}
+        # The server's own ceiling: the same rows, already made, loaded by psql \copy.
+        cs = [pg_load_rows(uri, dump, "corobpf_bench_ceiling_%d" % i) for i in range(RUNS)]
+        res["pgstore"].update(ceiling_seconds=median(cs), ceiling_events_per_s=n / median(cs))
+        shutil.rmtree(dump[0], ignore_errors=True)
         os.unlink(raw)
     finally:
         if server:
@@ -873,6 +915,10 @@ def table(res):
         lines.append("PostgreSQL store, a synthetic capture into a local server: %d events in "
                      "%.2f s, %.2f M events/s (median of %d; target 1 M/s)" % (
                          pg["events"], pg["seconds"], pg["events_per_s"] / 1e6, pg["runs"]))
+        if "ceiling_seconds" in pg:
+            lines.append("  the server's own ceiling, the same rows loaded by psql \\copy (text, a "
+                         "table per psql side by side): %.2f s, %.2f M events/s" % (
+                             pg["ceiling_seconds"], pg["ceiling_events_per_s"] / 1e6))
     l = res.get("loss")
     if l:
         lines.append("loss at full rate: %d events in %d s (%.0f/s), %d lost, %d MiB ring" % (
