@@ -318,9 +318,20 @@ def go_launch_park_stacks():
     """corobpf --stacks -- goprog: each channel wait of the program's goroutines carries where
     the goroutine parked (walked from its g.sched in BPF, not the system stack the probe runs
     on): runtime.gopark, in runtime.chanrecv, under the goroutine's own function."""
-    if not need_go(GOPROG):
+    launch_park_stacks(GOPROG, "go-stacks")
+
+
+@test
+def go_launch_stripped_park_stacks():
+    """The same with the program built -ldflags='-s -w' (no symbol table, no DWARF): its frames
+    named from Go's own function table (.gopclntab), as the unstripped build's are."""
+    launch_park_stacks(GOPROG_STRIPPED, "go-stripped-stacks")
+
+
+def launch_park_stacks(binary, name):
+    if not need_go(binary):
         return
-    tr, truth, pid, out, raw = go_launch(GOPROG, "go-stacks", extra=THRESHOLDS + ["--stacks"])
+    tr, truth, pid, out, raw = go_launch(binary, name, extra=THRESHOLDS + ["--stacks"])
     stacks = {r["id"]: [f.get("func", "?") for f in r["frames"]]
               for r in tr.records if r["type"] == "stack" and r["pid"] == pid}
     m = Mismatches()
@@ -645,27 +656,8 @@ def go_ps_lists_parked_goroutines():
     own traceback of it); the program goes on unharmed."""
     if not need_go(GOPROG):
         return
-    go_file = work("go-ps.go")
-    prog = subprocess.Popen([GOPROG, "--wait", go_file], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=dict(os.environ, COROBPF_TRUTH=work(
-                                "go-ps.truth")), text=True)
-    try:
-        line = prog.stdout.readline().split()
-        check(line and line[0] == "READY", "goprog did not announce itself: %r" % line)
-        pid = int(line[1])
-        p = corobpf(["ps", "-p", str(pid), "-d", "0.5"])
-        out = p.stdout
-        open(go_file, "w").close()
-        stdout, stderr = prog.communicate(timeout=120)
-    finally:
-        if prog.poll() is None:
-            prog.kill()
-            prog.wait()
-    eq(prog.returncode, 0, "goprog's exit code after corobpf ps (%s)" % stderr.strip())
-    eq(p.returncode, 0, "corobpf ps exit code (%s)" % p.stderr.strip())
-    check("process %d (" % pid in out, "no process header:\n" + out)
-    truth = read_go_truth(work("go-ps.truth"))
-    blocks = {b.split()[0]: b for b in ("0x" + b for b in out.split("\n  0x")[1:])}
+    out, pid, truth = ps_run(GOPROG, "go-ps")
+    blocks = ps_blocks(out)
     m = Mismatches()
     for t in truth["goroutines"]:
         if not t.get("pre_attach"):
@@ -689,16 +681,78 @@ def go_ps_lists_parked_goroutines():
     m.done("corobpf ps against the program's parked goroutines (output:\n%s)" % out)
 
 
-def ps_frames(block):
-    """The functions of a ps entry's stack ("at f+0x1a (obj)", then "f+0x2b (obj)")."""
-    fns = []
+@test
+def go_ps_stripped_names_frames():
+    """corobpf ps on the program built -ldflags='-s -w' (no symbol table, no DWARF) and on the
+    unstripped build: main's stack (polling in main.waitFor, --wait) reads the same, frame for
+    frame, function and offset, named from Go's own function table (.gopclntab); no frame of
+    the program is a bare address. (Goroutines parked since before the attach are not listed
+    for a stripped binary: it has no runtime.allgs symbol to walk them from, docs/go.md.)"""
+    if not need_go(GOPROG) or not need_go(GOPROG_STRIPPED):
+        return
+    stacks = []
+    for binary, name in ((GOPROG, "go-ps-frames"), (GOPROG_STRIPPED, "go-ps-frames-stripped")):
+        out, pid, truth = ps_run(binary, name)
+        main = ps_blocks(out).get(gid(truth_main(truth)))
+        check(main is not None, "%s: main is not listed:\n%s" % (name, out))
+        frames = ps_frame_texts(main)
+        check(frames and not [f for f in frames if f.startswith("0x")],
+              "%s: main's stack has unnamed frames: %s" % (name, frames))
+        stacks.append(frames)
+    # The symbol table marks an assembly function of the ABI0 convention ("runtime.goexit.abi0");
+    # Go's own table, and its tracebacks, do not.
+    eq(stacks[1], [f.replace(".abi0+", "+") for f in stacks[0]],
+       "main's stack, stripped build against unstripped")
+    check(stacks[0][:1] and stacks[0][0].startswith("runtime.gopark+0x") and
+          any(f.startswith("main.waitFor+0x") for f in stacks[0]),
+          "main's stack is %s, want runtime.gopark ... main.waitFor" % stacks[0])
+
+
+def ps_run(binary, name):
+    """corobpf ps on `binary --wait` (some goroutines parked before it): its output, the
+    program's pid and its truth; the program's and corobpf's exit codes checked."""
+    go_file = work(name + ".go")
+    prog = subprocess.Popen([binary, "--wait", go_file], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=dict(os.environ, COROBPF_TRUTH=work(
+                                name + ".truth")), text=True)
+    try:
+        line = prog.stdout.readline().split()
+        check(line and line[0] == "READY", "goprog did not announce itself: %r" % line)
+        pid = int(line[1])
+        p = corobpf(["ps", "-p", str(pid), "-d", "0.5"])
+        out = p.stdout
+        open(go_file, "w").close()
+        stdout, stderr = prog.communicate(timeout=120)
+    finally:
+        if prog.poll() is None:
+            prog.kill()
+            prog.wait()
+    eq(prog.returncode, 0, "goprog's exit code after corobpf ps (%s)" % stderr.strip())
+    eq(p.returncode, 0, "corobpf ps exit code (%s)" % p.stderr.strip())
+    check("process %d (" % pid in out, "no process header:\n" + out)
+    return out, pid, read_go_truth(work(name + ".truth"))
+
+
+def ps_blocks(out):
+    """corobpf ps's entries by goroutine id ("0x6")."""
+    return {b.split()[0]: b for b in ("0x" + b for b in out.split("\n  0x")[1:])}
+
+
+def ps_frame_texts(block):
+    """The frames of a ps entry's stack as printed, less the object ("f+0x1a")."""
+    texts = []
     for line in block.splitlines()[1:]:
         words = line.split()
         if words[:1] == ["at"] and len(words) > 1:
-            fns.append(words[1].split("+0x")[0])
+            texts.append(words[1])
         elif line.startswith(" " * 9) and words and words[0] != "...":
-            fns.append(words[0].split("+0x")[0])
-    return fns
+            texts.append(words[0])
+    return texts
+
+
+def ps_frames(block):
+    """The functions of a ps entry's stack ("at f+0x1a (obj)", then "f+0x2b (obj)")."""
+    return [t.split("+0x")[0] for t in ps_frame_texts(block)]
 
 
 def is_subsequence(want, got):

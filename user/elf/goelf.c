@@ -260,6 +260,41 @@ bool goelf_func_at(Elf *elf, uint64_t vaddr, char *name, size_t len)
 	return true;
 }
 
+struct goelf_funcs {
+	struct pcln p;
+};
+
+struct goelf_funcs *goelf_funcs_open(Elf *elf)
+{
+	struct goelf_funcs *t;
+	struct pcln p;
+
+	if (!elf || !pcln_open(elf, &p))
+		return NULL;
+	t = xcalloc(1, sizeof(*t));
+	t->p = p;
+	return t;
+}
+
+const char *goelf_funcs_at(const struct goelf_funcs *t, uint64_t vaddr, uint64_t *off)
+{
+	uint64_t idx;
+	uint32_t entry;
+	const char *n;
+
+	if (!t || vaddr < t->p.text || !pcln_find(&t->p, vaddr - t->p.text, &idx))
+		return NULL;
+	n = pcln_func(&t->p, idx, &entry);
+	if (n)
+		*off = vaddr - t->p.text - entry;
+	return n;
+}
+
+void goelf_funcs_free(struct goelf_funcs *t)
+{
+	free(t);
+}
+
 bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len)
 {
 	GElf_Ehdr eh;

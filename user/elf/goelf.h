@@ -75,6 +75,23 @@ bool goelf_func_at(Elf *elf, uint64_t vaddr, char *name, size_t len);
  */
 bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len);
 
+/*
+ * Go's function table of one binary, opened once for many look-ups: how the
+ * stack symbolizer names the frames of a Go binary without a symbol table
+ * (stacks.h). It points into elf's data: free it before elf is closed.
+ * NULL if elf has no table of a layout goelf reads.
+ */
+struct goelf_funcs;
+struct goelf_funcs *goelf_funcs_open(Elf *elf);
+
+/*
+ * The function holding vaddr, as the table names it ("main.main.func3": a
+ * frame is the code it runs, not the goroutine's name of goelf_func_at),
+ * and *off, vaddr less its entry. NULL if no function of the table holds it.
+ */
+const char *goelf_funcs_at(const struct goelf_funcs *t, uint64_t vaddr, uint64_t *off);
+void goelf_funcs_free(struct goelf_funcs *t);
+
 /* The corobpf reason of a Go wait reason's text ("chan receive" -> CORO_R_WAIT). */
 uint8_t goelf_reason_of(const char *text);
 

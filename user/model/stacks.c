@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "goelf.h"
 #include "log.h"
 #include "stacks.h"
 #include "safeopen.h"
@@ -44,6 +45,8 @@ struct sym_obj {
 		u64 off, vaddr, filesz;
 	} *loads;
 	size_t nloads;
+	/* A Go binary's own function table: names what its symbol tables do not (stripped). */
+	struct goelf_funcs *gofuncs;
 	struct hmap frames; /* (vaddr, is_return) -> struct sym_frame (template, ip 0) */
 };
 
@@ -190,6 +193,7 @@ static struct sym_obj *obj_get(struct symbolizer *s, const char *path, const u8 
 			o->nloads++;
 		}
 	}
+	o->gofuncs = goelf_funcs_open(elf);
 	return o;
 }
 
@@ -237,6 +241,20 @@ static const struct sym_frame *obj_frame(struct symbolizer *s, struct sym_obj *o
 
 		look = is_ret && vaddr ? vaddr - 1 : vaddr;
 		name = dwfl_module_addrinfo(o->mod, look, &off, &sym, NULL, NULL, NULL);
+		/*
+		 * No symbol whose extent holds it (-ldflags=-s keeps at most the
+		 * .dynsym of a cgo binary, whose nearest entry is another function):
+		 * the Go binary's own table knows every function.
+		 */
+		if (o->gofuncs && (!name || off >= sym.st_size)) {
+			u64 goff;
+			const char *gname = goelf_funcs_at(o->gofuncs, look, &goff);
+
+			if (gname) {
+				name = gname;
+				off = goff;
+			}
+		}
 		if (name) {
 			f->func = own(s, demangle(name));
 			f->func_off = off + (look != vaddr);
@@ -382,6 +400,7 @@ void symbolizer_free(struct symbolizer *s)
 		while (hmap_next(&o->frames, &jt, NULL, NULL, &f))
 			free(f);
 		hmap_free(&o->frames);
+		goelf_funcs_free(o->gofuncs); /* before dwfl_end: it points into the ELF's data */
 		if (o->dwfl)
 			dwfl_end(o->dwfl);
 		free(o->loads);
