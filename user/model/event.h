@@ -93,6 +93,12 @@ struct event {
 		struct {
 			u64 from, to, obj;
 			u32 reason; /* enum coro_switch_reason */
+			/*
+			 * A C++20 coroutine's wait: the type of the awaiter whose
+			 * await_suspend suspended it, demangled (len 0: not known;
+			 * user/model/cxxmap.h).
+			 */
+			struct ev_str awaiter;
 		} sw;
 		struct {
 			u64 id;

@@ -948,6 +948,8 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 	struct coro_thread *t = NULL;
 	bool known = event_decode(&ev, h);
 
+	if (h->kind == CORO_EV_SWITCH && m->cxx_awaiter)
+		ev.sw.awaiter = str_field(m->cxx_awaiter, CORO_STR_LEN);
 	ev.seq = ++m->applied;
 	m->applying = &ev;
 	if (h->ts > m->last_ts)

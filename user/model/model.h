@@ -250,6 +250,8 @@ struct model {
 	const struct event *applying;
 	u64 applied;
 	struct coro *named; /* a coroutine the record being applied gave a derived name */
+	/* Set by the pipeline for a SWITCH it applies: cxxmap's awaiter type (cxxmap.h), or NULL. */
+	const char *cxx_awaiter;
 	struct model_anomalies anom;
 	struct symbolizer *sym; /* --stacks: the stacks defined so far, symbolized (NULL: none) */
 	u64 rng;		/* for the samples kept of long runs (fixed seed: replays agree) */

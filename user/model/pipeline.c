@@ -9,7 +9,9 @@ static void pipeline_model(void *ctx, const struct coro_event_hdr *rec)
 {
 	struct pipeline *p = ctx;
 
+	p->model.cxx_awaiter = p->cxxmap.awaiter;
 	model_apply(&p->model, rec);
+	p->model.cxx_awaiter = NULL;
 }
 
 static void pipeline_cxx(void *ctx, const struct coro_event_hdr *rec)
