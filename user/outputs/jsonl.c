@@ -252,6 +252,8 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		J_NAME(coro_reason_name(ev->sw.reason));
 		*p++ = '"';
 		J_ID("obj", ev->sw.obj);
+		if (ev->sw.awaiter.len)
+			J_STR("awaiter", ev->sw.awaiter);
 		if (ev->c)
 			J_U64("from_uid", ev->c->uid);
 		if (ev->to)

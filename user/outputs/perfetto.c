@@ -409,11 +409,18 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
 			pc->create_flow = pc->ready_flow = 0;
 		}
 		break;
-	case CS_SUSPENDED:
+	case CS_SUSPENDED: {
+		const struct event *sw = model_applying(s->m);
+
 		if (c->obj)
 			args[ev.nargs++] = (struct pf_arg){"obj", A_PTR, c->obj};
+		/* A C++20 coroutine's wait: the awaiter's type (NUL-terminated, cxxmap.h). */
+		if (sw && sw->kind == EV_SWITCH && sw->sw.from == c->id && sw->pid == c->pid &&
+		    sw->sw.awaiter.len)
+			args[ev.nargs++] = (struct pf_arg){"awaiter", A_STR, 0, sw->sw.awaiter.s};
 		pfw_stack_next(&s->w, c->park_stack); /* where it parked */
 		break;
+	}
 	case CS_RUNNABLE:
 		if (c->has_waker)
 			args[ev.nargs++] = (struct pf_arg){"waker", A_PTR, c->waker};
