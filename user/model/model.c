@@ -304,7 +304,21 @@ static void coro_free(struct coro *c)
 	if (c->tids != c->tids_few)
 		free(c->tids);
 	free(c->spans);
+	free(c->awaiter);
 	free(c);
+}
+
+/* The awaiter of its switch out (a C++20 wait), or none: copied only when it changes. */
+static void coro_set_awaiter(struct coro *c, const struct ev_str *a)
+{
+	if (c->awaiter && a->len && !strncmp(c->awaiter, a->s, a->len) && !c->awaiter[a->len])
+		return;
+	free(c->awaiter);
+	c->awaiter = NULL;
+	if (a->len) {
+		c->awaiter = xcalloc(1, a->len + 1);
+		memcpy(c->awaiter, a->s, a->len);
+	}
 }
 
 static void bury_flush(void)
@@ -611,6 +625,8 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 				c->park_stack = mi->stack;
 				set_state(m, c, next, h->ts, h->tid, reason, e->obj);
 			}
+			if (mi->sw.awaiter.len || c->awaiter)
+				coro_set_awaiter(c, &mi->sw.awaiter);
 			c->ready_pending = false;
 			mi->c = c;
 		}

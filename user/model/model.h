@@ -93,6 +93,8 @@ struct coro {
 	u32 tid;	/* thread it runs on (CS_RUNNING), or last ran on */
 	u32 reason;	/* CS_SUSPENDED */
 	u64 obj;	/* CS_SUSPENDED */
+	/* CS_SUSPENDED on a C++20 wait: the awaiter's type (owned; NULL: none, cxxmap.h). */
+	char *awaiter;
 	enum coro_state end_state; /* state when it ended (for CE_TRACE_END: where it was stuck) */
 	u32 end_reason;
 	u64 end_obj;

@@ -552,6 +552,8 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 		if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
 			obuf_printf(o, ",\"reason\":\"%s\"", coro_reason_name(f->reason));
 			put_id(o, "obj", f->obj);
+			if (f->reason == CORO_R_WAIT && f->awaiter[0])
+				put_str(o, "awaiter", f->awaiter, CORO_STR_LEN);
 		}
 		/* fall through */
 	case FK_SCHED_LATENCY:

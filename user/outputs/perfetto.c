@@ -891,6 +891,10 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 		a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(f->reason)};
 		if (f->obj)
 			a[n++] = (struct pf_arg){"obj", A_PTR, f->obj};
+		if (f->reason == CORO_R_WAIT && f->awaiter[0]) {
+			utf8_sanitize(span, sizeof(span), f->awaiter, CORO_STR_LEN);
+			a[n++] = (struct pf_arg){"awaiter", A_STR, 0, span};
+		}
 	}
 	if (f->has_waker)
 		a[n++] = (struct pf_arg){"waker", A_PTR, f->waker};
