@@ -146,6 +146,34 @@ def check_awaiters(trace, truth, pid, build):
     check(expected > 0 or visible is not None, "no awaiter the program used is visible here")
 
 
+def check_awaiter_findings(trace, pid, raw, build):
+    """Replayed with a stall threshold every suspension passes, each stall that was a wait
+    says the awaiter its switch out said (checked against the program's truth above), and the
+    report's text says it."""
+    out = work("cxx20_%s_stalls.jsonl" % build)
+    p = corobpf(["report", raw, "--stall", "0.000001", "-o", out, "--force"])
+    eq(p.returncode, 0, "corobpf report --stall exit code (%s)" % p.stderr.strip())
+    outs = {(e["from"], e["ts"]): e for e in trace.events
+            if e["pid"] == pid and e["ev"] == "switch" and e["from"] != "0x0"}
+    stalls = [f for f in Trace(out).records
+              if f["type"] == "finding" and f["kind"] == "stall" and f["pid"] == pid]
+    check(stalls, "no stall found with a threshold of 1 us")
+    said = 0
+    for f in stalls:
+        sw = outs.get((f["id"], f["ts"]))
+        check(sw, "stall of %s at %d: no switch out there" % (f["id"], f["ts"]))
+        eq(f.get("awaiter"), sw.get("awaiter"),
+           "stall of %s at %d: its awaiter against its switch out's" % (f["id"], f["ts"]))
+        said += "awaiter" in f
+    eq(said > 0, any("awaiter" in e for e in outs.values()), "stalls saying an awaiter")
+    # Here every wait is an awaiter's: each finding the text shows as one names it.
+    waits = re.findall(r"\(pid \d+\), wait on 0x[0-9a-f]+(.*)$", p.stdout + p.stderr, re.M)
+    check(all(w.startswith(", waiting on ") for w in waits),
+          "a wait in the report's findings names no awaiter:\n" + p.stdout + p.stderr)
+    if VISIBLE_AWAITERS[build] is None:
+        check(waits, "the report shows no wait among its findings")
+
+
 def run_tasks(name, binary, args=()):
     trace, truth, p, out, raw = trace_launch(name, [binary] + list(args))
     check(truth, "%s wrote no truth:\n%s" % (binary, p.stdout))
@@ -236,6 +264,7 @@ def unmodified(build, eager):
     check_clean(trace)
     check_frames(trace, truth, pid, lambda short: SIGNATURES[short])
     check_awaiters(trace, truth, pid, build)
+    check_awaiter_findings(trace, pid, raw, build)
     check_replay(out, raw)
 
 
