@@ -96,7 +96,8 @@ struct event {
 			/*
 			 * A C++20 coroutine's wait: the type of the awaiter whose
 			 * await_suspend suspended it, demangled (len 0: not known;
-			 * user/model/cxxmap.h).
+			 * user/model/cxxmap.h). The suspended coroutine's `awaiter`
+			 * says the same from its switch out on.
 			 */
 			struct ev_str awaiter;
 		} sw;

@@ -587,6 +587,8 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
 	struct coro *c;
 
+	if (__builtin_expect(m->cxx_awaiter && *m->cxx_awaiter, 0))
+		mi->sw.awaiter = str_field(*m->cxx_awaiter, CORO_STR_LEN);
 	if (t->cur_known && e->from != t->cur) {
 		/* The scheduler names another coroutine than the one running here. */
 		m->anom.switch_from_mismatch++;
@@ -623,10 +625,11 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			} else {
 				/* The stack of a switch is the one being left: where it parks. */
 				c->park_stack = mi->stack;
+				/* Before its new state begins: the observers' enter() sees it. */
+				if (__builtin_expect(mi->sw.awaiter.len || c->awaiter, 0))
+					coro_set_awaiter(c, &mi->sw.awaiter);
 				set_state(m, c, next, h->ts, h->tid, reason, e->obj);
 			}
-			if (mi->sw.awaiter.len || c->awaiter)
-				coro_set_awaiter(c, &mi->sw.awaiter);
 			c->ready_pending = false;
 			mi->c = c;
 		}
@@ -964,8 +967,6 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 	struct coro_thread *t = NULL;
 	bool known = event_decode(&ev, h);
 
-	if (h->kind == CORO_EV_SWITCH && m->cxx_awaiter)
-		ev.sw.awaiter = str_field(m->cxx_awaiter, CORO_STR_LEN);
 	ev.seq = ++m->applied;
 	m->applying = &ev;
 	if (h->ts > m->last_ts)

@@ -84,6 +84,7 @@ struct perfetto_sink {
 	struct model *m;
 	int slot; /* our priv[] slot in the model's objects, -1: none (use the maps) */
 	struct hmap procs, threads, coros;
+	char awaiter[LABEL_MAX]; /* the awaiter argument of the slice being begun, valid UTF-8 */
 	u64 next_flow;
 	u64 loss_noted;	   /* serial of the last event whose hole was marked */
 	/*
@@ -409,18 +410,16 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
 			pc->create_flow = pc->ready_flow = 0;
 		}
 		break;
-	case CS_SUSPENDED: {
-		const struct event *sw = model_applying(s->m);
-
+	case CS_SUSPENDED:
 		if (c->obj)
 			args[ev.nargs++] = (struct pf_arg){"obj", A_PTR, c->obj};
-		/* A C++20 coroutine's wait: the awaiter's type (NUL-terminated, cxxmap.h). */
-		if (sw && sw->kind == EV_SWITCH && sw->sw.from == c->id && sw->pid == c->pid &&
-		    sw->sw.awaiter.len)
-			args[ev.nargs++] = (struct pf_arg){"awaiter", A_STR, 0, sw->sw.awaiter.s};
+		/* A C++20 coroutine's wait: the awaiter's type. */
+		if (__builtin_expect(c->awaiter != NULL, 0) && c->reason == CORO_R_WAIT) {
+			utf8_sanitize(s->awaiter, sizeof(s->awaiter), c->awaiter, CORO_STR_LEN);
+			args[ev.nargs++] = (struct pf_arg){"awaiter", A_STR, 0, s->awaiter};
+		}
 		pfw_stack_next(&s->w, c->park_stack); /* where it parked */
 		break;
-	}
 	case CS_RUNNABLE:
 		if (c->has_waker)
 			args[ev.nargs++] = (struct pf_arg){"waker", A_PTR, c->waker};
