@@ -391,6 +391,14 @@ static void state_name(const struct coro *c, struct pf_coro *pc, struct pf_ev *e
 	ev->lazy_b = state_names[slot];
 }
 
+/* A C++20 wait's awaiter type, as an argument (rare: kept out of begin_state's way). */
+static __attribute__((noinline, cold)) struct pf_arg awaiter_arg(struct perfetto_sink *s,
+								  const struct coro *c)
+{
+	utf8_sanitize(s->awaiter, sizeof(s->awaiter), c->awaiter, CORO_STR_LEN);
+	return (struct pf_arg){"awaiter", A_STR, 0, s->awaiter};
+}
+
 /* Open the slice of c's current state on its track (and on its thread's, if running). */
 static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf_coro *pc, u64 ts,
 			bool with_flows)
@@ -414,10 +422,8 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
 		if (c->obj)
 			args[ev.nargs++] = (struct pf_arg){"obj", A_PTR, c->obj};
 		/* A C++20 coroutine's wait: the awaiter's type. */
-		if (__builtin_expect(c->awaiter != NULL, 0) && c->reason == CORO_R_WAIT) {
-			utf8_sanitize(s->awaiter, sizeof(s->awaiter), c->awaiter, CORO_STR_LEN);
-			args[ev.nargs++] = (struct pf_arg){"awaiter", A_STR, 0, s->awaiter};
-		}
+		if (__builtin_expect(c->awaiter != NULL, 0) && c->reason == CORO_R_WAIT)
+			args[ev.nargs++] = awaiter_arg(s, c);
 		pfw_stack_next(&s->w, c->park_stack); /* where it parked */
 		break;
 	case CS_RUNNABLE:
