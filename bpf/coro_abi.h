@@ -77,6 +77,13 @@ enum coro_event_kind {
 	 */
 	CORO_EV_CXX = 21,
 	CORO_EV_CXX_AWAIT = 22, /* an awaiter's await_suspend was called: what the frame waits on */
+	/*
+	 * The awaiter's type of the CORO_EV_CXX_AWAIT that follows (struct
+	 * coro_ev_cxx_awaiter): born in user space (ringev.c) from the name the
+	 * attach found for that call site, so the raw capture needs no table;
+	 * never from BPF.
+	 */
+	CORO_EV_CXX_AWAITER = 23,
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -459,6 +466,13 @@ enum coro_cxx_op {
 #define CORO_CXX_COOKIE_A(k) ((__u32)(((k) >> 8) & 0xff))
 #define CORO_CXX_COOKIE_DELTA(k) ((__s64)(__s16)(__u16)((k) >> 16))
 #define CORO_CXX_COOKIE_FN(k) ((__u32)((k) >> 32))
+
+/* CORO_EV_CXX_AWAITER: the class whose await_suspend the frame called, demangled. */
+struct coro_ev_cxx_awaiter {
+	struct coro_event_hdr hdr;
+	__u64 frame;
+	char name[CORO_STR_LEN];
+};
 
 enum coro_cxx_flags {
 	CORO_CXXF_WORD_UNREAD = 1 << 0, /* `word` could not be read */

@@ -19,12 +19,16 @@ static union {
 	u8 bytes[256];
 } out[64];
 static int nout;
+static char awaiter_of[64][CORO_STR_LEN]; /* X.awaiter as each record was emitted ("": NULL) */
 
 static void collect(void *ctx, const struct coro_event_hdr *rec)
 {
 	(void)ctx;
-	if (nout < 64)
+	if (nout < 64) {
+		snprintf(awaiter_of[nout], sizeof(awaiter_of[nout]), "%s",
+			 X.awaiter ? X.awaiter : "");
 		memcpy(out[nout++].bytes, rec, rec->size);
+	}
 }
 
 static u64 now;
@@ -238,6 +242,58 @@ TEST(await_is_a_wait)
 	}
 }
 
+/* The capture's awaiter record before an await: its type goes with that wait only. */
+static void awaiter(u32 tid, u64 frame, const char *name)
+{
+	struct coro_ev_cxx_awaiter a;
+
+	memset(&a, 0, sizeof(a));
+	a.hdr.size = sizeof(a);
+	a.hdr.kind = CORO_EV_CXX_AWAITER;
+	a.hdr.pid = PID;
+	a.hdr.tid = tid;
+	a.hdr.ts = now + 1;
+	a.frame = frame;
+	snprintf(a.name, sizeof(a.name), "%s", name);
+	cxxmap_apply(&X, &a.hdr, collect, NULL);
+}
+
+TEST(awaiter_of_a_wait)
+{
+	reset();
+	enter(T1, 0xa0, SP, 0, 0);
+	awaiter(T1, 0xa0, "Sleep");
+	CHECK_EQ(nout, 1); /* held, not passed on */
+	cxx(T1, CORO_CXX_AWAIT, 0xa0, 0, 0x5000, 0, 0);
+	leave(T1, 0xa0, SP, RESUME);
+	CHECK_EQ(nout, 2);
+	check_switch(1, 0xa0, 0, CORO_R_WAIT, T1);
+	CHECK(!strcmp(awaiter_of[1], "Sleep"));
+	CHECK(!X.awaiter);
+	/* The next switch out without an await has none left over. */
+	enter(T1, 0xa0, SP, 0, 0);
+	leave(T1, 0xa0, SP, RESUME);
+	CHECK_EQ(nout, 4);
+	check_switch(3, 0xa0, 0, CORO_R_UNKNOWN, T1);
+	CHECK(!strcmp(awaiter_of[3], ""));
+	/* Clang's eager first run ends at an await: the wait back to the creator has it. */
+	enter(T1, 0xd0, SP, 0, 0);
+	create(T1, 0xb0);
+	awaiter(T1, 0xb0, "std::suspend_always");
+	cxx(T1, CORO_CXX_AWAIT, 0xb0, 0, 0x6000, 0, 0);
+	CHECK_EQ(nout, 8);
+	check_switch(7, 0xb0, 0xd0, CORO_R_WAIT, T1);
+	CHECK(!strcmp(awaiter_of[7], "std::suspend_always"));
+	CHECK(!strcmp(awaiter_of[6], ""));
+	/* Its end is done: no awaiter, the final one's record notwithstanding. */
+	enter(T2, 0xb0, SP, 0, 0);
+	awaiter(T2, 0xb0, "final_awaiter");
+	cxx(T2, CORO_CXX_AWAIT, 0xb0, 0, 0x6008, 0, 0);
+	leave(T2, 0xb0, SP, 0);
+	check_switch(nout - 1, 0xb0, 0, CORO_R_DONE, T2);
+	CHECK(!strcmp(awaiter_of[nout - 1], ""));
+}
+
 /*
  * Clang's eager coroutine: its ramp, called by the creator's body, runs it up
  * to its first suspension; the await_suspend called there for a frame never
@@ -328,6 +384,7 @@ int main(void)
 	RUN(migration_before_the_return);
 	RUN(frame_reused);
 	RUN(await_is_a_wait);
+	RUN(awaiter_of_a_wait);
 	RUN(clang_ramp_first_run);
 	RUN(other_records);
 	RUN(inside_another_path);

@@ -11,8 +11,9 @@
  * switch_path record (family cxx20) saying what was found and the cost
  * class of the body entries. The names of the coroutines live here for
  * the run, by the capture-wide index the sites' cookies carry: ringev.c
- * turns the first sight of each frame into a NAME record, so the raw
- * capture needs no table.
+ * turns the first sight of each frame into a NAME record, and each
+ * await_suspend call into a CORO_EV_CXX_AWAITER record (the awaiter's
+ * type) before it, so the raw capture needs no table.
  */
 #ifndef COROBPF_CXXATTACH_H
 #define COROBPF_CXXATTACH_H

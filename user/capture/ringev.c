@@ -254,6 +254,30 @@ static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
 	return 0;
 }
 
+/*
+ * C++20: an await_suspend called gets the awaiter's type the attach found
+ * for its call site, in a record just before it (the same ts: the reorder
+ * keeps them in order), which cxxmap.c holds for the frame's next switch
+ * out.
+ */
+static void on_cxx_await(struct ringev *ev, const struct coro_ev_cxx *e)
+{
+	struct coro_ev_cxx_awaiter a = {.hdr = e->hdr, .frame = e->frame};
+	const char *name = cxxattach_name(e->fn);
+
+	if (name && e->frame && e->word) {
+		a.hdr.size = sizeof(a);
+		a.hdr.kind = CORO_EV_CXX_AWAITER;
+		a.hdr.flags &= (u8)~(CORO_EVF_STR_TRUNCATED | CORO_EVF_STR_FAULT);
+		a.hdr.lost_before = 0;
+		snprintf(a.name, sizeof(a.name), "%s", name);
+		if (strlen(name) >= sizeof(a.name))
+			a.hdr.flags |= CORO_EVF_STR_TRUNCATED;
+		record_sink_emit(ev->sink, &a.hdr);
+	}
+	record_sink_emit(ev->sink, &e->hdr);
+}
+
 int ringev_record(void *ctx, void *data, size_t size)
 {
 	struct ringev *ev = ctx;
@@ -289,6 +313,8 @@ int ringev_record(void *ctx, void *data, size_t size)
 		forward_with_stack(ev, h);
 	else if (h->kind == CORO_EV_CXX && h->size >= sizeof(struct coro_ev_cxx))
 		on_cxx(ev, data);
+	else if (h->kind == CORO_EV_CXX_AWAIT && h->size >= sizeof(struct coro_ev_cxx))
+		on_cxx_await(ev, data);
 	else
 		record_sink_emit(ev->sink, h);
 	return 0;

@@ -74,6 +74,9 @@ static void finding_init(struct analyzer *a, struct finding *f, enum finding_kin
 	f->id = c->id;
 	f->uid = c->uid;
 	memcpy(f->name, c->name, CORO_STR_LEN);
+	/* Its last switch out's: the outputs say it with that suspension only. */
+	if (c->awaiter)
+		snprintf(f->awaiter, sizeof(f->awaiter), "%s", c->awaiter);
 	f->parent = c->parent;
 	/* The ancestry the model still knows: live ancestors of the right incarnation. */
 	for (u64 pid = c->parent, puid = c->parent_uid; pid && f->nchain < FINDING_CHAIN;) {

@@ -38,6 +38,7 @@ void cxxmap_init(struct cxxmap *x)
 	hmap_init(&x->on);
 	hmap_init(&x->procs);
 	hmap_init(&x->fresh);
+	hmap_init(&x->awaiters);
 }
 
 static struct cxx_thread *thread_get(struct cxxmap *x, u32 pid, u32 tid)
@@ -98,6 +99,7 @@ static void emit_exit(struct cxxmap *x, const struct coro_event_hdr *like, u64 c
 	hmap_del(&x->waits, like->pid, frame);
 	hmap_del(&x->on, like->pid, frame);
 	hmap_del(&x->fresh, like->pid, frame);
+	free(hmap_del(&x->awaiters, like->pid, frame));
 	emit_hdr(x, like, CORO_EV_EXIT, sizeof(*e), cur);
 	e->id = frame;
 	e->status = 0;
@@ -109,6 +111,7 @@ static void emit_switch(struct cxxmap *x, const struct coro_event_hdr *like, u64
 {
 	struct coro_ev_switch *s = (void *)x->buf.bytes;
 	void *obj = from ? hmap_del(&x->waits, like->pid, from) : NULL;
+	char *awaiter = from ? hmap_del(&x->awaiters, like->pid, from) : NULL;
 
 	emit_hdr(x, like, CORO_EV_SWITCH, sizeof(*s), from);
 	s->from = from;
@@ -117,6 +120,7 @@ static void emit_switch(struct cxxmap *x, const struct coro_event_hdr *like, u64
 	if (obj && reason != CORO_R_DONE) {
 		s->reason = CORO_R_WAIT;
 		s->obj = (u64)(uintptr_t)obj;
+		x->awaiter = awaiter;
 	}
 	if (to)
 		hmap_put(&x->live, like->pid, to, (void *)1);
@@ -125,6 +129,8 @@ static void emit_switch(struct cxxmap *x, const struct coro_event_hdr *like, u64
 	if (to)
 		hmap_put(&x->on, like->pid, to, (void *)(uintptr_t)((u64)like->tid + 1));
 	emit(ctx, &s->hdr);
+	x->awaiter = NULL;
+	free(awaiter);
 }
 
 static void apply_create(struct cxxmap *x, struct cxx_thread *t, const struct coro_ev_cxx *e,
@@ -290,11 +296,11 @@ static void free_thread(void *v)
 
 static void forget_process(struct cxxmap *x, u32 pid)
 {
-	struct hmap *maps[5] = {&x->threads, &x->live, &x->waits, &x->on, &x->fresh};
+	struct hmap *maps[6] = {&x->threads, &x->live, &x->waits, &x->on, &x->fresh, &x->awaiters};
 
 	hmap_del(&x->procs, pid, 0);
-	for (int i = 0; i < 5; i++)
-		hmap_del_k1(maps[i], pid, i == 0 ? free_thread : NULL);
+	for (int i = 0; i < 6; i++)
+		hmap_del_k1(maps[i], pid, i == 0 ? free_thread : i == 5 ? free : NULL);
 }
 
 void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emit_fn emit,
@@ -304,6 +310,20 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 	struct cxx_thread *t;
 	u64 creating, destroying;
 
+	if (rec->kind == CORO_EV_CXX_AWAITER) {
+		const struct coro_ev_cxx_awaiter *a = (const void *)rec;
+
+		/* Held for the await record that follows: the model never sees it. */
+		if (rec->size >= sizeof(*a) && a->frame) {
+			char name[sizeof(a->name)];
+
+			memcpy(name, a->name, sizeof(name));
+			name[sizeof(name) - 1] = 0;
+			free(hmap_del(&x->awaiters, rec->pid, a->frame));
+			hmap_put(&x->awaiters, rec->pid, a->frame, xstrdup(name));
+		}
+		return;
+	}
 	if (rec->kind != CORO_EV_CXX && rec->kind != CORO_EV_CXX_AWAIT) {
 		if (x->active && hmap_get(&x->procs, rec->pid, 0)) {
 			if (rec->kind == CORO_EV_EXEC || rec->kind == CORO_EV_PROC_GONE ||
@@ -346,6 +366,8 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 	if (rec->kind == CORO_EV_CXX_AWAIT) {
 		if (e->word)
 			hmap_put(&x->waits, rec->pid, e->frame, (void *)(uintptr_t)e->word);
+		else
+			free(hmap_del(&x->awaiters, rec->pid, e->frame));
 		if (hmap_del(&x->fresh, rec->pid, e->frame))
 			first_run_ends(x, t, e, emit, ctx);
 		return;
@@ -392,4 +414,8 @@ void cxxmap_free(struct cxxmap *x)
 	hmap_free(&x->on);
 	hmap_free(&x->procs);
 	hmap_free(&x->fresh);
+	it = 0;
+	while (hmap_next(&x->awaiters, &it, &k1, &k2, &v))
+		free(v);
+	hmap_free(&x->awaiters);
 }

@@ -25,7 +25,9 @@
  * - A destroy clone entered: EXIT (if not ended already); the body GCC's
  *   destroy runs next for that frame is no resume.
  * - An await_suspend called: the next switch out of that frame is a wait
- *   (reason WAIT, the awaiter's address as object). Called for a frame
+ *   (reason WAIT, the awaiter's address as object; its type, from the
+ *   CORO_EV_CXX_AWAITER record just before, in `awaiter` while that switch
+ *   is emitted: the model puts it on the switch event). Called for a frame
  *   whose body was never entered, it ends the first run its ramp gave it
  *   (Clang's eager coroutine): SWITCH from the creator to it and back.
  *
@@ -45,6 +47,9 @@ struct cxxmap {
 	struct hmap on;	     /* (pid, frame) -> tid + 1 of the thread it runs on */
 	struct hmap procs;   /* pid -> 1: a process with C++ records */
 	struct hmap fresh;   /* (pid, frame) -> 1: created, its body never entered */
+	struct hmap awaiters; /* (pid, frame) -> its awaiter's type (owned), until its next switch out */
+	/* The awaiter's type of the wait being emitted (a SWITCH), else NULL: valid during emit. */
+	const char *awaiter;
 	bool active;
 	union {
 		struct coro_event_hdr hdr;

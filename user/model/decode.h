@@ -73,6 +73,7 @@ static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
 		ev->sw.to = e->to;
 		ev->sw.obj = e->obj;
 		ev->sw.reason = e->reason;
+		ev->sw.awaiter = (struct ev_str){NULL, 0};
 		return true;
 	}
 	case CORO_EV_EXIT: {

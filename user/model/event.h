@@ -93,6 +93,13 @@ struct event {
 		struct {
 			u64 from, to, obj;
 			u32 reason; /* enum coro_switch_reason */
+			/*
+			 * A C++20 coroutine's wait: the type of the awaiter whose
+			 * await_suspend suspended it, demangled (len 0: not known;
+			 * user/model/cxxmap.h). The suspended coroutine's `awaiter`
+			 * says the same from its switch out on.
+			 */
+			struct ev_str awaiter;
 		} sw;
 		struct {
 			u64 id;

@@ -55,6 +55,8 @@ struct finding {
 	bool open;	    /* still going when the trace or its process ended */
 	u32 reason;	    /* suspension reason (lost_wakeup, stall, leak) */
 	u64 obj;	    /* what it waited on */
+	/* lost_wakeup, stall, leak: a C++20 wait's awaiter type ("": not known) */
+	char awaiter[CORO_STR_LEN];
 	u64 waker;	    /* who made it ready (stall, sched_latency, lost_wakeup), if known */
 	bool has_waker;
 	u32 state;	    /* its state, an enum coro_state (lost_wakeup, leak) */

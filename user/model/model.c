@@ -304,7 +304,21 @@ static void coro_free(struct coro *c)
 	if (c->tids != c->tids_few)
 		free(c->tids);
 	free(c->spans);
+	free(c->awaiter);
 	free(c);
+}
+
+/* The awaiter of its switch out (a C++20 wait), or none: copied only when it changes. */
+static void coro_set_awaiter(struct coro *c, const struct ev_str *a)
+{
+	if (c->awaiter && a->len && !strncmp(c->awaiter, a->s, a->len) && !c->awaiter[a->len])
+		return;
+	free(c->awaiter);
+	c->awaiter = NULL;
+	if (a->len) {
+		c->awaiter = xcalloc(1, a->len + 1);
+		memcpy(c->awaiter, a->s, a->len);
+	}
 }
 
 static void bury_flush(void)
@@ -573,6 +587,8 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
 	struct coro *c;
 
+	if (__builtin_expect(m->cxx_awaiter && *m->cxx_awaiter, 0))
+		mi->sw.awaiter = str_field(*m->cxx_awaiter, CORO_STR_LEN);
 	if (t->cur_known && e->from != t->cur) {
 		/* The scheduler names another coroutine than the one running here. */
 		m->anom.switch_from_mismatch++;
@@ -609,6 +625,9 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 			} else {
 				/* The stack of a switch is the one being left: where it parks. */
 				c->park_stack = mi->stack;
+				/* Before its new state begins: the observers' enter() sees it. */
+				if (__builtin_expect(mi->sw.awaiter.len || c->awaiter, 0))
+					coro_set_awaiter(c, &mi->sw.awaiter);
 				set_state(m, c, next, h->ts, h->tid, reason, e->obj);
 			}
 			c->ready_pending = false;

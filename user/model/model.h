@@ -93,6 +93,11 @@ struct coro {
 	u32 tid;	/* thread it runs on (CS_RUNNING), or last ran on */
 	u32 reason;	/* CS_SUSPENDED */
 	u64 obj;	/* CS_SUSPENDED */
+	/*
+	 * Since its last switch out: that wait's awaiter type (a C++20 wait;
+	 * owned; NULL: none, cxxmap.h). Set before its new state begins.
+	 */
+	char *awaiter;
 	enum coro_state end_state; /* state when it ended (for CE_TRACE_END: where it was stuck) */
 	u32 end_reason;
 	u64 end_obj;
@@ -250,6 +255,11 @@ struct model {
 	const struct event *applying;
 	u64 applied;
 	struct coro *named; /* a coroutine the record being applied gave a derived name */
+	/*
+	 * Where the pipeline's cxxmap says the awaiter's type of the SWITCH it
+	 * passes on (cxxmap.h: NULL for none); NULL without a cxxmap.
+	 */
+	const char *const *cxx_awaiter;
 	struct model_anomalies anom;
 	struct symbolizer *sym; /* --stacks: the stacks defined so far, symbolized (NULL: none) */
 	u64 rng;		/* for the samples kept of long runs (fixed seed: replays agree) */

@@ -50,6 +50,7 @@ void pipeline_init(struct pipeline *p, struct capture_info *ci, const struct ana
 	gomodel_init(&p->gomodel);
 	cxxmap_init(&p->cxxmap);
 	model_init(&p->model, ci);
+	p->model.cxx_awaiter = &p->cxxmap.awaiter;
 	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
 	if (detect) {
 		struct finding_sink to_outputs = {.ctx = p, .finding = pipeline_finding};

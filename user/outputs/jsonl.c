@@ -252,6 +252,8 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		J_NAME(coro_reason_name(ev->sw.reason));
 		*p++ = '"';
 		J_ID("obj", ev->sw.obj);
+		if (ev->sw.awaiter.len)
+			J_STR("awaiter", ev->sw.awaiter);
 		if (ev->c)
 			J_U64("from_uid", ev->c->uid);
 		if (ev->to)
@@ -550,6 +552,8 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 		if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
 			obuf_printf(o, ",\"reason\":\"%s\"", coro_reason_name(f->reason));
 			put_id(o, "obj", f->obj);
+			if (f->reason == CORO_R_WAIT && f->awaiter[0])
+				put_str(o, "awaiter", f->awaiter, CORO_STR_LEN);
 		}
 		/* fall through */
 	case FK_SCHED_LATENCY:

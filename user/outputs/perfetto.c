@@ -84,6 +84,7 @@ struct perfetto_sink {
 	struct model *m;
 	int slot; /* our priv[] slot in the model's objects, -1: none (use the maps) */
 	struct hmap procs, threads, coros;
+	char awaiter[LABEL_MAX]; /* the awaiter argument of the slice being begun, valid UTF-8 */
 	u64 next_flow;
 	u64 loss_noted;	   /* serial of the last event whose hole was marked */
 	/*
@@ -390,6 +391,14 @@ static void state_name(const struct coro *c, struct pf_coro *pc, struct pf_ev *e
 	ev->lazy_b = state_names[slot];
 }
 
+/* A C++20 wait's awaiter type, as an argument (rare: kept out of begin_state's way). */
+static __attribute__((noinline, cold)) struct pf_arg awaiter_arg(struct perfetto_sink *s,
+								  const struct coro *c)
+{
+	utf8_sanitize(s->awaiter, sizeof(s->awaiter), c->awaiter, CORO_STR_LEN);
+	return (struct pf_arg){"awaiter", A_STR, 0, s->awaiter};
+}
+
 /* Open the slice of c's current state on its track (and on its thread's, if running). */
 static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf_coro *pc, u64 ts,
 			bool with_flows)
@@ -412,6 +421,9 @@ static void begin_state(struct perfetto_sink *s, const struct coro *c, struct pf
 	case CS_SUSPENDED:
 		if (c->obj)
 			args[ev.nargs++] = (struct pf_arg){"obj", A_PTR, c->obj};
+		/* A C++20 coroutine's wait: the awaiter's type. */
+		if (__builtin_expect(c->awaiter != NULL, 0) && c->reason == CORO_R_WAIT)
+			args[ev.nargs++] = awaiter_arg(s, c);
 		pfw_stack_next(&s->w, c->park_stack); /* where it parked */
 		break;
 	case CS_RUNNABLE:
@@ -884,6 +896,10 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 		a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(f->reason)};
 		if (f->obj)
 			a[n++] = (struct pf_arg){"obj", A_PTR, f->obj};
+		if (f->reason == CORO_R_WAIT && f->awaiter[0]) {
+			utf8_sanitize(span, sizeof(span), f->awaiter, CORO_STR_LEN);
+			a[n++] = (struct pf_arg){"awaiter", A_STR, 0, span};
+		}
 	}
 	if (f->has_waker)
 		a[n++] = (struct pf_arg){"waker", A_PTR, f->waker};

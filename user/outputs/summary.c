@@ -173,6 +173,11 @@ static void print_findings(struct summary *s, const struct model *m)
 				fprintf(s->out, ", %s", coro_reason_name(f->reason));
 				if (f->obj)
 					fprintf(s->out, " on 0x%llx", (unsigned long long)f->obj);
+				if (f->reason == CORO_R_WAIT && f->awaiter[0]) {
+					/* A C++20 wait: the awaiter's type (docs/cxx20.md). */
+					term_safe(name, sizeof(name), f->awaiter, CORO_STR_LEN);
+					fprintf(s->out, ", waiting on %s", name);
+				}
 			} else if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK) {
 				fprintf(s->out, ", %s", coro_state_name(f->state));
 			}

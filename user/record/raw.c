@@ -154,6 +154,7 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_EV_CTX_EXIT: return sizeof(struct coro_ev_ctx_exit);
 	case CORO_EV_SAMPLE: return sizeof(struct coro_ev_sample);
 	case CORO_EV_GO_STATUS: return sizeof(struct coro_ev_go_status);
+	case CORO_EV_CXX_AWAITER: return sizeof(struct coro_ev_cxx_awaiter);
 	case CORO_REC_GO_G: return sizeof(struct coro_rec_go_g);
 	case CORO_REC_PROCESS: return sizeof(struct coro_rec_process) + 1;
 	case CORO_REC_THREAD: return sizeof(struct coro_rec_thread);

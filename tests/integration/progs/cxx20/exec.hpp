@@ -20,7 +20,10 @@
  * worker, each symmetric transfer into it), every return into its body from a coroutine it
  * resumed directly (`nested_returns`), its parent (the coroutine running on the creating
  * thread), every suspension with the reason and object the adapter gives it, every time it
- * is put on a run queue (`readies`), the spans it opens, and its exit.
+ * is put on a run queue (`readies`), the spans it opens, and its exit. With each suspension
+ * it keeps the awaiter's type whose await_suspend suspended it (`awaiters`, parallel to
+ * `suspends`: the demangled typeid, null where no awaiter suspends it: a nested resume, an
+ * eager child's first run).
  * write_truth() prints one JSON line per incarnation, in creation order.
  */
 #ifndef CXX20_EXEC_HPP
@@ -33,6 +36,8 @@
 #include <coroutine>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cxxabi.h>
 #include <deque>
 #include <exception>
 #include <map>
@@ -40,6 +45,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <typeinfo>
 #include <unistd.h>
 #include <sys/syscall.h>
 #include <utility>
@@ -69,6 +75,7 @@ struct record {
 	long resumes = 0, nested_returns = 0, readies = 0;
 	std::vector<std::string> spans;
 	std::vector<std::pair<int, std::uint64_t>> suspends;
+	std::vector<const std::type_info *> awaiters; /* parallel to suspends: NULL for none */
 	std::vector<long> tids;
 	bool exited = false;
 	int status = 0;
@@ -124,12 +131,18 @@ inline void on_enter(std::uint64_t id)
 		r->tids.push_back(tid);
 }
 
-inline void on_suspend(std::uint64_t id, int reason, std::uint64_t obj)
+/*
+ * awaiter: the type of the awaiter suspending it (&typeid: a constant, so the awaiters'
+ * code keeps the shape it has without the truth), NULL for none.
+ */
+inline void on_suspend(std::uint64_t id, int reason, std::uint64_t obj,
+		       const std::type_info *awaiter = nullptr)
 {
 	if (!T().keep)
 		return;
 	std::lock_guard<std::mutex> g(T().m);
 	T().live.at(id)->suspends.emplace_back(reason, obj);
+	T().live.at(id)->awaiters.push_back(awaiter);
 }
 
 /* h is put on a run queue: the adapter's build says so with corobpf::ready. */
@@ -201,6 +214,20 @@ inline void write_truth(FILE *f)
 		for (size_t i = 0; i < r->suspends.size(); i++)
 			fprintf(f, "%s[%d,\"0x%llx\"]", i ? "," : "", r->suspends[i].first,
 				(unsigned long long)r->suspends[i].second);
+		fprintf(f, "],\"awaiters\":[");
+		for (size_t i = 0; i < r->awaiters.size(); i++) {
+			/* Demangled as corobpf demangles a symbol: the runtime's demangler. */
+			int st = 0;
+			char *d = r->awaiters[i] ? abi::__cxa_demangle(r->awaiters[i]->name(),
+								     nullptr, nullptr, &st)
+						 : nullptr;
+
+			if (r->awaiters[i])
+				fprintf(f, "%s\"%s\"", i ? "," : "", d ? d : r->awaiters[i]->name());
+			else
+				fprintf(f, "%snull", i ? "," : "");
+			free(d);
+		}
 		fprintf(f, "],\"spans\":[");
 		for (size_t i = 0; i < r->spans.size(); i++)
 			fprintf(f, "%s\"%s\"", i ? "," : "", r->spans[i].c_str());
@@ -296,7 +323,7 @@ template <class T> struct task_promise : promise_common, task_promise_value<T> {
 		await_suspend(std::coroutine_handle<task_promise> h) noexcept
 		{
 			task_promise &p = h.promise();
-			on_suspend(p.self, CORO_DONE, 0);
+			on_suspend(p.self, CORO_DONE, 0, &typeid(final_awaiter));
 			on_exit(p.self, 0);
 			if (p.continuation) {
 				/* The join ends: transfer back into the parent's body. */
@@ -343,7 +370,7 @@ template <class T> struct task {
 		bool await_ready() { return false; }
 		std::coroutine_handle<> await_suspend(std::coroutine_handle<> parent)
 		{
-			on_suspend(addr(parent), CORO_WAIT, addr(child));
+			on_suspend(addr(parent), CORO_WAIT, addr(child), &typeid(join));
 			child.promise().continuation = parent;
 			on_enter(addr(child));
 			running = addr(child);
@@ -382,14 +409,14 @@ struct generator {
 		std::suspend_always yield_value(int v)
 		{
 			value = v;
-			on_suspend(self, CORO_YIELD, 0);
+			on_suspend(self, CORO_YIELD, 0, &typeid(std::suspend_always));
 			return {};
 		}
 		struct final_awaiter {
 			bool await_ready() noexcept { return false; }
 			void await_suspend(std::coroutine_handle<promise> h) noexcept
 			{
-				on_suspend(h.promise().self, CORO_DONE, 0);
+				on_suspend(h.promise().self, CORO_DONE, 0, &typeid(final_awaiter));
 				on_exit(h.promise().self, 0);
 			}
 			void await_resume() noexcept {}
@@ -456,7 +483,7 @@ struct eager {
 			bool await_ready() noexcept { return false; }
 			void await_suspend(std::coroutine_handle<promise> h) noexcept
 			{
-				on_suspend(h.promise().self, CORO_DONE, 0);
+				on_suspend(h.promise().self, CORO_DONE, 0, &typeid(final_awaiter));
 				on_exit(h.promise().self, 0);
 				h.destroy();
 				detached_end();
@@ -555,7 +582,7 @@ struct scheduler {
 		bool await_ready() { return false; }
 		void await_suspend(std::coroutine_handle<> h)
 		{
-			on_suspend(addr(h), CORO_YIELD, 0);
+			on_suspend(addr(h), CORO_YIELD, 0, &typeid(yield_aw));
 			s->post(h, self);
 		}
 		void await_resume() {}
@@ -570,7 +597,7 @@ struct scheduler {
 		bool await_ready() { return false; }
 		void await_suspend(std::coroutine_handle<> h)
 		{
-			on_suspend(addr(h), CORO_YIELD, 0);
+			on_suspend(addr(h), CORO_YIELD, 0, &typeid(to_aw));
 			s->post(h, w);
 		}
 		void await_resume() {}
@@ -605,7 +632,8 @@ struct event {
 		bool await_suspend(std::coroutine_handle<> h)
 		{
 			/* Recorded first: once queued, another thread may resume it. */
-			on_suspend(addr(h), CORO_WAIT, reinterpret_cast<std::uintptr_t>(e));
+			on_suspend(addr(h), CORO_WAIT, reinterpret_cast<std::uintptr_t>(e),
+				   &typeid(aw));
 			std::lock_guard<std::mutex> g(e->m);
 			if (e->is_set) {
 				/* Set meanwhile: through the queue, not `return false`. */
