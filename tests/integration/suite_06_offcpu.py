@@ -132,4 +132,6 @@ def offcpu_every_stretch_ends_under_load():
     kinds = collections.Counter(f["kind"] for f in trace.records if f["type"] == "finding")
     eq(kinds["blocking"], runs, "blocking findings (%s; %d stretches ended late)" % (dict(kinds), late))
     eq(kinds["long_run"], 0, "long_run findings (%s; %d stretches ended late)" % (dict(kinds), late))
+    # Counted where a user sees it: the trailer, and the summary when not zero.
+    eq(trace.records[-1]["anomalies"]["offcpu_late"], late, "the trailer's offcpu_late")
     print("    %d of %d off-CPU stretches ended late" % (late, sum(1 for _ in trace.by_ev("offcpu"))))

@@ -398,6 +398,10 @@ def docs_readme_summary_is_the_programs():
     check(start, "no summary in:\n" + p.stderr)
     real = real[start[0]:]
     real = real[:1] + [l for l in itertools.takewhile(lambda l: l.startswith("  "), real[1:])]
+    # The kernel sometimes shows no return of a thread to the CPU (about 1 in 1,000 on this
+    # kernel, more under load: docs/design.md); the summary then says how many stretches ended
+    # late. Whether a run has one is the kernel's, not the demo's: the line is not compared.
+    real = [l for l in real if "off-CPU stretches ended at their thread's next record" not in l]
     want, got = summary_shape(example), summary_shape(real)
     # Which coroutines the longest-suspended list names varies by run: its lines are checked
     # for their format (masked to their reason) and count, the rest line for line.

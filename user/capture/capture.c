@@ -696,6 +696,7 @@ static void stop_exec_gate(struct capture *c)
 	epoll_ctl(c->epfd, EPOLL_CTL_DEL, execgate_wake_fd(c->gate), NULL);
 	execgate_stop(c->gate, &st);
 	c->gate = NULL;
+	c->ustats[CORO_USTAT_GATE_TIMEOUTS] = st.timeouts;
 	log_verbose("exec gate: %llu execs answered, %llu held for %llu examinations (longest "
 		    "hold %llu us), %llu let go unheld (too many waiting), %llu queue overflows",
 		    (unsigned long long)st.events, (unsigned long long)st.held,

@@ -37,10 +37,6 @@ static void say_inconsistencies(FILE *out, const struct model *m)
 {
 	const struct model_anomalies *a = &m->anom;
 
-	if (a->offcpu_late)
-		fprintf(out, "  %llu off-CPU stretches ended at their thread's next record: the "
-			"kernel's return of the thread went unseen (docs/design.md)\n",
-			(unsigned long long)a->offcpu_late);
 	if (!(a->switch_from_mismatch || a->running_elsewhere || a->recreate_live ||
 	      a->span_unmatched_end || a->cur_desync))
 		return;
@@ -104,6 +100,19 @@ const struct counter counters[] = {
 	 .json = "attach_refused", .sql = "attach_refused", .perfetto = "objects refused",
 	 .text = "objects were refused: their probes would harm the target, or they were past "
 		 "their share of USDT spec slots (the warnings name them)"},
+	{.group = CG_LOST, BPF(GO_FAULT),
+	 .json = "go_unreadable", .sql = "go_unreadable", .perfetto = "Go status changes unread",
+	 .text = "Go status changes whose goroutine could not be read: kept with zeros "
+		 "(docs/go.md)"},
+	{.group = CG_LOST, BPF(CXX_UNREAD),
+	 .json = "cxx_unread", .sql = "cxx_unread", .perfetto = "C++20 returns unread",
+	 .text = "C++20 body returns whose frame could not be read: taken as suspensions "
+		 "(docs/cxx20.md)"},
+	{.group = CG_LOST, USER(GATE_TIMEOUTS), .flags = CF_SAY_LAST,
+	 .json = "exec_gate_timeouts", .sql = "exec_gate_timeouts",
+	 .perfetto = "execs let go at the gate's timeout",
+	 .text = "programs ran after waiting --exec-gate's time, before they were attached: "
+		 "their first probes may be missing"},
 
 	{.group = CG_ANOMALIES, ANOM(switch_from_mismatch),
 	 .json = "switch_from_mismatch", .say = say_inconsistencies},
@@ -114,6 +123,9 @@ const struct counter counters[] = {
 	{.group = CG_ANOMALIES, ANOM(late_records), .json = "late_records"},
 	{.group = CG_ANOMALIES, ANOM(unknown_records), .json = "unknown_records"},
 	{.group = CG_ANOMALIES, ANOM(unknown_pid), .json = "unknown_pid"},
+	{.group = CG_ANOMALIES, ANOM(offcpu_late), .json = "offcpu_late",
+	 .text = "off-CPU stretches ended at their thread's next record: the kernel's return "
+		 "of the thread went unseen (docs/design.md)"},
 };
 /* clang-format on */
 

@@ -291,8 +291,12 @@ static inline u64 intern_lit(struct pf_wire *w, const char *lit, bool da)
 	return intern_lit_slow(w, lit, da);
 }
 
-/* Arguments of one event at most (the capture summary has the most: test_perfetto.c checks). */
-#define PF_MAX_ARGS 16
+/*
+ * Arguments of one event at most. The capture summary has the most: five of
+ * its own and every counter (COUNTERS_MAX, counters.h); test_perfetto.c
+ * checks that none is cut.
+ */
+#define PF_MAX_ARGS 40
 
 static inline __attribute__((always_inline)) u8 *put_args(u8 *p, const struct pf_arg *args,
 							  const u64 *name_iids, int nargs)

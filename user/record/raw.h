@@ -155,6 +155,11 @@ enum coro_user_stat {
 	 * share of USDT spec slots.
 	 */
 	CORO_USTAT_ATTACH_REFUSED = 6,
+	/*
+	 * -a, --follow: execs the exec gate held, then let go at --exec-gate's
+	 * timeout before their program was attached (its first probes can be missed).
+	 */
+	CORO_USTAT_GATE_TIMEOUTS = 7,
 	CORO_USTAT_MAX = 8,
 };
 
