@@ -101,14 +101,26 @@ def name_as_traced(name):
     return "".join(out)
 
 
+# Anomalies of the kernel's making, not the trace's: a thread's return to the CPU that
+# sched_switch never showed (anomalies.offcpu_late, docs/design.md) happens about once in a
+# thousand returns, more under load. Its own test (offcpu_every_stretch_ends_under_load) checks
+# the count; elsewhere it is no fault of what a test traces.
+KERNEL_ANOMALIES = ("offcpu_late",)
+
+
+def trace_anomalies(trailer, also_allowed=()):
+    """The trailer's anomalies that are not zero, less the kernel's and also_allowed."""
+    return {k: v for k, v in trailer["anomalies"].items()
+            if v and k not in KERNEL_ANOMALIES and k not in also_allowed}
+
+
 def check_clean(trace, allow_lost=False):
     t = trace.trailer
     if not allow_lost:
         eq(t["lost"]["events"], 0, "events lost")
     eq(t["lost"]["string_faults"], 0, "string faults")
     eq(t["lost"]["bad_records"], 0, "bad ring records")
-    bad = {k: v for k, v in t["anomalies"].items() if v}
-    eq(bad, {}, "anomalies")
+    eq(trace_anomalies(t), {}, "anomalies")
 
 
 def check_truth(trace, truth, pid, launched=True):
