@@ -43,14 +43,18 @@ def window_differences(dump, full):
     """(missing, extra): the full trace's events over the dump's window that the dump lacks,
     and the dump's that the full trace lacks. A stretch off the CPU that crosses an edge of
     the window is whole in one and cut in the other, as docs/jsonl.md says: begun before the
-    dump's start, the dump holds its offcpu line but not its offcpu_begin; ended after the
-    dump, the dump holds its offcpu_begin alone. Those are not differences; any other is."""
+    dump's start (or before the first record a byte-bound dump kept), the dump holds its
+    offcpu line but not its offcpu_begin; ended after the dump, the dump holds its
+    offcpu_begin alone. Those are not differences; any other is."""
     ts = [e["ts"] for e in dump.events]
     lo, hi = min(ts), max(ts)
     window = collections.Counter(event_key(e) for e in full.events if lo <= e["ts"] <= hi)
     got = collections.Counter(event_key(e) for e in dump.events)
     missing, extra = window - got, got - window
     stretch = lambda e: (e["tid"], e["ts"])
+    # Where the dump begins: its start_ts, or under --flight-mb the first record it kept (an
+    # offcpu line carries its stretch's start, not when it came: it does not tell).
+    kept = min([e["ts"] for e in dump.events if e["ev"] != "offcpu"] or [hi])
     held = {ev: {stretch(e) for e in dump.events if e["ev"] == ev}
             for ev in ("offcpu", "offcpu_begin")}
     for k in list(missing):
@@ -59,7 +63,8 @@ def window_differences(dump, full):
                 and stretch(e) not in held["offcpu"] and e["ts"] + e["dur"] > hi):
             del missing[k]
         elif (e["ev"] == "offcpu_begin" and stretch(e) in held["offcpu"]
-                and stretch(e) not in held["offcpu_begin"] and e["ts"] <= dump.header["start_ts"]):
+                and stretch(e) not in held["offcpu_begin"]
+                and (e["ts"] <= dump.header["start_ts"] or e["ts"] < kept)):
             del missing[k]
     return missing, extra
 
