@@ -193,8 +193,9 @@ static __always_inline void event_submit(void *rec)
 
 /*
  * The kernel sometimes runs a thread again with no sched_switch call that
- * the program sees bring it back (issue 18: about 1 return in 1,000
- * under load, on 6.18; no recursion miss, no lost record). A thread seen
+ * brings it back (issue 18: about 1 return in 1,000 under load, on 6.18;
+ * a second program on the tracepoint misses the same returns, so no
+ * program here can see them: docs/design.md). A thread seen
  * running (one of its own probes, or its next switch-out) with off_ts still
  * set missed its offcpu_end: it is emitted now, flagged late, so the
  * stretch ends at the thread's next record rather than never.
