@@ -83,6 +83,18 @@ static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h
 	}
 }
 
+/*
+ * -a sees every exec and dlopen on the machine. Once the rescan is asked
+ * for, those of a process that never fired a probe say nothing about any
+ * coroutine: they stay out of the trace (a process is in it from its first
+ * probe, announced by its process record).
+ */
+static bool untraced_elsewhere(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	return ev->system_wide && !ringev_find_target(ev, h->pid) &&
+	       !hmap_get(&ev->announced, h->pid, 0);
+}
+
 /* Admitted by the BPF side: say what it is, before its first event. */
 static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
 {
@@ -303,8 +315,11 @@ int ringev_record(void *ctx, void *data, size_t size)
 		on_context_record(ev, h);
 	if (h->kind == CORO_EV_CXX && ((const struct coro_ev_cxx *)h)->op == CORO_CXX_BODY)
 		ev->ctx_switches++;
-	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC)
+	if (h->kind == CORO_EV_LIBLOAD || h->kind == CORO_EV_EXEC) {
 		on_objects_changed(ev, h);
+		if (untraced_elsewhere(ev, h))
+			return 0;
+	}
 	on_process(ev, h);
 	if (ev->stk)
 		on_stacks(ev, h);
