@@ -38,7 +38,7 @@ struct analyzer {
 	struct analyze_opts o;
 	struct finding_sink out; /* the pipeline's: every output */
 	struct hmap storms; /* (pid, parent id) -> struct storm */
-	int slot;	    /* our priv[] slot: a coroutine's blocked time when its run began, + 1 */
+	int slot;	    /* our priv[] slot: blocked_total() when its run began, + 1 */
 };
 
 static void emit_finding(struct analyzer *a, const struct finding *f)
@@ -46,20 +46,31 @@ static void emit_finding(struct analyzer *a, const struct finding *f)
 	a->out.finding(a->out.ctx, f);
 }
 
+/*
+ * Time a coroutine's thread spent blocked in the kernel, with the wait for a
+ * CPU once woken: the blocking call's doing (its blocking and sched_latency
+ * findings say it), not the coroutine's running.
+ */
+static u64 blocked_total(const struct coro *c)
+{
+	return c->t_blocked + c->t_woken_runq;
+}
+
 static void analyze_enter(void *ctx, const struct coro *c, u64 ts)
 {
 	struct analyzer *a = ctx;
 
 	if (a->slot >= 0 && c->state == CS_RUNNING)
-		model_set_priv(c->priv, a->slot, (void *)(uintptr_t)(c->t_blocked + 1));
+		model_set_priv(c->priv, a->slot, (void *)(uintptr_t)(blocked_total(c) + 1));
 }
 
-/* Time the run that ends now spent blocked in the kernel (a blocking finding of its own). */
+/* Time the run that ends now spent blocked in the kernel and woken (findings of their own). */
 static u64 blocked_in_run(const struct analyzer *a, const struct coro *c)
 {
 	uintptr_t at_start = a->slot >= 0 ? (uintptr_t)c->priv[a->slot] : 0;
+	u64 now = blocked_total(c);
 
-	return at_start && c->t_blocked >= at_start - 1 ? c->t_blocked - (at_start - 1) : 0;
+	return at_start && now >= at_start - 1 ? now - (at_start - 1) : 0;
 }
 
 static void finding_init(struct analyzer *a, struct finding *f, enum finding_kind kind,

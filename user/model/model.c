@@ -807,8 +807,10 @@ static void apply_offcpu_end(struct model *m, const struct coro_ev_offcpu_end *e
 	/* The coroutine "ran" all along; the kernel says how much of it was not on a CPU. */
 	c->t_offcpu += dur;
 	c->t_runq += runq;
-	if (e->state == CORO_OFF_SLEEPING || e->state == CORO_OFF_DISK)
+	if (e->state == CORO_OFF_SLEEPING || e->state == CORO_OFF_DISK) {
 		c->t_blocked += dur - runq;
+		c->t_woken_runq += runq;
+	}
 }
 
 static void apply_process(struct model *m, const struct coro_rec_process *r)

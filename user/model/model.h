@@ -111,6 +111,8 @@ struct coro {
 	u64 t_suspended[CORO_NREASONS];
 	/* While running: its thread off the CPU, of which blocked in the kernel / on a run queue. */
 	u64 t_offcpu, t_blocked, t_runq;
+	/* ...and of t_runq, the waits for a CPU after a blocked stretch (woken, not yet run). */
+	u64 t_woken_runq;
 	u64 switch_ins;
 	u64 readies;
 	u64 longest_susp, longest_susp_start;

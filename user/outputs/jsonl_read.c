@@ -469,6 +469,26 @@ static bool getid(const struct jobj *o, const char *key, __u64 *out)
 	return !errno && *e == 0 && e != s + 2;
 }
 
+/* The running coroutine ("id"), or none known: a record of no thread state. */
+static void set_cur(const struct jobj *o, struct coro_event_hdr *h)
+{
+	__u64 id;
+
+	if (getid(o, "id", &id))
+		h->cur = id;
+	else
+		h->flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+}
+
+/* An off-CPU state by its JSONL name; an unknown one reads as "other". */
+static u32 offcpu_state_of(const char *name)
+{
+	for (u32 k = CORO_OFF_PREEMPTED; name && k <= CORO_OFF_OTHER; k++)
+		if (!strcmp(name, coro_offcpu_state_name(k)))
+			return k;
+	return CORO_OFF_OTHER;
+}
+
 /* ---- the reader ---- */
 
 struct pending_lost {
@@ -629,7 +649,6 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 {
 	const struct jobj *o = r->o;
 	struct coro_event_hdr *h;
-	__u64 id = 0;
 	u64 v;
 	void *lost;
 
@@ -684,31 +703,20 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 						  pid, tid, ts);
 
 		copy_str(e->name, sizeof(e->name), gets_(o, "name"));
-		if (getid(o, "id", &id))
-			e->hdr.cur = id;
-		else
-			e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		set_cur(o, &e->hdr);
 	} else if (!strcmp(ev, "offcpu_begin")) {
 		struct coro_ev_offcpu_begin *e;
 		u64 cpu = 0;
-		const char *state = gets_(o, "state");
 
 		e = rec_init(r, sizeof(*e), CORO_EV_OFFCPU_BEGIN, pid, tid, ts);
 		getn(o, "cpu", &cpu);
 		e->cpu = (u32)cpu;
-		e->state = CORO_OFF_OTHER;
-		for (u32 k = CORO_OFF_PREEMPTED; state && k <= CORO_OFF_OTHER; k++)
-			if (!strcmp(state, coro_offcpu_state_name(k)))
-				e->state = k;
-		if (getid(o, "id", &id))
-			e->hdr.cur = id;
-		else
-			e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		e->state = offcpu_state_of(gets_(o, "state"));
+		set_cur(o, &e->hdr);
 	} else if (!strcmp(ev, "offcpu")) {
 		/* A stretch: ts is when it left the CPU; the record is made when it came back. */
 		struct coro_ev_offcpu_end *e;
 		u64 dur = 0, runq = 0, cpu = 0;
-		const char *state = gets_(o, "state");
 
 		getn(o, "dur", &dur);
 		e = rec_init(r, sizeof(*e), CORO_EV_OFFCPU_END, pid, tid, ts + dur);
@@ -717,14 +725,8 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		getn(o, "cpu", &cpu);
 		e->runq_ns = runq;
 		e->cpu = (u32)cpu;
-		e->state = CORO_OFF_OTHER;
-		for (u32 k = CORO_OFF_PREEMPTED; state && k <= CORO_OFF_OTHER; k++)
-			if (!strcmp(state, coro_offcpu_state_name(k)))
-				e->state = k;
-		if (getid(o, "id", &id))
-			e->hdr.cur = id;
-		else
-			e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		e->state = offcpu_state_of(gets_(o, "state"));
+		set_cur(o, &e->hdr);
 	} else {
 		return 0; /* an event kind this version does not know */
 	}
