@@ -483,6 +483,13 @@ enum coro_cxx_flags {
 	 * suspend point).
 	 */
 	CORO_CXXF_INDEX = 1 << 2,
+	/*
+	 * AWAIT: the frame's first word was 0 at the call, its final suspend
+	 * point (the compilers null the resume pointer before the final
+	 * awaiter's await_suspend, as done() must say true there): the switch
+	 * out that follows is its end, not a wait.
+	 */
+	CORO_CXXF_FINAL = 1 << 3,
 };
 
 struct coro_ev_cxx {
@@ -571,6 +578,11 @@ struct coro_task_state {
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
 	__u8 __pad2[7];
 	__u64 cxx_last; /* C++20: the frame whose body this thread entered last */
+	/*
+	 * C++20: the frame whose destroy clone this thread entered: GCC's runs
+	 * the body next, which is no resume and leaves cxx_last as it was.
+	 */
+	__u64 cxx_destroying;
 };
 /*
  * Go keeps its goroutine in hdr.cur like any family: `cur` is the goid the

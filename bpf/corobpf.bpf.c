@@ -1159,8 +1159,13 @@ int coro_cxx(struct pt_regs *regs)
 			if (ret && (e->flags & CORO_CXXF_WORD_UNREAD))
 				stat_inc(CORO_STAT_CXX_UNREAD);
 		}
-		if (op == CORO_CXX_AWAIT)
+		if (op == CORO_CXX_AWAIT) {
+			__u8 unread = 0;
+
 			e->word = regs->di; /* the awaiter */
+			if (!cxx_word(frame, &unread, 1) && !unread)
+				e->flags |= CORO_CXXF_FINAL;
+		}
 		if (ret) {
 			__u16 idx = 0;
 
@@ -1181,8 +1186,13 @@ int coro_cxx(struct pt_regs *regs)
 		}
 		event_submit(e);
 	}
-	if (st && op == CORO_CXX_BODY && !ret)
-		st->cxx_last = frame;
+	if (st && op == CORO_CXX_DESTROY)
+		st->cxx_destroying = frame;
+	if (st && op == CORO_CXX_BODY && !ret) {
+		if (st->cxx_destroying != frame)
+			st->cxx_last = frame;
+		st->cxx_destroying = 0;
+	}
 	/* Only a body's entry asks for its return. */
 	return op == CORO_CXX_BODY && !ret ? 0 : 1;
 }

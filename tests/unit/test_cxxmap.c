@@ -374,6 +374,64 @@ TEST(inside_another_path)
 	check_switch(1, 0xa0, 0x77, CORO_R_UNKNOWN, T1);
 }
 
+/*
+ * GCC -O0: the final awaiter's await_suspend is a real call (the frame's
+ * first word already 0: the BPF side flags it) and hands over to the parent
+ * by a call (xfer). That is the child's end, not a wait on the final
+ * awaiter, whatever the parent's entry says of the frame entered before.
+ */
+TEST(final_awaiter_is_the_end)
+{
+	struct coro_ev_cxx e;
+	const struct coro_ev_switch *s;
+
+	reset();
+	enter(T1, 0xa0, SP, 0, 0);
+	awaiter(T1, 0xa0, "task_promise<int>::final_awaiter");
+	memset(&e, 0, sizeof(e));
+	e.hdr.size = sizeof(e);
+	e.hdr.kind = CORO_EV_CXX_AWAIT;
+	e.hdr.pid = PID;
+	e.hdr.tid = T1;
+	e.hdr.ts = ++now;
+	e.frame = 0xa0;
+	e.word = 0x5000;
+	e.op = CORO_CXX_AWAIT;
+	e.flags = CORO_CXXF_FINAL;
+	cxxmap_apply(&X, &e.hdr, collect, NULL);
+	cxx(T1, CORO_CXX_XFER, 0xa0, 0, 0, 0, 0);
+	enter(T1, 0xb0, SP - 0x40, 0, 0);
+	CHECK_EQ(nout, 3);
+	check_exit(1, 0xa0);
+	check_switch(2, 0xa0, 0xb0, CORO_R_DONE, T1);
+	s = (const void *)rec(2);
+	CHECK_EQ(s->obj, 0);
+	CHECK_EQ(awaiter_of[2][0], 0);
+	/* The parent suspends; the child's call returns under it: nothing more. */
+	leave(T1, 0xb0, SP - 0x40, RESUME);
+	check_switch(3, 0xb0, 0, CORO_R_UNKNOWN, T1);
+	leave(T1, 0xa0, SP, 0);
+	CHECK_EQ(nout, 4);
+}
+
+/*
+ * A body entered deeper from one at its final suspend point (entered last
+ * here, its first word 0): a final awaiter resuming another by a real call.
+ */
+TEST(entered_from_a_final_suspend_point)
+{
+	reset();
+	enter(T1, 0xa0, SP, 0, 0);
+	enter(T1, 0xb0, SP - 0x40, 0xa0, 0);
+	CHECK_EQ(nout, 3);
+	check_exit(1, 0xa0);
+	check_switch(2, 0xa0, 0xb0, CORO_R_DONE, T1);
+	leave(T1, 0xb0, SP - 0x40, RESUME);
+	check_switch(3, 0xb0, 0, CORO_R_UNKNOWN, T1);
+	leave(T1, 0xa0, SP, 0);
+	CHECK_EQ(nout, 4);
+}
+
 int main(void)
 {
 	cxxmap_init(&X);
@@ -388,6 +446,8 @@ int main(void)
 	RUN(clang_ramp_first_run);
 	RUN(other_records);
 	RUN(inside_another_path);
+	RUN(final_awaiter_is_the_end);
+	RUN(entered_from_a_final_suspend_point);
 	cxxmap_free(&X);
 	return unit_done();
 }

@@ -39,6 +39,7 @@ void cxxmap_init(struct cxxmap *x)
 	hmap_init(&x->procs);
 	hmap_init(&x->fresh);
 	hmap_init(&x->awaiters);
+	hmap_init(&x->finals);
 }
 
 static struct cxx_thread *thread_get(struct cxxmap *x, u32 pid, u32 tid)
@@ -59,6 +60,15 @@ static u64 running(const struct cxx_thread *t)
 		if (!t->stack[i - 1].initial && !t->stack[i - 1].out)
 			return t->stack[i - 1].frame;
 	return t->outer;
+}
+
+/* The entry of running(t) if it is a C++ body, else NULL. */
+static struct cxx_entry *running_entry(struct cxx_thread *t)
+{
+	for (u32 i = t->depth; i > 0; i--)
+		if (!t->stack[i - 1].initial && !t->stack[i - 1].out)
+			return &t->stack[i - 1];
+	return NULL;
 }
 
 /* Any C++ body running on the thread (else records keep the hdr.cur they have). */
@@ -94,6 +104,7 @@ static void emit_exit(struct cxxmap *x, const struct coro_event_hdr *like, u64 c
 {
 	struct coro_ev_exit *e = (void *)x->buf.bytes;
 
+	hmap_del(&x->finals, like->pid, frame);
 	if (!hmap_del(&x->live, like->pid, frame))
 		return; /* ended already (at its final suspend point, or destroyed) */
 	hmap_del(&x->waits, like->pid, frame);
@@ -146,6 +157,7 @@ static void apply_create(struct cxxmap *x, struct cxx_thread *t, const struct co
 	}
 	hmap_put(&x->live, e->hdr.pid, e->frame, (void *)1);
 	hmap_put(&x->fresh, e->hdr.pid, e->frame, (void *)1);
+	hmap_del(&x->finals, e->hdr.pid, e->frame);
 	emit_hdr(x, &e->hdr, CORO_EV_CREATE, sizeof(*c), cur);
 	c->id = e->frame;
 	c->parent = cur;
@@ -206,8 +218,9 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 		 * (the same stack pointer), or GCC -O0's call after an xfer.
 		 */
 		u64 from = top->frame;
-		bool done = !(e->flags & CORO_CXXF_PREV_UNREAD) && e->prev == top->frame &&
-			    !e->prev_word;
+		bool done = (!(e->flags & CORO_CXXF_PREV_UNREAD) && e->prev == top->frame &&
+			     !e->prev_word) ||
+			    hmap_get(&x->finals, e->hdr.pid, from);
 
 		if (done)
 			emit_exit(x, &e->hdr, from, from, emit, ctx);
@@ -221,10 +234,25 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 		return;
 	}
 	{
-		u64 from = running(t);
+		struct cxx_entry *run = running_entry(t);
+		u64 from = run ? run->frame : t->outer;
+		/*
+		 * A body entered from one at its final suspend point (its resume
+		 * pointer nulled, the frame entered last here): its final awaiter
+		 * hands over by a real call (GCC's transfer when not a tail call)
+		 * or resumes another itself. Either way it ended: it can never be
+		 * resumed again, and its body's return says nothing more.
+		 */
+		bool done = run && !(e->flags & CORO_CXXF_PREV_UNREAD) && e->prev == from &&
+			    !e->prev_word;
 
+		if (done) {
+			emit_exit(x, &e->hdr, from, from, emit, ctx);
+			run->out = true;
+		}
 		push(t, e->frame, e->sp, e->word, false);
-		emit_switch(x, &e->hdr, from, e->frame, CORO_R_UNKNOWN, emit, ctx);
+		emit_switch(x, &e->hdr, from, e->frame, done ? CORO_R_DONE : CORO_R_UNKNOWN, emit,
+			    ctx);
 	}
 }
 
@@ -260,7 +288,8 @@ static void apply_return(struct cxxmap *x, struct cxx_thread *t, const struct co
 	}
 	if (ent.initial || ent.out)
 		return;
-	ended = !(e->flags & CORO_CXXF_WORD_UNREAD) && e->word != ent.word;
+	ended = (!(e->flags & CORO_CXXF_WORD_UNREAD) && e->word != ent.word) ||
+		hmap_get(&x->finals, e->hdr.pid, ent.frame);
 	if (ended)
 		emit_exit(x, &e->hdr, ent.frame, ent.frame, emit, ctx);
 	emit_switch(x, &e->hdr, ent.frame, to, ended ? CORO_R_DONE : CORO_R_UNKNOWN, emit, ctx);
@@ -278,12 +307,16 @@ static void first_run_ends(struct cxxmap *x, struct cxx_thread *t, const struct 
 {
 	struct coro_event_hdr like = e->hdr;
 	u64 creator = running(t);
+	bool final = e->flags & CORO_CXXF_FINAL;
 
 	if (!hmap_get(&x->live, e->hdr.pid, e->frame))
 		return;
 	like.ts = e->hdr.ts - 1;
 	emit_switch(x, &like, creator, e->frame, CORO_R_UNKNOWN, emit, ctx);
-	emit_switch(x, &e->hdr, e->frame, creator, CORO_R_UNKNOWN, emit, ctx);
+	if (final)
+		emit_exit(x, &e->hdr, e->frame, e->frame, emit, ctx); /* it ran to its end */
+	emit_switch(x, &e->hdr, e->frame, creator, final ? CORO_R_DONE : CORO_R_UNKNOWN, emit,
+		    ctx);
 }
 
 static void free_thread(void *v)
@@ -296,10 +329,11 @@ static void free_thread(void *v)
 
 static void forget_process(struct cxxmap *x, u32 pid)
 {
-	struct hmap *maps[6] = {&x->threads, &x->live, &x->waits, &x->on, &x->fresh, &x->awaiters};
+	struct hmap *maps[7] = {&x->threads, &x->live,	   &x->waits, &x->on,
+				&x->fresh,   &x->awaiters, &x->finals};
 
 	hmap_del(&x->procs, pid, 0);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 7; i++)
 		hmap_del_k1(maps[i], pid, i == 0 ? free_thread : i == 5 ? free : NULL);
 }
 
@@ -364,7 +398,12 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 	destroying = t->destroying;
 	t->creating = t->destroying = 0;
 	if (rec->kind == CORO_EV_CXX_AWAIT) {
-		if (e->word)
+		if (e->flags & CORO_CXXF_FINAL) {
+			/* Its end, not a wait: the final awaiter says nothing it waits on. */
+			hmap_del(&x->waits, rec->pid, e->frame);
+			free(hmap_del(&x->awaiters, rec->pid, e->frame));
+			hmap_put(&x->finals, rec->pid, e->frame, (void *)1);
+		} else if (e->word)
 			hmap_put(&x->waits, rec->pid, e->frame, (void *)(uintptr_t)e->word);
 		else
 			free(hmap_del(&x->awaiters, rec->pid, e->frame));
@@ -418,4 +457,5 @@ void cxxmap_free(struct cxxmap *x)
 	while (hmap_next(&x->awaiters, &it, &k1, &k2, &v))
 		free(v);
 	hmap_free(&x->awaiters);
+	hmap_free(&x->finals);
 }

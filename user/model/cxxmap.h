@@ -24,7 +24,11 @@
  *   freed) it ended: EXIT first, the switch's reason DONE.
  * - A destroy clone entered: EXIT (if not ended already); the body GCC's
  *   destroy runs next for that frame is no resume.
- * - An await_suspend called: the next switch out of that frame is a wait
+ * - An await_suspend called at the frame's final suspend point (its first
+ *   word 0 then, CORO_CXXF_FINAL): the next switch out of that frame is its
+ *   end, EXIT first and the switch's reason DONE, whether the body returns
+ *   or hands over by transfer (GCC -O0's call to the continuation).
+ * - Any other await_suspend called: the next switch out of that frame is a wait
  *   (reason WAIT, the awaiter's address as object; its type, from the
  *   CORO_EV_CXX_AWAITER record just before, in `awaiter` while that switch
  *   is emitted: the model puts it on the switch event). Called for a frame
@@ -48,6 +52,7 @@ struct cxxmap {
 	struct hmap procs;   /* pid -> 1: a process with C++ records */
 	struct hmap fresh;   /* (pid, frame) -> 1: created, its body never entered */
 	struct hmap awaiters; /* (pid, frame) -> its awaiter's type (owned), until its next switch out */
+	struct hmap finals;   /* (pid, frame) -> 1: at its final suspend point, until its exit */
 	/* The awaiter's type of the wait being emitted (a SWITCH), else NULL: valid during emit. */
 	const char *awaiter;
 	bool active;
