@@ -35,6 +35,7 @@ SIGNATURES = {
     "watcher": "watcher(ex::event*, long*)",
     "root": "root(int, ex::event*)",
     "setter": "setter(ex::event*, int)",
+    "hopper": "hopper(long*)",
 }
 
 # Unmodified, the awaiter types whose await_suspend is a real call in the executor's bodies (the
@@ -114,9 +115,10 @@ def check_frames(trace, truth, pid, name_of):
 def check_awaiters(trace, truth, pid, build):
     """Each switch out of an incarnation that says an awaiter names the one the program's
     await_suspend recorded for that suspension, in order; where the compiler inlined an
-    awaiter's await_suspend, none says it."""
+    awaiter's await_suspend, none says it. A final awaiter is never a wait: the coroutine's
+    last switch out is its end."""
     visible = VISIBLE_AWAITERS[build]
-    outs, nth = {}, {}
+    outs, nth, exits = {}, {}, {}
     for e in trace.events:
         if e["pid"] != pid:
             continue
@@ -124,6 +126,8 @@ def check_awaiters(trace, truth, pid, build):
             nth[e["id"]] = nth.get(e["id"], -1) + 1
         elif e["ev"] == "switch" and e["from"] != "0x0":
             outs.setdefault((e["from"], nth.get(e["from"], 0)), []).append(e)
+        elif e["ev"] == "exit":
+            exits[(e["id"], nth.get(e["id"], 0))] = e["ts"]
     expected = 0
     for k, t in truth_incarnations(truth).items():
         where = "frame %s (%s)" % (t["id"], t["name"])
@@ -134,13 +138,17 @@ def check_awaiters(trace, truth, pid, build):
                 eq(e["reason"], "wait", where + ": the reason of a switch out with an awaiter")
         want = [a for (r, _), a in zip(t["suspends"], t["awaiters"])
                 if a and r != 5 and (visible is None or a in visible)]
-        final = [a for (r, _), a in zip(t["suspends"], t["awaiters"]) if a and r == 5]
-        # GCC -O0 compiles a task's final transfer to its parent as a call: that switch out
-        # (its last) is a wait on the final awaiter, not a done (docs/cxx20.md).
-        if (build == "gcc-O0" and final and got == want + final and sw
-                and sw[-1].get("awaiter") == final[0]):
-            got = got[:-1]
         eq(got, want, where + " awaiters of its switch outs")
+        # Run to its end (its final awaiter's await_suspend ran): its last switch out is that
+        # end, `done`, at or after its exit (the exit comes first where await_suspend destroys
+        # the frame), even where the final awaiter's await_suspend is a real call that hands
+        # over by a call (GCC -O0's transfer to the parent).
+        if t["status"] == 0 and t["suspends"] and t["suspends"][-1][0] == 5:
+            check(sw, where + ": no switch out")
+            eq((sw[-1]["reason"], sw[-1].get("awaiter")), ("done", None),
+               where + " its last switch out (reason, awaiter)")
+            check(k in exits and exits[k] <= sw[-1]["ts"],
+                  where + ": exit %s after its last switch out at %d" % (exits.get(k), sw[-1]["ts"]))
         expected += len(want)
     # gcc-O2 shows none; clang-O2 only the event's (used with eager coroutines only).
     check(expected > 0 or visible is not None, "no awaiter the program used is visible here")
@@ -172,6 +180,30 @@ def check_awaiter_findings(trace, pid, raw, build):
           "a wait in the report's findings names no awaiter:\n" + p.stdout + p.stderr)
     if VISIBLE_AWAITERS[build] is None:
         check(waits, "the report shows no wait among its findings")
+
+
+def check_awaiter_tables(trace, pid, raw, build):
+    """Replayed into SQLite, the awaiters table holds one row per switch out that says an
+    awaiter, keyed as that wait's rows elsewhere (its switch in events, the suspended slice it
+    opens): none where no awaiter is visible, and no table then."""
+    db = work("cxx20_%s.db" % build)
+    p = corobpf(["report", "-q", raw, "-o", db, "--force"])
+    eq(p.returncode, 0, "corobpf report -o %s exit code (%s)" % (db, p.stderr.strip()))
+    want = sorted((e["pid"], e["from_uid"], int(e["from"], 16), e["ts"], int(e["obj"], 16),
+                   e["awaiter"]) for e in trace.events if e["ev"] == "switch" and "awaiter" in e)
+    con = sqlite3.connect(db)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    eq("awaiters" in tables, bool(want), "an awaiters table (%d awaiters in the JSONL)" % len(want))
+    if want:
+        got = sorted(con.execute("SELECT pid, uid, id, ts, obj, awaiter FROM awaiters"))
+        eq(got, want, "the awaiters table against the JSONL's switches")
+        joined = con.execute(
+            "SELECT count(*) FROM awaiters a JOIN events e ON e.ev = 'switch' AND e.uid = a.uid"
+            " AND e.ts = a.ts AND e.reason = 'wait' AND e.obj = a.obj JOIN slices s ON"
+            " s.uid = a.uid AND s.start_ts = a.ts AND s.state = 'suspended'"
+            " AND s.reason = 'wait' AND s.obj = a.obj").fetchone()[0]
+        eq(joined, len(want), "awaiter rows joined to their switch and suspended slice")
+    con.close()
 
 
 def run_tasks(name, binary, args=()):
@@ -265,6 +297,7 @@ def unmodified(build, eager):
     check_frames(trace, truth, pid, lambda short: SIGNATURES[short])
     check_awaiters(trace, truth, pid, build)
     check_awaiter_findings(trace, pid, raw, build)
+    check_awaiter_tables(trace, pid, raw, build + ("" if eager else "_lazy"))
     check_replay(out, raw)
 
 
