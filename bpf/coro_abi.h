@@ -458,6 +458,14 @@ enum coro_cxx_op {
 	 * body running on the thread is suspended from here.
 	 */
 	CORO_CXX_XFER = 7,
+	/*
+	 * The entry of a Clang ramp of its own that runs an eager coroutine's
+	 * body up to its first suspension inline (user/elf/cxxcoro.c): a
+	 * session, `frame` being the stack pointer at the entry. Its return
+	 * (CORO_CXX_RAMP_RETURN, records only) is the end of that first run.
+	 */
+	CORO_CXX_RAMP = 8,
+	CORO_CXX_RAMP_RETURN = 9,
 };
 
 #define CORO_CXX_COOKIE(op, a, delta, fn)                                                          \

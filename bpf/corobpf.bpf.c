@@ -1127,16 +1127,21 @@ int coro_cxx(struct pt_regs *regs)
 {
 	__u64 k = bpf_get_attach_cookie(regs), frame, *cookie;
 	__u32 op = CORO_CXX_COOKIE_OP(k);
+	bool session = op == CORO_CXX_BODY || op == CORO_CXX_RAMP;
 	/* Masked: the verifier knows a kfunc's bool only as a scalar, and checks the return value. */
-	__u32 ret = op == CORO_CXX_BODY ? (__u32)bpf_session_is_return() & 1 : 0;
+	__u32 ret = session ? (__u32)bpf_session_is_return() & 1 : 0;
 	struct coro_task_state *st;
 	struct coro_ev_cxx *e;
 
 	if (!admitted())
 		return 1;
-	cookie = op == CORO_CXX_BODY ? bpf_session_cookie() : NULL;
+	cookie = session ? bpf_session_cookie() : NULL;
 	if (ret) {
 		frame = cookie ? *cookie : 0;
+	} else if (op == CORO_CXX_RAMP) {
+		frame = regs->sp; /* no frame yet: the entry's stack pointer pairs it with its return */
+		if (cookie)
+			*cookie = frame;
 	} else {
 		frame = ctx_reg(regs, CORO_CXX_COOKIE_A(k));
 		if (op != CORO_CXX_BODY)
@@ -1151,7 +1156,7 @@ int coro_cxx(struct pt_regs *regs)
 		e->sp = 0;
 		e->word = e->prev = e->prev_word = 0;
 		e->fn = CORO_CXX_COOKIE_FN(k);
-		e->op = ret ? CORO_CXX_RETURN : op;
+		e->op = ret ? (op == CORO_CXX_RAMP ? CORO_CXX_RAMP_RETURN : CORO_CXX_RETURN) : op;
 		e->flags = 0;
 		e->__pad = 0;
 		if (op == CORO_CXX_BODY) {
@@ -1166,7 +1171,7 @@ int coro_cxx(struct pt_regs *regs)
 			if (!cxx_word(frame, &unread, 1) && !unread)
 				e->flags |= CORO_CXXF_FINAL;
 		}
-		if (ret) {
+		if (ret && op == CORO_CXX_BODY) {
 			__u16 idx = 0;
 
 			e->sp = regs->sp - 8; /* the return address popped: the entry's rsp */
@@ -1193,8 +1198,8 @@ int coro_cxx(struct pt_regs *regs)
 			st->cxx_last = frame;
 		st->cxx_destroying = 0;
 	}
-	/* Only a body's entry asks for its return. */
-	return op == CORO_CXX_BODY && !ret ? 0 : 1;
+	/* Only a body's or a ramp's entry asks for its return. */
+	return session && !ret ? 0 : 1;
 }
 #else
 SEC("uprobe")

@@ -432,6 +432,54 @@ TEST(entered_from_a_final_suspend_point)
 	CHECK_EQ(nout, 4);
 }
 
+/* A fact of a site whose cookie names coroutine `fn` (ramps and their creations). */
+static void cxx_fn(u32 tid, u8 op, u64 frame, u32 fn)
+{
+	struct coro_ev_cxx e;
+
+	memset(&e, 0, sizeof(e));
+	e.hdr.size = sizeof(e);
+	e.hdr.kind = CORO_EV_CXX;
+	e.hdr.flags = CORO_EVF_CUR_UNKNOWN;
+	e.hdr.pid = PID;
+	e.hdr.tid = tid;
+	e.hdr.ts = ++now;
+	e.frame = frame;
+	e.fn = fn;
+	e.op = op;
+	cxxmap_apply(&X, &e.hdr, collect, NULL);
+}
+
+/*
+ * Clang -O2: an eager coroutine's ramp runs its body to a suspension
+ * compiled inline, nothing seen but the ramp's return: that ends its first
+ * run (from its creator and back). A creation of another coroutine inside
+ * that run is not the ramp's; a frame the ramp's run entered or saw suspend
+ * (await) is not fresh any more: no second first run.
+ */
+TEST(clang_ramp_return_ends_the_first_run)
+{
+	reset();
+	enter(T1, 0xb0, SP, 0, 0);
+	cxx_fn(T1, CORO_CXX_RAMP, SP - 0x100, 3);
+	cxx_fn(T1, CORO_CXX_CREATE, 0xc0, 4); /* another coroutine's, made before */
+	cxx_fn(T1, CORO_CXX_CREATE, 0xa0, 3);
+	cxx_fn(T1, CORO_CXX_RAMP_RETURN, SP - 0x100, 3);
+	CHECK_EQ(nout, 5);
+	check_create(1, 0xc0, 0xb0);
+	check_create(2, 0xa0, 0xb0);
+	check_switch(3, 0xb0, 0xa0, CORO_R_UNKNOWN, T1);
+	check_switch(4, 0xa0, 0xb0, CORO_R_UNKNOWN, T1);
+	CHECK_EQ(rec(3)->ts + 1, rec(4)->ts);
+	/* Its first suspension a call (seen there): the return adds nothing. */
+	cxx_fn(T1, CORO_CXX_RAMP, SP - 0x100, 3);
+	cxx_fn(T1, CORO_CXX_CREATE, 0xd0, 3);
+	cxx(T1, CORO_CXX_AWAIT, 0xd0, 0, 0x5000, 0, 0);
+	CHECK_EQ(nout, 8);
+	cxx_fn(T1, CORO_CXX_RAMP_RETURN, SP - 0x100, 3);
+	CHECK_EQ(nout, 8);
+}
+
 int main(void)
 {
 	cxxmap_init(&X);
@@ -448,6 +496,7 @@ int main(void)
 	RUN(inside_another_path);
 	RUN(final_awaiter_is_the_end);
 	RUN(entered_from_a_final_suspend_point);
+	RUN(clang_ramp_return_ends_the_first_run);
 	cxxmap_free(&X);
 	return unit_done();
 }

@@ -16,9 +16,18 @@ struct cxx_entry {
 	bool out;     /* ...which was entered: switched out, though still on the stack */
 };
 
+/* A Clang ramp running an eager coroutine's first run inline (CORO_CXX_RAMP), until it returns. */
+struct cxx_ramp {
+	u64 sp;	   /* at its entry: its return's `frame` */
+	u32 fn;	   /* its coroutine's name index: the create it makes has the same */
+	u64 frame; /* made by it (0: not yet) */
+};
+
 struct cxx_thread {
 	struct cxx_entry *stack;
 	u32 depth, cap;
+	struct cxx_ramp *ramps;
+	u32 nramps, capramps;
 	u64 creating;	/* its ramp calls the body (CORO_CXX_START), not entered since */
 	u64 last_created; /* made last on this thread, no body entered here since */
 	/*
@@ -158,6 +167,8 @@ static void apply_create(struct cxxmap *x, struct cxx_thread *t, const struct co
 	hmap_put(&x->live, e->hdr.pid, e->frame, (void *)1);
 	hmap_put(&x->fresh, e->hdr.pid, e->frame, (void *)1);
 	hmap_del(&x->finals, e->hdr.pid, e->frame);
+	if (t->nramps && !t->ramps[t->nramps - 1].frame && t->ramps[t->nramps - 1].fn == e->fn)
+		t->ramps[t->nramps - 1].frame = e->frame;
 	emit_hdr(x, &e->hdr, CORO_EV_CREATE, sizeof(*c), cur);
 	c->id = e->frame;
 	c->parent = cur;
@@ -319,10 +330,34 @@ static void first_run_ends(struct cxxmap *x, struct cxx_thread *t, const struct 
 		    ctx);
 }
 
+/*
+ * A Clang ramp that ran its eager coroutine's body inline returned: if the
+ * frame it made was neither entered nor said to suspend (an await_suspend
+ * called) since, that run ended in the ramp at a suspension compiled
+ * inline, now (first_run_ends).
+ */
+static void apply_ramp_return(struct cxxmap *x, struct cxx_thread *t, const struct coro_ev_cxx *e,
+			      cxxmap_emit_fn emit, void *ctx)
+{
+	struct coro_ev_cxx first = *e;
+	u32 i = t->nramps;
+
+	while (i > 0 && t->ramps[i - 1].sp != e->frame)
+		i--;
+	if (!i)
+		return; /* its entry not seen (attached while it ran) */
+	first.frame = t->ramps[i - 1].frame;
+	first.flags = 0;
+	t->nramps = i - 1; /* the ones above returned unseen (unwound) */
+	if (first.frame && hmap_del(&x->fresh, e->hdr.pid, first.frame))
+		first_run_ends(x, t, &first, emit, ctx);
+}
+
 static void free_thread(void *v)
 {
 	struct cxx_thread *t = v;
 
+	free(t->ramps);
 	free(t->stack);
 	free(t);
 }
@@ -434,6 +469,16 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 		t->destroying = e->frame;
 		emit_exit(x, rec, running(t), e->frame, emit, ctx);
 		break;
+	case CORO_CXX_RAMP:
+		if (t->nramps == t->capramps) {
+			t->capramps = t->capramps ? t->capramps * 2 : 4;
+			t->ramps = xrealloc(t->ramps, t->capramps * sizeof(*t->ramps));
+		}
+		t->ramps[t->nramps++] = (struct cxx_ramp){e->frame, e->fn, 0};
+		break;
+	case CORO_CXX_RAMP_RETURN:
+		apply_ramp_return(x, t, e, emit, ctx);
+		break;
 	}
 }
 
@@ -443,10 +488,8 @@ void cxxmap_free(struct cxxmap *x)
 	u64 k1, k2;
 	void *v;
 
-	while (hmap_next(&x->threads, &it, &k1, &k2, &v)) {
-		free(((struct cxx_thread *)v)->stack);
-		free(v);
-	}
+	while (hmap_next(&x->threads, &it, &k1, &k2, &v))
+		free_thread(v);
 	hmap_free(&x->threads);
 	hmap_free(&x->live);
 	hmap_free(&x->waits);
