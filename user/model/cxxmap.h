@@ -34,6 +34,11 @@
  *   is emitted: the model puts it on the switch event). Called for a frame
  *   whose body was never entered, it ends the first run its ramp gave it
  *   (Clang's eager coroutine): SWITCH from the creator to it and back.
+ * - A Clang ramp of an eager coroutine returned (CORO_CXX_RAMP_RETURN,
+ *   paired with its entry by stack pointer) while the frame it made (its
+ *   creation between the two, of the same coroutine) was neither entered
+ *   nor said to suspend: its first run ended in the ramp at a suspension
+ *   compiled inline, the same two switches, at the return.
  *
  * Records of processes without C++ records pass untouched; in those with
  * them, hdr.cur of a thread running a C++ coroutine is that coroutine.
