@@ -1139,7 +1139,8 @@ int coro_cxx(struct pt_regs *regs)
 	if (ret) {
 		frame = cookie ? *cookie : 0;
 	} else if (op == CORO_CXX_RAMP) {
-		frame = regs->sp; /* no frame yet: the entry's stack pointer pairs it with its return */
+		/* No frame yet: the entry's stack pointer pairs it with its return. */
+		frame = regs->sp;
 		if (cookie)
 			*cookie = frame;
 	} else {

@@ -495,7 +495,8 @@ static void scan_code(struct scan *s, unsigned flags)
 
 			if (x86_decode(code, fn->size, fn->vaddr, &first) &&
 			    first.uprobe != X86_UPROBE_REFUSED) {
-				add_site(s, fn->vaddr, CORO_CXX_COOKIE(CORO_CXX_RAMP, 0, 0, fn->coro),
+				add_site(s, fn->vaddr,
+					 CORO_CXX_COOKIE(CORO_CXX_RAMP, 0, 0, fn->coro),
 					 first.uprobe == X86_UPROBE_EMULATED);
 				s->plan->eager_ramps++;
 			}

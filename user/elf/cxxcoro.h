@@ -77,7 +77,7 @@ struct cxx_plan {
 	uint32_t stepped; /* body entries the kernel single-steps (the per-resume cost class) */
 	uint32_t bodies_without_create; /* no store of its address found: created when first seen */
 	uint32_t adapted; /* coroutines left to the promise adapter (corobpf::traced<P>): no site */
-	uint32_t eager_ramps; /* Clang ramps running an eager coroutine's first run inline: probed */
+	uint32_t eager_ramps; /* Clang ramps running an eager coroutine's first run: probed */
 };
 
 enum { CXXCORO_AWAITS = 1 << 0 };

@@ -99,8 +99,8 @@ static int pq_load(char *err, size_t errlen)
 
 /* Version 2 added it; a version 1 store gets it (ensure_schema). */
 #define AWAITERS_SCHEMA                                                                            \
-	"CREATE TABLE awaiters (capture_id bigint, pid bigint, uid bigint, id bigint, ts bigint,\n" \
-	"  obj bigint, awaiter text);\n"                                                           \
+	"CREATE TABLE awaiters (capture_id bigint, pid bigint, uid bigint, id bigint,\n"           \
+	"  ts bigint, obj bigint, awaiter text);\n"                                                \
 	"CREATE INDEX awaiters_capture ON awaiters (capture_id, uid, ts);\n"
 
 static const char schema[] =

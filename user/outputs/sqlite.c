@@ -212,12 +212,14 @@ static __attribute__((noinline, cold)) void sq_awaiter(struct sqlite_sink *s,
 		if (s->err[0])
 			return;
 		if (sqlite3_exec(s->db, awaiters_schema, NULL, NULL, &msg) != SQLITE_OK) {
-			snprintf(s->err, sizeof(s->err), "cannot create the awaiters table: %s", msg);
+			snprintf(s->err, sizeof(s->err), "cannot create the awaiters table: %s",
+				 msg);
 			sqlite3_free(msg);
 			return;
 		}
 		if (sqlite3_prepare_v3(s->db, "INSERT INTO awaiters VALUES (?,?,?,?,?,?)", -1,
-				       SQLITE_PREPARE_PERSISTENT, &s->awaiter_st, NULL) != SQLITE_OK) {
+				       SQLITE_PREPARE_PERSISTENT, &s->awaiter_st,
+				       NULL) != SQLITE_OK) {
 			fail(s, "cannot prepare a statement");
 			return;
 		}
