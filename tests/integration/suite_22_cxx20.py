@@ -14,8 +14,12 @@ and object, its exit; the trace must hold exactly these:
   the adapter takes none of its traced branches;
 - unmodified (needs corobpf's tracing of coroutine bodies): the same coroutines, each named by
   its demangled function, with its parent, switch-ins, exit and threads; once with lazy
-  coroutines only (--no-eager), once with an eager one per root (its first run is in its ramp);
-  and once built with one probe of corobpf.h about no coroutine (no adapter): still all traced;
+  coroutines only (--no-eager), once with two eager ones per root (their first run is in their
+  ramp: one ends it at an await_suspend call, one at a yield compiled inline) and one main leaves
+  waiting forever (a lost_wakeup naming its awaiter); and once built with one probe of
+  corobpf.h about no coroutine (no adapter): still all traced. The awaiter of each visible
+  wait, in the switch outs, the stall findings and SQLite's awaiters table; a coroutine run to
+  its end switches out `done`, never as a wait on its final awaiter;
 - Asio: per coroutine function of the program, as many coroutines as it ran, as many
   switch-ins as it counted resumes; every coroutine of the process (Asio's own too) exits.
 
