@@ -1192,13 +1192,11 @@ int coro_cxx(struct pt_regs *regs)
 		}
 		event_submit(e);
 	}
-	if (st && op == CORO_CXX_DESTROY)
-		st->cxx_destroying = frame;
-	if (st && op == CORO_CXX_BODY && !ret) {
-		if (st->cxx_destroying != frame)
-			st->cxx_last = frame;
-		st->cxx_destroying = 0;
-	}
+	if (st && op == CORO_CXX_BODY && !ret && st->cxx_destroying != frame)
+		st->cxx_last = frame;
+	/* GCC's destroy calls the body at once: any other record first, and it was not that. */
+	if (st)
+		st->cxx_destroying = op == CORO_CXX_DESTROY ? frame : 0;
 	/* Only a body's or a ramp's entry asks for its return. */
 	return session && !ret ? 0 : 1;
 }
