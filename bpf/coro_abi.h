@@ -458,6 +458,14 @@ enum coro_cxx_op {
 	 * body running on the thread is suspended from here.
 	 */
 	CORO_CXX_XFER = 7,
+	/*
+	 * The entry of a Clang ramp of its own that runs an eager coroutine's
+	 * body up to its first suspension inline (user/elf/cxxcoro.c): a
+	 * session, `frame` being the stack pointer at the entry. Its return
+	 * (CORO_CXX_RAMP_RETURN, records only) is the end of that first run.
+	 */
+	CORO_CXX_RAMP = 8,
+	CORO_CXX_RAMP_RETURN = 9,
 };
 
 #define CORO_CXX_COOKIE(op, a, delta, fn)                                                          \
@@ -483,6 +491,13 @@ enum coro_cxx_flags {
 	 * suspend point).
 	 */
 	CORO_CXXF_INDEX = 1 << 2,
+	/*
+	 * AWAIT: the frame's first word was 0 at the call, its final suspend
+	 * point (the compilers null the resume pointer before the final
+	 * awaiter's await_suspend, as done() must say true there): the switch
+	 * out that follows is its end, not a wait.
+	 */
+	CORO_CXXF_FINAL = 1 << 3,
 };
 
 struct coro_ev_cxx {
@@ -571,6 +586,11 @@ struct coro_task_state {
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
 	__u8 __pad2[7];
 	__u64 cxx_last; /* C++20: the frame whose body this thread entered last */
+	/*
+	 * C++20: the frame whose destroy clone this thread entered: GCC's runs
+	 * the body next, which is no resume and leaves cxx_last as it was.
+	 */
+	__u64 cxx_destroying;
 };
 /*
  * Go keeps its goroutine in hdr.cur like any family: `cur` is the goid the

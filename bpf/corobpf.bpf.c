@@ -1128,16 +1128,22 @@ int coro_cxx(struct pt_regs *regs)
 {
 	__u64 k = bpf_get_attach_cookie(regs), frame, *cookie;
 	__u32 op = CORO_CXX_COOKIE_OP(k);
+	bool session = op == CORO_CXX_BODY || op == CORO_CXX_RAMP;
 	/* Masked: the verifier knows a kfunc's bool only as a scalar, and checks the return value. */
-	__u32 ret = op == CORO_CXX_BODY ? (__u32)bpf_session_is_return() & 1 : 0;
+	__u32 ret = session ? (__u32)bpf_session_is_return() & 1 : 0;
 	struct coro_task_state *st;
 	struct coro_ev_cxx *e;
 
 	if (!admitted())
 		return 1;
-	cookie = op == CORO_CXX_BODY ? bpf_session_cookie() : NULL;
+	cookie = session ? bpf_session_cookie() : NULL;
 	if (ret) {
 		frame = cookie ? *cookie : 0;
+	} else if (op == CORO_CXX_RAMP) {
+		/* No frame yet: the entry's stack pointer pairs it with its return. */
+		frame = regs->sp;
+		if (cookie)
+			*cookie = frame;
 	} else {
 		frame = ctx_reg(regs, CORO_CXX_COOKIE_A(k));
 		if (op != CORO_CXX_BODY)
@@ -1152,7 +1158,7 @@ int coro_cxx(struct pt_regs *regs)
 		e->sp = 0;
 		e->word = e->prev = e->prev_word = 0;
 		e->fn = CORO_CXX_COOKIE_FN(k);
-		e->op = ret ? CORO_CXX_RETURN : op;
+		e->op = ret ? (op == CORO_CXX_RAMP ? CORO_CXX_RAMP_RETURN : CORO_CXX_RETURN) : op;
 		e->flags = 0;
 		e->__pad = 0;
 		if (op == CORO_CXX_BODY) {
@@ -1160,9 +1166,14 @@ int coro_cxx(struct pt_regs *regs)
 			if (ret && (e->flags & CORO_CXXF_WORD_UNREAD))
 				stat_inc(CORO_STAT_CXX_UNREAD);
 		}
-		if (op == CORO_CXX_AWAIT)
+		if (op == CORO_CXX_AWAIT) {
+			__u8 unread = 0;
+
 			e->word = regs->di; /* the awaiter */
-		if (ret) {
+			if (!cxx_word(frame, &unread, 1) && !unread)
+				e->flags |= CORO_CXXF_FINAL;
+		}
+		if (ret && op == CORO_CXX_BODY) {
 			__u16 idx = 0;
 
 			e->sp = regs->sp - 8; /* the return address popped: the entry's rsp */
@@ -1182,10 +1193,13 @@ int coro_cxx(struct pt_regs *regs)
 		}
 		event_submit(e);
 	}
-	if (st && op == CORO_CXX_BODY && !ret)
+	if (st && op == CORO_CXX_BODY && !ret && st->cxx_destroying != frame)
 		st->cxx_last = frame;
-	/* Only a body's entry asks for its return. */
-	return op == CORO_CXX_BODY && !ret ? 0 : 1;
+	/* GCC's destroy calls the body at once: any other record first, and it was not that. */
+	if (st)
+		st->cxx_destroying = op == CORO_CXX_DESTROY ? frame : 0;
+	/* Only a body's or a ramp's entry asks for its return. */
+	return session && !ret ? 0 : 1;
 }
 #else
 SEC("uprobe")

@@ -153,13 +153,44 @@ def pgstore_newer_schema_is_refused_before_anything_is_written():
     eq(p.returncode, 0, "recording exit code (%s)" % p.stderr.strip())
     p = corobpf(["report", "-q", raw, "-o", uri])
     eq(p.returncode, 0, "first upload (%s)" % p.stderr.strip())
-    eq(psql(uri, "SELECT version FROM corobpf_schema"), [["1"]], "schema version")
-    psql(uri, "UPDATE corobpf_schema SET version = 2; DELETE FROM captures")
+    eq(psql(uri, "SELECT version FROM corobpf_schema"), [["2"]], "schema version")
+    psql(uri, "UPDATE corobpf_schema SET version = 3; DELETE FROM captures")
     p = corobpf(["report", "-q", raw, "-o", uri])
     eq(p.returncode, 7, "upload into a newer schema: exit code (%s)" % p.stderr.strip())
-    check("schema is version 2" in p.stderr and "newer corobpf" in p.stderr,
+    check("schema is version 3" in p.stderr and "newer corobpf" in p.stderr,
           "no clear error: %r" % p.stderr)
     eq(psql(uri, "SELECT count(*) FROM captures"), [["0"]], "captures written anyway")
+
+
+@test
+def pgstore_cxx20_awaiters_and_a_version_1_store_brought_up():
+    """An unmodified C++20 program's awaiter types go to the awaiters table, row for row the
+    JSONL's switches that say one; a store of version 1 (before that table) gets it and is
+    version 2 after the next upload."""
+    base = server_uri()
+    if not base:
+        return
+    b = os.path.join(TESTS_BIN, "cxx20_tasks-clang-O0")
+    if not os.path.exists(b):
+        check(not CI, "%s not built" % b)
+        print("     (skipped: %s not built)" % b)
+        return
+    uri = fresh_db(base, "corobpf_it_awaiters")
+    trace, _, _, _, raw = trace_launch("pg_awaiters", [b, "--no-eager", "2"])
+    want = sorted([str(e["pid"]), str(e["from_uid"]), str(int(e["from"], 16)), str(e["ts"]),
+                   str(int(e["obj"], 16)), e["awaiter"]]
+                  for e in trace.events if e["ev"] == "switch" and "awaiter" in e)
+    check(want, "no switch says an awaiter: the test lost its case")
+    p = corobpf(["report", "-q", raw, "-o", uri])
+    eq(p.returncode, 0, "upload (%s)" % p.stderr.strip())
+    eq(sorted(psql(uri, "SELECT pid, uid, id, ts, obj, awaiter FROM awaiters")), want,
+       "the awaiters table against the JSONL's switches")
+    psql(uri, "DROP TABLE awaiters; UPDATE corobpf_schema SET version = 1; DELETE FROM captures")
+    p = corobpf(["report", "-q", raw, "-o", uri])
+    eq(p.returncode, 0, "upload into a version 1 store (%s)" % p.stderr.strip())
+    eq(psql(uri, "SELECT version FROM corobpf_schema"), [["2"]], "schema version after it")
+    eq(sorted(psql(uri, "SELECT pid, uid, id, ts, obj, awaiter FROM awaiters")), want,
+       "the awaiters table of a version 1 store, after the upload")
 
 
 @test

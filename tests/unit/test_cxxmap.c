@@ -374,6 +374,112 @@ TEST(inside_another_path)
 	check_switch(1, 0xa0, 0x77, CORO_R_UNKNOWN, T1);
 }
 
+/*
+ * GCC -O0: the final awaiter's await_suspend is a real call (the frame's
+ * first word already 0: the BPF side flags it) and hands over to the parent
+ * by a call (xfer). That is the child's end, not a wait on the final
+ * awaiter, whatever the parent's entry says of the frame entered before.
+ */
+TEST(final_awaiter_is_the_end)
+{
+	struct coro_ev_cxx e;
+	const struct coro_ev_switch *s;
+
+	reset();
+	enter(T1, 0xa0, SP, 0, 0);
+	awaiter(T1, 0xa0, "task_promise<int>::final_awaiter");
+	memset(&e, 0, sizeof(e));
+	e.hdr.size = sizeof(e);
+	e.hdr.kind = CORO_EV_CXX_AWAIT;
+	e.hdr.pid = PID;
+	e.hdr.tid = T1;
+	e.hdr.ts = ++now;
+	e.frame = 0xa0;
+	e.word = 0x5000;
+	e.op = CORO_CXX_AWAIT;
+	e.flags = CORO_CXXF_FINAL;
+	cxxmap_apply(&X, &e.hdr, collect, NULL);
+	cxx(T1, CORO_CXX_XFER, 0xa0, 0, 0, 0, 0);
+	enter(T1, 0xb0, SP - 0x40, 0, 0);
+	CHECK_EQ(nout, 3);
+	check_exit(1, 0xa0);
+	check_switch(2, 0xa0, 0xb0, CORO_R_DONE, T1);
+	s = (const void *)rec(2);
+	CHECK_EQ(s->obj, 0);
+	CHECK_EQ(awaiter_of[2][0], 0);
+	/* The parent suspends; the child's call returns under it: nothing more. */
+	leave(T1, 0xb0, SP - 0x40, RESUME);
+	check_switch(3, 0xb0, 0, CORO_R_UNKNOWN, T1);
+	leave(T1, 0xa0, SP, 0);
+	CHECK_EQ(nout, 4);
+}
+
+/*
+ * A body entered deeper from one at its final suspend point (entered last
+ * here, its first word 0): a final awaiter resuming another by a real call.
+ */
+TEST(entered_from_a_final_suspend_point)
+{
+	reset();
+	enter(T1, 0xa0, SP, 0, 0);
+	enter(T1, 0xb0, SP - 0x40, 0xa0, 0);
+	CHECK_EQ(nout, 3);
+	check_exit(1, 0xa0);
+	check_switch(2, 0xa0, 0xb0, CORO_R_DONE, T1);
+	leave(T1, 0xb0, SP - 0x40, RESUME);
+	check_switch(3, 0xb0, 0, CORO_R_UNKNOWN, T1);
+	leave(T1, 0xa0, SP, 0);
+	CHECK_EQ(nout, 4);
+}
+
+/* A fact of a site whose cookie names coroutine `fn` (ramps and their creations). */
+static void cxx_fn(u32 tid, u8 op, u64 frame, u32 fn)
+{
+	struct coro_ev_cxx e;
+
+	memset(&e, 0, sizeof(e));
+	e.hdr.size = sizeof(e);
+	e.hdr.kind = CORO_EV_CXX;
+	e.hdr.flags = CORO_EVF_CUR_UNKNOWN;
+	e.hdr.pid = PID;
+	e.hdr.tid = tid;
+	e.hdr.ts = ++now;
+	e.frame = frame;
+	e.fn = fn;
+	e.op = op;
+	cxxmap_apply(&X, &e.hdr, collect, NULL);
+}
+
+/*
+ * Clang -O2: an eager coroutine's ramp runs its body to a suspension
+ * compiled inline, nothing seen but the ramp's return: that ends its first
+ * run (from its creator and back). A creation of another coroutine inside
+ * that run is not the ramp's; a frame the ramp's run entered or saw suspend
+ * (await) is not fresh any more: no second first run.
+ */
+TEST(clang_ramp_return_ends_the_first_run)
+{
+	reset();
+	enter(T1, 0xb0, SP, 0, 0);
+	cxx_fn(T1, CORO_CXX_RAMP, SP - 0x100, 3);
+	cxx_fn(T1, CORO_CXX_CREATE, 0xc0, 4); /* another coroutine's, made before */
+	cxx_fn(T1, CORO_CXX_CREATE, 0xa0, 3);
+	cxx_fn(T1, CORO_CXX_RAMP_RETURN, SP - 0x100, 3);
+	CHECK_EQ(nout, 5);
+	check_create(1, 0xc0, 0xb0);
+	check_create(2, 0xa0, 0xb0);
+	check_switch(3, 0xb0, 0xa0, CORO_R_UNKNOWN, T1);
+	check_switch(4, 0xa0, 0xb0, CORO_R_UNKNOWN, T1);
+	CHECK_EQ(rec(3)->ts + 1, rec(4)->ts);
+	/* Its first suspension a call (seen there): the return adds nothing. */
+	cxx_fn(T1, CORO_CXX_RAMP, SP - 0x100, 3);
+	cxx_fn(T1, CORO_CXX_CREATE, 0xd0, 3);
+	cxx(T1, CORO_CXX_AWAIT, 0xd0, 0, 0x5000, 0, 0);
+	CHECK_EQ(nout, 8);
+	cxx_fn(T1, CORO_CXX_RAMP_RETURN, SP - 0x100, 3);
+	CHECK_EQ(nout, 8);
+}
+
 int main(void)
 {
 	cxxmap_init(&X);
@@ -388,6 +494,9 @@ int main(void)
 	RUN(clang_ramp_first_run);
 	RUN(other_records);
 	RUN(inside_another_path);
+	RUN(final_awaiter_is_the_end);
+	RUN(entered_from_a_final_suspend_point);
+	RUN(clang_ramp_return_ends_the_first_run);
 	cxxmap_free(&X);
 	return unit_done();
 }

@@ -114,6 +114,10 @@ u32 cxxattach_object(struct attach_ctx *a, int pid, const char *path, const char
 		 "%u bodies (entry and return; %u single-stepped), %u destroys, %u creations, %u ramp starts, %u calls that transfer, "
 		 "%u await_suspend calls",
 		 plan.bodies, plan.stepped, plan.destroys, plan.creates, plan.starts, plan.xfers, plan.awaits);
+	if (plan.eager_ramps)
+		snprintf(sites + strlen(sites), sizeof(sites) - strlen(sites),
+			 ", %u ramps running an eager coroutine's first run (entry and return)",
+			 plan.eager_ramps);
 	limits[0] = 0;
 	if (plan.bodies_without_create)
 		snprintf(limits, sizeof(limits),

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include "coro_abi.h"
 #include "cxxcoro.h"
 #include "elfnotes.h"
@@ -31,6 +33,7 @@ struct scan {
 	char **ramps; /* mangled ramp name per coroutine index (NULL for awaiters) */
 	bool *adapted; /* per coroutine index: its promise is corobpf::traced<P> */
 	bool *clang;   /* per coroutine index: its body is a Clang .resume clone */
+	Dwarf *dw;     /* the object's DWARF, if it has any (line info: eager Clang ramps) */
 	size_t cap_sites, cap_names;
 };
 
@@ -386,6 +389,95 @@ static bool indirect_call_follows(const uint8_t *code, uint64_t size, uint64_t s
 	return false;
 }
 
+/* The compile unit whose ranges hold pc (Clang emits no .debug_aranges: dwarf_addrdie fails). */
+static bool cu_of(Dwarf *dw, uint64_t pc, Dwarf_Die *cu)
+{
+	Dwarf_CU *u = NULL;
+
+	while (dwarf_get_units(dw, u, &u, NULL, NULL, cu, NULL) == 0)
+		if (dwarf_haspc(cu, pc) > 0)
+			return true;
+	return false;
+}
+
+/*
+ * Whether `pc` is code of the function itself (not inlined into it) at a
+ * line of its body: another line than its declaration's, in its file. A
+ * coroutine's implicit code (the frame made, its initial suspend point) is
+ * at its declaration's line.
+ */
+static bool at_body_line(Dwarf *dw, uint64_t pc)
+{
+	Dwarf_Die cu, *scopes = NULL;
+	Dwarf_Line *l, *entry;
+	Dwarf_Addr low;
+	const char *file, *own_file;
+	int line = 0, decl = 0, n;
+	bool body = false;
+
+	if (!cu_of(dw, pc, &cu))
+		return false;
+	n = dwarf_getscopes(&cu, pc, &scopes);
+	/* Its file: its entry's (DWARF 5's decl_file is not read by every libdw). */
+	if (n > 0 && dwarf_tag(&scopes[0]) == DW_TAG_subprogram &&
+	    (l = dwarf_getsrc_die(&cu, pc)) && !dwarf_lineno(l, &line) && line &&
+	    !dwarf_decl_line(&scopes[0], &decl) && !dwarf_lowpc(&scopes[0], &low) &&
+	    (entry = dwarf_getsrc_die(&cu, low)) && (file = dwarf_linesrc(l, NULL, NULL)) &&
+	    (own_file = dwarf_linesrc(entry, NULL, NULL)))
+		body = line != decl && !strcmp(file, own_file);
+	free(scopes);
+	return body;
+}
+
+/*
+ * A Clang ramp of its own (`fn`) that runs its coroutine's body up to a
+ * first suspension inline (an eager coroutine, optimized: no await_suspend
+ * call may be left to see). Its machine code has the shape of a lazy
+ * ramp's: the frame made, its suspend index stored (`mov $N` into the
+ * frame), return. The line table tells them apart: a lazy ramp's index
+ * store is its initial suspend point, at the coroutine's declaration line;
+ * an eager one stores into the frame at a line of the body. Without line
+ * info the ramp is not probed (docs/cxx20.md).
+ */
+static bool eager_ramp(const struct scan *s, const struct sym *fn, const uint8_t *code)
+{
+	if (!s->dw)
+		return false;
+	/*
+	 * A ramp that calls an await_suspend is left to its await sites: its
+	 * first suspension, if a call, is seen there; and without optimization
+	 * (every awaiter a call) a ramp keeps the body's code after its initial
+	 * suspend point, dead but at the body's lines.
+	 */
+	for (uint64_t i = 0; i < fn->size;) {
+		struct x86_insn in;
+		const struct sym *t;
+		int len = x86_decode(code + i, fn->size - i, fn->vaddr + i, &in);
+
+		if (!len)
+			break;
+		if (in.flow == X86_FLOW_CALL && (t = sym_at(s, in.target)) &&
+		    strstr(t->name, "13await_suspend"))
+			return false;
+		i += (uint64_t)len;
+	}
+	for (uint64_t i = 0; i < fn->size;) {
+		struct x86_insn in;
+		uint64_t addr = fn->vaddr + i;
+		int len = x86_decode(code + i, fn->size - i, addr, &in), base;
+		int64_t disp;
+
+		if (!len || in.flow == X86_FLOW_RET)
+			break;
+		if (in.map == 0 && (in.opcode == 0xc6 || in.opcode == 0xc7) &&
+		    ((in.modrm >> 3) & 7) == 0 && mem_base(&in, code + i, &base, &disp) &&
+		    base != X86_RSP && !(base == X86_RBP && disp < 0) && at_body_line(s->dw, addr))
+			return true;
+		i += (uint64_t)len;
+	}
+	return false;
+}
+
 /* Every function's code: stores of body addresses (creations) and await_suspend calls. */
 static void scan_code(struct scan *s, unsigned flags)
 {
@@ -398,6 +490,17 @@ static void scan_code(struct scan *s, unsigned flags)
 
 		if (!code)
 			continue;
+		if (fn->role == ROLE_RAMP && !s->adapted[fn->coro] && eager_ramp(s, fn, code)) {
+			struct x86_insn first;
+
+			if (x86_decode(code, fn->size, fn->vaddr, &first) &&
+			    first.uprobe != X86_UPROBE_REFUSED) {
+				add_site(s, fn->vaddr,
+					 CORO_CXX_COOKIE(CORO_CXX_RAMP, 0, 0, fn->coro),
+					 first.uprobe == X86_UPROBE_EMULATED);
+				s->plan->eager_ramps++;
+			}
+		}
 		for (uint64_t i = 0; i < fn->size;) {
 			struct x86_insn in;
 			uint64_t addr = fn->vaddr + i, target;
@@ -660,6 +763,7 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 	}
 	find_adapted(&s);
 	find_ramps(&s);
+	s.dw = dwarf_begin_elf(s.img.elf, DWARF_C_READ, NULL);
 	for (size_t i = 0; i < s.nsyms; i++) {
 		const struct sym *y = &s.syms[i];
 		uint8_t *code;
@@ -706,6 +810,8 @@ int cxxcoro_plan(const char *path, unsigned flags, struct cxx_plan *plan, char *
 	free(s.clang);
 	plan->bodies_without_create = plan->bodies > bodies_created ? plan->bodies - bodies_created
 								    : 0;
+	if (s.dw)
+		dwarf_end(s.dw);
 	free(s.syms);
 	elf_image_close(&s.img);
 	return 0;

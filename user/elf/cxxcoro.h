@@ -32,6 +32,9 @@
  *   xfer     in a GCC body, the symmetric transfer GCC compiles as a call
  *            without optimization (`call coroutine_handle::address()`,
  *            then `call *reg`): probed at the first, an emulated call
+ *   ramp     the entry of a Clang ramp of its own whose line info says it
+ *            runs the body to a first suspension (an eager coroutine):
+ *            a session, its return ends that first run
  *   await    each direct call of an `Awaiter::await_suspend(handle)`
  *            (not inlined): rsi is the frame, the awaiter's type is what
  *            the coroutine waits on (only with CXXCORO_AWAITS); in a body,
@@ -74,6 +77,7 @@ struct cxx_plan {
 	uint32_t stepped; /* body entries the kernel single-steps (the per-resume cost class) */
 	uint32_t bodies_without_create; /* no store of its address found: created when first seen */
 	uint32_t adapted; /* coroutines left to the promise adapter (corobpf::traced<P>): no site */
+	uint32_t eager_ramps; /* Clang ramps running an eager coroutine's first run: probed */
 };
 
 enum { CXXCORO_AWAITS = 1 << 0 };

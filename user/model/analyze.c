@@ -127,9 +127,13 @@ static void at_end(struct analyzer *a, const struct coro *c, enum coro_state sta
 	 * The switch-function path has no ready events: a coroutine suspended
 	 * at the end may be waiting for anything, or finished (Boost.Context
 	 * shows no exits). Only one never started says something. Go is the
-	 * exception: its runtime reports readies, waits and exits.
+	 * exception: its runtime reports readies, waits and exits; so is a C++20
+	 * coroutine whose wait's await_suspend was seen (it has an awaiter): its
+	 * exit is seen, and only its body's entry resumes it, so never entered
+	 * again is never resumed (made ready or not: docs/cxx20.md).
 	 */
-	if (c->proc && (c->proc->switch_families & ~(1u << CORO_FAM_GO)) && state != CS_NEW)
+	if (c->proc && (c->proc->switch_families & ~(1u << CORO_FAM_GO)) && state != CS_NEW &&
+	    !(c->awaiter && state == CS_SUSPENDED && reason == CORO_R_WAIT))
 		return;
 	switch (state) {
 	case CS_SUSPENDED:

@@ -16,9 +16,18 @@ struct cxx_entry {
 	bool out;     /* ...which was entered: switched out, though still on the stack */
 };
 
+/* A Clang ramp running an eager coroutine's first run inline (CORO_CXX_RAMP), until it returns. */
+struct cxx_ramp {
+	u64 sp;	   /* at its entry: its return's `frame` */
+	u32 fn;	   /* its coroutine's name index: the create it makes has the same */
+	u64 frame; /* made by it (0: not yet) */
+};
+
 struct cxx_thread {
 	struct cxx_entry *stack;
 	u32 depth, cap;
+	struct cxx_ramp *ramps;
+	u32 nramps, capramps;
 	u64 creating;	/* its ramp calls the body (CORO_CXX_START), not entered since */
 	u64 last_created; /* made last on this thread, no body entered here since */
 	/*
@@ -39,6 +48,7 @@ void cxxmap_init(struct cxxmap *x)
 	hmap_init(&x->procs);
 	hmap_init(&x->fresh);
 	hmap_init(&x->awaiters);
+	hmap_init(&x->finals);
 }
 
 static struct cxx_thread *thread_get(struct cxxmap *x, u32 pid, u32 tid)
@@ -59,6 +69,15 @@ static u64 running(const struct cxx_thread *t)
 		if (!t->stack[i - 1].initial && !t->stack[i - 1].out)
 			return t->stack[i - 1].frame;
 	return t->outer;
+}
+
+/* The entry of running(t) if it is a C++ body, else NULL. */
+static struct cxx_entry *running_entry(struct cxx_thread *t)
+{
+	for (u32 i = t->depth; i > 0; i--)
+		if (!t->stack[i - 1].initial && !t->stack[i - 1].out)
+			return &t->stack[i - 1];
+	return NULL;
 }
 
 /* Any C++ body running on the thread (else records keep the hdr.cur they have). */
@@ -94,6 +113,7 @@ static void emit_exit(struct cxxmap *x, const struct coro_event_hdr *like, u64 c
 {
 	struct coro_ev_exit *e = (void *)x->buf.bytes;
 
+	hmap_del(&x->finals, like->pid, frame);
 	if (!hmap_del(&x->live, like->pid, frame))
 		return; /* ended already (at its final suspend point, or destroyed) */
 	hmap_del(&x->waits, like->pid, frame);
@@ -146,6 +166,9 @@ static void apply_create(struct cxxmap *x, struct cxx_thread *t, const struct co
 	}
 	hmap_put(&x->live, e->hdr.pid, e->frame, (void *)1);
 	hmap_put(&x->fresh, e->hdr.pid, e->frame, (void *)1);
+	hmap_del(&x->finals, e->hdr.pid, e->frame);
+	if (t->nramps && !t->ramps[t->nramps - 1].frame && t->ramps[t->nramps - 1].fn == e->fn)
+		t->ramps[t->nramps - 1].frame = e->frame;
 	emit_hdr(x, &e->hdr, CORO_EV_CREATE, sizeof(*c), cur);
 	c->id = e->frame;
 	c->parent = cur;
@@ -206,8 +229,9 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 		 * (the same stack pointer), or GCC -O0's call after an xfer.
 		 */
 		u64 from = top->frame;
-		bool done = !(e->flags & CORO_CXXF_PREV_UNREAD) && e->prev == top->frame &&
-			    !e->prev_word;
+		bool done = (!(e->flags & CORO_CXXF_PREV_UNREAD) && e->prev == top->frame &&
+			     !e->prev_word) ||
+			    hmap_get(&x->finals, e->hdr.pid, from);
 
 		if (done)
 			emit_exit(x, &e->hdr, from, from, emit, ctx);
@@ -221,10 +245,25 @@ static void apply_body(struct cxxmap *x, struct cxx_thread *t, const struct coro
 		return;
 	}
 	{
-		u64 from = running(t);
+		struct cxx_entry *run = running_entry(t);
+		u64 from = run ? run->frame : t->outer;
+		/*
+		 * A body entered from one at its final suspend point (its resume
+		 * pointer nulled, the frame entered last here): its final awaiter
+		 * hands over by a real call (GCC's transfer when not a tail call)
+		 * or resumes another itself. Either way it ended: it can never be
+		 * resumed again, and its body's return says nothing more.
+		 */
+		bool done = run && !(e->flags & CORO_CXXF_PREV_UNREAD) && e->prev == from &&
+			    !e->prev_word;
 
+		if (done) {
+			emit_exit(x, &e->hdr, from, from, emit, ctx);
+			run->out = true;
+		}
 		push(t, e->frame, e->sp, e->word, false);
-		emit_switch(x, &e->hdr, from, e->frame, CORO_R_UNKNOWN, emit, ctx);
+		emit_switch(x, &e->hdr, from, e->frame, done ? CORO_R_DONE : CORO_R_UNKNOWN, emit,
+			    ctx);
 	}
 }
 
@@ -260,7 +299,8 @@ static void apply_return(struct cxxmap *x, struct cxx_thread *t, const struct co
 	}
 	if (ent.initial || ent.out)
 		return;
-	ended = !(e->flags & CORO_CXXF_WORD_UNREAD) && e->word != ent.word;
+	ended = (!(e->flags & CORO_CXXF_WORD_UNREAD) && e->word != ent.word) ||
+		hmap_get(&x->finals, e->hdr.pid, ent.frame);
 	if (ended)
 		emit_exit(x, &e->hdr, ent.frame, ent.frame, emit, ctx);
 	emit_switch(x, &e->hdr, ent.frame, to, ended ? CORO_R_DONE : CORO_R_UNKNOWN, emit, ctx);
@@ -278,28 +318,57 @@ static void first_run_ends(struct cxxmap *x, struct cxx_thread *t, const struct 
 {
 	struct coro_event_hdr like = e->hdr;
 	u64 creator = running(t);
+	bool final = e->flags & CORO_CXXF_FINAL;
 
 	if (!hmap_get(&x->live, e->hdr.pid, e->frame))
 		return;
 	like.ts = e->hdr.ts - 1;
 	emit_switch(x, &like, creator, e->frame, CORO_R_UNKNOWN, emit, ctx);
-	emit_switch(x, &e->hdr, e->frame, creator, CORO_R_UNKNOWN, emit, ctx);
+	if (final)
+		emit_exit(x, &e->hdr, e->frame, e->frame, emit, ctx); /* it ran to its end */
+	emit_switch(x, &e->hdr, e->frame, creator, final ? CORO_R_DONE : CORO_R_UNKNOWN, emit,
+		    ctx);
+}
+
+/*
+ * A Clang ramp that ran its eager coroutine's body inline returned: if the
+ * frame it made was neither entered nor said to suspend (an await_suspend
+ * called) since, that run ended in the ramp at a suspension compiled
+ * inline, now (first_run_ends).
+ */
+static void apply_ramp_return(struct cxxmap *x, struct cxx_thread *t, const struct coro_ev_cxx *e,
+			      cxxmap_emit_fn emit, void *ctx)
+{
+	struct coro_ev_cxx first = *e;
+	u32 i = t->nramps;
+
+	while (i > 0 && t->ramps[i - 1].sp != e->frame)
+		i--;
+	if (!i)
+		return; /* its entry not seen (attached while it ran) */
+	first.frame = t->ramps[i - 1].frame;
+	first.flags = 0;
+	t->nramps = i - 1; /* the ones above returned unseen (unwound) */
+	if (first.frame && hmap_del(&x->fresh, e->hdr.pid, first.frame))
+		first_run_ends(x, t, &first, emit, ctx);
 }
 
 static void free_thread(void *v)
 {
 	struct cxx_thread *t = v;
 
+	free(t->ramps);
 	free(t->stack);
 	free(t);
 }
 
 static void forget_process(struct cxxmap *x, u32 pid)
 {
-	struct hmap *maps[6] = {&x->threads, &x->live, &x->waits, &x->on, &x->fresh, &x->awaiters};
+	struct hmap *maps[7] = {&x->threads, &x->live,	   &x->waits, &x->on,
+				&x->fresh,   &x->awaiters, &x->finals};
 
 	hmap_del(&x->procs, pid, 0);
-	for (int i = 0; i < 6; i++)
+	for (int i = 0; i < 7; i++)
 		hmap_del_k1(maps[i], pid, i == 0 ? free_thread : i == 5 ? free : NULL);
 }
 
@@ -364,7 +433,12 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 	destroying = t->destroying;
 	t->creating = t->destroying = 0;
 	if (rec->kind == CORO_EV_CXX_AWAIT) {
-		if (e->word)
+		if (e->flags & CORO_CXXF_FINAL) {
+			/* Its end, not a wait: the final awaiter says nothing it waits on. */
+			hmap_del(&x->waits, rec->pid, e->frame);
+			free(hmap_del(&x->awaiters, rec->pid, e->frame));
+			hmap_put(&x->finals, rec->pid, e->frame, (void *)1);
+		} else if (e->word)
 			hmap_put(&x->waits, rec->pid, e->frame, (void *)(uintptr_t)e->word);
 		else
 			free(hmap_del(&x->awaiters, rec->pid, e->frame));
@@ -395,6 +469,16 @@ void cxxmap_apply(struct cxxmap *x, const struct coro_event_hdr *rec, cxxmap_emi
 		t->destroying = e->frame;
 		emit_exit(x, rec, running(t), e->frame, emit, ctx);
 		break;
+	case CORO_CXX_RAMP:
+		if (t->nramps == t->capramps) {
+			t->capramps = t->capramps ? t->capramps * 2 : 4;
+			t->ramps = xrealloc(t->ramps, t->capramps * sizeof(*t->ramps));
+		}
+		t->ramps[t->nramps++] = (struct cxx_ramp){e->frame, e->fn, 0};
+		break;
+	case CORO_CXX_RAMP_RETURN:
+		apply_ramp_return(x, t, e, emit, ctx);
+		break;
 	}
 }
 
@@ -404,10 +488,8 @@ void cxxmap_free(struct cxxmap *x)
 	u64 k1, k2;
 	void *v;
 
-	while (hmap_next(&x->threads, &it, &k1, &k2, &v)) {
-		free(((struct cxx_thread *)v)->stack);
-		free(v);
-	}
+	while (hmap_next(&x->threads, &it, &k1, &k2, &v))
+		free_thread(v);
 	hmap_free(&x->threads);
 	hmap_free(&x->live);
 	hmap_free(&x->waits);
@@ -418,4 +500,5 @@ void cxxmap_free(struct cxxmap *x)
 	while (hmap_next(&x->awaiters, &it, &k1, &k2, &v))
 		free(v);
 	hmap_free(&x->awaiters);
+	hmap_free(&x->finals);
 }

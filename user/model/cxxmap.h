@@ -24,12 +24,21 @@
  *   freed) it ended: EXIT first, the switch's reason DONE.
  * - A destroy clone entered: EXIT (if not ended already); the body GCC's
  *   destroy runs next for that frame is no resume.
- * - An await_suspend called: the next switch out of that frame is a wait
+ * - An await_suspend called at the frame's final suspend point (its first
+ *   word 0 then, CORO_CXXF_FINAL): the next switch out of that frame is its
+ *   end, EXIT first and the switch's reason DONE, whether the body returns
+ *   or hands over by transfer (GCC -O0's call to the continuation).
+ * - Any other await_suspend called: the next switch out of that frame is a wait
  *   (reason WAIT, the awaiter's address as object; its type, from the
  *   CORO_EV_CXX_AWAITER record just before, in `awaiter` while that switch
  *   is emitted: the model puts it on the switch event). Called for a frame
  *   whose body was never entered, it ends the first run its ramp gave it
  *   (Clang's eager coroutine): SWITCH from the creator to it and back.
+ * - A Clang ramp of an eager coroutine returned (CORO_CXX_RAMP_RETURN,
+ *   paired with its entry by stack pointer) while the frame it made (its
+ *   creation between the two, of the same coroutine) was neither entered
+ *   nor said to suspend: its first run ended in the ramp at a suspension
+ *   compiled inline, the same two switches, at the return.
  *
  * Records of processes without C++ records pass untouched; in those with
  * them, hdr.cur of a thread running a C++ coroutine is that coroutine.
@@ -48,6 +57,7 @@ struct cxxmap {
 	struct hmap procs;   /* pid -> 1: a process with C++ records */
 	struct hmap fresh;   /* (pid, frame) -> 1: created, its body never entered */
 	struct hmap awaiters; /* (pid, frame) -> its awaiter's type (owned), until its next switch out */
+	struct hmap finals;   /* (pid, frame) -> 1: at its final suspend point, until its exit */
 	/* The awaiter's type of the wait being emitted (a SWITCH), else NULL: valid during emit. */
 	const char *awaiter;
 	bool active;

@@ -97,6 +97,12 @@ static int pq_load(char *err, size_t errlen)
 #define PG_WRITERS 3		    /* connections sending COPYs side by side */
 #define PG_RETRIES 5		    /* reconnections after a lost one, 0.1 s to 1.6 s apart */
 
+/* Version 2 added it; a version 1 store gets it (ensure_schema). */
+#define AWAITERS_SCHEMA                                                                            \
+	"CREATE TABLE awaiters (capture_id bigint, pid bigint, uid bigint, id bigint,\n"           \
+	"  ts bigint, obj bigint, awaiter text);\n"                                                \
+	"CREATE INDEX awaiters_capture ON awaiters (capture_id, uid, ts);\n"
+
 static const char schema[] =
 	"CREATE TABLE corobpf_schema (version integer NOT NULL);\n"
 	"CREATE TABLE captures (capture_id bigint PRIMARY KEY, hostname text, kernel text,\n"
@@ -143,6 +149,7 @@ static const char schema[] =
 	"CREATE TABLE stacks (capture_id bigint, id bigint, pid bigint, nframes bigint);\n"
 	"CREATE TABLE frames (capture_id bigint, stack_id bigint, depth bigint, ip bigint,\n"
 	"  func text, func_off bigint, object text, rel bigint, file text, line bigint);\n"
+	AWAITERS_SCHEMA
 	/*
 	 * The documented queries (docs/store.md) group by process and kind across captures. The
 	 * three tables that take a row per event get BRIN indexes on capture_id: a capture's rows
@@ -165,7 +172,7 @@ static const char schema[] =
 
 enum table {
 	T_PROCESS, T_THREAD, T_SWITCH_PATH, T_CORO, T_OFFCPU, T_EVENT, T_SLICE, T_FINDING,
-	T_SPAN, T_STACK, T_FRAME, T_META, T_N
+	T_SPAN, T_STACK, T_FRAME, T_META, T_AWAITER, T_N
 };
 
 /* In the order a capture's rows are deleted, and the names COPY is given. */
@@ -174,6 +181,7 @@ static const char *const table_name[T_N] = {
 	[T_CORO] = "coroutines", [T_OFFCPU] = "offcpu", [T_EVENT] = "events",
 	[T_SLICE] = "slices", [T_FINDING] = "findings", [T_SPAN] = "spans",
 	[T_STACK] = "stacks", [T_FRAME] = "frames", [T_META] = "capture_meta",
+	[T_AWAITER] = "awaiters",
 };
 
 enum msg_kind { MSG_BEGIN, MSG_COPY, MSG_FINISH, MSG_QUIT };
@@ -489,6 +497,22 @@ static void pg_begin(void *ctx, const struct capture_info *ci)
 	send_msg(s, MSG_BEGIN, T_N, b.p, b.len, 1);
 }
 
+/* A C++20 wait's awaiter type (docs/sqlite.md, the awaiters table). */
+static void pg_awaiter_row(struct pg_sink *s, const struct event *ev)
+{
+	struct row r;
+
+	ROW_INIT(&r, 6);
+	RI(&r, 1, ev->pid);
+	if (ev->c)
+		RI(&r, 2, ev->c->uid);
+	RI(&r, 3, ev->sw.from);
+	RI(&r, 4, ev->ts);
+	RI(&r, 5, ev->sw.obj);
+	RS(&r, 6, ev->sw.awaiter);
+	row_emit(s, T_AWAITER, &r, 6);
+}
+
 static void pg_event_row(struct pg_sink *s, const struct event *ev)
 {
 	struct row r;
@@ -525,6 +549,8 @@ static void pg_event_row(struct pg_sink *s, const struct event *ev)
 			RI(&r, 10, ev->to->uid);
 		RT(&r, 11, coro_reason_name(ev->sw.reason));
 		RI(&r, 12, ev->sw.obj);
+		if (ev->sw.awaiter.len)
+			pg_awaiter_row(s, ev);
 		break;
 	case EV_EXIT:
 		RI(&r, 5, ev->exit.id);
@@ -1209,6 +1235,16 @@ static int ensure_schema(struct pg_sink *s, char *err, size_t errlen)
 		version = atoi(PQgetvalue(res, 0, 0));
 		PQclear(res);
 		res = NULL;
+		if (version == 1) {
+			/* Version 2 only adds the awaiters table: the store is brought up to it. */
+			res = PQexec(s->conn, AWAITERS_SCHEMA
+				     "UPDATE corobpf_schema SET version = 2");
+			if (PQresultStatus(res) != PGRES_COMMAND_OK)
+				goto fail;
+			PQclear(res);
+			res = NULL;
+			version = 2;
+		}
 		if (version != PGSTORE_SCHEMA_VERSION) {
 			snprintf(err, errlen, "%s: the store's schema is version %d, this corobpf "
 				 "writes version %d: %s", s->shown, version, PGSTORE_SCHEMA_VERSION,

@@ -109,6 +109,17 @@ static const char spans_schema[] =
 	"  FROM r GROUP BY name;\n";
 static const char spans_indexes[] = "CREATE INDEX spans_name_dur ON spans (name, dur_ns);\n";
 
+/*
+ * The awaiters table likewise exists only in a trace with a C++20 wait whose
+ * awaiter's type is known (docs/cxx20.md): one row per such wait, keyed as
+ * the rows that wait has elsewhere (events: its switch; slices: the
+ * suspended slice it opens; findings: a stall of it), by coroutine uid and
+ * the time it began. Every other database keeps the schema it always had.
+ */
+static const char awaiters_schema[] =
+	"CREATE TABLE awaiters (pid INTEGER, uid INTEGER, id INTEGER, ts INTEGER, obj INTEGER,\n"
+	"  awaiter TEXT);\n";
+
 struct sqlite_sink {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
@@ -116,6 +127,7 @@ struct sqlite_sink {
 	char err[512];
 	u64 rows;
 	sqlite3_stmt *span_st; /* INSERT INTO spans, once the table exists */
+	sqlite3_stmt *awaiter_st; /* INSERT INTO awaiters, once the table exists */
 	u64 slow_serial;       /* the span the last slow_span finding named (before its row) */
 };
 
@@ -189,6 +201,40 @@ static void sq_begin(void *ctx, const struct capture_info *ci)
 	meta(s, "hostname", ci->hostname, 0, false);
 }
 
+/* A C++20 wait's awaiter type: its row (the table made with the first). */
+static __attribute__((noinline, cold)) void sq_awaiter(struct sqlite_sink *s,
+							const struct event *ev)
+{
+	sqlite3_stmt *st;
+	char *msg = NULL;
+
+	if (!s->awaiter_st) {
+		if (s->err[0])
+			return;
+		if (sqlite3_exec(s->db, awaiters_schema, NULL, NULL, &msg) != SQLITE_OK) {
+			snprintf(s->err, sizeof(s->err), "cannot create the awaiters table: %s",
+				 msg);
+			sqlite3_free(msg);
+			return;
+		}
+		if (sqlite3_prepare_v3(s->db, "INSERT INTO awaiters VALUES (?,?,?,?,?,?)", -1,
+				       SQLITE_PREPARE_PERSISTENT, &s->awaiter_st,
+				       NULL) != SQLITE_OK) {
+			fail(s, "cannot prepare a statement");
+			return;
+		}
+	}
+	st = s->awaiter_st;
+	BI(st, 1, ev->pid);
+	if (ev->c)
+		BI(st, 2, ev->c->uid);
+	BI(st, 3, ev->sw.from);
+	BI(st, 4, ev->ts);
+	BI(st, 5, ev->sw.obj);
+	bind_str(st, 6, ev->sw.awaiter.s, ev->sw.awaiter.len);
+	step_stmt(s, st);
+}
+
 static void sq_event(struct sqlite_sink *s, const struct event *ev)
 {
 	sqlite3_stmt *st = s->st[ST_EVENT];
@@ -224,6 +270,8 @@ static void sq_event(struct sqlite_sink *s, const struct event *ev)
 			BI(st, 10, ev->to->uid);
 		BT(st, 11, coro_reason_name(ev->sw.reason));
 		BI(st, 12, ev->sw.obj);
+		if (__builtin_expect(ev->sw.awaiter.len != 0, 0))
+			sq_awaiter(s, ev);
 		break;
 	case EV_EXIT:
 		BI(st, 5, ev->exit.id);
@@ -903,6 +951,7 @@ int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen)
 	for (int i = 0; i < ST_N; i++)
 		sqlite3_finalize(s->st[i]);
 	sqlite3_finalize(s->span_st);
+	sqlite3_finalize(s->awaiter_st);
 	if (sqlite3_close(s->db) != SQLITE_OK && !s->err[0])
 		snprintf(s->err, sizeof(s->err), "cannot close: %s", sqlite3_errmsg(s->db));
 	if (s->err[0]) {

@@ -10,8 +10,10 @@
  *
  * Each root moves to a worker, joins a middle task that joins leaves one after another (their
  * frames freed and reused) and migrates, pulls a generator to its end and cancels another,
- * starts an eager watcher that waits on an event, then yields and migrates between the two
- * workers. One more root sets the event. Every frame incarnation is in the truth: its
+ * starts an eager watcher that waits on an event and an eager hopper that yields (its
+ * await_suspend inlined at -O2: Clang's ramp runs it), then yields and migrates between the two
+ * workers. One more root sets the event; with eager coroutines, main first starts one that waits
+ * on an event never set (never resumed, never freed). Every frame incarnation is in the truth: its
  * function, parent, entries into its body, returns into it from a nested resume, its
  * suspensions (reason, object) and exit.
  *
@@ -77,7 +79,26 @@ static ex::eager watcher(event *ev, long *seen)
 	__atomic_add_fetch(seen, 1, __ATOMIC_RELAXED);
 }
 
-static long sum_all, seen;
+/*
+ * Eager too, but its first suspension is a yield, whose await_suspend the compilers inline at
+ * -O2: in Clang's ramp, nothing but the frame's suspend index marks the end of its first run.
+ */
+static ex::eager hopper(long *hops)
+{
+	co_await S.yield();
+	__atomic_add_fetch(hops, 1, __ATOMIC_RELAXED);
+}
+
+/*
+ * Eager, waiting on an event nobody sets: suspended on it when the program ends, never resumed
+ * (its frame is never freed). Called from main, outside any coroutine and the executor's count.
+ */
+static ex::eager forgotten(event *never)
+{
+	co_await *never;
+}
+
+static long sum_all, seen, hops;
 static bool with_eager = true;
 
 static task<void> root(int k, event *ev)
@@ -100,8 +121,10 @@ static task<void> root(int k, event *ev)
 		g.next(&v);
 		s += v;
 	}
-	if (with_eager)
+	if (with_eager) {
 		ex::spawn_eager([ev] { watcher(ev, &seen); });
+		ex::spawn_eager([] { hopper(&hops); });
+	}
 	/* Open across suspensions and migrations. */
 	EX_SPAN(hops, "hops");
 	for (int j = 0; j < 3; j++) {
@@ -138,7 +161,11 @@ int main(int argc, char **argv)
 	(void)probe;
 #endif
 	ex::T().keep = !bench;
-	event ev{&S};
+	event ev{&S}, never{&S};
+	if (with_eager && !bench) {
+		forgotten(&never);
+		ex::running = 0;
+	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	S.start();
@@ -169,5 +196,5 @@ int main(int argc, char **argv)
 		ex::write_truth(f);
 		fclose(f);
 	}
-	return seen == (with_eager ? roots : 0) ? 0 : 2;
+	return seen == (with_eager ? roots : 0) && hops == seen ? 0 : 2;
 }
