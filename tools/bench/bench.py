@@ -17,7 +17,10 @@ Sections:
              one on the functions' entries (single-stepped); and per switch of the
              runtimes traced with no flags (Ruby fibers, greenlets, QEMU coroutines in
              qemu-img bench), against an empty program at every site corobpf probes
-             for that family (a runtime not installed is skipped, saying so; in CI it fails)
+             for that family (a runtime not installed is skipped, saying so; in CI it fails).
+             The empty program is attached through the link corobpf uses there (one
+             uprobe_multi link per object, kernel 6.6+), so both run by the same kernel
+             path; a last line gives each family's ratio (target: 1.2x)
   go         a Go channel ping-pong (unmodified Go): slowdown under corobpf beside its
              slowdown under Go's own execution tracer (runtime/trace), in the same run
   cxx20      C++20 coroutines through the promise adapter: CPU time per resume untraced,
@@ -307,6 +310,7 @@ def switch_costs(res):
         u[k + "_added_ns"] = median(rows[k]) - base
     u["corobpf_over_floor"] = u["corobpf_added_ns"] / u["floor_site_added_ns"]
     u["entry_over_site"] = u["floor_entry_added_ns"] / u["floor_site_added_ns"]
+    u["runs"] = rows
     out["ucontext"] = u
     # Boost.Fiber: a yield is one ontop_fcontext (Boost.Fiber resumes with resume_with).
     # Nothing in the switch functions is emulated; corobpf probes their calls. The floors:
@@ -330,6 +334,7 @@ def switch_costs(res):
         b[k + "_added_ns"] = median(rows[k]) - base
     b["corobpf_over_floor"] = b["corobpf_added_ns"] / b["floor_site_added_ns"]
     b["entry_over_site"] = b["floor_entry_added_ns"] / b["floor_site_added_ns"]
+    b["runs"] = rows
     out["fcontext"] = b
     for fam, fn in (("ruby", ruby_switch), ("greenlet", greenlet_switch), ("qemu", qemu_switch)):
         out[fam] = fn(floor)
@@ -416,6 +421,7 @@ def loop_switch(floor, cmd, family, n, env):
          "corobpf_added_ns": median(rows["corobpf"]) - base,
          "floor_added_ns": median(rows["floor"]) - base}
     r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    r["runs"] = rows
     return r
 
 
@@ -475,6 +481,7 @@ def qemu_switch(floor):
     for k in ("corobpf", "floor", "floor_switch_site"):
         r[k + "_added_ns"] = (median(rows[k]) - base) * 1e9 / switches
     r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    r["runs"] = rows
     return r
 
 
@@ -873,6 +880,12 @@ def table(res):
                              "alone adds %.0f ns per switch" % (
                                  r["switches_per_run"], r["creates_per_run"],
                                  r["floor_switch_site_added_ns"]))
+        ratios = [(fam, sw[fam]["corobpf_over_floor"]) for fam in
+                  ("ucontext", "fcontext", "ruby", "greenlet", "qemu")
+                  if fam in sw and "corobpf_over_floor" in sw[fam]]
+        lines.append("switch path, corobpf's added time over an empty program's on the same sites "
+                     "and link (medians of %d runs; target 1.2x): %s" % (
+                         RUNS, ", ".join("%s %.2fx" % fr for fr in ratios)))
     g = res.get("go")
     if g and "skipped" in g:
         lines.append("Go channel ping-pong: skipped, %s" % g["skipped"])
@@ -950,7 +963,8 @@ def main():
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
     for step in (probe_costs, stacks_cost, sched_cost, switch_costs, go_costs, cxx20_costs, replay,
                  pgstore, loss, scale, exec_cost):
-        if not only or step.__name__ in only:
+        # A step by its function's name or its section's (BENCH_ONLY=switch: switch_costs).
+        if not only or step.__name__ in only or step.__name__.split("_")[0] in only:
             step(res)
     text = table(res)
     print(text)
