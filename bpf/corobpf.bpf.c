@@ -750,10 +750,10 @@ int BPF_USDT(coro_span_end, __u64 str)
  * A register of the probed instruction, by encoding number (r < 16 always;
  * user space encodes it). One load at a constant offset per case: the
  * verifier refuses a context load at a computed offset, and reading through
- * bpf_probe_read_kernel() instead costs two nested calls and their returns
- * per register, on every switch (docs/performance.md, "The switch-function
- * path"). Each load is written in asm: the compiler would merge loads written
- * in C into one at a looked-up offset, which the verifier refuses.
+ * bpf_probe_read_kernel() instead (two nested calls) cost about 50 ns per
+ * register on every switch on the test VM (docs/performance.md, "What the
+ * numbers say"). Each load is written in asm: the compiler would merge loads
+ * written in C into one at a looked-up offset, which the verifier refuses.
  */
 #define CTX_LOAD(regs, field)                                                                      \
 	({                                                                                         \
