@@ -68,11 +68,17 @@ struct {
 	__type(value, __u64);
 } stats SEC(".maps");
 
+/* This CPU's wakeup policy (submit_flags()). */
+struct wakeup_state {
+	__u64 last;    /* the last forced wakeup, CLOCK_BOOTTIME */
+	__u64 submits; /* records submitted: the ring's fill is looked at every WAKEUP_CHECK_EVERY */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct wakeup_state);
 } last_wakeup SEC(".maps");
 
 /* FOLLOWED: forked by a traced process under --follow (its exit is reported from here). */
@@ -169,21 +175,29 @@ static __always_inline void *event_reserve(struct coro_task_state *st, __u32 siz
 	return event_reserve_for(st, size, kind, pid_tgid >> 32, (__u32)pid_tgid);
 }
 
+/*
+ * The ring's fill is looked at on every 16th record of a CPU, not on each:
+ * the query is a helper call, ~15 ns of the switch path's record on the
+ * test VM (docs/performance.md), and a per-CPU count is a few loads. A
+ * wakeup comes at most 15 records later than it would, next to the
+ * wakeup_bytes (a quarter of the ring) already waiting. Unlocked: a program
+ * preempted on this CPU may skip or repeat one look, nothing else.
+ */
+#define WAKEUP_CHECK_EVERY 16
+
 static __always_inline __u64 submit_flags(__u64 ts)
 {
-	__u64 flags = BPF_RB_NO_WAKEUP;
+	__u32 zero = 0;
+	struct wakeup_state *w = bpf_map_lookup_elem(&last_wakeup, &zero);
 
-	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes) {
-		__u32 zero = 0;
-		__u64 *last = bpf_map_lookup_elem(&last_wakeup, &zero);
-
-		if (last && ts - *last >= wakeup_min_gap_ns) {
-			*last = ts;
-			flags = BPF_RB_FORCE_WAKEUP;
-			stat_inc(CORO_STAT_WAKEUPS);
-		}
-	}
-	return flags;
+	if (!w || (w->submits++ & (WAKEUP_CHECK_EVERY - 1)))
+		return BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) < wakeup_bytes ||
+	    ts - w->last < wakeup_min_gap_ns)
+		return BPF_RB_NO_WAKEUP;
+	w->last = ts;
+	stat_inc(CORO_STAT_WAKEUPS);
+	return BPF_RB_FORCE_WAKEUP;
 }
 
 static __always_inline void event_submit(void *rec)
@@ -734,30 +748,43 @@ int BPF_USDT(coro_span_end, __u64 str)
  */
 #if defined(__TARGET_ARCH_x86)
 /*
- * A register of the probed instruction, by encoding number. Read through
- * the helper: the verifier refuses context loads at a computed offset.
+ * A register of the probed instruction, by encoding number (r < 16 always;
+ * user space encodes it). One load at a constant offset per case: the
+ * verifier refuses a context load at a computed offset, and reading through
+ * bpf_probe_read_kernel() instead (two nested calls) cost about 50 ns per
+ * register on every switch on the test VM (docs/performance.md, "What the
+ * numbers say"). Each load is written in asm: the compiler would merge loads
+ * written in C into one at a looked-up offset, which the verifier refuses.
  */
-const volatile __u16 ctx_reg_off[16] = {
-	__builtin_offsetof(struct pt_regs, ax),	 __builtin_offsetof(struct pt_regs, cx),
-	__builtin_offsetof(struct pt_regs, dx),	 __builtin_offsetof(struct pt_regs, bx),
-	__builtin_offsetof(struct pt_regs, sp),	 __builtin_offsetof(struct pt_regs, bp),
-	__builtin_offsetof(struct pt_regs, si),	 __builtin_offsetof(struct pt_regs, di),
-	__builtin_offsetof(struct pt_regs, r8),	 __builtin_offsetof(struct pt_regs, r9),
-	__builtin_offsetof(struct pt_regs, r10), __builtin_offsetof(struct pt_regs, r11),
-	__builtin_offsetof(struct pt_regs, r12), __builtin_offsetof(struct pt_regs, r13),
-	__builtin_offsetof(struct pt_regs, r14), __builtin_offsetof(struct pt_regs, r15),
-};
+#define CTX_LOAD(regs, field)                                                                      \
+	({                                                                                         \
+		__u64 __v;                                                                         \
+		asm volatile("%0 = *(u64 *)(%1 + %2)"                                              \
+			     : "=r"(__v)                                                           \
+			     : "r"(regs), "i"(__builtin_offsetof(struct pt_regs, field)));         \
+		__v;                                                                               \
+	})
 
 static __always_inline __u64 ctx_reg(struct pt_regs *regs, __u32 r)
 {
-	__u64 v = 0;
-
-	/*
-	 * Masked, not compared (r < 16 always; user space encodes it): the
-	 * verifier must see the bound on the index itself.
-	 */
-	bpf_probe_read_kernel(&v, sizeof(v), (const char *)regs + ctx_reg_off[r & 15]);
-	return v;
+	switch (r & 15) {
+	case 0: return CTX_LOAD(regs, ax);
+	case 1: return CTX_LOAD(regs, cx);
+	case 2: return CTX_LOAD(regs, dx);
+	case 3: return CTX_LOAD(regs, bx);
+	case 4: return CTX_LOAD(regs, sp);
+	case 5: return CTX_LOAD(regs, bp);
+	case 6: return CTX_LOAD(regs, si);
+	case 7: return CTX_LOAD(regs, di);
+	case 8: return CTX_LOAD(regs, r8);
+	case 9: return CTX_LOAD(regs, r9);
+	case 10: return CTX_LOAD(regs, r10);
+	case 11: return CTX_LOAD(regs, r11);
+	case 12: return CTX_LOAD(regs, r12);
+	case 13: return CTX_LOAD(regs, r13);
+	case 14: return CTX_LOAD(regs, r14);
+	default: return CTX_LOAD(regs, r15);
+	}
 }
 
 static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct coro_task_state *st)

@@ -253,6 +253,14 @@ BENCH_BINS := $(OUT)/bench/floor $(OUT)/bench/probe_loop $(OUT)/bench/probe_loop
 
 bench-tools: $(BENCH_BINS)
 
+# The switch rows' workloads report their own CPU time through it (tools/bench/cpu_preload.c).
+bench-tools: $(OUT)/bench/cpu_preload.so
+
+$(OUT)/bench/cpu_preload.so: tools/bench/cpu_preload.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -shared -fPIC $< -o $@
+
 $(OUT)/bench/floor.bpf.o: tools/bench/floor.bpf.c $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)mkdir -p $(@D)

@@ -17,7 +17,14 @@ Sections:
              one on the functions' entries (single-stepped); and per switch of the
              runtimes traced with no flags (Ruby fibers, greenlets, QEMU coroutines in
              qemu-img bench), against an empty program at every site corobpf probes
-             for that family (a runtime not installed is skipped, saying so; in CI it fails)
+             for that family (a runtime not installed is skipped, saying so; in CI it fails).
+             The empty program is attached through the link corobpf uses there (one
+             uprobe_multi link per object, kernel 6.6+), so both run by the same kernel
+             path. Every row times the traced process's own CPU (where the trap and the
+             program run; not corobpf's reader): the runtimes' loops read their thread's
+             CPU clock, uctx, fibers and qemu-img report theirs through
+             tools/bench/cpu_preload.c.
+             A last line gives each family's ratio (target: 1.2x)
   go         a Go channel ping-pong (unmodified Go): slowdown under corobpf beside its
              slowdown under Go's own execution tracer (runtime/trace), in the same run
   cxx20      C++20 coroutines through the promise adapter: CPU time per resume untraced,
@@ -284,29 +291,67 @@ def vaddr_offset(obj, addr):
     raise RuntimeError("%s: 0x%x is not in code" % (obj, addr))
 
 
+CPU_PRELOAD = os.path.join(BUILD, "bench/cpu_preload.so")
+
+
+def cpu_loop(cmd, switches):
+    """One run of a loop workload that prints its wall ns per switch: that, and its own CPU ns
+    per switch (tools/bench/cpu_preload.c; the trap and the BPF program run in its thread, a
+    wait for a CPU and corobpf's reader do not), as (cpu, wall)."""
+    p = sh(cmd, env=dict(os.environ, LD_PRELOAD=CPU_PRELOAD))
+    comm = os.path.basename(cmd[cmd.index("--") + 1] if "--" in cmd else cmd[0])[:15]
+    m = [l.split() for l in p.stderr.splitlines() if l.startswith("BENCH_CPU %s " % comm)]
+    if not m:
+        raise RuntimeError("%s reported no CPU time: %s" % (cmd, p.stderr[-300:]))
+    return (float(m[-1][2]) + float(m[-1][3])) * 1e9 / switches, per_iter(p.stdout)
+
+
+def loop_rows(cmds, switches):
+    """Each command RUNS times, interleaved: the rows of CPU ns per switch, and of wall ns."""
+    cpu, wall = {k: [] for k in cmds}, {k: [] for k in cmds}
+    for _ in range(RUNS):
+        for k, cmd in cmds.items():
+            c, w = cpu_loop(cmd, switches)
+            cpu[k].append(c)
+            wall[k].append(w)
+    return cpu, wall
+
+
+def added(row, cpu, wall):
+    """corobpf's and the floors' added time per switch over native, on the thread's CPU time
+    (the ratio the row reports) and on the wall clock the loop prints (kept, noisier)."""
+    base, wbase = median(cpu["native"]), median(wall["native"])
+    for k in cpu:
+        if k != "native":
+            row[k + "_added_ns"] = median(cpu[k]) - base
+            row[k + "_added_wall_ns"] = median(wall[k]) - wbase
+    row["native_ns"] = base
+    row["native_wall_ns"] = wbase
+    row["corobpf_over_floor"] = row["corobpf_added_ns"] / row["floor_site_added_ns"]
+    row["corobpf_over_floor_wall"] = row["corobpf_added_wall_ns"] / row["floor_site_added_wall_ns"]
+    row["entry_over_site"] = row["floor_entry_added_ns"] / row["floor_site_added_ns"]
+    row["runs"] = {"cpu_ns": cpu, "wall_ns": wall}
+
+
 def switch_costs(res):
     uctx, fibers = os.path.join(BUILD, "tests/uctx"), os.path.join(BUILD, "tests/fibers")
     floor = os.path.join(BUILD, "bench/floor")
     n = 2000 if QUICK else 100000
     out = {}
-    # ucontext: every swapcontext, corobpf at the instruction it chose, the floor there and
-    # at the entry (single-stepped).
+    # ucontext: every swapcontext (2n of them), corobpf at the instruction it chose, the floor
+    # there and at the entry (single-stepped).
     sites = switch_sites([uctx, "loop", "10"])
     libc = next(lib for (lib, fn) in sites if fn == "swapcontext")
     sc = func_offset(libc, "swapcontext")
     at = sc + sites[(libc, "swapcontext")]
-    rows = {"native": [], "corobpf": [], "floor_site": [], "floor_entry": []}
-    for _ in range(RUNS):
-        rows["native"].append(per_iter(sh([uctx, "loop", str(n)]).stdout))
-        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", uctx, "loop", str(n)]).stdout))
-        rows["floor_site"].append(per_iter(sh([floor, "uprobe:%s:%x" % (libc, at), "--", uctx, "loop", str(n)]).stdout))
-        rows["floor_entry"].append(per_iter(sh([floor, "uprobe:%s:%x" % (libc, sc), "--", uctx, "loop", str(n)]).stdout))
-    base = median(rows["native"])
-    u = {"native_ns": base, "site": "swapcontext+0x%x" % sites[(libc, "swapcontext")]}
-    for k in ("corobpf", "floor_site", "floor_entry"):
-        u[k + "_added_ns"] = median(rows[k]) - base
-    u["corobpf_over_floor"] = u["corobpf_added_ns"] / u["floor_site_added_ns"]
-    u["entry_over_site"] = u["floor_entry_added_ns"] / u["floor_site_added_ns"]
+    loop = [uctx, "loop", str(n)]
+    cpu, wall = loop_rows({"native": loop,
+                           "corobpf": [COROBPF, "-q", "--no-sched", "--"] + loop,
+                           "floor_site": [floor, "uprobe:%s:%x" % (libc, at), "--"] + loop,
+                           "floor_entry": [floor, "uprobe:%s:%x" % (libc, sc), "--"] + loop},
+                          2 * n)
+    u = {"site": "swapcontext+0x%x" % sites[(libc, "swapcontext")]}
+    added(u, cpu, wall)
     out["ucontext"] = u
     # Boost.Fiber: a yield is one ontop_fcontext (Boost.Fiber resumes with resume_with).
     # Nothing in the switch functions is emulated; corobpf probes their calls. The floors:
@@ -318,18 +363,14 @@ def switch_costs(res):
                                              for fn in ("jump_fcontext", "ontop_fcontext")))
     calls = ";".join("uprobe:%s:%s" % (obj, ",".join("%x" % o for o in offs))
                      for obj, offs in ((o, call_offsets(o)) for o in (fibers, fiberlib)) if offs)
-    rows = {"native": [], "corobpf": [], "floor_site": [], "floor_entry": []}
-    for _ in range(RUNS):
-        rows["native"].append(per_iter(sh([fibers, "loop", str(n)]).stdout))
-        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", fibers, "loop", str(n)]).stdout))
-        rows["floor_site"].append(per_iter(sh([floor, calls, "--", fibers, "loop", str(n)]).stdout))
-        rows["floor_entry"].append(per_iter(sh([floor, entries, "--", fibers, "loop", str(n)]).stdout))
-    base = median(rows["native"])
-    b = {"native_ns": base, "site": "the calls of jump_fcontext/ontop_fcontext"}
-    for k in ("corobpf", "floor_site", "floor_entry"):
-        b[k + "_added_ns"] = median(rows[k]) - base
-    b["corobpf_over_floor"] = b["corobpf_added_ns"] / b["floor_site_added_ns"]
-    b["entry_over_site"] = b["floor_entry_added_ns"] / b["floor_site_added_ns"]
+    # A loop of n yields by each of two fibers: 2n + 2 switches, as the program counts them.
+    loop = [fibers, "loop", str(n)]
+    cpu, wall = loop_rows({"native": loop,
+                           "corobpf": [COROBPF, "-q", "--no-sched", "--"] + loop,
+                           "floor_site": [floor, calls, "--"] + loop,
+                           "floor_entry": [floor, entries, "--"] + loop}, 2 * n + 2)
+    b = {"site": "the calls of jump_fcontext/ontop_fcontext"}
+    added(b, cpu, wall)
     out["fcontext"] = b
     for fam, fn in (("ruby", ruby_switch), ("greenlet", greenlet_switch), ("qemu", qemu_switch)):
         out[fam] = fn(floor)
@@ -416,6 +457,7 @@ def loop_switch(floor, cmd, family, n, env):
          "corobpf_added_ns": median(rows["corobpf"]) - base,
          "floor_added_ns": median(rows["floor"]) - base}
     r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    r["runs"] = rows
     return r
 
 
@@ -463,18 +505,28 @@ def qemu_switch(floor):
     spec = floor_spec(obj, sites)
     sw_only = [s for s in sites if s[0] == "qemu_coroutine_switch"]
     spec_sw = floor_spec(obj, sw_only)
-    rows = {"native": [], "corobpf": [], "floor": [], "floor_switch_site": []}
+    # The process's CPU time per switch (cpu_preload.so), as the loop rows; the run's wall time,
+    # as qemu-img reports it, is kept beside it.
+    cmds = {"native": cmd, "corobpf": [COROBPF, "-q", "--no-sched", "--"] + cmd,
+            "floor": [floor, spec, "--"] + cmd, "floor_switch_site": [floor, spec_sw, "--"] + cmd}
+    cpu, wall = {k: [] for k in cmds}, {k: [] for k in cmds}
     for _ in range(RUNS):
-        rows["native"].append(qemu_run_s(sh(cmd).stdout))
-        rows["corobpf"].append(qemu_run_s(sh([COROBPF, "-q", "--no-sched", "--"] + cmd).stdout))
-        rows["floor"].append(qemu_run_s(sh([floor, spec, "--"] + cmd).stdout))
-        rows["floor_switch_site"].append(qemu_run_s(sh([floor, spec_sw, "--"] + cmd).stdout))
-    base = median(rows["native"])
-    r = {"native_ns": base * 1e9 / switches, "switches_per_run": switches,
+        for k, c in cmds.items():
+            p = sh(c, env=dict(os.environ, LD_PRELOAD=CPU_PRELOAD))
+            m = [l.split() for l in p.stderr.splitlines() if l.startswith("BENCH_CPU qemu-img ")]
+            if not m:
+                raise RuntimeError("%s reported no CPU time: %s" % (c, p.stderr[-300:]))
+            cpu[k].append((float(m[-1][2]) + float(m[-1][3])) * 1e9 / switches)
+            wall[k].append(qemu_run_s(p.stdout) * 1e9 / switches)
+    base, wbase = median(cpu["native"]), median(wall["native"])
+    r = {"native_ns": base, "native_wall_ns": wbase, "switches_per_run": switches,
          "creates_per_run": creates, "sites": site_names(sites)}
     for k in ("corobpf", "floor", "floor_switch_site"):
-        r[k + "_added_ns"] = (median(rows[k]) - base) * 1e9 / switches
+        r[k + "_added_ns"] = median(cpu[k]) - base
+        r[k + "_added_wall_ns"] = median(wall[k]) - wbase
     r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    r["corobpf_over_floor_wall"] = r["corobpf_added_wall_ns"] / r["floor_added_wall_ns"]
+    r["runs"] = {"cpu_ns": cpu, "wall_ns": wall}
     return r
 
 
@@ -848,14 +900,18 @@ def table(res):
     sw = res.get("switch")
     if sw:
         u, b = sw["ucontext"], sw["fcontext"]
-        lines.append("swapcontext (%.0f ns native), added: corobpf at %s %.0f ns = %.2fx an empty "
-                     "program there (%.0f ns); at the entry (stepped) %.0f ns = %.1fx" % (
+        lines.append("swapcontext (%.0f ns native), added (the thread's CPU time): corobpf at %s "
+                     "%.0f ns = %.2fx an empty program there (%.0f ns); at the entry (stepped) "
+                     "%.0f ns = %.1fx; on the wall clock %.2fx" % (
                          u["native_ns"], u["site"], u["corobpf_added_ns"], u["corobpf_over_floor"],
-                         u["floor_site_added_ns"], u["floor_entry_added_ns"], u["entry_over_site"]))
-        lines.append("Boost.Fiber yield (%.0f ns native), added: corobpf at %s %.0f ns = %.2fx an "
-                     "empty program there (%.0f ns); at the entries (stepped) %.0f ns = %.1fx" % (
+                         u["floor_site_added_ns"], u["floor_entry_added_ns"], u["entry_over_site"],
+                         u["corobpf_over_floor_wall"]))
+        lines.append("Boost.Fiber yield (%.0f ns native), added (the thread's CPU time): corobpf at "
+                     "%s %.0f ns = %.2fx an empty program there (%.0f ns); at the entries "
+                     "(stepped) %.0f ns = %.1fx; on the wall clock %.2fx" % (
                          b["native_ns"], b["site"], b["corobpf_added_ns"], b["corobpf_over_floor"],
-                         b["floor_site_added_ns"], b["floor_entry_added_ns"], b["entry_over_site"]))
+                         b["floor_site_added_ns"], b["floor_entry_added_ns"], b["entry_over_site"],
+                         b["corobpf_over_floor_wall"]))
         for fam, what in (("ruby", "Ruby fiber switch"), ("greenlet", "greenlet switch"),
                           ("qemu", "QEMU coroutine switch (qemu-img bench)")):
             r = sw.get(fam)
@@ -873,6 +929,12 @@ def table(res):
                              "alone adds %.0f ns per switch" % (
                                  r["switches_per_run"], r["creates_per_run"],
                                  r["floor_switch_site_added_ns"]))
+        ratios = [(fam, sw[fam]["corobpf_over_floor"]) for fam in
+                  ("ucontext", "fcontext", "ruby", "greenlet", "qemu")
+                  if fam in sw and "corobpf_over_floor" in sw[fam]]
+        lines.append("switch path, corobpf's added time over an empty program's on the same sites "
+                     "and link (medians of %d runs; target 1.2x): %s" % (
+                         RUNS, ", ".join("%s %.2fx" % fr for fr in ratios)))
     g = res.get("go")
     if g and "skipped" in g:
         lines.append("Go channel ping-pong: skipped, %s" % g["skipped"])
@@ -950,7 +1012,8 @@ def main():
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
     for step in (probe_costs, stacks_cost, sched_cost, switch_costs, go_costs, cxx20_costs, replay,
                  pgstore, loss, scale, exec_cost):
-        if not only or step.__name__ in only:
+        # A step by its function's name or its section's (BENCH_ONLY=switch: switch_costs).
+        if not only or step.__name__ in only or step.__name__.split("_")[0] in only:
             step(res)
     text = table(res)
     print(text)

@@ -25,6 +25,17 @@ int empty_uprobe(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * The same through a uprobe_multi link (kernel 6.6+; floor.c sets the attach
+ * type), the link corobpf's switch-function path attaches with: the kernel
+ * runs the program by another path than a perf-event uprobe's.
+ */
+SEC("uprobe")
+int empty_uprobe_multi(struct pt_regs *ctx)
+{
+	return 0;
+}
+
 /* Per coroutine id: how many times the probe named it (a counters-only mode's least work). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
