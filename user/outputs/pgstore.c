@@ -1,13 +1,20 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * PostgreSQL output. The pipeline's callbacks format rows in COPY's text
- * format into one buffer per table; a full buffer is handed to the writer
- * thread through a queue (a mutex held for a pointer swap, never for
- * network time) and sent there as one COPY. Columns are those of the
- * SQLite output (sqlite.c), in the same order, after capture_id; 64-bit
- * values are stored as bigint with the same bits, as there.
+ * PostgreSQL output. The pipeline's callbacks format rows in COPY's binary format into one
+ * buffer per table; a full buffer is handed to the writer threads through a queue (a mutex held
+ * for a pointer swap, never for network time) and sent there as one COPY. Columns are those of
+ * the SQLite output (sqlite.c), in the same order, after capture_id; 64-bit values are stored as
+ * bigint with the same bits, as there.
+ *
+ * What the server spends per row decides the rate (docs/store.md, measured on PostgreSQL 15):
+ * binary COPY spares it parsing decimal text, and the three tables of a row per event (events,
+ * slices, offcpu) are partitioned by capture, each capture's rows COPYed into tables of its own
+ * that are attached to them when the capture completes: no index is kept up per row (a capture
+ * is found by partition pruning), and a reader of those tables sees a capture whole or not at
+ * all.
  */
 #include <dlfcn.h>
+#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -120,15 +127,16 @@ static const char schema[] =
 	"  readies bigint, threads text, open_spans text, name_truncated bigint,\n"
 	"  uncertain bigint, offcpu_ns bigint, blocked_ns bigint, runq_ns bigint,\n"
 	"  create_stack bigint, park_stack bigint);\n"
-	"CREATE TABLE offcpu (capture_id bigint, pid bigint, tid bigint, uid bigint, id bigint,\n"
-	"  start_ts bigint, end_ts bigint, dur_ns bigint, state text, runq_ns bigint,\n"
-	"  cpu bigint);\n"
-	"CREATE TABLE events (capture_id bigint, ts bigint, pid bigint, tid bigint, ev text,\n"
-	"  id bigint, uid bigint, parent bigint, waker bigint, to_id bigint, to_uid bigint,\n"
-	"  reason text, obj bigint, status bigint, name text, depth bigint,\n"
-	"  lost_before bigint, stack bigint);\n"
-	"CREATE TABLE slices (capture_id bigint, uid bigint, pid bigint, tid bigint, state text,\n"
-	"  reason text, obj bigint, start_ts bigint, end_ts bigint, dur_ns bigint);\n"
+	"CREATE TABLE offcpu (capture_id bigint NOT NULL, pid bigint, tid bigint, uid bigint,\n"
+	"  id bigint, start_ts bigint, end_ts bigint, dur_ns bigint, state text,\n"
+	"  runq_ns bigint, cpu bigint) PARTITION BY LIST (capture_id);\n"
+	"CREATE TABLE events (capture_id bigint NOT NULL, ts bigint, pid bigint, tid bigint,\n"
+	"  ev text, id bigint, uid bigint, parent bigint, waker bigint, to_id bigint,\n"
+	"  to_uid bigint, reason text, obj bigint, status bigint, name text, depth bigint,\n"
+	"  lost_before bigint, stack bigint) PARTITION BY LIST (capture_id);\n"
+	"CREATE TABLE slices (capture_id bigint NOT NULL, uid bigint, pid bigint, tid bigint,\n"
+	"  state text, reason text, obj bigint, start_ts bigint, end_ts bigint, dur_ns bigint)\n"
+	"  PARTITION BY LIST (capture_id);\n"
 	"CREATE TABLE findings (capture_id bigint, kind text, pid bigint, tid bigint,\n"
 	"  coroutine_uid bigint, coroutine_id bigint, name text, ts bigint, dur_ns bigint,\n"
 	"  open bigint, state text, reason text, obj bigint, waker bigint, span text,\n"
@@ -145,8 +153,8 @@ static const char schema[] =
 	"  func text, func_off bigint, object text, rel bigint, file text, line bigint);\n"
 	/*
 	 * The documented queries (docs/store.md) group by process and kind across captures. The
-	 * three tables that take a row per event get BRIN indexes on capture_id: a capture's rows
-	 * arrive together, and a B-tree maintained per row would halve the rate they are stored at.
+	 * three tables that take a row per event have none: a capture's rows are a partition of
+	 * their own, and an index kept up per row costs the server a third more per row.
 	 */
 	"CREATE INDEX processes_capture ON processes (capture_id, pid);\n"
 	"CREATE INDEX processes_exe ON processes (exe);\n"
@@ -154,9 +162,6 @@ static const char schema[] =
 	"CREATE INDEX switch_paths_capture ON switch_paths (capture_id);\n"
 	"CREATE INDEX capture_meta_capture ON capture_meta (capture_id, key);\n"
 	"CREATE INDEX coroutines_capture ON coroutines (capture_id, pid, uid);\n"
-	"CREATE INDEX offcpu_capture ON offcpu USING brin (capture_id);\n"
-	"CREATE INDEX events_capture ON events USING brin (capture_id);\n"
-	"CREATE INDEX slices_capture ON slices USING brin (capture_id);\n"
 	"CREATE INDEX findings_capture ON findings (capture_id, kind);\n"
 	"CREATE INDEX findings_kind ON findings (kind, dur_ns);\n"
 	"CREATE INDEX spans_capture ON spans (capture_id, name);\n"
@@ -175,6 +180,9 @@ static const char *const table_name[T_N] = {
 	[T_SLICE] = "slices", [T_FINDING] = "findings", [T_SPAN] = "spans",
 	[T_STACK] = "stacks", [T_FRAME] = "frames", [T_META] = "capture_meta",
 };
+
+/* Partitioned by capture: COPYed into <name>_<capture id>, attached when the capture completes. */
+static const bool per_capture[T_N] = {[T_OFFCPU] = true, [T_EVENT] = true, [T_SLICE] = true};
 
 enum msg_kind { MSG_BEGIN, MSG_COPY, MSG_FINISH, MSG_QUIT };
 
@@ -213,7 +221,8 @@ struct pg_proc {
 	bool exited;
 	u64 exit_ts;
 	s32 status;
-	char *row; /* the columns up to start_ts, formatted */
+	char *row; /* the fields up to start_ts, formatted */
+	size_t rowlen;
 };
 
 struct pg_writer {
@@ -310,21 +319,42 @@ static void buf_reserve(struct pgbuf *b, size_t more)
 		abort();
 }
 
-static char *fmt_s64(char *p, s64 v)
+/* COPY's binary format: big-endian integers, a field is its length (-1: NULL) and its bytes. */
+static inline char *put_be16(char *p, u16 v)
 {
-	char tmp[24];
-	int n = 0;
-	u64 u = v < 0 ? -(u64)v : (u64)v;
+	v = htobe16(v);
+	memcpy(p, &v, 2);
+	return p + 2;
+}
 
-	if (v < 0)
-		*p++ = '-';
-	do {
-		tmp[n++] = '0' + u % 10;
-		u /= 10;
-	} while (u);
-	while (n)
-		*p++ = tmp[--n];
-	return p;
+static inline char *put_be32(char *p, u32 v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, 4);
+	return p + 4;
+}
+
+static inline char *put_int_field(char *p, s64 v)
+{
+	u64 be = htobe64((u64)v);
+
+	p = put_be32(p, 8);
+	memcpy(p, &be, 8);
+	return p + 8;
+}
+
+/* A text field: valid UTF-8 (the server refuses any other), NUL never sent. */
+static void put_text_field(struct pgbuf *b, const char *s, size_t maxlen)
+{
+	size_t n = strnlen(s, maxlen), len;
+	char *p;
+
+	buf_reserve(b, 4 + 3 * n + 1);
+	p = b->p + b->len;
+	utf8_sanitize(p + 4, 3 * n + 1, s, n);
+	len = strlen(p + 4);
+	put_be32(p, (u32)len);
+	b->len += 4 + len;
 }
 
 /* COPY text format: backslash, tab, newline and carriage return escaped, NUL never sent. */
@@ -399,30 +429,27 @@ static void hand_over(struct pg_sink *s, enum table t)
 	memset(b, 0, sizeof(*b));
 }
 
-/* The row into b, after `prefix` (the capture id, or nothing); false if b is not full yet. */
-static bool row_format(struct pgbuf *b, const char *prefix, const struct row *r, int ncols)
+/* The row into b, after the capture id; true when b is a batch to send. */
+static bool row_format(struct pgbuf *b, u64 capture_id, const struct row *r, int ncols)
 {
 	char *p;
 
-	buf_reserve(b, 24 + (size_t)ncols * 24);
+	buf_reserve(b, 2 + 12 * (size_t)(ncols + 1));
 	p = b->p + b->len;
-	memcpy(p, prefix, strlen(prefix));
-	p += strlen(prefix);
+	p = put_be16(p, (u16)(ncols + 1));
+	p = put_int_field(p, (s64)capture_id);
 	for (int i = 1; i <= ncols; i++) {
-		*p++ = '\t';
 		if (r->kind[i] == 1) {
-			p = fmt_s64(p, r->iv[i]);
+			p = put_int_field(p, r->iv[i]);
 		} else if (r->kind[i] == 2) {
 			b->len = p - b->p;
-			put_text(b, r->tv[i], r->tl[i]);
-			buf_reserve(b, 24 + (size_t)(ncols - i) * 24);
+			put_text_field(b, r->tv[i], r->tl[i]);
+			buf_reserve(b, 12 * (size_t)(ncols - i));
 			p = b->p + b->len;
 		} else {
-			*p++ = '\\';
-			*p++ = 'N';
+			p = put_be32(p, (u32)-1);
 		}
 	}
-	*p++ = '\n';
 	b->len = p - b->p;
 	b->rows++;
 	return b->len >= PG_BATCH;
@@ -430,7 +457,7 @@ static bool row_format(struct pgbuf *b, const char *prefix, const struct row *r,
 
 static void row_emit(struct pg_sink *s, enum table t, const struct row *r, int ncols)
 {
-	if (row_format(&s->buf[t], s->idtext, r, ncols))
+	if (row_format(&s->buf[t], s->capture_id, r, ncols))
 		hand_over(s, t);
 }
 
@@ -556,9 +583,9 @@ static void pg_process_row(struct pg_sink *s, const struct event *ev)
 	RT(&r, 4, coro_proc_mode_name(ev->process.mode));
 	RI(&r, 5, ev->process.ppid);
 	RI(&r, 6, ev->ts);
-	/* Formatted into a buffer of its own, without the capture id (added at the end). */
-	row_format(&b, "", &r, 6);
-	b.p[b.len - 1] = 0; /* the newline: more columns follow */
+	/* Formatted into a buffer of its own: exit_ts, exit_code and signal follow at the end. */
+	row_format(&b, s->capture_id, &r, 6);
+	put_be16(b.p, 10);
 	if (s->nprocs == s->capprocs) {
 		s->capprocs = s->capprocs ? 2 * s->capprocs : 16;
 		s->procs = realloc(s->procs, s->capprocs * sizeof(*s->procs));
@@ -569,6 +596,7 @@ static void pg_process_row(struct pg_sink *s, const struct event *ev)
 	memset(p, 0, sizeof(*p));
 	p->pid = ev->pid;
 	p->row = b.p;
+	p->rowlen = b.len;
 }
 
 static void pg_event_cb(void *ctx, const struct event *ev)
@@ -873,23 +901,25 @@ static void pg_finish(void *ctx, const struct model *m)
 		struct pgbuf *pb = &s->buf[T_PROCESS];
 		s32 st = p->status;
 
-		buf_reserve(pb, strlen(p->row) + 96);
-		pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "%s%s", s->idtext, p->row);
+		char *q;
+
+		buf_reserve(pb, p->rowlen + 3 * 12);
+		q = pb->p + pb->len;
+		memcpy(q, p->row, p->rowlen);
+		q += p->rowlen;
 		if (p->exited)
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%llu",
-					    (unsigned long long)p->exit_ts);
+			q = put_int_field(q, (s64)p->exit_ts);
 		else
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N");
+			q = put_be32(q, (u32)-1);
 		if (p->exited && st >= 0 && WIFEXITED(st))
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%d",
-					    WEXITSTATUS(st));
+			q = put_int_field(q, WEXITSTATUS(st));
 		else
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N");
+			q = put_be32(q, (u32)-1);
 		if (p->exited && st >= 0 && WIFSIGNALED(st))
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%d\n",
-					    WTERMSIG(st));
+			q = put_int_field(q, WTERMSIG(st));
 		else
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N\n");
+			q = put_be32(q, (u32)-1);
+		pb->len = q - pb->p;
 		pb->rows++;
 	}
 	if (m->sym) {
@@ -947,6 +977,23 @@ static bool conn_lost(struct pg_sink *s, PGconn *conn)
 	return PQstatus(conn) == CONNECTION_BAD;
 }
 
+/*
+ * A writer's session commits its COPYs without waiting for their WAL to reach the disk (a
+ * setting of the session, not of the server): the transaction that marks the capture complete
+ * waits as the server is set to, and its WAL comes after every row's. A server crash before it
+ * leaves the capture incomplete, never complete with rows missing.
+ */
+static bool session_setup(PGconn *conn)
+{
+	/* And without the server's notices on stderr (DROP TABLE IF EXISTS of nothing). */
+	PGresult *res = PQexec(conn, "SET synchronous_commit = off; "
+			       "SET client_min_messages = warning");
+	bool good = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	PQclear(res);
+	return good;
+}
+
 /* After a lost connection: a few attempts, further apart each time. */
 static bool reconnect(struct pg_sink *s, PGconn *conn)
 {
@@ -959,7 +1006,7 @@ static bool reconnect(struct pg_sink *s, PGconn *conn)
 		}
 		nanosleep(&ts, NULL);
 		PQreset(conn);
-		if (PQstatus(conn) == CONNECTION_OK)
+		if (PQstatus(conn) == CONNECTION_OK && session_setup(conn))
 			return true;
 	}
 	return false;
@@ -998,6 +1045,9 @@ static bool exec_ok(struct pg_sink *s, PGconn *conn, const char *sql, int nparam
 
 static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char *data, size_t len)
 {
+	/* The binary format's signature, flags and header extension; the trailer, a -1 count. */
+	static const char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	static const char trailer[2] = "\377\377";
 	char sql[192];
 	PGresult *res;
 	bool good;
@@ -1007,11 +1057,14 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 			 "boot_time, "
 			 "start_ts, start_time, realtime_offset_ns, tool_version) FROM STDIN");
 	else
-		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN", table_name[t]);
+		snprintf(sql, sizeof(sql), "COPY %s%s%s FROM STDIN (FORMAT binary)", table_name[t],
+			 per_capture[t] ? "_" : "", per_capture[t] ? s->idtext : "");
 	res = PQexec(conn, sql);
 	good = PQresultStatus(res) == PGRES_COPY_IN;
 	PQclear(res);
 	if (!good)
+		return false;
+	if (t != T_N && PQputCopyData(conn, header, sizeof(header)) != 1)
 		return false;
 	/* libpq takes it in pieces of any size; a few MiB at a time keeps its buffer small. */
 	for (size_t off = 0; off < len;) {
@@ -1021,6 +1074,8 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 			return false;
 		off += n;
 	}
+	if (t != T_N && PQputCopyData(conn, trailer, sizeof(trailer)) != 1)
+		return false;
 	if (PQputCopyEnd(conn, NULL) != 1)
 		return false;
 	good = true;
@@ -1030,6 +1085,31 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 		PQclear(res);
 	}
 	return good;
+}
+
+/* The per-capture tables of per_capture[]: dropped (if there) then made, or only dropped. */
+static bool capture_tables(struct pg_sink *s, PGconn *conn, bool create)
+{
+	char sql[512];
+
+	for (int t = 0; t < T_N; t++) {
+		if (!per_capture[t])
+			continue;
+		snprintf(sql, sizeof(sql), "DROP TABLE IF EXISTS %s_%s", table_name[t], s->idtext);
+		if (!exec_ok(s, conn, sql, 0, NULL, PGRES_COMMAND_OK, NULL))
+			return false;
+		if (!create)
+			continue;
+		/*
+		 * The CHECK and the NOT NULL (LIKE's) imply the partition's bound: ATTACH PARTITION
+		 * needs no scan of the rows to take it.
+		 */
+		snprintf(sql, sizeof(sql), "CREATE TABLE %s_%s (LIKE %s, CHECK (capture_id = %s))",
+			 table_name[t], s->idtext, table_name[t], s->idtext);
+		if (!exec_ok(s, conn, sql, 0, NULL, PGRES_COMMAND_OK, NULL))
+			return false;
+	}
+	return true;
 }
 
 static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
@@ -1047,24 +1127,25 @@ static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
 		atomic_store(&s->stop_formatting, true);
 		return true;
 	}
-	if (PQntuples(res) == 1) {
-		/* A run or upload that failed left it incomplete: replaced whole. */
-		PQclear(res);
-		if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
+	PQclear(res);
+	/*
+	 * A run or upload that failed left it incomplete (or left its tables without its captures
+	 * row): replaced whole.
+	 */
+	if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
+		return false;
+	for (int t = 0; t < T_N; t++) {
+		if (per_capture[t])
+			continue;
+		snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE capture_id = $1", table_name[t]);
+		if (!exec_ok(s, conn, sql, 1, params, PGRES_COMMAND_OK, NULL))
 			return false;
-		for (int t = 0; t < T_N; t++) {
-			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE capture_id = $1",
-				 table_name[t]);
-			if (!exec_ok(s, conn, sql, 1, params, PGRES_COMMAND_OK, NULL))
-				return false;
-		}
-		if (!exec_ok(s, conn, "DELETE FROM captures WHERE capture_id = $1", 1, params,
-			     PGRES_COMMAND_OK, NULL) ||
-		    !exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
-			return false;
-	} else {
-		PQclear(res);
 	}
+	if (!exec_ok(s, conn, "DELETE FROM captures WHERE capture_id = $1", 1, params,
+		     PGRES_COMMAND_OK, NULL) ||
+	    !capture_tables(s, conn, true) ||
+	    !exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+		return false;
 	/* Incomplete until MSG_FINISH: a reader never takes a partial capture for a whole one. */
 	return copy_once(s, conn, T_N, msg->data, msg->len);
 }
@@ -1073,6 +1154,9 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 {
 	const char *params[7];
 	char *f[7], *p = msg->data;
+	char sql[512];
+	PGresult *res = NULL;
+	bool done;
 
 	/* end_ts, end_reason, events, samples, coroutines, input_error (tab-separated). */
 	for (int i = 0; i < 6; i++) {
@@ -1087,9 +1171,31 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 		params[i] = f[i];
 	params[5] = f[5][0] ? f[5] : NULL;
 	params[6] = s->idtext;
+	/* Sent again after a lost connection: the first may have committed. */
+	if (!exec_ok(s, conn, "SELECT complete FROM captures WHERE capture_id = $1", 1,
+		     params + 6, PGRES_TUPLES_OK, &res))
+		return false;
+	done = PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t");
+	PQclear(res);
+	if (done)
+		return true;
+	/* The rows become visible and the capture complete in one transaction, waited for. */
+	if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) ||
+	    !exec_ok(s, conn, "SET LOCAL synchronous_commit TO DEFAULT", 0, NULL,
+		     PGRES_COMMAND_OK, NULL))
+		return false;
+	for (int t = 0; t < T_N; t++) {
+		if (!per_capture[t])
+			continue;
+		snprintf(sql, sizeof(sql), "ALTER TABLE %s ATTACH PARTITION %s_%s FOR VALUES IN (%s)",
+			 table_name[t], table_name[t], s->idtext, s->idtext);
+		if (!exec_ok(s, conn, sql, 0, NULL, PGRES_COMMAND_OK, NULL))
+			return false;
+	}
 	return exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
 		       "samples = $4, coroutines = $5, input_error = $6, complete = true "
-		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL);
+		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL) &&
+	       exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL);
 }
 
 /*
@@ -1287,6 +1393,11 @@ struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct mod
 			s->conn = c;
 			if (ensure_schema(s, err, errlen))
 				goto fail;
+		}
+		if (!session_setup(c)) {
+			snprintf(err, errlen, "%s: cannot set up the session: %s", s->shown,
+				 PQerrorMessage(c));
+			goto fail;
 		}
 	}
 	for (int i = 0; i < PG_WRITERS; i++) {

@@ -23,7 +23,7 @@
 #include "finding.h"
 #include "model.h"
 
-#define PGSTORE_SCHEMA_VERSION 1
+#define PGSTORE_SCHEMA_VERSION 2
 
 struct pg_sink;
 
