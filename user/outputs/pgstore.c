@@ -102,6 +102,7 @@ static int pq_load(char *err, size_t errlen)
 #define PG_BATCH (1u << 20)	    /* bytes of rows per COPY */
 #define PG_QUEUE_MAX (512ull << 20) /* handed over, not sent: beyond, the store fell behind */
 #define PG_WRITERS 3		    /* connections sending COPYs side by side */
+#define PG_SPARE 8		    /* sent batches' buffers kept for the next ones */
 #define PG_RETRIES 5		    /* reconnections after a lost one, 0.1 s to 1.6 s apart */
 
 static const char schema[] =
@@ -191,7 +192,7 @@ struct msg {
 	enum msg_kind kind;
 	enum table table;
 	char *data; /* COPY rows, or the captures row's fields (MSG_BEGIN, MSG_FINISH) */
-	size_t len;
+	size_t len, cap;
 	u64 rows;
 };
 
@@ -251,6 +252,14 @@ struct pg_sink {
 	struct pg_writer writers[PG_WRITERS];
 	bool begin_done; /* the captures row is written: COPYs may go */
 	int inflight;	 /* messages taken, not yet done */
+	bool copying[T_N]; /* a COPY into the table is in flight */
+	/*
+	 * Buffers of sent batches, reused: a new one of a MiB is a fresh mapping whose every page
+	 * faults and is cleared, a tenth of the pipeline's time for this output.
+	 */
+	char *spare[PG_SPARE];
+	size_t spare_cap[PG_SPARE];
+	int nspare;
 	atomic_bool stop_formatting; /* the writer failed or skips: rows are not formatted */
 
 	/* The writers' side (read by the pipeline's side only after the join). */
@@ -346,9 +355,21 @@ static inline char *put_int_field(char *p, s64 v)
 /* A text field: valid UTF-8 (the server refuses any other), NUL never sent. */
 static void put_text_field(struct pgbuf *b, const char *s, size_t maxlen)
 {
-	size_t n = strnlen(s, maxlen), len;
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned char high = 0;
+	size_t n = 0, len;
 	char *p;
 
+	while (n < maxlen && u[n])
+		high |= u[n++];
+	if (!(high & 0x80)) {
+		/* ASCII, as nearly every name is: valid as it is. */
+		buf_reserve(b, 4 + n);
+		p = put_be32(b->p + b->len, (u32)n);
+		memcpy(p, s, n);
+		b->len += 4 + n;
+		return;
+	}
 	buf_reserve(b, 4 + 3 * n + 1);
 	p = b->p + b->len;
 	utf8_sanitize(p + 4, 3 * n + 1, s, n);
@@ -422,11 +443,26 @@ static void send_msg(struct pg_sink *s, enum msg_kind kind, enum table t, char *
 static void hand_over(struct pg_sink *s, enum table t)
 {
 	struct pgbuf *b = &s->buf[t];
+	struct msg *msg;
 
 	if (!b->len)
 		return;
-	send_msg(s, MSG_COPY, t, b->p, b->len, b->rows);
+	msg = xcalloc(1, sizeof(*msg));
+	msg->kind = MSG_COPY;
+	msg->table = t;
+	msg->data = b->p;
+	msg->len = b->len;
+	msg->cap = b->cap;
+	msg->rows = b->rows;
+	enqueue(s, msg);
 	memset(b, 0, sizeof(*b));
+	pthread_mutex_lock(&s->lock);
+	if (s->nspare) {
+		s->nspare--;
+		b->p = s->spare[s->nspare];
+		b->cap = s->spare_cap[s->nspare];
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 /* The row into b, after the capture id; true when b is a batch to send. */
@@ -1200,21 +1236,31 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 
 /*
  * The next message this writer may take, or NULL: COPYs only after the captures row is
- * written, the end only when no COPY is in flight, QUIT left for every writer to see.
+ * written, the end only when no COPY is in flight, QUIT left for every writer to see. One COPY
+ * per table at a time: side by side into one table, the server's backends contend for extending
+ * it and spend a sixth more per row (docs/store.md); the next table's batch is taken instead.
  */
 static struct msg *take(struct pg_sink *s)
 {
-	struct msg *msg = s->head;
+	struct msg **pp = &s->head, *msg = s->head;
 
 	if (!msg || msg->kind == MSG_QUIT)
 		return msg;
-	if (msg->kind == MSG_COPY && !s->begin_done)
+	if (msg->kind == MSG_COPY) {
+		if (!s->begin_done)
+			return NULL;
+		while (*pp && (*pp)->kind == MSG_COPY && s->copying[(*pp)->table])
+			pp = &(*pp)->next;
+		msg = *pp;
+		if (!msg || msg->kind != MSG_COPY)
+			return NULL;
+		s->copying[msg->table] = true;
+	} else if (s->inflight) {
 		return NULL;
-	if ((msg->kind == MSG_FINISH || msg->kind == MSG_BEGIN) && s->inflight)
-		return NULL;
-	s->head = msg->next;
-	if (!s->head)
-		s->tail = &s->head;
+	}
+	*pp = msg->next;
+	if (s->tail == &msg->next)
+		s->tail = pp;
 	s->queued -= msg->len;
 	s->inflight++;
 	return msg;
@@ -1270,6 +1316,13 @@ static void *writer_main(void *arg)
 			s->rows_stored += msg->rows;
 		if (msg->kind == MSG_BEGIN)
 			s->begin_done = true;
+		if (msg->kind == MSG_COPY)
+			s->copying[msg->table] = false;
+		if (msg->kind == MSG_COPY && s->nspare < PG_SPARE) {
+			s->spare[s->nspare] = msg->data;
+			s->spare_cap[s->nspare++] = msg->cap;
+			msg->data = NULL;
+		}
 		s->inflight--;
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
@@ -1344,6 +1397,8 @@ static void pg_free(struct pg_sink *s)
 	for (size_t i = 0; i < s->nprocs; i++)
 		free(s->procs[i].row);
 	free(s->procs);
+	for (int i = 0; i < s->nspare; i++)
+		free(s->spare[i]);
 	while (s->head) {
 		struct msg *m = s->head;
 
