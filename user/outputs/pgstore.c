@@ -7,11 +7,10 @@
  * bigint with the same bits, as there.
  *
  * What the server spends per row decides the rate (docs/store.md, measured on PostgreSQL 15):
- * binary COPY spares it parsing decimal text, and the three tables of a row per event (events,
- * slices, offcpu) are partitioned by capture, each capture's rows COPYed into tables of its own
- * that are attached to them when the capture completes: no index is kept up per row (a capture
- * is found by partition pruning), and a reader of those tables sees a capture whole or not at
- * all.
+ * binary COPY spares it parsing decimal text, and one COPY per table at a time spares its
+ * backends contending for one table. A table per capture (partitions) would spare it the BRIN
+ * index too, but every query over all captures would lock and plan one partition per capture,
+ * and a default server refuses a query over some thousands of them.
  */
 #include <dlfcn.h>
 #include <endian.h>
@@ -128,16 +127,15 @@ static const char schema[] =
 	"  readies bigint, threads text, open_spans text, name_truncated bigint,\n"
 	"  uncertain bigint, offcpu_ns bigint, blocked_ns bigint, runq_ns bigint,\n"
 	"  create_stack bigint, park_stack bigint);\n"
-	"CREATE TABLE offcpu (capture_id bigint NOT NULL, pid bigint, tid bigint, uid bigint,\n"
+	"CREATE TABLE offcpu (capture_id bigint, pid bigint, tid bigint, uid bigint,\n"
 	"  id bigint, start_ts bigint, end_ts bigint, dur_ns bigint, state text,\n"
-	"  runq_ns bigint, cpu bigint) PARTITION BY LIST (capture_id);\n"
-	"CREATE TABLE events (capture_id bigint NOT NULL, ts bigint, pid bigint, tid bigint,\n"
+	"  runq_ns bigint, cpu bigint);\n"
+	"CREATE TABLE events (capture_id bigint, ts bigint, pid bigint, tid bigint,\n"
 	"  ev text, id bigint, uid bigint, parent bigint, waker bigint, to_id bigint,\n"
 	"  to_uid bigint, reason text, obj bigint, status bigint, name text, depth bigint,\n"
-	"  lost_before bigint, stack bigint) PARTITION BY LIST (capture_id);\n"
-	"CREATE TABLE slices (capture_id bigint NOT NULL, uid bigint, pid bigint, tid bigint,\n"
-	"  state text, reason text, obj bigint, start_ts bigint, end_ts bigint, dur_ns bigint)\n"
-	"  PARTITION BY LIST (capture_id);\n"
+	"  lost_before bigint, stack bigint);\n"
+	"CREATE TABLE slices (capture_id bigint, uid bigint, pid bigint, tid bigint,\n"
+	"  state text, reason text, obj bigint, start_ts bigint, end_ts bigint, dur_ns bigint);\n"
 	"CREATE TABLE findings (capture_id bigint, kind text, pid bigint, tid bigint,\n"
 	"  coroutine_uid bigint, coroutine_id bigint, name text, ts bigint, dur_ns bigint,\n"
 	"  open bigint, state text, reason text, obj bigint, waker bigint, span text,\n"
@@ -154,8 +152,9 @@ static const char schema[] =
 	"  func text, func_off bigint, object text, rel bigint, file text, line bigint);\n"
 	/*
 	 * The documented queries (docs/store.md) group by process and kind across captures. The
-	 * three tables that take a row per event have none: a capture's rows are a partition of
-	 * their own, and an index kept up per row costs the server a third more per row.
+	 * three tables that take a row per event get BRIN indexes on capture_id: a capture's rows
+	 * arrive together, and a B-tree maintained per row would cost the server twice the time
+	 * per row (a BRIN index a third more).
 	 */
 	"CREATE INDEX processes_capture ON processes (capture_id, pid);\n"
 	"CREATE INDEX processes_exe ON processes (exe);\n"
@@ -163,6 +162,9 @@ static const char schema[] =
 	"CREATE INDEX switch_paths_capture ON switch_paths (capture_id);\n"
 	"CREATE INDEX capture_meta_capture ON capture_meta (capture_id, key);\n"
 	"CREATE INDEX coroutines_capture ON coroutines (capture_id, pid, uid);\n"
+	"CREATE INDEX offcpu_capture ON offcpu USING brin (capture_id);\n"
+	"CREATE INDEX events_capture ON events USING brin (capture_id);\n"
+	"CREATE INDEX slices_capture ON slices USING brin (capture_id);\n"
 	"CREATE INDEX findings_capture ON findings (capture_id, kind);\n"
 	"CREATE INDEX findings_kind ON findings (kind, dur_ns);\n"
 	"CREATE INDEX spans_capture ON spans (capture_id, name);\n"
@@ -181,9 +183,6 @@ static const char *const table_name[T_N] = {
 	[T_SLICE] = "slices", [T_FINDING] = "findings", [T_SPAN] = "spans",
 	[T_STACK] = "stacks", [T_FRAME] = "frames", [T_META] = "capture_meta",
 };
-
-/* Partitioned by capture: COPYed into <name>_<capture id>, attached when the capture completes. */
-static const bool per_capture[T_N] = {[T_OFFCPU] = true, [T_EVENT] = true, [T_SLICE] = true};
 
 enum msg_kind { MSG_BEGIN, MSG_COPY, MSG_FINISH, MSG_QUIT };
 
@@ -1021,9 +1020,7 @@ static bool conn_lost(struct pg_sink *s, PGconn *conn)
  */
 static bool session_setup(PGconn *conn)
 {
-	/* And without the server's notices on stderr (DROP TABLE IF EXISTS of nothing). */
-	PGresult *res = PQexec(conn, "SET synchronous_commit = off; "
-			       "SET client_min_messages = warning");
+	PGresult *res = PQexec(conn, "SET synchronous_commit = off");
 	bool good = PQresultStatus(res) == PGRES_COMMAND_OK;
 
 	PQclear(res);
@@ -1093,8 +1090,7 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 			 "boot_time, "
 			 "start_ts, start_time, realtime_offset_ns, tool_version) FROM STDIN");
 	else
-		snprintf(sql, sizeof(sql), "COPY %s%s%s FROM STDIN (FORMAT binary)", table_name[t],
-			 per_capture[t] ? "_" : "", per_capture[t] ? s->idtext : "");
+		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN (FORMAT binary)", table_name[t]);
 	res = PQexec(conn, sql);
 	good = PQresultStatus(res) == PGRES_COPY_IN;
 	PQclear(res);
@@ -1123,31 +1119,6 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 	return good;
 }
 
-/* The per-capture tables of per_capture[]: dropped (if there) then made, or only dropped. */
-static bool capture_tables(struct pg_sink *s, PGconn *conn, bool create)
-{
-	char sql[512];
-
-	for (int t = 0; t < T_N; t++) {
-		if (!per_capture[t])
-			continue;
-		snprintf(sql, sizeof(sql), "DROP TABLE IF EXISTS %s_%s", table_name[t], s->idtext);
-		if (!exec_ok(s, conn, sql, 0, NULL, PGRES_COMMAND_OK, NULL))
-			return false;
-		if (!create)
-			continue;
-		/*
-		 * The CHECK and the NOT NULL (LIKE's) imply the partition's bound: ATTACH PARTITION
-		 * needs no scan of the rows to take it.
-		 */
-		snprintf(sql, sizeof(sql), "CREATE TABLE %s_%s (LIKE %s, CHECK (capture_id = %s))",
-			 table_name[t], s->idtext, table_name[t], s->idtext);
-		if (!exec_ok(s, conn, sql, 0, NULL, PGRES_COMMAND_OK, NULL))
-			return false;
-	}
-	return true;
-}
-
 static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
 {
 	const char *params[1] = {s->idtext};
@@ -1163,25 +1134,24 @@ static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
 		atomic_store(&s->stop_formatting, true);
 		return true;
 	}
-	PQclear(res);
-	/*
-	 * A run or upload that failed left it incomplete (or left its tables without its captures
-	 * row): replaced whole.
-	 */
-	if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
-		return false;
-	for (int t = 0; t < T_N; t++) {
-		if (per_capture[t])
-			continue;
-		snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE capture_id = $1", table_name[t]);
-		if (!exec_ok(s, conn, sql, 1, params, PGRES_COMMAND_OK, NULL))
+	if (PQntuples(res) == 1) {
+		/* A run or upload that failed left it incomplete: replaced whole. */
+		PQclear(res);
+		if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
 			return false;
+		for (int t = 0; t < T_N; t++) {
+			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE capture_id = $1",
+				 table_name[t]);
+			if (!exec_ok(s, conn, sql, 1, params, PGRES_COMMAND_OK, NULL))
+				return false;
+		}
+		if (!exec_ok(s, conn, "DELETE FROM captures WHERE capture_id = $1", 1, params,
+			     PGRES_COMMAND_OK, NULL) ||
+		    !exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+			return false;
+	} else {
+		PQclear(res);
 	}
-	if (!exec_ok(s, conn, "DELETE FROM captures WHERE capture_id = $1", 1, params,
-		     PGRES_COMMAND_OK, NULL) ||
-	    !capture_tables(s, conn, true) ||
-	    !exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
-		return false;
 	/* Incomplete until MSG_FINISH: a reader never takes a partial capture for a whole one. */
 	return copy_once(s, conn, T_N, msg->data, msg->len);
 }
@@ -1190,9 +1160,6 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 {
 	const char *params[7];
 	char *f[7], *p = msg->data;
-	char sql[512];
-	PGresult *res = NULL;
-	bool done;
 
 	/* end_ts, end_reason, events, samples, coroutines, input_error (tab-separated). */
 	for (int i = 0; i < 6; i++) {
@@ -1207,28 +1174,11 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 		params[i] = f[i];
 	params[5] = f[5][0] ? f[5] : NULL;
 	params[6] = s->idtext;
-	/* Sent again after a lost connection: the first may have committed. */
-	if (!exec_ok(s, conn, "SELECT complete FROM captures WHERE capture_id = $1", 1,
-		     params + 6, PGRES_TUPLES_OK, &res))
-		return false;
-	done = PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t");
-	PQclear(res);
-	if (done)
-		return true;
-	/* The rows become visible and the capture complete in one transaction, waited for. */
-	if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) ||
-	    !exec_ok(s, conn, "SET LOCAL synchronous_commit TO DEFAULT", 0, NULL,
-		     PGRES_COMMAND_OK, NULL))
-		return false;
-	for (int t = 0; t < T_N; t++) {
-		if (!per_capture[t])
-			continue;
-		snprintf(sql, sizeof(sql), "ALTER TABLE %s ATTACH PARTITION %s_%s FOR VALUES IN (%s)",
-			 table_name[t], table_name[t], s->idtext, s->idtext);
-		if (!exec_ok(s, conn, sql, 0, NULL, PGRES_COMMAND_OK, NULL))
-			return false;
-	}
-	return exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
+	/* Its commit waits as the server is set to (session_setup()): after every row's WAL. */
+	return exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) &&
+	       exec_ok(s, conn, "SET LOCAL synchronous_commit TO DEFAULT", 0, NULL,
+		       PGRES_COMMAND_OK, NULL) &&
+	       exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
 		       "samples = $4, coroutines = $5, input_error = $6, complete = true "
 		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL) &&
 	       exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL);

@@ -23,7 +23,7 @@
 #include "finding.h"
 #include "model.h"
 
-#define PGSTORE_SCHEMA_VERSION 2
+#define PGSTORE_SCHEMA_VERSION 1
 
 struct pg_sink;
 
