@@ -571,7 +571,6 @@ def replay_in(res, work):
 
 
 PG_ROW_TABLES = ("events", "slices", "spans", "offcpu", "coroutines", "stacks", "frames")
-PG_PER_CAPTURE = ("events", "slices", "offcpu")   # a table of their own per capture
 
 
 def pg_db_uri(uri, db):
@@ -587,31 +586,27 @@ def pg_fresh_db(uri, db):
 
 def pg_dump_rows(dburi):
     """The schema and the per-event tables' rows of a stored capture, as files in COPY's binary
-    format (what corobpf sends), with the table each goes into: the capture's own for the
-    partitioned ones."""
+    format (what corobpf sends)."""
     d = tempfile.mkdtemp(prefix="corobpf-bench-pgrows-", dir=WORK)
     os.chmod(d, 0o755)
     schema = sh(["pg_dump", "-s", dburi]).stdout
-    cid = sh(["psql", "-X", "-At", dburi, "-c", "SELECT capture_id FROM captures"]).stdout.strip()
-    into = {}
     for t in PG_ROW_TABLES:
         sh(["psql", "-X", "-q", dburi, "-c", "\\copy (SELECT * FROM %s) TO '%s' (FORMAT binary)"
             % (t, os.path.join(d, t))])
-        into[t] = "%s_%s" % (t, cid) if t in PG_PER_CAPTURE else t
-    return d, schema, into
+    return d, schema
 
 
 def pg_load_rows(uri, dump, db):
     """Seconds the server takes to take those rows into a fresh database of the same schema,
     one psql \\copy per table side by side (as corobpf's writers), binary as corobpf sends
     them: what the server can ingest at most here, whatever the client."""
-    d, schema, into = dump
+    d, schema = dump
     dburi = pg_fresh_db(uri, db)
     subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", dburi], input=schema,
                    text=True, check=True, stdout=subprocess.DEVNULL)
     t0 = time.monotonic()
     ps = [subprocess.Popen(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", dburi, "-c",
-                            "\\copy %s FROM '%s' (FORMAT binary)" % (into[t], os.path.join(d, t))])
+                            "\\copy %s FROM '%s' (FORMAT binary)" % (t, os.path.join(d, t))])
           for t in PG_ROW_TABLES]
     if any(p.wait() for p in ps):
         raise SystemExit("pgstore: psql \\copy into %s failed" % db)
@@ -622,18 +617,21 @@ def pg_load_rows(uri, dump, db):
 
 def pg_live(uri, db, secs):
     """A ping-pong at full speed traced live into the store for secs: (events stored, seconds
-    from the program's start to corobpf's exit with every row stored, events lost)."""
+    from the program's start to corobpf's exit with every row stored, events lost, seconds from
+    the end of tracing to that exit: the rows the store had still to send)."""
     dburi = pg_fresh_db(uri, db)
     target = subprocess.Popen([os.path.join(BUILD, "demo"), "--pingpong", str(10**9), "--wait"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     pid = target.stdout.readline().split()[1]
+    ts = time.monotonic()
     tr = subprocess.Popen([COROBPF, "-q", "--no-sched", "-d", str(secs), "-o", dburi, "-p", pid],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.5)   # attached (the pipe of -p's attach is quick)
     t0 = time.monotonic()
     target.send_signal(signal.SIGUSR1)
     tr.wait()
-    t = time.monotonic() - t0
+    t1 = time.monotonic()
+    t = t1 - t0
     target.kill()
     target.wait()
     if tr.returncode:
@@ -642,7 +640,7 @@ def pg_live(uri, db, secs):
             "JOIN capture_meta m ON m.capture_id = c.capture_id AND m.key = 'lost_events' "
             "WHERE c.complete"]).stdout.split("|")
     sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE %s" % db])
-    return int(q[0]), t, int(q[1])
+    return int(q[0]), t, int(q[1]), max(0.0, t1 - ts - secs)
 
 
 def pgstore(res):
@@ -680,9 +678,10 @@ def pgstore(res):
         res["pgstore"] = {"events": n, "runs": RUNS, "seconds": median(ts),
                           "events_per_s": n / median(ts),
                           "ceiling_seconds": median(cs), "ceiling_events_per_s": n / median(cs),
-                          "live_events_per_s": median(e / t for e, t, _ in live),
-                          "live_events": median(e for e, _, _ in live),
-                          "live_lost": max(l for _, _, l in live)}
+                          "live_events_per_s": median(e / t for e, t, _, _ in live),
+                          "live_events": median(e for e, _, _, _ in live),
+                          "live_lost": max(l for _, _, l, _ in live),
+                          "live_drain_seconds": median(d for _, _, _, d in live)}
         shutil.rmtree(dump[0], ignore_errors=True)
         os.unlink(raw)
     finally:
@@ -963,8 +962,9 @@ def table(res):
                      "events/s" % (pg["events"], pg["seconds"], pg["events_per_s"] / 1e6))
         if "live_events_per_s" in pg:
             lines.append("  live (a ping-pong traced into the store): %.2f M events/s stored "
-                         "(%d events, %d lost)" % (pg["live_events_per_s"] / 1e6,
-                                                   pg["live_events"], pg["live_lost"]))
+                         "(%d events, %d lost; stored %.2f s after tracing stopped)" % (
+                             pg["live_events_per_s"] / 1e6, pg["live_events"], pg["live_lost"],
+                             pg.get("live_drain_seconds", 0)))
         lines.append("  the server's own ceiling, the same rows loaded by psql \\copy (binary, a "
                      "table per psql side by side): %.2f s, %.2f M events/s" % (
                          pg["ceiling_seconds"], pg["ceiling_events_per_s"] / 1e6))
