@@ -7,10 +7,9 @@
  * bigint with the same bits, as there.
  *
  * What the server spends per row decides the rate (docs/store.md, measured on PostgreSQL 15):
- * binary COPY spares it parsing decimal text, and one COPY per table at a time spares its
- * backends contending for one table. A table per capture (partitions) would spare it the BRIN
- * index too, but every query over all captures would lock and plan one partition per capture,
- * and a default server refuses a query over some thousands of them.
+ * binary COPY spares it parsing decimal text. A table per capture (partitions) would spare it
+ * the BRIN index too, but every query over all captures would lock and plan one partition per
+ * capture, and a default server refuses a query over some thousands of them.
  */
 #include <dlfcn.h>
 #include <endian.h>
@@ -251,7 +250,6 @@ struct pg_sink {
 	struct pg_writer writers[PG_WRITERS];
 	bool begin_done; /* the captures row is written: COPYs may go */
 	int inflight;	 /* messages taken, not yet done */
-	bool copying[T_N]; /* a COPY into the table is in flight */
 	/*
 	 * Buffers of sent batches, reused: a new one of a MiB is a fresh mapping whose every page
 	 * faults and is cleared, a tenth of the pipeline's time for this output.
@@ -1186,31 +1184,23 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 
 /*
  * The next message this writer may take, or NULL: COPYs only after the captures row is
- * written, the end only when no COPY is in flight, QUIT left for every writer to see. One COPY
- * per table at a time: side by side into one table, the server's backends contend for extending
- * it and spend a sixth more per row (docs/store.md); the next table's batch is taken instead.
+ * written, the end only when no COPY is in flight, QUIT left for every writer to see. COPYs
+ * into one table go side by side: the events table takes most rows, and one backend alone on
+ * it is the slowest of all (docs/store.md).
  */
 static struct msg *take(struct pg_sink *s)
 {
-	struct msg **pp = &s->head, *msg = s->head;
+	struct msg *msg = s->head;
 
 	if (!msg || msg->kind == MSG_QUIT)
 		return msg;
-	if (msg->kind == MSG_COPY) {
-		if (!s->begin_done)
-			return NULL;
-		while (*pp && (*pp)->kind == MSG_COPY && s->copying[(*pp)->table])
-			pp = &(*pp)->next;
-		msg = *pp;
-		if (!msg || msg->kind != MSG_COPY)
-			return NULL;
-		s->copying[msg->table] = true;
-	} else if (s->inflight) {
+	if (msg->kind == MSG_COPY && !s->begin_done)
 		return NULL;
-	}
-	*pp = msg->next;
-	if (s->tail == &msg->next)
-		s->tail = pp;
+	if ((msg->kind == MSG_FINISH || msg->kind == MSG_BEGIN) && s->inflight)
+		return NULL;
+	s->head = msg->next;
+	if (!s->head)
+		s->tail = &s->head;
 	s->queued -= msg->len;
 	s->inflight++;
 	return msg;
@@ -1266,8 +1256,6 @@ static void *writer_main(void *arg)
 			s->rows_stored += msg->rows;
 		if (msg->kind == MSG_BEGIN)
 			s->begin_done = true;
-		if (msg->kind == MSG_COPY)
-			s->copying[msg->table] = false;
 		if (msg->kind == MSG_COPY && s->nspare < PG_SPARE) {
 			s->spare[s->nspare] = msg->data;
 			s->spare_cap[s->nspare++] = msg->cap;
