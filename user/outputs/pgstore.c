@@ -997,8 +997,15 @@ static void pg_finish(void *ctx, const struct model *m)
 			 (unsigned long long)m->last_ts, coro_end_reason_name(m->end_reason),
 			 (unsigned long long)m->events, (unsigned long long)m->samples,
 			 (unsigned long long)m->coroutines);
-	if (m->input_error)
-		put_text(&b, m->input_error, strlen(m->input_error));
+	/* A parameter, not COPY text: as it is (valid UTF-8), tabs and backslashes included. */
+	if (m->input_error) {
+		size_t n = strlen(m->input_error);
+
+		buf_reserve(&b, 3 * n + 1);
+		utf8_sanitize(b.p + b.len, 3 * n + 1, m->input_error, n);
+		b.len += strlen(b.p + b.len);
+	}
+	b.p[b.len] = 0;
 	s->finished = true;
 	send_msg(s, MSG_FINISH, T_N, b.p, b.len, 0);
 }
@@ -1159,8 +1166,8 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 	const char *params[7];
 	char *f[7], *p = msg->data;
 
-	/* end_ts, end_reason, events, samples, coroutines, input_error (tab-separated). */
-	for (int i = 0; i < 6; i++) {
+	/* end_ts, end_reason, events, samples, coroutines (tab-separated), input_error (the rest). */
+	for (int i = 0; i < 5; i++) {
 		f[i] = p;
 		p = strchr(p, '\t');
 		if (p)
@@ -1168,6 +1175,7 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 		else
 			p = f[i] + strlen(f[i]);
 	}
+	f[5] = p;
 	for (int i = 0; i < 6; i++)
 		params[i] = f[i];
 	params[5] = f[5][0] ? f[5] : NULL;
