@@ -35,8 +35,9 @@ Sections:
   exec_cost  what -a adds to an exec: a loop of /bin/true without corobpf, under -a with
              the exec gate off and on, and under -a for programs never seen (each exec of
              a fresh copy held until examined): median per exec and ratios
-  pgstore    events/s storing a synthetic capture into a local PostgreSQL server, and the
-             server's own ceiling (the same rows loaded by psql \\copy)
+  pgstore    events/s storing a synthetic capture into a local PostgreSQL server (default
+             settings), of a live run into it, and the server's own ceiling (the same rows
+             loaded by psql \\copy), side by side
              (corobpf report CAPTURE -o postgresql://...; a throwaway server of its own,
              tools/pg_server.sh, or COROBPF_PG_URI): target 1 M/s
   scale      a million coroutines (100,000 alive at once) traced live to JSONL,
@@ -624,30 +625,40 @@ def replay_in(res, work):
 PG_ROW_TABLES = ("events", "slices", "spans", "offcpu", "coroutines", "stacks", "frames")
 
 
+def pg_db_uri(uri, db):
+    u = uri.split("?", 1)
+    return re.sub(r"/[^/]*$", "/" + db, u[0]) + ("?" + u[1] if len(u) > 1 else "")
+
+
+def pg_fresh_db(uri, db):
+    sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE IF EXISTS %s" % db])
+    sh(["psql", "-X", "-q", uri, "-c", "CREATE DATABASE %s" % db])
+    return pg_db_uri(uri, db)
+
+
 def pg_dump_rows(dburi):
-    """The schema and the per-event tables' rows of a stored capture, as files (COPY text)."""
+    """The schema and the per-event tables' rows of a stored capture, as files in COPY's binary
+    format (what corobpf sends)."""
     d = tempfile.mkdtemp(prefix="corobpf-bench-pgrows-", dir=WORK)
     os.chmod(d, 0o755)
     schema = sh(["pg_dump", "-s", dburi]).stdout
     for t in PG_ROW_TABLES:
-        sh(["psql", "-X", "-q", dburi, "-c", "\\copy %s TO '%s'" % (t, os.path.join(d, t))])
+        sh(["psql", "-X", "-q", dburi, "-c", "\\copy (SELECT * FROM %s) TO '%s' (FORMAT binary)"
+            % (t, os.path.join(d, t))])
     return d, schema
 
 
 def pg_load_rows(uri, dump, db):
     """Seconds the server takes to take those rows into a fresh database of the same schema,
-    one psql \\copy per table side by side (as corobpf's writers): what the server can
-    ingest at most here, whatever the client."""
+    one psql \\copy per table side by side (as corobpf's writers), binary as corobpf sends
+    them: what the server can ingest at most here, whatever the client."""
     d, schema = dump
-    sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE IF EXISTS %s" % db])
-    sh(["psql", "-X", "-q", uri, "-c", "CREATE DATABASE %s" % db])
-    u = uri.split("?", 1)
-    dburi = re.sub(r"/[^/]*$", "/" + db, u[0]) + ("?" + u[1] if len(u) > 1 else "")
+    dburi = pg_fresh_db(uri, db)
     subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", dburi], input=schema,
                    text=True, check=True, stdout=subprocess.DEVNULL)
     t0 = time.monotonic()
     ps = [subprocess.Popen(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", dburi, "-c",
-                            "\\copy %s FROM '%s'" % (t, os.path.join(d, t))])
+                            "\\copy %s FROM '%s' (FORMAT binary)" % (t, os.path.join(d, t))])
           for t in PG_ROW_TABLES]
     if any(p.wait() for p in ps):
         raise SystemExit("pgstore: psql \\copy into %s failed" % db)
@@ -656,9 +667,40 @@ def pg_load_rows(uri, dump, db):
     return t
 
 
+def pg_live(uri, db, secs):
+    """A ping-pong at full speed traced live into the store for secs: (events stored, seconds
+    from the program's start to corobpf's exit with every row stored, events lost, seconds from
+    the end of tracing to that exit: the rows the store had still to send)."""
+    dburi = pg_fresh_db(uri, db)
+    target = subprocess.Popen([os.path.join(BUILD, "demo"), "--pingpong", str(10**9), "--wait"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    pid = target.stdout.readline().split()[1]
+    ts = time.monotonic()
+    tr = subprocess.Popen([COROBPF, "-q", "--no-sched", "-d", str(secs), "-o", dburi, "-p", pid],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)   # attached (the pipe of -p's attach is quick)
+    t0 = time.monotonic()
+    target.send_signal(signal.SIGUSR1)
+    tr.wait()
+    t1 = time.monotonic()
+    t = t1 - t0
+    target.kill()
+    target.wait()
+    if tr.returncode:
+        raise RuntimeError("pgstore: live run failed: %s" % tr.stderr.read().decode())
+    q = sh(["psql", "-X", "-At", dburi, "-c", "SELECT c.events, m.value FROM captures c "
+            "JOIN capture_meta m ON m.capture_id = c.capture_id AND m.key = 'lost_events' "
+            "WHERE c.complete"]).stdout.split("|")
+    sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE %s" % db])
+    return int(q[0]), t, int(q[1]), max(0.0, t1 - ts - secs)
+
+
 def pgstore(res):
     """corobpf report CAPTURE -o postgresql://...: every row stored, into a fresh database each
-    run, timed to the end (the writer thread's last COPY and the capture marked complete)."""
+    run, timed to the end (the writers' last COPY and the capture marked complete); a live run
+    into the store; and the server's own ceiling on the same rows, in the same run. The server
+    is PostgreSQL as installed (tools/pg_server.sh start-default: fsync on, commits waited
+    for); corobpf itself only sets synchronous_commit off for its COPYs."""
     n = 100000 if QUICK else 1000000
     uri, server = os.environ.get("COROBPF_PG_URI"), None
     if not uri:
@@ -669,27 +711,29 @@ def pgstore(res):
             res["pgstore"] = {"skipped": "PostgreSQL is not installed"}
             return
         server = tempfile.mkdtemp(prefix="corobpf-bench-pg-")
-        uri = sh([os.path.join(ROOT, "tools", "pg_server.sh"), "start", server]).stdout.strip()
+        uri = sh([os.path.join(ROOT, "tools", "pg_server.sh"), "start-default",
+                  server]).stdout.strip()
     try:
         raw = os.path.join(WORK, "pg%d.raw" % n)
         sh([os.path.join(BUILD, "bench/gen_raw"), str(n), raw])
-        ts = []
+        ts, cs, live = [], [], []
         for i in range(RUNS):
-            db = "corobpf_bench_%d" % i
-            sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE IF EXISTS %s" % db])
-            sh(["psql", "-X", "-q", uri, "-c", "CREATE DATABASE %s" % db])
-            u = uri.split("?", 1)
-            dburi = re.sub(r"/[^/]*$", "/" + db, u[0]) + ("?" + u[1] if len(u) > 1 else "")
+            # Upload, ceiling and live run in turn: a machine busier for a while weighs on all.
+            dburi = pg_fresh_db(uri, "corobpf_bench_%d" % i)
             t, _ = timed([COROBPF, "report", "-q", raw, "-o", dburi])
             ts.append(t)
             if i == 0:
                 dump = pg_dump_rows(dburi)
-            sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE %s" % db])
+            sh(["psql", "-X", "-q", uri, "-c", "DROP DATABASE corobpf_bench_%d" % i])
+            cs.append(pg_load_rows(uri, dump, "corobpf_bench_ceiling_%d" % i))
+            live.append(pg_live(uri, "corobpf_bench_live_%d" % i, 1 if QUICK else 5))
         res["pgstore"] = {"events": n, "runs": RUNS, "seconds": median(ts),
-                          "events_per_s": n / median(ts)}
-        # The server's own ceiling: the same rows, already made, loaded by psql \copy.
-        cs = [pg_load_rows(uri, dump, "corobpf_bench_ceiling_%d" % i) for i in range(RUNS)]
-        res["pgstore"].update(ceiling_seconds=median(cs), ceiling_events_per_s=n / median(cs))
+                          "events_per_s": n / median(ts),
+                          "ceiling_seconds": median(cs), "ceiling_events_per_s": n / median(cs),
+                          "live_events_per_s": median(e / t for e, t, _, _ in live),
+                          "live_events": median(e for e, _, _, _ in live),
+                          "live_lost": max(l for _, _, l, _ in live),
+                          "live_drain_seconds": median(d for _, _, _, d in live)}
         shutil.rmtree(dump[0], ignore_errors=True)
         os.unlink(raw)
     finally:
@@ -974,13 +1018,18 @@ def table(res):
     if pg and "skipped" in pg:
         lines.append("PostgreSQL store: skipped, %s" % pg["skipped"])
     elif pg:
-        lines.append("PostgreSQL store, a synthetic capture into a local server: %d events in "
-                     "%.2f s, %.2f M events/s (median of %d; target 1 M/s)" % (
-                         pg["events"], pg["seconds"], pg["events_per_s"] / 1e6, pg["runs"]))
-        if "ceiling_seconds" in pg:
-            lines.append("  the server's own ceiling, the same rows loaded by psql \\copy (text, a "
-                         "table per psql side by side): %.2f s, %.2f M events/s" % (
-                             pg["ceiling_seconds"], pg["ceiling_events_per_s"] / 1e6))
+        lines.append("PostgreSQL store, into a local server (default settings), medians of %d "
+                     "(target 1 M/s):" % pg["runs"])
+        lines.append("  upload (report -o) of a synthetic capture: %d events in %.2f s, %.2f M "
+                     "events/s" % (pg["events"], pg["seconds"], pg["events_per_s"] / 1e6))
+        if "live_events_per_s" in pg:
+            lines.append("  live (a ping-pong traced into the store): %.2f M events/s stored "
+                         "(%d events, %d lost; stored %.2f s after tracing stopped)" % (
+                             pg["live_events_per_s"] / 1e6, pg["live_events"], pg["live_lost"],
+                             pg.get("live_drain_seconds", 0)))
+        lines.append("  the server's own ceiling, the same rows loaded by psql \\copy (binary, a "
+                     "table per psql side by side): %.2f s, %.2f M events/s" % (
+                         pg["ceiling_seconds"], pg["ceiling_events_per_s"] / 1e6))
     l = res.get("loss")
     if l:
         lines.append("loss at full rate: %d events in %d s (%.0f/s), %d lost, %d MiB ring" % (

@@ -1,13 +1,18 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * PostgreSQL output. The pipeline's callbacks format rows in COPY's text
- * format into one buffer per table; a full buffer is handed to the writer
- * thread through a queue (a mutex held for a pointer swap, never for
- * network time) and sent there as one COPY. Columns are those of the
- * SQLite output (sqlite.c), in the same order, after capture_id; 64-bit
- * values are stored as bigint with the same bits, as there.
+ * PostgreSQL output. The pipeline's callbacks format rows in COPY's binary format into one
+ * buffer per table; a full buffer is handed to the writer threads through a queue (a mutex held
+ * for a pointer swap, never for network time) and sent there as one COPY. Columns are those of
+ * the SQLite output (sqlite.c), in the same order, after capture_id; 64-bit values are stored as
+ * bigint with the same bits, as there.
+ *
+ * What the server spends per row decides the rate (docs/store.md, measured on PostgreSQL 15):
+ * binary COPY spares it parsing decimal text. A table per capture (partitions) would spare it
+ * the BRIN index too, but every query over all captures would lock and plan one partition per
+ * capture, and a default server refuses a query over some thousands of them.
  */
 #include <dlfcn.h>
+#include <endian.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -95,6 +100,7 @@ static int pq_load(char *err, size_t errlen)
 #define PG_BATCH (1u << 20)	    /* bytes of rows per COPY */
 #define PG_QUEUE_MAX (512ull << 20) /* handed over, not sent: beyond, the store fell behind */
 #define PG_WRITERS 3		    /* connections sending COPYs side by side */
+#define PG_SPARE 8		    /* sent batches' buffers kept for the next ones */
 #define PG_RETRIES 5		    /* reconnections after a lost one, 0.1 s to 1.6 s apart */
 
 /* Version 2 added it; a version 1 store gets it (ensure_schema). */
@@ -153,7 +159,8 @@ static const char schema[] =
 	/*
 	 * The documented queries (docs/store.md) group by process and kind across captures. The
 	 * three tables that take a row per event get BRIN indexes on capture_id: a capture's rows
-	 * arrive together, and a B-tree maintained per row would halve the rate they are stored at.
+	 * arrive together, and a B-tree maintained per row would cost the server twice the time
+	 * per row (a BRIN index a third more).
 	 */
 	"CREATE INDEX processes_capture ON processes (capture_id, pid);\n"
 	"CREATE INDEX processes_exe ON processes (exe);\n"
@@ -191,7 +198,7 @@ struct msg {
 	enum msg_kind kind;
 	enum table table;
 	char *data; /* COPY rows, or the captures row's fields (MSG_BEGIN, MSG_FINISH) */
-	size_t len;
+	size_t len, cap;
 	u64 rows;
 };
 
@@ -221,7 +228,8 @@ struct pg_proc {
 	bool exited;
 	u64 exit_ts;
 	s32 status;
-	char *row; /* the columns up to start_ts, formatted */
+	char *row; /* the fields up to start_ts, formatted */
+	size_t rowlen;
 };
 
 struct pg_writer {
@@ -250,6 +258,13 @@ struct pg_sink {
 	struct pg_writer writers[PG_WRITERS];
 	bool begin_done; /* the captures row is written: COPYs may go */
 	int inflight;	 /* messages taken, not yet done */
+	/*
+	 * Buffers of sent batches, reused: a new one of a MiB is a fresh mapping whose every page
+	 * faults and is cleared, a tenth of the pipeline's time for this output.
+	 */
+	char *spare[PG_SPARE];
+	size_t spare_cap[PG_SPARE];
+	int nspare;
 	atomic_bool stop_formatting; /* the writer failed or skips: rows are not formatted */
 
 	/* The writers' side (read by the pipeline's side only after the join). */
@@ -318,21 +333,54 @@ static void buf_reserve(struct pgbuf *b, size_t more)
 		abort();
 }
 
-static char *fmt_s64(char *p, s64 v)
+/* COPY's binary format: big-endian integers, a field is its length (-1: NULL) and its bytes. */
+static inline char *put_be16(char *p, u16 v)
 {
-	char tmp[24];
-	int n = 0;
-	u64 u = v < 0 ? -(u64)v : (u64)v;
+	v = htobe16(v);
+	memcpy(p, &v, 2);
+	return p + 2;
+}
 
-	if (v < 0)
-		*p++ = '-';
-	do {
-		tmp[n++] = '0' + u % 10;
-		u /= 10;
-	} while (u);
-	while (n)
-		*p++ = tmp[--n];
-	return p;
+static inline char *put_be32(char *p, u32 v)
+{
+	v = htobe32(v);
+	memcpy(p, &v, 4);
+	return p + 4;
+}
+
+static inline char *put_int_field(char *p, s64 v)
+{
+	u64 be = htobe64((u64)v);
+
+	p = put_be32(p, 8);
+	memcpy(p, &be, 8);
+	return p + 8;
+}
+
+/* A text field: valid UTF-8 (the server refuses any other), NUL never sent. */
+static void put_text_field(struct pgbuf *b, const char *s, size_t maxlen)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	unsigned char high = 0;
+	size_t n = 0, len;
+	char *p;
+
+	while (n < maxlen && u[n])
+		high |= u[n++];
+	if (!(high & 0x80)) {
+		/* ASCII, as nearly every name is: valid as it is. */
+		buf_reserve(b, 4 + n);
+		p = put_be32(b->p + b->len, (u32)n);
+		memcpy(p, s, n);
+		b->len += 4 + n;
+		return;
+	}
+	buf_reserve(b, 4 + 3 * n + 1);
+	p = b->p + b->len;
+	utf8_sanitize(p + 4, 3 * n + 1, s, n);
+	len = strlen(p + 4);
+	put_be32(p, (u32)len);
+	b->len += 4 + len;
 }
 
 /* COPY text format: backslash, tab, newline and carriage return escaped, NUL never sent. */
@@ -400,37 +448,49 @@ static void send_msg(struct pg_sink *s, enum msg_kind kind, enum table t, char *
 static void hand_over(struct pg_sink *s, enum table t)
 {
 	struct pgbuf *b = &s->buf[t];
+	struct msg *msg;
 
 	if (!b->len)
 		return;
-	send_msg(s, MSG_COPY, t, b->p, b->len, b->rows);
+	msg = xcalloc(1, sizeof(*msg));
+	msg->kind = MSG_COPY;
+	msg->table = t;
+	msg->data = b->p;
+	msg->len = b->len;
+	msg->cap = b->cap;
+	msg->rows = b->rows;
+	enqueue(s, msg);
 	memset(b, 0, sizeof(*b));
+	pthread_mutex_lock(&s->lock);
+	if (s->nspare) {
+		s->nspare--;
+		b->p = s->spare[s->nspare];
+		b->cap = s->spare_cap[s->nspare];
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
-/* The row into b, after `prefix` (the capture id, or nothing); false if b is not full yet. */
-static bool row_format(struct pgbuf *b, const char *prefix, const struct row *r, int ncols)
+/* The row into b, after the capture id; true when b is a batch to send. */
+static bool row_format(struct pgbuf *b, u64 capture_id, const struct row *r, int ncols)
 {
 	char *p;
 
-	buf_reserve(b, 24 + (size_t)ncols * 24);
+	buf_reserve(b, 2 + 12 * (size_t)(ncols + 1));
 	p = b->p + b->len;
-	memcpy(p, prefix, strlen(prefix));
-	p += strlen(prefix);
+	p = put_be16(p, (u16)(ncols + 1));
+	p = put_int_field(p, (s64)capture_id);
 	for (int i = 1; i <= ncols; i++) {
-		*p++ = '\t';
 		if (r->kind[i] == 1) {
-			p = fmt_s64(p, r->iv[i]);
+			p = put_int_field(p, r->iv[i]);
 		} else if (r->kind[i] == 2) {
 			b->len = p - b->p;
-			put_text(b, r->tv[i], r->tl[i]);
-			buf_reserve(b, 24 + (size_t)(ncols - i) * 24);
+			put_text_field(b, r->tv[i], r->tl[i]);
+			buf_reserve(b, 12 * (size_t)(ncols - i));
 			p = b->p + b->len;
 		} else {
-			*p++ = '\\';
-			*p++ = 'N';
+			p = put_be32(p, (u32)-1);
 		}
 	}
-	*p++ = '\n';
 	b->len = p - b->p;
 	b->rows++;
 	return b->len >= PG_BATCH;
@@ -438,7 +498,7 @@ static bool row_format(struct pgbuf *b, const char *prefix, const struct row *r,
 
 static void row_emit(struct pg_sink *s, enum table t, const struct row *r, int ncols)
 {
-	if (row_format(&s->buf[t], s->idtext, r, ncols))
+	if (row_format(&s->buf[t], s->capture_id, r, ncols))
 		hand_over(s, t);
 }
 
@@ -582,9 +642,9 @@ static void pg_process_row(struct pg_sink *s, const struct event *ev)
 	RT(&r, 4, coro_proc_mode_name(ev->process.mode));
 	RI(&r, 5, ev->process.ppid);
 	RI(&r, 6, ev->ts);
-	/* Formatted into a buffer of its own, without the capture id (added at the end). */
-	row_format(&b, "", &r, 6);
-	b.p[b.len - 1] = 0; /* the newline: more columns follow */
+	/* Formatted into a buffer of its own: exit_ts, exit_code and signal follow at the end. */
+	row_format(&b, s->capture_id, &r, 6);
+	put_be16(b.p, 10);
 	if (s->nprocs == s->capprocs) {
 		s->capprocs = s->capprocs ? 2 * s->capprocs : 16;
 		s->procs = realloc(s->procs, s->capprocs * sizeof(*s->procs));
@@ -595,6 +655,7 @@ static void pg_process_row(struct pg_sink *s, const struct event *ev)
 	memset(p, 0, sizeof(*p));
 	p->pid = ev->pid;
 	p->row = b.p;
+	p->rowlen = b.len;
 }
 
 static void pg_event_cb(void *ctx, const struct event *ev)
@@ -899,23 +960,25 @@ static void pg_finish(void *ctx, const struct model *m)
 		struct pgbuf *pb = &s->buf[T_PROCESS];
 		s32 st = p->status;
 
-		buf_reserve(pb, strlen(p->row) + 96);
-		pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "%s%s", s->idtext, p->row);
+		char *q;
+
+		buf_reserve(pb, p->rowlen + 3 * 12);
+		q = pb->p + pb->len;
+		memcpy(q, p->row, p->rowlen);
+		q += p->rowlen;
 		if (p->exited)
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%llu",
-					    (unsigned long long)p->exit_ts);
+			q = put_int_field(q, (s64)p->exit_ts);
 		else
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N");
+			q = put_be32(q, (u32)-1);
 		if (p->exited && st >= 0 && WIFEXITED(st))
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%d",
-					    WEXITSTATUS(st));
+			q = put_int_field(q, WEXITSTATUS(st));
 		else
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N");
+			q = put_be32(q, (u32)-1);
 		if (p->exited && st >= 0 && WIFSIGNALED(st))
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t%d\n",
-					    WTERMSIG(st));
+			q = put_int_field(q, WTERMSIG(st));
 		else
-			pb->len += snprintf(pb->p + pb->len, pb->cap - pb->len, "\t\\N\n");
+			q = put_be32(q, (u32)-1);
+		pb->len = q - pb->p;
 		pb->rows++;
 	}
 	if (m->sym) {
@@ -960,8 +1023,15 @@ static void pg_finish(void *ctx, const struct model *m)
 			 (unsigned long long)m->last_ts, coro_end_reason_name(m->end_reason),
 			 (unsigned long long)m->events, (unsigned long long)m->samples,
 			 (unsigned long long)m->coroutines);
-	if (m->input_error)
-		put_text(&b, m->input_error, strlen(m->input_error));
+	/* A parameter, not COPY text: as it is (valid UTF-8), tabs and backslashes included. */
+	if (m->input_error) {
+		size_t n = strlen(m->input_error);
+
+		buf_reserve(&b, 3 * n + 1);
+		utf8_sanitize(b.p + b.len, 3 * n + 1, m->input_error, n);
+		b.len += strlen(b.p + b.len);
+	}
+	b.p[b.len] = 0;
 	s->finished = true;
 	send_msg(s, MSG_FINISH, T_N, b.p, b.len, 0);
 }
@@ -971,6 +1041,21 @@ static void pg_finish(void *ctx, const struct model *m)
 static bool conn_lost(struct pg_sink *s, PGconn *conn)
 {
 	return PQstatus(conn) == CONNECTION_BAD;
+}
+
+/*
+ * A writer's session commits its COPYs without waiting for their WAL to reach the disk (a
+ * setting of the session, not of the server): the transaction that marks the capture complete
+ * waits as the server is set to, and its WAL comes after every row's. A server crash before it
+ * leaves the capture incomplete, never complete with rows missing.
+ */
+static bool session_setup(PGconn *conn)
+{
+	PGresult *res = PQexec(conn, "SET synchronous_commit = off");
+	bool good = PQresultStatus(res) == PGRES_COMMAND_OK;
+
+	PQclear(res);
+	return good;
 }
 
 /* After a lost connection: a few attempts, further apart each time. */
@@ -985,7 +1070,7 @@ static bool reconnect(struct pg_sink *s, PGconn *conn)
 		}
 		nanosleep(&ts, NULL);
 		PQreset(conn);
-		if (PQstatus(conn) == CONNECTION_OK)
+		if (PQstatus(conn) == CONNECTION_OK && session_setup(conn))
 			return true;
 	}
 	return false;
@@ -1024,6 +1109,9 @@ static bool exec_ok(struct pg_sink *s, PGconn *conn, const char *sql, int nparam
 
 static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char *data, size_t len)
 {
+	/* The binary format's signature, flags and header extension; the trailer, a -1 count. */
+	static const char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
+	static const char trailer[2] = "\377\377";
 	char sql[192];
 	PGresult *res;
 	bool good;
@@ -1033,11 +1121,13 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 			 "boot_time, "
 			 "start_ts, start_time, realtime_offset_ns, tool_version) FROM STDIN");
 	else
-		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN", table_name[t]);
+		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN (FORMAT binary)", table_name[t]);
 	res = PQexec(conn, sql);
 	good = PQresultStatus(res) == PGRES_COPY_IN;
 	PQclear(res);
 	if (!good)
+		return false;
+	if (t != T_N && PQputCopyData(conn, header, sizeof(header)) != 1)
 		return false;
 	/* libpq takes it in pieces of any size; a few MiB at a time keeps its buffer small. */
 	for (size_t off = 0; off < len;) {
@@ -1047,6 +1137,8 @@ static bool copy_once(struct pg_sink *s, PGconn *conn, enum table t, const char 
 			return false;
 		off += n;
 	}
+	if (t != T_N && PQputCopyData(conn, trailer, sizeof(trailer)) != 1)
+		return false;
 	if (PQputCopyEnd(conn, NULL) != 1)
 		return false;
 	good = true;
@@ -1100,8 +1192,8 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 	const char *params[7];
 	char *f[7], *p = msg->data;
 
-	/* end_ts, end_reason, events, samples, coroutines, input_error (tab-separated). */
-	for (int i = 0; i < 6; i++) {
+	/* end_ts, end_reason, events, samples, coroutines (tab-separated), input_error (the rest). */
+	for (int i = 0; i < 5; i++) {
 		f[i] = p;
 		p = strchr(p, '\t');
 		if (p)
@@ -1109,18 +1201,26 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 		else
 			p = f[i] + strlen(f[i]);
 	}
+	f[5] = p;
 	for (int i = 0; i < 6; i++)
 		params[i] = f[i];
 	params[5] = f[5][0] ? f[5] : NULL;
 	params[6] = s->idtext;
-	return exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
+	/* Its commit waits as the server is set to (session_setup()): after every row's WAL. */
+	return exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) &&
+	       exec_ok(s, conn, "SET LOCAL synchronous_commit TO DEFAULT", 0, NULL,
+		       PGRES_COMMAND_OK, NULL) &&
+	       exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
 		       "samples = $4, coroutines = $5, input_error = $6, complete = true "
-		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL);
+		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL) &&
+	       exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL);
 }
 
 /*
  * The next message this writer may take, or NULL: COPYs only after the captures row is
- * written, the end only when no COPY is in flight, QUIT left for every writer to see.
+ * written, the end only when no COPY is in flight, QUIT left for every writer to see. COPYs
+ * into one table go side by side: the events table takes most rows, and one backend alone on
+ * it is the slowest of all (docs/store.md).
  */
 static struct msg *take(struct pg_sink *s)
 {
@@ -1190,6 +1290,11 @@ static void *writer_main(void *arg)
 			s->rows_stored += msg->rows;
 		if (msg->kind == MSG_BEGIN)
 			s->begin_done = true;
+		if (msg->kind == MSG_COPY && s->nspare < PG_SPARE) {
+			s->spare[s->nspare] = msg->data;
+			s->spare_cap[s->nspare++] = msg->cap;
+			msg->data = NULL;
+		}
 		s->inflight--;
 		pthread_cond_broadcast(&s->cond);
 		pthread_mutex_unlock(&s->lock);
@@ -1274,6 +1379,8 @@ static void pg_free(struct pg_sink *s)
 	for (size_t i = 0; i < s->nprocs; i++)
 		free(s->procs[i].row);
 	free(s->procs);
+	for (int i = 0; i < s->nspare; i++)
+		free(s->spare[i]);
 	while (s->head) {
 		struct msg *m = s->head;
 
@@ -1323,6 +1430,11 @@ struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct mod
 			s->conn = c;
 			if (ensure_schema(s, err, errlen))
 				goto fail;
+		}
+		if (!session_setup(c)) {
+			snprintf(err, errlen, "%s: cannot set up the session: %s", s->shown,
+				 PQerrorMessage(c));
+			goto fail;
 		}
 	}
 	for (int i = 0; i < PG_WRITERS; i++) {
