@@ -164,7 +164,7 @@ def pgstore_newer_schema_is_refused_before_anything_is_written():
     psql(uri, "UPDATE corobpf_schema SET version = 0")
     p = corobpf(["report", "-q", raw, "-o", uri])
     eq(p.returncode, 7, "upload into an older schema: exit code (%s)" % p.stderr.strip())
-    check("schema is version 0, this corobpf writes version 1" in p.stderr and
+    check("schema is version 0, this corobpf writes version 2" in p.stderr and
           "another database" in p.stderr, "no clear error: %r" % p.stderr)
     eq(psql(uri, "SELECT count(*) FROM captures"), [["0"]], "captures written anyway")
 
