@@ -38,7 +38,7 @@ def sigterm_is_passed_to_the_launched_command():
 @test
 def double_ctrl_c_never_leaves_a_partial_file():
     for i in range(3):
-        target, pid = start_waiting("scenarios", "stress1000", extra=["--linger", "4000"])
+        target, pid = start_waiting("scenarios", "stress1000", extra=["--linger", "30000"])
         target.send_signal(signal.SIGUSR1)
         out = work("double%d.jsonl" % i)
         tr, ef, err = start_tracer(["-o", out, "-p", str(pid)], "double%d" % i)
@@ -52,6 +52,7 @@ def double_ctrl_c_never_leaves_a_partial_file():
         if os.path.exists(out):
             Trace(out)  # whole: a header and a trailer
         check(not [f for f in os.listdir(WORK) if ".tmp-" in f], "temporary files left")
-        check(target.poll() is None, "the target died")
+        # Unharmed: still lingering, or (a very slow machine) past its linger with its own exit.
+        check(target.poll() in (None, 0), "the target died (%s)" % target.returncode)
         target.kill()
         target.wait()
