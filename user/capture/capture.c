@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
 #include "gowalk.h"
@@ -331,6 +332,8 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
 	a->progs[ATTACH_PROG_CXX] = s->progs.coro_cxx;
+	a->progs[ATTACH_PROG_BATCH] =
+		c->opts->probe_path == PROBE_PATH_BATCHED ? s->progs.coro_batch : NULL;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
 	a->go_offsets = s->maps.go_offsets;
 }
@@ -478,6 +481,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_cxx, false);
+	batch_setup(c->skel, opts->probe_path);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
@@ -514,6 +518,9 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			attach_add_link(&c->attach, l);
 		}
 	}
+	err = batch_attach(c->skel, &c->attach, opts->probe_path);
+	if (err)
+		return err;
 	if (opts->stacks)
 		c->stk = stack_resolver_new(opts->stacks, bpf_map__fd(c->skel->maps.stackmap));
 	if (opts->stacks && opts->sample_hz) {
@@ -938,6 +945,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
 	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
+	u64 stop_ts;
 	int ret = 0;
 
 	c->outer = sink;
@@ -1080,11 +1088,17 @@ out:
 	 * under a microsecond), and take what the ring holds: that is all there
 	 * will be. Detaching is slow and happens behind the outputs' work.
 	 */
+	stop_ts = now_boottime_ns();
 	c->skel->bss->stopped = 1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
+	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
+		/* What live threads wrote since their last copy, read from their memory. */
+		batch_read_tails(&c->ev, bpf_map__fd(c->skel->maps.batch_threads), stop_ts);
+		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
+	}
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
 		/* A hold the loop did not get to release. */
 		if (c->targets[i].pid == c->skel->bss->hold_tgid)

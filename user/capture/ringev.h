@@ -48,6 +48,8 @@ struct ringev {
 	u64 ctx_switches;	  /* switch-function path: switch records read */
 	/* C++20: (pid, frame) -> its coroutine's name index + 1, named already (CXXNAME_DESTROYED). */
 	struct hmap cxx_named;
+	/* Batched path: (pid, tid) -> the thread's coroutine after its last batch (batch.c). */
+	struct hmap batch_cur;
 };
 
 void ringev_init(struct ringev *ev);
