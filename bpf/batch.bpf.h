@@ -68,8 +68,34 @@ static __always_inline void stat_add(__u32 idx, __u64 n)
  * `final`: it is about to reuse the buffer (a full buffer's trap) or end,
  * so what cannot be read now is lost (and counted).
  */
+/*
+ * Kernel 6.10 and later. Programs on uprobe_multi links run preemptible: a
+ * harvest preempted between its copy and its record would let the thread's
+ * sched_switch write the off-CPU record first, with the coroutine the
+ * thread ran before the records being copied.
+ */
+extern void bpf_preempt_disable(void) __weak __ksym;
+extern void bpf_preempt_enable(void) __weak __ksym;
+
+static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
+					   struct coro_task_state *st, __u32 pid, __u32 tid,
+					   bool final);
+
 static __noinline int batch_harvest(struct coro_batch_thread *bt, struct coro_task_state *st,
 				    __u32 pid, __u32 tid, bool final)
+{
+	if (bpf_ksym_exists(bpf_preempt_disable)) {
+		bpf_preempt_disable();
+		batch_harvest_locked(bt, st, pid, tid, final);
+		bpf_preempt_enable();
+		return 0;
+	}
+	return batch_harvest_locked(bt, st, pid, tid, final);
+}
+
+static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
+					   struct coro_task_state *st, __u32 pid, __u32 tid,
+					   bool final)
 {
 	struct batch_scratch *s;
 	__u32 zero = 0, head, gen, n, first;
