@@ -33,10 +33,11 @@ const char *batch_path_name(enum probe_path p)
 	return p == PROBE_PATH_BATCHED ? "batched" : "trap";
 }
 
-/* A thread's coroutine as the BPF side tracks it (task state): bit 0 of `valid` set once known. */
+/* A thread of the batched path: its coroutine as the BPF side tracks it, its newest record. */
 struct batch_cur {
 	u64 cur;
 	bool valid;
+	u64 last_ts;
 };
 
 static struct batch_cur *cur_of(struct ringev *ev, u32 pid, u32 tid)
@@ -110,7 +111,14 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 		lost = 0;
 		o.hdr.pid = bh->pid;
 		o.hdr.tid = bh->tid;
-		o.hdr.ts = r->ts;
+		/*
+		 * A thread preempted between its record's clock read and the store
+		 * that publishes it: its sched_switch could not see the record, whose
+		 * off-CPU records are in the ring before it. It counts from when it
+		 * was published, so that the thread's story stays in ring order.
+		 */
+		o.hdr.ts = r->ts < c->last_ts ? c->last_ts : r->ts;
+		c->last_ts = o.hdr.ts;
 		o.hdr.cur = no_thread ? 0 : c->cur;
 		/* The trap path tracks the coroutine even when the event is lost; so does this. */
 		if (r->kind == CORO_EV_SWITCH && !no_thread) {
@@ -119,6 +127,14 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 		}
 		ringev_record(ev, &o, size);
 	}
+}
+
+void batch_note(struct ringev *ev, const struct coro_event_hdr *h)
+{
+	struct batch_cur *c = hmap_get(&ev->batch_cur, h->pid, h->tid);
+
+	if (c && h->ts > c->last_ts)
+		c->last_ts = h->ts;
 }
 
 int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size)

@@ -42,6 +42,9 @@ const char *batch_path_name(enum probe_path p);
  */
 int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size);
 
+/* Any other record, while some thread has batches: its thread's newest time (see batch_split). */
+void batch_note(struct ringev *ev, const struct coro_event_hdr *h);
+
 /*
  * At the end of a run, the BPF side silent: read what each thread in the
  * map batch_threads (fd) wrote after its last copy and before stop_ts, and

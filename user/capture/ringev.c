@@ -301,6 +301,8 @@ int ringev_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
+	if (ev->batch_cur.len)
+		batch_note(ev, h);
 	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||
