@@ -74,6 +74,8 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 		union batch_out o;
 		size_t size;
 
+		if (r->ts < ev->batch_since)
+			continue;
 		memset(&o, 0, sizeof(o));
 		switch (r->kind) {
 		case CORO_EV_CREATE:
@@ -158,16 +160,27 @@ static bool read_target(u32 pid, u64 addr, void *dst, size_t len)
 	return process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)len;
 }
 
-u64 batch_read_tails(struct ringev *ev, int map_fd, u64 stop_ts)
+
+struct batch_tail {
+	u32 pid, tid, n;
+	struct corobpf_batch_rec rec[CORO_BATCH_RECS_MAX];
+};
+
+struct batch_tails {
+	struct batch_tail *t;
+	size_t n;
+};
+
+struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts)
 {
-	struct corobpf_batch_rec *rec = xcalloc(CORO_BATCH_RECS_MAX, sizeof(*rec));
+	struct batch_tails *ts = xcalloc(1, sizeof(*ts));
 	u32 key, next, *prev = NULL;
-	u64 total = 0, lost = 0;
+	size_t cap = 0;
+	u64 lost = 0;
 
 	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
 		struct coro_batch_thread bt;
-		struct coro_event_hdr h = {0};
-		struct batch_cur *c;
+		struct batch_tail *t;
 		u64 word;
 		u32 head, n;
 
@@ -187,31 +200,72 @@ u64 batch_read_tails(struct ringev *ev, int map_fd, u64 stop_ts)
 		}
 		if (head <= bt.consumed)
 			continue;
+		if (ts->n == cap) {
+			cap = cap ? cap * 2 : 16;
+			ts->t = xrealloc(ts->t, cap * sizeof(*ts->t));
+		}
+		t = &ts->t[ts->n];
 		n = head - bt.consumed;
 		if (!read_target(bt.pid, bt.buf + offsetof(struct corobpf_batch, rec) +
-				 (u64)bt.consumed * sizeof(*rec), rec, n * sizeof(*rec)))
+				 (u64)bt.consumed * sizeof(t->rec[0]), t->rec, n * sizeof(t->rec[0])))
 			continue;
 		/* What the thread wrote after tracing stopped is not part of the trace (the trap path's isn't). */
-		while (n && rec[n - 1].ts > stop_ts)
+		while (n && t->rec[n - 1].ts > stop_ts)
 			n--;
 		if (!n)
 			continue;
-		c = cur_of(ev, bt.pid, key);
-		h.size = sizeof(struct coro_ev_batch);
-		h.kind = CORO_EV_BATCH;
-		h.flags = c->valid ? 0 : CORO_EVF_CUR_UNKNOWN;
-		h.pid = bt.pid;
-		h.tid = key;
-		h.ts = stop_ts;
-		h.cur = c->cur;
-		split_recs(ev, &h, rec, n);
-		total += n;
+		t->pid = bt.pid;
+		t->tid = key;
+		t->n = n;
+		ts->n++;
 	}
 	if (lost)
 		log_warn("batched path: up to %llu records of threads that filled their buffer as "
 			 "tracing stopped were not read", (unsigned long long)lost);
-	free(rec);
+	return ts;
+}
+
+u64 batch_tails_emit(struct ringev *ev, struct batch_tails *ts, u64 stop_ts)
+{
+	u64 total = 0;
+
+	for (size_t i = 0; ts && i < ts->n; i++) {
+		struct batch_tail *t = &ts->t[i];
+		struct batch_cur *c = cur_of(ev, t->pid, t->tid);
+		struct coro_event_hdr h = {0};
+
+		h.size = sizeof(struct coro_ev_batch);
+		h.kind = CORO_EV_BATCH;
+		h.flags = c->valid ? 0 : CORO_EVF_CUR_UNKNOWN;
+		h.pid = t->pid;
+		h.tid = t->tid;
+		h.ts = stop_ts;
+		h.cur = c->cur;
+		split_recs(ev, &h, t->rec, t->n);
+		total += t->n;
+	}
+	if (ts)
+		free(ts->t);
+	free(ts);
 	return total;
+}
+
+void batch_forget_buffers(int map_fd)
+{
+	u32 key, next, *prev = NULL, zero = 0;
+
+	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+		struct coro_batch_thread bt;
+		struct iovec local = {.iov_base = &zero, .iov_len = sizeof(zero)}, remote;
+
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(map_fd, &key, &bt))
+			continue;
+		remote.iov_base = (void *)(uintptr_t)(bt.buf + offsetof(struct corobpf_batch, registered));
+		remote.iov_len = sizeof(zero);
+		process_vm_writev((pid_t)bt.pid, &local, 1, &remote, 1, 0);
+	}
 }
 
 void batch_say_counters(int stats_fd)
@@ -285,8 +339,8 @@ int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path
 			.type = PERF_TYPE_SOFTWARE,
 			.size = sizeof(attr),
 			.config = PERF_COUNT_SW_CPU_CLOCK,
-			.sample_freq = BATCH_TICK_HZ,
-			.freq = 1,
+			/* A fixed period (ns of CPU clock): a frequency is reached by adjusting, late. */
+			.sample_period = 1000000000ull / BATCH_TICK_HZ,
 		};
 		int fd = (int)syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
 

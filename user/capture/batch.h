@@ -46,11 +46,25 @@ int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size);
 void batch_note(struct ringev *ev, const struct coro_event_hdr *h);
 
 /*
- * At the end of a run, the BPF side silent: read what each thread in the
- * map batch_threads (fd) wrote after its last copy and before stop_ts, and
- * split it. Returns the records read.
+ * At the end of a run, as soon as the BPF side is silent (before threads
+ * fill their buffers again): read what each thread in the map
+ * batch_threads (fd) wrote after its last copy and before stop_ts, and
+ * mark each buffer unknown, so that a later session is told of it again.
+ * Then, once the ring is drained (the threads' earlier copies split
+ * first), split what was read. Returns the records split.
  */
-u64 batch_read_tails(struct ringev *ev, int map_fd, u64 stop_ts);
+struct batch_tails;
+struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts);
+u64 batch_tails_emit(struct ringev *ev, struct batch_tails *tails, u64 stop_ts);
+
+/*
+ * Once the batch probe is detached (its semaphore down, no thread appends
+ * any more): mark every buffer in the map unknown, so that each thread
+ * fires the batch probe at its first record under a later session. Only
+ * the header reads that word (struct corobpf_batch.registered); a thread
+ * in the middle of an append at the detach may set it again.
+ */
+void batch_forget_buffers(int map_fd);
 
 /* Sums of the batched path's BPF counters after CORO_STAT_MAX (enum coro_stat), said at the end. */
 void batch_say_counters(int stats_fd);

@@ -518,6 +518,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			attach_add_link(&c->attach, l);
 		}
 	}
+	c->ev.batch_since = now_boottime_ns();
 	err = batch_attach(c->skel, &c->attach, opts->probe_path);
 	if (err)
 		return err;
@@ -945,6 +946,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
 	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
+	struct batch_tails *tails;
 	u64 stop_ts;
 	int ret = 0;
 
@@ -1091,12 +1093,21 @@ out:
 	stop_ts = now_boottime_ns();
 	c->skel->bss->stopped = 1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/*
+	 * What live threads wrote since their last copy, read from their memory
+	 * once the copies under way have finished (microseconds, with preemption
+	 * off), before the threads fill and start their buffers again.
+	 */
+	if (c->opts->probe_path == PROBE_PATH_BATCHED)
+		usleep(200);
+	tails = c->opts->probe_path == PROBE_PATH_BATCHED
+			? batch_tails_collect(bpf_map__fd(c->skel->maps.batch_threads), stop_ts)
+			: NULL;
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
 	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
-		/* What live threads wrote since their last copy, read from their memory. */
-		batch_read_tails(&c->ev, bpf_map__fd(c->skel->maps.batch_threads), stop_ts);
+		batch_tails_emit(&c->ev, tails, stop_ts);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
@@ -1214,6 +1225,8 @@ void capture_close(struct capture *c)
 		c->detaching = false;
 	}
 	attach_ctx_detach(&c->attach);
+	if (c->opts && c->opts->probe_path == PROBE_PATH_BATCHED && c->skel)
+		batch_forget_buffers(bpf_map__fd(c->skel->maps.batch_threads));
 	ring_buffer__free(c->rb);
 	corobpf_bpf__destroy(c->skel);
 	for (size_t i = 0; i < c->ntargets; i++) {
