@@ -30,7 +30,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32); /* tid */
-	__type(value, struct coro_batch_thread);
+	__type(value, struct coro_batch_slots);
 } batch_threads SEC(".maps");
 
 #define BATCH_REC_SIZE sizeof(struct corobpf_batch_rec)
@@ -179,18 +179,20 @@ static __always_inline void batch_harvest_current(bool final)
 {
 	__u64 pid_tgid;
 	__u32 tid;
-	struct coro_batch_thread *bt;
+	struct coro_batch_slots *v;
 	struct coro_task_state *st;
 
 	if (!batched || stopped)
 		return;
 	pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)pid_tgid;
-	bt = bpf_map_lookup_elem(&batch_threads, &tid);
-	if (!bt)
+	v = bpf_map_lookup_elem(&batch_threads, &tid);
+	if (!v)
 		return;
 	st = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), 0, 0);
-	batch_harvest(bt, st, pid_tgid >> 32, tid, final);
+	for (int i = 0; i < CORO_BATCH_SLOTS; i++)
+		if (v->slot[i].buf)
+			batch_harvest(&v->slot[i], st, pid_tgid >> 32, tid, final);
 }
 
 /*
@@ -200,9 +202,10 @@ static __always_inline void batch_harvest_current(bool final)
 SEC("usdt")
 int BPF_USDT(coro_batch, __u64 buf)
 {
-	struct coro_batch_thread fresh = {}, *bt;
+	struct coro_batch_slots fresh = {}, *v;
+	struct coro_batch_thread *bt = NULL;
 	struct coro_task_state *st;
-	__u64 pid_tgid;
+	__u64 pid_tgid, word = 0;
 	__u32 tid;
 
 	if (!batched || !admitted())
@@ -210,24 +213,33 @@ int BPF_USDT(coro_batch, __u64 buf)
 	st = task_state_running();
 	pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)pid_tgid;
-	bt = bpf_map_lookup_elem(&batch_threads, &tid);
-	if (bt && bt->buf != buf) {
-		/* A second object's buffer on this thread: the first one's records go first. */
-		batch_harvest(bt, st, pid_tgid >> 32, tid, false);
-		bt = NULL;
-	}
-	if (!bt) {
-		__u64 word = 0;
-
-		fresh.buf = buf;
-		fresh.pid = pid_tgid >> 32;
-		bpf_probe_read_user(&word, sizeof(word), (const void *)buf);
-		fresh.gen = word >> 32;
-		if (bpf_map_update_elem(&batch_threads, &tid, &fresh, BPF_ANY)) {
+	v = bpf_map_lookup_elem(&batch_threads, &tid);
+	if (!v) {
+		if (bpf_map_update_elem(&batch_threads, &tid, &fresh, BPF_NOEXIST) &&
+		    !bpf_map_lookup_elem(&batch_threads, &tid)) {
 			stat_inc(CORO_STAT_MAP_FULL);
 			return 0;
 		}
-		bt = bpf_map_lookup_elem(&batch_threads, &tid);
+		v = bpf_map_lookup_elem(&batch_threads, &tid);
+		if (!v)
+			return 0;
+	}
+	for (int i = 0; i < CORO_BATCH_SLOTS; i++)
+		if (v->slot[i].buf == buf)
+			bt = &v->slot[i];
+	if (!bt) {
+		/* A new buffer: a free slot, else the last one (its records copied out first). */
+		bt = &v->slot[CORO_BATCH_SLOTS - 1];
+		for (int i = CORO_BATCH_SLOTS - 1; i >= 0; i--)
+			if (!v->slot[i].buf)
+				bt = &v->slot[i];
+		if (bt->buf)
+			batch_harvest(bt, st, pid_tgid >> 32, tid, false);
+		bpf_probe_read_user(&word, sizeof(word), (const void *)buf);
+		bt->buf = buf;
+		bt->pid = pid_tgid >> 32;
+		bt->gen = word >> 32;
+		bt->consumed = 0;
 	}
 	batch_harvest(bt, st, pid_tgid >> 32, tid, true);
 	return 0;

@@ -596,13 +596,23 @@ struct coro_ev_batch {
 /* Records one ring record carries at most (a full buffer: one record). */
 #define CORO_BATCH_RECS_MAX 256
 
-/* The BPF side's view of one thread's buffer (map batch_threads, key: tid). */
+/* The BPF side's view of one buffer of a thread. */
 struct coro_batch_thread {
-	__u64 buf;	 /* struct corobpf_batch's address */
+	__u64 buf;	 /* struct corobpf_batch's address (0: slot unused) */
 	__u32 pid;
 	__u32 gen;	 /* the generation of the word when last read */
 	__u32 consumed;	 /* records of that generation already copied out */
 	__u32 __pad;
+};
+
+/*
+ * A thread's buffers (map batch_threads, key: tid): one per executable or
+ * shared object whose probes it fired (a program and an instrumented
+ * library); a third replaces the second.
+ */
+#define CORO_BATCH_SLOTS 2
+struct coro_batch_slots {
+	struct coro_batch_thread slot[CORO_BATCH_SLOTS];
 };
 
 /* Per-thread state, in task local storage. */

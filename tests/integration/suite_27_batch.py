@@ -146,13 +146,15 @@ def batch_hung_program_stopped_by_duration():
     missing (the threads' last records are copied out as they block, or read at the stop)."""
     exe = batch_truth()
     st = work("batch_hang.state")
-    prog = subprocess.Popen([exe, st, "3", "4000", "hang", "1500"])
+    go = work("batch_hang.go")
+    prog = subprocess.Popen([exe, st, "3", "4000", "hang", go])
     out = work("batch_hang.jsonl")
     try:
         tr, ef, err = start_tracer(["--probe-path", "batched", "-d", "4", "-p", str(prog.pid),
                                     "-o", out], "batch_hang")
         try:
             wait_for(err, "tracing ")
+            open(go, "w").close()
             eq(tr.wait(timeout=60), 0, "corobpf exit code")
         finally:
             ef.close()
@@ -173,12 +175,14 @@ def batch_killed_mid_run():
     each thread's exit), and nothing the threads did not do."""
     exe = batch_truth()
     st = work("batch_kill.state")
-    prog = subprocess.Popen([exe, st, "3", "200000", "kill", "1500"])
+    go = work("batch_kill.go")
+    prog = subprocess.Popen([exe, st, "3", "200000", "kill", go])
     out = work("batch_kill.jsonl")
     tr, ef, err = start_tracer(["--probe-path", "batched", "-p", str(prog.pid), "-o", out],
                                "batch_kill")
     try:
         wait_for(err, "Ctrl-C to stop")
+        open(go, "w").close()
         wait_state(st, lambda s: min(s[1][:3]) > 3000)
         prog.kill()
         prog.wait()

@@ -37,7 +37,7 @@ const char *batch_path_name(enum probe_path p)
 struct batch_cur {
 	u64 cur;
 	bool valid;
-	u64 last_ts;
+	u64 last_ts; /* of its newest record born in the kernel (off-CPU, string probes) */
 };
 
 static struct batch_cur *cur_of(struct ringev *ev, u32 pid, u32 tid)
@@ -120,7 +120,6 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 		 * was published, so that the thread's story stays in ring order.
 		 */
 		o.hdr.ts = r->ts < c->last_ts ? c->last_ts : r->ts;
-		c->last_ts = o.hdr.ts;
 		o.hdr.cur = no_thread ? 0 : c->cur;
 		/* The trap path tracks the coroutine even when the event is lost; so does this. */
 		if (r->kind == CORO_EV_SWITCH && !no_thread) {
@@ -133,8 +132,13 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 
 void batch_note(struct ringev *ev, const struct coro_event_hdr *h)
 {
-	struct batch_cur *c = hmap_get(&ev->batch_cur, h->pid, h->tid);
+	struct batch_cur *c;
 
+	/* Records of the probes themselves (this thread's other buffer, its traps) are not the kernel's. */
+	if (h->kind == CORO_EV_CREATE || h->kind == CORO_EV_READY || h->kind == CORO_EV_SWITCH ||
+	    h->kind == CORO_EV_EXIT)
+		return;
+	c = hmap_get(&ev->batch_cur, h->pid, h->tid);
 	if (c && h->ts > c->last_ts)
 		c->last_ts = h->ts;
 }
@@ -179,45 +183,50 @@ struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts)
 	u64 lost = 0;
 
 	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-		struct coro_batch_thread bt;
-		struct batch_tail *t;
-		u64 word;
-		u32 head, n;
+		struct coro_batch_slots v;
 
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(map_fd, &key, &bt))
+		if (bpf_map_lookup_elem(map_fd, &key, &v))
 			continue;
-		if (!read_target(bt.pid, bt.buf, &word, sizeof(word)))
-			continue; /* gone: its exit copied it out */
-		head = (u32)word;
-		if (head > CORO_BATCH_RECS_MAX)
-			head = CORO_BATCH_RECS_MAX;
-		if ((u32)(word >> 32) != bt.gen) {
-			/* It filled and started its buffer again after the BPF side fell silent. */
-			lost += CORO_BATCH_RECS_MAX - bt.consumed;
-			continue;
+		for (int k = 0; k < CORO_BATCH_SLOTS; k++) {
+			struct coro_batch_thread bt = v.slot[k];
+			struct batch_tail *t;
+			u64 word;
+			u32 head, n;
+
+			if (!bt.buf || !read_target(bt.pid, bt.buf, &word, sizeof(word)))
+				continue; /* gone: its exit copied it out */
+			head = (u32)word;
+			if (head > CORO_BATCH_RECS_MAX)
+				head = CORO_BATCH_RECS_MAX;
+			if ((u32)(word >> 32) != bt.gen) {
+				/* It filled and started its buffer again after the BPF side fell silent. */
+				lost += CORO_BATCH_RECS_MAX - bt.consumed;
+				continue;
+			}
+			if (head <= bt.consumed)
+				continue;
+			if (ts->n == cap) {
+				cap = cap ? cap * 2 : 16;
+				ts->t = xrealloc(ts->t, cap * sizeof(*ts->t));
+			}
+			t = &ts->t[ts->n];
+			n = head - bt.consumed;
+			if (!read_target(bt.pid, bt.buf + offsetof(struct corobpf_batch, rec) +
+					 (u64)bt.consumed * sizeof(t->rec[0]), t->rec,
+					 n * sizeof(t->rec[0])))
+				continue;
+			/* Written after tracing stopped: not part of the trace (the trap path's isn't). */
+			while (n && t->rec[n - 1].ts > stop_ts)
+				n--;
+			if (!n)
+				continue;
+			t->pid = bt.pid;
+			t->tid = key;
+			t->n = n;
+			ts->n++;
 		}
-		if (head <= bt.consumed)
-			continue;
-		if (ts->n == cap) {
-			cap = cap ? cap * 2 : 16;
-			ts->t = xrealloc(ts->t, cap * sizeof(*ts->t));
-		}
-		t = &ts->t[ts->n];
-		n = head - bt.consumed;
-		if (!read_target(bt.pid, bt.buf + offsetof(struct corobpf_batch, rec) +
-				 (u64)bt.consumed * sizeof(t->rec[0]), t->rec, n * sizeof(t->rec[0])))
-			continue;
-		/* What the thread wrote after tracing stopped is not part of the trace (the trap path's isn't). */
-		while (n && t->rec[n - 1].ts > stop_ts)
-			n--;
-		if (!n)
-			continue;
-		t->pid = bt.pid;
-		t->tid = key;
-		t->n = n;
-		ts->n++;
 	}
 	if (lost)
 		log_warn("batched path: up to %llu records of threads that filled their buffer as "
@@ -255,16 +264,22 @@ void batch_forget_buffers(int map_fd)
 	u32 key, next, *prev = NULL, zero = 0;
 
 	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-		struct coro_batch_thread bt;
-		struct iovec local = {.iov_base = &zero, .iov_len = sizeof(zero)}, remote;
+		struct coro_batch_slots v;
 
 		key = next;
 		prev = &key;
-		if (bpf_map_lookup_elem(map_fd, &key, &bt))
+		if (bpf_map_lookup_elem(map_fd, &key, &v))
 			continue;
-		remote.iov_base = (void *)(uintptr_t)(bt.buf + offsetof(struct corobpf_batch, registered));
-		remote.iov_len = sizeof(zero);
-		process_vm_writev((pid_t)bt.pid, &local, 1, &remote, 1, 0);
+		for (int k = 0; k < CORO_BATCH_SLOTS; k++) {
+			struct iovec local = {.iov_base = &zero, .iov_len = sizeof(zero)}, remote;
+
+			if (!v.slot[k].buf)
+				continue;
+			remote.iov_base = (void *)(uintptr_t)(v.slot[k].buf +
+							      offsetof(struct corobpf_batch, registered));
+			remote.iov_len = sizeof(zero);
+			process_vm_writev((pid_t)v.slot[k].pid, &local, 1, &remote, 1, 0);
+		}
 	}
 }
 

@@ -2,7 +2,7 @@
 /*
  * batch_truth: the batched probe path's ground truth (suite_27_batch.py).
  *
- *     batch_truth STATE_FILE THREADS ITERS MODE [START_DELAY_MS]
+ *     batch_truth STATE_FILE THREADS ITERS MODE [START_DELAY_MS | GO_FILE]
  *
  * Every thread runs ITERS iterations of a fixed sequence of probes, so the
  * test can rebuild each thread's exact events from its index and the
@@ -101,8 +101,13 @@ int main(int argc, char **argv)
 	mode = argv[4];
 	if (n < 1 || n > MAXT)
 		return 2;
-	if (argc > 5)
+	if (argc > 5 && argv[5][0] == '/') {
+		/* Start once the tracer is attached: the test creates GO_FILE then. */
+		while (access(argv[5], F_OK) != 0)
+			usleep(1000);
+	} else if (argc > 5) {
 		usleep(atoi(argv[5]) * 1000);
+	}
 	for (long i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, worker, (void *)i);
 	for (long i = 0; i < n; i++)
