@@ -70,13 +70,16 @@
  *	one probe; a tracer detaching in between costs nothing.
  *
  * COST
- *	Not traced: create, ready, switch and exit are one `nop` each, plus
- *	whatever moves the arguments into registers (usually nothing, since
- *	they are live already). The string probes (name, span_begin, span_end)
+ *	Not traced: create, ready, switch and exit are a load of the batch
+ *	semaphore, a branch and one `nop` each (the `nop` alone with
+ *	COROBPF_NO_BATCH), plus whatever moves the arguments into registers
+ *	(usually nothing, since they are live already). The string probes (name, span_begin, span_end)
  *	are a load of their semaphore and a branch: they evaluate their
  *	arguments only while traced.
- *	Traced by corobpf: roughly 0.5-0.6 us per hit on x86-64, dominated by
- *	the kernel's uprobe trap (see docs/performance.md).
+ *	Traced by corobpf: roughly 0.5-0.6 us per hit on x86-64 (several us on
+ *	some VMs), dominated by the kernel's uprobe trap; on the batched path
+ *	(below) a record in the thread's memory instead (see
+ *	docs/performance.md).
  *
  * STRINGS
  *	The header passes a string's address and never dereferences it: a bad
