@@ -111,6 +111,8 @@ static void child_before_exec(void)
 }
 
 #define POLL_MS 100
+/* Records one read of the ring may take before the loop looks at signals, -d and targets. */
+#define RING_READ_BUDGET 65536
 #define STATS_EVERY_NS 1000000000ULL
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
@@ -529,7 +531,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		if (err)
 			return err;
 	}
-	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), ringev_record, &c->ev, NULL);
+	c->rb = ring_buffer__new(bpf_map__fd(c->skel->maps.events), ringev_ring_record, &c->ev, NULL);
 	if (!c->rb) {
 		log_err("cannot open the ring buffer: %s", strerror(errno));
 		return EXIT_FAILURE_RUNTIME;
@@ -999,6 +1001,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		}
 	}
 
+	bool more = false; /* the last read of the ring left records in it */
+
 	for (;;) {
 		struct epoll_event evs[16];
 		size_t alive = 0;
@@ -1009,15 +1013,20 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 			c->end_reason = CORO_END_SIGNAL;
 			break;
 		}
-		n = epoll_wait(c->epfd, evs, ARRAY_SIZE(evs), POLL_MS);
+		n = epoll_wait(c->epfd, evs, ARRAY_SIZE(evs), more ? 0 : POLL_MS);
 		if (n < 0 && errno != EINTR) {
 			log_err("epoll_wait: %s", strerror(errno));
 			c->end_reason = CORO_END_ERROR;
 			ret = EXIT_FAILURE_RUNTIME;
 			break;
 		}
-		/* Read the ring whatever woke us: submits do not wake us per event. */
-		ring_buffer__consume(c->rb);
+		/*
+		 * Read the ring whatever woke us: submits do not wake us per event.
+		 * A bounded read: what it left is read next time round, with no wait.
+		 */
+		c->ev.budget = RING_READ_BUDGET;
+		more = ring_buffer__consume(c->rb) == RINGEV_BUDGET_SPENT;
+		c->ev.budget = 0;
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == GATE_EPOLL_TAG && c->gate) {
 				/* Programs held at their exec: attached, then let go. */

@@ -341,3 +341,13 @@ int ringev_record(void *ctx, void *data, size_t size)
 		record_sink_emit(ev->sink, h);
 	return 0;
 }
+
+int ringev_ring_record(void *ctx, void *data, size_t size)
+{
+	struct ringev *ev = ctx;
+	int err = ringev_record(ctx, data, size);
+
+	if (err >= 0 && ev->budget && !--ev->budget)
+		return RINGEV_BUDGET_SPENT;
+	return err;
+}

@@ -27,6 +27,8 @@
 #define COROBPF_RINGEV_H
 
 #include <stddef.h>
+#include <errno.h>
+
 #include "attach.h"
 #include "recsink.h"
 #include "stackres.h"
@@ -55,12 +57,27 @@ struct ringev {
 	 * records an earlier session wrote, which are not this run's.
 	 */
 	u64 batch_since;
+	/*
+	 * Set by the capture around a read of the ring: the records that read
+	 * may take before it returns (0: all there are). A producer faster than
+	 * this reader would otherwise keep one read going for ever, and with it
+	 * -d, the signals and every check between reads.
+	 */
+	u32 budget;
 };
 
 void ringev_init(struct ringev *ev);
 void ringev_free(struct ringev *ev);
-/* The ring buffer's callback (ring_buffer_sample_fn); ctx is the struct ringev. */
+/* One record from the ring (ring_buffer_sample_fn's shape); ctx is the struct ringev. */
 int ringev_record(void *ctx, void *data, size_t size);
+
+/*
+ * The ring buffer's callback (ring_buffer_sample_fn): ringev_record(), then RINGEV_BUDGET_SPENT
+ * (which ends libbpf's read, this record taken) once ev->budget records
+ * were read.
+ */
+#define RINGEV_BUDGET_SPENT (-EAGAIN)
+int ringev_ring_record(void *ctx, void *data, size_t size);
 /* A launched script's image proved to be a program (it switched, or ended): its held records. */
 void ringev_emit_held(struct ringev *ev, struct target *t, u64 ts);
 /* The target of that pid, or NULL. */
