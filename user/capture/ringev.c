@@ -236,6 +236,24 @@ static int on_go_entry(struct ringev *ev, const struct coro_ev_go_entry *e)
 #define CXXNAME_DESTROYED (1ull << 40)
 
 /*
+ * A record made here from one the BPF side sent (h: a copy of its header),
+ * carrying a string this run's tables know: its own size and kind, no
+ * losses before it (its source carries those), the string kept or cut.
+ */
+static void emit_with_string(struct ringev *ev, struct coro_event_hdr *h, size_t size, u8 kind,
+			     char *dst, size_t dstlen, const char *str)
+{
+	h->size = (u16)size;
+	h->kind = kind;
+	h->flags &= (u8)~(CORO_EVF_STR_TRUNCATED | CORO_EVF_STR_FAULT);
+	h->lost_before = 0;
+	snprintf(dst, dstlen, "%s", str);
+	if (strlen(str) >= dstlen)
+		h->flags |= CORO_EVF_STR_TRUNCATED;
+	record_sink_emit(ev->sink, h);
+}
+
+/*
  * C++20: a frame gets its coroutine's name, which only this run's table
  * knows (cxxattach.h), when it is made and when a body is first seen
  * entered for it; the record goes on first, the name after it.
@@ -258,14 +276,7 @@ static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
 	    (e->op == CORO_CXX_BODY && (had & ~CXXNAME_DESTROYED) == want))
 		return 0;
 	hmap_put(&ev->cxx_named, e->hdr.pid, e->frame, (void *)(uintptr_t)want);
-	n.hdr.size = sizeof(n);
-	n.hdr.kind = CORO_EV_NAME;
-	n.hdr.flags &= (u8)~(CORO_EVF_STR_TRUNCATED | CORO_EVF_STR_FAULT);
-	n.hdr.lost_before = 0;
-	snprintf(n.name, sizeof(n.name), "%s", name);
-	if (strlen(name) >= sizeof(n.name))
-		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
-	record_sink_emit(ev->sink, &n.hdr);
+	emit_with_string(ev, &n.hdr, sizeof(n), CORO_EV_NAME, n.name, sizeof(n.name), name);
 	return 0;
 }
 
@@ -280,16 +291,9 @@ static void on_cxx_await(struct ringev *ev, const struct coro_ev_cxx *e)
 	struct coro_ev_cxx_awaiter a = {.hdr = e->hdr, .frame = e->frame};
 	const char *name = cxxattach_name(e->fn);
 
-	if (name && e->frame && e->word) {
-		a.hdr.size = sizeof(a);
-		a.hdr.kind = CORO_EV_CXX_AWAITER;
-		a.hdr.flags &= (u8)~(CORO_EVF_STR_TRUNCATED | CORO_EVF_STR_FAULT);
-		a.hdr.lost_before = 0;
-		snprintf(a.name, sizeof(a.name), "%s", name);
-		if (strlen(name) >= sizeof(a.name))
-			a.hdr.flags |= CORO_EVF_STR_TRUNCATED;
-		record_sink_emit(ev->sink, &a.hdr);
-	}
+	if (name && e->frame && e->word)
+		emit_with_string(ev, &a.hdr, sizeof(a), CORO_EV_CXX_AWAITER, a.name, sizeof(a.name),
+				 name);
 	record_sink_emit(ev->sink, &e->hdr);
 }
 
