@@ -175,10 +175,8 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 		struct bpf_link *link;
 
 		if (!prog) {
-			/* The batched path's probe stays untouched on the trap path. */
-			if (strcmp(pn->name, "batch"))
-				log_warn("%s: probe corobpf:%s is not part of probe ABI v1; ignored",
-					 shown, pn->name);
+			log_warn("%s: probe corobpf:%s is not part of probe ABI v1; ignored", shown,
+				 pn->name);
 			continue;
 		}
 		link = bpf_program__attach_usdt(prog, pid, path, "corobpf", pn->name, NULL);
