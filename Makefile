@@ -52,7 +52,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c pgstore.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
-		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c) \
+		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c batch.c) \
 		  user/outputs/top.c user/record/flight.c user/outputs/status.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
@@ -73,7 +73,7 @@ $(OUT)/vmlinux.h: | $(OUT)
 	$(Q)test -r $(VMLINUX_BTF) || { echo "error: $(VMLINUX_BTF) missing: corobpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/coro_abi.h $(OUT)/vmlinux.h
+$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/coro_abi.h bpf/batch.bpf.h usdt/corobpf.h $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 
@@ -87,6 +87,7 @@ $(USER_LIB_OBJS) $(USER_LIVE_OBJS): $(OUT)/%.o: %.c $(USER_HDRS) bpf/coro_abi.h 
 
 $(OUT)/capture.o: $(OUT)/corobpf.skel.h
 $(OUT)/ringfill.o: $(OUT)/corobpf.skel.h
+$(OUT)/batch.o: $(OUT)/corobpf.skel.h
 
 corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
 	$(call msg,LINK,$@)

@@ -84,6 +84,14 @@ enum coro_event_kind {
 	 * never from BPF.
 	 */
 	CORO_EV_CXX_AWAITER = 23,
+	/*
+	 * The batched probe path (usdt/corobpf.h, BATCHED PATH): records a
+	 * thread appended to its own buffer, copied out by the BPF side
+	 * (struct coro_ev_batch). User space splits it into the CREATE, READY,
+	 * SWITCH and EXIT records the trap path would have sent (batch.c), so
+	 * captures never hold this kind.
+	 */
+	CORO_EV_BATCH = 24,
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -569,7 +577,57 @@ enum coro_stat {
 	 * (whether it suspended or finished is not known: taken as suspended).
 	 */
 	CORO_STAT_CXX_UNREAD = 7,
+	/*
+	 * CORO_STAT_MAX stays the size of the capture's stats record
+	 * (user/record/raw.h), which older captures fix; the counters after it
+	 * live in the BPF map only (CORO_STAT_MAP_MAX) and are said at the end
+	 * of a run. Records of the batched path lost to a full ring are also
+	 * counted in CORO_STAT_RING_FULL, one per event, like the trap path's.
+	 */
 	CORO_STAT_MAX = 8,
+	/* Batched path: records dropped, the ring buffer full. */
+	CORO_STAT_BATCH_RING_FULL = 8,
+	/* Batched path: reads of a thread's buffer that failed (page not present), left for later. */
+	CORO_STAT_BATCH_DEFERRED = 9,
+	/* Batched path: records lost, their buffer unreadable before the thread reused it or ended. */
+	CORO_STAT_BATCH_UNREAD = 10,
+	CORO_STAT_MAP_MAX = 11,
+};
+
+/*
+ * CORO_EV_BATCH: `n` struct corobpf_batch_rec of one thread, in its order,
+ * from `first` (its index in the thread's buffer). hdr.cur and the
+ * CORO_EVF_CUR_UNKNOWN flag are the thread's before the first record;
+ * hdr.lost_before, the events lost before it.
+ */
+struct coro_ev_batch {
+	struct coro_event_hdr hdr;
+	__u32 n;
+	__u32 first;
+	__u64 buf; /* the buffer's address in the thread's process */
+	/* struct corobpf_batch_rec rec[n] follow */
+};
+
+/* Records one ring record carries at most (a full buffer: one record). */
+#define CORO_BATCH_RECS_MAX 256
+
+/* The BPF side's view of one buffer of a thread. */
+struct coro_batch_thread {
+	__u64 buf;	 /* struct corobpf_batch's address (0: slot unused) */
+	__u32 pid;
+	__u32 gen;	 /* the generation of the word when last read */
+	__u32 consumed;	 /* records of that generation already copied out */
+	__u32 __pad;
+};
+
+/*
+ * A thread's buffers (map batch_threads, key: tid): one per executable or
+ * shared object whose probes it fired (a program and an instrumented
+ * library); a third replaces the second.
+ */
+#define CORO_BATCH_SLOTS 2
+struct coro_batch_slots {
+	struct coro_batch_thread slot[CORO_BATCH_SLOTS];
 };
 
 /* Per-thread state, in task local storage. */

@@ -63,7 +63,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CORO_STAT_MAX);
+	__uint(max_entries, CORO_STAT_MAP_MAX);
 	__type(key, __u32);
 	__type(value, __u64);
 } stats SEC(".maps");
@@ -594,6 +594,8 @@ static __always_inline bool admitted(void)
 	return verdict == VERDICT_TRACED;
 }
 
+#include "batch.bpf.h"
+
 SEC("usdt")
 int BPF_USDT(coro_create, __u64 id, __u64 parent)
 {
@@ -621,6 +623,7 @@ int BPF_USDT(coro_name, __u64 id, __u64 str)
 
 	if (!admitted())
 		return 0;
+	batch_harvest_current(false);
 	st = task_state_running();
 	struct coro_ev_name *e = event_reserve(st, sizeof(*e), CORO_EV_NAME);
 
@@ -701,6 +704,7 @@ static __always_inline int span_event(__u64 str, __u8 kind)
 
 	if (!admitted())
 		return 0;
+	batch_harvest_current(false);
 	st = task_state_running();
 	struct coro_ev_span *e = event_reserve(st, sizeof(*e), kind);
 
@@ -722,6 +726,7 @@ int BPF_USDT(coro_span_begin, __u64 str)
 
 	if (!admitted())
 		return 0;
+	batch_harvest_current(false);
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_span *e = stk_reserve_any(&r, st, sizeof(*e), CORO_EV_SPAN_BEGIN, true);
@@ -1254,6 +1259,7 @@ int coro_sample(struct bpf_perf_event_data *ctx)
 
 	if (!sample_runs || stopped)
 		return 0;
+	batch_harvest_current(false);
 	task = bpf_get_current_task_btf();
 	st = bpf_task_storage_get(&task_state, task, 0, 0);
 	if (!st || !st->cur_valid || !st->cur)
@@ -1320,6 +1326,8 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 	struct coro_task_state *st;
 	__u64 now;
 
+	/* prev is current: its batched records go before its off-CPU record. */
+	batch_harvest_current(false);
 	if (!sched_view || stopped)
 		return 0;
 	st = bpf_task_storage_get(&task_state, prev, 0, 0);

@@ -70,13 +70,16 @@
  *	one probe; a tracer detaching in between costs nothing.
  *
  * COST
- *	Not traced: create, ready, switch and exit are one `nop` each, plus
- *	whatever moves the arguments into registers (usually nothing, since
- *	they are live already). The string probes (name, span_begin, span_end)
+ *	Not traced: create, ready, switch and exit are a load of the batch
+ *	semaphore, a branch and one `nop` each (the `nop` alone with
+ *	COROBPF_NO_BATCH), plus whatever moves the arguments into registers
+ *	(usually nothing, since they are live already). The string probes (name, span_begin, span_end)
  *	are a load of their semaphore and a branch: they evaluate their
  *	arguments only while traced.
- *	Traced by corobpf: roughly 0.5-0.6 us per hit on x86-64, dominated by
- *	the kernel's uprobe trap (see docs/performance.md).
+ *	Traced by corobpf: roughly 0.5-0.6 us per hit on x86-64 (several us on
+ *	some VMs), dominated by the kernel's uprobe trap; on the batched path
+ *	(below) a record in the thread's memory instead (see
+ *	docs/performance.md).
  *
  * STRINGS
  *	The header passes a string's address and never dereferences it: a bad
@@ -97,6 +100,25 @@
  *	about four times the cost of the default one-byte nop (not measured on
  *	such a kernel). corobpf says at attach which kind of site it found and
  *	whether the kernel optimizes them.
+ *
+ * BATCHED PATH (corobpf --probe-path batched)
+ *	create, ready, switch and exit can skip the trap: while corobpf
+ *	attaches the `batch` probe, the kernel raises its semaphore and each
+ *	of those probes appends a 40-byte record (CLOCK_BOOTTIME from the vDSO,
+ *	the probe and its arguments) to a buffer of COROBPF_BATCH_RECS records
+ *	in the calling thread's own memory (thread-local, no lock, no system
+ *	call: a few tens of nanoseconds). The thread's first record and every
+ *	full buffer fire `batch` with the buffer's address: corobpf learns
+ *	where the buffer is, and copies what it has not read yet out of it at
+ *	that trap, whenever the thread leaves the CPU, on a timer while it
+ *	runs, and when it exits; the thread then starts the buffer again. The
+ *	string probes still trap (corobpf reads the buffer first, so each
+ *	thread's events stay in order). Not traced, the four probes cost a
+ *	load of the batch semaphore and a branch more than a nop. Costs and
+ *	limits: docs/probes.md, docs/performance.md. Define
+ *	COROBPF_NO_BATCH to build the trap-only probes of earlier versions.
+ *	A probe fired from a signal handler that interrupts another probe of
+ *	the same thread may overwrite that one's record.
  *
  * CONTRACT FOR ARGUMENTS
  *	Every argument is converted to a 64-bit integer and passed in a
@@ -126,6 +148,38 @@
 #define CORO_IO		4	/* waits for an fd (obj) to become ready */
 #define CORO_DONE	5	/* finished; will not run again */
 
+/*
+ * The batched path (see BATCHED PATH). Implementation details, but the
+ * record and buffer layouts are also corobpf's (its BPF side reads them):
+ * append-only, like the probe ABI.
+ */
+#define COROBPF_BATCH_RECS 256
+#define __CORO_BK_CREATE 1 /* the record kinds are corobpf's event kinds */
+#define __CORO_BK_READY 3
+#define __CORO_BK_SWITCH 4
+#define __CORO_BK_EXIT 5
+
+struct corobpf_batch_rec {
+	unsigned long long ts;	/* CLOCK_BOOTTIME, ns */
+	unsigned int kind;	/* __CORO_BK_* */
+	unsigned int aux;	/* switch: the reason */
+	unsigned long long a0;	/* create: id, parent; ready: id; switch: from, to, obj; */
+	unsigned long long a1;	/* exit: id, status */
+	unsigned long long a2;
+};
+
+/*
+ * `word` is the only field the thread writes that corobpf reads to know
+ * what is new: (generation << 32) | records written, one store after the
+ * record it covers. A new generation starts an empty buffer.
+ */
+struct corobpf_batch {
+	unsigned long long word;
+	unsigned int registered; /* a batch probe has told the tracer of this buffer */
+	unsigned int layout;	 /* sizeof(struct corobpf_batch_rec) */
+	struct corobpf_batch_rec rec[COROBPF_BATCH_RECS];
+};
+
 #if !defined(COROBPF_DISABLE) && (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__) && \
 	(defined(__x86_64__) || defined(__aarch64__))
 
@@ -149,6 +203,7 @@ __CORO_SEMAPHORE(switch);
 __CORO_SEMAPHORE(exit);
 __CORO_SEMAPHORE(span_begin);
 __CORO_SEMAPHORE(span_end);
+__CORO_SEMAPHORE(batch);
 
 #ifdef __cplusplus
 }
@@ -232,7 +287,88 @@ __CORO_SEMAPHORE(span_end);
 		__CORO_ASM_NOTE(name, s0 "@%[a0] " s1 "@%[a1] " s2 "@%[a2] " s3 "@%[a3]")    \
 		::[a0] "nr"(x0), [a1] "nr"(x1), [a2] "nr"(x2), [a3] "nr"(x3))
 
-#define __CORO_PROBE_create(id, parent) __CORO_PROBE2(create, "8", __CORO_U(id), "8", __CORO_U(parent))
+
+#ifndef COROBPF_NO_BATCH
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* One per thread and per executable or shared object, like the semaphores. */
+__attribute__((weak, visibility("hidden"))) __thread struct corobpf_batch corobpf_batch_tls;
+struct __coro_timespec {
+	long tv_sec, tv_nsec;
+};
+/* The C library's, without <time.h> and its feature macros. */
+extern int __coro_clock_gettime(int, struct __coro_timespec *) __asm__("clock_gettime");
+#ifdef __cplusplus
+}
+#endif
+
+#define __CORO_BATCHING() __builtin_expect(corobpf_batch_semaphore != 0, 0)
+#define __CORO_CLOCK_BOOTTIME 7
+
+/*
+ * The trap of a full buffer (or of the thread's first record): corobpf
+ * copies the records out during it, so the buffer starts again after it.
+ */
+static __attribute__((noinline, cold, unused)) void __coro_batch_flush(struct corobpf_batch *b)
+{
+	unsigned long long w;
+
+	__asm__ __volatile__(__CORO_ASM_NOTE(batch, "8@%[a0]")::[a0] "r"(b) : "memory");
+	b->registered = 1;
+	w = *(volatile unsigned long long *)&b->word;
+	if ((unsigned int)w >= COROBPF_BATCH_RECS)
+		*(volatile unsigned long long *)&b->word = ((w >> 32) + 1) << 32;
+}
+
+static __inline__ __attribute__((always_inline, unused)) void
+__coro_batch_put(unsigned int kind, unsigned int aux, unsigned long long a0,
+		 unsigned long long a1, unsigned long long a2)
+{
+	struct corobpf_batch *b = &corobpf_batch_tls;
+	unsigned long long w = b->word;
+	unsigned int n = (unsigned int)w;
+	struct corobpf_batch_rec *r;
+	struct __coro_timespec t;
+
+	if (__builtin_expect(n >= COROBPF_BATCH_RECS, 0)) {
+		/* Left full by a trap that found no tracer (it detached): start again. */
+		w = ((w >> 32) + 1) << 32;
+		n = 0;
+	}
+	r = &b->rec[n];
+	__coro_clock_gettime(__CORO_CLOCK_BOOTTIME, &t);
+	r->ts = (unsigned long long)t.tv_sec * 1000000000ull + (unsigned long long)t.tv_nsec;
+	r->kind = kind;
+	r->aux = aux;
+	r->a0 = a0;
+	r->a1 = a1;
+	r->a2 = a2;
+	b->layout = sizeof(*r);
+	/* The record is complete before the word that makes it visible. */
+	__asm__ __volatile__("" ::: "memory");
+	*(volatile unsigned long long *)&b->word = w + 1;
+	if (__builtin_expect(n + 1 == COROBPF_BATCH_RECS || !b->registered, 0))
+		__coro_batch_flush(b);
+}
+
+#define __CORO_BATCH_OR(trap, kind, aux, a0, a1, a2)                                         \
+	do {                                                                                 \
+		if (__CORO_BATCHING())                                                       \
+			__coro_batch_put(kind, aux, a0, a1, a2);                             \
+		else                                                                         \
+			trap;                                                                \
+	} while (0)
+#else
+#define __CORO_BATCH_OR(trap, kind, aux, a0, a1, a2) trap
+#endif /* COROBPF_NO_BATCH */
+
+#define __CORO_PROBE_create(id, parent)                                                      \
+	do {                                                                                 \
+		unsigned long long __coro_i = __CORO_U(id), __coro_p = __CORO_U(parent);     \
+		__CORO_BATCH_OR(__CORO_PROBE2(create, "8", __coro_i, "8", __coro_p),         \
+				__CORO_BK_CREATE, 0, __coro_i, __coro_p, 0);                 \
+	} while (0)
 /*
  * String probes fire only while traced. They never dereference the string
  * (see STRINGS): corobpf reads it, faulting its pages in where needed.
@@ -244,11 +380,28 @@ __CORO_SEMAPHORE(span_end);
 			__CORO_PROBE2M(name, "8", __CORO_U(id), "8", __CORO_U(__coro_s));    \
 		}                                                                            \
 	} while (0)
-#define __CORO_PROBE_ready(id) __CORO_PROBE1(ready, "8", __CORO_U(id))
+#define __CORO_PROBE_ready(id)                                                               \
+	do {                                                                                 \
+		unsigned long long __coro_i = __CORO_U(id);                                  \
+		__CORO_BATCH_OR(__CORO_PROBE1(ready, "8", __coro_i), __CORO_BK_READY, 0,     \
+				__coro_i, 0, 0);                                             \
+	} while (0)
 #define __CORO_PROBE_switch(from, to, reason, obj)                                           \
-	__CORO_PROBE4(switch, "8", __CORO_U(from), "8", __CORO_U(to), "8", __CORO_U(reason), \
-		      "8", __CORO_U(obj))
-#define __CORO_PROBE_exit(id, status) __CORO_PROBE2(exit, "8", __CORO_U(id), "-8", __CORO_S(status))
+	do {                                                                                 \
+		unsigned long long __coro_f = __CORO_U(from), __coro_t = __CORO_U(to);       \
+		unsigned long long __coro_r = __CORO_U(reason), __coro_o = __CORO_U(obj);    \
+		__CORO_BATCH_OR(__CORO_PROBE4(switch, "8", __coro_f, "8", __coro_t, "8",     \
+					      __coro_r, "8", __coro_o),                      \
+				__CORO_BK_SWITCH, (unsigned int)__coro_r, __coro_f, __coro_t,  \
+				__coro_o);                                                   \
+	} while (0)
+#define __CORO_PROBE_exit(id, status)                                                        \
+	do {                                                                                 \
+		unsigned long long __coro_i = __CORO_U(id);                                  \
+		long long __coro_s = __CORO_S(status);                                       \
+		__CORO_BATCH_OR(__CORO_PROBE2(exit, "8", __coro_i, "-8", __coro_s),          \
+				__CORO_BK_EXIT, 0, __coro_i, (unsigned long long)__coro_s, 0); \
+	} while (0)
 #define __CORO_PROBE_STR1(name, str)                                                         \
 	do {                                                                                 \
 		if (CORO_PROBE_ENABLED(name)) {                                              \

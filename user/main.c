@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include "batch.h"
 #include "log.h"
 #include "options.h"
 #include "pgstore.h"
@@ -122,6 +123,7 @@ enum {
 	OPT_FLIGHT,
 	OPT_FLIGHT_MB,
 	OPT_DUMP_ON,
+	OPT_PROBE_PATH,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -186,6 +188,10 @@ static const struct argp_option trace_options[] = {
 	{"sample-hz", OPT_SAMPLE_HZ, "HZ", 0,
 	 "--stacks: sample the stacks of running coroutines HZ times a second per CPU (default "
 	 "99; 0: never), for the key frame of long_run findings",
+	 0},
+	{"probe-path", OPT_PROBE_PATH, "PATH", 0,
+	 "How corobpf probes reach corobpf: trap (a uprobe trap per event, the default) or "
+	 "batched (each thread keeps its records, BPF copies them out; docs/probes.md)",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
@@ -349,6 +355,14 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_NO_SCHED:
 		a->no_sched = true;
+		return 0;
+	case OPT_PROBE_PATH:
+		if (!strcmp(arg, "trap"))
+			a->probe_path = PROBE_PATH_TRAP;
+		else if (!strcmp(arg, "batched"))
+			a->probe_path = PROBE_PATH_BATCHED;
+		else
+			argp_error(state, "--probe-path: '%s' is not trap or batched", arg);
 		return 0;
 	case 'a':
 		a->all = true;

@@ -52,6 +52,7 @@ struct trace_opts {
 	u64 flight_mb;	     /* --flight-mb (0: FLIGHT_DEFAULT_MB) */
 	u32 dump_on;	     /* --dump-on: 1 << enum finding_kind */
 	u32 exec_gate_ms;    /* --exec-gate: -a, --follow: longest hold of a new program's exec (0: off) */
+	u32 probe_path;	     /* --probe-path: enum probe_path (user/capture/batch.h); 0: the default */
 };
 
 /* top: a live capture (trace_opts) shown as it runs. */

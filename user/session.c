@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "batch.h"
 #include "capture.h"
 #include "flight.h"
 #include "jsonl_read.h"
@@ -533,6 +534,17 @@ static void session_init_live(struct session *s, const struct trace_opts *t)
 	co->stack_map = 16384;
 	co->sample_hz = t->sample_hz_set ? t->sample_hz : 99;
 	co->no_sched = t->no_sched;
+	{
+		const char *why;
+
+		co->probe_path = batch_path_choose(t->probe_path, t->stacks != 0, &why);
+		if (why && t->probe_path == PROBE_PATH_BATCHED)
+			log_warn("--probe-path batched: %s: the trap path is used", why);
+		if (co->probe_path == PROBE_PATH_BATCHED)
+			log_info("probe path: batched (records kept in each thread, copied out by BPF)");
+		else
+			log_verbose("probe path: trap (a uprobe trap per event)");
+	}
 	co->system_wide = t->all;
 	co->follow = t->follow;
 	co->exec_gate_ms = t->exec_gate_ms;

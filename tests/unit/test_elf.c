@@ -625,8 +625,8 @@ static void check_exe_probes(const char *path, int want_type)
 	if (ret)
 		fprintf(stderr, "  %s\n", err);
 	CHECK_EQ(p.elf_type, want_type);
-	CHECK_EQ(p.total, 4);
-	CHECK_EQ(p.n_names, 3);
+	CHECK_EQ(p.total, 5); /* with the batched path's `batch` site */
+	CHECK_EQ(p.n_names, 4);
 	CHECK_EQ(p.names_dropped, 0);
 	sw = elf_probes_find(&p, "switch");
 	cr = elf_probes_find(&p, "create");
@@ -660,7 +660,7 @@ TEST(probes_executable)
 
 	/* NULL provider means corobpf. */
 	CHECK_EQ(elf_probe_scan(tpath("probe_exe"), NULL, &p, err, sizeof(err)), 0);
-	CHECK_EQ(p.total, 4);
+	CHECK_EQ(p.total, 5);
 }
 
 TEST(probes_site_kinds)
@@ -675,13 +675,13 @@ TEST(probes_site_kinds)
 	CHECK_EQ(elf_probe_scan(tpath("probe_exe_nopie"), "corobpf", &p, err, sizeof(err)), 0);
 	CHECK_EQ(p.sites_nop1, p.total);
 	CHECK_EQ(elf_probe_scan(tpath("probe_exe_nop5"), "corobpf", &p, err, sizeof(err)), 0);
-	/* Three sites from the header, and the hand-written one-byte nop of extra_notes.S. */
-	CHECK_EQ(p.total, 4);
-	CHECK_EQ(p.sites_nop5, 3);
+	/* Four sites from the header (`batch` included), and the hand-written one-byte nop of extra_notes.S. */
+	CHECK_EQ(p.total, 5);
+	CHECK_EQ(p.sites_nop5, 4);
 	CHECK_EQ(p.sites_nop1, 1);
 	CHECK_EQ(p.sites_other, 0);
 	CHECK_EQ(elf_probe_scan(tpath("probe_lib_nop5.so"), "corobpf", &p, err, sizeof(err)), 0);
-	CHECK_EQ(p.sites_nop5, 3);
+	CHECK_EQ(p.sites_nop5, 4);
 	/* An object file's sites are not in any loaded segment: neither kind. */
 	CHECK_EQ(elf_probe_scan(tpath("probe_exe_nop5.o"), "corobpf", &p, err, sizeof(err)), 0);
 	CHECK_EQ(p.sites_other, p.total);
@@ -692,11 +692,11 @@ TEST(probes_object_file)
 	struct elf_probes p;
 	char err[512];
 
-	/* Before linking the C part alone: 3 sites, ET_REL. */
+	/* Before linking the C part alone: 4 sites (`batch` included), ET_REL. */
 	CHECK_EQ(elf_probe_scan(tpath("probe_exe.o"), "corobpf", &p, err, sizeof(err)), 0);
 	CHECK_EQ(p.elf_type, ET_REL);
-	CHECK_EQ(p.total, 3);
-	CHECK_EQ(p.n_names, 2);
+	CHECK_EQ(p.total, 4);
+	CHECK_EQ(p.n_names, 3);
 }
 
 TEST(probes_shared_library)
@@ -707,8 +707,8 @@ TEST(probes_shared_library)
 
 	CHECK_EQ(elf_probe_scan(tpath("probe_lib.so"), "corobpf", &p, err, sizeof(err)), 0);
 	CHECK_EQ(p.elf_type, ET_DYN);
-	CHECK_EQ(p.total, 3);
-	CHECK_EQ(p.n_names, 3);
+	CHECK_EQ(p.total, 4);
+	CHECK_EQ(p.n_names, 4);
 	e = elf_probes_find(&p, "exit");
 	sb = elf_probes_find(&p, "span_begin");
 	se = elf_probes_find(&p, "span_end");
@@ -1023,7 +1023,7 @@ TEST(probes_refuse_semaphores)
 			  (long)(eh.e_shoff + ndx * sizeof(Elf64_Shdr) +
 				 offsetof(Elf64_Shdr, sh_offset)), moved);
 		/* Every semaphore is in .probes: every site is refused. */
-		REFUSED("s_offset", 3, "by .probes: the kernel would increment other bytes");
+		REFUSED("s_offset", 4, "by .probes: the kernel would increment other bytes");
 	}
 	close_elf(elf, fd);
 }
@@ -1061,7 +1061,7 @@ TEST(probes_refuse_names_and_segments)
 		prev = ph;
 	}
 	close_elf(elf, fd);
-	REFUSED("g_overlap", 3, "cannot be placed: its PT_LOAD segments at 0x", "overlap");
+	REFUSED("g_overlap", 4, "cannot be placed: its PT_LOAD segments at 0x", "overlap");
 }
 
 TEST(probes_hostile_many)

@@ -181,6 +181,53 @@ def probe_costs(res):
             res["probe"]["bpftrace_added_ns"] / max(res["probe"]["corobpf_added_ns"], 1)
 
 
+def batch_costs(res):
+    """The two probe paths side by side on one program in one run (docs/performance.md,
+    "The batched path"): the kernel's trap floor (an empty BPF program on every hit), corobpf's
+    per-event path on the default and the five-byte site, the batched path with and without the
+    scheduler view, bpftrace; each as time per event beyond the compiled-out loop, and the events
+    each lost."""
+    loop, loop_off = os.path.join(BUILD, "bench/probe_loop"), os.path.join(BUILD, "bench/probe_loop_off")
+    loop5 = os.path.join(BUILD, "bench/probe_loop_nop5")
+    floor = os.path.join(BUILD, "bench/floor")
+    n = 20000 if QUICK else 2000000
+    out = os.path.join(WORK, "batch.jsonl")
+    rows = {k: [] for k in ("floor", "trap", "trap_nop5", "batched", "batched_sched", "batched_ring512",
+                            "untraced", "off")}
+    lost = {k: 0 for k in ("trap", "trap_nop5", "batched", "batched_sched", "batched_ring512")}
+
+    def traced(key, cmd):
+        p = sh([COROBPF, "-q", "--force", "-o", out] + cmd)
+        rows[key].append(per_iter(p.stdout))
+        lost[key] = max(lost[key], trailer_of(out)["lost"]["events"])
+
+    for _ in range(RUNS):
+        # Interleaved, so drift hits all of them alike.
+        rows["off"].append(per_iter(sh([loop_off, str(n)]).stdout))
+        rows["untraced"].append(per_iter(sh([loop, str(n)]).stdout))
+        rows["floor"].append(per_iter(sh([floor, "ready", "--", loop, str(n)]).stdout))
+        traced("trap", ["--no-sched", "--probe-path", "trap", "--", loop, str(n)])
+        traced("trap_nop5", ["--no-sched", "--probe-path", "trap", "--", loop5, str(n)])
+        traced("batched", ["--no-sched", "--probe-path", "batched", "--", loop, str(n)])
+        traced("batched_sched", ["--probe-path", "batched", "--", loop, str(n)])
+        # The batched path outruns the reader of the default 16 MiB ring on this flood.
+        traced("batched_ring512", ["--no-sched", "--probe-path", "batched", "--ring-size", "512", "--",
+                                   loop, str(n)])
+    base = median(rows["off"])
+    b = {k + "_ns_per_event": median(v) - base for k, v in rows.items() if k != "off"}
+    b["events"] = n
+    b.update({k + "_lost": v for k, v in lost.items()})
+    # Beyond the probe as it costs untraced (the batched probe's semaphore test is in both).
+    b["batched_added_ns"] = b["batched_ns_per_event"] - b["untraced_ns_per_event"]
+    b["trap_added_over_floor_ns"] = b["trap_ns_per_event"] - b["floor_ns_per_event"]
+    b["batched_added_over_floor"] = b["batched_added_ns"] / b["floor_ns_per_event"]
+    b["trap_over_batched"] = b["trap_ns_per_event"] / max(b["batched_ns_per_event"], 1e-9)
+    p = res.get("probe", {})
+    if "bpftrace_ns_per_event" in p:
+        b["bpftrace_ns_per_event"] = p["bpftrace_ns_per_event"]
+    res["batch"] = b
+
+
 def stacks_cost(res):
     """--stacks: what a stack adds per event, on a probe that carries one (create), in a loop
     built with frame pointers (so fp walks them); and fp on the usual build without them."""
@@ -927,6 +974,25 @@ def table(res):
         lines.append("per event: bpftrace printf      %8.0f ns   %.1fx corobpf" % (p["bpftrace_ns_per_event"], p["bpftrace_over_corobpf"]))
         lines.append("added beyond the floor: corobpf %.0f ns, bpftrace %.0f ns (%.1fx)" % (
             p["corobpf_added_ns"], p["bpftrace_added_ns"], p["bpftrace_added_over_corobpf_added"]))
+    b = res.get("batch")
+    if b:
+        lines += ["probe paths, one program, %d events each (ns per event beyond the compiled-out "
+                  "loop; events lost):" % b["events"],
+                  "  not traced                    %8.1f ns" % b["untraced_ns_per_event"],
+                  "  empty BPF on every hit (floor) %7.0f ns" % b["floor_ns_per_event"],
+                  "  corobpf, per-event trap        %7.0f ns   lost %d" % (b["trap_ns_per_event"], b["trap_lost"]),
+                  "  corobpf, per-event, nop5 site  %7.0f ns   lost %d" % (b["trap_nop5_ns_per_event"],
+                                                                          b["trap_nop5_lost"]),
+                  "  corobpf, batched               %7.1f ns   lost %d   (%.1f ns added: %.3fx the floor; "
+                  "the trap path costs %.0fx as much)" % (
+                      b["batched_ns_per_event"], b["batched_lost"], b["batched_added_ns"],
+                      b["batched_added_over_floor"], b["trap_over_batched"]),
+                  "  corobpf, batched + sched view  %7.1f ns   lost %d" % (b["batched_sched_ns_per_event"],
+                                                                          b["batched_sched_lost"])]
+        lines.append("  corobpf, batched, 512 MiB ring %7.1f ns   lost %d" % (b["batched_ring512_ns_per_event"],
+                                                                          b["batched_ring512_lost"]))
+        if "bpftrace_ns_per_event" in b:
+            lines.append("  bpftrace printf               %7.0f ns" % b["bpftrace_ns_per_event"])
     st = res.get("stacks")
     if st:
         lines.append("--stacks, per create (a stack each): none %.0f ns; fp %.0f ns (+%.0f, %.2fx); "
@@ -1059,7 +1125,7 @@ def main():
         return 1
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
-    for step in (probe_costs, stacks_cost, sched_cost, switch_costs, go_costs, cxx20_costs, replay,
+    for step in (probe_costs, batch_costs, stacks_cost, sched_cost, switch_costs, go_costs, cxx20_costs, replay,
                  pgstore, loss, scale, exec_cost):
         # A step by its function's name or its section's (BENCH_ONLY=switch: switch_costs).
         if not only or step.__name__ in only or step.__name__.split("_")[0] in only:

@@ -175,8 +175,10 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 		struct bpf_link *link;
 
 		if (!prog) {
-			log_warn("%s: probe corobpf:%s is not part of probe ABI v1; ignored", shown,
-				 pn->name);
+			/* The batched path's probe stays untouched on the trap path. */
+			if (strcmp(pn->name, "batch"))
+				log_warn("%s: probe corobpf:%s is not part of probe ABI v1; ignored",
+					 shown, pn->name);
 			continue;
 		}
 		link = bpf_program__attach_usdt(prog, pid, path, "corobpf", pn->name, NULL);

@@ -59,6 +59,7 @@ static const char *const prog_names[ATTACH_NPROGS] = {
 	[ATTACH_PROG_CTX] = "@ctx",
 	[ATTACH_PROG_CTX_MULTI] = "@ctx_multi",
 	[ATTACH_PROG_CXX] = "@cxx",
+	[ATTACH_PROG_BATCH] = "batch",
 };
 
 struct bpf_program *attach_prog(const struct attach_ctx *a, const char *name)

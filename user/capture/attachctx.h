@@ -46,6 +46,7 @@ enum attach_prog {
 	ATTACH_PROG_CTX,	/* "@ctx": one switch-function site per uprobe */
 	ATTACH_PROG_CTX_MULTI,	/* "@ctx_multi": a plan's sites in one uprobe_multi link */
 	ATTACH_PROG_CXX,	/* "@cxx": C++20 coroutine sites, one uprobe session link per object */
+	ATTACH_PROG_BATCH,	/* "batch": --probe-path batched only (else NULL: not attached) */
 	ATTACH_NPROGS
 };
 

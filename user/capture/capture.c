@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
+#include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
 #include "gowalk.h"
@@ -333,6 +334,8 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
 	a->progs[ATTACH_PROG_CXX] = s->progs.coro_cxx;
+	a->progs[ATTACH_PROG_BATCH] =
+		c->opts->probe_path == PROBE_PATH_BATCHED ? s->progs.coro_batch : NULL;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
 	a->go_offsets = s->maps.go_offsets;
 }
@@ -480,6 +483,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_cxx, false);
+	batch_setup(c->skel, opts->probe_path);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
@@ -516,6 +520,10 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			attach_add_link(&c->attach, l);
 		}
 	}
+	c->ev.batch_since = now_boottime_ns();
+	err = batch_attach(c->skel, &c->attach, opts->probe_path);
+	if (err)
+		return err;
 	if (opts->stacks)
 		c->stk = stack_resolver_new(opts->stacks, bpf_map__fd(c->skel->maps.stackmap));
 	if (opts->stacks && opts->sample_hz) {
@@ -940,6 +948,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
 	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
+	struct batch_tails *tails;
+	u64 stop_ts;
 	int ret = 0;
 
 	c->outer = sink;
@@ -1089,11 +1099,26 @@ out:
 	 * under a microsecond), and take what the ring holds: that is all there
 	 * will be. Detaching is slow and happens behind the outputs' work.
 	 */
+	stop_ts = now_boottime_ns();
 	c->skel->bss->stopped = 1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/*
+	 * What live threads wrote since their last copy, read from their memory
+	 * once the copies under way have finished (microseconds, with preemption
+	 * off), before the threads fill and start their buffers again.
+	 */
+	if (c->opts->probe_path == PROBE_PATH_BATCHED)
+		usleep(200);
+	tails = c->opts->probe_path == PROBE_PATH_BATCHED
+			? batch_tails_collect(bpf_map__fd(c->skel->maps.batch_threads), stop_ts)
+			: NULL;
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
+	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
+		batch_tails_emit(&c->ev, tails, stop_ts);
+		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
+	}
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
 		/* A hold the loop did not get to release. */
 		if (c->targets[i].pid == c->skel->bss->hold_tgid)
@@ -1209,6 +1234,8 @@ void capture_close(struct capture *c)
 		c->detaching = false;
 	}
 	attach_ctx_detach(&c->attach);
+	if (c->opts && c->opts->probe_path == PROBE_PATH_BATCHED && c->skel)
+		batch_forget_buffers(bpf_map__fd(c->skel->maps.batch_threads));
 	ring_buffer__free(c->rb);
 	corobpf_bpf__destroy(c->skel);
 	for (size_t i = 0; i < c->ntargets; i++) {

@@ -61,6 +61,7 @@ struct capture_opts {
 	u32 sample_hz;	  /* --stacks: perf-event samples of running coroutines per second per CPU (0: none) */
 	/* -a, --follow: the exec gate's longest hold (execgate.h); 0: no gate. */
 	u32 exec_gate_ms;
+	u32 probe_path; /* --probe-path: enum probe_path (batch.h), resolved by batch_path_choose() */
 };
 
 struct capture {

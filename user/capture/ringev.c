@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "batch.h"
 #include "cxxattach.h"
 #include "liverec.h"
 #include "log.h"
@@ -22,6 +23,7 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->announced);
 	hmap_init(&ev->rescan_pids);
 	hmap_init(&ev->cxx_named);
+	hmap_init(&ev->batch_cur);
 }
 
 void ringev_free(struct ringev *ev)
@@ -35,6 +37,7 @@ void ringev_free(struct ringev *ev)
 	while (hmap_next(&ev->announced, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&ev->announced);
+	batch_forget_all(ev);
 }
 
 struct target *ringev_find_target(const struct ringev *ev, u32 pid)
@@ -306,12 +309,16 @@ int ringev_record(void *ctx, void *data, size_t size)
 	if (h->kind == CORO_EV_GO_ENTRY && size == sizeof(struct coro_ev_go_entry) &&
 	    h->size == size)
 		return on_go_entry(ev, data);
+	if (h->kind == CORO_EV_BATCH && size >= sizeof(*h))
+		return batch_split(ev, data, size);
 	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
 		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
+	if (ev->batch_cur.len)
+		batch_note(ev, h);
 	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||

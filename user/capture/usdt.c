@@ -242,6 +242,7 @@ bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown,
 
 static const char *const probe_names[] = {
 	"create", "name", "ready", "switch", "exit", "span_begin", "span_end",
+	"batch", /* the batched path's (batch.h): attached only when it is the run's */
 };
 #define NPROBES (sizeof(probe_names) / sizeof(probe_names[0]))
 
@@ -258,8 +259,9 @@ bool usdt_multi_setup(struct attach_ctx *a)
 		return false;
 	}
 	for (size_t i = 0; i < NPROBES; i++)
-		bpf_program__set_expected_attach_type(attach_prog(a, probe_names[i]),
-						      CORO_BPF_TRACE_UPROBE_MULTI);
+		if (attach_prog(a, probe_names[i]))
+			bpf_program__set_expected_attach_type(attach_prog(a, probe_names[i]),
+							      CORO_BPF_TRACE_UPROBE_MULTI);
 	bpf_program__set_expected_attach_type(attach_prog(a, "@libload"),
 					      CORO_BPF_TRACE_UPROBE_MULTI);
 	a->usdt = xcalloc(1, sizeof(*a->usdt));
@@ -299,7 +301,7 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 	u64 h;
 	u32 id;
 
-	if (k < 0 || w->why[0])
+	if (k < 0 || w->why[0] || !attach_prog(w->a, site->name))
 		return;
 	if (!site->off) {
 		snprintf(w->why, sizeof(w->why), "site of corobpf:%s at 0x%llx is in no "
@@ -351,7 +353,7 @@ int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const ch
 		       struct elf_probes *probes)
 {
 	struct usdt_table *t = a->usdt;
-	struct walk w = {0};
+	struct walk w = {.a = a};
 	u32 *global = NULL, need = 0, sites = 0;
 	char err[512];
 	int map_fd = bpf_map__fd(a->usdt_specs);

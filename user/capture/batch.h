@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * batch.h: the batched probe path, user side (usdt/corobpf.h, BATCHED
+ * PATH; bpf/batch.bpf.h; docs/probes.md).
+ *
+ * A CORO_EV_BATCH ring record holds one thread's records as the thread
+ * wrote them into its buffer. It is split here, live, into exactly the
+ * CREATE, READY, SWITCH and EXIT records the trap path sends, with the
+ * header the BPF side would have given each (the thread's coroutine before
+ * it, the losses before it), and each goes through ringev_record() like any
+ * record: the raw capture, the model and the outputs never see a batch.
+ *
+ * At the end of a run the BPF side is silent; what threads still alive
+ * wrote since their last copy is read from their memory (process_vm_readv)
+ * and split the same way, up to the moment tracing stopped.
+ */
+#ifndef COROBPF_BATCH_H
+#define COROBPF_BATCH_H
+
+#include <stddef.h>
+#include "coro_abi.h"
+#include "util.h"
+
+struct ringev;
+
+/* --probe-path. */
+enum probe_path {
+	PROBE_PATH_AUTO = 0, /* the default: see batch_path_default() */
+	PROBE_PATH_TRAP = 1, /* one uprobe trap per event, as before */
+	PROBE_PATH_BATCHED = 2,
+};
+
+/* The path a run uses for what it was asked: batched needs no --stacks (the records carry none). */
+enum probe_path batch_path_choose(enum probe_path asked, bool stacks, const char **why);
+const char *batch_path_name(enum probe_path p);
+
+/*
+ * Split a CORO_EV_BATCH record of `size` bytes into the trap path's records,
+ * each handed to ringev_record(ev, ...). A malformed one is counted
+ * (CORO_USTAT_BAD_RECORDS) and dropped. Remembers each thread's coroutine
+ * for batch_read_tails().
+ */
+int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size);
+
+/* Any other record, while some thread has batches: its thread's newest time (see batch_split). */
+void batch_note(struct ringev *ev, const struct coro_event_hdr *h);
+
+/*
+ * At the end of a run, as soon as the BPF side is silent (before threads
+ * fill their buffers again): read what each thread in the map
+ * batch_threads (fd) wrote after its last copy and before stop_ts, and
+ * mark each buffer unknown, so that a later session is told of it again.
+ * Then, once the ring is drained (the threads' earlier copies split
+ * first), split what was read. Returns the records split.
+ */
+struct batch_tails;
+struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts);
+u64 batch_tails_emit(struct ringev *ev, struct batch_tails *tails, u64 stop_ts);
+
+/*
+ * Once the batch probe is detached (its semaphore down, no thread appends
+ * any more): mark every buffer in the map unknown, so that each thread
+ * fires the batch probe at its first record under a later session. Only
+ * the header reads that word (struct corobpf_batch.registered); a thread
+ * in the middle of an append at the detach may set it again.
+ */
+void batch_forget_buffers(int map_fd);
+
+/* Sums of the batched path's BPF counters after CORO_STAT_MAX (enum coro_stat), said at the end. */
+void batch_say_counters(int stats_fd);
+
+void batch_forget_all(struct ringev *ev);
+
+struct corobpf_bpf;
+struct attach_ctx;
+
+/* CPU-clock ticks per second that copy out threads running without a switch: under the reorder window. */
+#define BATCH_TICK_HZ 250
+
+/* Between open and load: the BPF side's part of the path (its programs load only when batched). */
+void batch_setup(struct corobpf_bpf *skel, enum probe_path path);
+
+/*
+ * After load, batched: the exit hook and a tick per CPU (links kept by a).
+ * 0, or an exit code having said what failed.
+ */
+int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path path);
+
+#endif /* COROBPF_BATCH_H */
