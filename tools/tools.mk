@@ -23,7 +23,8 @@ SCHED_OBJS := $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/switch_x86_64.o
 SCHED_PIC_OBJS := $(OUT)/tools/sched/pic/corosched.o $(OUT)/tools/sched/pic/switch_x86_64.o
 
 MATRIX_SRC := tests/integration/progs/usdt_matrix.c
-MATRIX_BINS := $(addprefix $(OUT)/tests/usdt_matrix_,c_O0 c_O2 cxx_O0 cxx_O2 clang_O2 so c_O2_nop5)
+MATRIX_BINS := $(addprefix $(OUT)/tests/usdt_matrix_,c_O0 c_O2 cxx_O0 cxx_O2 clang_O2 clang_lld so \
+	c_O2_nop5)
 MATRIX_FLAGS := -g -Wall -Wextra -D_GNU_SOURCE -Iusdt
 
 tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
@@ -115,6 +116,13 @@ $(OUT)/tests/usdt_matrix_clang_O2: $(MATRIX_SRC) usdt/corobpf.h
 	$(call msg,CLANG,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CLANG) $(MATRIX_FLAGS) -std=gnu11 -O2 $< -o $@
+
+# Linked by lld, which maps the file page where RELRO ends twice: the semaphores
+# must not be in it (usdt/corobpf.h starts them a page of their own).
+$(OUT)/tests/usdt_matrix_clang_lld: $(MATRIX_SRC) usdt/corobpf.h
+	$(call msg,CLANG,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CLANG) $(MATRIX_FLAGS) -std=gnu11 -O2 -fuse-ld=lld $< -o $@
 
 # Probes inside a shared library function; the executable only calls it.
 $(OUT)/tests/libusdt_matrix.so: $(MATRIX_SRC) usdt/corobpf.h

@@ -205,6 +205,29 @@ __CORO_SEMAPHORE(span_begin);
 __CORO_SEMAPHORE(span_end);
 __CORO_SEMAPHORE(batch);
 
+/*
+ * The semaphores start a page of their own. The kernel raises a semaphore
+ * in the first writable private mapping of the file that covers its file
+ * offset. lld does not pad the file between the RELRO segment and the data
+ * segment, so the file page where one ends and the other starts is mapped
+ * twice; a semaphore in that page was raised in the RELRO copy (writable
+ * until ld.so protects it) and never seen by the code, which reads the
+ * data segment's. One page-aligned byte in .probes, in a COMDAT group so
+ * an object keeps a single copy, aligns the whole output section: at most
+ * one page of padding per executable or shared object.
+ */
+#if defined(__aarch64__)
+#define __CORO_PROBES_ALIGN "65536"
+#else
+#define __CORO_PROBES_ALIGN "4096"
+#endif
+__asm__(".pushsection .probes,\"awG\",\"progbits\",corobpf_probes_page,comdat\n"
+	".balign " __CORO_PROBES_ALIGN "\n"
+	".weak corobpf_probes_page\n"
+	".hidden corobpf_probes_page\n"
+	"corobpf_probes_page: .byte 0\n"
+	".popsection\n");
+
 #ifdef __cplusplus
 }
 #endif

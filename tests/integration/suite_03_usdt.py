@@ -3,7 +3,8 @@ from harness import *  # noqa: F401,F403
 
 
 MATRIX = ["usdt_matrix_c_O0", "usdt_matrix_c_O2", "usdt_matrix_cxx_O0", "usdt_matrix_cxx_O2",
-          "usdt_matrix_clang_O2", "usdt_matrix_so", "usdt_matrix_c_O2_nop5"]
+          "usdt_matrix_clang_O2", "usdt_matrix_clang_lld", "usdt_matrix_so",
+          "usdt_matrix_c_O2_nop5"]
 
 
 def make_matrix_test(binary):
