@@ -23,8 +23,7 @@
 #ifndef COROBPF_BATCH_BPF_H
 #define COROBPF_BATCH_BPF_H
 
-/* Set by user space: --probe-path batched attaches the batch probe and this. */
-const volatile bool batched = false;
+/* `batched` (set by user space with the batch probe) is in corobpf.bpf.c, before admitted(). */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -208,7 +207,14 @@ int BPF_USDT(coro_batch, __u64 buf)
 	__u64 pid_tgid, word = 0;
 	__u32 tid;
 
-	if (!batched || !admitted())
+	struct corobpf_batch_rec first = {};
+
+	if (!batched)
+		return 0;
+	/* Its first record, for the process record of a process admitted now (-a). */
+	bpf_probe_read_user(&first, sizeof(first),
+			    (const void *)(buf + offsetof(struct corobpf_batch, rec)));
+	if (!admitted_at(first.ts))
 		return 0;
 	st = task_state_running();
 	pid_tgid = bpf_get_current_pid_tgid();
@@ -270,6 +276,41 @@ int BPF_PROG(coro_batch_exit, struct task_struct *p)
 	tid = (__u32)bpf_get_current_pid_tgid();
 	bpf_map_delete_elem(&batch_threads, &tid);
 	return 0;
+}
+
+/*
+ * A thread execs: its image, buffers included, is about to go. The kernel
+ * fires sched_prepare_exec (6.10 and later) past the point of no return but
+ * before de_thread and before the memory is replaced: what the thread wrote
+ * since its last copy is copied out there and its buffers forgotten (the
+ * other threads are copied out at their exit, which de_thread brings
+ * about); the new image makes its own known at its first record. Older
+ * kernels forget them at sched_process_exec (batch_forget_thread).
+ */
+SEC("tp_btf/sched_prepare_exec")
+int BPF_PROG(coro_batch_exec, struct task_struct *task, struct linux_binprm *bprm)
+{
+	__u32 tid;
+
+	if (!batched)
+		return 0;
+	batch_harvest_current(true);
+	tid = (__u32)bpf_get_current_pid_tgid();
+	bpf_map_delete_elem(&batch_threads, &tid);
+	return 0;
+}
+
+/*
+ * At sched_process_exec, in the new image: no buffer of the old one may be
+ * read again (the same address may now hold anything, or the new image's
+ * own buffer). Only reached before 6.10 (no sched_prepare_exec): then
+ * what the thread wrote since its last copy is gone uncounted (corobpf
+ * said so when it attached).
+ */
+static __always_inline void batch_forget_thread(__u32 tid)
+{
+	if (batched)
+		bpf_map_delete_elem(&batch_threads, &tid);
 }
 
 #endif /* COROBPF_BATCH_BPF_H */

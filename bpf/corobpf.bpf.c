@@ -565,8 +565,47 @@ static __always_inline bool emit_proc(__u8 kind, __u32 pid, struct task_struct *
 	return true;
 }
 
-/* -p / --: the uprobes fire only in the targets. -a: admit or ignore on first sight. */
-static __always_inline bool admitted(void)
+/* Set by user space: --probe-path batched attaches the batch probe and this (batch.bpf.h). */
+const volatile bool batched = false;
+/* CLOCK_BOOTTIME when user space set the programs up: before any record of the session. */
+const volatile __u64 session_start_ts = 0;
+
+/*
+ * -a, batched: a process is admitted at its first trap, a thread's first
+ * batch, which comes after the records in it; other threads may have
+ * written their first record just before too (each traps right after it).
+ * The process record must come first: it takes the time of the batch's
+ * first record (first_ts), less a millisecond for those other threads, but
+ * not before the process started nor before the session. A record still
+ * earlier (a thread preempted for longer between its first record and its
+ * trap) is counted as unknown_pid, as any record of a process not yet
+ * announced.
+ */
+#define PROC_NEW_BATCHED_SLACK_NS 1000000ull
+static __always_inline void emit_proc_new_batched(__u32 pid, struct task_struct *task,
+						  __u64 first_ts)
+{
+	struct coro_ev_proc *e = event_reserve_for(NULL, sizeof(*e), CORO_EV_PROC_NEW, pid, pid);
+	__u64 ts, floor = task->group_leader->start_boottime;
+
+	if (!e)
+		return;
+	ts = first_ts && first_ts < e->hdr.ts ? first_ts : e->hdr.ts;
+	ts = ts > PROC_NEW_BATCHED_SLACK_NS ? ts - PROC_NEW_BATCHED_SLACK_NS : 0;
+	if (floor < session_start_ts)
+		floor = session_start_ts;
+	e->hdr.ts = ts > floor ? ts : floor < e->hdr.ts ? floor : e->hdr.ts;
+	e->exit_code = 0;
+	e->__pad = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
+	bpf_ringbuf_submit(e, 0);
+}
+
+/*
+ * -p / --: the uprobes fire only in the targets. -a: admit or ignore on first
+ * sight. first_ts: the batch probe's first record (0: the record is now).
+ */
+static __always_inline bool admitted_at(__u64 first_ts)
 {
 	__u32 pid;
 	__u8 verdict, *v;
@@ -589,9 +628,18 @@ static __always_inline bool admitted(void)
 			stat_inc(CORO_STAT_MAP_FULL);
 		return false;
 	}
-	if (err == 0 && verdict == VERDICT_TRACED)
-		emit_proc(CORO_EV_PROC_NEW, pid, bpf_get_current_task_btf(), 0);
+	if (err == 0 && verdict == VERDICT_TRACED) {
+		if (batched)
+			emit_proc_new_batched(pid, bpf_get_current_task_btf(), first_ts);
+		else
+			emit_proc(CORO_EV_PROC_NEW, pid, bpf_get_current_task_btf(), 0);
+	}
 	return verdict == VERDICT_TRACED;
+}
+
+static __always_inline bool admitted(void)
+{
+	return admitted_at(0);
 }
 
 #include "batch.bpf.h"
@@ -1411,6 +1459,7 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 
 	if (stopped)
 		return 0;
+	batch_forget_thread((__u32)p->pid);
 	v = bpf_map_lookup_elem(&traced, &pid);
 	if (!system_wide && !v)
 		return 0;

@@ -191,7 +191,8 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"probe-path", OPT_PROBE_PATH, "PATH", 0,
 	 "How corobpf probes reach corobpf: trap (a uprobe trap per event, the default) or "
-	 "batched (each thread keeps its records, BPF copies them out; docs/probes.md)",
+	 "batched (each thread keeps its records, BPF copies them out; docs/probes.md). "
+	 "Without it: COROBPF_PROBE_PATH=batched in the environment, else trap",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "

@@ -141,6 +141,18 @@ def batch_threads_that_never_switch():
 
 
 @test
+def batch_thread_that_execs():
+    """A thread (not the main one) fires its last probes and execs at once: what it wrote since
+    its last copy is copied out before the exec replaces its memory, the other threads' at their
+    exit, and nothing of the old image is read after the exec."""
+    trace, state, p = traced("batch_exec", "exec", 3, 3000, "batched")
+    check("exec hook" not in p.stderr, "the exec hook did not attach:\n" + p.stderr)
+    check_clean(trace)
+    eq(state[1][0], 3000, "the exec'ing thread's iterations")
+    check_threads(trace, trace.processes[0]["pid"], state, 3)
+
+
+@test
 def batch_hung_program_stopped_by_duration():
     """A program that blocks for good once done, attached and stopped by -d: nothing is
     missing (the threads' last records are copied out as they block, or read at the stop)."""

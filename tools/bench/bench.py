@@ -63,6 +63,9 @@ BUILD = os.path.join(ROOT, "build")
 # COROBPF=PATH: measure another build of corobpf (the workloads stay this tree's).
 COROBPF = os.environ.get("COROBPF") or os.path.join(ROOT, "corobpf")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
+# Every row names its probe path: the trap path unless the row says batched, whatever the
+# environment asks of corobpf's default (COROBPF_PROBE_PATH, set to run the suite batched).
+os.environ.pop("COROBPF_PROBE_PATH", None)
 WORK = tempfile.mkdtemp(prefix="corobpf-bench-")
 RUNS = 1 if QUICK else 5
 
@@ -137,11 +140,14 @@ def probe_costs(res):
         # the argument counted per coroutine in the kernel, no ring buffer.
         rows["args"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "args:ready", "--", loop, str(n)]).stdout))
         rows["counting"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "count:ready", "--", loop, str(n)]).stdout))
-        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", loop, str(n)]).stdout))
-        rows["corobpf_sched"].append(per_iter(sh([COROBPF, "-q", "--", loop, str(n)]).stdout))
+        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--probe-path", "trap", "--", loop,
+                                                str(n)]).stdout))
+        rows["corobpf_sched"].append(per_iter(sh([COROBPF, "-q", "--probe-path", "trap", "--", loop,
+                                                      str(n)]).stdout))
         # The same probe built with COROBPF_NOP5: optimized uprobes where the kernel has them.
         rows["floor_nop5"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "ready", "--", loop5, str(n)]).stdout))
-        rows["corobpf_nop5"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--", loop5, str(n)]).stdout))
+        rows["corobpf_nop5"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--probe-path", "trap", "--",
+                                                     loop5, str(n)]).stdout))
     base = median(off)
     for k, v in rows.items():
         res["probe"][k + "_ns_per_hit"] = median(v) - base

@@ -18,14 +18,19 @@
 
 enum probe_path batch_path_choose(enum probe_path asked, bool stacks, const char **why)
 {
+	const char *env = getenv("COROBPF_PROBE_PATH");
+
 	*why = NULL;
+	/* Without --probe-path: the environment's (how the suite runs batched), else trap. */
+	if (asked == PROBE_PATH_AUTO)
+		asked = env && !strcmp(env, "batched") ? PROBE_PATH_BATCHED : PROBE_PATH_TRAP;
 	if (asked == PROBE_PATH_TRAP)
 		return PROBE_PATH_TRAP;
 	if (stacks) {
 		*why = "--stacks takes each event's stack at its trap";
 		return PROBE_PATH_TRAP;
 	}
-	return asked == PROBE_PATH_AUTO ? PROBE_PATH_TRAP : PROBE_PATH_BATCHED;
+	return PROBE_PATH_BATCHED;
 }
 
 const char *batch_path_name(enum probe_path p)
@@ -328,9 +333,14 @@ void batch_setup(struct corobpf_bpf *skel, enum probe_path path)
 	bool on = path == PROBE_PATH_BATCHED;
 
 	skel->rodata->batched = on;
+	skel->rodata->session_start_ts = now_boottime_ns();
 	bpf_program__set_autoload(skel->progs.coro_batch, on);
 	bpf_program__set_autoload(skel->progs.coro_batch_tick, on);
 	bpf_program__set_autoload(skel->progs.coro_batch_exit, on);
+	/* sched_prepare_exec is 6.10's: before it, the buffers are forgotten at sched_process_exec. */
+	bpf_program__set_autoload(skel->progs.coro_batch_exec,
+				  on && libbpf_find_vmlinux_btf_id("sched_prepare_exec",
+								   BPF_TRACE_RAW_TP) > 0);
 	if (!on)
 		bpf_map__set_max_entries(skel->maps.batch_threads, 1);
 }
@@ -349,6 +359,15 @@ int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path
 		return EXIT_FAILURE_RUNTIME;
 	}
 	attach_add_link(a, l);
+	l = bpf_program__autoload(skel->progs.coro_batch_exec)
+		    ? bpf_program__attach(skel->progs.coro_batch_exec)
+		    : (errno = ENOENT, NULL);
+	if (l)
+		attach_add_link(a, l);
+	else
+		log_warn("cannot attach the batched path's exec hook (sched_prepare_exec, Linux "
+			 "6.10): %s; a thread that execs loses what it wrote since its last copy, "
+			 "uncounted (--probe-path trap loses nothing there)", strerror(errno));
 	for (int cpu = 0; cpu < ncpu; cpu++) {
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_SOFTWARE,

@@ -240,9 +240,15 @@ bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown,
 
 /* ---- setup ---- */
 
+/*
+ * Attached in this order, one link each. The batched path's probe (batch.h:
+ * attached only when it is the run's) comes first: once its semaphore is
+ * up, create, ready, switch and exit go to the threads' buffers whole,
+ * rather than each trapping from the moment its own link is in (a program
+ * running through the attach would show a switch in and not its switch out).
+ */
 static const char *const probe_names[] = {
-	"create", "name", "ready", "switch", "exit", "span_begin", "span_end",
-	"batch", /* the batched path's (batch.h): attached only when it is the run's */
+	"batch", "create", "name", "ready", "switch", "exit", "span_begin", "span_end",
 };
 #define NPROBES (sizeof(probe_names) / sizeof(probe_names[0]))
 

@@ -16,7 +16,9 @@
  * MODE: "sleep" (odd threads sleep 100 us every 50 iterations: harvests at
  * sched_switch), "slow" (every thread, every 5 iterations), "spin" (no system call at all: the tick's harvests),
  * "hang" (then every thread blocks forever: corobpf -d stops it), "kill"
- * (then every thread spins forever: the test kills it).
+ * (then every thread spins forever: the test kills it), "exec" (thread 0, not
+ * the main thread, waits for the others to finish, runs its iterations and
+ * execs /bin/true at once: its last records are in memory the exec replaces).
  */
 #include "corobpf.h"
 #include <fcntl.h>
@@ -40,6 +42,7 @@ struct state {
 static struct state *st;
 static long iters;
 static const char *mode;
+static long nthreads;
 
 static void *worker(void *arg)
 {
@@ -47,6 +50,9 @@ static void *worker(void *arg)
 	volatile unsigned long spin = 0;
 
 	st->tid[t] = syscall(SYS_gettid);
+	if (!strcmp(mode, "exec") && t == 0)
+		while (st->finished < nthreads - 1)
+			spin++;
 	for (long i = 0; i < iters; i++) {
 		unsigned long long id = (unsigned long long)(t + 1) << 32 | (unsigned long long)(i + 1);
 
@@ -69,6 +75,11 @@ static void *worker(void *arg)
 		if (!strcmp(mode, "spin") || !strcmp(mode, "kill"))
 			for (int k = 0; k < 2000; k++)
 				spin++;
+	}
+	if (!strcmp(mode, "exec") && t == 0) {
+		/* No system call between the last probe and the exec. */
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(3);
 	}
 	__sync_fetch_and_add(&st->finished, 1);
 	if (!strcmp(mode, "hang"))
@@ -96,7 +107,7 @@ int main(int argc, char **argv)
 	st = mmap(NULL, sizeof(*st), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (st == MAP_FAILED)
 		return 1;
-	n = atol(argv[2]);
+	n = nthreads = atol(argv[2]);
 	iters = atol(argv[3]);
 	mode = argv[4];
 	if (n < 1 || n > MAXT)
