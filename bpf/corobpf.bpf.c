@@ -651,6 +651,8 @@ int BPF_USDT(coro_create, __u64 id, __u64 parent)
 
 	if (!admitted())
 		return 0;
+	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
+	batch_harvest_current(false);
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_create *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_CREATE);
@@ -690,6 +692,8 @@ int BPF_USDT(coro_ready, __u64 id)
 
 	if (!admitted())
 		return 0;
+	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
+	batch_harvest_current(false);
 	st = task_state_running();
 	struct coro_ev_ready *e = event_reserve(st, sizeof(*e), CORO_EV_READY);
 
@@ -707,6 +711,8 @@ int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 
 	if (!admitted())
 		return 0;
+	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
+	batch_harvest_current(false);
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_switch *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_SWITCH);
@@ -735,6 +741,8 @@ int BPF_USDT(coro_exit, __u64 id, __s64 status)
 
 	if (!admitted())
 		return 0;
+	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
+	batch_harvest_current(false);
 	st = task_state_running();
 	struct coro_ev_exit *e = event_reserve(st, sizeof(*e), CORO_EV_EXIT);
 

@@ -117,8 +117,9 @@
  *	load of the batch semaphore and a branch more than a nop. Costs and
  *	limits: docs/probes.md, docs/performance.md. Define
  *	COROBPF_NO_BATCH to build the trap-only probes of earlier versions.
- *	A probe fired from a signal handler that interrupts another probe of
- *	the same thread may overwrite that one's record.
+ *	A probe fired from a signal handler that interrupts an append of the
+ *	same thread traps instead (a flag in the buffer says an append is
+ *	under way), so neither record is lost.
  *
  * CONTRACT FOR ARGUMENTS
  *	Every argument is converted to a 64-bit integer and passed in a
@@ -175,8 +176,10 @@ struct corobpf_batch_rec {
  */
 struct corobpf_batch {
 	unsigned long long word;
-	unsigned int registered; /* a batch probe has told the tracer of this buffer */
-	unsigned int layout;	 /* sizeof(struct corobpf_batch_rec) */
+	unsigned short registered; /* a batch probe has told the tracer of this buffer */
+	unsigned char busy;	   /* an append is under way: a nested probe traps instead */
+	unsigned char __pad;
+	unsigned int layout;	   /* sizeof(struct corobpf_batch_rec) */
 	struct corobpf_batch_rec rec[COROBPF_BATCH_RECS];
 };
 
@@ -338,7 +341,7 @@ static __attribute__((noinline, cold, unused)) void __coro_batch_flush(struct co
 	unsigned long long w;
 
 	__asm__ __volatile__(__CORO_ASM_NOTE(batch, "8@%[a0]")::[a0] "r"(b) : "memory");
-	b->registered = 1;
+	*(volatile unsigned short *)&b->registered = 1;
 	w = *(volatile unsigned long long *)&b->word;
 	if ((unsigned int)w >= COROBPF_BATCH_RECS)
 		*(volatile unsigned long long *)&b->word = ((w >> 32) + 1) << 32;
@@ -349,11 +352,20 @@ __coro_batch_put(unsigned int kind, unsigned int aux, unsigned long long a0,
 		 unsigned long long a1, unsigned long long a2)
 {
 	struct corobpf_batch *b = &corobpf_batch_tls;
-	unsigned long long w = b->word;
-	unsigned int n = (unsigned int)w;
+	unsigned long long w;
+	unsigned int n;
 	struct corobpf_batch_rec *r;
 	struct __coro_timespec t;
 
+	/*
+	 * From here until the append is published and a full buffer handed
+	 * over, a probe fired by a signal handler that interrupts this one
+	 * traps instead (__CORO_BATCH_OR): it would write the same record.
+	 */
+	*(volatile unsigned char *)&b->busy = 1;
+	__asm__ __volatile__("" ::: "memory");
+	w = *(volatile unsigned long long *)&b->word;
+	n = (unsigned int)w;
 	if (__builtin_expect(n >= COROBPF_BATCH_RECS, 0)) {
 		/* Left full by a trap that found no tracer (it detached): start again. */
 		w = ((w >> 32) + 1) << 32;
@@ -373,11 +385,13 @@ __coro_batch_put(unsigned int kind, unsigned int aux, unsigned long long a0,
 	*(volatile unsigned long long *)&b->word = w + 1;
 	if (__builtin_expect(n + 1 == COROBPF_BATCH_RECS || !b->registered, 0))
 		__coro_batch_flush(b);
+	__asm__ __volatile__("" ::: "memory");
+	*(volatile unsigned char *)&b->busy = 0;
 }
 
 #define __CORO_BATCH_OR(trap, kind, aux, a0, a1, a2)                                         \
 	do {                                                                                 \
-		if (__CORO_BATCHING())                                                       \
+		if (__CORO_BATCHING() && !*(volatile unsigned char *)&corobpf_batch_tls.busy) \
 			__coro_batch_put(kind, aux, a0, a1, a2);                             \
 		else                                                                         \
 			trap;                                                                \

@@ -266,7 +266,8 @@ u64 batch_tails_emit(struct ringev *ev, struct batch_tails *ts, u64 stop_ts)
 
 void batch_forget_buffers(int map_fd)
 {
-	u32 key, next, *prev = NULL, zero = 0;
+	u32 key, next, *prev = NULL;
+	unsigned short zero = 0; /* registered alone: busy, next to it, is the thread's */
 
 	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
 		struct coro_batch_slots v;
