@@ -259,14 +259,8 @@ int coro_batch_tick(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/*
- * A thread ends (it returned, exited, was killed). Since 6.16 the kernel
- * fires sched_process_exit before exit_mm, so its memory is still there
- * (do_exit itself is notrace here: neither a kprobe nor a trampoline); on
- * older kernels the read fails and its unread records are counted lost.
- */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(coro_batch_exit, struct task_struct *p)
+/* The thread's memory is about to go: copy out what it wrote since its last copy, forget it. */
+static __always_inline int batch_last_copy(void)
 {
 	__u32 tid;
 
@@ -276,6 +270,18 @@ int BPF_PROG(coro_batch_exit, struct task_struct *p)
 	tid = (__u32)bpf_get_current_pid_tgid();
 	bpf_map_delete_elem(&batch_threads, &tid);
 	return 0;
+}
+
+/*
+ * A thread ends (it returned, exited, was killed). Since 6.16 the kernel
+ * fires sched_process_exit before exit_mm, so its memory is still there
+ * (do_exit itself is notrace here: neither a kprobe nor a trampoline); on
+ * older kernels the read fails and its unread records are counted lost.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(coro_batch_exit, struct task_struct *p)
+{
+	return batch_last_copy();
 }
 
 /*
@@ -290,14 +296,7 @@ int BPF_PROG(coro_batch_exit, struct task_struct *p)
 SEC("tp_btf/sched_prepare_exec")
 int BPF_PROG(coro_batch_exec, struct task_struct *task, struct linux_binprm *bprm)
 {
-	__u32 tid;
-
-	if (!batched)
-		return 0;
-	batch_harvest_current(true);
-	tid = (__u32)bpf_get_current_pid_tgid();
-	bpf_map_delete_elem(&batch_threads, &tid);
-	return 0;
+	return batch_last_copy();
 }
 
 /*
