@@ -107,9 +107,13 @@ $(OUT)/tests/test_%: tests/unit/test_%.c tests/unit/unit.h $(USER_LIB_OBJS) | $(
 unit: $(UNIT_BINS)
 	$(Q)for t in $(UNIT_BINS); do $$t || exit 1; done
 
-# LOAD=1: the suite under load (CPU hogs and an unrelated instrumented program).
+# LOAD=1: the suite under load (CPU hogs and an unrelated instrumented program). The whole
+# suite runs on the default probe path (batched); then the tests of what the probes carry run
+# again on the per-event trap path (--probe-path trap, still an option).
+TRAP_PASS := scenarios_ usdt_ finding launch_ dlopen early all_mode batch_ sigint flight_
 integration: corobpf tools bench-tools
 	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py
+	$(Q)LOAD=$(LOAD) COROBPF_PROBE_PATH=trap python3 tests/integration/run.py $(TRAP_PASS)
 
 # The README's test command. Unit tests need no root; integration tests do. Then the
 # sanitizer build (unit tests and replays) and a short run of each fuzzer.

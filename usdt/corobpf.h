@@ -101,7 +101,7 @@
  *	such a kernel). corobpf says at attach which kind of site it found and
  *	whether the kernel optimizes them.
  *
- * BATCHED PATH (corobpf --probe-path batched)
+ * BATCHED PATH (corobpf's default; --probe-path trap for one trap per event)
  *	create, ready, switch and exit can skip the trap: while corobpf
  *	attaches the `batch` probe, the kernel raises its semaphore and each
  *	of those probes appends a 40-byte record (CLOCK_BOOTTIME from the vDSO,

@@ -190,9 +190,9 @@ static const struct argp_option trace_options[] = {
 	 "99; 0: never), for the key frame of long_run findings",
 	 0},
 	{"probe-path", OPT_PROBE_PATH, "PATH", 0,
-	 "How corobpf probes reach corobpf: trap (a uprobe trap per event, the default) or "
-	 "batched (each thread keeps its records, BPF copies them out; docs/probes.md). "
-	 "Without it: COROBPF_PROBE_PATH=batched in the environment, else trap",
+	 "How corobpf probes reach corobpf: batched (each thread keeps its records, BPF "
+	 "copies them out; the default, but with --stacks) or trap (a uprobe trap per event; "
+	 "docs/probes.md). Without it: COROBPF_PROBE_PATH (batched or trap) if set",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "

@@ -540,6 +540,8 @@ static void session_init_live(struct session *s, const struct trace_opts *t)
 		co->probe_path = batch_path_choose(t->probe_path, t->stacks != 0, &why);
 		if (why && t->probe_path == PROBE_PATH_BATCHED)
 			log_warn("--probe-path batched: %s: the trap path is used", why);
+		else if (why)
+			log_info("probe path: trap, not batched: %s", why);
 		if (co->probe_path == PROBE_PATH_BATCHED)
 			log_info("probe path: batched (records kept in each thread, copied out by BPF)");
 		else

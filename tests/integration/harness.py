@@ -21,8 +21,9 @@ import check as perfetto_check  # noqa: E402
 COROBPF = os.environ.get("COROBPF") or os.environ.get("COROBPF_BIN") or os.path.join(ROOT, "corobpf")
 BUILD = os.path.join(ROOT, "build")
 TESTS_BIN = os.path.join(BUILD, "tests")
-# The probe path corobpf takes without --probe-path: COROBPF_PROBE_PATH=batched runs the suite batched.
-BATCHED = os.environ.get("COROBPF_PROBE_PATH") == "batched"
+# The probe path corobpf takes without --probe-path: batched, unless COROBPF_PROBE_PATH=trap
+# (the suite's second pass, `make integration`).
+BATCHED = os.environ.get("COROBPF_PROBE_PATH") != "trap"
 CI = os.environ.get("CI") == "true"
 WORK = tempfile.mkdtemp(prefix="corobpf-it-")
 

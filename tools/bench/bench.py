@@ -63,9 +63,9 @@ BUILD = os.path.join(ROOT, "build")
 # COROBPF=PATH: measure another build of corobpf (the workloads stay this tree's).
 COROBPF = os.environ.get("COROBPF") or os.path.join(ROOT, "corobpf")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
-# Every row names its probe path: the trap path unless the row says batched, whatever the
-# environment asks of corobpf's default (COROBPF_PROBE_PATH, set to run the suite batched).
-os.environ.pop("COROBPF_PROBE_PATH", None)
+# Every row names its probe path: the trap path unless the row says batched (corobpf's default
+# is batched; the rows kept from before it compare with their earlier runs on the trap path).
+os.environ["COROBPF_PROBE_PATH"] = "trap"
 WORK = tempfile.mkdtemp(prefix="corobpf-bench-")
 RUNS = 1 if QUICK else 5
 
@@ -819,13 +819,16 @@ def loss(res):
 
 
 def scale(res):
-    """Many coroutines, many alive at once: peak RSS of the whole live run, outputs included."""
-    n, lives = (20000, (200, 2000)) if QUICK else (1000000, (1000, 100000))
-    row = {"coroutines": n}
+    """Many coroutines, many alive at once: peak RSS of the whole live run, outputs included.
+    The program is paced (faults steady) at a rate the writers keep up with: unpaced, it makes
+    events faster than three outputs are written, and a run that loses events measures nothing."""
+    rate, secs, lives = (20000, 1, (200, 2000)) if QUICK else (20000, 50, (1000, 100000))
+    n = rate * secs
+    row = {"coroutines": n, "per_second": rate}
     for live in lives:
         outs = [os.path.join(WORK, "scale-%d.%s" % (live, f)) for f in ("jsonl", "pftrace", "db")]
         cmd = [COROBPF, "-q", "--force"] + [a for o in outs for a in ("-o", o)] + \
-            ["--", os.path.join(BUILD, "tests/faults"), "many", str(n), str(live)]
+            ["--", os.path.join(BUILD, "tests/faults"), "steady", str(rate), str(secs), str(live)]
         t, rss = timed(cmd)
         with open(outs[0], "rb") as f:
             f.seek(0, 2)
@@ -1118,9 +1121,10 @@ def table(res):
     if sc:
         lo, hi = sc["lives"]
         a, b = sc["live_%d" % lo], sc["live_%d" % hi]
-        lines.append("%d coroutines traced live to JSONL+Perfetto+SQLite: peak RSS %.0f MiB with %d "
-                     "alive at once, %.0f MiB with %d; %.0f bytes per live coroutine" % (
-                         sc["coroutines"], b["peak_rss_kib"] / 1024, hi, a["peak_rss_kib"] / 1024, lo,
+        lines.append("%d coroutines (%d a second) traced live to JSONL+Perfetto+SQLite: peak RSS %.0f MiB "
+                     "with %d alive at once, %.0f MiB with %d; %.0f bytes per live coroutine" % (
+                         sc["coroutines"], sc.get("per_second", 0), b["peak_rss_kib"] / 1024, hi,
+                         a["peak_rss_kib"] / 1024, lo,
                          sc["bytes_per_live_coroutine"]))
     return "\n".join(lines)
 
@@ -1135,7 +1139,12 @@ def main():
                  pgstore, loss, scale, exec_cost):
         # A step by its function's name or its section's (BENCH_ONLY=switch: switch_costs).
         if not only or step.__name__ in only or step.__name__.split("_")[0] in only:
-            step(res)
+            # A section that fails is said and recorded; the others still run and are written.
+            try:
+                step(res)
+            except Exception as e:  # noqa: BLE001 (any failure of a section is its own)
+                print("bench: %s failed: %s" % (step.__name__, e), file=sys.stderr)
+                res.setdefault("failed", {})[step.__name__] = str(e)[:2000]
     text = table(res)
     print(text)
     out_dir = os.path.join(ROOT, "results")
@@ -1145,7 +1154,9 @@ def main():
         json.dump(res, f, indent=1)
     print("\nwritten: %s" % path)
     shutil.rmtree(WORK, ignore_errors=True)
-    return 0
+    for name, why in res.get("failed", {}).items():
+        print("FAILED: %s: %s" % (name, why.splitlines()[0] if why else ""))
+    return 1 if res.get("failed") else 0
 
 
 if __name__ == "__main__":

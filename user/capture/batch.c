@@ -21,9 +21,12 @@ enum probe_path batch_path_choose(enum probe_path asked, bool stacks, const char
 	const char *env = getenv("COROBPF_PROBE_PATH");
 
 	*why = NULL;
-	/* Without --probe-path: the environment's (how the suite runs batched), else trap. */
+	/*
+	 * Without --probe-path: batched, unless COROBPF_PROBE_PATH=trap (how the suite runs its
+	 * second pass on the trap path) or --stacks.
+	 */
 	if (asked == PROBE_PATH_AUTO)
-		asked = env && !strcmp(env, "batched") ? PROBE_PATH_BATCHED : PROBE_PATH_TRAP;
+		asked = env && !strcmp(env, "trap") ? PROBE_PATH_TRAP : PROBE_PATH_BATCHED;
 	if (asked == PROBE_PATH_TRAP)
 		return PROBE_PATH_TRAP;
 	if (stacks) {
