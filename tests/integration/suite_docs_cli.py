@@ -236,6 +236,11 @@ def cli_exit_codes_as_the_readme_says():
     # No probes and no switch functions to follow.
     p = corobpf(["--switch", "none", "--", "/bin/true"])
     eq(p.returncode, readme_int("no corobpf probes"), "--switch none -- /bin/true: exit code")
+    # Missing privilege: an unprivileged user, no capabilities.
+    check(shutil.which("setpriv"), "setpriv (util-linux) is needed for this test")
+    p = run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+             COROBPF, "-p", pid])
+    eq(p.returncode, readme_int("privilege"), "-p as nobody: exit code (%s)" % p.stderr.strip())
     # A command that cannot be run.
     p = corobpf(["--", os.path.join(d, "no-such-program")])
     eq(p.returncode, readme_int("cannot be run"), "-- a missing program: exit code")
