@@ -33,22 +33,54 @@ struct report_args {
 const char *argp_program_version = "corobpf " COROBPF_VERSION;
 const char *argp_program_bug_address = NULL;
 
-/* report reads a file and writes outputs: only these can happen. */
-#define REPORT_EXIT_CODES_DOC                                                                \
-	"Exit codes: 0 ok, 1 the capture cannot be opened, 2 usage (an output whose format "  \
-	"cannot be told from its extension, too), 7 output cannot be written (or exists: "   \
-	"--force), 8 the capture is truncated, corrupt, not a capture, or of another version " \
-	"(outputs still hold what came before).\n"
+/*
+ * Exit codes, one entry each, as README's "Exit codes" paragraph gives them; each
+ * command's --help lists only those it can end with (tests/integration/suite_docs_cli.py
+ * holds both to that).
+ */
+#define EXIT_DOC_OK "0 ok"
+#define EXIT_DOC_OK_CMD "0 ok (with -- CMD: the command's own exit status once it ran)"
+#define EXIT_DOC_RUNTIME "1 runtime failure (BPF load or attach, or nothing could be attached)"
+#define EXIT_DOC_UNOPENED "1 the capture cannot be opened (missing, unreadable, not a regular file)"
+#define EXIT_DOC_USAGE "2 usage (an -o whose format its extension does not tell, too)"
+#define EXIT_DOC_PRIVILEGE                                                                    \
+	"3 missing privilege (root; or CAP_BPF and CAP_PERFMON for one's own processes on "  \
+	"Linux 6.6+)"
+#define EXIT_DOC_KERNEL "4 kernel lacks BTF, ring buffers or task storage"
+#define EXIT_DOC_NO_PROCESS "5 no such process"
+#define EXIT_DOC_NO_PROBES "6 no corobpf probes and no known switch functions in the target"
+#define EXIT_DOC_OUTPUT "7 an output cannot be written (or exists: --force)"
+#define EXIT_DOC_BAD_CAPTURE                                                                  \
+	"8 the capture is truncated, corrupt, not a capture, or of another version (the "     \
+	"outputs still hold what came before)"
+#define EXIT_DOC_LAUNCH "9 the command cannot be run"
+/* The shell's convention; a second signal quits at once (capture.c on_signal). */
+#define EXIT_DOC_SIGNAL_CMD                                                                   \
+	"128+N signal N killed the command, or stopped corobpf before it began tracing or a " \
+	"second time (half-written outputs are removed)"
+#define EXIT_DOC_SIGNAL                                                                       \
+	"128+N signal N stopped corobpf before it began tracing, or a second time "           \
+	"(half-written outputs are removed)"
+#define EXIT_DOC_SIGNAL_REPORT                                                                \
+	"128+N signal N stopped the replay (half-written outputs are removed)"
 
-#define EXIT_CODES_DOC                                                                       \
-	"Exit codes: 0 ok (with -- CMD: the command's own status once it ran), 1 runtime "   \
-	"failure (BPF load/attach, or nothing could be attached), 2 usage, 3 missing "       \
-	"privilege (root; or CAP_BPF and CAP_PERFMON for one's own processes on Linux 6.6+), " \
-	"4 kernel lacks BTF, ring buffers or task storage, 5 no such process, " \
-	"6 no corobpf probes and no known switch functions in the target, 7 output cannot be "  \
-	"written (or exists: --force), " \
-	"8 raw capture truncated, corrupt or of another version (outputs still hold what "   \
-	"came before), 9 the command cannot be run.\n"
+/* Tracing and top: a live capture, of running processes or of a command launched. */
+#define EXIT_CODES_DOC                                                                        \
+	"Exit codes: " EXIT_DOC_OK_CMD "; " EXIT_DOC_RUNTIME "; " EXIT_DOC_USAGE "; "         \
+	EXIT_DOC_PRIVILEGE "; " EXIT_DOC_KERNEL "; " EXIT_DOC_NO_PROCESS "; "                 \
+	EXIT_DOC_NO_PROBES "; " EXIT_DOC_OUTPUT "; " EXIT_DOC_LAUNCH "; " EXIT_DOC_SIGNAL_CMD \
+	".\n"
+
+/* ps: a live capture of running processes only; nothing is launched. */
+#define PS_EXIT_CODES_DOC                                                                     \
+	"Exit codes: " EXIT_DOC_OK "; " EXIT_DOC_RUNTIME "; " EXIT_DOC_USAGE "; "             \
+	EXIT_DOC_PRIVILEGE "; " EXIT_DOC_KERNEL "; " EXIT_DOC_NO_PROCESS "; "                 \
+	EXIT_DOC_NO_PROBES "; " EXIT_DOC_OUTPUT "; " EXIT_DOC_SIGNAL ".\n"
+
+/* report reads a file and writes outputs: no BPF, no target. */
+#define REPORT_EXIT_CODES_DOC                                                                 \
+	"Exit codes: " EXIT_DOC_OK "; " EXIT_DOC_UNOPENED "; " EXIT_DOC_USAGE "; "            \
+	EXIT_DOC_OUTPUT "; " EXIT_DOC_BAD_CAPTURE "; " EXIT_DOC_SIGNAL_REPORT ".\n"
 
 static const char trace_doc[] =
 	"corobpf: see coroutines and the scheduling under them, with eBPF.\n"
@@ -60,7 +92,7 @@ static const char trace_doc[] =
 	"                                         started later\n"
 	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
 	"                                         they fork, and what those exec\n"
-	"  corobpf report [OPTIONS] CAPTURE        replay a raw capture or JSONL trace\n"
+	"  corobpf report [OPTIONS] CAPTURE       replay a raw capture or JSONL trace\n"
 	"  corobpf ps -p PID [-d SECS]            the live coroutines of PID seen in\n"
 	"                                         SECS (default 1): state, for how\n"
 	"                                         long, where each is parked\n"
@@ -68,10 +100,10 @@ static const char trace_doc[] =
 	"                                         refreshed every second (top --help)\n"
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
-	"context-switch functions of the libraries they use (ucontext, Boost.Context, GNU "
-	"Pth; see --switch). Tracing stops when every "
-	"target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always finishes its "
-	"outputs; a second Ctrl-C quits at once. A summary goes to stderr, and while "
+	"context-switch functions of the libraries and runtimes they use (ucontext, "
+	"Boost.Context, GNU Pth, Ruby, QEMU, greenlet, Go; see --switch help). Tracing stops "
+	"when every target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always "
+	"finishes its outputs; a second Ctrl-C quits at once. A summary goes to stderr, and while "
 	"recording a status line when stderr is a terminal (not with -q).\n"
 	"\v"
 	"Examples:\n"
@@ -170,7 +202,7 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"switch", OPT_SWITCH, "FAMILY", 0,
 	 "Trace coroutines through the context-switch functions of an unmodified library: "
-	 "ucontext, boost-context, pth, ruby, qemu, greenlet, a list of them, "
+	 "ucontext, boost-context, pth, ruby, qemu, greenlet, go, a list of them, "
 	 "uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
 	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
 	 "uses, when it has no corobpf probes",
@@ -211,7 +243,8 @@ static const struct argp_option trace_options[] = {
 	 "made; each finding once, a burst in one dump",
 	 0},
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
-	{"quiet", 'q', NULL, 0, "No summary, no status line, only errors", 0},
+	{"quiet", 'q', NULL, 0,
+	 "No summary, no status line, no progress messages: only errors and warnings", 0},
 	{"verbose", 'v', NULL, 0, "More messages; -vv adds libbpf's debug log", 0},
 	FINDING_OPTIONS,
 	{},
@@ -418,8 +451,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 
 			if (!f)
 				argp_error(state, "unknown --switch family '%s' (known: ucontext, "
-					   "boost-context, pth, ruby, qemu, greenlet; or uprobe:...; "
-					   "see --switch help)", tok);
+					   "boost-context, pth, ruby, qemu, greenlet, go; or "
+					   "uprobe:...; see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}
 		a->switch_given = true;
@@ -529,6 +562,10 @@ static error_t parse_ps(int key, char *arg, struct argp_state *state)
 	struct trace_args *ta = state->input;
 	struct trace_opts *a = &ta->t;
 
+	/* Hidden from ps --help, and refused: what ps --help does not offer, ps does not take. */
+	if (key == OPT_EXEC_GATE)
+		argp_error(state, "--exec-gate holds programs that -a or --follow find at their "
+			   "exec; ps looks at running processes only");
 	if (key == ARGP_KEY_END) {
 		if (!a->npids || a->argv || a->all || a->follow)
 			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
@@ -615,11 +652,13 @@ static const char report_doc[] =
 	"no privileges.\n"
 	"\v"
 	"Examples:\n"
-	"  corobpf report cap.raw                  the summary, findings, time by kind of\n"
-	"                                          coroutine, latency and run histograms\n"
+	"  corobpf report cap.raw                  the summary, findings, time by kind\n"
+	"                                          of coroutine, latency and run\n"
+	"                                          histograms\n"
 	"  corobpf report --json cap.raw           the same, as one JSON document\n"
 	"  corobpf report cap.raw -o trace.jsonl   the JSONL the live run wrote\n"
-	"  corobpf report cap.raw -o trace.pftrace a Perfetto trace of it\n"
+	"  corobpf report cap.raw -o trace.pftrace\n"
+	"                                          a Perfetto trace of it\n"
 	"\n"
 	"A truncated or corrupt capture is replayed up to the damage, which is named (byte "
 	"offset and record count); the outputs say so, and corobpf exits with 8.\n"
@@ -633,7 +672,7 @@ static const char ps_doc[] =
 	"Examples:\n"
 	"  sudo corobpf ps -p 4242\n"
 	"  sudo corobpf ps -p 4242 -d 5 --stacks=fp\n"
-	"\n" EXIT_CODES_DOC;
+	"\n" PS_EXIT_CODES_DOC;
 
 static const struct argp_option report_options[] = {
 	{"json", OPT_JSON, NULL, 0, "Print the analysis as one JSON document (for machines)", 0},
@@ -643,7 +682,10 @@ static const struct argp_option report_options[] = {
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
-	{"quiet", 'q', NULL, 0, "No summary, only errors", 0},
+	{"quiet", 'q', NULL, 0,
+	 "No summary and no analysis (--json still prints its document); on stderr, only "
+	 "errors and warnings",
+	 0},
 	{"verbose", 'v', NULL, 0, "More messages", 0},
 	FINDING_OPTIONS,
 	{},
@@ -742,6 +784,11 @@ static int cmd_ps(int argc, char **argv)
 			opts[i].flags |= OPTION_HIDDEN;
 		else if (opts[i].key == 'p')
 			opts[i].doc = "Look at this running process (repeatable)";
+		else if (opts[i].key == 'd')
+			opts[i].doc = "Watch for SECS seconds (default 1)";
+		else if (opts[i].key == 'q')
+			opts[i].doc = "No progress messages: on stderr, only errors and "
+				      "warnings (the table still goes to stdout)";
 	ret = parse_live(argc, argv, &how, &a);
 
 	return ret ? ret : session_ps(&a.c, &a.t);
@@ -760,9 +807,13 @@ static struct argp_option *top_options(void)
 	o = xcalloc(a + b + 1, sizeof(*o));
 	memcpy(o, top_only_options, a * sizeof(*o));
 	memcpy(o + a, trace_options, b * sizeof(*o));
-	for (size_t i = a; i < a + b; i++) /* the flight recorder is trace's alone */
+	for (size_t i = a; i < a + b; i++) {
+		/* the flight recorder is trace's alone */
 		if (o[i].key == OPT_FLIGHT || o[i].key == OPT_FLIGHT_MB || o[i].key == OPT_DUMP_ON)
 			o[i].flags |= OPTION_HIDDEN;
+		else if (o[i].key == 'q') /* top has no summary and no status line */
+			o[i].doc = "No progress messages: on stderr, only errors and warnings";
+	}
 	return o;
 }
 

@@ -196,21 +196,27 @@ static int session_open_replay(struct session *s)
 {
 	const char *path = s->r->capture;
 	char err[512];
-	int ret;
+	int fd, ret;
 
 	capture_install_signals(); /* a signal removes the half-written outputs */
+	/*
+	 * A file that cannot be opened (missing, unreadable, a directory or a FIFO) is not a
+	 * damaged capture: exit 1, not 8. Asked of the file here, as the readers open it.
+	 */
+	fd = input_open(path, err, sizeof(err));
+	if (fd < 0) {
+		log_err("%s", err);
+		return EXIT_FAILURE_RUNTIME;
+	}
+	close(fd);
 	/* A raw capture, or a JSONL trace (plain or gzip) read back into records. */
 	if (jsonl_file_looks_like(path))
 		s->jreader = jsonl_reader_open(path, &s->ci, err, sizeof(err));
 	else
 		s->reader = raw_reader_open(path, &s->ci, err, sizeof(err));
 	if (!s->jreader && !s->reader) {
-		struct stat st;
-
 		log_err("%s", err);
-		/* Not there or not readable is not a damaged capture. */
-		return stat(path, &st) || access(path, R_OK) ? EXIT_FAILURE_RUNTIME
-							      : EXIT_BAD_CAPTURE;
+		return EXIT_BAD_CAPTURE;
 	}
 	s->ci_set = true;
 	ret = session_check_not_input(s);
