@@ -38,29 +38,48 @@ def doc_traces():
     """The traces every doc check reads (made once): JSONL records, SQLite files, CSV files."""
     if _traces:
         return _traces
-    runs = [("demo", ["--stacks", "--sample-hz", "199"], [DEMO, "-d", "2"])]
+    # The demo's requests take a few ms: --slow-span 2 makes some of them slow_span findings.
+    runs = [("demo", ["--stacks", "--sample-hz", "199", "--slow-span", "2"], [DEMO, "-d", "2"])]
     quiet = ["--sched-latency", "600000", "--blocking", "600000"]
     for prog_arg in ("lost_wakeup", "spawn_storm", "unclosed_span", "stall"):
         runs.append(("bug-" + prog_arg, quiet + ["--long-run", "600000"],
                      [os.path.join(TESTS_BIN, "bugs"), prog_arg]))
     runs.append(("bug-long_run", quiet + ["--stacks", "--sample-hz", "499"],
                  [os.path.join(TESTS_BIN, "bugs"), "long_run"]))
+    runs.append(("bug-blocking", ["--stacks", "--long-run", "600000"],
+                 [os.path.join(TESTS_BIN, "bugs"), "blocking"]))
+    runs.append(("bug-sched_latency", ["--long-run", "600000", "--blocking", "600000"],
+                 [os.path.join(TESTS_BIN, "bugs"), "sched_latency"]))
     runs.append(("uctx", [], [os.path.join(TESTS_BIN, "uctx"), "rr", "5", "4"]))
     runs.append(("follow", ["--follow"], ["sh", "-c", "%s -d 1; exec %s -d 1" % (DEMO, DEMO)]))
-    records, dbs, csvs, pairs = [], [], [], []
+    records, dbs, csvs, pairs, runs_out = [], [], [], [], []
     for name, extra, cmd in runs:
         out, db, cs = work("docs-%s.jsonl" % name), work("docs-%s.db" % name), \
             work("docs-%s.csv" % name)
-        raw = work("docs-%s.raw" % name)
-        p = corobpf(["-o", out, "-o", db, "-o", cs, "--raw", raw] + extra + ["--"] + cmd)
+        raw, pf = work("docs-%s.raw" % name), work("docs-%s.pftrace" % name)
+        p = corobpf(["-o", out, "-o", db, "-o", cs, "-o", pf, "--raw", raw] + extra + ["--"]
+                    + cmd)
         pairs.append((raw, out))
         eq(p.returncode, 0, "corobpf -- %s exit code (%s)" % (" ".join(cmd), p.stderr.strip()))
         with open(out) as f:
-            records += [json.loads(l) for l in f]
+            recs = [json.loads(l) for l in f]
+        records += recs
         dbs.append(db)
         csvs.append(cs)
-    _traces.update(records=records, dbs=dbs, csvs=csvs, pairs=pairs)
+        runs_out.append(dict(name=name, jsonl=out, db=db, csv=cs, raw=raw, pftrace=pf,
+                             records=recs))
+    _traces.update(records=records, dbs=dbs, csvs=csvs, pairs=pairs, runs=runs_out)
     return _traces
+
+
+def c_strings(*paths):
+    """The string literals of the program's sources (user/...): the names its writers print."""
+    out = set()
+    for pat in paths:
+        for path in glob.glob(os.path.join(ROOT, pat)):
+            with open(path) as f:
+                out |= set(re.findall(r'"((?:[^"\\\n]|\\.)*)"', f.read()))
+    return out
 
 
 def backticked(text):
@@ -110,6 +129,15 @@ def strip_parens(s):
     return "".join(out), inner
 
 
+def c_function_strings(path, func):
+    """The string literals a C function of the program returns (its table of names), minus "?"."""
+    with open(os.path.join(ROOT, path)) as f:
+        src = f.read()
+    m = re.search(r"\n[^\n]*\b%s\([^)]*\)\n\{\n(.*?)\n\}\n" % re.escape(func), src, re.S)
+    check(m, "no function %s in %s" % (func, path))
+    return set(re.findall(r'"([^"]*)"', m.group(1))) - {"?"}
+
+
 @test
 def docs_jsonl_describes_every_field():
     """Every field of every JSONL record the program writes is in its section of docs/jsonl.md."""
@@ -146,6 +174,12 @@ def docs_jsonl_describes_every_field():
     order = re.search(r"Records come in this order:(.*?)\n\n", md, re.S).group(1)
     types = {r["type"] for r in recs}
     eq(sorted(types - backticked(order)), [], "record types missing from the order paragraph")
+    # The switch_path families: those the program names.
+    fam = re.search(r"^- `family`:(.*?)\.\n", secs["switch_path"], re.S | re.M)
+    check(fam, "docs/jsonl.md's switch_path section lists no families")
+    eq(sorted(backticked(strip_parens(fam.group(1))[0])),
+       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       "switch_path families in docs/jsonl.md")
 
 
 @test
@@ -181,6 +215,112 @@ def docs_jsonl_trailer_counters_are_the_programs():
         eq(sorted(json_keys(m.group(1))), sorted(trailer[obj]), "trailer %s keys" % obj)
 
 
+FINDING_KINDS_SEEN = {"lost_wakeup", "stall", "long_run", "sched_latency", "unmatched_span",
+                      "spawn_storm", "blocking", "slow_span"}
+
+
+@test
+def docs_jsonl_finding_fields_by_kind():
+    """docs/jsonl.md's table of finding fields says, for each field a finding carries, the kinds
+    that carry it: every field of every finding written is there, on a kind it names; the fields
+    said to be on every finding are; and the waker, state and storm fields are where it says."""
+    md = doc("jsonl.md")
+    sec = sections(md)["finding"]
+    kinds = {k for r in table_rows(sec) if r[0].startswith("`") and len(r) == 3
+             for k in backticked(r[0])}
+    m = re.search(r"Every finding has (.*?)\. The other fields", sec, re.S)
+    check(m, "docs/jsonl.md no longer says which fields every finding has")
+    always = backticked(m.group(1))
+    table = re.search(r"\| field \| on \|\n\|---\|---\|\n((?:\|.*\n)+)", sec)
+    check(table, "docs/jsonl.md has no table of the fields findings carry (| field | on |)")
+    on, prefixes = {}, {}
+    for cells in table_rows(table.group(1)):
+        named = backticked(cells[1]) & kinds
+        # A row naming no kind, or that starts "every kind", is about every kind.
+        where = kinds if not named or cells[1].startswith("every") else named
+        for f in re.findall(r"`([a-z_]+)(\*?)`", cells[0]):
+            (prefixes if f[1] else on)[f[0]] = where
+    # The slow_span fields are described in their own table, below the kinds' table.
+    slow = set()
+    for cells in table_rows(sec[sec.index("A `slow_span` finding says"):]):
+        slow |= backticked(cells[0])
+    findings = [r for r in doc_traces()["records"] if r["type"] == "finding"]
+    seen = {f["kind"] for f in findings}
+    eq(sorted(FINDING_KINDS_SEEN - seen), [], "finding kinds the doc traces did not make")
+    bad = set()
+    for f in findings:
+        k = f["kind"]
+        for a in always:
+            check(a in f, "a %s finding has no %r, which docs/jsonl.md says every finding has: %s"
+                  % (k, a, f))
+        for key in f:
+            if key in always or key == "type":
+                continue
+            where = on.get(key)
+            if k == "slow_span" and key in slow:
+                where = {"slow_span"}
+            if where is None:
+                where = next((w for p, w in prefixes.items() if key.startswith(p)), None)
+            if where is None or k not in where:
+                bad.add("%s.%s" % (k, key))
+        # Said in the table's cells: which fields a kind always has, and which it never has.
+        if k in ("stall", "sched_latency", "lost_wakeup"):
+            check("waker" in f, "a %s finding without `waker` (null when unknown): %s" % (k, f))
+        if k == "lost_wakeup" and f.get("state") == "suspended":
+            eq(f.get("waker", "absent"), None, "waker of a suspended lost_wakeup")
+        if k == "leak":
+            check("waker" not in f, "a leak with a waker: %s" % f)
+        if k in ("lost_wakeup", "leak"):
+            check(f.get("state") in ("suspended", "runnable", "new"), "%s state: %s" % (k, f))
+        if k == "stall" or f.get("state") == "suspended":
+            check("reason" in f and "obj" in f, "a %s without reason and obj: %s" % (k, f))
+        if k == "spawn_storm":
+            check("count" in f and "peak_per_s" in f, "a spawn_storm without its counts: %s" % f)
+        if k in ("unmatched_span", "slow_span"):
+            check("span" in f, "a %s without `span`: %s" % (k, f))
+    eq(sorted(bad), [], "finding fields written on a kind docs/jsonl.md does not give them to")
+    # --stacks: the kinds the table says carry a stack do, in these traces (blocking included).
+    with_stack = {f["kind"] for f in findings if "stack" in f}
+    for k in ("blocking", "long_run", "slow_span"):
+        check(k in with_stack, "no %s finding of a --stacks trace has a stack" % k)
+
+
+@test
+def docs_no_sched_makes_blocking_a_long_run():
+    """docs/jsonl.md: without the kernel's view (--no-sched) a blocking call long enough is a
+    long_run finding, no longer a blocking one."""
+    md = doc("jsonl.md")
+    check(re.search(r"With\s+`--no-sched` there is none.*?is a\s+`long_run` instead", md, re.S),
+          "docs/jsonl.md does not say what --no-sched does to blocking calls")
+    got = {}
+    for extra in ([], ["--no-sched"]):
+        out = work("docs-nosched%d.jsonl" % len(extra))
+        p = corobpf(["-q", "-o", out] + extra + ["--", os.path.join(TESTS_BIN, "bugs"),
+                                                  "blocking"])
+        eq(p.returncode, 0, "bugs blocking %s (%s)" % (extra, p.stderr.strip()))
+        got[bool(extra)] = sorted(f["kind"] for f in Trace(out).records
+                                  if f["type"] == "finding" and f.get("name") == "blocker")
+    eq(got[False], ["blocking"], "findings of the 200 ms blocking call")
+    eq(got[True], ["long_run"], "findings of the same call under --no-sched")
+
+
+@test
+def docs_jsonl_anomalies_each_explained():
+    """Every `anomalies` key the program writes has its row in docs/jsonl.md (what happened,
+    what the model did, what to do), and no row names a key it does not write."""
+    sec = sections(doc("jsonl.md"))["trailer"]
+    part = sec[sec.index("- `anomalies`"):]
+    part = "\n".join(l.strip() for l in part.splitlines())  # the table is indented in its item
+    rows = [r for r in table_rows(part) if r and r[0].startswith("`")]
+    documented = [r[0].strip("`") for r in rows]
+    trailer = [r for r in doc_traces()["records"] if r["type"] == "trailer"][0]
+    eq(sorted(documented), sorted(trailer["anomalies"]), "anomalies keys documented vs written")
+    for r in rows:
+        eq(len(r), 4, "cells of the row of %s" % r[0])
+        check(all(len(c) >= 5 for c in r[1:]), "the row of %s leaves a cell empty: %s"
+              % (r[0], r))
+
+
 def sqlite_doc_tables():
     """{table: (columns, {column: documented values}, rest of the cell)} from docs/sqlite.md."""
     secs = re.split(r"^## ", doc("sqlite.md"), flags=re.M)
@@ -214,6 +354,14 @@ def docs_sqlite_tables_are_the_schema():
     bare, _ = strip_parens(extra)
     meta_doc = backticked(bare)
     seen_meta = set()
+    # The meta keys documented with their value: `tool` (`corobpf`).
+    meta_values = {}
+    for piece in re.split(r",(?![^(]*\))", extra):
+        bare_p, inner = strip_parens(piece)
+        names = backticked(bare_p)
+        if len(names) == 1 and inner:
+            meta_values[names.pop()] = set(re.findall(r"`([^`]+)`", " ".join(inner)))
+    lists, documented_lists = {}, {}
     for path in doc_traces()["dbs"]:
         db = sqlite3.connect(path)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -227,31 +375,92 @@ def docs_sqlite_tables_are_the_schema():
             if t not in want:
                 continue
             got = [r[1] for r in db.execute("PRAGMA table_info(%s)" % t)]
+            types = {r[1]: r[2] for r in db.execute("PRAGMA table_info(%s)" % t)}
             eq(sorted(got), sorted(cols), "columns of %s" % t)
             for col, vals in values.items():
+                # A text column's list of values: every value written is in it (the lists in
+                # parentheses of integer columns are notes, not values).
+                vals = {v for v in vals if re.match(r"^[a-z][a-z0-9_-]*$", v)}
                 for (v,) in db.execute("SELECT DISTINCT %s FROM %s" % (col, t)):
-                    if isinstance(v, str) and v and vals and all(
-                            re.match(r"^[a-z_]+$", x) for x in vals):
+                    if isinstance(v, str) and v and vals:
                         check(v in vals, "%s.%s has %r; docs/sqlite.md lists %s"
                               % (t, col, v, sorted(vals)))
+                        lists.setdefault((t, col), set()).add(v)
+                if vals and types[col] in ("TEXT", ""):
+                    lists.setdefault((t, col), set())
+                    documented_lists[(t, col)] = vals
+        for key, value in db.execute("SELECT key, value FROM meta"):
+            vals = meta_values.get(key)
+            if vals and isinstance(value, str) and len(vals) == 1:
+                eq(value, next(iter(vals)), "meta %s" % key)
         seen_meta |= {r[0] for r in db.execute("SELECT key FROM meta")}
         db.close()
     eq(sorted(seen_meta - meta_doc), [], "meta keys written but not in docs/sqlite.md")
     # input_error is written only by replays of a damaged capture.
     eq(sorted(meta_doc - seen_meta - {"input_error"}), [], "meta keys documented, never written")
+    # Every value a list gives is one the program can write: a name among its sources' strings.
+    names = c_strings("user/*.[ch]", "user/*/*.[ch]")
+    for (t, col), vals in sorted(documented_lists.items()):
+        eq(sorted(vals - names), [], "values docs/sqlite.md lists for %s.%s that no source of "
+           "the program writes" % (t, col))
+    # The lists the issue found short, checked against values the traces hold: forked
+    # processes (--follow), coroutines ended by an exec, yields in the probes' reasons.
+    for t, col, v in (("processes", "mode", "forked"), ("events", "reason", "yield"),
+                      ("switch_paths", "family", "ucontext")):
+        check(v in lists.get((t, col), ()), "no %s.%s %r in the doc traces: %s"
+              % (t, col, v, sorted(lists.get((t, col), ()))))
+    # Two lists against the names the program's own tables give (no doc trace ends a coroutine
+    # by an exec, nor uses every family).
+    eq(sorted(documented_lists[("coroutines", "end")]),
+       sorted(c_function_strings("user/model/model.c", "coro_end_name")), "coroutines.end values")
+    eq(sorted(documented_lists[("switch_paths", "family")]),
+       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       "switch_paths.family values")
 
 
 @test
-def docs_csv_columns_are_listed():
-    """The CSV's header is the column list docs/sqlite.md gives for it, in order."""
+def docs_csv_is_what_sqlite_md_says():
+    """docs/sqlite.md says what the CSV is: its columns in order, the `coroutines` columns it
+    leaves out, and how its values differ from the table's. Each CSV is compared with the
+    SQLite file of the same run, row for row."""
     md = doc("sqlite.md")
-    m = re.search(r"`-o trace\.csv`.*?in this order:(.*?)\.\s", md, re.S)
-    check(m, "docs/sqlite.md does not list the CSV's columns (\"in this order: ...\")")
+    m = re.search(r"`-o trace\.csv`.*?in this order:(.*?)\.\s+Left out:(.*?):(.*?)\n\n", md, re.S)
+    check(m, "docs/sqlite.md does not list the CSV's columns (\"in this order: ... Left out: "
+          "...\")")
     listed = re.findall(r"`([a-z_]+)`", m.group(1))
-    for path in doc_traces()["csvs"]:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f))
-        eq(header, listed, "CSV columns of %s" % os.path.basename(path))
+    left_out = re.findall(r"`([a-z_]+)`", strip_parens(m.group(2))[0] + " ".join(
+        strip_parens(m.group(2))[1]))
+    check(re.search(r"its %d columns" % len(listed), md), "docs/sqlite.md's count of CSV columns "
+          "is not the %d it lists" % len(listed))
+    hex_cols = [c for c in ("id", "parent_id") if re.search(r"`%s`[^.]*hex text" % c, m.group(3))
+                or re.search(r"`id` and `parent_id` are hex\s+text", m.group(3))]
+    eq(hex_cols, ["id", "parent_id"], "columns docs/sqlite.md says are hex text")
+    n = 0
+    for run_ in doc_traces()["runs"]:
+        with open(run_["csv"], newline="") as f:
+            rows = list(csv.reader(f))
+        eq(rows[0], listed, "CSV columns of %s" % run_["name"])
+        db = sqlite3.connect(run_["db"])
+        table = [r[1] for r in db.execute("PRAGMA table_info(coroutines)")]
+        eq(sorted(set(table) - set(listed)), sorted(left_out),
+           "coroutines columns the CSV leaves out (%s)" % run_["name"])
+        eq(listed, [c for c in table if c in listed], "the CSV's columns in the table's order")
+        sql = {r[0]: r for r in db.execute("SELECT %s FROM coroutines" % ", ".join(listed))}
+        eq(len(rows) - 1, len(sql), "CSV rows vs coroutines rows (%s)" % run_["name"])
+        for row in rows[1:]:
+            want = sql[int(row[0])]
+            for col, got, w in zip(listed, row, want):
+                if w is None:
+                    eq(got, "", "%s of uid %s (NULL in SQLite)" % (col, row[0]))
+                elif col in ("id", "parent_id"):
+                    eq(got, "0x%x" % (w & (2 ** 64 - 1)), "%s of uid %s" % (col, row[0]))
+                elif col == "threads":
+                    eq(got.split(" "), w.split(","), "threads of uid %s" % row[0])
+                else:
+                    eq(got, str(w), "%s of uid %s" % (col, row[0]))
+            n += 1
+        db.close()
+    check(n > 1000, "only %d CSV rows compared" % n)
 
 
 # Commands shown in the docs that cannot run in a test, and why. A command shown in the docs
