@@ -66,10 +66,17 @@ def doc_traces():
         records += recs
         dbs.append(db)
         csvs.append(cs)
+        # The detectors' thresholds, for a report of the same capture.
+        thresholds = [a for i, a in enumerate(extra) if a in THRESHOLDS
+                      or (i and extra[i - 1] in THRESHOLDS)]
         runs_out.append(dict(name=name, jsonl=out, db=db, csv=cs, raw=raw, pftrace=pf,
-                             records=recs))
+                             records=recs, thresholds=thresholds))
     _traces.update(records=records, dbs=dbs, csvs=csvs, pairs=pairs, runs=runs_out)
     return _traces
+
+
+THRESHOLDS = ("--stall", "--long-run", "--sched-latency", "--blocking", "--slow-span",
+              "--spawn-storm")
 
 
 def c_strings(*paths):
@@ -177,7 +184,7 @@ def docs_jsonl_describes_every_field():
     # The switch_path families: those the program names.
     fam = re.search(r"^- `family`:(.*?)\.\n", secs["switch_path"], re.S | re.M)
     check(fam, "docs/jsonl.md's switch_path section lists no families")
-    eq(sorted(backticked(strip_parens(fam.group(1))[0])),
+    eq(sorted(re.findall(r"`([a-z0-9_-]+)`", strip_parens(fam.group(1))[0])),
        sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
        "switch_path families in docs/jsonl.md")
 
@@ -461,6 +468,104 @@ def docs_csv_is_what_sqlite_md_says():
             n += 1
         db.close()
     check(n > 1000, "only %d CSV rows compared" % n)
+
+
+@test
+def docs_perfetto_suspended_slices_are_the_ones_written():
+    """docs/perfetto.md lists the `suspended: REASON` slices the writer produces: each is one of
+    its names, every one the traces hold is listed, and a yield (the demo's request handlers
+    yield) is `runnable`, never `suspended: yield`."""
+    md = doc("perfetto.md")
+    m = re.search(r"`suspended: ([a-z|]+)`", md)
+    check(m, "docs/perfetto.md lists no suspended slices")
+    listed = set(m.group(1).split("|"))
+    writer = {n[len("suspended: "):] for n in c_strings("user/outputs/perfetto.c")
+              if n.startswith("suspended: ")}
+    eq(sorted(listed - writer), [], "suspended slices docs/perfetto.md lists that the writer lacks")
+    produced, yields = set(), 0
+    for run_ in doc_traces()["runs"]:
+        if run_["name"] not in ("demo", "uctx", "bug-lost_wakeup", "bug-stall"):
+            continue
+        t = perfetto_check.check(run_["pftrace"], run_["jsonl"])
+        produced |= {name[len("suspended: "):] for _, _, _, _, name in t.events
+                     if name and name.startswith("suspended: ")}
+        yields += sum(1 for r in run_["records"] if r.get("ev") == "switch"
+                      and r.get("reason") == "yield" and r.get("from") != "0x0")
+    eq(sorted(produced - listed), [], "suspended slices written but not in docs/perfetto.md")
+    check(yields > 100, "the doc traces hold only %d yields" % yields)
+    check("yield" not in produced, "a `suspended: yield` slice was written")
+    check({"wait", "sleep", "unknown"} <= produced, "suspended slices of the doc traces: "
+          "%s" % sorted(produced))
+
+
+@test
+def docs_report_json_fields_are_the_programs():
+    """docs/jsonl.md's `corobpf report --json` table lists exactly the fields report --json
+    prints, and what it says of them holds against the same run's JSONL and SQLite: findings
+    as the finding records, spans as the span_stats records, by_kind as the doc's own
+    per-kind query, and the histograms count every running and runnable slice."""
+    md = doc("jsonl.md")
+    sec = md[md.index("## `corobpf report --json`"):]
+    rows = {f: cells[1] for cells in table_rows(sec) if cells[0].startswith("`")
+            for f in backticked(cells[0])}
+    seen = set()
+    for run_ in doc_traces()["runs"]:
+        p = corobpf(["report", "--json"] + run_["thresholds"] + [run_["raw"]])
+        eq(p.returncode, 0, "report --json %s (%s)" % (run_["name"], p.stderr.strip()))
+        j = json.loads(p.stdout)
+        seen |= set(j)
+        eq(sorted(set(j) - set(rows)), [], "report --json fields not in docs/jsonl.md")
+        recs = run_["records"]
+        trailer = recs[-1]
+        eq(j["lost_events"], trailer["lost"]["events"], "lost_events")
+        for k in ("coroutines", "events", "end_reason"):
+            eq(j[k], trailer[k], k)
+        want = [{k: v for k, v in r.items() if k != "type"} for r in recs
+                if r["type"] == "finding"]
+        eq(len(j["findings"]), len(want), "findings of %s" % run_["name"])
+        for got_f, want_f in zip(j["findings"], want):
+            eq(got_f, want_f, "a finding of %s" % run_["name"])
+        eq(j["findings_omitted"], 0, "findings_omitted")
+        stats = [{k: v for k, v in r.items() if k != "type"} for r in recs
+                 if r["type"] == "span_stats"]
+        eq(j.get("spans", []), stats, "spans of %s" % run_["name"])
+        db = sqlite3.connect(run_["db"])
+        # The kind is the name without trailing digits and dashes: the same as rtrim's.
+        kinds = {k: (n, run, runq, susp, sw) for k, n, run, runq, susp, sw in db.execute(
+            "SELECT rtrim(name, '0123456789-'), count(*), sum(running_ns), sum(runnable_ns), "
+            "sum(suspended_ns), sum(switch_ins) FROM coroutines GROUP BY 1")
+            if k}
+        got = {b["kind"]: (b["coroutines"], b["running_ns"], b["runnable_ns"],
+                           b["suspended_ns"], b["switch_ins"]) for b in j["by_kind"]}
+        eq({k: v for k, v in got.items() if not k.startswith("(")}, kinds,
+           "by_kind of %s against the coroutines table" % run_["name"])
+        eq([b["running_ns"] for b in j["by_kind"]],
+           sorted((b["running_ns"] for b in j["by_kind"]), reverse=True), "by_kind order")
+        eq([pr["pid"] for pr in j["processes"]], sorted(pr["pid"] for pr in j["processes"]),
+           "processes by pid")
+        for pr in j["processes"]:
+            for key, state in (("run_slices", "running"), ("sched_latency", "runnable")):
+                want = db.execute("SELECT count(*) FROM slices WHERE pid = ? AND state = ?",
+                                  (pr["pid"], state)).fetchone()[0]
+                eq(sum(c for _, c in pr[key]), want, "%s of pid %d" % (key, pr["pid"]))
+                for lo, c in pr[key]:
+                    check(c > 0 and (lo == 0 or (lo % 1000 == 0 and
+                                                 (lo // 1000) & (lo // 1000 - 1) == 0)),
+                          "%s bucket [%d, %d]: not [0 or 1000 * 2^k ns, count > 0]"
+                          % (key, lo, c))
+        db.close()
+    # A damaged capture: input_error, as the doc says.
+    raw = doc_traces()["runs"][0]["raw"]
+    cut = work("docs-cut.raw")
+    with open(raw, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read()[:os.path.getsize(raw) // 2])
+    p = corobpf(["report", "--json", cut])
+    eq(p.returncode, 8, "report --json of a cut capture (%s)" % p.stderr.strip())
+    j = json.loads(p.stdout)
+    check(j.get("input_error"), "report --json of a cut capture has no input_error: %s"
+          % p.stdout[:300])
+    seen |= set(j)
+    eq(sorted(set(rows) - seen), [], "fields docs/jsonl.md gives report --json, never printed")
 
 
 # Commands shown in the docs that cannot run in a test, and why. A command shown in the docs
