@@ -568,6 +568,48 @@ def docs_report_json_fields_are_the_programs():
     eq(sorted(set(rows) - seen), [], "fields docs/jsonl.md gives report --json, never printed")
 
 
+@test
+def docs_full_disk_leaves_only_the_cut_raw_capture():
+    """README.md and docs/reliability.md: no output appears under its name half-written, but for
+    the raw capture on a full disk, kept under its name as a prefix `corobpf report` replays.
+    On a 1 MiB tmpfs: every output format alone leaves nothing there (not even its temporary
+    file), exit 7 naming it; with the raw capture there too, the raw capture alone is left."""
+    for name in ("README.md", "reliability.md"):
+        text = " ".join(doc(name).split())
+        check(re.search(r"half-written.{0,200}raw capture|whole, with one exception: the raw "
+                        r"capture on a full disk", text),
+              "%s no longer says which file a full disk leaves incomplete" % name)
+    tiny = work("docs-tiny")
+    os.mkdir(tiny)
+    r = run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tiny])
+    eq(r.returncode, 0, "mount a 1 MiB tmpfs: " + r.stderr)
+    try:
+        outs = ["t.jsonl", "t.jsonl.gz", "t.pftrace", "t.db", "t.csv"]
+        for out in outs:
+            path = os.path.join(tiny, out)
+            p = corobpf(["-q", "-o", path, "--", FAULTS, "burst", "20000"])
+            eq(p.returncode, 7, "-o %s on a full disk: exit code (%s)" % (out, p.stderr.strip()))
+            check("DONE burst 20000" in p.stdout, "the target did not finish: %r" % p.stdout)
+            check(out in p.stderr, "the error does not name %s: %s" % (out, p.stderr.strip()))
+            eq(os.listdir(tiny), [], "files left on the full disk by -o %s" % out)
+        raw = os.path.join(tiny, "t.raw")
+        p = corobpf(["-q", "--raw", raw] + [a for o in outs for a in ("-o", os.path.join(tiny, o))]
+                    + ["--", FAULTS, "burst", "20000"])
+        eq(p.returncode, 7, "all outputs and --raw on a full disk: exit code (%s)"
+           % p.stderr.strip())
+        eq(os.listdir(tiny), ["t.raw"], "files left on the full disk")
+        back = work("docs-tiny-back.jsonl")
+        p = corobpf(["report", raw, "-o", back])
+        eq(p.returncode, 8, "report of the cut raw capture (%s)" % p.stderr.strip())
+        check("ends without its end record" in p.stderr, "where it stops: " + p.stderr)
+        got = Trace(back).coroutines
+        check(len(got) > 1000, "only %d coroutines read back" % len(got))
+        eq([c["id"] for c in got], ["0x%x" % (0x400 + i) for i in range(len(got))],
+           "a prefix of the program's coroutines")
+    finally:
+        run(["umount", tiny])
+
+
 # Commands shown in the docs that cannot run in a test, and why. A command shown in the docs
 # is run unless it is here: a new one that cannot run must be added, with its reason.
 NOT_RUN = {
