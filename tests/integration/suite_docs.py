@@ -190,6 +190,44 @@ def docs_jsonl_describes_every_field():
 
 
 @test
+def docs_jsonl_records_come_in_the_order_said():
+    """docs/jsonl.md's order: the header; the process, object, thread, event ... records in time
+    order (an `offcpu` event is written when its thread comes back, at its end), findings among
+    them, each `stack` before the first record naming it; the coroutine records in the order
+    they ended; the span_stats records; the trailer."""
+    md = doc("jsonl.md")
+    order = re.search(r"Records come in this order:(.*?)\n\n", md, re.S).group(1)
+    middle = set(re.findall(r"`([a-z_]+)`", order.split("then one `coroutine`")[0])) - {"header"}
+    check({"process", "event", "finding", "stack", "exec"} <= middle,
+          "the order paragraph's middle part: %s" % sorted(middle))
+    for run_ in doc_traces()["runs"]:
+        recs, what = run_["records"], run_["name"]
+        eq(recs[0]["type"], "header", "%s: first record" % what)
+        eq(recs[-1]["type"], "trailer", "%s: last record" % what)
+        parts = [k for k, _ in itertools.groupby(
+            "middle" if r["type"] in middle else r["type"] for r in recs[1:-1])]
+        want = ["middle", "coroutine", "span_stats"]
+        eq(parts, [p for p in want if p in parts], "%s: the order of the record kinds" % what)
+        defined, last_ts, last_end = set(), 0, 0
+        for r in recs:
+            if r["type"] == "stack":
+                defined.add(r["id"])
+            for k in ("stack", "create_stack", "park_stack"):
+                if r["type"] != "stack" and k in r:
+                    check(r[k] in defined, "%s: stack %s named before its record: %s"
+                          % (what, r[k], str(r)[:200]))
+            if r["type"] in middle and r["type"] not in ("finding", "stack") and "ts" in r:
+                ts = r["ts"] + r.get("dur", 0) if r.get("ev") == "offcpu" else r["ts"]
+                check(ts >= last_ts, "%s: a %s record before the time of the one before it: %s"
+                      % (what, r["type"], str(r)[:200]))
+                last_ts = ts
+            if r["type"] == "coroutine":
+                check(r["ended"] >= last_end, "%s: coroutine records not in the order they "
+                      "ended: %s" % (what, str(r)[:200]))
+                last_end = r["ended"]
+
+
+@test
 def docs_report_of_jsonl_is_report_of_raw():
     """docs/jsonl.md: `corobpf report` reads a JSONL trace through the same analysis as the raw
     capture it was written from: the same numbers, findings and tables, but for what stacks and
