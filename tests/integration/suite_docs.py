@@ -477,6 +477,9 @@ def docs_csv_is_what_sqlite_md_says():
         strip_parens(m.group(2))[1]))
     check(re.search(r"its %d columns" % len(listed), md), "docs/sqlite.md's count of CSV columns "
           "is not the %d it lists" % len(listed))
+    check(re.search(r"`\.csv` \(%d of the\s+coroutines table's columns" % len(listed),
+                    doc("README.md")), "README.md does not say the CSV has %d of the coroutines "
+          "table's columns" % len(listed))
     hex_cols = [c for c in ("id", "parent_id") if re.search(r"`%s`[^.]*hex text" % c, m.group(3))
                 or re.search(r"`id` and `parent_id` are hex\s+text", m.group(3))]
     eq(hex_cols, ["id", "parent_id"], "columns docs/sqlite.md says are hex text")
