@@ -296,8 +296,9 @@ int output_close(struct output *o, char *err, size_t errlen)
 				snprintf(err, errlen, "%s: %s", o->path, what);
 			}
 			outfile_abort(&o->file);
-		} else
+		} else {
 			ret = outfile_commit(&o->file, err, errlen);
+		}
 		free(o->path);
 		o->path = NULL;
 		return ret;
