@@ -539,6 +539,13 @@ def docs_perfetto_suspended_slices_are_the_ones_written():
     # programs does), `done` from an exit probe after the last switch out (the doc says when).
     eq(sorted(listed - produced - {"io", "done"}), [],
        "suspended slices docs/perfetto.md lists that the doc traces never hold")
+    # docs/top.md's WAIT column shows the same reasons of the same suspended state.
+    wait = [r for r in table_rows("\n".join(l.strip() for l in doc("top.md").splitlines()))
+            if r[0] == "WAIT"]
+    check(wait, "docs/top.md has no WAIT row")
+    eq(sorted(set(re.findall(r"`([a-z]+)`", strip_parens(wait[0][1].split(";")[0])[0]))),
+       sorted(listed),
+       "the reasons docs/top.md's WAIT column lists")
     check({"wait", "sleep", "unknown"} <= produced, "suspended slices of the doc traces: "
           "%s" % sorted(produced))
 
