@@ -38,29 +38,55 @@ def doc_traces():
     """The traces every doc check reads (made once): JSONL records, SQLite files, CSV files."""
     if _traces:
         return _traces
-    runs = [("demo", ["--stacks", "--sample-hz", "199"], [DEMO, "-d", "2"])]
+    # The demo's requests take a few ms: --slow-span 2 makes some of them slow_span findings.
+    runs = [("demo", ["--stacks", "--sample-hz", "199", "--slow-span", "2"], [DEMO, "-d", "2"])]
     quiet = ["--sched-latency", "600000", "--blocking", "600000"]
     for prog_arg in ("lost_wakeup", "spawn_storm", "unclosed_span", "stall"):
         runs.append(("bug-" + prog_arg, quiet + ["--long-run", "600000"],
                      [os.path.join(TESTS_BIN, "bugs"), prog_arg]))
     runs.append(("bug-long_run", quiet + ["--stacks", "--sample-hz", "499"],
                  [os.path.join(TESTS_BIN, "bugs"), "long_run"]))
+    runs.append(("bug-blocking", ["--stacks", "--long-run", "600000"],
+                 [os.path.join(TESTS_BIN, "bugs"), "blocking"]))
+    runs.append(("bug-sched_latency", ["--long-run", "600000", "--blocking", "600000"],
+                 [os.path.join(TESTS_BIN, "bugs"), "sched_latency"]))
     runs.append(("uctx", [], [os.path.join(TESTS_BIN, "uctx"), "rr", "5", "4"]))
     runs.append(("follow", ["--follow"], ["sh", "-c", "%s -d 1; exec %s -d 1" % (DEMO, DEMO)]))
-    records, dbs, csvs, pairs = [], [], [], []
+    records, dbs, csvs, pairs, runs_out = [], [], [], [], []
     for name, extra, cmd in runs:
         out, db, cs = work("docs-%s.jsonl" % name), work("docs-%s.db" % name), \
             work("docs-%s.csv" % name)
-        raw = work("docs-%s.raw" % name)
-        p = corobpf(["-o", out, "-o", db, "-o", cs, "--raw", raw] + extra + ["--"] + cmd)
+        raw, pf = work("docs-%s.raw" % name), work("docs-%s.pftrace" % name)
+        p = corobpf(["-o", out, "-o", db, "-o", cs, "-o", pf, "--raw", raw] + extra + ["--"]
+                    + cmd)
         pairs.append((raw, out))
         eq(p.returncode, 0, "corobpf -- %s exit code (%s)" % (" ".join(cmd), p.stderr.strip()))
         with open(out) as f:
-            records += [json.loads(l) for l in f]
+            recs = [json.loads(l) for l in f]
+        records += recs
         dbs.append(db)
         csvs.append(cs)
-    _traces.update(records=records, dbs=dbs, csvs=csvs, pairs=pairs)
+        # The detectors' thresholds, for a report of the same capture.
+        thresholds = [a for i, a in enumerate(extra) if a in THRESHOLDS
+                      or (i and extra[i - 1] in THRESHOLDS)]
+        runs_out.append(dict(name=name, jsonl=out, db=db, csv=cs, raw=raw, pftrace=pf,
+                             records=recs, thresholds=thresholds))
+    _traces.update(records=records, dbs=dbs, csvs=csvs, pairs=pairs, runs=runs_out)
     return _traces
+
+
+THRESHOLDS = ("--stall", "--long-run", "--sched-latency", "--blocking", "--slow-span",
+              "--spawn-storm")
+
+
+def c_strings(*paths):
+    """The string literals of the program's sources (user/...): the names its writers print."""
+    out = set()
+    for pat in paths:
+        for path in glob.glob(os.path.join(ROOT, pat)):
+            with open(path) as f:
+                out |= set(re.findall(r'"((?:[^"\\\n]|\\.)*)"', f.read()))
+    return out
 
 
 def backticked(text):
@@ -110,6 +136,15 @@ def strip_parens(s):
     return "".join(out), inner
 
 
+def c_function_strings(path, func):
+    """The string literals a C function of the program returns (its table of names), minus "?"."""
+    with open(os.path.join(ROOT, path)) as f:
+        src = f.read()
+    m = re.search(r"\n[^\n]*\b%s\([^)]*\)\n\{\n(.*?)\n\}\n" % re.escape(func), src, re.S)
+    check(m, "no function %s in %s" % (func, path))
+    return set(re.findall(r'"([^"]*)"', m.group(1))) - {"?"}
+
+
 @test
 def docs_jsonl_describes_every_field():
     """Every field of every JSONL record the program writes is in its section of docs/jsonl.md."""
@@ -146,6 +181,50 @@ def docs_jsonl_describes_every_field():
     order = re.search(r"Records come in this order:(.*?)\n\n", md, re.S).group(1)
     types = {r["type"] for r in recs}
     eq(sorted(types - backticked(order)), [], "record types missing from the order paragraph")
+    # The switch_path families: those the program names.
+    fam = re.search(r"^- `family`:(.*?)\.\n", secs["switch_path"], re.S | re.M)
+    check(fam, "docs/jsonl.md's switch_path section lists no families")
+    eq(sorted(re.findall(r"`([a-z0-9_-]+)`", strip_parens(fam.group(1))[0])),
+       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       "switch_path families in docs/jsonl.md")
+
+
+@test
+def docs_jsonl_records_come_in_the_order_said():
+    """docs/jsonl.md's order: the header; the process, object, thread, event ... records in time
+    order (an `offcpu` event is written when its thread comes back, at its end), findings among
+    them, each `stack` before the first record naming it; the coroutine records in the order
+    they ended; the span_stats records; the trailer."""
+    md = doc("jsonl.md")
+    order = re.search(r"Records come in this order:(.*?)\n\n", md, re.S).group(1)
+    middle = set(re.findall(r"`([a-z_]+)`", order.split("then one `coroutine`")[0])) - {"header"}
+    check({"process", "event", "finding", "stack", "exec"} <= middle,
+          "the order paragraph's middle part: %s" % sorted(middle))
+    for run_ in doc_traces()["runs"]:
+        recs, what = run_["records"], run_["name"]
+        eq(recs[0]["type"], "header", "%s: first record" % what)
+        eq(recs[-1]["type"], "trailer", "%s: last record" % what)
+        parts = [k for k, _ in itertools.groupby(
+            "middle" if r["type"] in middle else r["type"] for r in recs[1:-1])]
+        want = ["middle", "coroutine", "span_stats"]
+        eq(parts, [p for p in want if p in parts], "%s: the order of the record kinds" % what)
+        defined, last_ts, last_end = set(), 0, 0
+        for r in recs:
+            if r["type"] == "stack":
+                defined.add(r["id"])
+            for k in ("stack", "create_stack", "park_stack"):
+                if r["type"] != "stack" and k in r:
+                    check(r[k] in defined, "%s: stack %s named before its record: %s"
+                          % (what, r[k], str(r)[:200]))
+            if r["type"] in middle and r["type"] not in ("finding", "stack") and "ts" in r:
+                ts = r["ts"] + r.get("dur", 0) if r.get("ev") == "offcpu" else r["ts"]
+                check(ts >= last_ts, "%s: a %s record before the time of the one before it: %s"
+                      % (what, r["type"], str(r)[:200]))
+                last_ts = ts
+            if r["type"] == "coroutine":
+                check(r["ended"] >= last_end, "%s: coroutine records not in the order they "
+                      "ended: %s" % (what, str(r)[:200]))
+                last_end = r["ended"]
 
 
 @test
@@ -181,6 +260,112 @@ def docs_jsonl_trailer_counters_are_the_programs():
         eq(sorted(json_keys(m.group(1))), sorted(trailer[obj]), "trailer %s keys" % obj)
 
 
+FINDING_KINDS_SEEN = {"lost_wakeup", "stall", "long_run", "sched_latency", "unmatched_span",
+                      "spawn_storm", "blocking", "slow_span"}
+
+
+@test
+def docs_jsonl_finding_fields_by_kind():
+    """docs/jsonl.md's table of finding fields says, for each field a finding carries, the kinds
+    that carry it: every field of every finding written is there, on a kind it names; the fields
+    said to be on every finding are; and the waker, state and storm fields are where it says."""
+    md = doc("jsonl.md")
+    sec = sections(md)["finding"]
+    kinds = {k for r in table_rows(sec) if r[0].startswith("`") and len(r) == 3
+             for k in backticked(r[0])}
+    m = re.search(r"Every finding has (.*?)\. The other fields", sec, re.S)
+    check(m, "docs/jsonl.md no longer says which fields every finding has")
+    always = backticked(m.group(1))
+    table = re.search(r"\| field \| on \|\n\|---\|---\|\n((?:\|.*\n)+)", sec)
+    check(table, "docs/jsonl.md has no table of the fields findings carry (| field | on |)")
+    on, prefixes = {}, {}
+    for cells in table_rows(table.group(1)):
+        named = backticked(cells[1]) & kinds
+        # A row naming no kind, or that starts "every kind", is about every kind.
+        where = kinds if not named or cells[1].startswith("every") else named
+        for f in re.findall(r"`([a-z_]+)(\*?)`", cells[0]):
+            (prefixes if f[1] else on)[f[0]] = where
+    # The slow_span fields are described in their own table, below the kinds' table.
+    slow = set()
+    for cells in table_rows(sec[sec.index("A `slow_span` finding says"):]):
+        slow |= backticked(cells[0])
+    findings = [r for r in doc_traces()["records"] if r["type"] == "finding"]
+    seen = {f["kind"] for f in findings}
+    eq(sorted(FINDING_KINDS_SEEN - seen), [], "finding kinds the doc traces did not make")
+    bad = set()
+    for f in findings:
+        k = f["kind"]
+        for a in always:
+            check(a in f, "a %s finding has no %r, which docs/jsonl.md says every finding has: %s"
+                  % (k, a, f))
+        for key in f:
+            if key in always or key == "type":
+                continue
+            where = on.get(key)
+            if k == "slow_span" and key in slow:
+                where = {"slow_span"}
+            if where is None:
+                where = next((w for p, w in prefixes.items() if key.startswith(p)), None)
+            if where is None or k not in where:
+                bad.add("%s.%s" % (k, key))
+        # Said in the table's cells: which fields a kind always has, and which it never has.
+        if k in ("stall", "sched_latency", "lost_wakeup"):
+            check("waker" in f, "a %s finding without `waker` (null when unknown): %s" % (k, f))
+        if k == "lost_wakeup" and f.get("state") == "suspended":
+            eq(f.get("waker", "absent"), None, "waker of a suspended lost_wakeup")
+        if k == "leak":
+            check("waker" not in f, "a leak with a waker: %s" % f)
+        if k in ("lost_wakeup", "leak"):
+            check(f.get("state") in ("suspended", "runnable", "new"), "%s state: %s" % (k, f))
+        if k == "stall" or f.get("state") == "suspended":
+            check("reason" in f and "obj" in f, "a %s without reason and obj: %s" % (k, f))
+        if k == "spawn_storm":
+            check("count" in f and "peak_per_s" in f, "a spawn_storm without its counts: %s" % f)
+        if k in ("unmatched_span", "slow_span"):
+            check("span" in f, "a %s without `span`: %s" % (k, f))
+    eq(sorted(bad), [], "finding fields written on a kind docs/jsonl.md does not give them to")
+    # --stacks: the kinds the table says carry a stack do, in these traces (blocking included).
+    with_stack = {f["kind"] for f in findings if "stack" in f}
+    for k in ("blocking", "long_run", "slow_span"):
+        check(k in with_stack, "no %s finding of a --stacks trace has a stack" % k)
+
+
+@test
+def docs_no_sched_makes_blocking_a_long_run():
+    """docs/jsonl.md: without the kernel's view (--no-sched) a blocking call long enough is a
+    long_run finding, no longer a blocking one."""
+    md = doc("jsonl.md")
+    check(re.search(r"With\s+`--no-sched` there is none.*?is a\s+`long_run` instead", md, re.S),
+          "docs/jsonl.md does not say what --no-sched does to blocking calls")
+    got = {}
+    for extra in ([], ["--no-sched"]):
+        out = work("docs-nosched%d.jsonl" % len(extra))
+        p = corobpf(["-q", "-o", out] + extra + ["--", os.path.join(TESTS_BIN, "bugs"),
+                                                  "blocking"])
+        eq(p.returncode, 0, "bugs blocking %s (%s)" % (extra, p.stderr.strip()))
+        got[bool(extra)] = sorted(f["kind"] for f in Trace(out).records
+                                  if f["type"] == "finding" and f.get("name") == "blocker")
+    eq(got[False], ["blocking"], "findings of the 200 ms blocking call")
+    eq(got[True], ["long_run"], "findings of the same call under --no-sched")
+
+
+@test
+def docs_jsonl_anomalies_each_explained():
+    """Every `anomalies` key the program writes has its row in docs/jsonl.md (what happened,
+    what the model did, what to do), and no row names a key it does not write."""
+    sec = sections(doc("jsonl.md"))["trailer"]
+    part = sec[sec.index("- `anomalies`"):]
+    part = "\n".join(l.strip() for l in part.splitlines())  # the table is indented in its item
+    rows = [r for r in table_rows(part) if r and r[0].startswith("`")]
+    documented = [r[0].strip("`") for r in rows]
+    trailer = [r for r in doc_traces()["records"] if r["type"] == "trailer"][0]
+    eq(sorted(documented), sorted(trailer["anomalies"]), "anomalies keys documented vs written")
+    for r in rows:
+        eq(len(r), 4, "cells of the row of %s" % r[0])
+        check(all(len(c) >= 5 for c in r[1:]), "the row of %s leaves a cell empty: %s"
+              % (r[0], r))
+
+
 def sqlite_doc_tables():
     """{table: (columns, {column: documented values}, rest of the cell)} from docs/sqlite.md."""
     secs = re.split(r"^## ", doc("sqlite.md"), flags=re.M)
@@ -214,6 +399,14 @@ def docs_sqlite_tables_are_the_schema():
     bare, _ = strip_parens(extra)
     meta_doc = backticked(bare)
     seen_meta = set()
+    # The meta keys documented with their value: `tool` (`corobpf`).
+    meta_values = {}
+    for piece in re.split(r",(?![^(]*\))", extra):
+        bare_p, inner = strip_parens(piece)
+        names = backticked(bare_p)
+        if len(names) == 1 and inner:
+            meta_values[names.pop()] = set(re.findall(r"`([^`]+)`", " ".join(inner)))
+    lists, documented_lists = {}, {}
     for path in doc_traces()["dbs"]:
         db = sqlite3.connect(path)
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -227,31 +420,246 @@ def docs_sqlite_tables_are_the_schema():
             if t not in want:
                 continue
             got = [r[1] for r in db.execute("PRAGMA table_info(%s)" % t)]
+            types = {r[1]: r[2] for r in db.execute("PRAGMA table_info(%s)" % t)}
             eq(sorted(got), sorted(cols), "columns of %s" % t)
             for col, vals in values.items():
+                # A text column's list of values: every value written is in it (the lists in
+                # parentheses of integer columns are notes, not values).
+                vals = {v for v in vals if re.match(r"^[a-z][a-z0-9_-]*$", v)}
                 for (v,) in db.execute("SELECT DISTINCT %s FROM %s" % (col, t)):
-                    if isinstance(v, str) and v and vals and all(
-                            re.match(r"^[a-z_]+$", x) for x in vals):
+                    if isinstance(v, str) and v and vals:
                         check(v in vals, "%s.%s has %r; docs/sqlite.md lists %s"
                               % (t, col, v, sorted(vals)))
+                        lists.setdefault((t, col), set()).add(v)
+                if vals and types[col] in ("TEXT", ""):
+                    lists.setdefault((t, col), set())
+                    documented_lists[(t, col)] = vals
+        for key, value in db.execute("SELECT key, value FROM meta"):
+            vals = meta_values.get(key)
+            if vals and isinstance(value, str) and len(vals) == 1:
+                eq(value, next(iter(vals)), "meta %s" % key)
         seen_meta |= {r[0] for r in db.execute("SELECT key FROM meta")}
         db.close()
     eq(sorted(seen_meta - meta_doc), [], "meta keys written but not in docs/sqlite.md")
     # input_error is written only by replays of a damaged capture.
     eq(sorted(meta_doc - seen_meta - {"input_error"}), [], "meta keys documented, never written")
+    # Every value a list gives is one the program can write: a name among its sources' strings.
+    names = c_strings("user/*.[ch]", "user/*/*.[ch]")
+    for (t, col), vals in sorted(documented_lists.items()):
+        eq(sorted(vals - names), [], "values docs/sqlite.md lists for %s.%s that no source of "
+           "the program writes" % (t, col))
+    # The lists the issue found short, checked against values the traces hold: forked
+    # processes (--follow), coroutines ended by an exec, yields in the probes' reasons.
+    for t, col, v in (("processes", "mode", "forked"), ("events", "reason", "yield"),
+                      ("switch_paths", "family", "ucontext")):
+        check(v in lists.get((t, col), ()), "no %s.%s %r in the doc traces: %s"
+              % (t, col, v, sorted(lists.get((t, col), ()))))
+    # Two lists against the names the program's own tables give (no doc trace ends a coroutine
+    # by an exec, nor uses every family).
+    eq(sorted(documented_lists[("coroutines", "end")]),
+       sorted(c_function_strings("user/model/model.c", "coro_end_name")), "coroutines.end values")
+    eq(sorted(documented_lists[("switch_paths", "family")]),
+       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       "switch_paths.family values")
 
 
 @test
-def docs_csv_columns_are_listed():
-    """The CSV's header is the column list docs/sqlite.md gives for it, in order."""
+def docs_csv_is_what_sqlite_md_says():
+    """docs/sqlite.md says what the CSV is: its columns in order, the `coroutines` columns it
+    leaves out, and how its values differ from the table's. Each CSV is compared with the
+    SQLite file of the same run, row for row."""
     md = doc("sqlite.md")
-    m = re.search(r"`-o trace\.csv`.*?in this order:(.*?)\.\s", md, re.S)
-    check(m, "docs/sqlite.md does not list the CSV's columns (\"in this order: ...\")")
+    m = re.search(r"`-o trace\.csv`.*?in this order:(.*?)\.\s+Left out:(.*?):(.*?)\n\n", md, re.S)
+    check(m, "docs/sqlite.md does not list the CSV's columns (\"in this order: ... Left out: "
+          "...\")")
     listed = re.findall(r"`([a-z_]+)`", m.group(1))
-    for path in doc_traces()["csvs"]:
-        with open(path, newline="") as f:
-            header = next(csv.reader(f))
-        eq(header, listed, "CSV columns of %s" % os.path.basename(path))
+    left_out = re.findall(r"`([a-z_]+)`", strip_parens(m.group(2))[0] + " ".join(
+        strip_parens(m.group(2))[1]))
+    check(re.search(r"its %d columns" % len(listed), md), "docs/sqlite.md's count of CSV columns "
+          "is not the %d it lists" % len(listed))
+    check(re.search(r"`\.csv` \(%d of the\s+coroutines table's columns" % len(listed),
+                    doc("README.md")), "README.md does not say the CSV has %d of the coroutines "
+          "table's columns" % len(listed))
+    hex_cols = [c for c in ("id", "parent_id") if re.search(r"`%s`[^.]*hex text" % c, m.group(3))
+                or re.search(r"`id` and `parent_id` are hex\s+text", m.group(3))]
+    eq(hex_cols, ["id", "parent_id"], "columns docs/sqlite.md says are hex text")
+    n = 0
+    for run_ in doc_traces()["runs"]:
+        with open(run_["csv"], newline="") as f:
+            rows = list(csv.reader(f))
+        eq(rows[0], listed, "CSV columns of %s" % run_["name"])
+        db = sqlite3.connect(run_["db"])
+        table = [r[1] for r in db.execute("PRAGMA table_info(coroutines)")]
+        eq(sorted(set(table) - set(listed)), sorted(left_out),
+           "coroutines columns the CSV leaves out (%s)" % run_["name"])
+        eq(listed, [c for c in table if c in listed], "the CSV's columns in the table's order")
+        sql = {r[0]: r for r in db.execute("SELECT %s FROM coroutines" % ", ".join(listed))}
+        eq(len(rows) - 1, len(sql), "CSV rows vs coroutines rows (%s)" % run_["name"])
+        for row in rows[1:]:
+            want = sql[int(row[0])]
+            for col, got, w in zip(listed, row, want):
+                if w is None:
+                    eq(got, "", "%s of uid %s (NULL in SQLite)" % (col, row[0]))
+                elif col in ("id", "parent_id"):
+                    eq(got, "0x%x" % (w & (2 ** 64 - 1)), "%s of uid %s" % (col, row[0]))
+                elif col == "threads":
+                    eq(got.split(" "), w.split(","), "threads of uid %s" % row[0])
+                else:
+                    eq(got, str(w), "%s of uid %s" % (col, row[0]))
+            n += 1
+        db.close()
+    check(n > 1000, "only %d CSV rows compared" % n)
+
+
+@test
+def docs_perfetto_suspended_slices_are_the_ones_written():
+    """docs/perfetto.md lists the `suspended: REASON` slices the writer produces: each is one of
+    its names, every one the traces hold is listed, and a yield (the demo's request handlers
+    yield) is `runnable`, never `suspended: yield`."""
+    md = doc("perfetto.md")
+    m = re.search(r"`suspended: ([a-z|]+)`", md)
+    check(m, "docs/perfetto.md lists no suspended slices")
+    listed = set(m.group(1).split("|"))
+    writer = {n[len("suspended: "):] for n in c_strings("user/outputs/perfetto.c")
+              if n.startswith("suspended: ")}
+    eq(sorted(listed - writer), [], "suspended slices docs/perfetto.md lists that the writer lacks")
+    produced, yields = set(), 0
+    for run_ in doc_traces()["runs"]:
+        if run_["name"] not in ("demo", "uctx", "bug-lost_wakeup", "bug-stall"):
+            continue
+        t = perfetto_check.check(run_["pftrace"], run_["jsonl"])
+        produced |= {name[len("suspended: "):] for _, _, _, _, name in t.events
+                     if name and name.startswith("suspended: ")}
+        yields += sum(1 for r in run_["records"] if r.get("ev") == "switch"
+                      and r.get("reason") == "yield" and r.get("from") != "0x0")
+    eq(sorted(produced - listed), [], "suspended slices written but not in docs/perfetto.md")
+    check(yields > 100, "the doc traces hold only %d yields" % yields)
+    check("yield" not in produced, "a `suspended: yield` slice was written")
+    # Listed only if produced: `io` comes from a scheduler passing CORO_IO (none of these
+    # programs does), `done` from an exit probe after the last switch out (the doc says when).
+    eq(sorted(listed - produced - {"io", "done"}), [],
+       "suspended slices docs/perfetto.md lists that the doc traces never hold")
+    # docs/top.md's WAIT column shows the same reasons of the same suspended state.
+    wait = [r for r in table_rows("\n".join(l.strip() for l in doc("top.md").splitlines()))
+            if r[0] == "WAIT"]
+    check(wait, "docs/top.md has no WAIT row")
+    eq(sorted(set(re.findall(r"`([a-z]+)`", strip_parens(wait[0][1].split(";")[0])[0]))),
+       sorted(listed),
+       "the reasons docs/top.md's WAIT column lists")
+    check({"wait", "sleep", "unknown"} <= produced, "suspended slices of the doc traces: "
+          "%s" % sorted(produced))
+
+
+@test
+def docs_report_json_fields_are_the_programs():
+    """docs/jsonl.md's `corobpf report --json` table lists exactly the fields report --json
+    prints, and what it says of them holds against the same run's JSONL and SQLite: findings
+    as the finding records, spans as the span_stats records, by_kind as the doc's own
+    per-kind query, and the histograms count every running and runnable slice."""
+    md = doc("jsonl.md")
+    sec = md[md.index("## `corobpf report --json`"):]
+    rows = {f: cells[1] for cells in table_rows(sec) if cells[0].startswith("`")
+            for f in backticked(cells[0])}
+    seen = set()
+    for run_ in doc_traces()["runs"]:
+        p = corobpf(["report", "--json"] + run_["thresholds"] + [run_["raw"]])
+        eq(p.returncode, 0, "report --json %s (%s)" % (run_["name"], p.stderr.strip()))
+        j = json.loads(p.stdout)
+        seen |= set(j)
+        eq(sorted(set(j) - set(rows)), [], "report --json fields not in docs/jsonl.md")
+        recs = run_["records"]
+        trailer = recs[-1]
+        eq(j["lost_events"], trailer["lost"]["events"], "lost_events")
+        for k in ("coroutines", "events", "end_reason"):
+            eq(j[k], trailer[k], k)
+        want = [{k: v for k, v in r.items() if k != "type"} for r in recs
+                if r["type"] == "finding"]
+        eq(len(j["findings"]), len(want), "findings of %s" % run_["name"])
+        for got_f, want_f in zip(j["findings"], want):
+            eq(got_f, want_f, "a finding of %s" % run_["name"])
+        eq(j["findings_omitted"], 0, "findings_omitted")
+        stats = [{k: v for k, v in r.items() if k != "type"} for r in recs
+                 if r["type"] == "span_stats"]
+        eq(j.get("spans", []), stats, "spans of %s" % run_["name"])
+        db = sqlite3.connect(run_["db"])
+        # The kind is the name without trailing digits and dashes: the same as rtrim's.
+        kinds = {k: (n, run, runq, susp, sw) for k, n, run, runq, susp, sw in db.execute(
+            "SELECT rtrim(name, '0123456789-'), count(*), sum(running_ns), sum(runnable_ns), "
+            "sum(suspended_ns), sum(switch_ins) FROM coroutines GROUP BY 1")
+            if k}
+        got = {b["kind"]: (b["coroutines"], b["running_ns"], b["runnable_ns"],
+                           b["suspended_ns"], b["switch_ins"]) for b in j["by_kind"]}
+        eq({k: v for k, v in got.items() if not k.startswith("(")}, kinds,
+           "by_kind of %s against the coroutines table" % run_["name"])
+        eq([b["running_ns"] for b in j["by_kind"]],
+           sorted((b["running_ns"] for b in j["by_kind"]), reverse=True), "by_kind order")
+        eq([pr["pid"] for pr in j["processes"]], sorted(pr["pid"] for pr in j["processes"]),
+           "processes by pid")
+        for pr in j["processes"]:
+            for key, state in (("run_slices", "running"), ("sched_latency", "runnable")):
+                want = db.execute("SELECT count(*) FROM slices WHERE pid = ? AND state = ?",
+                                  (pr["pid"], state)).fetchone()[0]
+                eq(sum(c for _, c in pr[key]), want, "%s of pid %d" % (key, pr["pid"]))
+                for lo, c in pr[key]:
+                    check(c > 0 and (lo == 0 or (lo % 1000 == 0 and
+                                                 (lo // 1000) & (lo // 1000 - 1) == 0)),
+                          "%s bucket [%d, %d]: not [0 or 1000 * 2^k ns, count > 0]"
+                          % (key, lo, c))
+        db.close()
+    # A damaged capture: input_error, as the doc says.
+    raw = doc_traces()["runs"][0]["raw"]
+    cut = work("docs-cut.raw")
+    with open(raw, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read()[:os.path.getsize(raw) // 2])
+    p = corobpf(["report", "--json", cut])
+    eq(p.returncode, 8, "report --json of a cut capture (%s)" % p.stderr.strip())
+    j = json.loads(p.stdout)
+    check(j.get("input_error"), "report --json of a cut capture has no input_error: %s"
+          % p.stdout[:300])
+    seen |= set(j)
+    eq(sorted(set(rows) - seen), [], "fields docs/jsonl.md gives report --json, never printed")
+
+
+@test
+def docs_full_disk_leaves_only_the_cut_raw_capture():
+    """README.md and docs/reliability.md: no output appears under its name half-written, but for
+    the raw capture on a full disk, kept under its name as a prefix `corobpf report` replays.
+    On a 1 MiB tmpfs: every output format alone leaves nothing there (not even its temporary
+    file), exit 7 naming it; with the raw capture there too, the raw capture alone is left."""
+    for name in ("README.md", "reliability.md"):
+        text = " ".join(doc(name).split())
+        check(re.search(r"half-written.{0,200}raw capture|whole, with one exception: the raw "
+                        r"capture on a full disk", text),
+              "%s no longer says which file a full disk leaves incomplete" % name)
+    tiny = work("docs-tiny")
+    os.mkdir(tiny)
+    r = run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tiny])
+    eq(r.returncode, 0, "mount a 1 MiB tmpfs: " + r.stderr)
+    try:
+        outs = ["t.jsonl", "t.jsonl.gz", "t.pftrace", "t.db", "t.csv"]
+        for out in outs:
+            path = os.path.join(tiny, out)
+            p = corobpf(["-q", "-o", path, "--", FAULTS, "burst", "20000"])
+            eq(p.returncode, 7, "-o %s on a full disk: exit code (%s)" % (out, p.stderr.strip()))
+            check("DONE burst 20000" in p.stdout, "the target did not finish: %r" % p.stdout)
+            check(out in p.stderr, "the error does not name %s: %s" % (out, p.stderr.strip()))
+            eq(os.listdir(tiny), [], "files left on the full disk by -o %s" % out)
+        raw = os.path.join(tiny, "t.raw")
+        p = corobpf(["-q", "--raw", raw] + [a for o in outs for a in ("-o", os.path.join(tiny, o))]
+                    + ["--", FAULTS, "burst", "20000"])
+        eq(p.returncode, 7, "all outputs and --raw on a full disk: exit code (%s)"
+           % p.stderr.strip())
+        eq(os.listdir(tiny), ["t.raw"], "files left on the full disk")
+        back = work("docs-tiny-back.jsonl")
+        p = corobpf(["report", raw, "-o", back])
+        eq(p.returncode, 8, "report of the cut raw capture (%s)" % p.stderr.strip())
+        check("ends without its end record" in p.stderr, "where it stops: " + p.stderr)
+        got = Trace(back).coroutines
+        check(len(got) > 1000, "only %d coroutines read back" % len(got))
+        eq([c["id"] for c in got], ["0x%x" % (0x400 + i) for i in range(len(got))],
+           "a prefix of the program's coroutines")
+    finally:
+        run(["umount", tiny])
 
 
 # Commands shown in the docs that cannot run in a test, and why. A command shown in the docs

@@ -287,11 +287,18 @@ int output_close(struct output *o, char *err, size_t errlen)
 		return ret;
 	}
 	if (k->own_fd) {
-		/* The format wrote the file and said what failed. */
-		if (ret)
+		/* The format wrote the file and said what failed; the message names the file. */
+		if (ret) {
+			if (!strstr(err, o->path)) {
+				char what[512];
+
+				snprintf(what, sizeof(what), "%s", err);
+				snprintf(err, errlen, "%s: %s", o->path, what);
+			}
 			outfile_abort(&o->file);
-		else
+		} else {
 			ret = outfile_commit(&o->file, err, errlen);
+		}
 		free(o->path);
 		o->path = NULL;
 		return ret;
