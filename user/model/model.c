@@ -977,9 +977,10 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		m->first_ts = h->ts;
 	m->events_by_kind[h->kind]++;
 	if (h->kind <= CORO_EV_BPF_MAX) {
-		if (h->kind == CORO_EV_SAMPLE)
+		if (h->kind == CORO_EV_SAMPLE) {
 			m->samples++;
-		else if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
+			m->samples_nostack += !ev.stack;
+		} else if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
 			 h->kind != CORO_EV_EXEC && h->kind != CORO_EV_PROC_GONE)
 			m->events++;
 		if (!model_proc_peek(m, h->pid))
