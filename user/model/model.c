@@ -675,6 +675,7 @@ static void apply_sample(struct model *m, const struct coro_event_hdr *h,
 	struct coro *c = h->cur ? model_find(m, h->pid, h->cur) : NULL;
 	u32 stack = mi->stack;
 
+	m->samples_nostack += !stack; /* the summary says these apart from events without one */
 	if (!c || c->state != CS_RUNNING || c->tid != h->tid)
 		return; /* the model's view of the thread says otherwise: not this run's */
 	mi->c = c;
@@ -977,10 +978,9 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		m->first_ts = h->ts;
 	m->events_by_kind[h->kind]++;
 	if (h->kind <= CORO_EV_BPF_MAX) {
-		if (h->kind == CORO_EV_SAMPLE) {
+		if (h->kind == CORO_EV_SAMPLE)
 			m->samples++;
-			m->samples_nostack += !ev.stack;
-		} else if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
+		else if (h->kind != CORO_EV_LIBLOAD && h->kind != CORO_EV_PROC_NEW &&
 			 h->kind != CORO_EV_EXEC && h->kind != CORO_EV_PROC_GONE)
 			m->events++;
 		if (!model_proc_peek(m, h->pid))
