@@ -38,5 +38,5 @@ The trace of the demo, in out/:
                     (docs/jsonl.md)
   out/demo.raw      the raw capture: ./corobpf report out/demo.raw prints the whole analysis
                     again, without root (-o writes any output again)
-The summary above, line by line: README.md, "Reading the summary".
+What each line of the summary above means, and what to do: README.md, "Start here".
 MSG
