@@ -192,6 +192,55 @@ TEST(summary_says_every_counter_with_a_line)
 	free(text);
 }
 
+/* The line a stack-lost count makes, for a model with these counts. */
+static char *stacks_line(u64 lost, u64 unresolved, u64 samples, u64 samples_nostack)
+{
+	static struct model m;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	memset(&m, 0, sizeof(m));
+	m.stats.bpf[CORO_STAT_STACK_LOST] = lost;
+	m.stats.user[CORO_USTAT_STACK_UNRESOLVED] = unresolved;
+	m.samples = samples;
+	m.samples_nostack = samples_nostack;
+	for_each_counter(c)
+		if (c->say && c->src == CSRC_BPF && c->index == CORO_STAT_STACK_LOST)
+			c->say(f, &m);
+	fclose(f);
+	return text;
+}
+
+/*
+ * Samples that went without a stack (one landing in our own probe, the demo's usual case) are
+ * said apart from events, with why; events without one are said as such, with where to read.
+ */
+TEST(summary_says_stack_samples_apart_from_events)
+{
+	char *t;
+
+	t = stacks_line(3, 0, 5, 3);
+	CHECK_STR(t, "  3 of 5 stack samples (--sample-hz) have no stack: 3 not taken in the kernel, "
+		     "0 not resolved\n    expected: a sample that lands while one of corobpf's own "
+		     "probes is using the CPU's stack buffer goes without; every event has its stack "
+		     "(docs/stacks.md, \"Loss\")\n");
+	free(t);
+	t = stacks_line(3, 1, 5, 2);
+	CHECK_STR(t, "  2 events and 2 of 5 stack samples have no stack: 3 not taken in the kernel, "
+		     "1 not resolved\n    each is kept without it; the causes, and what to do about "
+		     "many: docs/stacks.md, \"Loss\"\n");
+	free(t);
+	t = stacks_line(2, 0, 0, 0);
+	CHECK_STR(t, "  2 events have no stack: 2 not taken in the kernel, 0 not resolved\n    each "
+		     "is kept without it; the causes, and what to do about many: docs/stacks.md, "
+		     "\"Loss\"\n");
+	free(t);
+	t = stacks_line(0, 0, 5, 0);
+	CHECK_STR(t, "");
+	free(t);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -199,6 +248,7 @@ int main(void)
 	RUN(table_is_consistent);
 	RUN(jsonl_trailer_has_every_counter_and_reads_back);
 	RUN(summary_says_every_counter_with_a_line);
+	RUN(summary_says_stack_samples_apart_from_events);
 	if (!unit_failed_checks) {
 		char cmd[128];
 

@@ -19,17 +19,38 @@ bool counters_stacks_missing(const struct model *m)
 	return m->stats.bpf[CORO_STAT_STACK_LOST] || m->stats.user[CORO_USTAT_STACK_UNRESOLVED];
 }
 
-/* One line for both ways an event goes without its stack. */
+/*
+ * Both ways a record goes without its stack, said so that a first run's few are not read as an
+ * error: timer samples apart from the events (a sample interrupting one of our own probes finds
+ * the CPU's stack buffer in use: the demo's usual case), and what to do.
+ */
 static void say_stacks_missing(FILE *out, const struct model *m)
 {
 	u64 lost = m->stats.bpf[CORO_STAT_STACK_LOST];
 	u64 unresolved = m->stats.user[CORO_USTAT_STACK_UNRESOLVED];
+	u64 total = lost + unresolved;
+	u64 samples = m->samples_nostack < total ? m->samples_nostack : total;
 
 	if (!counters_stacks_missing(m))
 		return;
-	fprintf(out, "  %llu events have no stack: %llu could not be taken in the kernel, "
-		"%llu not resolved (docs/stacks.md)\n", (unsigned long long)(lost + unresolved),
-		(unsigned long long)lost, (unsigned long long)unresolved);
+	if (samples == total) {
+		fprintf(out, "  %llu of %llu stack samples (--sample-hz) have no stack: %llu not "
+			"taken in the kernel, %llu not resolved\n"
+			"    expected: a sample that lands while one of corobpf's own probes is using "
+			"the CPU's stack buffer goes without; every event has its stack "
+			"(docs/stacks.md, \"Loss\")\n",
+			(unsigned long long)samples, (unsigned long long)m->samples,
+			(unsigned long long)lost, (unsigned long long)unresolved);
+		return;
+	}
+	fprintf(out, "  %llu events", (unsigned long long)(total - samples));
+	if (samples)
+		fprintf(out, " and %llu of %llu stack samples", (unsigned long long)samples,
+			(unsigned long long)m->samples);
+	fprintf(out, " have no stack: %llu not taken in the kernel, %llu not resolved\n"
+		"    each is kept without it; the causes, and what to do about many: "
+		"docs/stacks.md, \"Loss\"\n", (unsigned long long)lost,
+		(unsigned long long)unresolved);
 }
 
 /* One line for the ways the probe stream contradicted itself; the others are in the files only. */

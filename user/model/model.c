@@ -675,6 +675,7 @@ static void apply_sample(struct model *m, const struct coro_event_hdr *h,
 	struct coro *c = h->cur ? model_find(m, h->pid, h->cur) : NULL;
 	u32 stack = mi->stack;
 
+	m->samples_nostack += !stack; /* the summary says these apart from events without one */
 	if (!c || c->state != CS_RUNNING || c->tid != h->tid)
 		return; /* the model's view of the thread says otherwise: not this run's */
 	mi->c = c;

@@ -244,6 +244,7 @@ struct model {
 	u64 events_by_kind[256];
 	u64 events;	   /* BPF-born records applied (probes and off-CPU stretches) */
 	u64 samples;	   /* perf-event samples of running coroutines (--sample-hz) */
+	u64 samples_nostack; /* of them, those that carry no stack (the summary says why) */
 	u64 coroutines;	   /* incarnations seen */
 	u64 live, peak_live;
 	struct coro_rec_stats stats; /* the latest stats record */
