@@ -350,3 +350,42 @@ def batch_flood_stops_at_its_duration():
     trailer = Trace(out).trailer
     eq(trailer["end_reason"], "duration", "end reason")
     check(trailer["events"] > 0, "no events traced")
+
+
+def batched_programs_loaded():
+    p = run(["bpftool", "prog", "show"])
+    return p.stdout.count(" name coro_batch ")
+
+
+@test
+def batch_trap_session_warns_of_a_batched_one():
+    """A session on the trap path beside a batched session tracing the same program: the
+    batched one takes the probes (the program appends while its semaphore is up), and the
+    trap-path session says so rather than showing a program that does nothing."""
+    exe = batch_truth()
+    st = work("batch_beside.state")
+    go = work("batch_beside.go")
+    prog = subprocess.Popen([exe, st, "2", "4000", "hang", go])
+    try:
+        lone = corobpf(["--probe-path", "trap", "-d", "0.5", "-p", str(prog.pid), "-o",
+                        work("beside-alone.jsonl")])
+        eq(lone.returncode, 0, "trap session alone: exit code (%s)" % lone.stderr)
+        if not batched_programs_loaded():
+            # Nothing batched elsewhere on the machine: no warning.
+            check("on the batched path" not in lone.stderr, lone.stderr)
+        tr, ef, err = start_tracer(["-d", "30", "-p", str(prog.pid), "-o",
+                                    work("beside-batched.jsonl")], "batch_beside")
+        try:
+            wait_for(err, "tracing ")
+            p = corobpf(["--probe-path", "trap", "-d", "0.5", "-p", str(prog.pid), "-o",
+                         work("beside-trap.jsonl")])
+            eq(p.returncode, 0, "trap session: exit code (%s)" % p.stderr)
+            check(re.search(r"at attach, \d+ other corobpf sessions? traces? on the batched path",
+                            p.stderr), "no warning of the batched session:\n" + p.stderr)
+        finally:
+            tr.send_signal(signal.SIGINT)
+            tr.wait(timeout=60)
+            ef.close()
+    finally:
+        prog.kill()
+        prog.wait()

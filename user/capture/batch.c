@@ -332,6 +332,44 @@ void batch_forget_all(struct ringev *ev)
 	hmap_free(&ev->batch_cur);
 }
 
+/*
+ * Another session's batched probe, loaded on this machine. A process it traces has its batch
+ * semaphore up, so its create, ready, switch and exit append to the threads' buffers, which only
+ * that session copies out: a trap-path session sees none of them there.
+ */
+static u32 batched_session_elsewhere(void)
+{
+	u32 id = 0, n = 0;
+
+	while (!bpf_prog_get_next_id(id, &id)) {
+		struct bpf_prog_info info = {};
+		u32 len = sizeof(info);
+		int fd = bpf_prog_get_fd_by_id(id);
+
+		if (fd < 0)
+			continue;
+		if (!bpf_obj_get_info_by_fd(fd, &info, &len) && !strcmp(info.name, "coro_batch"))
+			n++;
+		close(fd);
+	}
+	return n;
+}
+
+void batch_check_elsewhere(enum probe_path path, const char *when)
+{
+	u32 n;
+
+	if (path != PROBE_PATH_TRAP)
+		return;
+	n = batched_session_elsewhere();
+	if (n)
+		log_warn("%s, %u other corobpf session%s trace%s on the batched path: in a process "
+			 "%s traces, create, ready, switch and exit go to %s, not to this trap-path "
+			 "session, which misses them uncounted (trace it on the batched path here too, "
+			 "or end the other session)", when, n, n > 1 ? "s" : "", n > 1 ? "" : "s",
+			 n > 1 ? "they" : "it", n > 1 ? "them" : "it");
+}
+
 void batch_setup(struct corobpf_bpf *skel, enum probe_path path)
 {
 	bool on = path == PROBE_PATH_BATCHED;

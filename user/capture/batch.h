@@ -78,6 +78,8 @@ struct attach_ctx;
 #define BATCH_TICK_HZ 250
 
 /* Between open and load: the BPF side's part of the path (its programs load only when batched). */
+/* On the trap path: warn that another session's batched path takes the probes it shares. */
+void batch_check_elsewhere(enum probe_path path, const char *when);
 void batch_setup(struct corobpf_bpf *skel, enum probe_path path);
 
 /*

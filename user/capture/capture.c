@@ -524,6 +524,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	err = batch_attach(c->skel, &c->attach, opts->probe_path);
 	if (err)
 		return err;
+	batch_check_elsewhere(opts->probe_path, "at attach");
 	if (opts->stacks)
 		c->stk = stack_resolver_new(opts->stacks, bpf_map__fd(c->skel->maps.stackmap));
 	if (opts->stacks && opts->sample_hz) {
@@ -1119,6 +1120,7 @@ out:
 		batch_tails_emit(&c->ev, tails, stop_ts);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
+	batch_check_elsewhere(c->opts->probe_path, "at the end");
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
 		/* A hold the loop did not get to release. */
 		if (c->targets[i].pid == c->skel->bss->hold_tgid)
