@@ -822,7 +822,7 @@ def scale(res):
     """Many coroutines, many alive at once: peak RSS of the whole live run, outputs included.
     The program is paced (faults steady) at a rate the writers keep up with: unpaced, it makes
     events faster than three outputs are written, and a run that loses events measures nothing."""
-    rate, secs, lives = (20000, 1, (200, 2000)) if QUICK else (20000, 50, (1000, 100000))
+    rate, secs, lives = (20000, 1, (200, 2000)) if QUICK else (10000, 60, (1000, 100000))
     n = rate * secs
     row = {"coroutines": n, "per_second": rate}
     for live in lives:
