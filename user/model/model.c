@@ -421,7 +421,7 @@ static bool cur_certain(struct model *m, const struct coro_event_hdr *h)
 {
 	struct coro_process *p;
 
-	if (h->flags & CORO_EVF_NO_THREAD)
+	if (h->flags & (CORO_EVF_NO_THREAD | CORO_EVF_CUR_UNSAID))
 		return false;
 	if (!(h->flags & CORO_EVF_CUR_UNKNOWN))
 		return true;
@@ -444,8 +444,12 @@ static void thread_forget(struct model *m, struct coro_thread *t, u64 ts)
 	t->cur_exited = false;
 }
 
-/* Bring the thread view in line with the BPF side's before applying an event. */
-static struct coro_thread *thread_sync(struct model *m, const struct coro_event_hdr *h)
+/*
+ * Bring the thread view in line with the BPF side's before applying an event
+ * (certain: whether h->cur is what runs there, cur_certain() of a BPF event).
+ */
+static struct coro_thread *thread_sync(struct model *m, const struct coro_event_hdr *h,
+				       bool certain)
 {
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
 
@@ -454,7 +458,7 @@ static struct coro_thread *thread_sync(struct model *m, const struct coro_event_
 		/* The hole lies between the thread's last event and this one. */
 		thread_forget(m, t, t->last_ts ? t->last_ts : h->ts);
 	}
-	if (cur_certain(m, h)) {
+	if (certain) {
 		if (t->cur_known && t->cur != h->cur) {
 			m->anom.cur_desync++;
 			thread_forget(m, t, h->ts);
@@ -988,7 +992,17 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		ev.cur_known = cur_certain(m, h);
 		/* Events with no per-thread state (ld.so's hook, process events) say nothing of threads. */
 		if (!(h->flags & CORO_EVF_NO_THREAD))
-			t = thread_sync(m, h);
+			t = thread_sync(m, h, ev.cur_known);
+	} else if (h->kind == CORO_REC_LOST && !(h->flags & CORO_EVF_NO_THREAD)) {
+		/*
+		 * A hole read back from JSONL before a record it has no line for: the
+		 * thread's view changes as that record changed it. Its flag alone says
+		 * whether cur is certain (a JSONL written before `lost` had an `id`
+		 * does not know, even for a launched process).
+		 */
+		ev.cur_known = !(h->flags & CORO_EVF_CUR_UNKNOWN);
+		ev.per_thread = true;
+		t = thread_sync(m, h, ev.cur_known);
 	} else {
 		ev.cur_known = false;
 	}
@@ -1057,6 +1071,8 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 	case CORO_REC_END:
 		m->end_reason = ((const struct coro_rec_end *)h)->reason;
 		break;
+	case CORO_REC_LOST:
+		break; /* the thread's view changed above */
 	default:
 		known = false;
 	}
