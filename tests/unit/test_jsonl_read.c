@@ -221,6 +221,16 @@ TEST(holes_count_whatever_record_follows)
 		 0);
 	CHECK_EQ(a.lost_events, 5);
 	CHECK_EQ(unknown, 30);
+	/* A hole whose event line is of a kind this version does not read: counted still. */
+	CHECK_EQ(model_of_body(PROC7 RUN1
+			       "{\"type\":\"lost\",\"ts\":40,\"pid\":7,\"tid\":7,\"count\":6,"
+			       "\"id\":\"0x1\"}\n"
+			       "{\"type\":\"event\",\"ev\":\"from_the_future\",\"ts\":40,\"pid\":7,"
+			       "\"tid\":7}\n" TRAILER,
+			       &a, &unknown),
+		 0);
+	CHECK_EQ(a.lost_events, 6);
+	CHECK_EQ(unknown, 30);
 	/* An off-CPU stretch whose return went unseen says so, and is counted again. */
 	CHECK_EQ(model_of_body(PROC7 RUN1
 			       "{\"type\":\"event\",\"ev\":\"offcpu\",\"ts\":20,\"pid\":7,\"tid\":7,"
