@@ -990,8 +990,16 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		if (!model_proc_peek(m, h->pid))
 			m->anom.unknown_pid++;
 		ev.cur_known = cur_certain(m, h);
-		/* Events with no per-thread state (ld.so's hook, process events) say nothing of threads. */
-		if (!(h->flags & CORO_EVF_NO_THREAD))
+		/*
+		 * Events with no per-thread state (ld.so's hook, process events) say
+		 * nothing of threads. Nor does a stack sample, but for the hole it
+		 * carries: it is taken on a timer, out of the probes' order. A sample
+		 * 4 us after a switch out that named the coroutine switched out was
+		 * seen here, as if it had interrupted the switch's program between its
+		 * clock read and its update of the thread's coroutine; such a sample
+		 * made the thread's coroutine unknown and counted a thread_desync.
+		 */
+		if (!(h->flags & CORO_EVF_NO_THREAD) && (h->kind != CORO_EV_SAMPLE || h->lost_before))
 			t = thread_sync(m, h, ev.cur_known);
 	} else if (h->kind == CORO_REC_LOST && !(h->flags & CORO_EVF_NO_THREAD)) {
 		/*
