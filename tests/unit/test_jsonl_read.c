@@ -244,7 +244,7 @@ TEST(holes_count_whatever_record_follows)
 TEST(deep_stack_lines_are_read_past)
 {
 	/* 40 frames of 7 fields: objects in an array are not the line's own fields. */
-	char *body = malloc(64 * 1024), *p = body, err[512];
+	char *body = malloc(128 * 1024), *p = body, err[512];
 
 	p += sprintf(p, "{\"type\":\"thread\",\"pid\":7,\"tid\":7}\n"
 			"{\"type\":\"stack\",\"id\":3,\"pid\":7,\"frames\":[");
@@ -254,6 +254,14 @@ TEST(deep_stack_lines_are_read_past)
 			     i ? "," : "", 0x1000 + i, i, i);
 	sprintf(p, "]}\n" TRAILER);
 	CHECK_EQ(read_body(body, err, sizeof(err)), 3); /* thread, stats, end */
+	/* 127 frames of long C++ names: more text than a line keeps, none of it kept. */
+	p = body + sprintf(body, "{\"type\":\"thread\",\"pid\":7,\"tid\":7}\n"
+			   "{\"type\":\"stack\",\"id\":3,\"pid\":7,\"frames\":[");
+	for (int i = 0; i < 127; i++)
+		p += sprintf(p, "%s{\"ip\":\"0x%x\",\"func\":\"%0300d\"}", i ? "," : "",
+			     0x1000 + i, i);
+	sprintf(p, "]}\n" TRAILER);
+	CHECK_EQ(read_body(body, err, sizeof(err)), 3);
 	free(body);
 }
 

@@ -202,17 +202,20 @@ static int jp_object(struct jp *j, const char *prefix, bool keep, int depth)
 	for (;;) {
 		const char *k;
 		char *full;
-		size_t klen, plen = prefix ? strlen(prefix) : 0;
+		size_t klen, mark, plen = prefix ? strlen(prefix) : 0;
 
 		jp_ws(j);
 		if (j->p >= j->end || *j->p != '"') {
 			j->err = "expected a key";
 			return -1;
 		}
+		mark = j->o->pool_len;
 		k = jp_string(j, &klen);
 		if (!k)
 			return -1;
 		full = NULL;
+		if (!keep)
+			j->o->pool_len = mark; /* a key read past takes no room */
 		if (keep) {
 			full = pool_alloc(j, plen + klen + 2);
 			if (!full)
@@ -348,13 +351,16 @@ static int jp_value(struct jp *j, const char *key, int depth)
 	case '[':
 		return jp_array(j, key, depth);
 	case '"': {
-		size_t len;
+		size_t len, mark = j->o->pool_len;
 		const char *s = jp_string(j, &len);
 
 		if (!s)
 			return -1;
-		if (!key)
+		if (!key) {
+			/* Read past: no room kept, so a stack's many frames fit any line. */
+			j->o->pool_len = mark;
 			return 0;
+		}
 		v = jv_new(j, key);
 		if (!v)
 			return -1;
