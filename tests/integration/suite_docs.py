@@ -40,6 +40,8 @@ def doc_traces():
         return _traces
     # The demo's requests take a few ms: --slow-span 2 makes some of them slow_span findings.
     runs = [("demo", ["--stacks", "--sample-hz", "199", "--slow-span", "2"], [DEMO, "-d", "2"])]
+    # A lossy capture with stacks: the smallest ring under 15 times the demo's default load.
+    runs.append(("demo-lossy", ["--stacks", "--ring-size", "1"], [DEMO, "-d", "2", "-r", "3000"]))
     quiet = ["--sched-latency", "600000", "--blocking", "600000"]
     for prog_arg in ("lost_wakeup", "spawn_storm", "unclosed_span", "stall"):
         runs.append(("bug-" + prog_arg, quiet + ["--long-run", "600000"],
@@ -59,7 +61,7 @@ def doc_traces():
         raw, pf = work("docs-%s.raw" % name), work("docs-%s.pftrace" % name)
         p = corobpf(["-o", out, "-o", db, "-o", cs, "-o", pf, "--raw", raw] + extra + ["--"]
                     + cmd)
-        pairs.append((raw, out))
+        pairs.append((raw, out, db))
         eq(p.returncode, 0, "corobpf -- %s exit code (%s)" % (" ".join(cmd), p.stderr.strip()))
         with open(out) as f:
             recs = [json.loads(l) for l in f]
@@ -227,12 +229,29 @@ def docs_jsonl_records_come_in_the_order_said():
                 last_end = r["ended"]
 
 
+def jsonl_lost_sum(path):
+    """The counts of a JSONL file's `lost` records, added up, and its trailer."""
+    total, trailer = 0, None
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["type"] == "lost":
+                total += r["count"]
+            elif r["type"] == "trailer":
+                trailer = r
+    return total, trailer
+
+
 @test
 def docs_report_of_jsonl_is_report_of_raw():
     """docs/jsonl.md: `corobpf report` reads a JSONL trace through the same analysis as the raw
     capture it was written from: the same numbers, findings and tables, but for what stacks and
-    samples give (not read back from JSONL)."""
-    for raw, out in doc_traces()["pairs"]:
+    samples give (not read back from JSONL). On a lossy capture with stacks too, where the holes
+    must come back where they were; and `attributed` is the sum of the `lost` records (JSONL) and
+    of the `lost` table's counts (SQLite)."""
+    lossy = 0
+    for raw, out, db in doc_traces()["pairs"]:
+        name = os.path.basename(out)
         a = corobpf(["report", "--json", raw])
         b = corobpf(["report", "--json", out])
         eq(a.returncode, 0, "report %s (%s)" % (raw, a.stderr.strip()))
@@ -240,13 +259,48 @@ def docs_report_of_jsonl_is_report_of_raw():
         ja, jb = json.loads(a.stdout), json.loads(b.stdout)
         # As docs/jsonl.md says: stacks and samples are not read back from JSONL.
         for f in ja.get("findings", []):
-            for k in ("stack", "samples", "key_samples", "key_depth", "key_frame"):
+            for k in ("stack", "samples", "samples_kept", "key_samples", "key_depth", "key_frame"):
                 f.pop(k, None)
         diff = sorted(k for k in set(ja) | set(jb) if ja.get(k) != jb.get(k))
         check(not diff, "%s: report of the JSONL differs from report of the raw capture in %s"
-              % (os.path.basename(out), ", ".join("%s (%s vs %s)" % (k, str(ja.get(k))[:80],
-                                                                    str(jb.get(k))[:80])
-                                                   for k in diff)))
+              % (name, ", ".join("%s (%s vs %s)" % (k, str(ja.get(k))[:80], str(jb.get(k))[:80])
+                                 for k in diff)))
+        # The trailers of both replays: every count, loss and anomaly but stacks' and samples'.
+        ra, rb = work(name + ".of-raw.jsonl"), work(name + ".of-jsonl.jsonl")
+        for src, dst in ((raw, ra), (out, rb)):
+            p = corobpf(["report", "-q", src, "--force", "-o", dst])
+            eq(p.returncode, 0, "report %s -o %s (%s)" % (src, dst, p.stderr.strip()))
+        sa, ta = jsonl_lost_sum(ra)
+        sb, tb = jsonl_lost_sum(rb)
+        for t in (ta, tb):
+            t.pop("samples", None)
+            for k in ("stacks_lost", "stacks_unresolved", "stacks_unmapped"):
+                t["lost"].pop(k)
+        diff = sorted("%s.%s (%s vs %s)" % (k, kk, ta[k].get(kk), tb[k].get(kk))
+                      for k in ta if isinstance(ta[k], dict)
+                      for kk in set(ta[k]) | set(tb.get(k, {})) if ta[k].get(kk) != tb[k].get(kk))
+        diff += sorted("%s (%s vs %s)" % (k, ta.get(k), tb.get(k)) for k in set(ta) | set(tb)
+                       if not isinstance(ta.get(k), dict) and ta.get(k) != tb.get(k))
+        check(not diff, "%s: the trailer of report of the JSONL differs from that of the raw "
+              "capture in %s" % (name, ", ".join(diff)))
+        # attributed is the holes the records carry, in every output.
+        attributed = ta["lost"]["attributed"]
+        eq(sa, attributed, "%s: sum of the lost records' counts (report of the raw capture)" % name)
+        eq(sb, attributed, "%s: sum of the lost records' counts (report of the JSONL)" % name)
+        eq(jsonl_lost_sum(out)[0], attributed, "%s: sum of the lost records' counts" % name)
+        con = sqlite3.connect(db)
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        rows = con.execute("SELECT sum(count) FROM lost").fetchone()[0] if "lost" in tables else 0
+        meta = int(con.execute("SELECT value FROM meta WHERE key='lost_attributed'").fetchone()[0])
+        con.close()
+        eq(rows or 0, meta, "%s: sum(count) of the SQLite lost table vs meta lost_attributed"
+           % name)
+        eq(meta, attributed, "%s: SQLite lost_attributed vs the JSONL trailer's" % name)
+        if attributed and ta["events"] and any(r["type"] == "stack" for r in
+                                                map(json.loads, open(out))):
+            lossy += 1
+    check(lossy, "no capture of the docs traces lost events with stacks on: the comparison "
+          "needs one (the ring, --ring-size 1, did not fill)")
 
 
 @test
@@ -412,9 +466,12 @@ def docs_sqlite_tables_are_the_schema():
         tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         # The spans table exists only in a trace with spans.
         has_spans = db.execute("SELECT count(*) FROM events WHERE ev = 'span_begin'").fetchone()[0]
-        # So does the awaiters table in one with a C++20 awaiter (its rows: suite_22_cxx20.py).
+        # So does the awaiters table in one with a C++20 awaiter (its rows: suite_22_cxx20.py),
+        # and the lost table in one with holes (its rows: docs_report_of_jsonl_is_report_of_raw).
+        has_lost = db.execute("SELECT value FROM meta WHERE key = 'lost_attributed'").fetchone()
         want = {t for t in documented if (t != "spans" or has_spans)
-                and (t != "awaiters" or "awaiters" in tables)}
+                and (t != "awaiters" or "awaiters" in tables)
+                and (t != "lost" or int(has_lost[0]))}
         eq(sorted(tables), sorted(want), "tables in %s" % os.path.basename(path))
         for t, (cols, values, _) in documented.items():
             if t not in want:

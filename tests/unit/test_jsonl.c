@@ -44,7 +44,7 @@ TEST(golden_basic)
 	/* The pieces a reader relies on, independent of the golden file. */
 	CHECK_CONTAINS(got, "\"id\":\"0xdeadbeefcafef00d\"");
 	CHECK_CONTAINS(got, "\"name\":\"say \\\"hi\\\"\\\\\\n\\u0001\\ufffd\"");
-	CHECK_CONTAINS(got, "{\"type\":\"lost\",\"ts\":1400,\"pid\":100,\"tid\":2,\"count\":2}");
+	CHECK_CONTAINS(got, "{\"type\":\"lost\",\"ts\":1400,\"pid\":100,\"tid\":2,\"count\":2,\"id\":\"0x0\"}");
 	CHECK_CONTAINS(got, "\"status\":-125");
 	CHECK_CONTAINS(got, "\"exit_code\":3");
 	CHECK_CONTAINS(got, "\"start_time\":\"2023-11-14T22:13:20.000001000Z\"");

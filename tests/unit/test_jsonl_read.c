@@ -143,12 +143,136 @@ TEST(hostile_lines_are_errors_with_their_line)
 	}
 }
 
+static void unknown_of_0x1(void *ctx, const struct coro *c)
+{
+	if (c->id == 0x1)
+		*(u64 *)ctx = c->t_state[CS_UNKNOWN];
+}
+
+/* A file with a valid header and then `body`, read through the model: what it counted. */
+static int model_of_body(const char *body, struct model_anomalies *anom, u64 *unknown_ns)
+{
+	struct model_observer obs = {.ctx = unknown_ns, .coroutine_end = unknown_of_0x1};
+	char path[300], err[512];
+	FILE *f;
+	struct capture_info ci;
+	struct jsonl_reader *r;
+	struct pipeline p;
+	const struct coro_event_hdr *h;
+	int ret;
+
+	snprintf(path, sizeof(path), "%s/m.jsonl", dir);
+	f = fopen(path, "w");
+	fputs("{\"type\":\"header\",\"schema\":1,\"start_ts\":5,\"pids\":[7]}\n", f);
+	fputs(body, f);
+	fclose(f);
+	r = jsonl_reader_open(path, &ci, err, sizeof(err));
+	if (!r)
+		return -2;
+	*unknown_ns = 0;
+	pipeline_init(&p, &ci, NULL);
+	pipeline_add_observer(&p, &obs, NULL);
+	pipeline_begin(&p);
+	while ((ret = jsonl_reader_next(r, &h)) == 1)
+		pipeline_feed(&p, h);
+	pipeline_finish(&p);
+	*anom = p.model.anom;
+	pipeline_free(&p);
+	jsonl_reader_close(r);
+	capture_info_free(&ci);
+	return ret;
+}
+
+#define PROC7 "{\"type\":\"process\",\"ts\":5,\"pid\":7,\"exe\":\"/x\",\"mode\":\"launched\"}\n"
+#define RUN1 "{\"type\":\"event\",\"ev\":\"switch\",\"ts\":10,\"pid\":7,\"tid\":7," \
+	     "\"from\":\"0x0\",\"to\":\"0x1\",\"reason\":\"unknown\",\"obj\":\"0x0\"}\n"
+#define TRAILER "{\"type\":\"trailer\",\"last_ts\":100,\"end_reason\":\"signal\"," \
+		"\"lost\":{\"events\":9}}\n"
+
+TEST(holes_count_whatever_record_follows)
+{
+	struct model_anomalies a;
+	u64 unknown;
+
+	/*
+	 * A JSONL written before `lost` had `id`: a hole before a create, whose
+	 * line says nothing of what ran, is counted all the same, and the
+	 * coroutine the thread ran is unknown from its previous record (ts 10).
+	 */
+	CHECK_EQ(model_of_body(PROC7 RUN1
+			       "{\"type\":\"lost\",\"ts\":40,\"pid\":7,\"tid\":7,\"count\":4}\n"
+			       "{\"type\":\"event\",\"ev\":\"create\",\"ts\":40,\"pid\":7,\"tid\":7,"
+			       "\"id\":\"0x2\",\"parent\":\"0x1\"}\n" TRAILER,
+			       &a, &unknown),
+		 0);
+	CHECK_EQ(a.lost_events, 4);
+	CHECK_EQ(unknown, 90);
+	/*
+	 * A hole before a record of no line of its own (a sample) stands alone at
+	 * its ts; with `id` the thread runs that coroutine from there on: unknown
+	 * only from 10 to 40.
+	 */
+	CHECK_EQ(model_of_body(PROC7 RUN1
+			       "{\"type\":\"lost\",\"ts\":40,\"pid\":7,\"tid\":7,\"count\":5,"
+			       "\"id\":\"0x1\",\"alone\":true}\n"
+			       "{\"type\":\"event\",\"ev\":\"exit\",\"ts\":60,\"pid\":7,\"tid\":7,"
+			       "\"id\":\"0x1\",\"status\":0}\n" TRAILER,
+			       &a, &unknown),
+		 0);
+	CHECK_EQ(a.lost_events, 5);
+	CHECK_EQ(unknown, 30);
+	/* A hole whose event line is of a kind this version does not read: counted still. */
+	CHECK_EQ(model_of_body(PROC7 RUN1
+			       "{\"type\":\"lost\",\"ts\":40,\"pid\":7,\"tid\":7,\"count\":6,"
+			       "\"id\":\"0x1\"}\n"
+			       "{\"type\":\"event\",\"ev\":\"from_the_future\",\"ts\":40,\"pid\":7,"
+			       "\"tid\":7}\n" TRAILER,
+			       &a, &unknown),
+		 0);
+	CHECK_EQ(a.lost_events, 6);
+	CHECK_EQ(unknown, 30);
+	/* An off-CPU stretch whose return went unseen says so, and is counted again. */
+	CHECK_EQ(model_of_body(PROC7 RUN1
+			       "{\"type\":\"event\",\"ev\":\"offcpu\",\"ts\":20,\"pid\":7,\"tid\":7,"
+			       "\"id\":\"0x1\",\"dur\":5,\"state\":\"sleeping\",\"runq\":0,\"cpu\":0,"
+			       "\"late\":true}\n" TRAILER,
+			       &a, &unknown),
+		 0);
+	CHECK_EQ(a.offcpu_late, 1);
+}
+
+TEST(deep_stack_lines_are_read_past)
+{
+	/* 40 frames of 7 fields: objects in an array are not the line's own fields. */
+	char *body = malloc(128 * 1024), *p = body, err[512];
+
+	p += sprintf(p, "{\"type\":\"thread\",\"pid\":7,\"tid\":7}\n"
+			"{\"type\":\"stack\",\"id\":3,\"pid\":7,\"frames\":[");
+	for (int i = 0; i < 40; i++)
+		p += sprintf(p, "%s{\"ip\":\"0x%x\",\"func\":\"f%d\",\"off\":1,\"obj\":\"/x\","
+			     "\"rel\":\"0x1\",\"file\":\"x.c\",\"line\":%d}",
+			     i ? "," : "", 0x1000 + i, i, i);
+	sprintf(p, "]}\n" TRAILER);
+	CHECK_EQ(read_body(body, err, sizeof(err)), 3); /* thread, stats, end */
+	/* 127 frames of long C++ names: more text than a line keeps, none of it kept. */
+	p = body + sprintf(body, "{\"type\":\"thread\",\"pid\":7,\"tid\":7}\n"
+			   "{\"type\":\"stack\",\"id\":3,\"pid\":7,\"frames\":[");
+	for (int i = 0; i < 127; i++)
+		p += sprintf(p, "%s{\"ip\":\"0x%x\",\"func\":\"%0300d\"}", i ? "," : "",
+			     0x1000 + i, i);
+	sprintf(p, "]}\n" TRAILER);
+	CHECK_EQ(read_body(body, err, sizeof(err)), 3);
+	free(body);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
 		return 1;
 	RUN(round_trip_keeps_every_event);
 	RUN(hostile_lines_are_errors_with_their_line);
+	RUN(holes_count_whatever_record_follows);
+	RUN(deep_stack_lines_are_read_past);
 	{
 		char cmd[300];
 

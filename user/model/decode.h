@@ -100,6 +100,7 @@ static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
 		ev->offcpu.start = ev->offcpu.runq_ns = 0;
 		ev->offcpu.state = e->state;
 		ev->offcpu.cpu = e->cpu;
+		ev->offcpu.late = false;
 		return true;
 	}
 	case CORO_EV_OFFCPU_END: {
@@ -109,6 +110,7 @@ static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
 		ev->offcpu.runq_ns = e->runq_ns;
 		ev->offcpu.state = e->state;
 		ev->offcpu.cpu = e->cpu;
+		ev->offcpu.late = h->flags & CORO_EVF_OFFCPU_LATE;
 		return true;
 	}
 	case CORO_EV_SAMPLE:
@@ -160,6 +162,7 @@ static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
 		ev->proc_exit.status = ((const struct coro_rec_proc_exit *)h)->status;
 		return true;
 	case CORO_REC_STATS:
+	case CORO_REC_LOST:
 		return true;
 	case CORO_REC_END:
 		ev->end.reason = ((const struct coro_rec_end *)h)->reason;

@@ -46,6 +46,7 @@ enum event_kind {
 	EV_STATS = 132,	      /* loss counters so far (the model keeps them) */
 	EV_END = 133,	      /* the capture ended cleanly */
 	EV_SWITCH_PATH = 134, /* switch-function uprobes attached in an object */
+	EV_LOST = 138,	      /* a hole alone: lost_before, before a record of no line (JSONL) */
 };
 
 /* Its name in the outputs ("create", "offcpu", "process_exit", ...). */
@@ -117,6 +118,7 @@ struct event {
 			u64 runq_ns; /* EV_OFFCPU_END: of which runnable but not running */
 			u32 state;   /* enum coro_offcpu_state, as it left */
 			u32 cpu;     /* begin: the CPU it left; end: the one it runs on now */
+			bool late;   /* EV_OFFCPU_END: its return went unseen (CORO_EVF_OFFCPU_LATE) */
 		} offcpu;
 		struct {
 			struct ev_str comm, exe;

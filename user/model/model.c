@@ -421,7 +421,7 @@ static bool cur_certain(struct model *m, const struct coro_event_hdr *h)
 {
 	struct coro_process *p;
 
-	if (h->flags & CORO_EVF_NO_THREAD)
+	if (h->flags & (CORO_EVF_NO_THREAD | CORO_EVF_CUR_UNSAID))
 		return false;
 	if (!(h->flags & CORO_EVF_CUR_UNKNOWN))
 		return true;
@@ -444,8 +444,12 @@ static void thread_forget(struct model *m, struct coro_thread *t, u64 ts)
 	t->cur_exited = false;
 }
 
-/* Bring the thread view in line with the BPF side's before applying an event. */
-static struct coro_thread *thread_sync(struct model *m, const struct coro_event_hdr *h)
+/*
+ * Bring the thread view in line with the BPF side's before applying an event
+ * (certain: whether h->cur is what runs there, cur_certain() of a BPF event).
+ */
+static struct coro_thread *thread_sync(struct model *m, const struct coro_event_hdr *h,
+				       bool certain)
 {
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
 
@@ -454,7 +458,7 @@ static struct coro_thread *thread_sync(struct model *m, const struct coro_event_
 		/* The hole lies between the thread's last event and this one. */
 		thread_forget(m, t, t->last_ts ? t->last_ts : h->ts);
 	}
-	if (cur_certain(m, h)) {
+	if (certain) {
 		if (t->cur_known && t->cur != h->cur) {
 			m->anom.cur_desync++;
 			thread_forget(m, t, h->ts);
@@ -986,9 +990,27 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		if (!model_proc_peek(m, h->pid))
 			m->anom.unknown_pid++;
 		ev.cur_known = cur_certain(m, h);
-		/* Events with no per-thread state (ld.so's hook, process events) say nothing of threads. */
-		if (!(h->flags & CORO_EVF_NO_THREAD))
-			t = thread_sync(m, h);
+		/*
+		 * Events with no per-thread state (ld.so's hook, process events) say
+		 * nothing of threads. Nor does a stack sample, but for the hole it
+		 * carries: it is taken on a timer, out of the probes' order. A sample
+		 * 4 us after a switch out that named the coroutine switched out was
+		 * seen here, as if it had interrupted the switch's program between its
+		 * clock read and its update of the thread's coroutine; such a sample
+		 * made the thread's coroutine unknown and counted a thread_desync.
+		 */
+		if (!(h->flags & CORO_EVF_NO_THREAD) && (h->kind != CORO_EV_SAMPLE || h->lost_before))
+			t = thread_sync(m, h, ev.cur_known);
+	} else if (h->kind == CORO_REC_LOST && !(h->flags & CORO_EVF_NO_THREAD)) {
+		/*
+		 * A hole read back from JSONL before a record it has no line for: the
+		 * thread's view changes as that record changed it. Its flag alone says
+		 * whether cur is certain (a JSONL written before `lost` had an `id`
+		 * does not know, even for a launched process).
+		 */
+		ev.cur_known = !(h->flags & CORO_EVF_CUR_UNKNOWN);
+		ev.per_thread = true;
+		t = thread_sync(m, h, ev.cur_known);
 	} else {
 		ev.cur_known = false;
 	}
@@ -1057,6 +1079,8 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 	case CORO_REC_END:
 		m->end_reason = ((const struct coro_rec_end *)h)->reason;
 		break;
+	case CORO_REC_LOST:
+		break; /* the thread's view changed above */
 	default:
 		known = false;
 	}

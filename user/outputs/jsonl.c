@@ -178,22 +178,40 @@ static void jsonl_begin(void *ctx, const struct capture_info *ci)
 #define J_STR(key, str) (J_LIT(",\"" key "\":"), p = json_str_at(p, (str).s, (str).len))
 #define J_NAME(str) (p = mempcpy(p, (str), strlen(str)))
 
+/*
+ * The hole before ev on its thread: what the model counts as `attributed`,
+ * and what it needs to replay the hole (docs/jsonl.md, `lost`). `id` is the
+ * coroutine the BPF side says runs on the thread now; alone: ev has no line
+ * of its own that follows (a stack sample), so the hole stands at ts.
+ */
+static void put_lost(struct obuf *o, const struct event *ev, bool alone)
+{
+	char *start, *p;
+
+	start = p = obuf_reserve(o, EVENT_LINE_ROOM);
+	J_LIT("{\"type\":\"lost\"");
+	J_U64("ts", ev->ts);
+	J_U64("pid", ev->pid);
+	J_U64("tid", ev->tid);
+	J_U64("count", ev->lost_before);
+	if (ev->cur_known)
+		J_ID("id", ev->cur);
+	else
+		J_LIT(",\"id\":null");
+	if (alone)
+		J_LIT(",\"alone\":true");
+	J_LIT("}\n");
+	obuf_commit(o, p - start);
+}
+
 static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 {
 	struct obuf *o = s->ob;
 	u32 stack = ev->stack;
 	char *start, *p;
 
-	if (ev->lost_before) {
-		start = p = obuf_reserve(o, EVENT_LINE_ROOM);
-		J_LIT("{\"type\":\"lost\"");
-		J_U64("ts", ev->ts);
-		J_U64("pid", ev->pid);
-		J_U64("tid", ev->tid);
-		J_U64("count", ev->lost_before);
-		J_LIT("}\n");
-		obuf_commit(o, p - start);
-	}
+	if (ev->lost_before)
+		put_lost(o, ev, false);
 	need_stack(s, stack); /* its definition line before the line naming it */
 	start = p = obuf_reserve(o, EVENT_LINE_ROOM);
 	J_LIT("{\"type\":\"event\",\"ev\":\"");
@@ -214,6 +232,8 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		*p++ = '"';
 		J_U64("runq", ev->offcpu.runq_ns);
 		J_U64("cpu", ev->offcpu.cpu);
+		if (ev->offcpu.late)
+			J_LIT(",\"late\":true");
 		if (ev->c)
 			J_U64("uid", ev->c->uid);
 		J_LIT("}\n");
@@ -328,7 +348,14 @@ static void jsonl_event_cb(void *ctx, const struct event *ev)
 	case EV_OFFCPU_BEGIN:
 	case EV_OFFCPU_END:
 		jsonl_event(s, ev);
+		return;
+	default:
 		break;
+	}
+	/* A hole before a record that has no event line (a sample): a line of its own. */
+	if (ev->lost_before)
+		put_lost(o, ev, true);
+	switch (ev->kind) {
 	case EV_PROCESS:
 		begin_record(o, "process");
 		put_common(o, ev, false);

@@ -182,7 +182,12 @@ static const char *jp_string(struct jp *j, size_t *len)
 
 static int jp_value(struct jp *j, const char *key, int depth);
 
-static int jp_object(struct jp *j, const char *prefix, int depth)
+/*
+ * An object at j->p. keep: its fields are kept, under "prefix.key" (or key
+ * at the top); else it is read past (an object in an array: a stack's
+ * frames, a finding's chain), so that its fields never pose as the line's.
+ */
+static int jp_object(struct jp *j, const char *prefix, bool keep, int depth)
 {
 	if (depth > DEPTH_MAX) {
 		j->err = "nested too deep";
@@ -197,23 +202,29 @@ static int jp_object(struct jp *j, const char *prefix, int depth)
 	for (;;) {
 		const char *k;
 		char *full;
-		size_t klen, plen = prefix ? strlen(prefix) : 0;
+		size_t klen, mark, plen = prefix ? strlen(prefix) : 0;
 
 		jp_ws(j);
 		if (j->p >= j->end || *j->p != '"') {
 			j->err = "expected a key";
 			return -1;
 		}
+		mark = j->o->pool_len;
 		k = jp_string(j, &klen);
 		if (!k)
 			return -1;
-		full = pool_alloc(j, plen + klen + 2);
-		if (!full)
-			return -1;
-		if (prefix)
-			snprintf(full, plen + klen + 2, "%s.%s", prefix, k);
-		else
-			memcpy(full, k, klen + 1);
+		full = NULL;
+		if (!keep)
+			j->o->pool_len = mark; /* a key read past takes no room */
+		if (keep) {
+			full = pool_alloc(j, plen + klen + 2);
+			if (!full)
+				return -1;
+			if (prefix)
+				snprintf(full, plen + klen + 2, "%s.%s", prefix, k);
+			else
+				memcpy(full, k, klen + 1);
+		}
 		jp_ws(j);
 		if (j->p >= j->end || *j->p != ':') {
 			j->err = "expected ':'";
@@ -253,7 +264,7 @@ static struct jv *jv_new(struct jp *j, const char *key)
 
 static int jp_array(struct jp *j, const char *key, int depth)
 {
-	bool numbers = !j->o->arr_key;
+	bool numbers = key && !j->o->arr_key;
 
 	if (depth > DEPTH_MAX) {
 		j->err = "nested too deep";
@@ -336,17 +347,20 @@ static int jp_value(struct jp *j, const char *key, int depth)
 	}
 	switch (*j->p) {
 	case '{':
-		return jp_object(j, key, depth);
+		return jp_object(j, key, key != NULL, depth);
 	case '[':
 		return jp_array(j, key, depth);
 	case '"': {
-		size_t len;
+		size_t len, mark = j->o->pool_len;
 		const char *s = jp_string(j, &len);
 
 		if (!s)
 			return -1;
-		if (!key)
+		if (!key) {
+			/* Read past: no room kept, so a stack's many frames fit any line. */
+			j->o->pool_len = mark;
 			return 0;
+		}
 		v = jv_new(j, key);
 		if (!v)
 			return -1;
@@ -419,7 +433,7 @@ static int parse_line(struct jobj *o, const char *line, size_t len, const char *
 		*err = "not a JSON object";
 		return -1;
 	}
-	if (jp_object(&j, NULL, 0)) {
+	if (jp_object(&j, NULL, true, 0)) {
 		*err = j.err ? j.err : "malformed";
 		return -1;
 	}
@@ -469,7 +483,10 @@ static bool getid(const struct jobj *o, const char *key, __u64 *out)
 	return !errno && *e == 0 && e != s + 2;
 }
 
-/* The running coroutine ("id"), or none known: a record of no thread state. */
+/* What the line does not say: the running coroutine (raw.h). */
+#define CUR_UNSAID (CORO_EVF_CUR_UNKNOWN | CORO_EVF_CUR_UNSAID)
+
+/* The running coroutine ("id"), or none known. */
 static void set_cur(const struct jobj *o, struct coro_event_hdr *h)
 {
 	__u64 id;
@@ -477,7 +494,7 @@ static void set_cur(const struct jobj *o, struct coro_event_hdr *h)
 	if (getid(o, "id", &id))
 		h->cur = id;
 	else
-		h->flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		h->flags = CUR_UNSAID;
 }
 
 /* An off-CPU state by its JSONL name; an unknown one reads as "other". */
@@ -491,8 +508,12 @@ static u32 offcpu_state_of(const char *name)
 
 /* ---- the reader ---- */
 
+/* A `lost` line, until the next event line of its thread takes it. */
 struct pending_lost {
-	u32 pid, tid, count;
+	u64 ts, count;
+	bool has_id;   /* the line has `id` (JSONL written before it had none) */
+	bool id_known; /* ... and it is not null */
+	__u64 id;
 };
 
 struct jsonl_reader {
@@ -506,8 +527,9 @@ struct jsonl_reader {
 		char buf[8192];
 		u64 align;
 	} rec;
-	struct hmap lost; /* (pid, tid) -> count, for the next event of that thread */
+	struct hmap lost; /* (pid, tid) -> struct pending_lost, for the next event of that thread */
 	bool trailer_done, end_sent;
+	bool again; /* the line read last is to be built again (a hole went first) */
 	struct coro_rec_end end;
 	char err[512];
 };
@@ -644,6 +666,35 @@ static void copy_str(char *dst, size_t len, const char *s)
 		snprintf(dst, len, "%s", s);
 }
 
+/* The record of a hole alone (CORO_REC_LOST), in r->rec: the thread's view as `lost` gives it. */
+static void build_lost(struct jsonl_reader *r, u64 pid, u64 tid, u64 ts,
+		       const struct pending_lost *pl)
+{
+	struct coro_event_hdr *h = rec_init(r, sizeof(*h), CORO_REC_LOST, pid, tid, ts);
+
+	h->lost_before = (u32)MIN(pl->count, UINT32_MAX);
+	h->cur = pl->id_known ? pl->id : 0;
+	h->flags = pl->id_known ? 0 : CORO_EVF_CUR_UNKNOWN;
+}
+
+/*
+ * The hole before the event just built. With `id` the line says what the BPF
+ * side said runs on the thread after the hole: the event carries it, as its
+ * raw record did, whatever its own line tells. Without (JSONL written before
+ * `lost` had `id`), the event counts the hole and tells what its line does.
+ */
+static void take_lost(struct coro_event_hdr *h, const struct pending_lost *pl)
+{
+	h->lost_before = (u32)MIN(pl->count, UINT32_MAX);
+	if (!pl->has_id)
+		return;
+	h->flags &= (u8)~(CUR_UNSAID | CORO_EVF_NO_THREAD);
+	if (pl->id_known)
+		h->cur = pl->id;
+	else
+		h->flags |= CORO_EVF_CUR_UNKNOWN;
+}
+
 /* An event record: 1 if one was built, 0 to skip, -1 on error. */
 static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid, u64 ts)
 {
@@ -657,7 +708,7 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 
 		if (!getid(o, "id", &e->id) || !getid(o, "parent", &e->parent))
 			return fail(r, "create without id and parent");
-		e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		e->hdr.flags = CUR_UNSAID;
 	} else if (!strcmp(ev, "name")) {
 		struct coro_ev_name *e = rec_init(r, sizeof(*e), CORO_EV_NAME, pid, tid, ts);
 		const struct jv *t = get(o, "truncated"), *u = get(o, "unreadable");
@@ -665,7 +716,7 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		if (!getid(o, "id", &e->id))
 			return fail(r, "name without id");
 		copy_str(e->name, sizeof(e->name), gets_(o, "name"));
-		e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		e->hdr.flags = CUR_UNSAID;
 		if (t && t->type == JV_BOOL && t->b)
 			e->hdr.flags |= CORO_EVF_STR_TRUNCATED;
 		if (u && u->type == JV_BOOL && u->b)
@@ -678,7 +729,7 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		if (getid(o, "waker", &e->hdr.cur))
 			e->hdr.flags = 0;
 		else
-			e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+			e->hdr.flags = CUR_UNSAID;
 	} else if (!strcmp(ev, "switch")) {
 		struct coro_ev_switch *e = rec_init(r, sizeof(*e), CORO_EV_SWITCH, pid, tid, ts);
 		const char *reason = gets_(o, "reason");
@@ -696,7 +747,7 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		if (!getid(o, "id", &e->id) || !getn(o, "status", &v))
 			return fail(r, "exit without id and status");
 		e->status = (s64)v;
-		e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
+		e->hdr.flags = CUR_UNSAID;
 	} else if (!strcmp(ev, "span_begin") || !strcmp(ev, "span_end")) {
 		struct coro_ev_span *e = rec_init(r, sizeof(*e),
 						  ev[5] == 'b' ? CORO_EV_SPAN_BEGIN : CORO_EV_SPAN_END,
@@ -716,6 +767,7 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 	} else if (!strcmp(ev, "offcpu")) {
 		/* A stretch: ts is when it left the CPU; the record is made when it came back. */
 		struct coro_ev_offcpu_end *e;
+		const struct jv *late = get(o, "late");
 		u64 dur = 0, runq = 0, cpu = 0;
 
 		getn(o, "dur", &dur);
@@ -727,13 +779,17 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		e->cpu = (u32)cpu;
 		e->state = offcpu_state_of(gets_(o, "state"));
 		set_cur(o, &e->hdr);
+		if (late && late->type == JV_BOOL && late->b)
+			e->hdr.flags |= CORO_EVF_OFFCPU_LATE;
 	} else {
 		return 0; /* an event kind this version does not know */
 	}
 	h = &r->rec.hdr;
 	lost = hmap_del(&r->lost, pid, tid);
-	if (lost)
-		h->lost_before = (u32)(uintptr_t)lost;
+	if (lost) {
+		take_lost(h, lost);
+		free(lost);
+	}
 	return 1;
 }
 
@@ -756,11 +812,28 @@ static int build(struct jsonl_reader *r)
 		return build_event(r, ev, pid, tid, ts);
 	}
 	if (!strcmp(type, "lost")) {
+		const struct jv *id = get(o, "id"), *alone = get(o, "alone");
+		struct pending_lost *pl;
+
 		if (!getn(o, "count", &v))
 			return fail(r, "lost without count");
-		/* Several holes before one event add up. */
-		v += (uintptr_t)hmap_get(&r->lost, pid, tid);
-		hmap_put(&r->lost, pid, tid, (void *)(uintptr_t)(v ? v : 1));
+		pl = hmap_get(&r->lost, pid, tid);
+		if (!pl) {
+			pl = xcalloc(1, sizeof(*pl));
+			hmap_put(&r->lost, pid, tid, pl);
+		}
+		/* Several holes before one event add up; the last says what runs after them. */
+		pl->ts = ts;
+		pl->count += v ? v : 1;
+		pl->has_id = id != NULL;
+		pl->id_known = getid(o, "id", &pl->id);
+		if (alone && alone->type == JV_BOOL && alone->b) {
+			/* Before a record of no line (a sample): the hole stands at ts. */
+			hmap_del(&r->lost, pid, tid);
+			build_lost(r, pid, tid, ts, pl);
+			free(pl);
+			return 1;
+		}
 		return 0;
 	}
 	if (!strcmp(type, "process")) {
@@ -848,6 +921,22 @@ static int build(struct jsonl_reader *r)
 	if (!strcmp(type, "trailer")) {
 		struct coro_rec_stats *st;
 		const char *why = gets_(o, "end_reason");
+		struct pending_lost *pl;
+		size_t it = 0;
+		u64 k1, k2;
+
+		if (hmap_next(&r->lost, &it, &k1, &k2, (void **)&pl)) {
+			/*
+			 * A hole whose event line never came (of a kind this version does
+			 * not read): counted all the same, alone where it was; the trailer
+			 * again after it.
+			 */
+			hmap_del(&r->lost, k1, k2);
+			build_lost(r, k1, k2, pl->ts, pl);
+			free(pl);
+			r->again = true;
+			return 1;
+		}
 
 		getn(o, "last_ts", &ts);
 		st = rec_init(r, sizeof(*st), CORO_REC_STATS, 0, 0, ts);
@@ -891,6 +980,12 @@ int jsonl_reader_next(struct jsonl_reader *r, const struct coro_event_hdr **rec)
 		}
 	}
 	for (;;) {
+		if (r->again) {
+			r->again = false;
+			if (parse_line(r->o, r->line, strlen(r->line), &perr))
+				return fail(r, "malformed JSON: %s", perr);
+			goto build;
+		}
 		line = read_line(r, &len);
 		if (!line) {
 			if (r->cap >= LINE_MAX_BYTES)
@@ -905,6 +1000,7 @@ int jsonl_reader_next(struct jsonl_reader *r, const struct coro_event_hdr **rec)
 			return fail(r, "records after the trailer");
 		if (parse_line(r->o, line, len, &perr))
 			return fail(r, "malformed JSON: %s", perr);
+build:
 		ret = build(r);
 		if (ret < 0)
 			return -1;
@@ -922,10 +1018,15 @@ const char *jsonl_reader_error(const struct jsonl_reader *r)
 
 void jsonl_reader_close(struct jsonl_reader *r)
 {
+	size_t it = 0;
+	void *pl;
+
 	if (!r)
 		return;
 	if (r->gz)
 		gzclose(r->gz);
+	while (hmap_next(&r->lost, &it, NULL, NULL, &pl))
+		free(pl);
 	hmap_free(&r->lost);
 	free(r->line);
 	free(r->o);

@@ -120,6 +120,16 @@ static const char awaiters_schema[] =
 	"CREATE TABLE awaiters (pid INTEGER, uid INTEGER, id INTEGER, ts INTEGER, obj INTEGER,\n"
 	"  awaiter TEXT);\n";
 
+/*
+ * The lost table likewise exists only in a trace with a hole a thread's later
+ * record carried: one row per hole, as the JSONL's `lost` records, whatever
+ * record came after it (events carry theirs in lost_before too; off-CPU
+ * records and samples have no column for it). Its counts add up to the meta
+ * key lost_attributed.
+ */
+static const char lost_schema[] =
+	"CREATE TABLE lost (ts INTEGER, pid INTEGER, tid INTEGER, count INTEGER);\n";
+
 struct sqlite_sink {
 	sqlite3 *db;
 	sqlite3_stmt *st[ST_N];
@@ -128,6 +138,7 @@ struct sqlite_sink {
 	u64 rows;
 	sqlite3_stmt *span_st; /* INSERT INTO spans, once the table exists */
 	sqlite3_stmt *awaiter_st; /* INSERT INTO awaiters, once the table exists */
+	sqlite3_stmt *lost_st; /* INSERT INTO lost, once the table exists */
 	u64 slow_serial;       /* the span the last slow_span finding named (before its row) */
 };
 
@@ -235,6 +246,34 @@ static __attribute__((noinline, cold)) void sq_awaiter(struct sqlite_sink *s,
 	step_stmt(s, st);
 }
 
+/* A hole in a thread's events, before ev: its row (the table made with the first). */
+static __attribute__((noinline, cold)) void sq_lost(struct sqlite_sink *s, const struct event *ev)
+{
+	sqlite3_stmt *st;
+	char *msg = NULL;
+
+	if (!s->lost_st) {
+		if (s->err[0])
+			return;
+		if (sqlite3_exec(s->db, lost_schema, NULL, NULL, &msg) != SQLITE_OK) {
+			snprintf(s->err, sizeof(s->err), "cannot create the lost table: %s", msg);
+			sqlite3_free(msg);
+			return;
+		}
+		if (sqlite3_prepare_v3(s->db, "INSERT INTO lost VALUES (?,?,?,?)", -1,
+				       SQLITE_PREPARE_PERSISTENT, &s->lost_st, NULL) != SQLITE_OK) {
+			fail(s, "cannot prepare a statement");
+			return;
+		}
+	}
+	st = s->lost_st;
+	BI(st, 1, ev->ts);
+	BI(st, 2, ev->pid);
+	BI(st, 3, ev->tid);
+	BI(st, 4, ev->lost_before);
+	step_stmt(s, st);
+}
+
 static void sq_event(struct sqlite_sink *s, const struct event *ev)
 {
 	sqlite3_stmt *st = s->st[ST_EVENT];
@@ -294,6 +333,8 @@ static void sq_event_cb(void *ctx, const struct event *ev)
 {
 	struct sqlite_sink *s = ctx;
 
+	if (__builtin_expect(ev->lost_before != 0, 0))
+		sq_lost(s, ev);
 	switch (ev->kind) {
 	case EV_CREATE:
 	case EV_NAME:
@@ -952,6 +993,7 @@ int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen)
 		sqlite3_finalize(s->st[i]);
 	sqlite3_finalize(s->span_st);
 	sqlite3_finalize(s->awaiter_st);
+	sqlite3_finalize(s->lost_st);
 	if (sqlite3_close(s->db) != SQLITE_OK && !s->err[0])
 		snprintf(s->err, sizeof(s->err), "cannot close: %s", sqlite3_errmsg(s->db));
 	if (s->err[0]) {

@@ -73,6 +73,7 @@ const char *coro_kind_name(unsigned kind)
 	case CORO_REC_STACK: return "stack";
 	case CORO_EV_GO_STATUS: return "go_status";
 	case CORO_REC_GO_G: return "go_goroutine";
+	case CORO_REC_LOST: return "lost";
 	}
 	return NULL;
 }

@@ -29,6 +29,15 @@
 #define RAW_MAX_BLOCK (4u << 20)
 #define RAW_MAX_PIDS 4096
 
+/*
+ * A coro_event_hdr.flags bit of records read back from JSONL only (the event
+ * ABI's flags grow from bit 0): the record had its thread's state, but its
+ * line does not say what ran there (create, name, exit; a ready of unknown
+ * waker; a span or off-CPU line of no coroutine). The thread's view takes its
+ * time, so that a hole after it starts there, and learns nothing of hdr.cur.
+ */
+#define CORO_EVF_CUR_UNSAID (1u << 7)
+
 /* User-space record kinds, in the same numbering as enum coro_event_kind. Append-only. */
 enum coro_rec_kind {
 	CORO_REC_PROCESS = 128,	  /* a traced process: struct coro_rec_process */
@@ -41,6 +50,13 @@ enum coro_rec_kind {
 	CORO_REC_MAP = 135,	  /* --stacks: an executable mapping of a process: struct coro_rec_map */
 	CORO_REC_STACK = 136,	  /* --stacks: a distinct user stack: struct coro_rec_stack */
 	CORO_REC_GO_G = 137,	  /* Go: a goroutine alive at attach: struct coro_rec_go_g */
+	/*
+	 * A hole in a thread's events whose next record has no JSONL line of its
+	 * own (a stack sample), read back from JSONL: the header alone, with
+	 * lost_before, and cur as that record had it (CORO_EVF_CUR_UNKNOWN: not
+	 * certain). Never in a raw capture.
+	 */
+	CORO_REC_LOST = 138,
 };
 
 enum coro_proc_mode {
