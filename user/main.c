@@ -119,8 +119,8 @@ static const char trace_doc[] =
 	"  corobpf report cap.raw -o again.jsonl\n"
 	"\n"
 	"Output formats, by extension: .pftrace (Perfetto: open at ui.perfetto.dev), .jsonl "
-	".json .ndjson (JSON lines; .jsonl.gz compressed), .db .sqlite (SQLite), .csv (the "
-	"coroutines table).\n"
+	".json .ndjson (JSON lines; .jsonl.gz compressed), .db .sqlite (SQLite), .csv (24 of "
+	"the coroutines table's columns, docs/sqlite.md).\n"
 	"\n"
 	"With -- CMD, the command keeps corobpf's stdin, stdout, stderr and process group "
 	"(so Ctrl-C reaches it too); SIGTERM and SIGHUP are passed on to it. When tracing "
@@ -228,7 +228,7 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
-	 "stretches, no blocking findings",
+	 "stretches, no blocking findings (a call that blocks a coroutine is then a long_run)",
 	 0},
 	{"flight", OPT_FLIGHT, "SECS", 0,
 	 "Flight recorder: keep only the last SECS of the capture in memory and write every "
