@@ -837,7 +837,7 @@ SUMMARY_SOMETIMES = [
     ("N events and N of N stack samples have no stack", "stacks not taken"),
     ("each is kept without it;", "stacks not taken"),
     ("N off-CPU stretches ended at their thread's next record", "the kernel (docs/design.md)"),
-    ("inconsistencies in the probe stream", "a stack sample inside a switch probe"),
+    ("inconsistencies in the probe stream", "lost events"),
     ("N events were lost (ring buffer full)", "load"),
     ("N of them were lost after their thread's last delivered event", "load"),
 ]
