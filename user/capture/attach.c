@@ -593,6 +593,9 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
+	/* A Go PIE: its goroutines made as it exits are named after it is gone (ringev.c). */
+	if (fams & (1u << CORO_FAM_GO))
+		switchfam_learn_bias(t->pid, path);
 	if (a->opts.follow && late) {
 		/* A target's exec under --follow: Go's family, now (attach_switch_path is past). */
 		global_go(a, t->pid, path, shown, late, true);

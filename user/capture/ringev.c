@@ -217,15 +217,21 @@ static int on_go_entry(struct ringev *ev, const struct coro_ev_go_entry *e)
 		const struct target *t = ringev_find_target(ev, e->hdr.pid);
 
 		const char *exe = t ? NULL : hmap_get(&ev->announced, e->hdr.pid, 0);
+		uint64_t pcs[2] = {e->startpc, e->startpc}, bias;
+		bool named = false;
 
-		for (size_t i = 0; t && i < t->nswobjs; i++)
-			if ((t->swobjs[i].families & (1u << CORO_FAM_GO)) &&
-			    goelf_func_at_path(t->swobjs[i].path, e->startpc, n.name,
-					       sizeof(n.name)))
-				break;
-		/* -a, --follow: the program the process ran when it was admitted. */
-		if (exe && *exe)
-			goelf_func_at_path(exe, e->startpc, n.name, sizeof(n.name));
+		/* A PIE: first where its goroutines' functions were while the process lived. */
+		if (switchfam_bias_of(e->hdr.pid, &bias))
+			pcs[0] -= bias;
+		for (int k = 0; k < 2 && !named; k++) {
+			for (size_t i = 0; t && i < t->nswobjs && !named; i++)
+				named = (t->swobjs[i].families & (1u << CORO_FAM_GO)) &&
+					goelf_func_at_path(t->swobjs[i].path, pcs[k], n.name,
+							   sizeof(n.name));
+			/* -a, --follow: the program the process ran when it was admitted. */
+			if (!named && exe && *exe)
+				named = goelf_func_at_path(exe, pcs[k], n.name, sizeof(n.name));
+		}
 	}
 	if (strlen(n.name) == sizeof(n.name) - 1)
 		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;

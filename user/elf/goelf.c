@@ -304,7 +304,7 @@ bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len
 
 	if (elf_open_host(path, &fd, &elf, &eh, NULL, 0))
 		return false;
-	ok = eh.e_type == ET_EXEC && goelf_func_at(elf, vaddr, name, len);
+	ok = (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) && goelf_func_at(elf, vaddr, name, len);
 	elf_end(elf);
 	close(fd);
 	return ok;

@@ -70,8 +70,9 @@ bool goelf_func_by_name(Elf *elf, const char *name, uint64_t *vaddr, uint64_t *s
 bool goelf_func_at(Elf *elf, uint64_t vaddr, char *name, size_t len);
 
 /*
- * goelf_func_at on the (position-dependent) Go binary at path: for a name
- * needed after the process is gone. False if it cannot say.
+ * goelf_func_at on the Go binary at path (a PIE's vaddr: the address less its
+ * load bias), for a name needed after the process is gone. False if it cannot
+ * say.
  */
 bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len);
 

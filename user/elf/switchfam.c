@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include "elfnotes.h"
 #include "goelf.h"
 #include "raw.h"
@@ -752,6 +754,19 @@ static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name,
 /* Names by (pid, address), kept for the run: a runtime makes many contexts per function. */
 static struct hmap names_at;
 static bool names_at_init;
+/* By pid: address less vaddr in the last position-independent object a name was found in. */
+static struct hmap bias_at;
+
+bool switchfam_bias_of(uint32_t pid, uint64_t *bias)
+{
+	void *v = names_at_init ? hmap_get(&bias_at, pid, 0) : NULL;
+
+	/* Kept plus one: a bias (page-aligned) is never all ones, and a value is never NULL. */
+	if (!v)
+		return false;
+	*bias = (uint64_t)(uintptr_t)v - 1;
+	return true;
+}
 
 void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 {
@@ -763,6 +778,7 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 
 	if (!names_at_init) {
 		hmap_init(&names_at);
+		hmap_init(&bias_at);
 		names_at_init = true;
 	}
 	cached = hmap_get(&names_at, pid, addr);
@@ -801,6 +817,8 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 
 			if (off < ph->p_offset || off >= ph->p_offset + ph->p_filesz)
 				continue;
+			if (o.eh.e_type == ET_DYN)
+				hmap_put(&bias_at, pid, 0, (void *)(uintptr_t)(addr - vaddr + 1));
 			/* A static function of a stripped binary: where it is in the object. */
 			if (!obj_symbol_at(&o, vaddr, name, len)) {
 				const char *base = strrchr(shown, '/');
@@ -815,6 +833,51 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 	/* Cached once the process said where it is (a vanished one is asked again). */
 	if (obj_path[0])
 		hmap_put(&names_at, pid, addr, xstrdup(name));
+}
+
+void switchfam_learn_bias(uint32_t pid, const char *path)
+{
+	char maps[64], line[4096 + 128];
+	struct elf_image o;
+	struct stat st;
+	FILE *f;
+
+	if (stat(path, &st) || elf_image_open(&o, path, NULL, 0))
+		return;
+	if (o.eh.e_type != ET_DYN)
+		goto out;
+	snprintf(maps, sizeof(maps), "/proc/%u/maps", pid);
+	f = fopen(maps, "re");
+	while (f && fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, pgoff, ino;
+		unsigned int major, minor;
+		char perms[8];
+
+		if (sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, perms, &pgoff,
+			   &major, &minor, &ino) != 7 ||
+		    perms[2] != 'x' || ino != (unsigned long long)st.st_ino ||
+		    makedev(major, minor) != st.st_dev)
+			continue;
+		for (size_t i = 0; i < o.nloads; i++) {
+			const GElf_Phdr *ph = &o.loads[i];
+
+			if (pgoff < ph->p_offset || pgoff >= ph->p_offset + ph->p_filesz)
+				continue;
+			if (!names_at_init) {
+				hmap_init(&names_at);
+				hmap_init(&bias_at);
+				names_at_init = true;
+			}
+			hmap_put(&bias_at, pid, 0,
+				 (void *)(uintptr_t)(start - (pgoff - ph->p_offset + ph->p_vaddr) + 1));
+			break;
+		}
+		break;
+	}
+	if (f)
+		fclose(f);
+out:
+	elf_image_close(&o);
 }
 
 uint32_t switchfam_detect(const char *path)

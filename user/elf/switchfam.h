@@ -92,6 +92,13 @@ int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
  * Cached per (pid, addr) for the run.
  */
 void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len);
+/*
+ * The load bias (address less vaddr) of the last position-independent object of pid in which
+ * switchfam_name_at() found a name: to name an address of it once the process is gone.
+ */
+bool switchfam_bias_of(uint32_t pid, uint64_t *bias);
+/* Learn that bias for the object at path from pid's mappings now, while it lives. */
+void switchfam_learn_bias(uint32_t pid, const char *path);
 
 /* The families --switch help lists, one line each. */
 void switchfam_help(FILE *out);
