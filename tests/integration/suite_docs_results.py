@@ -53,8 +53,9 @@ def docs_cited_results_are_committed():
         with open(os.path.join(ROOT, "results", f)) as fh:
             rec = json.load(fh)
         m = rec.get("machine") or {}
-        check(m.get("kernel") and m.get("cpu"),
-              "results/%s does not say which machine it ran on (machine.kernel, machine.cpu)" % f)
+        check(m.get("kernel") and m.get("cpus") and m.get("date"),
+              "results/%s does not say which machine it ran on, and when (machine.kernel, "
+              "machine.cpus, machine.date)" % f)
 
 
 @test

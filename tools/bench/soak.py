@@ -44,6 +44,14 @@ FLIGHT = os.environ.get("SOAK_FLIGHT")
 DUMP_EVERY = int(os.environ.get("SOAK_DUMP_EVERY", "60"))
 
 
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "")
+    except OSError:
+        return ""
+
+
 def rss_kib(pid):
     try:
         with open("/proc/%d/status" % pid) as f:
@@ -106,7 +114,7 @@ def main():
     last = sum(r for _, r in samples[-q:]) / q
     half = samples[len(samples) // 2:]
     res = {
-        "machine": {"kernel": platform.release(), "cpus": os.cpu_count(),
+        "machine": {"kernel": platform.release(), "cpu": cpu_model(), "cpus": os.cpu_count(),
                     "date": time.strftime("%Y-%m-%d %H:%M:%S")},
         "seconds": SECONDS, "coroutines_per_s": RATE, "live": LIVE,
         "coroutines": trailer["coroutines"], "expected_coroutines": want,
