@@ -273,16 +273,14 @@ static __always_inline int batch_last_copy(void)
 }
 
 /*
- * A thread ends (it returned, exited, was killed). Since 6.16 the kernel
- * fires sched_process_exit before exit_mm, so its memory is still there
- * (do_exit itself is notrace here: neither a kprobe nor a trampoline); on
- * older kernels the read fails and its unread records are counted lost.
+ * A thread ends (it returned, exited, was killed): coro_proc_exit copies it
+ * out first (batch_last_copy), in the same program that may write its
+ * process's end, so the records come first in the ring. Since 6.16 the
+ * kernel fires sched_process_exit before exit_mm, so its memory is still
+ * there (do_exit itself is notrace here: neither a kprobe nor a
+ * trampoline); on older kernels the read fails and its unread records are
+ * counted lost.
  */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(coro_batch_exit, struct task_struct *p)
-{
-	return batch_last_copy();
-}
 
 /*
  * A thread execs: its image, buffers included, is about to go. The kernel

@@ -1500,6 +1500,12 @@ int BPF_PROG(coro_proc_exit, struct task_struct *p, bool group_dead)
 	__u32 pid = p->tgid;
 	__u8 *v;
 
+	/*
+	 * The batched path: what the thread wrote since its last copy, before
+	 * anything of its end enters the ring (under -a and --follow its
+	 * process's end record follows at once, below).
+	 */
+	batch_last_copy();
 	if (!group_dead || stopped)
 		return 0;
 	v = bpf_map_lookup_elem(&traced, &pid);

@@ -378,7 +378,6 @@ void batch_setup(struct corobpf_bpf *skel, enum probe_path path)
 	skel->rodata->session_start_ts = now_boottime_ns();
 	bpf_program__set_autoload(skel->progs.coro_batch, on);
 	bpf_program__set_autoload(skel->progs.coro_batch_tick, on);
-	bpf_program__set_autoload(skel->progs.coro_batch_exit, on);
 	/* sched_prepare_exec is 6.10's: before it, the buffers are forgotten at sched_process_exec. */
 	bpf_program__set_autoload(skel->progs.coro_batch_exec,
 				  on && libbpf_find_vmlinux_btf_id("sched_prepare_exec",
@@ -394,13 +393,7 @@ int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path
 
 	if (path != PROBE_PATH_BATCHED)
 		return 0;
-	l = bpf_program__attach(skel->progs.coro_batch_exit);
-	if (!l) {
-		log_err("cannot attach the batched path's exit hook (sched_process_exit): %s "
-			"(--probe-path trap traces without it)", strerror(errno));
-		return EXIT_FAILURE_RUNTIME;
-	}
-	attach_add_link(a, l);
+	/* A thread's exit: coro_proc_exit copies it out (attached with the tracepoints). */
 	l = bpf_program__autoload(skel->progs.coro_batch_exec)
 		    ? bpf_program__attach(skel->progs.coro_batch_exec)
 		    : (errno = ENOENT, NULL);
