@@ -367,11 +367,12 @@ def batch_trap_session_warns_of_a_batched_one():
     go = work("batch_beside.go")
     prog = subprocess.Popen([exe, st, "2", "4000", "hang", go])
     try:
+        before = batched_programs_loaded()
         lone = corobpf(["--probe-path", "trap", "-d", "0.5", "-p", str(prog.pid), "-o",
                         work("beside-alone.jsonl")])
         eq(lone.returncode, 0, "trap session alone: exit code (%s)" % lone.stderr)
-        if not batched_programs_loaded():
-            # Nothing batched elsewhere on the machine: no warning.
+        if not before and not batched_programs_loaded():
+            # Nothing batched elsewhere on the machine, before or after: no warning.
             check("on the batched path" not in lone.stderr, lone.stderr)
         tr, ef, err = start_tracer(["-d", "30", "-p", str(prog.pid), "-o",
                                     work("beside-batched.jsonl")], "batch_beside")
