@@ -383,6 +383,13 @@ int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const ch
 		global[i] = table_find(t, &w.local.specs[i], spec_hash(&w.local.specs[i]));
 		need += !global[i];
 	}
+	/*
+	 * An object with more specs of its own than one may have is refused whatever earlier
+	 * objects share with it (the walk stopped counting past the limit: the shared ones
+	 * would otherwise bring it under, depending on which object came first).
+	 */
+	if (w.local.n > USDT_SPECS_PER_OBJECT)
+		need = w.local.n;
 	if (!w.local.n || !usdt_budget_take(a, path, shown, need))
 		goto out;
 	for (u32 i = 0; i < w.local.n; i++) {
