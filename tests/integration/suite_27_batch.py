@@ -374,8 +374,9 @@ def batch_trap_session_warns_of_a_batched_one():
         if not before and not batched_programs_loaded():
             # Nothing batched elsewhere on the machine, before or after: no warning.
             check("on the batched path" not in lone.stderr, lone.stderr)
-        tr, ef, err = start_tracer(["-d", "30", "-p", str(prog.pid), "-o",
-                                    work("beside-batched.jsonl")], "batch_beside")
+        # Batched whatever the suite's default (its second pass runs on the trap path).
+        tr, ef, err = start_tracer(["--probe-path", "batched", "-d", "30", "-p", str(prog.pid),
+                                    "-o", work("beside-batched.jsonl")], "batch_beside")
         try:
             wait_for(err, "tracing ")
             p = corobpf(["--probe-path", "trap", "-d", "0.5", "-p", str(prog.pid), "-o",
