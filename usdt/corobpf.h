@@ -55,6 +55,48 @@
  *	suspend and resume on another thread in between. Spans nest; span_end
  *	names the span it closes.
  *
+ * WHAT EXISTS WHEN A TRACER ATTACHES (announce)
+ *	A tracer that attaches to a running program has missed every create,
+ *	name and switch before it. The scheduler can tell it what exists, from
+ *	its loop, with three macros:
+ *
+ *	    if (CORO_ANNOUNCE_WANTED()) {
+ *		    for (each coroutine co that has not exited)
+ *			    CORO_PROBE(announce, co->id, co->parent, co->name,
+ *				       co->reason, co->waits_on);
+ *		    CORO_ANNOUNCE_DONE();
+ *	    }
+ *
+ *   CORO_ANNOUNCE_WANTED()
+ *	True when a tracer has attached since the scheduler last answered.
+ *	While nothing traces the program it is a load and a branch, never a
+ *	trap. Call it often enough that a tracer is not kept waiting (corobpf
+ *	waits a second for the answer): from the loop that picks the next
+ *	coroutine, and from an idle worker at least every 100 ms or so, if it
+ *	can sleep longer. Call it, the announces and CORO_ANNOUNCE_DONE() from
+ *	one thread at a time (under the scheduler's lock), with the list held
+ *	still: a coroutine created or ended while the list is given goes to
+ *	the tracer through its own probes.
+ *
+ *   CORO_PROBE(announce, id, parent, name, reason, obj)
+ *	One per coroutine alive: `parent` as create gave it, `name` its label
+ *	(a C string, or NULL), `reason` 0 if it is running now, CORO_YIELD if
+ *	it is runnable (queued), or CORO_WAIT, CORO_SLEEP or CORO_IO with
+ *	`obj` if it is suspended. Its arguments are evaluated only while
+ *	traced; each traps (a few microseconds) once per attach.
+ *
+ *   CORO_ANNOUNCE_DONE()
+ *	The list is complete. The tracer learns that every coroutine it was
+ *	not told of did not exist (or had exited) when the list was given.
+ *
+ *	How the request reaches the program without the tracer writing into
+ *	it: the kernel counts, in the announce semaphore, how many announce
+ *	sites of the program are armed. The scheduler keeps, next to it, the
+ *	count it last answered for; a tracer that finds that count unchanged
+ *	arms one more of the spare sites this header emits (four per object,
+ *	never executed), so the count differs and CORO_ANNOUNCE_WANTED()
+ *	turns true. The layout of struct corobpf_announce is corobpf's too.
+ *
  *   CORO_PROBE_ENABLED(name)
  *	True while some tracer is attached to probe `name` (the USDT
  *	semaphore, maintained by the kernel). Use it to skip argument set-up
@@ -183,6 +225,22 @@ struct corobpf_batch {
 	struct corobpf_batch_rec rec[COROBPF_BATCH_RECS];
 };
 
+/*
+ * The announce semaphore and the scheduler's side of the request (see WHAT
+ * EXISTS WHEN A TRACER ATTACHES). `semaphore` is the kernel's: the number
+ * of armed announce sites. `answered` is the value the scheduler last
+ * answered for; `asked`, the value when the answer under way was asked
+ * for. corobpf reads `answered` at the semaphore's address + 2.
+ */
+#define COROBPF_ANNOUNCE_LAYOUT 1
+#define COROBPF_ANNOUNCE_SPARES 4
+struct corobpf_announce {
+	unsigned short semaphore;
+	unsigned short answered;
+	unsigned short asked;
+	unsigned short layout; /* COROBPF_ANNOUNCE_LAYOUT once the scheduler asked */
+};
+
 #if !defined(COROBPF_DISABLE) && (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__) && \
 	(defined(__x86_64__) || defined(__aarch64__))
 
@@ -207,6 +265,9 @@ __CORO_SEMAPHORE(exit);
 __CORO_SEMAPHORE(span_begin);
 __CORO_SEMAPHORE(span_end);
 __CORO_SEMAPHORE(batch);
+/* The announce semaphore with the scheduler's two counts beside it: see struct corobpf_announce. */
+__attribute__((weak, used, visibility("hidden"), section(".probes"), aligned(8))) volatile struct
+	corobpf_announce __coro_announce_state __asm__("corobpf_announce_semaphore");
 
 /*
  * The semaphores start a page of their own. The kernel raises a semaphore
@@ -230,6 +291,7 @@ __asm__(".pushsection .probes,\"awG\",\"progbits\",corobpf_probes_page,comdat\n"
 	".hidden corobpf_probes_page\n"
 	"corobpf_probes_page: .byte 0\n"
 	".popsection\n");
+
 
 #ifdef __cplusplus
 }
@@ -264,8 +326,11 @@ __asm__(".pushsection .probes,\"awG\",\"progbits\",corobpf_probes_page,comdat\n"
 #define __CORO_SITE "990:	nop\n"
 #endif
 
-#define __CORO_ASM_NOTE(name, args)                                                          \
-	__CORO_SITE                                                                          \
+#define __CORO_ASM_NOTE(name, args) __CORO_ASM_NOTE_SEM(name, name, args)
+/* A probe whose note names another probe's semaphore (announce_done names announce's). */
+#define __CORO_ASM_NOTE_SEM(name, sem, args) __CORO_SITE __CORO_NOTE_OF(name, sem, args)
+/* The note of the site just before it, labelled 990. */
+#define __CORO_NOTE_OF(name, sem, args)                                                      \
 	".pushsection .note.stapsdt,\"?\",\"note\"\n"                                       \
 	".balign 4\n"                                                                        \
 	".4byte 992f-991f, 994f-993f, 3\n"                                                   \
@@ -273,7 +338,7 @@ __asm__(".pushsection .probes,\"awG\",\"progbits\",corobpf_probes_page,comdat\n"
 	"992:	.balign 4\n"                                                                 \
 	"993:	.8byte 990b\n"                                                               \
 	".8byte _.stapsdt.base\n"                                                            \
-	".8byte corobpf_" #name "_semaphore\n"                                               \
+	".8byte corobpf_" #sem "_semaphore\n"                                                \
 	".asciz \"corobpf\"\n"                                                               \
 	".asciz \"" #name "\"\n"                                                             \
 	".asciz \"" args "\"\n"                                                              \
@@ -312,6 +377,11 @@ __asm__(".pushsection .probes,\"awG\",\"progbits\",corobpf_probes_page,comdat\n"
 	__asm__ __volatile__(                                                                \
 		__CORO_ASM_NOTE(name, s0 "@%[a0] " s1 "@%[a1] " s2 "@%[a2] " s3 "@%[a3]")    \
 		::[a0] "nr"(x0), [a1] "nr"(x1), [a2] "nr"(x2), [a3] "nr"(x3))
+#define __CORO_PROBE5M(name, s0, x0, s1, x1, s2, x2, s3, x3, s4, x4)                         \
+	__asm__ __volatile__(__CORO_ASM_NOTE(name, s0 "@%[a0] " s1 "@%[a1] " s2 "@%[a2] " s3  \
+					       "@%[a3] " s4 "@%[a4]")                         \
+			     ::[a0] "nr"(x0), [a1] "nr"(x1), [a2] "nr"(x2), [a3] "nr"(x3),    \
+			     [a4] "nr"(x4) : "memory")
 
 
 #ifndef COROBPF_NO_BATCH
@@ -449,6 +519,49 @@ __coro_batch_put(unsigned int kind, unsigned int aux, unsigned long long a0,
 #define __CORO_PROBE_span_begin(str) __CORO_PROBE_STR1(span_begin, str)
 #define __CORO_PROBE_span_end(str) __CORO_PROBE_STR1(span_end, str)
 
+/* The announce (see WHAT EXISTS WHEN A TRACER ATTACHES). */
+/*
+ * The spare announce sites, jumped over: a tracer arms one only to change
+ * the semaphore's count. They sit in the code of CORO_ANNOUNCE_DONE(), so
+ * that whatever keeps that code (the linker's --gc-sections included) keeps
+ * them.
+ */
+#if defined(__aarch64__)
+#define __CORO_JUMP_SPARES "b 995f\n"
+#else
+#define __CORO_JUMP_SPARES "jmp 995f\n"
+#endif
+#define __CORO_SPARE "990:	nop\n" __CORO_NOTE_OF(announce_spare, announce, "")
+#define __CORO_SPARES __CORO_JUMP_SPARES __CORO_SPARE __CORO_SPARE __CORO_SPARE __CORO_SPARE "995:\n"
+#define __CORO_ANNOUNCING() __builtin_expect(__coro_announce_state.semaphore != 0, 0)
+static __inline__ __attribute__((always_inline, unused)) int __coro_announce_wanted(void)
+{
+	unsigned short s = __coro_announce_state.semaphore;
+
+	if (s == __coro_announce_state.answered)
+		return 0;
+	__coro_announce_state.asked = s;
+	__coro_announce_state.layout = COROBPF_ANNOUNCE_LAYOUT;
+	return 1;
+}
+#define CORO_ANNOUNCE_WANTED() (__CORO_ANNOUNCING() && __coro_announce_wanted())
+#define __CORO_PROBE_announce(id, parent, name, reason, obj)                                 \
+	do {                                                                                 \
+		if (__CORO_ANNOUNCING()) {                                                   \
+			const char *__coro_s = (name);                                       \
+			__CORO_PROBE5M(announce, "8", __CORO_U(id), "8", __CORO_U(parent), "8", \
+				       __CORO_U(__coro_s), "8", __CORO_U(reason), "8",        \
+				       __CORO_U(obj));                                        \
+		}                                                                            \
+	} while (0)
+#define CORO_ANNOUNCE_DONE()                                                                 \
+	do {                                                                                 \
+		unsigned long long __coro_a = __coro_announce_state.asked;                   \
+		__asm__ __volatile__(__CORO_ASM_NOTE_SEM(announce_done, announce, "8@%[a0]") \
+				     __CORO_SPARES ::[a0] "nr"(__coro_a) : "memory");       \
+		__coro_announce_state.answered = (unsigned short)__coro_a;                   \
+	} while (0)
+
 #else /* probes disabled */
 
 /* Type-check the arguments without evaluating them or emitting code (bit-fields too). */
@@ -462,12 +575,17 @@ __coro_batch_put(unsigned int kind, unsigned int aux, unsigned long long a0,
 #define __CORO_PROBE_exit(id, status) (__CORO_NOP1(id), __CORO_NOP1(status))
 #define __CORO_PROBE_span_begin(str) __CORO_NOP1(str)
 #define __CORO_PROBE_span_end(str) __CORO_NOP1(str)
+#define __CORO_PROBE_announce(id, parent, name, reason, obj)                                 \
+	(__CORO_NOP1(id), __CORO_NOP1(parent), __CORO_NOP1(name), __CORO_NOP1(reason),       \
+	 __CORO_NOP1(obj))
+#define CORO_ANNOUNCE_WANTED() 0
+#define CORO_ANNOUNCE_DONE() ((void)0)
 
 #endif
 
 /*
  * CORO_PROBE(name, args...): fire probe `name` (create, name, ready, switch,
- * exit, span_begin, span_end) with the arguments documented above. A wrong
+ * exit, span_begin, span_end, announce) with the arguments documented above. A wrong
  * probe name or argument count is a compile error.
  */
 #define CORO_PROBE(name, ...) __CORO_PROBE_##name(__VA_ARGS__)

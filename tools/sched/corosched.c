@@ -72,6 +72,7 @@
 #define DEFAULT_STACK (128 * 1024)
 #define STACK_CACHE_MAX 64
 #define NOT_IN_HEAP ((size_t)-1)
+#define ANNOUNCE_POLL_NS (100 * 1000000ull)
 
 enum co_state {
 	CO_READY,	/* on the run queue */
@@ -114,6 +115,11 @@ struct coro {
 	struct coro *wq_prev, *wq_next;
 	void *msg;			/* channel message being sent or received */
 	uint64_t deadline_ns;		/* CLOCK_MONOTONIC, while sleeping */
+	int park_reason;		/* why it last switched out (CORO_*), and on what */
+	uint64_t park_obj;
+	/* What the last announce said of it (CORO_*; -1: never announced), for the truth file. */
+	int announced_reason;
+	uint64_t announced_obj;
 	size_t heap_idx;		/* slot in the timer heap or NOT_IN_HEAP */
 	struct co_waitq joiners;
 	void *asan_fake_stack;
@@ -334,6 +340,8 @@ static void switch_out_locked(struct coro *self, int reason, uint64_t obj)
 	struct worker *w = this_worker();
 
 	w->out_reason = reason;
+	self->park_reason = reason;
+	self->park_obj = obj;
 	/*
 	 * Fired here, on the coroutine's own stack, not in the worker's loop:
 	 * a stack taken at this probe (corobpf --stacks) is where it parks.
@@ -620,9 +628,19 @@ static void settle_locked(struct coro *co, int reason)
 
 static void idle_wait_locked(void)
 {
+	/*
+	 * The first worker looks for a tracer's announce request at least every 100 ms, even
+	 * with nothing to do (usdt/corobpf.h asks that a request not wait long).
+	 */
+	bool first = tls_worker == &S.workers[0];
+
 	S.nidle++;
-	if (S.ntimers) {
-		uint64_t d = S.timers[0]->deadline_ns;
+	if (S.ntimers || first) {
+		uint64_t d = S.ntimers ? S.timers[0]->deadline_ns : UINT64_MAX;
+		uint64_t poll = now_ns() + ANNOUNCE_POLL_NS;
+
+		if (first && poll < d)
+			d = poll;
 		struct timespec ts = {
 			.tv_sec = (time_t)(d / 1000000000ull),
 			.tv_nsec = (long)(d % 1000000000ull),
@@ -645,6 +663,38 @@ static void note_thread(struct coro *co, int tid)
 		co->tids[co->ntids++] = tid;
 }
 
+/*
+ * A tracer that attached since we last answered is told what exists (usdt/corobpf.h, "What
+ * exists when a tracer attaches"). Under S.lock, so the list holds still: no coroutine is
+ * between its switch probe and its settling while we hold it.
+ */
+static void announce_if_wanted_locked(void)
+{
+	if (!CORO_ANNOUNCE_WANTED())
+		return;
+	for (size_t i = 0; i < S.nall; i++) {
+		struct coro *co = S.all[i];
+		int reason;
+		uint64_t obj = 0;
+
+		if (!co || co->state == CO_DONE)
+			continue;
+		if (co->state == CO_RUNNING) {
+			reason = 0;
+		} else if (co->state == CO_READY) {
+			reason = CORO_YIELD;
+		} else {
+			reason = co->park_reason;
+			obj = co->park_obj;
+		}
+		co->announced_reason = reason;
+		co->announced_obj = obj;
+		CORO_PROBE(announce, co->id, co->parent, co->name, reason, obj);
+	}
+	S.stats.announces++;
+	CORO_ANNOUNCE_DONE();
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -660,6 +710,7 @@ static void *worker_main(void *arg)
 		fire_due_timers_locked();
 		if (from)
 			settle_locked(from, reason);
+		announce_if_wanted_locked();
 		next = rq_pop_locked();
 		/* `from` said its switch out itself (switch_out_locked). */
 		from = NULL;
@@ -782,7 +833,11 @@ static void write_truth_locked(void)
 			fprintf(f, ",\"status\":%d", co->status);
 		else
 			fputs(",\"status\":null", f);
-		fprintf(f, ",\"switch_ins\":%llu,\"threads\":[", (unsigned long long)co->switch_ins);
+		fprintf(f, ",\"switch_ins\":%llu", (unsigned long long)co->switch_ins);
+		if (co->announced_reason >= 0)
+			fprintf(f, ",\"announced\":{\"reason\":%d,\"obj\":\"0x%llx\"}",
+				co->announced_reason, (unsigned long long)co->announced_obj);
+		fputs(",\"threads\":[", f);
 		for (unsigned int t = 0; t < co->ntids; t++)
 			fprintf(f, "%s%d", t ? "," : "", co->tids[t]);
 		fputs("]}\n", f);
@@ -936,6 +991,7 @@ uint64_t co_spawn(co_fn fn, void *arg, const char *name)
 		goto err;
 	co->fn = fn;
 	co->arg = arg;
+	co->announced_reason = -1;
 	co->heap_idx = NOT_IN_HEAP;
 	co->parent = co_self();
 	init_stack(co);

@@ -67,6 +67,15 @@
  *	"name" is its last name, null if it never had one; "status" is null
  *	for one that has not finished, and "switch_ins" counts how often a
  *	worker switched to it (exactly the switch probes whose `to` is it).
+ *	"announced", present once a tracer was told of the coroutine, is what
+ *	the last announce said: {"reason":N,"obj":"0x..."} (reason 0 running,
+ *	CORO_YIELD runnable, else why it waits and on what).
+ *
+ * ANNOUNCE
+ *	A worker answers a tracer's request (CORO_ANNOUNCE_WANTED) at the top
+ *	of its loop, under the scheduler lock: one announce per coroutine not
+ *	finished, then CORO_ANNOUNCE_DONE. The first worker wakes at least
+ *	every 100 ms while idle to see a request.
  *
  * THREADS
  *	Every function is thread-safe. Thread-local variables are not
@@ -111,6 +120,7 @@ struct sched_stats {
 	uint64_t readies;	/* ready probes */
 	uint64_t switches;	/* switch probes */
 	uint64_t exits;		/* exit probes */
+	uint64_t announces;	/* lists of what exists given to a tracer (CORO_ANNOUNCE_DONE) */
 };
 CORO_API void sched_get_stats(struct sched_stats *st);
 
