@@ -156,7 +156,19 @@ enum {
 	OPT_FLIGHT_MB,
 	OPT_DUMP_ON,
 	OPT_PROBE_PATH,
+	OPT_STORE_TIMEOUT,
 };
+
+/* Every command that takes -o: the PostgreSQL store's waits (docs/store.md). */
+#define STORE_TIMEOUT_OPTION                                                                 \
+	{"store-timeout", OPT_STORE_TIMEOUT, "WHAT=SECS", 0,                                 \
+	 "PostgreSQL store: how long to wait for the server: connect=SECS (default: the "      \
+	 "URI's connect_timeout, else 10), lock=SECS (a lock another session holds, default "  \
+	 "10), statement=SECS (one command, default 60); 0 waits for ever; e.g. "             \
+	 "--store-timeout lock=60,statement=300. Ctrl-C ends the wait to connect; once "       \
+	 "tracing stopped (-d, a signal) the store waits 1 s at most for a server that "       \
+	 "stopped answering",                                                                  \
+	 0}
 
 #define FINDING_OPTIONS                                                                      \
 	{"stall", OPT_STALL, "SECS", 0,                                                      \
@@ -242,6 +254,7 @@ static const struct argp_option trace_options[] = {
 	 "blocking, spawn_storm, unmatched_span, lost_wakeup, leak; a list with commas) is "
 	 "made; each finding once, a burst in one dump",
 	 0},
+	STORE_TIMEOUT_OPTION,
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0,
 	 "No summary, no status line, no progress messages: only errors and warnings", 0},
@@ -321,6 +334,13 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 			argp_error(state, "at most %d outputs", OPTS_MAX_OUTPUTS);
 		c->outputs[c->noutputs++] = arg;
 		return 0;
+	case OPT_STORE_TIMEOUT: {
+		char err[256];
+
+		if (pg_timeouts_parse(&c->store_timeouts, arg, err, sizeof(err)))
+			argp_error(state, "%s", err);
+		return 0;
+	}
 	case 'f':
 		c->format = output_format_parse(arg);
 		if (c->format == OUT_AUTO)
@@ -681,6 +701,7 @@ static const struct argp_option report_options[] = {
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
+	STORE_TIMEOUT_OPTION,
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0,
 	 "No summary and no analysis (--json still prints its document); on stderr, only "
@@ -722,6 +743,7 @@ static int cmd_report(int argc, char **argv)
 	struct report_args a = {0};
 
 	analyze_opts_default(&a.c.an);
+	pg_timeouts_default(&a.c.store_timeouts);
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
 	return session_report(&a.c, &a.r);
@@ -752,6 +774,7 @@ static int parse_live(int argc, char **argv, const struct argp *how, struct trac
 	a->t.ring_bytes = 16ULL << 20;
 	a->t.exec_gate_ms = 1000;
 	analyze_opts_default(&a->c.an);
+	pg_timeouts_default(&a->c.store_timeouts);
 	if (split_command(&argc, argv, &a->t))
 		return EXIT_USAGE;
 	if (argp_parse(&argp, argc, argv, 0, NULL, a))
@@ -827,6 +850,7 @@ static int cmd_top(int argc, char **argv)
 	a.ta.t.ring_bytes = 16ULL << 20;
 	a.top.interval = 1.0;
 	analyze_opts_default(&a.ta.c.an);
+	pg_timeouts_default(&a.ta.c.store_timeouts);
 	if (split_command(&argc, argv, &a.ta.t) || argp_parse(&argp, argc, argv, 0, NULL, &a))
 		ret = EXIT_USAGE;
 	if (!ret)

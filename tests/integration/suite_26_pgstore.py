@@ -213,13 +213,17 @@ def pgstore_server_killed_mid_run_leaves_an_uploadable_raw_capture():
     u = urllib.parse.urlsplit(uri)
     secret_uri = urllib.parse.urlunsplit((u.scheme, "postgres:hunter2@", u.path, u.query, ""))
     out, raw = work("pgk.jsonl"), work("pgk.raw")
-    tracer = subprocess.Popen([COROBPF, "-o", out, "-o", secret_uri, "--raw", raw, "--",
-                               os.path.join(BUILD, "demo"), "-d", "4"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The command ends with tracing: corobpf waits for it after -d.
+    tracer = Tracer(["-o", out, "-o", secret_uri, "--raw", raw, "-d", "5", "--",
+                     os.path.join(BUILD, "demo"), "-d", "5"])
+    began = tracer.wait_line("tracing")
     time.sleep(1.5)
     stop_server(d)
-    _, err = tracer.communicate(timeout=120)
-    eq(tracer.returncode, 7, "exit code with the server gone (stderr: %s)" % err.strip())
+    rc = tracer.finish()
+    err = tracer.err
+    eq(rc, 7, "exit code with the server gone (stderr: %s)" % err.strip())
+    check(tracer.end - began < 5 + 5, "-d 5 ended the run %.1f s after tracing began"
+          % (tracer.end - began))
     check("hunter2" not in err, "the password is shown: %r" % err)
     check("left incomplete" in err, "no word of the incomplete capture: %r" % err)
     want = "corobpf report %s -o '" % raw
@@ -237,6 +241,297 @@ def pgstore_server_killed_mid_run_leaves_an_uploadable_raw_capture():
     eq(p.returncode, 0, "upload after the kill (%s)" % p.stderr.strip())
     eq(check_capture(uri, trace), cid, "capture id of the upload")
     stop_server(d)
+
+
+# ---- a store that hangs, is locked, goes away or freezes: every run ends, and says why ----
+
+class Tracer:
+    """corobpf running, its stderr read as it comes (each line with the time it arrived)."""
+
+    def __init__(self, args, env=None):
+        import threading
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        self.start = time.time()
+        self.p = subprocess.Popen([COROBPF] + args, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, env=e)
+        self.lines = []
+        self.end = None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            self.lines.append((time.time(), line))
+
+    def _wait(self):
+        # When it ended, whatever the test was doing then.
+        self.p.wait()
+        self.end = time.time()
+
+    @property
+    def raw(self):
+        return b"".join(line for _, line in self.lines)
+
+    @property
+    def err(self):
+        return self.raw.decode("utf-8", "replace")
+
+    def wait_line(self, text, timeout=60):
+        """When a line holding text arrived."""
+        end = time.time() + timeout
+        while time.time() < end:
+            for t, line in list(self.lines):
+                if text.encode() in line:
+                    return t
+            if self.p.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.02)
+        raise Failure("%r never came on stderr: %r" % (text, self.err))
+
+    def finish(self, timeout=120):
+        rc = self.p.wait(timeout=timeout)
+        while self.end is None:
+            time.sleep(0.01)
+        self.reader.join(10)
+        return rc
+
+
+class SilentServer:
+    """A TCP server that accepts every connection and never says a word."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def _need_server():
+    if not os.environ.get("COROBPF_PG_URI") and not _pg_installed():
+        check(not CI, "PostgreSQL is not installed (tools/deps.sh installs it)")
+        print("     (skipped: PostgreSQL is not installed)")
+        return False
+    return True
+
+
+DEMO = os.path.join(BUILD, "demo")
+
+
+@test
+def pgstore_silent_server_ends_the_run_at_the_connect_timeout_or_a_signal():
+    """A server that accepts and never answers: the run ends at the connect timeout (exit 7,
+    naming the server, the timeout and the option that sets it), or at once on SIGINT or
+    SIGTERM (exit 128+N), and the command is never started."""
+    silent = SilentServer()
+    try:
+        uri = "postgresql://corobpf@127.0.0.1:%d/corobpf_it" % silent.port
+        marker = work("pg-silent-ran")
+        cmd = ["/bin/sh", "-c", "touch %s; exec %s -d 2" % (marker, DEMO)]
+        tr = Tracer(["-d", "2", "--store-timeout", "connect=2", "-o", uri, "--raw",
+                     work("pg-silent.raw"), "--"] + cmd)
+        rc = tr.finish()
+        eq(rc, 7, "exit code at the connect timeout (stderr: %s)" % tr.err.strip())
+        check(tr.end - tr.start < 2 + 15, "the run took %.1f s with a 2 s connect timeout"
+              % (tr.end - tr.start))
+        for want in ("cannot connect to %s" % uri, "did not answer within 2 s",
+                     "--store-timeout connect="):
+            check(want in tr.err, "%r is not said: %r" % (want, tr.err))
+        check(not os.path.exists(marker), "the command ran though the store never answered")
+        # The default timeout, stopped by a signal before it: at once, 128+N.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            tr = Tracer(["-o", uri, "--"] + cmd)
+            time.sleep(1.5)
+            sent = time.time()
+            tr.p.send_signal(sig)
+            rc = tr.finish()
+            eq(rc, 128 + sig, "exit code after signal %d while connecting (stderr: %s)"
+               % (sig, tr.err.strip()))
+            check(tr.end - sent < 5, "signal %d ended the run %.1f s after it was sent"
+                  % (sig, tr.end - sent))
+            check("while connecting to %s" % uri in tr.err,
+                  "what was stopped is not said: %r" % tr.err)
+            check(not os.path.exists(marker), "the command ran though the store never answered")
+    finally:
+        silent.close()
+
+
+def lock_holders(uri):
+    return psql(uri, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
+                "AND objid = 2020202020 AND granted")
+
+
+def lock_waiters(uri):
+    return psql(uri, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
+                "AND objid = 2020202020 AND NOT granted")
+
+
+@test
+def pgstore_schema_lock_held_by_another_session_is_bounded_and_named():
+    """Another database session holds pg_advisory_lock(2020202020), the lock corobpf creates
+    its schema under: a run into an empty database gives up at the lock timeout (exit 7,
+    naming the session that holds it and how to end it) or at once on SIGINT, leaving no wait
+    behind on the server; a run into a database whose schema is there does not take the
+    lock at all."""
+    if not _need_server():
+        return
+    base = server_uri()
+    uri = fresh_db(base, "corobpf_it_lock")
+    holder = subprocess.Popen(["psql", "-X", "-q", uri], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    try:
+        holder.stdin.write("SELECT pg_advisory_lock(2020202020);\n")
+        holder.stdin.flush()
+        end = time.time() + 30
+        while not lock_holders(uri) and time.time() < end:
+            time.sleep(0.1)
+        held_by = lock_holders(uri)
+        check(held_by, "the test's session never got the lock")
+        held_by = int(held_by[0][0])
+        raw = work("pglock.raw")
+        tr = Tracer(["-d", "2", "--store-timeout", "lock=2", "-o", uri, "--raw", raw, "--",
+                     DEMO, "-d", "2"])
+        rc = tr.finish()
+        eq(rc, 7, "exit code at the lock timeout (stderr: %s)" % tr.err.strip())
+        check(tr.end - tr.start < 2 + 15, "the run took %.1f s with a 2 s lock timeout"
+              % (tr.end - tr.start))
+        for want in ("schema lock", "pid %d" % held_by, "pg_terminate_backend(%d)" % held_by,
+                     "--store-timeout lock="):
+            check(want in tr.err, "%r is not said: %r" % (want, tr.err))
+        eq(lock_waiters(uri), [], "sessions still waiting for the lock after the run")
+        # SIGINT while waiting for it (the default timeout): at once, and no wait left behind.
+        tr = Tracer(["-o", uri, "--", DEMO, "-d", "2"])
+        end = time.time() + 30
+        while not lock_waiters(uri) and time.time() < end:
+            time.sleep(0.1)
+        check(lock_waiters(uri), "the run never waited for the lock: %r" % tr.err)
+        sent = time.time()
+        tr.p.send_signal(signal.SIGINT)
+        rc = tr.finish()
+        eq(rc, 128 + signal.SIGINT, "exit code after SIGINT at the lock (stderr: %s)"
+           % tr.err.strip())
+        check(tr.end - sent < 5, "SIGINT ended the run %.1f s after it was sent"
+              % (tr.end - sent))
+        check("schema lock" in tr.err, "what was stopped is not said: %r" % tr.err)
+        end = time.time() + 10
+        while lock_waiters(uri) and time.time() < end:
+            time.sleep(0.1)
+        eq(lock_waiters(uri), [], "sessions still waiting for the lock after SIGINT")
+        # The schema made (the lock released a moment), a store run no longer needs the lock.
+        holder.stdin.write("SELECT pg_advisory_unlock(2020202020);\n")
+        holder.stdin.flush()
+        end = time.time() + 30
+        while lock_holders(uri) and time.time() < end:
+            time.sleep(0.1)
+        p = corobpf(["-q", "--raw", raw, "--", DEMO, "-d", "1"])
+        eq(p.returncode, 0, "recording (%s)" % p.stderr.strip())
+        p = corobpf(["report", "-q", raw, "-o", uri])
+        eq(p.returncode, 0, "upload, the lock free (%s)" % p.stderr.strip())
+        psql(uri, "DELETE FROM captures")
+        holder.stdin.write("SELECT pg_advisory_lock(2020202020);\n")
+        holder.stdin.flush()
+        p = corobpf(["report", "-q", raw, "-o", uri, "--store-timeout", "lock=2"])
+        eq(p.returncode, 0, "upload with the schema there and the lock held (%s)"
+           % p.stderr.strip())
+        eq(psql(uri, "SELECT count(*) FROM captures WHERE complete"), [["1"]],
+           "complete captures")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def _server_pids(d):
+    """The server's processes: the postmaster (its pid file) and its children."""
+    with open(os.path.join(d, "data", "postmaster.pid")) as f:
+        pm = int(f.readline())
+    pids = [pm]
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                with open("/proc/%s/stat" % e) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pm:
+                        pids.append(int(e))
+            except (OSError, IndexError, ValueError):
+                pass
+    return pids
+
+
+@test
+def pgstore_server_frozen_mid_run_ends_the_run_soon_after_the_stop():
+    """Every server process stopped (SIGSTOP) while the run stores. When -d or SIGINT stops
+    tracing, the store waits about a second for an answer, no more; when the traced program
+    ends by itself, the run says it waits for the server and a SIGINT ends that wait. Each:
+    exit 7, the capture left incomplete, and the raw capture stores it later."""
+    if not _need_server():
+        return
+    d, base = start_server("frozen")
+    uri = fresh_db(base, "corobpf_it_frozen")
+    try:
+        for i, how in enumerate(("-d", "SIGINT", "end, then SIGINT")):
+            raw = work("pgf%d.raw" % i)
+            target = None
+            if how == "end, then SIGINT":
+                tr = Tracer(["-o", uri, "--raw", raw, "--", DEMO, "-d", "4"])
+            else:
+                target = subprocess.Popen([DEMO, "-d", "60"], stdout=subprocess.DEVNULL)
+                time.sleep(0.3)
+                tr = Tracer((["-d", "5"] if how == "-d" else []) +
+                            ["-o", uri, "--raw", raw, "-p", str(target.pid)])
+            try:
+                began = tr.wait_line("tracing")
+                time.sleep(2)
+                pids = _server_pids(d)
+                for pid in pids:
+                    os.kill(pid, signal.SIGSTOP)
+                try:
+                    if how == "-d":
+                        stop = began + 5
+                    else:
+                        if how == "SIGINT":
+                            time.sleep(1)
+                        else:
+                            tr.wait_line("waiting for the server", timeout=60)
+                        stop = time.time()
+                        tr.p.send_signal(signal.SIGINT)
+                    rc = tr.finish()
+                finally:
+                    for pid in pids:
+                        os.kill(pid, signal.SIGCONT)
+            finally:
+                if target:
+                    target.kill()
+                    target.wait()
+            eq(rc, 7, "exit code, the server frozen, %s (stderr: %s)" % (how, tr.err.strip()))
+            check(tr.end - stop < 6, "the run ended %.1f s after %s stopped it"
+                  % (tr.end - stop, how))
+            for want in ("did not answer", "left incomplete",
+                         "corobpf report %s -o '" % raw):
+                check(want in tr.err, "%r is not said (%s): %r" % (want, how, tr.err))
+            p = corobpf(["report", "-q", raw, "-o", uri])
+            eq(p.returncode, 0, "upload after the freeze (%s)" % p.stderr.strip())
+        eq(psql(uri, "SELECT count(*) FROM captures WHERE complete"), [["3"]],
+           "complete captures after the uploads")
+    finally:
+        stop_server(d)
 
 
 def _stop_all():
