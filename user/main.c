@@ -202,7 +202,8 @@ static const struct argp_option trace_options[] = {
 	 "at most MS ms (default 1000; 0: never hold)",
 	 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
-	 "postgresql:// URI stores into that database (docs/store.md)", 0},
+	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
+	 "~/.pgpass or PGPASSFILE, not here)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
@@ -290,6 +291,77 @@ static u64 parse_threshold(struct argp_state *state, const char *opt, const char
 	return (u64)(v * unit);
 }
 
+/* ---- a store's password on the command line ---- */
+
+/*
+ * The command line is /proc/PID/cmdline, which every local user reads. A store URI that holds
+ * a password (or that libpq cannot read, and may) is copied out of it and written over in
+ * place with the form messages show, before anything else runs; argp parses what is left,
+ * and -o takes the copy back (store_uri_given()).
+ */
+struct scrubbed_arg {
+	const char *start, *end; /* the URI's place in the command line, written over */
+	char *uri;		 /* what was there */
+};
+
+static struct scrubbed_arg *scrubbed;
+static int nscrubbed;
+
+static void scrub_store_uris(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		char *uri = strstr(argv[i], "postgresql://"), *alt = strstr(argv[i], "postgres://");
+		char shown[512], err[256];
+		size_t len, n;
+		bool secret;
+
+		if (!uri || (alt && alt < uri))
+			uri = alt;
+		if (!uri)
+			continue;
+		if (!pgstore_check_uri(uri, shown, sizeof(shown), &secret, err, sizeof(err)) &&
+		    !secret)
+			continue;
+		len = strlen(uri);
+		scrubbed = realloc(scrubbed, (nscrubbed + 1) * sizeof(*scrubbed));
+		if (!scrubbed)
+			abort();
+		scrubbed[nscrubbed++] = (struct scrubbed_arg){uri, uri + len, xstrdup(uri)};
+		/* The same length: what follows stays where the kernel and ps look for it. */
+		n = MIN(strlen(shown), len);
+		memcpy(uri, shown, n);
+		memset(uri + n, 0, len - n);
+		if (secret)
+			log_warn("the password in %s was on corobpf's command line, which every local "
+				 "user can read (/proc/PID/cmdline, ps): it is removed from there now, "
+				 "but was there a moment, and may be in your shell's history; keep it "
+				 "in ~/.pgpass, or a file PGPASSFILE names, or PGPASSWORD "
+				 "(docs/store.md)", shown);
+	}
+}
+
+/* -o's argument: the store URI scrub_store_uris() took out of the command line, or itself. */
+static const char *store_uri_given(const char *arg, struct argp_state *state)
+{
+	for (int i = 0; i < nscrubbed; i++) {
+		if (arg >= scrubbed[i].start && arg < scrubbed[i].end) {
+			char shown[512], err[256];
+			bool secret;
+
+			/*
+			 * Not a URI libpq reads: said now, without quoting it. Without libpq, the
+			 * store says so when it opens (exit 7, as any store that cannot be had).
+			 */
+			if (pgstore_libpq_loads() &&
+			    pgstore_check_uri(scrubbed[i].uri, shown, sizeof(shown), &secret, err,
+					      sizeof(err)))
+				argp_error(state, "-o %s: %s", shown, err);
+			return scrubbed[i].uri;
+		}
+	}
+	return arg;
+}
+
 static error_t parse_common(int key, char *arg, struct argp_state *state)
 {
 	struct common_opts *c = state->input;
@@ -332,7 +404,7 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case 'o':
 		if (c->noutputs == OPTS_MAX_OUTPUTS)
 			argp_error(state, "at most %d outputs", OPTS_MAX_OUTPUTS);
-		c->outputs[c->noutputs++] = arg;
+		c->outputs[c->noutputs++] = store_uri_given(arg, state);
 		return 0;
 	case OPT_STORE_TIMEOUT: {
 		char err[256];
@@ -370,7 +442,8 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 {
 	for (int i = 0; i < c->noutputs; i++) {
 		for (int j = 0; j < i; j++)
-			if (outfile_same(c->outputs[j], c->outputs[i]))
+			if (!pgstore_is_uri(c->outputs[i]) &&
+			    outfile_same(c->outputs[j], c->outputs[i]))
 				argp_error(state, "-o %s and -o %s name the same file: give each "
 					   "output once", c->outputs[j], c->outputs[i]);
 		if (!output_format_known(c->outputs[i], c->format)) {
@@ -379,7 +452,7 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 			output_format_error(c->outputs[i], err, sizeof(err));
 			argp_error(state, "%s", err);
 		}
-		if (raw && outfile_same(raw, c->outputs[i]))
+		if (raw && !pgstore_is_uri(c->outputs[i]) && outfile_same(raw, c->outputs[i]))
 			argp_error(state, "--raw %s and -o %s name the same file: give each output "
 				   "once", raw, c->outputs[i]);
 	}
@@ -697,7 +770,8 @@ static const char ps_doc[] =
 static const struct argp_option report_options[] = {
 	{"json", OPT_JSON, NULL, 0, "Print the analysis as one JSON document (for machines)", 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
-	 "postgresql:// URI stores into that database (docs/store.md)", 0},
+	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
+	 "~/.pgpass or PGPASSFILE, not here)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
@@ -865,6 +939,7 @@ int main(int argc, char **argv)
 	for (int fd; (fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2;)
 		;
 	argp_err_exit_status = EXIT_USAGE;
+	scrub_store_uris(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		argv[1] = "corobpf report";
 		return cmd_report(argc - 1, argv + 1);

@@ -534,6 +534,109 @@ def pgstore_server_frozen_mid_run_ends_the_run_soon_after_the_stop():
         stop_server(d)
 
 
+# ---- the password: never on the command line for long, never in a message ----
+
+PW = "Hunter2-c0robpf-pw"
+
+
+def _password_server():
+    """A server of its own where the role corobpf_pw logs in with PW (SCRAM), over the
+    socket: (directory, URI of its database without the password)."""
+    d, base = start_server("pw")
+    psql(base, "CREATE ROLE corobpf_pw LOGIN PASSWORD '%s'" % PW)
+    psql(base, "CREATE DATABASE corobpf_it_pw OWNER corobpf_pw")
+    hba = os.path.join(d, "data", "pg_hba.conf")
+    with open(hba) as f:
+        rules = f.read()
+    with open(hba, "w") as f:
+        f.write("local all corobpf_pw scram-sha-256\n" + rules)
+    psql(base, "SELECT pg_reload_conf()")
+    uri = "postgresql://corobpf_pw@/corobpf_it_pw?host=%s" % d
+    end = time.time() + 30
+    while time.time() < end:
+        p = run(["psql", "-X", "-w", uri, "-c", "SELECT 1"], env={"PGPASSWORD": ""})
+        if p.returncode and "password" in p.stderr:
+            break
+        time.sleep(0.1)
+    else:
+        raise Failure("the server never asked corobpf_pw for a password")
+    return d, uri
+
+
+def _cmdlines_holding(secret):
+    found = []
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % e, "rb") as f:
+                    if secret.encode() in f.read():
+                        found.append(int(e))
+            except OSError:
+                pass
+    return found
+
+
+@test
+def pgstore_password_is_never_on_the_command_line_or_in_a_message():
+    """A password given in -o (as user:PW@, password=PW, or %70assword=PW) is gone from
+    every process's /proc/PID/cmdline while the run goes on, is never printed, and a warning
+    says where to keep it instead; a wrong one fails without being shown; PGPASSFILE and
+    PGPASSWORD give it as libpq does."""
+    if not _need_server():
+        return
+    d, uri = _password_server()
+    try:
+        u = urllib.parse.urlsplit(uri)
+        forms = [urllib.parse.urlunsplit((u.scheme, "corobpf_pw:%s@" % PW, u.path, u.query, "")),
+                 uri + "&password=" + PW, uri + "&%70assword=" + PW]
+        for i, secret_uri in enumerate(forms):
+            raw = work("pgpw%d.raw" % i)
+            tr = Tracer(["-o", secret_uri, "--raw", raw, "--", DEMO, "-d", "3"])
+            tr.wait_line("tracing")
+            holding = _cmdlines_holding(PW)
+            rc = tr.finish()
+            eq(holding, [], "processes whose command line holds the password (form %d; "
+               "corobpf is %d)" % (i, tr.p.pid))
+            eq(rc, 0, "exit code, form %d (stderr: %s)" % (i, tr.err.strip()))
+            check(PW not in tr.err, "the password is shown (form %d): %r" % (i, tr.err))
+            check("PGPASSFILE" in tr.err and "command line" in tr.err,
+                  "no warning of the password on the command line (form %d): %r"
+                  % (i, tr.err))
+        eq(psql(_superuser(d, "corobpf_it_pw"), "SELECT count(*) FROM captures WHERE complete"),
+           [["3"]], "captures stored with the password")
+        raw = work("pgpw0.raw")
+        # A wrong password, percent-encoded: refused by the server, never shown.
+        wrong = "Wr0ng-" + PW[::-1]
+        p = corobpf(["report", "-q", raw, "-o", uri + "&%70assword=" + wrong])
+        eq(p.returncode, 7, "exit code with a wrong password (%s)" % p.stderr.strip())
+        check(wrong not in p.stderr and "password authentication failed" in p.stderr,
+              "the wrong password is shown, or the failure is not said: %r" % p.stderr)
+        # Not a URI libpq reads (a bad percent-encoding in the password): a usage error that
+        # does not quote it.
+        bad = urllib.parse.urlunsplit((u.scheme, "corobpf_pw:%%zz%s@" % PW, u.path, u.query, ""))
+        p = corobpf(["report", "-q", raw, "-o", bad])
+        eq(p.returncode, 2, "exit code with a URI libpq cannot read (%s)" % p.stderr.strip())
+        check(PW not in p.stderr, "the password of a bad URI is shown: %r" % p.stderr)
+        # From libpq's own places: a password file, the environment.
+        psql(_superuser(d, "corobpf_it_pw"), "DELETE FROM captures")
+        passfile = work("pgpass")
+        with open(passfile, "w") as f:
+            f.write("*:*:*:corobpf_pw:%s\n" % PW)
+        os.chmod(passfile, 0o600)
+        p = corobpf(["report", raw, "-o", uri], env={"PGPASSFILE": passfile})
+        eq(p.returncode, 0, "upload with PGPASSFILE (%s)" % p.stderr.strip())
+        check("command line" not in p.stderr, "a warning without a password given: %r"
+              % p.stderr)
+        p = corobpf(["report", "-q", work("pgpw1.raw"), "-o", uri], env={"PGPASSWORD": PW})
+        eq(p.returncode, 0, "upload with PGPASSWORD (%s)" % p.stderr.strip())
+    finally:
+        stop_server(d)
+
+
+def _superuser(d, db):
+    return "postgresql://postgres@/%s?host=%s" % (db, d)
+
+
 def _stop_all():
     for d in _servers:
         stop_server(d)

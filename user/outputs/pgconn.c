@@ -150,6 +150,13 @@ bool pgstore_is_uri(const char *path)
 	return !strncmp(path, "postgresql://", 13) || !strncmp(path, "postgres://", 11);
 }
 
+bool pgstore_libpq_loads(void)
+{
+	char err[256];
+
+	return !pq_load(err, sizeof(err));
+}
+
 
 static bool is_secret(const char *keyword)
 {

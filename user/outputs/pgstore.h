@@ -63,6 +63,8 @@ struct pg_opts {
 
 /* Whether `path` is a libpq connection URI this output takes. */
 bool pgstore_is_uri(const char *path);
+/* Whether libpq can be loaded (the store's errors say why not, when it opens). */
+bool pgstore_libpq_loads(void);
 /*
  * `uri` as messages show it: parsed by libpq and written again without the
  * password (user:secret@, password=..., %70assword=..., sslpassword=...,
