@@ -637,6 +637,63 @@ def _superuser(d, db):
     return "postgresql://postgres@/%s?host=%s" % (db, d)
 
 
+# ---- what the server says reaches the terminal escaped ----
+
+@test
+def pgstore_server_warnings_and_errors_reach_the_terminal_escaped():
+    """A server WARNING (here from a trigger on the captures table the store writes) holding
+    an OSC 52 clipboard write and a screen clear reaches stderr escaped, as does an error
+    holding them; a flood of them (a warning per row) shows 20 and counts the rest."""
+    base = server_uri()
+    if not base:
+        return
+    uri = fresh_db(base, "corobpf_it_notice")
+    raw = work("pgn.raw")
+    p = corobpf(["-q", "--raw", raw, "--", DEMO, "-d", "1"])
+    eq(p.returncode, 0, "recording exit code (%s)" % p.stderr.strip())
+    p = corobpf(["report", "-q", raw, "-o", uri])
+    eq(p.returncode, 0, "first upload (%s)" % p.stderr.strip())
+    psql(uri, "DELETE FROM captures")
+    hostile = r"E'clip \x1b]52;c;Y29yb2JwZg==\x07 clear \x1b[2J end'"
+    psql(uri, "CREATE FUNCTION corobpf_it_warn() RETURNS trigger LANGUAGE plpgsql AS $$ "
+         "BEGIN RAISE WARNING '%%', %s; RETURN NEW; END $$" % hostile)
+    psql(uri, "CREATE TRIGGER corobpf_it_warn BEFORE INSERT ON captures FOR EACH ROW "
+         "EXECUTE FUNCTION corobpf_it_warn()")
+    p = subprocess.run([COROBPF, "report", "-q", raw, "-o", uri], capture_output=True,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 0, "upload with the warning trigger (%s)" % err.strip())
+    check(b"\x1b" not in p.stderr and b"\x07" not in p.stderr,
+          "control characters reach the terminal raw: %r" % p.stderr)
+    check("\\x1b]52;c;Y29yb2JwZg==\\x07" in err and "\\x1b[2J" in err,
+          "the server's warning is not shown escaped: %r" % err)
+    # A warning per row of events: 20 shown, the others counted.
+    psql(uri, "DROP TRIGGER corobpf_it_warn ON captures; DELETE FROM captures; TRUNCATE events")
+    psql(uri, "CREATE TRIGGER corobpf_it_warn BEFORE INSERT ON events FOR EACH ROW "
+         "EXECUTE FUNCTION corobpf_it_warn()")
+    p = subprocess.run([COROBPF, "report", "-q", raw, "-o", uri], capture_output=True,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 0, "upload with a warning per row (%s)" % err[-2000:])
+    rows = int(psql(uri, "SELECT count(*) FROM events")[0][0])
+    check(rows > 100, "only %d events rows: the test lost its case" % rows)
+    eq(err.count("the server says: WARNING"), 20, "warnings shown")
+    check("%d more messages from the server were not shown" % (rows - 20) in err,
+          "the warnings not shown are not counted: %r" % err[-2000:])
+    psql(uri, "DROP TRIGGER corobpf_it_warn ON events; DELETE FROM captures")
+    psql(uri, "CREATE TRIGGER corobpf_it_warn BEFORE INSERT ON captures FOR EACH ROW "
+         "EXECUTE FUNCTION corobpf_it_warn()")
+    psql(uri, "CREATE OR REPLACE FUNCTION corobpf_it_warn() RETURNS trigger LANGUAGE plpgsql "
+         "AS $$ BEGIN RAISE EXCEPTION '%%', %s; END $$" % hostile)
+    p = subprocess.run([COROBPF, "report", "-q", raw, "-o", uri], capture_output=True,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 7, "upload with the failing trigger (%s)" % err.strip())
+    check(b"\x1b" not in p.stderr and b"\x07" not in p.stderr,
+          "control characters reach the terminal raw: %r" % p.stderr)
+    check("\\x1b[2J" in err, "the server's error is not shown escaped: %r" % err)
+
+
 def _stop_all():
     for d in _servers:
         stop_server(d)

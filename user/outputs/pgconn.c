@@ -54,6 +54,7 @@ int pq_load(char *err, size_t errlen)
 		F(resultStatus, PQresultStatus),
 		F(sendQuery, PQsendQuery),
 		F(sendQueryParams, PQsendQueryParams),
+		F(setNoticeReceiver, PQsetNoticeReceiver),
 		F(setnonblocking, PQsetnonblocking),
 		F(socket, PQsocket),
 		F(status, PQstatus),
@@ -156,7 +157,6 @@ bool pgstore_libpq_loads(void)
 
 	return !pq_load(err, sizeof(err));
 }
-
 
 static bool is_secret(const char *keyword)
 {
@@ -424,6 +424,43 @@ void pg_params_free(struct pg_params *p)
 	p->keys = p->vals = NULL;
 }
 
+/* ---- the server's notices ---- */
+
+static void on_notice(void *arg, const PGresult *res)
+{
+	struct pg_notices *nt = arg;
+	const char *sev = pq.resultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = pq.resultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *detail = pq.resultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = pq.resultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	unsigned int k = atomic_fetch_add(&nt->seen, 1);
+	bool warning;
+	char line[2048];
+
+	if (!sev)
+		sev = "NOTICE";
+	warning = !strcmp(sev, "WARNING");
+	if (k >= PG_NOTICES_SHOWN) {
+		if (warning)
+			atomic_fetch_add(&nt->warnings_unshown, 1);
+		return;
+	}
+	/* What the server chose to say: log_msg() escapes it for the terminal. */
+	snprintf(line, sizeof(line), "%s: the server says: %s: %s%s%s%s%s", nt->shown, sev,
+		 msg ? msg : "", detail ? "; detail: " : "", detail ? detail : "",
+		 hint ? "; hint: " : "", hint ? hint : "");
+	if (warning)
+		log_warn("%s", line);
+	else
+		log_info("%s", line);
+	if (k + 1 == PG_NOTICES_SHOWN && warning)
+		log_warn("%s: the server's further messages are not shown (counted at the end)",
+			 nt->shown);
+	else if (k + 1 == PG_NOTICES_SHOWN)
+		log_info("%s: the server's further messages are not shown (counted at the end)",
+			 nt->shown);
+}
+
 /* ---- waiting ---- */
 
 static u64 now_ns(void)
@@ -600,6 +637,7 @@ int pgc_connect(struct pg_link *l)
 		l->conn = pq.connectStartParams(l->params->keys, l->params->vals, 0);
 		if (!l->conn || pq.status(l->conn) == CONNECTION_BAD)
 			return fail_conn(l);
+		pq.setNoticeReceiver(l->conn, on_notice, l->notices);
 	}
 	/* libpq's loop: wait as the last poll says (writing, before the first), poll again. */
 	while (st != PGRES_POLLING_OK) {

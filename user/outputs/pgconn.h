@@ -16,6 +16,9 @@
  * A command given up on is cancelled (PQcancel, on a thread of its own: it connects to the
  * server and may hang as long as the server does) and its connection closed.
  *
+ * The server's notices and warnings go through the terminal escaping (log.h), at most
+ * PG_NOTICES_SHOWN of them per store.
+ *
  * Internal to the store: pgstore.c and this module use libpq through the `pq` table below.
  */
 #ifndef COROBPF_PGCONN_H
@@ -29,6 +32,7 @@
 #define PG_STALL_MS 1000     /* once tracing stopped: no answer for this long ends a wait */
 #define PG_ANSWER_GRACE_MS 1000 /* a server's own timeout answers; one that says nothing is
 				 * given this much more */
+#define PG_NOTICES_SHOWN 20  /* the server's messages shown per store */
 
 /* libpq's functions, loaded by pq_load() (dlopen: the other outputs never load libpq). */
 struct pq_table {
@@ -57,6 +61,7 @@ struct pq_table {
 	__typeof__(&PQresultStatus) resultStatus;
 	__typeof__(&PQsendQuery) sendQuery;
 	__typeof__(&PQsendQueryParams) sendQueryParams;
+	__typeof__(&PQsetNoticeReceiver) setNoticeReceiver;
 	__typeof__(&PQsetnonblocking) setnonblocking;
 	__typeof__(&PQsocket) socket;
 	__typeof__(&PQstatus) status;
@@ -104,12 +109,20 @@ struct pg_watch {
 	_Atomic u64 stop_ns;	     /* when a stop was first seen (0: not yet) */
 };
 
+/* The server's notices and warnings, shown escaped (PG_NOTICES_SHOWN at most). */
+struct pg_notices {
+	const char *shown; /* the store, as messages name it */
+	atomic_uint seen;
+	atomic_uint warnings_unshown; /* past PG_NOTICES_SHOWN: said at warning level (-q) */
+};
+
 /* One connection and how its last call went. */
 struct pg_link {
 	PGconn *conn; /* NULL before the first connection, and once given up */
 	struct pg_watch *watch;
 	const struct pg_params *params;
 	const struct pg_timeouts *t;
+	struct pg_notices *notices;
 	enum pg_end end;  /* of the last call that failed */
 	char sqlstate[6]; /* the server's error code, when it refused ("" otherwise) */
 	char why[768];	  /* why it failed: one line, for a message */

@@ -202,6 +202,7 @@ struct pg_sink {
 	struct pg_params params;
 	struct pg_opts opts;
 	struct pg_watch watch;
+	struct pg_notices notices;
 	const char *shown; /* params.shown: the store as messages name it */
 
 	/* The writers' side (read by the pipeline's side only after the join). */
@@ -1357,6 +1358,7 @@ struct pg_sink *pg_sink_open(const char *conninfo, const struct pg_opts *o, char
 		goto fail;
 	}
 	s->shown = s->params.shown;
+	s->notices.shown = s->shown;
 	s->watch.stop = o->stop;
 	atomic_store(&s->watch.opening, true);
 	for (int i = 0; i < PG_WRITERS; i++) {
@@ -1366,6 +1368,7 @@ struct pg_sink *pg_sink_open(const char *conninfo, const struct pg_opts *o, char
 		l->watch = &s->watch;
 		l->params = &s->params;
 		l->t = &s->opts.timeouts;
+		l->notices = &s->notices;
 		if (pgc_connect(l)) {
 			if (l->end == PG_STOPPED)
 				snprintf(err, errlen, "%s while connecting to %s: nothing was stored",
@@ -1451,6 +1454,7 @@ static void wait_for_writers(struct pg_sink *s, bool discard)
 
 int pg_sink_close(struct pg_sink *s, bool discard, char *err, size_t errlen)
 {
+	unsigned int seen, warnings;
 	int ret = 0;
 
 	if (!s)
@@ -1465,6 +1469,14 @@ int pg_sink_close(struct pg_sink *s, bool discard, char *err, size_t errlen)
 			if (s->writers[i].started)
 				pthread_join(s->writers[i].thread, NULL);
 	}
+	seen = atomic_load(&s->notices.seen);
+	warnings = atomic_load(&s->notices.warnings_unshown);
+	if (warnings)
+		log_warn("%s: %u more messages from the server were not shown, %u of them "
+			 "warnings", s->shown, seen - PG_NOTICES_SHOWN, warnings);
+	else if (seen > PG_NOTICES_SHOWN)
+		log_info("%s: %u more messages from the server were not shown", s->shown,
+			 seen - PG_NOTICES_SHOWN);
 	if (discard) {
 		pg_free(s);
 		return 0;
