@@ -156,7 +156,19 @@ enum {
 	OPT_FLIGHT_MB,
 	OPT_DUMP_ON,
 	OPT_PROBE_PATH,
+	OPT_STORE_TIMEOUT,
 };
+
+/* Every command that takes -o: the PostgreSQL store's waits (docs/store.md). */
+#define STORE_TIMEOUT_OPTION                                                                 \
+	{"store-timeout", OPT_STORE_TIMEOUT, "WHAT=SECS", 0,                                 \
+	 "PostgreSQL store: how long to wait for the server: connect=SECS (default: the "      \
+	 "URI's connect_timeout, else 10), lock=SECS (a lock another session holds, default "  \
+	 "10), statement=SECS (one command, default 60); 0 waits for ever; e.g. "             \
+	 "--store-timeout lock=60,statement=300. Ctrl-C ends the wait to connect; once "       \
+	 "tracing stopped (-d, a signal) the store waits 1 s at most for a server that "       \
+	 "stopped answering",                                                                  \
+	 0}
 
 #define FINDING_OPTIONS                                                                      \
 	{"stall", OPT_STALL, "SECS", 0,                                                      \
@@ -190,7 +202,8 @@ static const struct argp_option trace_options[] = {
 	 "at most MS ms (default 1000; 0: never hold)",
 	 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
-	 "postgresql:// URI stores into that database (docs/store.md)", 0},
+	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
+	 "~/.pgpass or PGPASSFILE, not here)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
@@ -242,6 +255,7 @@ static const struct argp_option trace_options[] = {
 	 "blocking, spawn_storm, unmatched_span, lost_wakeup, leak; a list with commas) is "
 	 "made; each finding once, a burst in one dump",
 	 0},
+	STORE_TIMEOUT_OPTION,
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0,
 	 "No summary, no status line, no progress messages: only errors and warnings", 0},
@@ -275,6 +289,77 @@ static u64 parse_threshold(struct argp_state *state, const char *opt, const char
 	if (errno || *end || !(v > 0 && v * unit < 1e18))
 		argp_error(state, "invalid --%s '%s' (a positive number)", opt, arg);
 	return (u64)(v * unit);
+}
+
+/* ---- a store's password on the command line ---- */
+
+/*
+ * The command line is /proc/PID/cmdline, which every local user reads. A store URI that holds
+ * a password (or that libpq cannot read, and may) is copied out of it and written over in
+ * place with the form messages show, before anything else runs; argp parses what is left,
+ * and -o takes the copy back (store_uri_given()).
+ */
+struct scrubbed_arg {
+	const char *start, *end; /* the URI's place in the command line, written over */
+	char *uri;		 /* what was there */
+};
+
+static struct scrubbed_arg *scrubbed;
+static int nscrubbed;
+
+static void scrub_store_uris(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		char *uri = strstr(argv[i], "postgresql://"), *alt = strstr(argv[i], "postgres://");
+		char shown[512], err[256];
+		size_t len, n;
+		bool secret;
+
+		if (!uri || (alt && alt < uri))
+			uri = alt;
+		if (!uri)
+			continue;
+		if (!pgstore_check_uri(uri, shown, sizeof(shown), &secret, err, sizeof(err)) &&
+		    !secret)
+			continue;
+		len = strlen(uri);
+		scrubbed = realloc(scrubbed, (nscrubbed + 1) * sizeof(*scrubbed));
+		if (!scrubbed)
+			abort();
+		scrubbed[nscrubbed++] = (struct scrubbed_arg){uri, uri + len, xstrdup(uri)};
+		/* The same length: what follows stays where the kernel and ps look for it. */
+		n = MIN(strlen(shown), len);
+		memcpy(uri, shown, n);
+		memset(uri + n, 0, len - n);
+		if (secret)
+			log_warn("the password in %s was on corobpf's command line, which every local "
+				 "user can read (/proc/PID/cmdline, ps): it is removed from there now, "
+				 "but was there a moment, and may be in your shell's history; keep it "
+				 "in ~/.pgpass, or a file PGPASSFILE names, or PGPASSWORD "
+				 "(docs/store.md)", shown);
+	}
+}
+
+/* -o's argument: the store URI scrub_store_uris() took out of the command line, or itself. */
+static const char *store_uri_given(const char *arg, struct argp_state *state)
+{
+	for (int i = 0; i < nscrubbed; i++) {
+		if (arg >= scrubbed[i].start && arg < scrubbed[i].end) {
+			char shown[512], err[256];
+			bool secret;
+
+			/*
+			 * Not a URI libpq reads: said now, without quoting it. Without libpq, the
+			 * store says so when it opens (exit 7, as any store that cannot be had).
+			 */
+			if (pgstore_libpq_loads() &&
+			    pgstore_check_uri(scrubbed[i].uri, shown, sizeof(shown), &secret, err,
+					      sizeof(err)))
+				argp_error(state, "-o %s: %s", shown, err);
+			return scrubbed[i].uri;
+		}
+	}
+	return arg;
 }
 
 static error_t parse_common(int key, char *arg, struct argp_state *state)
@@ -319,8 +404,15 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case 'o':
 		if (c->noutputs == OPTS_MAX_OUTPUTS)
 			argp_error(state, "at most %d outputs", OPTS_MAX_OUTPUTS);
-		c->outputs[c->noutputs++] = arg;
+		c->outputs[c->noutputs++] = store_uri_given(arg, state);
 		return 0;
+	case OPT_STORE_TIMEOUT: {
+		char err[256];
+
+		if (pg_timeouts_parse(&c->store_timeouts, arg, err, sizeof(err)))
+			argp_error(state, "%s", err);
+		return 0;
+	}
 	case 'f':
 		c->format = output_format_parse(arg);
 		if (c->format == OUT_AUTO)
@@ -350,7 +442,8 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 {
 	for (int i = 0; i < c->noutputs; i++) {
 		for (int j = 0; j < i; j++)
-			if (outfile_same(c->outputs[j], c->outputs[i]))
+			if (!pgstore_is_uri(c->outputs[i]) &&
+			    outfile_same(c->outputs[j], c->outputs[i]))
 				argp_error(state, "-o %s and -o %s name the same file: give each "
 					   "output once", c->outputs[j], c->outputs[i]);
 		if (!output_format_known(c->outputs[i], c->format)) {
@@ -359,7 +452,7 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 			output_format_error(c->outputs[i], err, sizeof(err));
 			argp_error(state, "%s", err);
 		}
-		if (raw && outfile_same(raw, c->outputs[i]))
+		if (raw && !pgstore_is_uri(c->outputs[i]) && outfile_same(raw, c->outputs[i]))
 			argp_error(state, "--raw %s and -o %s name the same file: give each output "
 				   "once", raw, c->outputs[i]);
 	}
@@ -677,10 +770,12 @@ static const char ps_doc[] =
 static const struct argp_option report_options[] = {
 	{"json", OPT_JSON, NULL, 0, "Print the analysis as one JSON document (for machines)", 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
-	 "postgresql:// URI stores into that database (docs/store.md)", 0},
+	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
+	 "~/.pgpass or PGPASSFILE, not here)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
+	STORE_TIMEOUT_OPTION,
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0,
 	 "No summary and no analysis (--json still prints its document); on stderr, only "
@@ -722,6 +817,7 @@ static int cmd_report(int argc, char **argv)
 	struct report_args a = {0};
 
 	analyze_opts_default(&a.c.an);
+	pg_timeouts_default(&a.c.store_timeouts);
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
 	return session_report(&a.c, &a.r);
@@ -752,6 +848,7 @@ static int parse_live(int argc, char **argv, const struct argp *how, struct trac
 	a->t.ring_bytes = 16ULL << 20;
 	a->t.exec_gate_ms = 1000;
 	analyze_opts_default(&a->c.an);
+	pg_timeouts_default(&a->c.store_timeouts);
 	if (split_command(&argc, argv, &a->t))
 		return EXIT_USAGE;
 	if (argp_parse(&argp, argc, argv, 0, NULL, a))
@@ -827,6 +924,7 @@ static int cmd_top(int argc, char **argv)
 	a.ta.t.ring_bytes = 16ULL << 20;
 	a.top.interval = 1.0;
 	analyze_opts_default(&a.ta.c.an);
+	pg_timeouts_default(&a.ta.c.store_timeouts);
 	if (split_command(&argc, argv, &a.ta.t) || argp_parse(&argp, argc, argv, 0, NULL, &a))
 		ret = EXIT_USAGE;
 	if (!ret)
@@ -841,6 +939,7 @@ int main(int argc, char **argv)
 	for (int fd; (fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2;)
 		;
 	argp_err_exit_status = EXIT_USAGE;
+	scrub_store_uris(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		argv[1] = "corobpf report";
 		return cmd_report(argc - 1, argv + 1);

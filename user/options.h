@@ -17,7 +17,10 @@
 #define OPTS_MAX_PIDS 256
 #define OPTS_MAX_CUSTOM 8
 
-/* Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds. */
+/*
+ * Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds, the store's
+ * timeouts.
+ */
 struct common_opts {
 	const char *outputs[OPTS_MAX_OUTPUTS];
 	int noutputs;
@@ -26,6 +29,7 @@ struct common_opts {
 	bool coroutine_tracks_set;
 	bool force;
 	struct analyze_opts an;
+	struct pg_timeouts store_timeouts; /* --store-timeout */
 };
 
 /* trace and ps: a live capture. */

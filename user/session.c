@@ -80,16 +80,24 @@ struct session {
 static int session_open_outputs(struct session *s)
 {
 	const struct common_opts *c = s->c;
-	char err[512];
+	struct pg_opts store = {
+		.timeouts = c->store_timeouts,
+		.stop = &capture_stop_signal,
+		.live = s->t != NULL,
+		.replay_from = s->t ? s->t->raw : s->r ? s->r->capture : NULL,
+	};
+	char err[1024];
 
 	for (int i = 0; i < c->noutputs; i++) {
-		if (output_open(&s->outs[i], c->outputs[i], c->format, c->force, err,
+		if (output_open(&s->outs[i], c->outputs[i], c->format, c->force, &store, err,
 				sizeof(err))) {
 			log_err("%s", err);
+			/* A store stopped while it connected: the signal's code, as before tracing. */
+			if (capture_stop_signal)
+				return 128 + capture_stop_signal;
 			return EXIT_OUTPUT; /* the ones before are removed by session_abort() */
 		}
 		s->nouts = i + 1;
-		s->outs[i].replay_from = s->t ? s->t->raw : s->r ? s->r->capture : NULL;
 		s->outs[i].max_tracks = c->coroutine_tracks_set ? c->coroutine_tracks
 							       : PERFETTO_DEFAULT_MAX_TRACKS;
 	}
@@ -152,6 +160,8 @@ static int session_open_live(struct session *s)
 	ret = capture_preflight();
 	if (ret)
 		return ret;
+	/* A signal from now on stops the run: connecting to a store included. */
+	capture_install_signals();
 	/* Outputs first: better to fail before touching the target. */
 	ret = t->flight ? flight_check_outputs(s->c) : session_open_outputs(s);
 	if (ret)
@@ -160,7 +170,8 @@ static int session_open_live(struct session *s)
 		log_err("%s", err);
 		return EXIT_OUTPUT;
 	}
-	capture_install_signals();
+	if (capture_stop_signal)
+		return 128 + capture_stop_signal; /* before any target is touched */
 	if (t->flight)
 		flight_install_signal();
 	ret = capture_open(&s->cap, &s->co);

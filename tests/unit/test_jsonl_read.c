@@ -43,7 +43,7 @@ TEST(round_trip_keeps_every_event)
 	CHECK_EQ(ci.npids, 1);
 	CHECK_EQ(ci.pids[0], TPID);
 	CHECK_EQ(ci.start_ts, 1000);
-	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, err, sizeof(err)), 0);
+	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci, NULL);
 	CHECK_EQ(output_attach(&out, &p, err, sizeof(err)), 0);
 	pipeline_begin(&p);

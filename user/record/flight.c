@@ -131,7 +131,7 @@ int flight_check_outputs(const struct common_opts *c)
 	for (int i = 0; i < c->noutputs; i++) {
 		struct output o;
 		char *name = flight_dump_name(c->outputs[i], 1);
-		int ret = output_open(&o, name, c->format, c->force, err, sizeof(err));
+		int ret = output_open(&o, name, c->format, c->force, NULL, err, sizeof(err));
 
 		free(name);
 		if (ret) {
@@ -408,7 +408,8 @@ static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsign
 
 	for (int i = 0; i < c->noutputs; i++) {
 		char *name = flight_dump_name(c->outputs[i], n);
-		int ret = output_open(&outs[i], name, c->format, c->force, err, sizeof(err));
+		int ret = output_open(&outs[i], name, c->format, c->force, NULL, err,
+				      sizeof(err));
 
 		free(name);
 		if (ret) {
