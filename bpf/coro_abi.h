@@ -409,7 +409,9 @@ struct coro_go_offsets {
 	/* --stacks: runtime.g.sched's pc and bp (gobuf), where a parking goroutine was left. */
 	__u16 g_sched_pc;
 	__u16 g_sched_bp;
-	__u8 __pad[4];
+	/* runtime.g.sched.ctxt: a new goroutine's closure (its `go` statement's funcval). */
+	__u16 g_sched_ctxt;
+	__u8 __pad[2];
 };
 
 /* Frames of a parking goroutine's stack the BPF side walks (Grunning -> Gwaiting, --stacks). */
@@ -437,11 +439,23 @@ struct coro_ev_go_status {
 	 */
 };
 
+/* Words of a new goroutine's closure read with it (struct coro_ev_go_entry). */
+#define CORO_GO_CTXT_WORDS 3
+
 /* hdr.cur: the creator. Turned into a CORO_EV_NAME by user space (ringev.c). */
 struct coro_ev_go_entry {
 	struct coro_event_hdr hdr;
 	__u64 goid;
 	__u64 startpc; /* runtime.g.startpc: the function the goroutine runs */
+	/*
+	 * The closure it starts with (runtime.g.sched.ctxt, 0 if unread), its
+	 * words 1.. and the word each of those points to (0 where unreadable):
+	 * where the closure the compiler wraps a `go f(x)` statement in keeps
+	 * f when f is a function value or a closure, and f's code address.
+	 */
+	__u64 ctxt;
+	__u64 ctxt_word[CORO_GO_CTXT_WORDS];
+	__u64 ctxt_deref[CORO_GO_CTXT_WORDS];
 };
 
 /*

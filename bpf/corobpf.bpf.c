@@ -1001,6 +1001,34 @@ static __always_inline struct coro_ev_go_status *go_park_reserve(struct coro_tas
 }
 
 /*
+ * A new goroutine's closure, for its name: a `go f(x)` statement starts it
+ * in a closure the compiler made, which calls f through its own words when
+ * f is a function value or a closure (user/elf/goelf.c follows the
+ * wrapper's loads through these). Read now: the closure is garbage once the
+ * goroutine has called f. Unreadable words stay 0; they count as no fault.
+ */
+static __always_inline void go_entry_ctxt(struct coro_ev_go_entry *n, __u64 gp,
+					  struct coro_go_offsets *o)
+{
+	bool fault = false;
+	__u64 c;
+
+	__builtin_memset(n->ctxt_word, 0, sizeof(n->ctxt_word));
+	__builtin_memset(n->ctxt_deref, 0, sizeof(n->ctxt_deref));
+	c = o->g_sched_ctxt ? go_word(gp + o->g_sched_ctxt, &fault) : 0;
+	n->ctxt = c;
+	if (!c)
+		return;
+	for (__u32 i = 0; i < CORO_GO_CTXT_WORDS; i++) {
+		__u64 w = go_word(c + 8 * (i + 1), &fault);
+
+		n->ctxt_word[i] = w;
+		if (w)
+			n->ctxt_deref[i] = go_word(w, &fault);
+	}
+}
+
+/*
  * runtime.casgstatus(gp, oldval, newval): every ordinary change of a
  * goroutine's status. The thread's goroutine is the g in r14 (Go's
  * register ABI), or on the system stack that g's m.curg: the creator at a
@@ -1083,6 +1111,7 @@ static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro
 		if (n) {
 			n->goid = goid;
 			n->startpc = go_word(gp + o->g_startpc, &fault);
+			go_entry_ctxt(n, gp, o);
 			event_submit(n);
 		}
 	}
