@@ -311,6 +311,12 @@ struct coro_ev_ctx_entry {
 	struct coro_event_hdr hdr;
 	__u64 id;   /* the context, raw */
 	__u64 addr; /* the function it was made to run, in the process's address space */
+	/*
+	 * Where the process's executable has its code (the kernel's
+	 * mm->start_code): its load bias, for naming addr once the process is
+	 * gone (a short run read after its exit).
+	 */
+	__u64 start_code;
 };
 
 /*

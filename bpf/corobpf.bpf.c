@@ -914,9 +914,12 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 		__u64 addr = 0;
 
 		if (n) {
+			struct task_struct *task = bpf_get_current_task_btf();
+
 			bpf_probe_read_user(&addr, sizeof(addr), (const void *)id);
 			n->id = id;
 			n->addr = addr;
+			n->start_code = BPF_CORE_READ(task, mm, start_code);
 			event_submit(n);
 		}
 	}

@@ -222,10 +222,20 @@ static void forward_with_stack(struct ringev *ev, const struct coro_event_hdr *h
 static int on_ctx_entry(struct ringev *ev, const struct coro_ev_ctx_entry *e)
 {
 	struct coro_ev_name n = {.hdr = e->hdr, .id = e->id};
+	const struct target *t = ringev_find_target(ev, e->hdr.pid);
 
 	n.hdr.size = sizeof(n);
 	n.hdr.kind = CORO_EV_NAME;
 	switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
+	/*
+	 * The process is gone (a short run: qemu-img, qemu-io): named in the
+	 * executable that holds its context functions, where the process had
+	 * it (its code's start, which the BPF side read with the address).
+	 */
+	for (size_t i = 0; t && !strncmp(n.name, "0x", 2) && i < t->nswobjs; i++)
+		if (switchfam_name_in_exe(t->swobjs[i].path, t->swobjs[i].shown, e->start_code,
+					  e->addr, n.name, sizeof(n.name)))
+			break;
 	if (strlen(n.name) == sizeof(n.name) - 1)
 		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
 	return ringev_record(ev, &n, sizeof(n));

@@ -924,6 +924,31 @@ out:
 	elf_image_close(&o);
 }
 
+bool switchfam_name_in_exe(const char *path, const char *shown, uint64_t start_code,
+			   uint64_t addr, char *name, size_t len)
+{
+	struct elf_image o;
+	uint64_t off, code = UINT64_MAX, vaddr;
+	bool in;
+
+	if (elf_image_open(&o, path, NULL, 0))
+		return false;
+	/* The kernel's start_code: the lowest executable segment's vaddr, moved by the bias. */
+	for (size_t i = 0; i < o.nloads; i++)
+		if ((o.loads[i].p_flags & PF_X) && o.loads[i].p_vaddr < code)
+			code = o.loads[i].p_vaddr;
+	vaddr = addr - (start_code - code);
+	in = code != UINT64_MAX && start_code >= code &&
+	     elf_image_text_offset(&o, vaddr, &off, NULL);
+	if (in && !obj_symbol_at(&o, vaddr, name, len, NULL)) {
+		const char *base = strrchr(shown, '/');
+
+		snprintf(name, len, "%s+0x%llx", base ? base + 1 : shown, (unsigned long long)vaddr);
+	}
+	elf_image_close(&o);
+	return in;
+}
+
 uint32_t switchfam_detect(const char *path)
 {
 	struct elf_image o;

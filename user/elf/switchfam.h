@@ -110,6 +110,15 @@ void switchfam_func_at(uint32_t pid, uint64_t addr, char *name, size_t len);
 bool switchfam_bias_of(uint32_t pid, uint64_t *bias);
 /* Learn that bias for the object at path from pid's mappings now, while it lives. */
 void switchfam_learn_bias(uint32_t pid, const char *path);
+/*
+ * switchfam_name_at's name of addr in the executable at path, shown as
+ * `shown` ("qemu-img+0x3be50" where it has no symbol), in a process whose
+ * executable's code began at start_code (the kernel's mm->start_code):
+ * for an address of a process gone by the time it is named. False if addr
+ * is not in the executable's code.
+ */
+bool switchfam_name_in_exe(const char *path, const char *shown, uint64_t start_code,
+			   uint64_t addr, char *name, size_t len);
 
 /* The families --switch help lists, one line each. */
 void switchfam_help(FILE *out);
