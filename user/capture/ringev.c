@@ -362,7 +362,11 @@ static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
 {
 	u64 had = (u64)(uintptr_t)hmap_get(&ev->cxx_named, e->hdr.pid, e->frame);
 	u64 want = (u64)e->fn + 1;
-	struct coro_ev_name n = {.hdr = e->hdr, .id = e->frame};
+	/* Its function's name whole, up to CORO_NAME_MAX - 1 bytes (raw.h). */
+	union {
+		struct coro_ev_name n;
+		u64 room[CORO_NAME_REC_MAX / 8];
+	} r = {.n = {.hdr = e->hdr, .id = e->frame}};
 	const char *name = cxxattach_name(e->fn);
 
 	record_sink_emit(ev->sink, &e->hdr);
@@ -376,7 +380,10 @@ static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
 	    (e->op == CORO_CXX_BODY && (had & ~CXXNAME_DESTROYED) == want))
 		return 0;
 	hmap_put(&ev->cxx_named, e->hdr.pid, e->frame, (void *)(uintptr_t)want);
-	emit_with_string(ev, &n.hdr, sizeof(n), CORO_EV_NAME, n.name, sizeof(n.name), name);
+	r.n.hdr.flags &= (u8)~(CORO_EVF_STR_TRUNCATED | CORO_EVF_STR_FAULT);
+	r.n.hdr.lost_before = 0;
+	coro_name_record(&r.n, name);
+	record_sink_emit(ev->sink, &r.n.hdr);
 	return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <string.h>
 #include "ctxmap.h"
 
+_Static_assert(sizeof(((struct ctxmap *)0)->buf) >= CORO_NAME_REC_MAX, "a long name record fits");
+
 struct range {
 	u64 lo, hi, id;
 };
