@@ -288,6 +288,18 @@ enum coro_ctx_switch_flags {
 	 * `to` is 0. A later switch to `from` resumes whoever saved it.
 	 */
 	CORO_CTXF_SAVE = 1 << 2,
+	/*
+	 * `from` runs on the thread's own stack (the mapping that holds the
+	 * main thread's start of stack, or another thread's TLS block, which
+	 * glibc puts at the top of its stack): the thread's main context. Said
+	 * once per thread, of a family that names `from`.
+	 */
+	CORO_CTXF_FROM_MAIN = 1 << 3,
+	/*
+	 * No switch: `from` is the thread's main context (greenlet: a switch
+	 * to the main greenlet is under way); `to` is 0.
+	 */
+	CORO_CTXF_MAIN = 1 << 4,
 };
 
 /* hdr.cur: the raw context that finished. */
@@ -336,6 +348,7 @@ enum coro_ctx_op {
 	 * slot of the binary's struct offsets in the go_offsets map.
 	 */
 	CORO_CTXOP_GO = 7,
+	CORO_CTXOP_MAIN = 8, /* reg A is the thread's main context, about to be switched to */
 };
 
 #define CORO_CTX_REG_NONE 0xff
@@ -662,7 +675,8 @@ struct coro_task_state {
 	__u64 pth_attr;	    /* Pth: the attr pth_name was last set on */
 	char pth_name[CORO_STR_LEN];
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
-	__u8 __pad2[7];
+	__u8 main_seen;	     /* a switch from the thread's own stack was said (FROM_MAIN) */
+	__u8 __pad2[6];
 	__u64 cxx_last; /* C++20: the frame whose body this thread entered last */
 	/*
 	 * C++20: the frame whose destroy clone this thread entered: GCC's runs

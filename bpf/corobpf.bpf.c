@@ -848,6 +848,37 @@ static __always_inline __u64 ctx_reg(struct pt_regs *regs, __u32 r)
 	}
 }
 
+struct own_stack {
+	__u64 top; /* an address at the top of the thread's own stack */
+	bool in;   /* the mapping found holds it */
+};
+
+static long own_stack_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct own_stack *c = data;
+
+	c->in = c->top >= vma->vm_start && c->top < vma->vm_end;
+	return 0;
+}
+
+/*
+ * Whether sp is on the current thread's own stack, the one it started on:
+ * the mapping that holds it holds the main thread's start of stack, or
+ * another thread's TLS block (fsbase), which glibc puts at the top of the
+ * thread's stack. A coroutine's stack is a mapping (or memory) of its own.
+ */
+static __always_inline bool on_own_stack(__u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct own_stack c = {};
+
+	c.top = task->pid == task->tgid ? BPF_CORE_READ(task, mm, start_stack)
+					: BPF_CORE_READ(task, thread.fsbase);
+	if (!c.top || bpf_find_vma(task, sp, own_stack_vma, &c, 0))
+		return false;
+	return c.in;
+}
+
 static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
 {
 	struct stk_rec r;
@@ -867,6 +898,11 @@ static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct cor
 	} else {
 		e->from = ctx_reg(regs, a) + CORO_CTX_COOKIE_DELTA(k);
 		e->flags = 0;
+		/* Once per thread: the switch is made on the stack of `from`. */
+		if (st && !st->main_seen && on_own_stack(PT_REGS_SP(regs))) {
+			e->flags |= CORO_CTXF_FROM_MAIN;
+			st->main_seen = 1;
+		}
 	}
 	if ((CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_ACTION_QEMU) &&
 	    ctx_reg(regs, CORO_CTX_COOKIE_C(k)) == CORO_QEMU_TERMINATE)
@@ -1149,6 +1185,19 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		e->status = 0;
 		if (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_STATUS_A)
 			e->status = (__s64)ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		event_submit(e);
+		break;
+	}
+	case CORO_CTXOP_MAIN: {
+		/* No switch: what runs stays; `from` is the thread's main context. */
+		struct coro_ev_ctx_switch *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_SWITCH);
+
+		if (!e)
+			break;
+		e->from = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		e->to = 0;
+		e->family = CORO_CTX_COOKIE_FAM(k);
+		e->flags = CORO_CTXF_MAIN;
 		event_submit(e);
 		break;
 	}

@@ -142,6 +142,8 @@ def check_ruby(tr, pid, counts, launched):
     ins = sorted(c["switch_ins"] for c in cos)
     eq(ins[:-1], [resumes // n] * n, "each fiber's resumes")
     eq(ins[-1], resumes + (1 if launched else 0), "the main fiber's switch-ins")
+    eq([c["name"] for c in cos if c["switch_ins"] == ins[-1]], ["main"],
+       "the main fiber's name (the thread's own stack)")
     if launched:
         tid = [c for c in cos if c["switch_ins"] == ins[-1]][0]
         eq(tid["id"], main_id(pid), "the main fiber is the thread's main context")
@@ -192,9 +194,13 @@ def check_qemu(tr, pid, oracle, launched=True):
     eq(len(ended), len(exits), "coroutines ended by their return")
     creates = [e for e in tr.by_ev("create") if e["pid"] == pid]
     eq(len(creates), oracle.get("made", 0), "creates (bpftrace's count of qemu_coroutine_create)")
+    # Launched, the main context only is not seen made; attached, the main context (QEMU's
+    # leader: the thread's own stack) is named main too, whatever else was made before.
+    unmade = [c for c in tr.coroutines if c["pid"] == pid and c["created"] is None]
     if launched:
-        eq(len([c for c in tr.coroutines if c["pid"] == pid and c["created"] is None]), 1,
-           "coroutines not seen made: only the main context")
+        eq(len(unmade), 1, "coroutines not seen made: only the main context")
+    eq(len([c for c in unmade if c["name"] == "main"]), 1, "the main context named main: %s"
+       % [(c["id"], c["name"], c["switch_ins"]) for c in unmade][:5])
     made = [c for c in tr.coroutines if c["pid"] == pid and c["created"] is not None]
     if not launched:
         # Named after their entry function: a symbol, or where it is in the stripped binary
@@ -393,6 +399,7 @@ def check_greenlets(tr, pid, counts, oracle, launched):
     eq(len([c for c in made if c["end"] == "exit"]), counts["DEAD"], "greenlets seen ending")
     mains = [c for c in cos if c["created"] is None]
     eq(len(mains), 1, "one main greenlet")
+    eq(mains[0]["name"], "main", "the main greenlet's name")
     if launched:
         eq(mains[0]["id"], main_id(pid), "the main greenlet is the thread's main context")
 
@@ -586,6 +593,8 @@ def check_php(tr, pid, counts, oracle, launched):
     ins = sorted(c["switch_ins"] for c in cos)
     eq(ins[:-1], [resumes // n] * n, "each fiber's resumes")
     eq(ins[-1], resumes + (1 if launched else 0), "the main context's switch-ins")
+    eq([c["name"] for c in cos if c["switch_ins"] == ins[-1]], ["main"],
+       "the main context's name (the thread's own stack)")
 
 
 def php_oracle(name):
