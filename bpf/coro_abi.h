@@ -288,6 +288,18 @@ enum coro_ctx_switch_flags {
 	 * `to` is 0. A later switch to `from` resumes whoever saved it.
 	 */
 	CORO_CTXF_SAVE = 1 << 2,
+	/*
+	 * `from` runs on the thread's own stack (the mapping that holds the
+	 * main thread's start of stack, or another thread's TLS block, which
+	 * glibc puts at the top of its stack): the thread's main context. Said
+	 * once per thread, of a family that names `from`.
+	 */
+	CORO_CTXF_FROM_MAIN = 1 << 3,
+	/*
+	 * No switch: `from` is the thread's main context (greenlet: a switch
+	 * to the main greenlet is under way); `to` is 0.
+	 */
+	CORO_CTXF_MAIN = 1 << 4,
 };
 
 /* hdr.cur: the raw context that finished. */
@@ -311,6 +323,12 @@ struct coro_ev_ctx_entry {
 	struct coro_event_hdr hdr;
 	__u64 id;   /* the context, raw */
 	__u64 addr; /* the function it was made to run, in the process's address space */
+	/*
+	 * Where the process's executable has its code (the kernel's
+	 * mm->start_code): its load bias, for naming addr once the process is
+	 * gone (a short run read after its exit).
+	 */
+	__u64 start_code;
 };
 
 /*
@@ -330,6 +348,7 @@ enum coro_ctx_op {
 	 * slot of the binary's struct offsets in the go_offsets map.
 	 */
 	CORO_CTXOP_GO = 7,
+	CORO_CTXOP_MAIN = 8, /* reg A is the thread's main context, about to be switched to */
 };
 
 #define CORO_CTX_REG_NONE 0xff
@@ -409,7 +428,9 @@ struct coro_go_offsets {
 	/* --stacks: runtime.g.sched's pc and bp (gobuf), where a parking goroutine was left. */
 	__u16 g_sched_pc;
 	__u16 g_sched_bp;
-	__u8 __pad[4];
+	/* runtime.g.sched.ctxt: a new goroutine's closure (its `go` statement's funcval). */
+	__u16 g_sched_ctxt;
+	__u8 __pad[2];
 };
 
 /* Frames of a parking goroutine's stack the BPF side walks (Grunning -> Gwaiting, --stacks). */
@@ -437,11 +458,23 @@ struct coro_ev_go_status {
 	 */
 };
 
+/* Words of a new goroutine's closure read with it (struct coro_ev_go_entry). */
+#define CORO_GO_CTXT_WORDS 3
+
 /* hdr.cur: the creator. Turned into a CORO_EV_NAME by user space (ringev.c). */
 struct coro_ev_go_entry {
 	struct coro_event_hdr hdr;
 	__u64 goid;
 	__u64 startpc; /* runtime.g.startpc: the function the goroutine runs */
+	/*
+	 * The closure it starts with (runtime.g.sched.ctxt, 0 if unread), its
+	 * words 1.. and the word each of those points to (0 where unreadable):
+	 * where the closure the compiler wraps a `go f(x)` statement in keeps
+	 * f when f is a function value or a closure, and f's code address.
+	 */
+	__u64 ctxt;
+	__u64 ctxt_word[CORO_GO_CTXT_WORDS];
+	__u64 ctxt_deref[CORO_GO_CTXT_WORDS];
 };
 
 /*
@@ -642,7 +675,8 @@ struct coro_task_state {
 	__u64 pth_attr;	    /* Pth: the attr pth_name was last set on */
 	char pth_name[CORO_STR_LEN];
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
-	__u8 __pad2[7];
+	__u8 main_seen;	     /* a switch from the thread's own stack was said (FROM_MAIN) */
+	__u8 __pad2[6];
 	__u64 cxx_last; /* C++20: the frame whose body this thread entered last */
 	/*
 	 * C++20: the frame whose destroy clone this thread entered: GCC's runs

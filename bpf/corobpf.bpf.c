@@ -848,6 +848,37 @@ static __always_inline __u64 ctx_reg(struct pt_regs *regs, __u32 r)
 	}
 }
 
+struct own_stack {
+	__u64 top; /* an address at the top of the thread's own stack */
+	bool in;   /* the mapping found holds it */
+};
+
+static long own_stack_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct own_stack *c = data;
+
+	c->in = c->top >= vma->vm_start && c->top < vma->vm_end;
+	return 0;
+}
+
+/*
+ * Whether sp is on the current thread's own stack, the one it started on:
+ * the mapping that holds it holds the main thread's start of stack, or
+ * another thread's TLS block (fsbase), which glibc puts at the top of the
+ * thread's stack. A coroutine's stack is a mapping (or memory) of its own.
+ */
+static __always_inline bool on_own_stack(__u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct own_stack c = {};
+
+	c.top = task->pid == task->tgid ? BPF_CORE_READ(task, mm, start_stack)
+					: BPF_CORE_READ(task, thread.fsbase);
+	if (!c.top || bpf_find_vma(task, sp, own_stack_vma, &c, 0))
+		return false;
+	return c.in;
+}
+
 static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
 {
 	struct stk_rec r;
@@ -867,6 +898,11 @@ static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct cor
 	} else {
 		e->from = ctx_reg(regs, a) + CORO_CTX_COOKIE_DELTA(k);
 		e->flags = 0;
+		/* Once per thread: the switch is made on the stack of `from`. */
+		if (st && !st->main_seen && on_own_stack(PT_REGS_SP(regs))) {
+			e->flags |= CORO_CTXF_FROM_MAIN;
+			st->main_seen = 1;
+		}
 	}
 	if ((CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_ACTION_QEMU) &&
 	    ctx_reg(regs, CORO_CTX_COOKIE_C(k)) == CORO_QEMU_TERMINATE)
@@ -914,9 +950,12 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 		__u64 addr = 0;
 
 		if (n) {
+			struct task_struct *task = bpf_get_current_task_btf();
+
 			bpf_probe_read_user(&addr, sizeof(addr), (const void *)id);
 			n->id = id;
 			n->addr = addr;
+			n->start_code = BPF_CORE_READ(task, mm, start_code);
 			event_submit(n);
 		}
 	}
@@ -998,6 +1037,34 @@ static __always_inline struct coro_ev_go_status *go_park_reserve(struct coro_tas
 	r->ref.id = n;
 	r->ref.how = n ? CORO_STACK_IPS : CORO_STACK_NONE;
 	return &r->e;
+}
+
+/*
+ * A new goroutine's closure, for its name: a `go f(x)` statement starts it
+ * in a closure the compiler made, which calls f through its own words when
+ * f is a function value or a closure (user/elf/goelf.c follows the
+ * wrapper's loads through these). Read now: the closure is garbage once the
+ * goroutine has called f. Unreadable words stay 0; they count as no fault.
+ */
+static __always_inline void go_entry_ctxt(struct coro_ev_go_entry *n, __u64 gp,
+					  struct coro_go_offsets *o)
+{
+	bool fault = false;
+	__u64 c;
+
+	__builtin_memset(n->ctxt_word, 0, sizeof(n->ctxt_word));
+	__builtin_memset(n->ctxt_deref, 0, sizeof(n->ctxt_deref));
+	c = o->g_sched_ctxt ? go_word(gp + o->g_sched_ctxt, &fault) : 0;
+	n->ctxt = c;
+	if (!c)
+		return;
+	for (__u32 i = 0; i < CORO_GO_CTXT_WORDS; i++) {
+		__u64 w = go_word(c + 8 * (i + 1), &fault);
+
+		n->ctxt_word[i] = w;
+		if (w)
+			n->ctxt_deref[i] = go_word(w, &fault);
+	}
 }
 
 /*
@@ -1083,6 +1150,7 @@ static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro
 		if (n) {
 			n->goid = goid;
 			n->startpc = go_word(gp + o->g_startpc, &fault);
+			go_entry_ctxt(n, gp, o);
 			event_submit(n);
 		}
 	}
@@ -1117,6 +1185,19 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		e->status = 0;
 		if (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_STATUS_A)
 			e->status = (__s64)ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		event_submit(e);
+		break;
+	}
+	case CORO_CTXOP_MAIN: {
+		/* No switch: what runs stays; `from` is the thread's main context. */
+		struct coro_ev_ctx_switch *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_SWITCH);
+
+		if (!e)
+			break;
+		e->from = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		e->to = 0;
+		e->family = CORO_CTX_COOKIE_FAM(k);
+		e->flags = CORO_CTXF_MAIN;
 		event_submit(e);
 		break;
 	}

@@ -220,10 +220,13 @@ static void emit_found(struct capture *c)
 
 		if (f->kind == ATTACH_FOUND_OBJECT && f->late)
 			c->ustats[CORO_USTAT_LATE_ATTACH]++;
-		if (f->kind == ATTACH_FOUND_GO_WALK) /* with where the parked ones are (--stacks) */
-			gowalk_emit(f->go_gs, f->ngo_gs, c->stk, c->sink->emit, c->sink->ctx);
-		else
+		if (f->kind == ATTACH_FOUND_GO_WALK) {
+			/* After the ring's records of before it (ringev.h), taken over. */
+			ringev_hold_walk(&c->ev, f->go_gs, f->ngo_gs);
+			f->go_gs = NULL;
+		} else {
 			liverec_found(c->sink, f);
+		}
 	}
 	attach_found_clear(&c->attach);
 }
@@ -1028,6 +1031,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		c->ev.budget = RING_READ_BUDGET;
 		more = ring_buffer__consume(c->rb) == RINGEV_BUDGET_SPENT;
 		c->ev.budget = 0;
+		if (!more)
+			ringev_release_walks(&c->ev);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == GATE_EPOLL_TAG && c->gate) {
 				/* Programs held at their exec: attached, then let go. */
@@ -1116,6 +1121,7 @@ out:
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
+	ringev_release_walks(&c->ev);
 	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
 		batch_tails_emit(&c->ev, tails, stop_ts);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));

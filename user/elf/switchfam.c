@@ -706,15 +706,20 @@ int switchfam_symbol_offset(const char *path, const char *name, uint64_t *off)
 	return ret;
 }
 
-/* The function symbol whose extent holds vaddr (exact starts first); false if none. */
-static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name, size_t len)
+/*
+ * The function symbol whose extent holds vaddr (exact starts first); false
+ * if none. w (if not NULL): a Go wrapper's way to the function it calls.
+ */
+static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name, size_t len,
+			  struct goelf_wrapper *w)
 {
 	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
+	struct goelf_wrapper none;
 	uint64_t best = 0;
 	bool found = false;
 
 	/* Go: by Go's table, a `go f(x)` wrapper named after f (goelf.h). */
-	if (goelf_func_at(o->elf, vaddr, name, len))
+	if (goelf_goroutine_start(o->elf, vaddr, name, len, w ? w : &none))
 		return true;
 	for (int pass = 0; pass < 2 && !found; pass++) {
 		Elf_Scn *scn = NULL;
@@ -756,6 +761,8 @@ static struct hmap names_at;
 static bool names_at_init;
 /* By pid: address less vaddr in the last position-independent object a name was found in. */
 static struct hmap bias_at;
+/* Go: (pid, address) -> its struct goelf_wrapper (process addresses), if it needs one. */
+static struct hmap wrappers_at;
 
 bool switchfam_bias_of(uint32_t pid, uint64_t *bias)
 {
@@ -768,9 +775,10 @@ bool switchfam_bias_of(uint32_t pid, uint64_t *bias)
 	return true;
 }
 
-void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+static void name_at(uint32_t pid, uint64_t addr, char *name, size_t len, struct goelf_wrapper *w)
 {
 	char maps[64], line[4096 + 128], obj_path[96] = "", shown[4096] = "?";
+	struct goelf_wrapper found = {0};
 	uint64_t off = 0;
 	const char *cached;
 	FILE *f;
@@ -779,11 +787,16 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 	if (!names_at_init) {
 		hmap_init(&names_at);
 		hmap_init(&bias_at);
+		hmap_init(&wrappers_at);
 		names_at_init = true;
 	}
 	cached = hmap_get(&names_at, pid, addr);
 	if (cached) {
+		const struct goelf_wrapper *cw = hmap_get(&wrappers_at, pid, addr);
+
 		snprintf(name, len, "%s", cached);
+		if (w)
+			*w = cw ? *cw : found;
 		return;
 	}
 	snprintf(name, len, "0x%llx", (unsigned long long)addr);
@@ -820,19 +833,49 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 			if (o.eh.e_type == ET_DYN)
 				hmap_put(&bias_at, pid, 0, (void *)(uintptr_t)(addr - vaddr + 1));
 			/* A static function of a stripped binary: where it is in the object. */
-			if (!obj_symbol_at(&o, vaddr, name, len)) {
+			if (!obj_symbol_at(&o, vaddr, name, len, &found)) {
 				const char *base = strrchr(shown, '/');
 
 				snprintf(name, len, "%s+0x%llx", base ? base + 1 : shown,
 					 (unsigned long long)vaddr);
 			}
+			/* The wrapper's code where the process has it. */
+			found.entry += addr - vaddr;
+			found.end += addr - vaddr;
 			break;
 		}
 		elf_image_close(&o);
 	}
 	/* Cached once the process said where it is (a vanished one is asked again). */
-	if (obj_path[0])
+	if (obj_path[0]) {
 		hmap_put(&names_at, pid, addr, xstrdup(name));
+		if (found.n)
+			hmap_put(&wrappers_at, pid, addr,
+				 memcpy(xmalloc(sizeof(found)), &found, sizeof(found)));
+	}
+	if (w)
+		*w = found;
+}
+
+void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+{
+	name_at(pid, addr, name, len, NULL);
+}
+
+void switchfam_name_goroutine(uint32_t pid, uint64_t addr, char *name, size_t len,
+			      struct goelf_wrapper *w)
+{
+	name_at(pid, addr, name, len, w);
+}
+
+void switchfam_func_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+{
+	char *plus;
+
+	name_at(pid, addr, name, len, NULL);
+	plus = strstr(name, "+0x");
+	if (plus && name[0] != '0')
+		*plus = 0;
 }
 
 void switchfam_learn_bias(uint32_t pid, const char *path)
@@ -866,6 +909,7 @@ void switchfam_learn_bias(uint32_t pid, const char *path)
 			if (!names_at_init) {
 				hmap_init(&names_at);
 				hmap_init(&bias_at);
+				hmap_init(&wrappers_at);
 				names_at_init = true;
 			}
 			hmap_put(&bias_at, pid, 0,
@@ -878,6 +922,31 @@ void switchfam_learn_bias(uint32_t pid, const char *path)
 		fclose(f);
 out:
 	elf_image_close(&o);
+}
+
+bool switchfam_name_in_exe(const char *path, const char *shown, uint64_t start_code,
+			   uint64_t addr, char *name, size_t len)
+{
+	struct elf_image o;
+	uint64_t off, code = UINT64_MAX, vaddr;
+	bool in;
+
+	if (elf_image_open(&o, path, NULL, 0))
+		return false;
+	/* The kernel's start_code: the lowest executable segment's vaddr, moved by the bias. */
+	for (size_t i = 0; i < o.nloads; i++)
+		if ((o.loads[i].p_flags & PF_X) && o.loads[i].p_vaddr < code)
+			code = o.loads[i].p_vaddr;
+	vaddr = addr - (start_code - code);
+	in = code != UINT64_MAX && start_code >= code &&
+	     elf_image_text_offset(&o, vaddr, &off, NULL);
+	if (in && !obj_symbol_at(&o, vaddr, name, len, NULL)) {
+		const char *base = strrchr(shown, '/');
+
+		snprintf(name, len, "%s+0x%llx", base ? base + 1 : shown, (unsigned long long)vaddr);
+	}
+	elf_image_close(&o);
+	return in;
 }
 
 uint32_t switchfam_detect(const char *path)

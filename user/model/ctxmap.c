@@ -10,6 +10,8 @@
 #include <string.h>
 #include "ctxmap.h"
 
+_Static_assert(sizeof(((struct ctxmap *)0)->buf) >= CORO_NAME_REC_MAX, "a long name record fits");
+
 struct range {
 	u64 lo, hi, id;
 };
@@ -20,16 +22,15 @@ struct ctx_proc {
 	bool launched;
 	u32 families; /* 1 << enum coro_ctx_family */
 	void *ranges; /* tsearch tree of struct range, disjoint */
-	char comm[16]; /* the process's name: its main thread's, until a thread record says */
 };
 
 struct ctx_thread {
 	bool started; /* a record of it was seen */
 	bool main_named; /* greenlet: the raw value of its main context is known */
+	bool main_said;	 /* its main context was named `main` */
 	bool known;   /* cur_id is a fact */
 	bool exited;  /* cur_id exited and has not switched out yet */
 	u64 cur_raw, cur_id;
-	char comm[16];
 };
 
 void ctxmap_init(struct ctxmap *x)
@@ -168,12 +169,33 @@ static void emit_exit(struct ctxmap *x, const struct coro_event_hdr *like, u64 c
 	emit(ctx, &e->hdr);
 }
 
+/*
+ * A thread's main context, `id`, named `main` (as every family's is), once,
+ * in a record like `like`.
+ */
+static void name_main(struct ctxmap *x, struct ctx_thread *t, const struct coro_event_hdr *like,
+		      u64 id, ctxmap_emit_fn emit, void *ctx)
+{
+	struct coro_ev_name *n = (void *)x->extra.bytes;
+
+	if (!id || t->main_said)
+		return;
+	t->main_said = true;
+	memset(n, 0, sizeof(*n));
+	n->hdr = *like;
+	n->hdr.size = sizeof(*n);
+	n->hdr.kind = CORO_EV_NAME;
+	n->hdr.flags &= (u8)CORO_EVF_CUR_UNKNOWN;
+	n->hdr.lost_before = 0;
+	n->id = id;
+	snprintf(n->name, sizeof(n->name), "main");
+	emit(ctx, &n->hdr);
+}
+
 /* A launched thread starts in its main context: say so before its first event. */
 static void start_thread(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread *t,
 			 const struct coro_event_hdr *rec, ctxmap_emit_fn emit, void *ctx)
 {
-	const char *comm = t->comm[0] ? t->comm : rec->tid == rec->pid && p->comm[0] ? p->comm
-											: "thread";
 	struct coro_ev_switch *s = (void *)x->extra.bytes;
 	struct coro_ev_name *n = (void *)x->extra.bytes;
 	u64 main_id = CTXMAP_MAIN_ID(rec->tid);
@@ -196,8 +218,9 @@ static void start_thread(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	n->hdr.lost_before = 0;
 	n->hdr.cur = main_id;
 	n->id = main_id;
-	snprintf(n->name, sizeof(n->name), "%s [%u]", comm, rec->tid);
+	snprintf(n->name, sizeof(n->name), "main");
 	emit(ctx, &n->hdr);
+	t->main_said = true;
 
 	t->known = true;
 	t->exited = false;
@@ -231,6 +254,20 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 				hmap_del(&x->alias, e->hdr.pid, e->from);
 			else
 				put_id(&x->alias, e->hdr.pid, e->from, t->cur_id);
+		}
+		return;
+	}
+	if (e->flags & CORO_CTXF_MAIN) {
+		/*
+		 * No switch: the thread's main context (greenlet's main greenlet,
+		 * which a switch to is about to resume). Launched, the thread
+		 * started in it: its main context's id from now on.
+		 */
+		if (p->launched && !t->main_named) {
+			put_id(&x->alias, e->hdr.pid, e->from, CTXMAP_MAIN_ID(e->hdr.tid));
+			t->main_named = true;
+		} else if (!p->launched) {
+			name_main(x, t, h, resolve(x, p, e->hdr.pid, e->from), emit, ctx);
 		}
 		return;
 	}
@@ -292,6 +329,9 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 		t->exited = true;
 	}
 
+	/* Left from the thread's own stack: its main context, named before it is first seen. */
+	if (e->flags & CORO_CTXF_FROM_MAIN)
+		name_main(x, t, h, from, emit, ctx);
 	s->hdr = *h;
 	s->hdr.size = ref ? sizeof(sr) : sizeof(*s);
 	s->hdr.kind = CORO_EV_SWITCH;
@@ -402,8 +442,6 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 	case CORO_REC_PROCESS:
 		p = proc_get(x, rec->pid);
 		p->launched = ((const struct coro_rec_process *)rec)->mode == CORO_PROC_LAUNCHED;
-		memcpy(p->comm, ((const struct coro_rec_process *)rec)->comm, 16);
-		p->comm[15] = 0;
 		emit(ctx, rec);
 		return;
 	case CORO_REC_SWITCH: {
@@ -417,18 +455,8 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 		emit(ctx, rec);
 		return;
 	}
-	case CORO_REC_THREAD:
-		if ((p = hmap_get(&x->procs, rec->pid, 0)) && p->switch_path)
-			memcpy(thread_get(x, rec->pid, rec->tid)->comm,
-			       ((const struct coro_rec_thread *)rec)->comm, 16);
-		emit(ctx, rec);
-		return;
 	case CORO_EV_EXEC:
 		emit(ctx, rec);
-		if ((p = hmap_get(&x->procs, rec->pid, 0))) {
-			memcpy(p->comm, ((const struct coro_ev_proc *)rec)->comm, 16);
-			p->comm[15] = 0;
-		}
 		if (x->active)
 			forget_process(x, rec->pid, true);
 		return;

@@ -305,6 +305,7 @@ static void coro_free(struct coro *c)
 		free(c->tids);
 	free(c->spans);
 	free(c->awaiter);
+	free(c->name_long);
 	free(c);
 }
 
@@ -529,9 +530,18 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 static void apply_name(struct model *m, const struct coro_ev_name *e, struct event *mi)
 {
 	struct coro *c = coro_get(m, e->hdr.pid, e->id, e->hdr.ts, CS_UNKNOWN);
+	/* Decoded already: up to a NUL within the record, CORO_NAME_MAX - 1 bytes at most. */
+	const struct ev_str *n = &mi->name.name;
 
-	memcpy(c->name, e->name, CORO_STR_LEN);
-	c->name[CORO_STR_LEN - 1] = 0;
+	free(c->name_long);
+	c->name_long = NULL;
+	memcpy(c->name, n->s, MIN(n->len, CORO_STR_LEN - 1));
+	c->name[MIN(n->len, CORO_STR_LEN - 1)] = 0;
+	if (n->len >= CORO_STR_LEN) {
+		c->name_long = xmalloc(n->len + 1);
+		memcpy(c->name_long, n->s, n->len);
+		c->name_long[n->len] = 0;
+	}
 	c->name_truncated = e->hdr.flags & CORO_EVF_STR_TRUNCATED;
 	mi->c = c;
 }
@@ -961,8 +971,8 @@ static void announce_name(struct model *m, const struct event *from)
 	ev.thread = from->thread;
 	ev.proc = c->proc;
 	ev.name.id = c->id;
-	ev.name.name.s = c->name;
-	ev.name.name.len = (u32)strlen(c->name);
+	ev.name.name.s = coro_name(c);
+	ev.name.name.len = (u32)strlen(coro_name(c));
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].event)
 			m->obs[i].event(m->obs[i].ctx, &ev);

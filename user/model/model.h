@@ -77,7 +77,8 @@ struct coro {
 	void *priv[MODEL_MAX_OBSERVERS];
 	u64 parent;  /* parent id, 0 = none */
 	u64 parent_uid; /* parent incarnation if it was known when this one was created */
-	char name[CORO_STR_LEN];
+	char name[CORO_STR_LEN]; /* its name, or the first CORO_STR_LEN - 1 bytes of a longer one */
+	char *name_long;	 /* owned: a name longer than that (raw.h, CORO_NAME_MAX), or NULL */
 	bool name_truncated;
 	bool created_seen; /* false: attached mid-life */
 	bool fiber_dispatcher; /* Boost.Fiber's dispatcher context (model.c, fiber_dispatcher()) */
@@ -137,6 +138,12 @@ struct coro {
 	bool spans_indexed; /* deep: its spans are in the span table's index */
 	u64 spans_unmatched_end;
 };
+
+/* Its whole name (up to CORO_NAME_MAX - 1 bytes), "" if it has none. */
+static inline const char *coro_name(const struct coro *c)
+{
+	return c->name_long ? c->name_long : c->name;
+}
 
 struct coro_thread {
 	u32 pid, tid;

@@ -663,7 +663,7 @@ static void pg_coroutine_end(void *ctx, const struct coro *c)
 	RI(&r, 4, c->parent);
 	if (c->parent_uid)
 		RI(&r, 5, c->parent_uid);
-	RTL(&r, 6, c->name, CORO_STR_LEN);
+	RTL(&r, 6, coro_name(c), CORO_NAME_MAX);
 	if (c->end == CE_EXIT) {
 		RI(&r, 7, c->status);
 		RI(&r, 10, c->end_ts);
@@ -718,7 +718,7 @@ static void pg_coroutine_end(void *ctx, const struct coro *c)
 static void pg_finding(void *ctx, const struct finding *f)
 {
 	struct pg_sink *s = ctx;
-	char chain[FINDING_CHAIN * (3 * CORO_STR_LEN + 24)];
+	char chain[FINDING_CHAIN * (3 * CORO_NAME_MAX + 24)];
 	struct row r;
 	size_t n = 0;
 
@@ -734,7 +734,7 @@ static void pg_finding(void *ctx, const struct finding *f)
 	if (f->uid || f->kind == FK_SPAWN_STORM)
 		RI(&r, 5, f->id);
 	if (f->uid)
-		RTL(&r, 6, f->name, CORO_STR_LEN);
+		RTL(&r, 6, f->name, CORO_NAME_MAX);
 	RI(&r, 7, f->ts);
 	RI(&r, 8, f->dur);
 	RI(&r, 9, f->open);
@@ -763,7 +763,7 @@ static void pg_finding(void *ctx, const struct finding *f)
 	for (u32 i = 0; i < f->nchain; i++) {
 		n += snprintf(chain + n, sizeof(chain) - n, "%s0x%llx ", i ? " < " : "",
 			      (unsigned long long)f->chain[i].id);
-		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_STR_LEN);
+		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_NAME_MAX);
 		n += strlen(chain + n);
 	}
 	if (n)

@@ -284,8 +284,9 @@ static void flight_on_finding(void *ctx, const struct finding *fd)
 			return;
 	f->seen[f->nseen++ % FLIGHT_SEEN] = key;
 	if (fd->uid || fd->kind == FK_SPAWN_STORM)
-		snprintf(label, sizeof(label), "%s%s0x%llx", fd->name, fd->name[0] ? " " : "",
-			 (unsigned long long)fd->id);
+		/* A message: a long name's first bytes say enough. */
+		snprintf(label, sizeof(label), "%.*s%s0x%llx", CORO_STR_LEN - 1, fd->name,
+			 fd->name[0] ? " " : "", (unsigned long long)fd->id);
 	else
 		snprintf(label, sizeof(label), "thread %u", fd->tid);
 	snprintf(why, sizeof(why), "%s of %s (pid %u)", finding_kind_name(fd->kind), label,

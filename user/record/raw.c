@@ -134,6 +134,21 @@ u32 coro_record_stack(const struct coro_event_hdr *h)
 	return r && r->how == CORO_STACK_CAPTURE_ID ? r->id : 0;
 }
 
+void coro_name_record(struct coro_ev_name *rec, const char *name)
+{
+	size_t len = strlen(name), room;
+
+	if (len >= CORO_NAME_MAX) {
+		len = CORO_NAME_MAX - 1;
+		rec->hdr.flags |= CORO_EVF_STR_TRUNCATED;
+	}
+	room = MAX(len + 1, sizeof(rec->name));
+	rec->hdr.kind = CORO_EV_NAME;
+	rec->hdr.size = (u16)ROUND_UP(offsetof(struct coro_ev_name, name) + room, 8);
+	memset(rec->name, 0, rec->hdr.size - offsetof(struct coro_ev_name, name));
+	memcpy(rec->name, name, len);
+}
+
 static size_t kind_min_size(unsigned kind)
 {
 	switch (kind) {
