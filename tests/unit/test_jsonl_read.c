@@ -95,7 +95,7 @@ TEST(long_names_round_trip)
 	ci.start_ts = 1000;
 	ci.npids = 1;
 	ci.pids = pids;
-	CHECK_EQ(output_open(&out, a, OUT_AUTO, true, err, sizeof(err)), 0);
+	CHECK_EQ(output_open(&out, a, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci, NULL);
 	output_attach(&out, &p, err, sizeof(err));
 	pipeline_begin(&p);
@@ -126,7 +126,7 @@ TEST(long_names_round_trip)
 	CHECK(r != NULL);
 	if (!r)
 		return;
-	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, err, sizeof(err)), 0);
+	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci2, NULL);
 	CHECK_EQ(output_attach(&out, &p, err, sizeof(err)), 0);
 	pipeline_begin(&p);
