@@ -1297,6 +1297,17 @@ int coro_cxx(struct pt_regs *regs)
 }
 #endif
 
+#if defined(__TARGET_ARCH_x86)
+#include "interp.bpf.h"
+#else
+/* The interpreters' structures are read as x86-64 builds lay them out. */
+SEC("uprobe")
+int coro_rt(struct pt_regs *regs)
+{
+	return 1;
+}
+#endif
+
 /*
  * --stacks with --sample-hz: a CPU-clock perf event on every CPU. When it
  * interrupts a traced thread running a coroutine, the user stack it runs

@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 #include "attach.h"
 #include "cxxattach.h"
+#include "interpattach.h"
 #include "elfnotes.h"
 #include "goelf.h"
 #include "gowalk.h"
@@ -590,6 +591,8 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	 */
 	if (!a->opts.switch_forced)
 		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
+	/* asyncio and Lua: their interpreters' functions, alongside whatever else (interp.h). */
+	t->switch_sites += interpattach_object(a, attach_pid(a, t), path, shown, late, !t->launched);
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
@@ -798,6 +801,8 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 	a->global_sites += sites;
 	if (!a->opts.switch_none && !a->opts.switch_forced)
 		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
+	if (!a->opts.switch_none)
+		a->global_sites += interpattach_object(a, -1, fd_path_buf, shown, late, true);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
 	return true;

@@ -59,6 +59,7 @@ static const char *const prog_names[ATTACH_NPROGS] = {
 	[ATTACH_PROG_CTX] = "@ctx",
 	[ATTACH_PROG_CTX_MULTI] = "@ctx_multi",
 	[ATTACH_PROG_CXX] = "@cxx",
+	[ATTACH_PROG_RT] = "@rt",
 	[ATTACH_PROG_BATCH] = "batch",
 };
 

@@ -46,6 +46,7 @@ enum attach_prog {
 	ATTACH_PROG_CTX,	/* "@ctx": one switch-function site per uprobe */
 	ATTACH_PROG_CTX_MULTI,	/* "@ctx_multi": a plan's sites in one uprobe_multi link */
 	ATTACH_PROG_CXX,	/* "@cxx": C++20 coroutine sites, one uprobe session link per object */
+	ATTACH_PROG_RT,		/* "@rt": asyncio's and Lua's functions, one session link per object */
 	ATTACH_PROG_BATCH,	/* "batch": --probe-path batched only (else NULL: not attached) */
 	ATTACH_NPROGS
 };
@@ -126,6 +127,8 @@ struct attach_ctx {
 	struct bpf_map *go_offsets;
 	struct coro_go_offsets go_slots[CORO_GO_SLOTS];
 	u32 go_nslots;
+	/* asyncio and Lua (interpattach.c): their layouts' maps, and asyncio's waits. */
+	struct bpf_map *py_layouts, *lua_layouts, *py_waits;
 };
 
 void attach_ctx_init(struct attach_ctx *a);

@@ -21,6 +21,7 @@
 #include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
+#include "interpattach.h"
 #include "gowalk.h"
 #include "liverec.h"
 #include "pipeline.h" /* its reorder window */
@@ -334,10 +335,14 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
 	a->progs[ATTACH_PROG_CXX] = s->progs.coro_cxx;
+	a->progs[ATTACH_PROG_RT] = s->progs.coro_rt;
 	a->progs[ATTACH_PROG_BATCH] =
 		c->opts->probe_path == PROBE_PATH_BATCHED ? s->progs.coro_batch : NULL;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
 	a->go_offsets = s->maps.go_offsets;
+	a->py_layouts = s->maps.py_layouts;
+	a->lua_layouts = s->maps.lua_layouts;
+	a->py_waits = s->maps.py_waits;
 }
 
 /* A CPU-clock perf event per CPU, running coro_sample (which keeps only traced coroutines). */
@@ -483,6 +488,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_cxx, false);
+	/* asyncio and Lua: uprobe sessions too (interpattach.c says when they are missing). */
+	if (cxxattach_supported())
+		bpf_program__set_expected_attach_type(c->skel->progs.coro_rt,
+						      CORO_BPF_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(c->skel->progs.coro_rt, false);
 	batch_setup(c->skel, opts->probe_path);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
@@ -1249,6 +1260,7 @@ void capture_close(struct capture *c)
 	usdt_free(&c->attach);
 	attach_ctx_free(&c->attach);
 	cxxattach_free();
+	interpattach_free();
 	if (c->stk) {
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 

@@ -325,10 +325,12 @@ int ringev_record(void *ctx, void *data, size_t size)
 	ev->ustats[CORO_USTAT_RECORDS]++;
 	if (ev->batch_cur.len)
 		batch_note(ev, h);
-	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
+	/* A probe's or an interpreter's switch (interp.bpf.h sends the probe ABI's) counts too. */
+	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS || h->kind == CORO_EV_SWITCH)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||
-	    h->kind == CORO_EV_CTX_EXIT || h->kind == CORO_EV_CXX)
+	    h->kind == CORO_EV_CTX_EXIT || h->kind == CORO_EV_CXX || h->kind == CORO_EV_SWITCH ||
+	    h->kind == CORO_EV_CREATE)
 		on_context_record(ev, h);
 	if (h->kind == CORO_EV_CXX && ((const struct coro_ev_cxx *)h)->op == CORO_CXX_BODY)
 		ev->ctx_switches++;

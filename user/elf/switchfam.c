@@ -52,7 +52,8 @@ static bool obj_sym_is_code(const struct elf_image *o, const GElf_Sym *sym)
 }
 
 /* A defined function symbol by exact name, from .symtab, else .dynsym. */
-static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr, uint64_t *size)
+bool switchfam_obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr,
+			  uint64_t *size)
 {
 	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
 
@@ -89,6 +90,8 @@ static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *va
 	/* A Go binary without its symbol table still has Go's own (goelf.h). */
 	return goelf_func_by_name(o->elf, name, vaddr, size);
 }
+
+#define obj_symbol switchfam_obj_symbol
 
 /* ---- choosing the instruction ---- */
 
@@ -634,6 +637,23 @@ static int find_call_sites(const struct elf_image *o, const char *fn, struct cal
 	return 0;
 }
 
+int switchfam_call_sites(const struct elf_image *o, const char *fn, uint64_t *vaddr, bool *tail,
+			int max)
+{
+	struct call_sites cs;
+	int ret = find_call_sites(o, fn, &cs);
+
+	if (ret)
+		return ret;
+	if (cs.n > max)
+		return -E2BIG;
+	for (int i = 0; i < cs.n; i++) {
+		vaddr[i] = cs.vaddr[i];
+		tail[i] = cs.tail[i];
+	}
+	return cs.n;
+}
+
 int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_ontop,
 			   struct switch_plan *plan, char *err, size_t errlen)
 {
@@ -915,8 +935,8 @@ uint32_t switchfam_parse(const char *name)
 {
 	uint32_t f = coro_family_parse(name);
 
-	if (f == CORO_FAM_CUSTOM)
-		return 0; /* named by its uprobe:... spec, not by name */
+	if (f == CORO_FAM_CUSTOM || f == CORO_FAM_CXX20)
+		return 0; /* named by its uprobe:... spec; C++20 is not chosen by name */
 	if (!f && (!strcmp(name, "fcontext") || !strcmp(name, "boost")))
 		return CORO_FAM_FCONTEXT;
 	return f;
@@ -937,6 +957,10 @@ void switchfam_help(FILE *out)
 		if (switchfam_runtime(f))
 			fputs(switchfam_runtime(f)->help, out);
 	fprintf(out,
+		"  asyncio        CPython 3.11's asyncio tasks (the _asyncio module's task steps,\n"
+		"                 uprobe sessions: kernel 6.13+); a coroutine is a Task, named\n"
+		"                 \"Task-N coro()\"; creates, waits (sleep, io, or the future or\n"
+		"                 task awaited) and exits seen (docs/python.md)\n"
 		"  uprobe:PATH:SYMBOL[+OFF]:from=ARG,to=ARG\n"
 		"  uprobe:PATH:0xADDR:from=ARG,to=ARG\n"
 		"                 any function that switches from one context to another; ARG is\n"

@@ -100,6 +100,19 @@ bool switchfam_bias_of(uint32_t pid, uint64_t *bias);
 /* Learn that bias for the object at path from pid's mappings now, while it lives. */
 void switchfam_learn_bias(uint32_t pid, const char *path);
 
+struct elf_image;
+/* A defined function (or code NOTYPE) symbol by name, .symtab first, in an open object. */
+bool switchfam_obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr,
+			  uint64_t *size);
+/*
+ * Every place object `o` calls or tail-jumps to function `fn` (imported
+ * through its PLT, or its own), each an instruction the kernel emulates:
+ * how many (at most max, else -E2BIG) in vaddr and tail (a jmp), or -EXDEV
+ * when something else refers to the function (not every call can be seen).
+ */
+int switchfam_call_sites(const struct elf_image *o, const char *fn, uint64_t *vaddr, bool *tail,
+			 int max);
+
 /* The families --switch help lists, one line each. */
 void switchfam_help(FILE *out);
 
