@@ -552,7 +552,7 @@ enum coro_rt_op {
 	CORO_RT_PY_INIT = 3,
 	/* lua_resume(L A, from B): L runs until it yields, returns or fails. */
 	CORO_RT_LUA_RESUME = 4,
-	/* lua_newthread(L): the new thread, returned. */
+	/* Lua 5.4's lua_newthread(L): the new thread, returned (LuaJIT's are made at their first resume). */
 	CORO_RT_LUA_NEWTHREAD = 5,
 	/* lua_resetthread(L A) / lua_closethread(L A, from): a suspended coroutine closed. */
 	CORO_RT_LUA_CLOSE = 6,
@@ -617,24 +617,39 @@ struct coro_py_layout {
 
 #define CORO_PY_STR_ASCII (1u << 6)
 
-/* Where a Lua version keeps what the BPF side reads (user/elf/interp.c). Bytes. */
+/*
+ * Where a Lua version keeps what the BPF side reads (user/elf/interp.c: a
+ * table by version). Bytes. Lua 5.4's stack slots are a value and a tag
+ * byte; LuaJIT's (GC64) are one tagged word.
+ */
 struct coro_lua_layout {
-	__u16 l_status; /* lua_State.status (a byte) */
-	__u16 l_top;	/* lua_State.top (a stack slot pointer) */
-	__u16 l_base;	/* lua_State.ci (5.4: CallInfo *) or base (LuaJIT) */
-	__u16 l_base_ci; /* 5.4: lua_State.base_ci (the CallInfo of a thread not started) */
-	__u16 tv_size;	/* bytes of a stack slot */
-	__u16 tv_tag;	/* 5.4: where a slot's type tag is (a byte) */
-	__u16 fn_proto; /* 5.4: LClosure.p; LuaJIT: GCfuncL.pc (the proto's code, after it) */
-	__u16 pt_source; /* 5.4: Proto.source; LuaJIT: GCproto.chunkname (from the proto) */
-	__u16 pt_line;	/* Proto.linedefined / GCproto.firstline (int) */
-	__u16 str_len;	/* 5.4: TString.shrlen (a byte; 0xff: long, lnglen); LuaJIT: GCstr.len (u32) */
-	__u16 str_lnglen; /* 5.4: TString.u.lnglen (size_t) */
-	__u16 str_data;	/* where a string's characters are */
-	__u16 proto_size; /* LuaJIT: sizeof(GCproto), between the proto and its code */
-	__u8 tag_lclosure; /* 5.4: the tag of a Lua closure on the stack (LUA_VLCL, collectable) */
-	__u8 luajit;	/* 1: LuaJIT's GC64 layout (TValue a tagged word) */
-	__u8 __pad[4];
+	__u16 l_status;	   /* lua_State.status (a byte) */
+	__u16 l_top;	   /* lua_State.top (a stack slot pointer) */
+	/*
+	 * 5.4: lua_State.ci, and l_base_ci lua_State.base_ci (whose first
+	 * field is its function's slot): a thread not started runs base_ci.
+	 * LuaJIT: lua_State.cframe (NULL: it can be resumed); l_base_ci unused.
+	 */
+	__u16 l_ci;
+	__u16 l_base_ci;
+	__u16 tv_size;	   /* bytes of a stack slot */
+	__u16 tv_tag;	   /* 5.4: where a slot's type tag byte is */
+	__u16 fn_proto;	   /* 5.4: LClosure.p; LuaJIT: GCfuncL.pc (the code after the proto) */
+	__u16 fn_ffid;	   /* LuaJIT: GCfunc.ffid (a byte; 0: a Lua function) */
+	__u16 proto_size;  /* LuaJIT: sizeof(GCproto), between it and its code; 5.4: 0 */
+	__u16 pt_source;   /* Proto.source / GCproto.chunkname (a string) */
+	__u16 pt_line;	   /* Proto.linedefined / GCproto.firstline (int) */
+	__u16 str_tag;	   /* 5.4: TString.tt (a byte): short strings are tag_shrstr */
+	__u16 str_len;	   /* 5.4: TString.shrlen (a byte); LuaJIT: GCstr.len (u32) */
+	__u16 str_lnglen;  /* 5.4: TString.u.lnglen (a long string's length) */
+	__u16 str_data;	   /* where a string's characters are */
+	/* 5.4: lua_State.l_G and global_State.mainthread (the state lua_newstate made); else 0 */
+	__u16 l_global;
+	__u16 g_mainthread;
+	__u8 tag_lclosure; /* 5.4: a Lua closure's slot tag (LUA_VLCL, collectable) */
+	__u8 tag_shrstr;   /* 5.4: LUA_VSHRSTR */
+	__u8 luajit;	   /* 1: LuaJIT GC64 (a function slot: tag 0x1fff7 in bits 47..63) */
+	__u8 __pad[3];
 };
 
 /* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */

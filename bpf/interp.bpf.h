@@ -70,6 +70,11 @@ struct {
 } rt_named SEC(".maps");
 
 #define RT_ECANCELED 125
+/* x86-64 register numbers, as ctx_reg() takes them. */
+#define RT_RAX 0
+#define RT_RDX 2
+#define RT_RSI 6
+#define RT_RDI 7
 
 static __always_inline __u32 rt_u32(__u64 addr, bool *fault)
 {
@@ -115,7 +120,8 @@ static __always_inline void rt_exit(struct coro_task_state *st, __u64 id, __s64 
 	event_submit(e);
 }
 
-static __always_inline void rt_create(struct pt_regs *regs, struct coro_task_state *st, __u64 id)
+static __always_inline void rt_create(struct pt_regs *regs, struct coro_task_state *st, __u64 id,
+				      __u64 parent)
 {
 	struct stk_rec r;
 	struct coro_ev_create *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_CREATE);
@@ -123,7 +129,7 @@ static __always_inline void rt_create(struct pt_regs *regs, struct coro_task_sta
 	if (!e)
 		return;
 	e->id = id;
-	e->parent = e->hdr.flags & CORO_EVF_CUR_UNKNOWN ? 0 : e->hdr.cur;
+	e->parent = parent;
 	stk_take(&r, regs, regs, sizeof(*e));
 	stk_submit(&r);
 }
@@ -320,10 +326,227 @@ static __always_inline void py_init(struct pt_regs *regs, __u64 k, __u64 *cookie
 	task = *cookie;
 	if (!task || regs->ax)
 		return;
-	rt_create(regs, st, task);
+	rt_create(regs, st, task, st && st->cur_valid ? st->cur : 0);
 	py_name(st, task, o);
 	if (CORO_RT_COOKIE_FLAGS(k) & CORO_RT_F_NAME_UNSEEN)
 		rt_first_sight(task);
+}
+
+/* ---- Lua 5.4 and LuaJIT ---- */
+
+/* Up to 7 digits of v after ':' at name[off]: a line number. */
+static __always_inline void lua_put_line(char *name, __u32 off, __u32 v)
+{
+	char d[8];
+	int n = 0;
+
+	if (!v || v > 9999999 || off > CORO_STR_LEN - 10)
+		return;
+	for (int i = 0; i < 7 && v; i++) {
+		d[i] = '0' + v % 10;
+		v /= 10;
+		n = i + 1;
+	}
+	name[off++ & 63] = ':';
+	for (int i = 6; i >= 0; i--)
+		if (i < n)
+			name[off++ & 63] = d[i];
+	name[off & 63] = 0;
+}
+
+/*
+ * "tasks.lua:12": the coroutine's function (in the stack slot at fn), by
+ * where its source is (the tail of a long path, without Lua's leading '@'
+ * or '=') and the line it is defined at; a main chunk (line 0) by its
+ * source alone: OpenResty's content_by_lua(nginx.conf:42).
+ */
+static __always_inline void lua_name(struct coro_task_state *st, __u64 L, __u64 fn,
+				     const struct coro_lua_layout *o)
+{
+	struct coro_ev_name *n;
+	bool fault = false;
+	__u64 v = go_word(fn, &fault), cl, proto, src, len, start = 0;
+	__u32 line;
+	char first = 0;
+	long got;
+
+	if (fault)
+		return;
+	if (o->luajit) {
+		__u8 ffid = 0xff;
+
+		if ((v >> 47) != 0x1fff7) /* LJ_TFUNC */
+			return;
+		cl = v & ((1ULL << 47) - 1);
+		if (bpf_probe_read_user(&ffid, 1, (const void *)(cl + o->fn_ffid)) || ffid)
+			return;
+		proto = go_word(cl + o->fn_proto, &fault) - o->proto_size;
+	} else {
+		__u8 tag = 0;
+
+		if (bpf_probe_read_user(&tag, 1, (const void *)(fn + o->tv_tag)) ||
+		    tag != o->tag_lclosure)
+			return;
+		cl = v;
+		proto = go_word(cl + o->fn_proto, &fault);
+	}
+	src = go_word(proto + o->pt_source, &fault);
+	line = rt_u32(proto + o->pt_line, &fault);
+	if (fault || !src)
+		return;
+	if (o->luajit) {
+		len = rt_u32(src + o->str_len, &fault);
+	} else {
+		__u8 tag = 0, shr = 0;
+
+		bpf_probe_read_user(&tag, 1, (const void *)(src + o->str_tag));
+		bpf_probe_read_user(&shr, 1, (const void *)(src + o->str_len));
+		len = tag == o->tag_shrstr ? shr : go_word(src + o->str_lnglen, &fault);
+	}
+	if (fault || !len)
+		return;
+	bpf_probe_read_user(&first, 1, (const void *)(src + o->str_data));
+	if (first == '@' || first == '=')
+		start = 1;
+	n = event_reserve(st, sizeof(*n), CORO_EV_NAME);
+	if (!n)
+		return;
+	__builtin_memset(n->name, 0, CORO_STR_LEN);
+	n->id = L;
+	if (len > start + 40) {
+		/* As Lua shortens a long source in its messages: "..." and the end of it. */
+		n->name[0] = n->name[1] = n->name[2] = '.';
+		got = bpf_probe_read_user_str(&n->name[3], 38, (const void *)(src + o->str_data +
+									     len - 37));
+		got = got > 0 ? got + 3 : got;
+	} else {
+		got = bpf_probe_read_user_str(n->name, 41, (const void *)(src + o->str_data + start));
+	}
+	if (got > 1)
+		lua_put_line(n->name, (__u32)got - 1, line);
+	else
+		n->hdr.flags |= CORO_EVF_STR_FAULT;
+	event_submit(n);
+}
+
+/*
+ * 5.4: the state calling lua_resume or lua_newthread runs on this thread: a
+ * fact, if the thread had no switch yet (a launched lua5.4's main thread
+ * ran from the start, as a thread's first coroutine).
+ */
+static __always_inline void lua_known_running(struct coro_task_state *st, __u64 L)
+{
+	if (st && !st->cur_valid && L) {
+		st->cur = L;
+		st->cur_valid = 1;
+	}
+}
+
+static __always_inline void lua_name_main(struct coro_task_state *st, __u64 L,
+					  const struct coro_lua_layout *o)
+{
+	bool fault = false;
+	__u64 g = go_word(L + o->l_global, &fault);
+	struct coro_ev_name *n;
+
+	if (fault || !g || go_word(g + o->g_mainthread, &fault) != L || fault)
+		return;
+	n = event_reserve(st, sizeof(*n), CORO_EV_NAME);
+	if (!n)
+		return;
+	__builtin_memset(n->name, 0, CORO_STR_LEN);
+	n->id = L;
+	__builtin_memcpy(n->name, "main thread", 12);
+	event_submit(n);
+}
+
+/*
+ * lua_resume's entry: can L run (else lua_resume fails at once, and the
+ * session ends here)? A coroutine suspended by a yield, or one not started
+ * with its function on its stack. *fn: that function's slot, when not
+ * started (0 else).
+ */
+static __always_inline bool lua_resumable(__u64 L, __u64 nargs, const struct coro_lua_layout *o,
+					  __u64 *fn)
+{
+	bool fault = false;
+	__u8 status = 0xff;
+	__u64 top;
+
+	*fn = 0;
+	if (bpf_probe_read_user(&status, 1, (const void *)(L + o->l_status)))
+		return false;
+	top = go_word(L + o->l_top, &fault);
+	if (o->luajit) {
+		if (go_word(L + o->l_ci, &fault) || fault || status > 1)
+			return false;
+		if (status == 0)
+			*fn = top - (nargs + 1) * o->tv_size;
+		return true;
+	}
+	if (status == 1)
+		return true;
+	if (status || go_word(L + o->l_ci, &fault) != L + o->l_base_ci || fault)
+		return false;
+	/* Not started: something more than the arguments above base_ci's slot (its function). */
+	if ((top - go_word(L + o->l_base_ci, &fault) - o->tv_size) / o->tv_size == nargs)
+		return false;
+	*fn = top - (nargs + 1) * o->tv_size;
+	return !fault;
+}
+
+/*
+ * lua_resume(L, from, nargs, ...) (5.4), lua_resume(L, nargs) (LuaJIT): L
+ * runs from its entry to its return, switched in from the resumer (`from`,
+ * or what the thread runs) and back; its return says yielded (with the
+ * reason a lua_yield site left), returned (exit 0) or failed (exit -status).
+ */
+static __always_inline void lua_resume_session(struct pt_regs *regs, __u64 k, __u64 *cookie,
+					       bool ret, struct coro_task_state *st,
+					       const struct coro_lua_layout *o, bool *want_return)
+{
+	__u64 from, L, fn, cur = st && st->cur_valid ? st->cur : 0;
+	__s32 status;
+
+	*want_return = false;
+	if (!ret) {
+		bool jit = CORO_RT_COOKIE_FLAGS(k) & CORO_RT_F_FROM_CURRENT, first;
+		/* Loaded one by one (ctx_reg): the verifier takes no computed offset into regs. */
+		__u64 si = ctx_reg(regs, RT_RSI), dx = ctx_reg(regs, RT_RDX);
+
+		L = ctx_reg(regs, RT_RDI);
+		from = jit || !si ? cur : si;
+		if (!L || !lua_resumable(L, jit ? si : dx, o, &fn))
+			return;
+		*cookie = from;
+		*want_return = true;
+		/* The thread's first record, from the state lua_newstate made: name it. */
+		first = st && !st->cur_valid;
+		lua_known_running(st, from);
+		if (first && o->g_mainthread && from)
+			lua_name_main(st, from, o);
+		/* LuaJIT: made at its first resume (interp.c says why), by what resumes it. */
+		if (fn && o->luajit)
+			rt_create(regs, st, L, from);
+		if (fn)
+			lua_name(st, L, fn, o);
+		if (st)
+			st->rt_reason = 0;
+		/* The resumer waits for what it resumed (0, a host's C code, is no coroutine). */
+		rt_switch(regs, st, from, L, from ? CORO_R_WAIT : CORO_R_UNKNOWN, from ? L : 0);
+		return;
+	}
+	L = cur;
+	from = *cookie;
+	status = (__s32)regs->ax;
+	if (status == 1) {
+		rt_switch(regs, st, L, from, st && st->rt_reason ? st->rt_reason : CORO_R_YIELD, 0);
+	} else {
+		rt_exit(st, L, status ? -(__s64)status : 0);
+		rt_switch(regs, st, L, from, CORO_R_DONE, 0);
+	}
+	if (st)
+		st->rt_reason = 0;
 }
 
 SEC("uprobe")
@@ -355,6 +578,46 @@ int coro_rt(struct pt_regs *regs)
 			py_step(regs, k, cookie, ret, st, o);
 		return 0;
 	}
+	case CORO_RT_LUA_RESUME: {
+		struct coro_lua_layout *o = bpf_map_lookup_elem(&lua_layouts, &slot);
+		bool want = false;
+
+		if (o)
+			lua_resume_session(regs, k, cookie, ret, st, o, &want);
+		return want ? 0 : 1;
+	}
+	case CORO_RT_LUA_NEWTHREAD: {
+		/* 5.4's lua_newthread(L): made when it returns, by L. */
+		__u64 th = ctx_reg(regs, RT_RAX);
+
+		if (!ret) {
+			struct coro_lua_layout *o = bpf_map_lookup_elem(&lua_layouts, &slot);
+			bool first = st && !st->cur_valid;
+
+			*cookie = ctx_reg(regs, RT_RDI);
+			lua_known_running(st, *cookie);
+			if (first && o && o->g_mainthread)
+				lua_name_main(st, *cookie, o);
+		} else if (th) {
+			rt_create(regs, st, th, *cookie);
+		}
+		return 0;
+	}
+	case CORO_RT_LUA_CLOSE: {
+		/* 5.4's lua_resetthread(L): a coroutine suspended in a yield is closed (cancelled). */
+		struct coro_lua_layout *o = bpf_map_lookup_elem(&lua_layouts, &slot);
+		__u8 status = 0;
+
+		if (o && !bpf_probe_read_user(&status, 1, (const void *)(regs->di + o->l_status)) &&
+		    status == 1)
+			rt_exit(st, regs->di, -RT_ECANCELED);
+		return 1;
+	}
+	case CORO_RT_LUA_YIELD_AT:
+		/* A host's call of lua_yield (nginx's ngx.sleep, a cosocket): why it yields. */
+		if (st)
+			st->rt_reason = CORO_RT_COOKIE_REASON(k);
+		return 1;
 	}
 	return 1;
 }

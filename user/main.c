@@ -101,7 +101,7 @@ static const char trace_doc[] =
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries and runtimes they use (ucontext, "
-	"Boost.Context, GNU Pth, Ruby, QEMU, greenlet, Go, Python asyncio; see --switch help). "
+	"Boost.Context, GNU Pth, Ruby, QEMU, greenlet, Go, Python asyncio, Lua; see --switch help). "
 	"Tracing stops "
 	"when every target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always "
 	"finishes its outputs; a second Ctrl-C quits at once. A summary goes to stderr, and while "
@@ -203,7 +203,7 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"switch", OPT_SWITCH, "FAMILY", 0,
 	 "Trace coroutines through the context-switch functions of an unmodified library: "
-	 "ucontext, boost-context, pth, ruby, qemu, greenlet, go, asyncio, a list of them, "
+	 "ucontext, boost-context, pth, ruby, qemu, greenlet, go, asyncio, lua, a list of them, "
 	 "uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
 	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
 	 "uses, when it has no corobpf probes",
@@ -452,7 +452,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 
 			if (!f)
 				argp_error(state, "unknown --switch family '%s' (known: ucontext, "
-					   "boost-context, pth, ruby, qemu, greenlet, go, asyncio; or "
+					   "boost-context, pth, ruby, qemu, greenlet, go, asyncio, lua; or "
 					   "uprobe:...; see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}

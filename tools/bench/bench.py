@@ -639,9 +639,23 @@ def asyncio_switch(floor):
                           "asyncio", 2000 if QUICK else 100000, env)
 
 
+LUA54 = "/usr/bin/lua5.4"
+
+
+def lua_switch(floor):
+    """One coroutine resumed n times from the main thread (coroutine.resume, a yield back):
+    a resume is a switch in and a switch out, seen at the entry and the return of lua_resume.
+    lua5.4 carries its interpreter (the probes are on the binary): a private copy runs."""
+    why = runtime_missing(LUA54)
+    if why:
+        return {"skipped": why}
+    return session_switch(floor, [private_copy(LUA54), os.path.join(ROOT, "tools/bench/lua_loop.lua")],
+                          "lua", 2000 if QUICK else 100000, {})
+
+
 def interp_costs(res):
     floor = os.path.join(BUILD, "bench/floor")
-    res["interp"] = {"asyncio": asyncio_switch(floor)}
+    res["interp"] = {"asyncio": asyncio_switch(floor), "lua": lua_switch(floor)}
 
 
 CXX20_PROBES = "switch,create,name,exit,ready,span_begin,span_end"

@@ -204,6 +204,8 @@ static struct target *find_target(struct capture *c, u32 pid)
 	return NULL;
 }
 
+static void say_nothing_seen(struct capture *c, const struct target *t);
+
 /* What attaching found since last time, as records (attachctx.h). */
 static void emit_found(struct capture *c)
 {
@@ -211,6 +213,21 @@ static void emit_found(struct capture *c)
 		struct attach_found *f = &c->attach.found[i];
 		struct target *t = f->kind == ATTACH_FOUND_SWITCH ? find_target(c, f->pid) : NULL;
 
+		if (t && f->kind == ATTACH_FOUND_SWITCH && c->nlooked < 16) {
+			const char *base = strrchr(f->path, '/');
+			size_t vlen = f->site_text ? strcspn(f->site_text, ":") : 0;
+			struct looked_for *l = &c->looked[c->nlooked++];
+
+			/* A version before a ':' (interp.c's "LuaJIT 2.1: ..."), not a site's offset. */
+			if (vlen && f->site_text[vlen] == ':' && !strchr(f->site_text, '+'))
+				snprintf(l->what, sizeof(l->what), "%s (%s: %.*s)",
+					 coro_family_name(f->family), base ? base + 1 : f->path,
+					 (int)vlen, f->site_text);
+			else
+				snprintf(l->what, sizeof(l->what), "%s (%s)", coro_family_name(f->family),
+					 base ? base + 1 : f->path);
+			l->pid = f->pid;
+		}
 		if (t && t->hold_switch_recs) {
 			/* Taken over: the target frees it. */
 			t->held = xrealloc(t->held, (t->nheld + 1) * sizeof(*t->held));
@@ -1168,16 +1185,42 @@ out:
 		/* Said above, naming the program. */
 		if (!c->targets[i].switch_mode || c->targets[i].probe_sites || c->targets[i].via_script)
 			continue;
-		/* Families attached, nothing seen: its coroutines may switch some other way. */
-		log_warn("no context switch seen through the switch functions corobpf knows (--switch "
-			 "help lists them); if the program has coroutines, name its switch function "
-			 "with --switch uprobe:PATH:SYMBOL:from=ARG,to=ARG");
+		/* Families attached, nothing seen: say what was looked for, and why it may be missing. */
+		say_nothing_seen(c, &c->targets[i]);
 		break;
 	}
 	emit_stats(c);
 	emit_end(c);
 	capture_detach_async(c);
 	return ret;
+}
+
+/*
+ * A target traced through the switch-function path that made no switch
+ * seen: which families corobpf looked through (and in which objects), the
+ * reasons an interpreter it knows was not traced or may show nothing
+ * (interpattach.h), then what to do if the program switches some other way.
+ */
+static void say_nothing_seen(struct capture *c, const struct target *t)
+{
+	char list[1024] = "";
+	size_t n = 0;
+	u32 fams = 0;
+
+	for (u32 i = 0; i < c->nlooked && n + 1 < sizeof(list); i++) {
+		if (c->looked[i].pid != t->pid)
+			continue;
+		n += snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "", c->looked[i].what);
+		if (n >= sizeof(list))
+			n = sizeof(list) - 1;
+		fams++;
+	}
+	log_warn("no context switch seen in process %u (%s); corobpf looked for %s", t->pid, t->comm,
+		 fams ? list : "none of its families (none of their functions is in its objects)");
+	interpattach_say_unseen(t->pid);
+	log_warn("if the program has coroutines of another kind, name its switch function with "
+		 "--switch uprobe:PATH:SYMBOL:from=ARG,to=ARG (--switch help lists the families corobpf "
+		 "knows)");
 }
 
 static void *detach_links(void *arg)

@@ -22,10 +22,64 @@ static bool py_waits_filled;
 /* Said once a run: the kernel cannot attach uprobe sessions. */
 static bool said_no_sessions;
 
+/* What each process (of the first 64) showed of interpreters, for interpattach_say_unseen(). */
+#define SEEN_PROCS 64
+#define SEEN_ASYNCIO (1u << 8)	/* asyncio attached */
+#define SEEN_LUA (1u << 9)	/* a Lua interpreter attached */
+#define SEEN_NO_SESSIONS (1u << 10)
+static struct seen_proc {
+	u32 pid;
+	u32 what; /* INTERP_NOTE_*, SEEN_* */
+	char refused[800];
+} seen[SEEN_PROCS];
+static u32 nseen;
+
+static struct seen_proc *seen_get(int pid)
+{
+	if (pid <= 0)
+		return NULL;
+	for (u32 i = 0; i < nseen; i++)
+		if (seen[i].pid == (u32)pid)
+			return &seen[i];
+	if (nseen == SEEN_PROCS)
+		return NULL;
+	memset(&seen[nseen], 0, sizeof(seen[nseen]));
+	seen[nseen].pid = (u32)pid;
+	return &seen[nseen++];
+}
+
 void interpattach_free(void)
 {
-	npy_slots = nlua_slots = 0;
+	npy_slots = nlua_slots = nseen = 0;
 	py_waits_filled = said_no_sessions = false;
+}
+
+void interpattach_say_unseen(u32 pid)
+{
+	const struct seen_proc *s = NULL;
+
+	for (u32 i = 0; i < nseen; i++)
+		if (seen[i].pid == pid)
+			s = &seen[i];
+	if (!s)
+		return;
+	if (s->refused[0])
+		log_warn("  not traced: %s", s->refused);
+	if (s->what & SEEN_NO_SESSIONS)
+		log_warn("  its interpreter's coroutines are not traced: this kernel has no uprobe "
+			 "sessions (Linux 6.13 and later)");
+	if ((s->what & INTERP_NOTE_CPYTHON) && !(s->what & SEEN_ASYNCIO) && !s->refused[0])
+		log_warn("  CPython: the program never loaded asyncio's C module (_asyncio), so no "
+			 "asyncio task ran (docs/python.md)");
+	if (s->what & SEEN_ASYNCIO)
+		log_warn("  asyncio: no task took a step (docs/python.md)");
+	if ((s->what & INTERP_NOTE_LUAJIT) && (s->what & SEEN_LUA))
+		log_warn("  LuaJIT: a coroutine resumed from Lua (coroutine.resume) runs inside "
+			 "LuaJIT's VM and never passes through lua_resume, where corobpf sees "
+			 "coroutines: only those a host's C code resumes (nginx's request threads) "
+			 "are traced (docs/lua.md)");
+	else if (s->what & SEEN_LUA)
+		log_warn("  Lua: no coroutine was resumed (docs/lua.md)");
 }
 
 /* The slot of a layout, given one in the BPF map if new; -1 if there is no room. */
@@ -69,10 +123,14 @@ u32 interpattach_object(struct attach_ctx *a, int pid, const char *path, const c
 	struct interp_plan *plan;
 	u64 offs[INTERP_MAX_SITES], cookies[INTERP_MAX_SITES];
 	char err[512];
-	u32 fam, n = 0;
+	u32 fam, n = 0, notes;
+	struct seen_proc *sp;
 	int slot, fd;
 
-	fam = interp_detect(path, shown);
+	fam = interp_detect(path, shown, &notes);
+	sp = notes || fam ? seen_get(pid) : NULL;
+	if (sp)
+		sp->what |= notes;
 	if (!fam)
 		return 0;
 	fam_name = fam == CORO_FAM_ASYNCIO ? "asyncio" : "Lua";
@@ -85,16 +143,22 @@ u32 interpattach_object(struct attach_ctx *a, int pid, const char *path, const c
 				 "sessions (Linux 6.13 and later), which corobpf sees them through",
 				 shown, fam_name);
 		said_no_sessions = true;
+		if (sp)
+			sp->what |= SEEN_NO_SESSIONS;
 		return 0;
 	}
 	plan = xmalloc(sizeof(*plan));
 	if (interp_plan(path, shown, plan, err, sizeof(err))) {
 		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("%s: %s", shown, err);
+		if (sp && !sp->refused[0])
+			snprintf(sp->refused, sizeof(sp->refused), "%s: %s", shown, err);
 		free(plan);
 		return 0;
 	}
-	if (fam == CORO_FAM_ASYNCIO)
+	if (!plan->has_layout) /* a host's sites (its calls of lua_yield) read no structure */
+		slot = 0;
+	else if (fam == CORO_FAM_ASYNCIO)
 		slot = layout_slot(a->py_layouts, py_slots, &npy_slots, &plan->py, sizeof(plan->py));
 	else
 		slot = layout_slot(a->lua_layouts, lua_slots, &nlua_slots, &plan->lua,
@@ -121,6 +185,8 @@ u32 interpattach_object(struct attach_ctx *a, int pid, const char *path, const c
 			 pid < 0 ? "every process" : "its process", strerror(-fd));
 	} else {
 		n = plan->nsites;
+		if (sp)
+			sp->what |= fam == CORO_FAM_ASYNCIO ? SEEN_ASYNCIO : SEEN_LUA;
 		log_verbose("process %d: %s in %s%s: %s", pid, fam_name, shown,
 			    late ? " (loaded after start)" : "", plan->sites_text);
 		attach_found_switch(a, pid < 0 ? 0 : (u32)pid, fam, shown, plan->sites_text,

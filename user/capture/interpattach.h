@@ -24,4 +24,11 @@ u32 interpattach_object(struct attach_ctx *a, int pid, const char *path, const c
 /* Frees what the run's attaches kept (the layouts given a slot). */
 void interpattach_free(void);
 
+/*
+ * Process pid made no switch seen: warn why it may be, for the interpreters
+ * interpattach_object() found in it (a version refused, LuaJIT's resumes
+ * from Lua, a CPython that never loaded asyncio's module).
+ */
+void interpattach_say_unseen(u32 pid);
+
 #endif

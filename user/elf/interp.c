@@ -171,7 +171,10 @@ static void add_site(struct interp_plan *p, const struct elf_image *o, uint64_t 
 	s->cookie = cookie;
 	n = pread(o->fd, code, sizeof(code), (off_t)off) > 0 ? sizeof(code) : 0;
 	s->emulated = n && x86_decode(code, n, vaddr, &in) && in.uprobe == X86_UPROBE_EMULATED;
-	if (!s->emulated)
+	/* The summary's count is of switches made dearer: sites that fire once a run or a coroutine are not. */
+	if (!s->emulated && (CORO_RT_COOKIE_OP(cookie) == CORO_RT_PY_STEP ||
+			     CORO_RT_COOKIE_OP(cookie) == CORO_RT_PY_WAKEUP ||
+			     CORO_RT_COOKIE_OP(cookie) == CORO_RT_LUA_RESUME))
 		p->stepped++;
 }
 
@@ -380,19 +383,424 @@ static int plan_asyncio(const struct elf_image *o, const char *shown, struct int
 	return 0;
 }
 
+/* ---- Lua ---- */
+
+/*
+ * Where each Lua release keeps what the BPF side reads (lua_State, a stack
+ * slot, a Lua closure, its prototype, a string), checked against Debian
+ * 12's lua5.4 (5.4.4) by its own lua_resume and lua_getinfo with objdump,
+ * and by reading a running coroutine's memory with bpftrace; LuaJIT's
+ * against OpenResty's luajit2 (libluajit2-5.1-2, 2.1-20230119, GC64).
+ */
+static const struct coro_lua_layout lua54 = {
+	.l_status = 10,
+	.l_top = 16,
+	.l_ci = 32,
+	.l_base_ci = 96,
+	.tv_size = 16,
+	.tv_tag = 8,
+	.fn_proto = 24,
+	.pt_source = 112,
+	.pt_line = 44,
+	.str_tag = 8,
+	.str_len = 11,
+	.str_lnglen = 16,
+	.str_data = 24,
+	.l_global = 24,
+	.g_mainthread = 264,
+	.tag_lclosure = 0x46, /* LUA_VLCL | BIT_ISCOLLECTABLE */
+	.tag_shrstr = 0x04,   /* LUA_VSHRSTR */
+};
+
+static const struct coro_lua_layout luajit21 = {
+	.l_status = 11,
+	.l_top = 40,
+	.l_ci = 80, /* cframe */
+	.tv_size = 8,
+	.fn_proto = 32, /* GCfuncL.pc */
+	.fn_ffid = 10,
+	.proto_size = 104,
+	.pt_source = 64, /* GCproto.chunkname */
+	.pt_line = 72,	 /* GCproto.firstline */
+	.str_len = 20, /* after reserved, hashalg, sid and hash */
+	.str_data = 24,
+	.luajit = 1,
+};
+
+/* A defined symbol of any type (lua_ident is data) by name: its vaddr, 0 if none. */
+static uint64_t obj_any_symbol(const struct elf_image *o, const char *name)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *s;
+
+			if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+				continue;
+			s = elf_strptr(o->elf, sh.sh_link, sym.st_name);
+			if (s && !strcmp(s, name))
+				return sym.st_value;
+		}
+	}
+	return 0;
+}
+
+/* The NUL-terminated string at vaddr into buf (len bytes at most); false if unreadable. */
+static bool obj_cstr(const struct elf_image *o, uint64_t vaddr, char *buf, size_t len)
+{
+	size_t n = obj_read(o, vaddr, buf, len - 1);
+
+	buf[n] = 0;
+	return n > 0;
+}
+
+/* True if the 8 bytes of `word` occur in the first `len` bytes of the code at vaddr. */
+static bool code_has_word(const struct elf_image *o, uint64_t vaddr, size_t len, uint64_t word)
+{
+	uint8_t code[512];
+	uint64_t off, avail;
+	size_t n;
+
+	if (len > sizeof(code) || !elf_image_text_offset(o, vaddr, &off, &avail))
+		return false;
+	n = pread(o->fd, code, len < avail ? len : avail, (off_t)off) > 0 ? len : 0;
+	for (size_t i = 0; i + 8 <= n; i++)
+		if (!memcmp(code + i, &word, 8))
+			return true;
+	return false;
+}
+
+static int plan_lua(const struct elf_image *o, struct interp_plan *p, char *err, size_t errlen)
+{
+	uint64_t resume, newthread, close = 0, v, sz, rsz, nsz;
+	char ident[128] = "";
+	bool jit = switchfam_obj_symbol(o, "luaJIT_setmode", &v, &sz);
+	const char *ver;
+
+	if (!switchfam_obj_symbol(o, "lua_resume", &resume, &rsz) ||
+	    !switchfam_obj_symbol(o, "lua_newthread", &newthread, &nsz))
+		return -ENOENT;
+	if (jit) {
+		uint64_t s = obj_string(o, "LuaJIT 2.1.0-beta3");
+
+		snprintf(p->version, sizeof(p->version), "LuaJIT 2.1");
+		/* GC64: a new thread is tagged 0xfffc8 in its stack slot (LJ_TTHREAD). */
+		if (!s || !code_has_word(o, newthread, nsz, 0xfffc800000000000ULL)) {
+			errfmt(err, errlen, "a LuaJIT that is not 2.1 in its GC64 mode (the layout "
+			       "corobpf knows): its coroutines are not traced");
+			return -EPROTONOSUPPORT;
+		}
+		p->lua = luajit21;
+	} else {
+		v = obj_any_symbol(o, "lua_ident");
+		if (!v || !obj_cstr(o, v, ident, sizeof(ident)))
+			snprintf(ident, sizeof(ident), "(no lua_ident)");
+		/* "$LuaVersion: Lua 5.4.4  Copyright ...": "Lua 5.4.4". */
+		ver = strstr(ident, "Lua ");
+		if (ver)
+			snprintf(p->version, sizeof(p->version), "%.*s",
+				 (int)(4 + strcspn(ver + 4, " \t")), ver);
+		if (!ver || strncmp(ver, "Lua 5.4.", 8)) {
+			errfmt(err, errlen, "%s: a Lua release whose layout corobpf does not know (it "
+			       "knows Lua 5.4 and LuaJIT 2.1): its coroutines are not traced",
+			       ver ? p->version : "Lua of an unknown release");
+			return -EPROTONOSUPPORT;
+		}
+		p->lua = lua54;
+		if (!switchfam_obj_symbol(o, "lua_resetthread", &close, &sz))
+			switchfam_obj_symbol(o, "lua_closethread", &close, &sz);
+	}
+	p->has_layout = true;
+	add_site(p, o, resume, CORO_RT_COOKIE(CORO_RT_LUA_RESUME, 0, 0,
+					      jit ? CORO_RT_F_FROM_CURRENT : 0));
+	/*
+	 * LuaJIT: a coroutine is made at its first lua_resume. coroutine.create
+	 * calls lua_newthread, but Lua's own resumes of it are not seen (they
+	 * run in the VM): made there, it would be a coroutine that never runs.
+	 * And OpenResty's lua_resetthread(L, th) reuses a finished thread for a
+	 * new coroutine, seen the same way, at its first resume.
+	 */
+	if (!jit)
+		add_site(p, o, newthread, CORO_RT_COOKIE(CORO_RT_LUA_NEWTHREAD, 0, 0, 0));
+	if (close)
+		add_site(p, o, close, CORO_RT_COOKIE(CORO_RT_LUA_CLOSE, 0, 0, 0));
+	snprintf(p->sites_text, sizeof(p->sites_text), "%s: lua_resume at 0x%llx", p->version,
+		 (unsigned long long)resume);
+	if (!jit)
+		snprintf(p->sites_text + strlen(p->sites_text),
+			 sizeof(p->sites_text) - strlen(p->sites_text), ", lua_newthread at 0x%llx",
+			 (unsigned long long)newthread);
+	if (close)
+		snprintf(p->sites_text + strlen(p->sites_text),
+			 sizeof(p->sites_text) - strlen(p->sites_text), ", lua_resetthread at 0x%llx",
+			 (unsigned long long)close);
+	snprintf(p->sites_text + strlen(p->sites_text), sizeof(p->sites_text) - strlen(p->sites_text),
+		 ", entry and return");
+	snprintf(p->limits, sizeof(p->limits), "%s",
+		 jit ? "made at its first lua_resume; a coroutine resumed from Lua "
+		       "(coroutine.resume) runs in LuaJIT's VM, not lua_resume, and is not seen" :
+		       "no ready events; a coroutine collected without finishing has no exit");
+	return 0;
+}
+
+/*
+ * nginx's Lua module (lua-nginx-module) yields a request's coroutine from
+ * its C functions (ngx.sleep, a cosocket's read, ...) with lua_yield. Each
+ * call of lua_yield is probed with the reason of the API it serves, so that
+ * the lua_resume it returns through says what the coroutine waits for. The
+ * module is stripped of its static functions: the API a call belongs to is
+ * found from the module's exported ngx_http_lua_inject_*_api functions,
+ * which register the API's C functions with Lua (a lea of each): a call of
+ * lua_yield inside one of those (their extents from .eh_frame), or inside a
+ * function one of those refers to, belongs to that API.
+ */
+static const struct lua_host_api {
+	const char *inject;
+	uint32_t reason;
+} lua_host_apis[] = {
+	{ "ngx_http_lua_inject_sleep_api", CORO_R_SLEEP },	      /* ngx.sleep */
+	{ "ngx_http_lua_inject_socket_tcp_api", CORO_R_IO },	      /* cosockets */
+	{ "ngx_http_lua_inject_socket_udp_api", CORO_R_IO },
+	{ "ngx_http_lua_inject_req_body_api", CORO_R_IO },	      /* ngx.req.read_body */
+	{ "ngx_http_lua_inject_output_api", CORO_R_IO },	      /* ngx.flush(true) */
+	{ "ngx_http_lua_inject_uthread_api", CORO_R_WAIT },	      /* ngx.thread.wait */
+	{ "ngx_http_lua_inject_subrequest_api", CORO_R_WAIT },     /* ngx.location.capture */
+	{ "ngx_http_lua_inject_worker_thread_api", CORO_R_WAIT },  /* ngx.run_worker_thread */
+};
+
+#define HOST_APIS (sizeof(lua_host_apis) / sizeof(lua_host_apis[0]))
+#define HOST_FUNCS 256
+
+/*
+ * The functions of an object by their starts, from the sorted table of
+ * .eh_frame_hdr (every function with unwind information, static ones of a
+ * stripped object included): its usual encoding only (table entries as
+ * 4-byte offsets from the header, DW_EH_PE_datarel | DW_EH_PE_sdata4).
+ */
+struct fn_starts {
+	uint64_t *v;
+	size_t n;
+};
+
+static bool fn_starts_read(const struct elf_image *o, struct fn_starts *f)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	memset(f, 0, sizeof(*f));
+	if (elf_getshdrstrndx(o->elf, &shstrndx))
+		return false;
+	while ((scn = elf_nextscn(o->elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		const uint8_t *b;
+		const char *name;
+		uint32_t count;
+
+		if (!gelf_getshdr(scn, &sh) || !(name = elf_strptr(o->elf, shstrndx, sh.sh_name)) ||
+		    strcmp(name, ".eh_frame_hdr"))
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size < 12)
+			return false;
+		b = d->d_buf;
+		/* version 1, eh_frame_ptr pcrel|sdata4, fde_count udata4, table datarel|sdata4 */
+		if (b[0] != 1 || b[1] != 0x1b || b[2] != 0x03 || b[3] != 0x3b)
+			return false;
+		memcpy(&count, b + 8, 4);
+		if ((uint64_t)count * 8 > d->d_size - 12)
+			return false;
+		f->v = xmalloc((count + 1) * sizeof(*f->v));
+		for (uint32_t i = 0; i < count; i++) {
+			int32_t loc;
+
+			memcpy(&loc, b + 12 + 8 * (size_t)i, 4);
+			f->v[f->n++] = sh.sh_addr + (int64_t)loc;
+		}
+		return f->n > 0;
+	}
+	return false;
+}
+
+/* The function holding vaddr: its start, and the next one's (its end at most); false if none. */
+static bool fn_extent(const struct fn_starts *f, uint64_t vaddr, uint64_t *start, uint64_t *end)
+{
+	size_t lo = 0, hi = f->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (f->v[mid] <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return false;
+	*start = f->v[lo - 1];
+	*end = lo < f->n ? f->v[lo] : *start + 4096;
+	return true;
+}
+
+/*
+ * The functions the code [start, end) refers to: call and jmp targets, and
+ * rip-relative lea of code (a function registered with Lua), each by the
+ * start of its .eh_frame extent. Appended to fn (at most HOST_FUNCS).
+ */
+static void code_refs(const struct elf_image *o, const struct fn_starts *cfi, uint64_t start,
+		      uint64_t end, uint64_t *fn, size_t *n)
+{
+	uint8_t *code;
+	uint64_t a, off, avail;
+	size_t len = end > start && end - start < (1u << 20) ? (size_t)(end - start) : 0;
+
+	if (!len || !elf_image_text_offset(o, start, &off, &avail))
+		return;
+	code = xmalloc(len);
+	len = pread(o->fd, code, len < avail ? len : avail, (off_t)off) > 0 ? len : 0;
+	for (a = start; a < start + len;) {
+		struct x86_insn in;
+		int l = x86_decode(code + (a - start), start + len - a, a, &in);
+		uint64_t t = 0, fs, fe;
+
+		if (!l)
+			break;
+		if ((in.flow == X86_FLOW_CALL || in.flow == X86_FLOW_JMP) && in.target)
+			t = in.target;
+		/* lea disp32(%rip), reg */
+		if (!in.vex && in.map == 0 && in.opcode == 0x8d && (in.modrm & 0xc7) == 0x05) {
+			const uint8_t *p = code + (a - start) + l - 4;
+
+			t = a + l + (int64_t)(int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+						       (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+		}
+		if (t && fn_extent(cfi, t, &fs, &fe) && fs == t && *n < HOST_FUNCS)
+			fn[(*n)++] = t;
+		a += l;
+	}
+	free(code);
+}
+
+static bool in_set(const uint64_t *v, size_t n, uint64_t x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+static int plan_lua_host(const struct elf_image *o, struct interp_plan *p, char *err,
+			 size_t errlen)
+{
+	uint64_t *l1[HOST_APIS], *l2[HOST_APIS], site[INTERP_MAX_SITES];
+	size_t n1[HOST_APIS] = { 0 }, n2[HOST_APIS] = { 0 };
+	uint32_t by_reason[8] = { 0 };
+	bool tail[INTERP_MAX_SITES];
+	struct fn_starts fns, *cfi = &fns;
+	bool have_fns = fn_starts_read(o, &fns);
+	int nsites = switchfam_call_sites(o, "lua_yield", site, tail, INTERP_MAX_SITES);
+
+	snprintf(p->version, sizeof(p->version), "nginx's Lua module");
+	if (nsites < 0 || !have_fns) {
+		free(fns.v);
+		errfmt(err, errlen, "nginx's Lua module: %s: what a request's coroutine waits for "
+		       "is not said", nsites == -EXDEV ? "it reaches lua_yield other than by calls" :
+		       nsites < 0 ? "its calls of lua_yield could not be found" :
+		       "its .eh_frame_hdr is missing or not of the usual encoding");
+		return -ENOEXEC;
+	}
+	for (size_t g = 0; g < HOST_APIS; g++) {
+		uint64_t start, size;
+
+		l1[g] = xcalloc(HOST_FUNCS, sizeof(uint64_t));
+		l2[g] = xcalloc(HOST_FUNCS, sizeof(uint64_t));
+		if (!switchfam_obj_symbol(o, lua_host_apis[g].inject, &start, &size))
+			continue;
+		code_refs(o, cfi, start, start + size, l1[g], &n1[g]);
+		for (size_t i = 0; i < n1[g]; i++) {
+			uint64_t fs, fe;
+
+			if (fn_extent(cfi, l1[g][i], &fs, &fe))
+				code_refs(o, cfi, fs, fe, l2[g], &n2[g]);
+		}
+	}
+	for (int i = 0; i < nsites; i++) {
+		uint64_t fs, fe;
+		int g1 = -1, g2 = -1, c1 = 0, c2 = 0;
+
+		if (!fn_extent(cfi, site[i], &fs, &fe))
+			continue;
+		for (size_t g = 0; g < HOST_APIS; g++) {
+			if (in_set(l1[g], n1[g], fs)) {
+				g1 = (int)g;
+				c1++;
+			} else if (in_set(l2[g], n2[g], fs)) {
+				g2 = (int)g;
+				c2++;
+			}
+		}
+		/* One API's own function, else one API's helper; a function several share says nothing. */
+		if (c1 == 1 || (!c1 && c2 == 1)) {
+			uint32_t r = lua_host_apis[c1 ? g1 : g2].reason;
+
+			add_site(p, o, site[i], CORO_RT_COOKIE(CORO_RT_LUA_YIELD_AT, 0, r, 0));
+			by_reason[r & 7]++;
+		}
+	}
+	for (size_t g = 0; g < HOST_APIS; g++) {
+		free(l1[g]);
+		free(l2[g]);
+	}
+	free(fns.v);
+	if (!p->nsites) {
+		errfmt(err, errlen, "nginx's Lua module: none of its %d calls of lua_yield belongs to "
+		       "an API corobpf knows: what a request's coroutine waits for is not said",
+		       nsites);
+		return -ENOEXEC;
+	}
+	snprintf(p->sites_text, sizeof(p->sites_text),
+		 "%s: %u of its %d calls of lua_yield, each the reason of its API (%u sleep, %u io, "
+		 "%u wait)", p->version, p->nsites, nsites, by_reason[CORO_R_SLEEP],
+		 by_reason[CORO_R_IO], by_reason[CORO_R_WAIT]);
+	snprintf(p->limits, sizeof(p->limits),
+		 "a yield from another call (coroutine.yield, ngx.exit) is a plain yield");
+	return 0;
+}
+
 /* ---- detection and planning ---- */
 
-uint32_t interp_detect(const char *path, const char *shown)
+uint32_t interp_detect(const char *path, const char *shown, uint32_t *notes)
 {
 	struct elf_image o;
 	uint64_t v, s;
-	uint32_t fam = 0;
+	uint32_t fam = 0, n = 0;
 
 	(void)shown;
+	if (notes)
+		*notes = 0;
 	if (elf_image_open(&o, path, NULL, 0))
 		return 0;
+	if (switchfam_obj_symbol(&o, "Py_InitializeEx", &v, &s))
+		n |= INTERP_NOTE_CPYTHON;
+	if (switchfam_obj_symbol(&o, "luaJIT_setmode", &v, &s))
+		n |= INTERP_NOTE_LUAJIT;
+	if (notes)
+		*notes = n;
 	if (switchfam_obj_symbol(&o, "PyInit__asyncio", &v, &s))
 		fam = CORO_FAM_ASYNCIO;
+	else if ((switchfam_obj_symbol(&o, "lua_resume", &v, &s) &&
+		  switchfam_obj_symbol(&o, "lua_newthread", &v, &s)) ||
+		 switchfam_obj_symbol(&o, "ngx_http_lua_inject_sleep_api", &v, &s))
+		fam = CORO_FAM_LUA;
 	elf_image_close(&o);
 	return fam;
 }
@@ -412,6 +820,12 @@ int interp_plan(const char *path, const char *shown, struct interp_plan *plan, c
 	if (switchfam_obj_symbol(&o, "PyInit__asyncio", &v, &s)) {
 		plan->family = CORO_FAM_ASYNCIO;
 		ret = plan_asyncio(&o, shown, plan, err, errlen);
+	} else if (switchfam_obj_symbol(&o, "lua_resume", &v, &s)) {
+		plan->family = CORO_FAM_LUA;
+		ret = plan_lua(&o, plan, err, errlen);
+	} else if (switchfam_obj_symbol(&o, "ngx_http_lua_inject_sleep_api", &v, &s)) {
+		plan->family = CORO_FAM_LUA;
+		ret = plan_lua_host(&o, plan, err, errlen);
 	}
 	elf_image_close(&o);
 	return ret;

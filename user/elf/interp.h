@@ -52,12 +52,17 @@ struct interp_plan {
 	char limits[160];     /* what it cannot see */
 };
 
+/* interp_detect's notes: what the object is, beside a family (for what is said when nothing is seen). */
+#define INTERP_NOTE_CPYTHON (1u << 0) /* a CPython interpreter (Py_InitializeEx) */
+#define INTERP_NOTE_LUAJIT (1u << 1)  /* LuaJIT (luaJIT_setmode) */
+
 /*
  * The family (CORO_FAM_ASYNCIO, CORO_FAM_LUA) whose interpreter functions
- * the object at `path` defines, or 0. `shown` is the object's path as the
- * target maps it (its file name carries CPython's version tag).
+ * the object at `path` defines, or 0; *notes (may be NULL): INTERP_NOTE_*.
+ * `shown` is the object's path as the target maps it (its file name carries
+ * CPython's version tag).
  */
-uint32_t interp_detect(const char *path, const char *shown);
+uint32_t interp_detect(const char *path, const char *shown, uint32_t *notes);
 
 /*
  * Plan the object's sites. 0, -ENOENT (not an interpreter corobpf knows),
