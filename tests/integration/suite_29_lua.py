@@ -375,3 +375,36 @@ def lua_luajit_resumes_from_lua_are_said_unseen():
           "LuaJIT 2.1)" % pid in p.stderr, p.stderr)
     check("LuaJIT: a coroutine resumed from Lua (coroutine.resume) runs inside LuaJIT's VM"
           in p.stderr, p.stderr)
+
+
+@test
+def lua_custom_spec_from_is_honoured():
+    """--switch uprobe:lua5.4:lua_resume:from=arg1,to=arg0 sees each resume (the entry only):
+    the `from` it names is honoured, never replaced by the coroutine running, and where it is
+    not what runs (every resume after the first: the switch back at the yield is not probed)
+    the trace counts it and the end says so."""
+    if not need(LUA54):
+        return
+    prog = work("resume6000.lua")
+    with open(prog, "w") as f:
+        f.write("local cos = {}\n"
+                "for i = 1, 1000 do cos[i] = coroutine.create(function()\n"
+                "  for r = 1, 5 do coroutine.yield() end end) end\n"
+                "local n = 0\n"
+                "for r = 1, 6 do for i = 1, 1000 do coroutine.resume(cos[i]); n = n + 1 end end\n"
+                "print('RESUMES ' .. n)\n")
+    out = work("lua_custom.jsonl")
+    p = corobpf(["-o", out, "--switch", "uprobe:%s:lua_resume:from=arg1,to=arg0" % LUA54,
+                 "--", LUA54, prog])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    eq(p.stdout.split(), ["RESUMES", "6000"], "the program's output")
+    tr = Trace(out)
+    pid = tr.processes[0]["pid"]
+    sw = [e for e in tr.by_ev("switch") if e["pid"] == pid and e["from"] != "0x0"]
+    eq(len(sw), 6000, "switches: one a resume, as the spec names them")
+    main = "0x%x" % ((1 << 63) | pid)
+    eq(all(e["from"] == main for e in sw), True, "each from the main thread, as arg1 says")
+    a = tr.trailer["anomalies"]
+    eq(a["switch_from_mismatch"] + a["thread_desync"], 5999,
+       "switches whose from was not what ran (counted)")
+    check("5999 switch-from mismatches" in p.stderr, p.stderr)

@@ -26,6 +26,7 @@ struct ctx_proc {
 struct ctx_thread {
 	bool started; /* a record of it was seen */
 	bool main_named; /* greenlet: the raw value of its main context is known */
+	bool custom_main; /* --switch uprobe: the value its main context is left by is known */
 	bool known;   /* cur_id is a fact */
 	bool exited;  /* cur_id exited and has not switched out yet */
 	u64 cur_raw, cur_id;
@@ -246,6 +247,21 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 			from = resolve(x, p, e->hdr.pid, e->from);
 		if (!range_find(p, e->from, &id))
 			put_id(&x->handles, e->hdr.pid, e->from, from);
+	} else if (e->family == CORO_FAM_CUSTOM) {
+		/*
+		 * --switch uprobe:...:from=ARG: the value named is honoured. One
+		 * that is not what runs here is the model's switch-from mismatch,
+		 * counted and said (docs/switch.md), never replaced by what runs.
+		 * Only the first value a launched thread's main context is left by
+		 * is taken to name that context from then on.
+		 */
+		from = resolve(x, p, e->hdr.pid, e->from);
+		if (t->known && !t->custom_main && t->cur_id == CTXMAP_MAIN_ID(e->hdr.tid) &&
+		    from == e->from && from != t->cur_id) {
+			put_id(&x->alias, e->hdr.pid, e->from, t->cur_id);
+			from = t->cur_id;
+		}
+		t->custom_main = true;
 	} else if (t->known && t->cur_id) {
 		/* swapcontext saves the running context into `from`, whatever its address. */
 		from = t->cur_id;
