@@ -124,6 +124,14 @@ enum coro_event_flags {
 	 * next record (this one's ts), which is later than the real return.
 	 */
 	CORO_EVF_OFFCPU_LATE = 1 << 4,
+	/*
+	 * Sent by an interpreter's session program (bpf/interp.bpf.h): asyncio's,
+	 * Lua's. -a attaches them for every process: user space (ctxmap.c) gives
+	 * such a process its switch_path records by them, should its mappings be
+	 * gone before it could read them.
+	 */
+	CORO_EVF_RT_ASYNCIO = 1 << 5,
+	CORO_EVF_RT_LUA = 1 << 6,
 };
 
 struct coro_event_hdr {
@@ -365,6 +373,12 @@ enum coro_ctx_cookie_flags {
 	 * at its Gdead -> Grunnable in casgstatus the goid is not assigned yet).
 	 */
 	CORO_CTXC_GO_CREATED = 1 << 6,
+	/*
+	 * -a: attached for one process (its libc's ucontext, attach.c): taken
+	 * whenever that process started (the others, for every process, only in
+	 * the processes started after the session began).
+	 */
+	CORO_CTXC_THIS_PID = 1 << 7,
 };
 
 /* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */
@@ -778,7 +792,8 @@ struct coro_task_state {
 	 * the lua_resume it returns to.
 	 */
 	__u32 rt_reason;
-	__u32 __pad3;
+	__u8 rt_mark; /* the CORO_EVF_RT_* of the interpreter program running on this thread */
+	__u8 __pad3[3];
 };
 /*
  * Go keeps its goroutine in hdr.cur like any family: `cur` is the goid the

@@ -76,6 +76,13 @@ struct {
 #define RT_RSI 6
 #define RT_RDI 7
 
+/* The record's interpreter (CORO_EVF_RT_*), set by coro_rt for this thread's run of it. */
+static __always_inline void rt_mark(struct coro_event_hdr *h, struct coro_task_state *st)
+{
+	if (st)
+		h->flags |= st->rt_mark;
+}
+
 static __always_inline __u32 rt_u32(__u64 addr, bool *fault)
 {
 	__u32 v = 0;
@@ -100,6 +107,7 @@ static __always_inline void rt_switch(struct pt_regs *regs, struct coro_task_sta
 	}
 	if (!e)
 		return;
+	rt_mark(&e->hdr, st);
 	e->from = from;
 	e->to = to;
 	e->obj = obj;
@@ -115,6 +123,7 @@ static __always_inline void rt_exit(struct coro_task_state *st, __u64 id, __s64 
 
 	if (!e)
 		return;
+	rt_mark(&e->hdr, st);
 	e->id = id;
 	e->status = status;
 	event_submit(e);
@@ -128,6 +137,7 @@ static __always_inline void rt_create(struct pt_regs *regs, struct coro_task_sta
 
 	if (!e)
 		return;
+	rt_mark(&e->hdr, st);
 	e->id = id;
 	e->parent = parent;
 	stk_take(&r, regs, regs, sizeof(*e));
@@ -202,6 +212,7 @@ static __always_inline void py_name(struct coro_task_state *st, __u64 task,
 	if (!n)
 		return;
 	__builtin_memset(n->name, 0, CORO_STR_LEN);
+	rt_mark(&n->hdr, st);
 	n->id = task;
 	name = go_word(task + o->task_name, &fault);
 	len = name ? py_str(n->name, name, o) : -1;
@@ -412,6 +423,7 @@ static __always_inline void lua_name(struct coro_task_state *st, __u64 L, __u64 
 	if (!n)
 		return;
 	__builtin_memset(n->name, 0, CORO_STR_LEN);
+	rt_mark(&n->hdr, st);
 	n->id = L;
 	if (len > start + 40) {
 		/* As Lua shortens a long source in its messages: "..." and the end of it. */
@@ -455,6 +467,7 @@ static __always_inline void lua_name_main(struct coro_task_state *st, __u64 L,
 	if (!n)
 		return;
 	__builtin_memset(n->name, 0, CORO_STR_LEN);
+	rt_mark(&n->hdr, st);
 	n->id = L;
 	__builtin_memcpy(n->name, "main thread", 12);
 	event_submit(n);
@@ -564,6 +577,8 @@ int coro_rt(struct pt_regs *regs)
 	if (!cookie)
 		return 1;
 	st = task_state_running();
+	if (st)
+		st->rt_mark = op <= CORO_RT_PY_INIT ? CORO_EVF_RT_ASYNCIO : CORO_EVF_RT_LUA;
 	switch (op) {
 	case CORO_RT_PY_STEP:
 	case CORO_RT_PY_WAKEUP:

@@ -438,6 +438,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->attach.ustats = c->ustats;
 	ringev_init(&c->ev);
 	c->ev.system_wide = opts->system_wide;
+	c->ev.global_plans = &c->attach.global_plans;
 	c->ev.follow = opts->follow;
 	c->ev.ustats = c->ustats;
 	c->skel = corobpf_bpf__open();
@@ -451,11 +452,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->skel->rodata->sched_view = !opts->no_sched;
 	if (opts->system_wide) {
 		c->skel->rodata->system_wide = true;
-		if (opts->comm) {
-			size_t n = MIN(strlen(opts->comm), sizeof(c->skel->rodata->comm_filter));
+		for (u32 i = 0; i < opts->ncomms && i < ARRAY_SIZE(c->skel->rodata->comm_filter); i++) {
+			size_t n = MIN(strlen(opts->comms[i]), sizeof(c->skel->rodata->comm_filter[i]));
 
-			memcpy((char *)c->skel->rodata->comm_filter, opts->comm, n);
-			c->skel->rodata->comm_filter_len = n;
+			memcpy((char *)c->skel->rodata->comm_filter[i], opts->comms[i], n);
+			c->skel->rodata->comm_filter_len[i] = n;
+			c->skel->rodata->ncomm_filter = i + 1;
 		}
 		for (u32 i = 0; i < opts->npids && i < ARRAY_SIZE(c->skel->rodata->pid_filter); i++)
 			c->skel->rodata->pid_filter[i] = opts->pids[i];
@@ -1087,7 +1089,11 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 
 			while (hmap_next(&c->ev.rescan_pids, &it, &pid, NULL, &v)) {
 				attach_scan_global(&c->attach, (u32)pid, true);
+				attach_exec_ucontext(&c->attach, (u32)pid);
 				emit_found(c);
+				/* A traced process's new objects: the families it is traced through now. */
+				if (c->opts->system_wide && hmap_get(&c->ev.announced, (u32)pid, 0))
+					ringev_global_plans_for(&c->ev, (u32)pid, now_boottime_ns());
 			}
 			hmap_free(&c->ev.rescan_pids);
 			hmap_init(&c->ev.rescan_pids);

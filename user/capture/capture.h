@@ -37,7 +37,9 @@ struct capture_opts {
 	u64 ring_bytes;
 	bool no_sched;	 /* without the kernel's scheduling view (sched_switch/wakeup) */
 	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
-	const char *comm; /* -a --comm: only processes whose name starts so */
+	/* -a --comm (repeatable): only processes whose name starts with one of these */
+	const char *const *comms;
+	u32 ncomms;
 	/*
 	 * --follow: the targets' probe objects are attached for every process
 	 * (pid -1) and the BPF side admits the targets and, at fork, their

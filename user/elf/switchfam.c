@@ -926,6 +926,23 @@ uint32_t switchfam_detect(const char *path)
 	return fams;
 }
 
+uint32_t switchfam_imports(const char *path)
+{
+	static const char *const uc[] = { "makecontext", "swapcontext", "setcontext" };
+	struct elf_image o;
+	uint32_t fams = 0;
+
+	if (elf_image_open(&o, path, NULL, 0))
+		return 0;
+	for (size_t i = 0; i < sizeof(uc) / sizeof(uc[0]); i++)
+		if (import_index(&o, uc[i]) >= 0)
+			fams |= 1u << CORO_FAM_UCONTEXT;
+	if (import_index(&o, "pth_spawn") >= 0)
+		fams |= 1u << CORO_FAM_PTH | 1u << CORO_FAM_UCONTEXT;
+	elf_image_close(&o);
+	return fams;
+}
+
 const char *switchfam_name(uint32_t family)
 {
 	return coro_family_name(family);

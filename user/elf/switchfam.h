@@ -67,6 +67,13 @@ int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_o
 int64_t switchfam_fcontext_delta(const char *path, const char *fn);
 
 
+/*
+ * The libc-provided families the object at `path` uses through the dynamic
+ * linker: (1 << CORO_FAM_UCONTEXT) if it imports makecontext, swapcontext or
+ * setcontext, and Pth's too if it imports pth_spawn; 0 on any error.
+ */
+uint32_t switchfam_imports(const char *path);
+
 /* "ucontext", "boost-context", "pth", "custom", "ruby", "qemu", "greenlet". */
 const char *switchfam_name(uint32_t family);
 /* Parses a family name (as above); 0 if unknown. */
