@@ -89,6 +89,10 @@ def all_families_in_programs_started_under_it():
     # theirs): the trace is checked for these processes, not as a whole.
     eq(trace.trailer["lost"]["events"], 0, "events lost")
     pids = {p["pid"] for p in trace.processes}
+    # --comm, repeated: a process is traced if its name starts with one of them, any one.
+    eq(sorted({p["comm"] for p in trace.processes if not any(p["comm"].startswith(c)
+                                                              for c in comms)}), [],
+       "processes traced whose name --comm does not give")
     for key, (pid, _) in ran.items():
         check(pid in pids, "%s (pid %d) not traced; processes %s" % (key, pid, sorted(pids)))
     eq(early.pid in pids, False, "the Ruby program started before corobpf traced")
