@@ -29,8 +29,10 @@ const volatile bool sched_view = true; /* off-CPU stretches of traced threads (-
  * verdict is kept in `traced`.
  */
 const volatile bool system_wide = false;
-const volatile char comm_filter[16] = {};
-const volatile __u32 comm_filter_len = 0;
+#define COMM_FILTER_MAX 16 /* --comm, repeatable: a process passes if its name starts with any */
+const volatile char comm_filter[COMM_FILTER_MAX][16] = {};
+const volatile __u32 comm_filter_len[COMM_FILTER_MAX] = {};
+const volatile __u32 ncomm_filter = 0;
 /*
  * --follow: probes are attached for every process too, but only the targets
  * and the processes they fork (admitted at the fork, before the child runs)
@@ -540,12 +542,20 @@ static __always_inline bool filters_pass(__u32 pid)
 		if (!found)
 			return false;
 	}
-	if (comm_filter_len) {
+	if (ncomm_filter) {
+		bool any = false;
+
 		/* The process's name (its main thread's), not the firing thread's. */
 		bpf_probe_read_kernel_str(comm, sizeof(comm), task->group_leader->comm);
-		for (int i = 0; i < 16; i++)
-			if (i < comm_filter_len && comm[i] != comm_filter[i])
-				return false;
+		for (int f = 0; f < COMM_FILTER_MAX; f++) {
+			bool same = f < ncomm_filter;
+
+			for (int i = 0; i < 16; i++)
+				if (i < comm_filter_len[f] && comm[i] != comm_filter[f][i])
+					same = false;
+			any = any || same;
+		}
+		return any;
 	}
 	return true;
 }
@@ -1156,12 +1166,30 @@ static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro
 	}
 }
 
+/*
+ * -a attaches most switch-function families for every process (attach.c,
+ * global_switch): their switches are taken in the processes started after
+ * the session began (a program started under corobpf). A site attached for
+ * one process (its libc's ucontext, attach_exec_ucontext) and Go's are taken
+ * whenever it started.
+ */
+static __always_inline bool ctx_wanted(__u64 k)
+{
+	struct task_struct *task;
+
+	if (!system_wide || CORO_CTX_COOKIE_FAM(k) == CORO_FAM_GO ||
+	    (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_THIS_PID))
+		return true;
+	task = bpf_get_current_task_btf();
+	return task->group_leader->start_boottime >= session_start_ts;
+}
+
 static __always_inline int ctx_handler(struct pt_regs *regs)
 {
 	__u64 k = bpf_get_attach_cookie(regs);
 	struct coro_task_state *st;
 
-	if (!admitted())
+	if (!ctx_wanted(k) || !admitted())
 		return 0;
 	st = task_state_running();
 	switch (CORO_CTX_COOKIE_OP(k)) {
@@ -1373,6 +1401,17 @@ int coro_cxx(struct pt_regs *regs)
 #else
 SEC("uprobe")
 int coro_cxx(struct pt_regs *regs)
+{
+	return 1;
+}
+#endif
+
+#if defined(__TARGET_ARCH_x86)
+#include "interp.bpf.h"
+#else
+/* The interpreters' structures are read as x86-64 builds lay them out. */
+SEC("uprobe")
+int coro_rt(struct pt_regs *regs)
 {
 	return 1;
 }

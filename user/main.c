@@ -88,8 +88,9 @@ static const char trace_doc[] =
 	"  corobpf [OPTIONS] -p PID [-p PID...]   attach to running processes\n"
 	"  corobpf [OPTIONS] -- CMD [ARGS...]     run CMD, traced from its first\n"
 	"                                         instruction\n"
-	"  corobpf [OPTIONS] -a [--comm NAME]     every instrumented process, now and\n"
-	"                                         started later\n"
+	"  corobpf [OPTIONS] -a [--comm NAME...]  every instrumented process, now and\n"
+	"                                         started later; every family (switch\n"
+	"                                         functions: in the programs started later)\n"
 	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
 	"                                         they fork, and what those exec\n"
 	"  corobpf report [OPTIONS] CAPTURE       replay a raw capture or JSONL trace\n"
@@ -101,7 +102,8 @@ static const char trace_doc[] =
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries and runtimes they use (ucontext, "
-	"Boost.Context, GNU Pth, Ruby, QEMU, greenlet, Go; see --switch help). Tracing stops "
+	"Boost.Context, GNU Pth, Ruby, QEMU, greenlet, Go, Python asyncio, Lua; see --switch help). "
+	"Tracing stops "
 	"when every target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always "
 	"finishes its outputs; a second Ctrl-C quits at once. A summary goes to stderr, and while "
 	"recording a status line when stderr is a terminal (not with -q).\n"
@@ -192,10 +194,12 @@ static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable; with -a, a filter)", 0},
 	{"all", 'a', NULL, 0,
 	 "Trace every process whose objects carry corobpf probes, now and started later", 0},
-	{"comm", OPT_COMM, "NAME", 0, "With -a: only processes whose name starts with NAME", 0},
+	{"comm", OPT_COMM, "NAME", 0,
+	 "With -a: only processes whose name starts with NAME (repeatable, at most 16: with any)",
+	 0},
 	{"follow", OPT_FOLLOW, NULL, 0,
 	 "Also trace the processes the targets fork, theirs in turn, and what they exec "
-	 "(corobpf probes only)",
+	 "(through corobpf probes, Go, C++20, asyncio and Lua; not the switch functions)",
 	 0},
 	{"exec-gate", OPT_EXEC_GATE, "MS", 0,
 	 "With -a or --follow: hold the exec of a program not examined yet until it is attached, "
@@ -215,7 +219,7 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"switch", OPT_SWITCH, "FAMILY", 0,
 	 "Trace coroutines through the context-switch functions of an unmodified library: "
-	 "ucontext, boost-context, pth, ruby, qemu, greenlet, go, a list of them, "
+	 "ucontext, boost-context, pth, ruby, qemu, greenlet, go, asyncio, lua, a list of them, "
 	 "uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
 	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
 	 "uses, when it has no corobpf probes",
@@ -544,7 +548,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 
 			if (!f)
 				argp_error(state, "unknown --switch family '%s' (known: ucontext, "
-					   "boost-context, pth, ruby, qemu, greenlet, go; or "
+					   "boost-context, pth, ruby, qemu, greenlet, go, asyncio, lua; or "
 					   "uprobe:...; see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}
@@ -583,7 +587,9 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (!*arg || strlen(arg) > 15)
 			argp_error(state, "invalid --comm '%s' (1 to 15 characters, as the kernel "
 				   "keeps them)", arg);
-		a->comm = arg;
+		if (a->ncomms == OPTS_MAX_COMMS)
+			argp_error(state, "at most %d --comm", OPTS_MAX_COMMS);
+		a->comms[a->ncomms++] = arg;
 		return 0;
 	case 'd':
 		errno = 0;
@@ -617,7 +623,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			argp_error(state, "-a traces what runs: launch the command separately");
 		if (a->all && a->npids > 16)
 			argp_error(state, "with -a, at most 16 -p filters");
-		if (a->comm && !a->all)
+		if (a->ncomms && !a->all)
 			argp_error(state, "--comm filters -a");
 		if (a->switch_none && a->switch_given)
 			argp_error(state, "--switch none excludes other --switch values");
@@ -626,14 +632,17 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 				   "instrumented process anyway)");
 		if (a->follow && a->switch_given && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
-				   "processes are traced through corobpf probes only");
+				   "processes are traced through corobpf probes, Go, C++20, asyncio and "
+				   "Lua (--switch none leaves those but the probes out)");
 		if (a->sample_hz_set && !a->stacks)
 			argp_error(state, "--sample-hz samples stacks: add --stacks");
 		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
 			argp_error(state, "--stack-bytes sizes --stacks=dwarf samples");
-		if (a->all && a->switch_given)
-			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
-				   "follows corobpf probes only; trace the process with -p or --");
+		if (a->all && a->switch_given && !a->switch_none)
+			argp_error(state, "--switch cannot be combined with -a, which takes every "
+				   "family corobpf knows (the switch functions in the programs started "
+				   "under it); --switch none leaves them out, and -p or -- trace a "
+				   "process through the families named");
 		if ((a->flight_mb || a->dump_on) && !a->flight)
 			argp_error(state, "--flight-mb and --dump-on set up the flight recorder: add "
 				   "--flight SECS");

@@ -16,6 +16,7 @@
 #define OPTS_MAX_OUTPUTS 16
 #define OPTS_MAX_PIDS 256
 #define OPTS_MAX_CUSTOM 8
+#define OPTS_MAX_COMMS 16 /* the BPF side's COMM_FILTER_MAX */
 
 /*
  * Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds, the store's
@@ -43,7 +44,8 @@ struct trace_opts {
 	bool no_sched;
 	bool all;	     /* -a */
 	bool follow;	     /* --follow */
-	const char *comm;    /* --comm */
+	const char *comms[OPTS_MAX_COMMS]; /* --comm, repeatable */
+	u32 ncomms;
 	u32 switch_families; /* --switch NAME: 1 << enum coro_ctx_family */
 	bool switch_given, switch_none;
 	struct switch_custom custom[OPTS_MAX_CUSTOM]; /* --switch uprobe:... */

@@ -77,6 +77,18 @@ struct session {
 
 /* ---- outputs ---- */
 
+/* " named a, b" for -a's --comm filters, or "" (a static buffer). */
+static const char *comm_list(const struct trace_opts *t)
+{
+	static char buf[16 * 24];
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (u32 i = 0; i < t->ncomms && n < sizeof(buf); i++)
+		n += snprintf(buf + n, sizeof(buf) - n, "%s%s", i ? ", " : " named ", t->comms[i]);
+	return buf;
+}
+
 static int session_open_outputs(struct session *s)
 {
 	const struct common_opts *c = s->c;
@@ -246,8 +258,8 @@ static void session_add_top(struct session *s)
 	const struct capture *cap = &s->cap;
 
 	if (s->t->all)
-		snprintf(s->top_what, sizeof(s->top_what), "every instrumented process%s%s",
-			 s->t->comm ? " named " : "", s->t->comm ? s->t->comm : "");
+		snprintf(s->top_what, sizeof(s->top_what), "every instrumented process%s",
+			 comm_list(s->t));
 	else if (cap->ntargets == 1)
 		snprintf(s->top_what, sizeof(s->top_what), "pid %u (%s)", cap->targets[0].pid,
 			 cap->targets[0].comm);
@@ -385,8 +397,8 @@ static int session_feed_live(struct session *s, int *code)
 	int ret;
 
 	if (t->all)
-		log_info("tracing every instrumented process%s%s%s", t->comm ? " named " : "",
-			 t->comm ? t->comm : "", t->duration ? "" : "; Ctrl-C to stop");
+		log_info("tracing every instrumented process%s%s", comm_list(t),
+			 t->duration ? "" : "; Ctrl-C to stop");
 	else if (cap->ntargets == 1)
 		log_info("tracing %s (pid %u)%s", cap->targets[0].comm, cap->targets[0].pid,
 			 t->duration ? "" : "; Ctrl-C to stop");
@@ -567,7 +579,8 @@ static void session_init_live(struct session *s, const struct trace_opts *t)
 	co->system_wide = t->all;
 	co->follow = t->follow;
 	co->exec_gate_ms = t->exec_gate_ms;
-	co->comm = t->comm;
+	co->comms = t->comms;
+	co->ncomms = t->ncomms;
 	co->switch_families = t->switch_families;
 	co->switch_forced = t->switch_given;
 	co->switch_none = t->switch_none;

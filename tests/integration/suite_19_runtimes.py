@@ -76,12 +76,14 @@ def _stop_oracles():
 class Bpftrace:
     """A second oracle: bpftrace counts, per pid, the calls of the same functions."""
 
-    def __init__(self, name, probes):
+    def __init__(self, name, probes, unsafe=False):
+        """unsafe: probes at addresses of a stripped object (bpftrace cannot check them)."""
         prog = " ".join("uprobe:%s:%s %s { @%s[pid] = count(); }" % (path, fn, pred, key)
                         for key, path, fn, pred in probes)
         self.out = work(name + ".bpftrace")
         self.f = open(self.out, "w")
-        self.p = subprocess.Popen(["bpftrace", "-e", prog], stdout=self.f,
+        self.p = subprocess.Popen(["bpftrace"] + (["--unsafe"] if unsafe else []) + ["-e", prog],
+                                  stdout=self.f,
                                   stderr=subprocess.STDOUT, text=True)
         _oracles.append(self.p)
         wait_for(self.out, "Attaching", timeout=60)

@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 #include "attach.h"
 #include "cxxattach.h"
+#include "interpattach.h"
 #include "elfnotes.h"
 #include "goelf.h"
 #include "gowalk.h"
@@ -74,7 +75,9 @@ static bool attach_libload_pid(struct attach_ctx *a, int pid, const char *path)
  */
 static int attach_pid(struct attach_ctx *a, struct target *t)
 {
-	/* -a has no targets: only Go's global attach (global_go) asks, for every process. */
+	/* -a has no targets: its global attaches ask, for every process; and its per-process ucontext. */
+	if (t->own_pid)
+		return (int)t->pid;
 	return a->opts.follow || a->opts.system_wide ? -1 : (int)t->pid;
 }
 
@@ -590,6 +593,8 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	 */
 	if (!a->opts.switch_forced)
 		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
+	/* asyncio and Lua: their interpreters' functions, alongside whatever else (interp.h). */
+	t->switch_sites += interpattach_object(a, attach_pid(a, t), path, shown, late, !t->launched);
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
@@ -785,6 +790,138 @@ static void global_go(struct attach_ctx *a, u32 pid, const char *path, const cha
 	free(plan);
 }
 
+/*
+ * -a: the switch-function families an object defines (ucontext, Boost.Context,
+ * Pth, Ruby, QEMU, greenlet), attached for every process. The BPF side takes
+ * their switches only in processes started after corobpf (docs/design.md, "System-wide").
+ * Boost.Context is probed at its functions' entries: which objects of a
+ * process call them is not known before it runs. libc's ucontext and libpth
+ * are kept for each program that uses them instead (exec_ucontext_at).
+ */
+static void global_switch(struct attach_ctx *a, const char *path, const char *shown, bool late)
+{
+	u32 fams;
+
+	if (!a->opts.system_wide || a->opts.switch_none)
+		return;
+	fams = switchfam_detect(path);
+	/* libc's ucontext and libpth: attached per process (attach_exec_ucontext), kept open for it. */
+	for (u32 fam = CORO_FAM_UCONTEXT; fam <= CORO_FAM_PTH; fam++) {
+		int keep;
+
+		/* `path` names an open descriptor (/proc/self/fd/N): the same file again. */
+		if (fam == CORO_FAM_FCONTEXT || !(fams & (1u << fam)) ||
+		    (keep = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		a->ctx_providers = xrealloc(a->ctx_providers,
+					    (a->nctx_providers + 1) * sizeof(*a->ctx_providers));
+		a->ctx_providers[a->nctx_providers].fd = keep;
+		a->ctx_providers[a->nctx_providers].family = fam;
+		a->ctx_providers[a->nctx_providers++].shown = xstrdup(shown);
+	}
+	fams &= ~(1u << CORO_FAM_UCONTEXT | 1u << CORO_FAM_PTH);
+	fams &= wanted_families(a) & ~(1u << CORO_FAM_GO);
+	for (u32 fam = CORO_FAM_UCONTEXT; fam <= SWITCHFAM_LAST; fam++) {
+		struct target t = {.pid = 0};
+		struct switch_plan *plan;
+		char err[512];
+
+		if (!(fams & (1u << fam)))
+			continue;
+		plan = xmalloc(sizeof(*plan));
+		if (switchfam_plan(path, fam, plan, err, sizeof(err)))
+			log_warn("%s: cannot use its %s functions: %s", shown, switchfam_name(fam), err);
+		else
+			a->global_sites += attach_plan(a, &t, path, shown, plan, late);
+		free(plan);
+	}
+}
+
+/*
+ * -a: the program at `exe` (an open descriptor's path) that process pid now
+ * runs: if it uses libc's ucontext or Pth (its imports say), those families
+ * of every provider (libc, libpth) for pid alone, before it runs when its
+ * exec is held by the gate (a program not seen yet), else as soon as its exec
+ * is seen. Not in a process whose runtime leaves them out (QEMU's).
+ */
+static void exec_ucontext_at(struct attach_ctx *a, u32 pid, const char *exe)
+{
+	struct target t = {.pid = pid, .own_pid = true};
+	u32 fams, own;
+	struct stat st;
+
+	if (!a->opts.system_wide || a->opts.switch_none || !a->nctx_providers || stat(exe, &st))
+		return;
+	/* Once per process and program (the gate's hold and the exec record both come here). */
+	if ((u64)(uintptr_t)hmap_get(&a->ctx_pids, pid, 0) == (u64)st.st_ino + 1)
+		return;
+	hmap_put(&a->ctx_pids, pid, 0, (void *)(uintptr_t)(st.st_ino + 1));
+	/* Every exec on the machine comes here: a program is read once. */
+	fams = (u32)(uintptr_t)hmap_get(&a->ctx_exe_fams, st.st_dev, st.st_ino);
+	if (!fams) {
+		own = switchfam_detect(exe);
+		fams = (switchfam_imports(exe) & ~switchfam_excluded(own & 0xffff)) + 1;
+		hmap_put(&a->ctx_exe_fams, st.st_dev, st.st_ino, (void *)(uintptr_t)fams);
+	}
+	fams = (fams - 1) & wanted_families(a);
+	for (size_t i = 0; fams && i < a->nctx_providers; i++) {
+		const struct ctx_provider *cp = &a->ctx_providers[i];
+		struct switch_plan *plan;
+		char path[32], err[512];
+
+		if (!(fams & (1u << cp->family)))
+			continue;
+		fd_path(path, cp->fd);
+		plan = xmalloc(sizeof(*plan));
+		if (switchfam_plan(path, cp->family, plan, err, sizeof(err))) {
+			log_warn("%s: cannot use its %s functions: %s", cp->shown,
+				 switchfam_name(cp->family), err);
+		} else {
+			for (u32 s = 0; s < plan->nsites; s++)
+				plan->sites[s].cookie |= (u64)CORO_CTXC_THIS_PID << 40;
+			attach_plan(a, &t, path, cp->shown, plan, false);
+		}
+		free(plan);
+	}
+}
+
+void attach_exec_ucontext(struct attach_ctx *a, u32 pid)
+{
+	char exe[64], fdp[32];
+	int fd;
+
+	if (!a->opts.system_wide || !a->nctx_providers)
+		return;
+	/* The exact file the process runs, whatever its path says now. */
+	snprintf(exe, sizeof(exe), "/proc/%u/exe", pid);
+	fd = open(exe, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	fd_path(fdp, fd);
+	exec_ucontext_at(a, pid, fdp);
+	close(fd);
+}
+
+/*
+ * -a, --follow: an object's families for every process (C++20's, the
+ * interpreters', and under -a the switch functions'), and its plans kept for
+ * the processes admitted later.
+ */
+static void global_families(struct attach_ctx *a, const char *path, const char *shown, bool late)
+{
+	size_t since = a->nfound;
+	struct stat st;
+
+	/* C++20 coroutines too: a program held at its exec is examined here, not when mapped. */
+	if (!a->opts.switch_none && !a->opts.switch_forced)
+		a->global_sites += cxxattach_object(a, -1, path, shown, late);
+	if (!a->opts.switch_none)
+		a->global_sites += interpattach_object(a, -1, path, shown, late, true);
+	global_switch(a, path, shown, late);
+	if (a->opts.system_wide && since < a->nfound && stat(path, &st) == 0)
+		attach_global_plans_note(a, st.st_dev, st.st_ino, since);
+}
+
 static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *shown)
 {
 	const struct global_scan *gs = arg;
@@ -796,8 +933,7 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 	global_go(a, gs->pid, fd_path_buf, shown, late, true);
 	sites = attach_object_pid(a, -1, fd_path_buf, shown, late);
 	a->global_sites += sites;
-	if (!a->opts.switch_none && !a->opts.switch_forced)
-		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
+	global_families(a, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
 	return true;
@@ -831,6 +967,7 @@ static void exec_needed_object(struct attach_ctx *a, const char *path)
 		hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
 		fd_path(fdp, fd);
 		a->global_sites += attach_object_pid(a, -1, fdp, path, false);
+		global_families(a, fdp, path, false);
 		if (is_ldso(path))
 			attach_libload_pid(a, -1, fdp);
 	}
@@ -859,6 +996,7 @@ void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
 		if (is_ldso(shown))
 			attach_libload_pid(a, -1, fdp);
 		global_go(a, pid, fdp, shown, false, false);
+		global_families(a, fdp, shown, false);
 	}
 	/*
 	 * What ld.so will map. The search starts from the path the file was
@@ -877,6 +1015,8 @@ void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
 		log_debug("exec gate: cannot resolve the libraries of %s: %s", shown, err);
 	for (size_t i = 0; i < npaths; i++)
 		exec_needed_object(a, paths[i]);
+	/* Its libraries examined (libpth among them): its ucontext and Pth, for it. */
+	exec_ucontext_at(a, pid, fdp);
 	ld_paths_free(paths, npaths);
 	ld_opts_release(&ldo);
 	free(lib);

@@ -29,6 +29,7 @@ struct target {
 	u32 pid;
 	int pidfd;
 	bool launched;
+	bool own_pid; /* -a: attached for this process alone (its ucontext), not every process */
 	/*
 	 * Launched through a script (not an ELF file): nothing is attached
 	 * before it runs; each image it execs is attached like an ELF launch,
@@ -81,6 +82,12 @@ int attach_scan_process(struct attach_ctx *a, struct target *t, bool late);
 int attach_switch_path(struct attach_ctx *a, struct target *t);
 /* -a, --follow: attach (for every process) to the objects pid maps that carry probes. */
 void attach_scan_global(struct attach_ctx *a, u32 pid, bool late);
+/*
+ * -a: process pid exec'd a program that uses libc's ucontext (or GNU Pth):
+ * those families, for it alone (a uprobe on libc for every process would
+ * trap in all of them). Once per process and program.
+ */
+void attach_exec_ucontext(struct attach_ctx *a, u32 pid);
 
 /*
  * -a, --follow, the exec gate (execgate.h): the file process pid is exec'ing

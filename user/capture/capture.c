@@ -21,6 +21,7 @@
 #include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
+#include "interpattach.h"
 #include "gowalk.h"
 #include "liverec.h"
 #include "pipeline.h" /* its reorder window */
@@ -203,6 +204,8 @@ static struct target *find_target(struct capture *c, u32 pid)
 	return NULL;
 }
 
+static void say_nothing_seen(struct capture *c, const struct target *t);
+
 /* What attaching found since last time, as records (attachctx.h). */
 static void emit_found(struct capture *c)
 {
@@ -210,6 +213,21 @@ static void emit_found(struct capture *c)
 		struct attach_found *f = &c->attach.found[i];
 		struct target *t = f->kind == ATTACH_FOUND_SWITCH ? find_target(c, f->pid) : NULL;
 
+		if (t && f->kind == ATTACH_FOUND_SWITCH && c->nlooked < 16) {
+			const char *base = strrchr(f->path, '/');
+			size_t vlen = f->site_text ? strcspn(f->site_text, ":") : 0;
+			struct looked_for *l = &c->looked[c->nlooked++];
+
+			/* A version before a ':' (interp.c's "LuaJIT 2.1: ..."), not a site's offset. */
+			if (vlen && f->site_text[vlen] == ':' && !strchr(f->site_text, '+'))
+				snprintf(l->what, sizeof(l->what), "%s (%s: %.*s)",
+					 coro_family_name(f->family), base ? base + 1 : f->path,
+					 (int)vlen, f->site_text);
+			else
+				snprintf(l->what, sizeof(l->what), "%s (%s)", coro_family_name(f->family),
+					 base ? base + 1 : f->path);
+			l->pid = f->pid;
+		}
 		if (t && t->hold_switch_recs) {
 			/* Taken over: the target frees it. */
 			t->held = xrealloc(t->held, (t->nheld + 1) * sizeof(*t->held));
@@ -337,10 +355,14 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
 	a->progs[ATTACH_PROG_CXX] = s->progs.coro_cxx;
+	a->progs[ATTACH_PROG_RT] = s->progs.coro_rt;
 	a->progs[ATTACH_PROG_BATCH] =
 		c->opts->probe_path == PROBE_PATH_BATCHED ? s->progs.coro_batch : NULL;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
 	a->go_offsets = s->maps.go_offsets;
+	a->py_layouts = s->maps.py_layouts;
+	a->lua_layouts = s->maps.lua_layouts;
+	a->py_waits = s->maps.py_waits;
 }
 
 /* A CPU-clock perf event per CPU, running coro_sample (which keeps only traced coroutines). */
@@ -419,6 +441,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->attach.ustats = c->ustats;
 	ringev_init(&c->ev);
 	c->ev.system_wide = opts->system_wide;
+	c->ev.global_plans = &c->attach.global_plans;
 	c->ev.follow = opts->follow;
 	c->ev.ustats = c->ustats;
 	c->skel = corobpf_bpf__open();
@@ -432,11 +455,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->skel->rodata->sched_view = !opts->no_sched;
 	if (opts->system_wide) {
 		c->skel->rodata->system_wide = true;
-		if (opts->comm) {
-			size_t n = MIN(strlen(opts->comm), sizeof(c->skel->rodata->comm_filter));
+		for (u32 i = 0; i < opts->ncomms && i < ARRAY_SIZE(c->skel->rodata->comm_filter); i++) {
+			size_t n = MIN(strlen(opts->comms[i]), sizeof(c->skel->rodata->comm_filter[i]));
 
-			memcpy((char *)c->skel->rodata->comm_filter, opts->comm, n);
-			c->skel->rodata->comm_filter_len = n;
+			memcpy((char *)c->skel->rodata->comm_filter[i], opts->comms[i], n);
+			c->skel->rodata->comm_filter_len[i] = n;
+			c->skel->rodata->ncomm_filter = i + 1;
 		}
 		for (u32 i = 0; i < opts->npids && i < ARRAY_SIZE(c->skel->rodata->pid_filter); i++)
 			c->skel->rodata->pid_filter[i] = opts->pids[i];
@@ -486,6 +510,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_cxx, false);
+	/* asyncio and Lua: uprobe sessions too (interpattach.c says when they are missing). */
+	if (cxxattach_supported())
+		bpf_program__set_expected_attach_type(c->skel->progs.coro_rt,
+						      CORO_BPF_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(c->skel->progs.coro_rt, false);
 	batch_setup(c->skel, opts->probe_path);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
@@ -1064,7 +1094,11 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 
 			while (hmap_next(&c->ev.rescan_pids, &it, &pid, NULL, &v)) {
 				attach_scan_global(&c->attach, (u32)pid, true);
+				attach_exec_ucontext(&c->attach, (u32)pid);
 				emit_found(c);
+				/* A traced process's new objects: the families it is traced through now. */
+				if (c->opts->system_wide && hmap_get(&c->ev.announced, (u32)pid, 0))
+					ringev_global_plans_for(&c->ev, (u32)pid, now_boottime_ns());
 			}
 			hmap_free(&c->ev.rescan_pids);
 			hmap_init(&c->ev.rescan_pids);
@@ -1163,16 +1197,42 @@ out:
 		/* Said above, naming the program. */
 		if (!c->targets[i].switch_mode || c->targets[i].probe_sites || c->targets[i].via_script)
 			continue;
-		/* Families attached, nothing seen: its coroutines may switch some other way. */
-		log_warn("no context switch seen through the switch functions corobpf knows (--switch "
-			 "help lists them); if the program has coroutines, name its switch function "
-			 "with --switch uprobe:PATH:SYMBOL:from=ARG,to=ARG");
+		/* Families attached, nothing seen: say what was looked for, and why it may be missing. */
+		say_nothing_seen(c, &c->targets[i]);
 		break;
 	}
 	emit_stats(c);
 	emit_end(c);
 	capture_detach_async(c);
 	return ret;
+}
+
+/*
+ * A target traced through the switch-function path that made no switch
+ * seen: which families corobpf looked through (and in which objects), the
+ * reasons an interpreter it knows was not traced or may show nothing
+ * (interpattach.h), then what to do if the program switches some other way.
+ */
+static void say_nothing_seen(struct capture *c, const struct target *t)
+{
+	char list[1024] = "";
+	size_t n = 0;
+	u32 fams = 0;
+
+	for (u32 i = 0; i < c->nlooked && n + 1 < sizeof(list); i++) {
+		if (c->looked[i].pid != t->pid)
+			continue;
+		n += snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "", c->looked[i].what);
+		if (n >= sizeof(list))
+			n = sizeof(list) - 1;
+		fams++;
+	}
+	log_warn("no context switch seen in process %u (%s); corobpf looked for %s", t->pid, t->comm,
+		 fams ? list : "none of its families (none of their functions is in its objects)");
+	interpattach_say_unseen(t->pid);
+	log_warn("if the program has coroutines of another kind, name its switch function with "
+		 "--switch uprobe:PATH:SYMBOL:from=ARG,to=ARG (--switch help lists the families corobpf "
+		 "knows)");
 }
 
 static void *detach_links(void *arg)
@@ -1255,6 +1315,7 @@ void capture_close(struct capture *c)
 	usdt_free(&c->attach);
 	attach_ctx_free(&c->attach);
 	cxxattach_free();
+	interpattach_free();
 	if (c->stk) {
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/sysmacros.h>
+#include "attachctx.h"
 #include "batch.h"
 #include "cxxattach.h"
 #include "liverec.h"
@@ -25,6 +27,56 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->rescan_pids);
 	hmap_init(&ev->cxx_named);
 	hmap_init(&ev->batch_cur);
+	hmap_init(&ev->plans_said);
+}
+
+void ringev_global_plans_for(struct ringev *ev, u32 pid, u64 ts)
+{
+	const struct attach_plans *found[64];
+	char path[64], line[4096 + 128];
+	u32 n = 0, fams = 0, drop;
+	FILE *f;
+
+	if (!ev->global_plans || !ev->global_plans->len)
+		return;
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f) && n < 64) {
+		unsigned long start, end, ino;
+		unsigned maj, min;
+		char perms[8];
+		const struct attach_plans *p;
+		u64 dev, key;
+
+		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu", &start, &end, perms, &maj, &min,
+			   &ino) < 6 || perms[2] != 'x' || !ino)
+			continue;
+		dev = makedev(maj, min);
+		p = hmap_get((struct hmap *)ev->global_plans, dev, ino);
+		/* (pid, object): the object's dev and inode folded into one key. */
+		key = ino ^ (dev << 40) ^ (dev >> 24);
+		if (!p || hmap_get(&ev->plans_said, pid, key))
+			continue;
+		hmap_put(&ev->plans_said, pid, key, (void *)1);
+		found[n++] = p;
+		for (size_t i = 0; i < p->n; i++)
+			fams |= 1u << (p->v[i].family & 31);
+	}
+	if (f)
+		fclose(f);
+	/* A runtime that leaves families out (QEMU: ucontext), as the BPF side does (ctx_wanted). */
+	drop = switchfam_excluded(fams);
+	for (u32 i = 0; i < n; i++) {
+		for (size_t j = 0; j < found[i]->n; j++) {
+			struct attach_found r = found[i]->v[j];
+
+			if (drop & (1u << (r.family & 31)))
+				continue;
+			r.pid = pid;
+			r.ts = ts;
+			liverec_found(ev->sink, &r);
+		}
+	}
 }
 
 void ringev_free(struct ringev *ev)
@@ -35,6 +87,7 @@ void ringev_free(struct ringev *ev)
 	hmap_free(&ev->seen_threads);
 	hmap_free(&ev->rescan_pids);
 	hmap_free(&ev->cxx_named);
+	hmap_free(&ev->plans_said);
 	while (hmap_next(&ev->announced, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&ev->announced);
@@ -153,14 +206,18 @@ static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
 	}
 	hmap_put(&ev->announced, h->pid, 0, xstrdup(t.exe));
 	liverec_process(ev->sink, &t);
+	if (ev->system_wide)
+		ringev_global_plans_for(ev, h->pid, h->ts);
 }
 
 static void on_process(struct ringev *ev, const struct coro_event_hdr *h)
 {
 	if (h->kind == CORO_EV_PROC_NEW && !hmap_get(&ev->announced, h->pid, 0))
 		on_process_new(ev, (const struct coro_ev_proc *)h);
-	if (h->kind == CORO_EV_PROC_GONE)
+	if (h->kind == CORO_EV_PROC_GONE) {
 		free(hmap_del(&ev->announced, h->pid, 0));
+		hmap_del_k1(&ev->plans_said, h->pid, NULL);
+	}
 }
 
 /*
@@ -428,10 +485,12 @@ int ringev_record(void *ctx, void *data, size_t size)
 	ev->ustats[CORO_USTAT_RECORDS]++;
 	if (ev->batch_cur.len)
 		batch_note(ev, h);
-	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
+	/* A probe's or an interpreter's switch (interp.bpf.h sends the probe ABI's) counts too. */
+	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS || h->kind == CORO_EV_SWITCH)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||
-	    h->kind == CORO_EV_CTX_EXIT || h->kind == CORO_EV_CXX)
+	    h->kind == CORO_EV_CTX_EXIT || h->kind == CORO_EV_CXX || h->kind == CORO_EV_SWITCH ||
+	    h->kind == CORO_EV_CREATE)
 		on_context_record(ev, h);
 	if (h->kind == CORO_EV_CXX && ((const struct coro_ev_cxx *)h)->op == CORO_CXX_BODY)
 		ev->ctx_switches++;

@@ -54,6 +54,13 @@ struct ringev {
 	struct hmap announced;	  /* -a, --follow: admitted processes, pid -> its exe (owned) */
 	struct hmap rescan_pids;  /* -a, --follow: processes whose maps changed */
 	u64 ctx_switches;	  /* switch-function path: switch records read */
+	/*
+	 * -a: the switch-function and interpreters' plans attached for every
+	 * process, by object (attachctx.h's global_plans); and the (pid, object)
+	 * whose switch_path records were written.
+	 */
+	const struct hmap *global_plans;
+	struct hmap plans_said;
 	/* C++20: (pid, frame) -> its coroutine's name index + 1, named already (CXXNAME_DESTROYED). */
 	struct hmap cxx_named;
 	/* Batched path: (pid, tid) -> the thread's coroutine after its last batch (batch.c). */
@@ -78,6 +85,12 @@ struct ringev {
 };
 
 void ringev_init(struct ringev *ev);
+/*
+ * -a: process pid is traced; for each object it maps now that a plan attached
+ * for every process is on (global_plans), its switch_path records, once per
+ * (pid, object): so each process says through which families it is traced.
+ */
+void ringev_global_plans_for(struct ringev *ev, u32 pid, u64 ts);
 void ringev_free(struct ringev *ev);
 /* One record from the ring (ring_buffer_sample_fn's shape); ctx is the struct ringev. */
 int ringev_record(void *ctx, void *data, size_t size);

@@ -52,7 +52,8 @@ static bool obj_sym_is_code(const struct elf_image *o, const GElf_Sym *sym)
 }
 
 /* A defined function symbol by exact name, from .symtab, else .dynsym. */
-static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr, uint64_t *size)
+bool switchfam_obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr,
+			  uint64_t *size)
 {
 	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
 
@@ -89,6 +90,8 @@ static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *va
 	/* A Go binary without its symbol table still has Go's own (goelf.h). */
 	return goelf_func_by_name(o->elf, name, vaddr, size);
 }
+
+#define obj_symbol switchfam_obj_symbol
 
 /* ---- choosing the instruction ---- */
 
@@ -634,6 +637,23 @@ static int find_call_sites(const struct elf_image *o, const char *fn, struct cal
 	return 0;
 }
 
+int switchfam_call_sites(const struct elf_image *o, const char *fn, uint64_t *vaddr, bool *tail,
+			int max)
+{
+	struct call_sites cs;
+	int ret = find_call_sites(o, fn, &cs);
+
+	if (ret)
+		return ret;
+	if (cs.n > max)
+		return -E2BIG;
+	for (int i = 0; i < cs.n; i++) {
+		vaddr[i] = cs.vaddr[i];
+		tail[i] = cs.tail[i];
+	}
+	return cs.n;
+}
+
 int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_ontop,
 			   struct switch_plan *plan, char *err, size_t errlen)
 {
@@ -975,6 +995,23 @@ uint32_t switchfam_detect(const char *path)
 	return fams;
 }
 
+uint32_t switchfam_imports(const char *path)
+{
+	static const char *const uc[] = { "makecontext", "swapcontext", "setcontext" };
+	struct elf_image o;
+	uint32_t fams = 0;
+
+	if (elf_image_open(&o, path, NULL, 0))
+		return 0;
+	for (size_t i = 0; i < sizeof(uc) / sizeof(uc[0]); i++)
+		if (import_index(&o, uc[i]) >= 0)
+			fams |= 1u << CORO_FAM_UCONTEXT;
+	if (import_index(&o, "pth_spawn") >= 0)
+		fams |= 1u << CORO_FAM_PTH | 1u << CORO_FAM_UCONTEXT;
+	elf_image_close(&o);
+	return fams;
+}
+
 const char *switchfam_name(uint32_t family)
 {
 	return coro_family_name(family);
@@ -984,8 +1021,8 @@ uint32_t switchfam_parse(const char *name)
 {
 	uint32_t f = coro_family_parse(name);
 
-	if (f == CORO_FAM_CUSTOM)
-		return 0; /* named by its uprobe:... spec, not by name */
+	if (f == CORO_FAM_CUSTOM || f == CORO_FAM_CXX20)
+		return 0; /* named by its uprobe:... spec; C++20 is not chosen by name */
 	if (!f && (!strcmp(name, "fcontext") || !strcmp(name, "boost")))
 		return CORO_FAM_FCONTEXT;
 	return f;
@@ -1006,6 +1043,13 @@ void switchfam_help(FILE *out)
 		if (switchfam_runtime(f))
 			fputs(switchfam_runtime(f)->help, out);
 	fprintf(out,
+		"  asyncio        CPython 3.11's asyncio tasks (the _asyncio module's task steps,\n"
+		"                 uprobe sessions: kernel 6.13+); a coroutine is a Task, named\n"
+		"                 \"Task-N coro()\"; creates, waits (sleep, io, or the future or\n"
+		"                 task awaited) and exits seen (docs/python.md)\n"
+		"  lua            Lua 5.4 and LuaJIT 2.1 coroutines (lua_resume, uprobe sessions);\n"
+		"                 a coroutine is a lua_State, named source:line; creates, resumes\n"
+		"                 (the resumer waits on it), yields and exits seen (docs/lua.md)\n"
 		"  uprobe:PATH:SYMBOL[+OFF]:from=ARG,to=ARG\n"
 		"  uprobe:PATH:0xADDR:from=ARG,to=ARG\n"
 		"                 any function that switches from one context to another; ARG is\n"

@@ -68,6 +68,13 @@ int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_o
 int64_t switchfam_fcontext_delta(const char *path, const char *fn);
 
 
+/*
+ * The libc-provided families the object at `path` uses through the dynamic
+ * linker: (1 << CORO_FAM_UCONTEXT) if it imports makecontext, swapcontext or
+ * setcontext, and Pth's too if it imports pth_spawn; 0 on any error.
+ */
+uint32_t switchfam_imports(const char *path);
+
 /* "ucontext", "boost-context", "pth", "custom", "ruby", "qemu", "greenlet". */
 const char *switchfam_name(uint32_t family);
 /* Parses a family name (as above); 0 if unknown. */
@@ -119,6 +126,19 @@ void switchfam_learn_bias(uint32_t pid, const char *path);
  */
 bool switchfam_name_in_exe(const char *path, const char *shown, uint64_t start_code,
 			   uint64_t addr, char *name, size_t len);
+
+struct elf_image;
+/* A defined function (or code NOTYPE) symbol by name, .symtab first, in an open object. */
+bool switchfam_obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr,
+			  uint64_t *size);
+/*
+ * Every place object `o` calls or tail-jumps to function `fn` (imported
+ * through its PLT, or its own), each an instruction the kernel emulates:
+ * how many (at most max, else -E2BIG) in vaddr and tail (a jmp), or -EXDEV
+ * when something else refers to the function (not every call can be seen).
+ */
+int switchfam_call_sites(const struct elf_image *o, const char *fn, uint64_t *vaddr, bool *tail,
+			 int max);
 
 /* The families --switch help lists, one line each. */
 void switchfam_help(FILE *out);

@@ -90,13 +90,15 @@ const char *coro_family_name(u32 family)
 	case CORO_FAM_GREENLET: return "greenlet";
 	case CORO_FAM_GO: return "go";
 	case CORO_FAM_CXX20: return "cxx20";
+	case CORO_FAM_ASYNCIO: return "asyncio";
+	case CORO_FAM_LUA: return "lua";
 	}
 	return "?";
 }
 
 u32 coro_family_parse(const char *name)
 {
-	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_GO; f++)
+	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_LUA; f++)
 		if (!strcmp(name, coro_family_name(f)))
 			return f;
 	return 0;
