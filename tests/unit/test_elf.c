@@ -1064,6 +1064,48 @@ TEST(probes_refuse_names_and_segments)
 	REFUSED("g_overlap", 4, "cannot be placed: its PT_LOAD segments at 0x", "overlap");
 }
 
+/* Sizes a file cannot hold, or that only a sparse file declares: refused, never read. */
+TEST(probes_declared_sizes)
+{
+	char exe[PATH_MAX], err[512];
+	struct elf_probes p;
+	struct stat st;
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	long ndx, size_at;
+	int fd, ret;
+	Elf *elf;
+
+	snprintf(exe, sizeof(exe), "%s", tpath("probe_exe"));
+	elf = open_elf(exe, &fd);
+	ndx = find_section(elf, ".note.stapsdt", &sh);
+	CHECK(ndx > 0 && gelf_getehdr(elf, &eh));
+	close_elf(elf, fd);
+	if (ndx <= 0 || stat(exe, &st))
+		return;
+	size_at = (long)(eh.e_shoff + ndx * sizeof(Elf64_Shdr) + offsetof(Elf64_Shdr, sh_size));
+
+	/* Past the end of the file: named, with the section's index. */
+	patch_u64(exe, tpath("d_past"), size_at, (uint64_t)st.st_size);
+	ret = elf_probe_scan(tpath("d_past"), "corobpf", &p, err, sizeof(err));
+	CHECK_EQ(ret, -EINVAL);
+	CHECK_CONTAINS(err, "past the end of the");
+
+	/* In the file, made that long by a hole: larger than corobpf reads of a section. */
+	patch_u64(exe, tpath("d_sparse"), size_at, ELF_READ_MAX + 1);
+	CHECK_EQ(truncate(tpath("d_sparse"), (off_t)(sh.sh_offset + ELF_READ_MAX + 1)), 0);
+	ret = elf_probe_scan(tpath("d_sparse"), "corobpf", &p, err, sizeof(err));
+	CHECK_EQ(ret, -EINVAL);
+	CHECK_CONTAINS(err, "declares 67108865 bytes of notes, more than the 64 MiB");
+	/* Exactly the limit is read (and its zeros after the notes are padding). */
+	patch_u64(exe, tpath("d_limit"), size_at, ELF_READ_MAX);
+	CHECK_EQ(truncate(tpath("d_limit"), (off_t)(sh.sh_offset + ELF_READ_MAX)), 0);
+	ret = elf_probe_scan(tpath("d_limit"), "corobpf", &p, err, sizeof(err));
+	CHECK(ret == 0 || !strstr(err, "more than the 64 MiB"));
+	unlink(tpath("d_sparse"));
+	unlink(tpath("d_limit"));
+}
+
 TEST(probes_hostile_many)
 {
 	struct elf_probes p;
@@ -1992,6 +2034,7 @@ int main(void)
 	RUN(probes_refuse_sites);
 	RUN(probes_refuse_semaphores);
 	RUN(probes_refuse_names_and_segments);
+	RUN(probes_declared_sizes);
 	RUN(probes_hostile_many);
 	RUN(probes_random_damage);
 	RUN(not_elf_and_truncated);

@@ -146,6 +146,7 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 	struct elf_probes probes;
 	char err[512];
 	u32 sites = 0, need = 0;
+	int ret;
 
 	if (a->usdt) {
 		int n = usdt_attach_object(a, pid, path, shown, &probes);
@@ -157,8 +158,9 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 		sites = (u32)n;
 		goto attached;
 	}
-	if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) < 0) {
-		log_debug("skipping %s: %s", shown, err);
+	ret = elf_probe_scan(path, "corobpf", &probes, err, sizeof(err));
+	if (ret < 0) {
+		usdt_object_unreadable(a, ret, path, shown, err);
 		return 0;
 	}
 	if (usdt_object_refused(a, &probes, shown))
