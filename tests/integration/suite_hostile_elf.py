@@ -185,6 +185,22 @@ def hostile_elf_site_inside_an_instruction():
 
 
 @test
+def hostile_elf_site_on_a_nop_byte_inside_an_instruction():
+    """A site moved two bytes into the second `add` of the hot loop, whose immediate is four
+    0x90 bytes: the byte is the nop our SDK writes, but not where an instruction starts. A
+    breakpoint there turns the immediate's first byte into int3 (0xcc) and the sum changes
+    on every iteration. Decoded from the start of its function, the site is refused."""
+    def rewrite(elf):
+        note = elf.note("ready")
+        elf.set_pc(note, elf.symbol("hostile_insn90") + 2)
+    path = attacker_copy(HOSTILE, "hostile-site90", rewrite)
+    check_refused(path, "hostile-site90", ["site 1 of corobpf:ready at 0x",
+                                           "is inside the instruction at 0x",
+                                           "(bytes 48 05 90 90 90 90) of function step",
+                                           "not an instruction boundary"])
+
+
+@test
 def hostile_elf_semaphore_on_a_rodata_constant():
     """A semaphore pointed at a constant in .rodata. The kernel increments a semaphore only in
     a writable mapping of its file offset: here that is the data segment's mapping of the

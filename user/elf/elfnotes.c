@@ -20,6 +20,7 @@
 #include "util.h"
 
 #include "elfnotes.h"
+#include "sitebounds.h"
 
 #define STAPSDT_NOTE_TYPE	3
 #define STAPSDT_NOTE_OWNER	"stapsdt"
@@ -320,6 +321,14 @@ struct scan {
 	/* elf_probe_walk: the caller's callback for every site accepted. */
 	elf_site_fn site_fn;
 	void *site_ctx;
+	/* The sites accepted so far, for the instruction-boundary check after the notes. */
+	struct site_rec {
+		uint64_t pc;
+		const char *name; /* into the section's data, alive for the scan */
+		unsigned int nth;
+		bool nop5;
+	} *recs;
+	size_t nrecs, cap_recs;
 };
 
 static uint64_t spec_hash(unsigned int name, const char *args)
@@ -799,8 +808,19 @@ static int scan_stapsdt(struct scan *s, const unsigned char *buf, size_t size, s
 			const char *spec = args[1] && args[1] != ':' ? args + 1 : "";
 
 			site.nth = count_probe(s->out, name, args - name, sem != 0);
+			unsigned int nop5 = s->out->sites_nop5;
+
 			check_site(s, &site);
 			count_spec(s, name, spec);
+			if (s->out->sites_refused == refused) {
+				if (s->nrecs == s->cap_recs) {
+					s->cap_recs = s->cap_recs ? 2 * s->cap_recs : 64;
+					s->recs = xrealloc(s->recs, s->cap_recs * sizeof(*s->recs));
+				}
+				s->recs[s->nrecs++] = (struct site_rec){
+				    .pc = site.pc, .name = name, .nth = site.nth,
+				    .nop5 = s->out->sites_nop5 != nop5};
+			}
 			if (s->site_fn && s->out->sites_refused == refused) {
 				struct elf_probe_site es = {
 					.name = name, .args = spec, .pc = site.pc, .off = site.off,
@@ -813,6 +833,39 @@ static int scan_stapsdt(struct scan *s, const unsigned char *buf, size_t size, s
 		off = next;
 	}
 	return 0;
+}
+
+/* A site the boundary check refused: counted as the other refusals are, and its kind as other. */
+static void bound_refused(void *ctx, size_t idx, const char *why)
+{
+	struct scan *s = ctx;
+	const struct site_rec *r = &s->recs[idx];
+	struct site site = {.name = r->name, .nth = r->nth};
+
+	refuse(s, &site, "site", r->pc, "%s", why);
+	if (r->nop5)
+		s->out->sites_nop5--;
+	else
+		s->out->sites_nop1--;
+	s->out->sites_other++;
+}
+
+/*
+ * Every site accepted must start an instruction of its function
+ * (sitebounds.h). Only when none was refused: one refusal leaves the
+ * object alone already, and this is the costly check.
+ */
+static void check_boundaries(struct scan *s)
+{
+	uint64_t *pcs;
+
+	if (!s->nrecs || s->out->sites_refused)
+		return;
+	pcs = xmalloc(s->nrecs * sizeof(*pcs));
+	for (size_t i = 0; i < s->nrecs; i++)
+		pcs[i] = s->recs[i].pc;
+	site_bounds_check(s->elf, s->fd, pcs, s->nrecs, bound_refused, s);
+	free(pcs);
 }
 
 int elf_probe_scan(const char *path, const char *provider, struct elf_probes *out, char *err,
@@ -905,8 +958,10 @@ int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void 
 			goto out;
 		}
 	}
+	check_boundaries(&s);
 	ret = 0;
 out:
+	free(s.recs);
 	free(s.segs);
 	free(s.specs);
 	elf_end(s.elf);

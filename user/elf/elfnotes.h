@@ -54,7 +54,8 @@ struct elf_probes {
 	/*
 	 * Sites that must not be probed, and why the first one: a uprobe there
 	 * could change what the program computes (not the nop our SDK writes,
-	 * or not in an executable segment), or the kernel would increment a
+	 * not in an executable segment, or not the start of an instruction of
+	 * its function: sitebounds.h), or the kernel would increment a
 	 * word that is not a semaphore of ours (outside .probes). One is
 	 * enough to leave the whole object alone: libbpf attaches every site
 	 * of a name at once, and an object with one such note is not what our
