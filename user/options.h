@@ -26,6 +26,8 @@ struct common_opts {
 	bool coroutine_tracks_set;
 	bool force;
 	struct analyze_opts an;
+	/* --max-coroutines, --max-coroutines-per-process: live coroutines followed (0: no cap). */
+	u64 max_live, max_live_process;
 };
 
 /* trace and ps: a live capture. */

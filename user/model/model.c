@@ -75,6 +75,14 @@ void model_init(struct model *m, struct capture_info *ci)
 	span_table_init(&m->spans);
 	m->next_uid = 1;
 	m->rng = 0x9e3779b97f4a7c15ull;
+	m->max_live = MODEL_MAX_LIVE_DEFAULT;
+	m->max_live_process = MODEL_MAX_LIVE_PROCESS_DEFAULT;
+}
+
+void model_limit(struct model *m, u64 live, u64 live_per_process)
+{
+	m->max_live = live;
+	m->max_live_process = live_per_process;
 }
 
 int model_add_observer(struct model *m, const struct model_observer *obs)
@@ -407,12 +415,32 @@ static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u6
 	graveyard.v[graveyard.len++] = c;
 }
 
-/* A coroutine the stream talks about but never introduced: attached mid-life. */
+/*
+ * Room to follow one more live coroutine of pid: NULL, or the counter of
+ * the cap that is reached (the process's, checked first, or all's).
+ */
+static u64 *cap_reached(struct model *m, u32 pid)
+{
+	const struct coro_process *p;
+
+	if (m->max_live_process && (p = model_proc_peek(m, pid)) && p->live >= m->max_live_process)
+		return &m->anom.over_process_cap;
+	if (m->max_live && m->live >= m->max_live)
+		return &m->anom.over_cap;
+	return NULL;
+}
+
+/*
+ * A coroutine the stream talks about but never introduced: attached mid-life.
+ * NULL when a cap leaves no room to follow it (the caller says so).
+ */
 static struct coro *coro_get(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s)
 {
 	struct coro *c = model_find(m, pid, id);
 
-	return c ? c : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
+	if (c)
+		return c;
+	return cap_reached(m, pid) ? NULL : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
 }
 
 /* ---- threads ---- */
@@ -475,7 +503,8 @@ static struct coro_thread *thread_sync(struct model *m, const struct coro_event_
 			if (h->lost_before && h->cur) {
 				struct coro *c = coro_get(m, h->pid, h->cur, h->ts, CS_UNKNOWN);
 
-				if (c->state != CS_RUNNING || c->tid != h->tid) {
+				/* Not followed (a cap): the thread runs it, nothing more to say. */
+				if (c && (c->state != CS_RUNNING || c->tid != h->tid)) {
 					if (c->state != CS_UNKNOWN)
 						set_state(m, c, CS_UNKNOWN,
 							  MAX(t->last_ts, c->state_since), 0, 0, 0);
@@ -517,8 +546,17 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 			c = NULL;
 		}
 	}
-	if (!c)
+	if (!c) {
+		u64 *cap = cap_reached(m, h->pid);
+
+		if (cap) {
+			/* Not followed until there is room: then as one seen mid-life. */
+			(*cap)++;
+			m->over_cap = true;
+			return;
+		}
 		c = coro_new(m, h->pid, e->id, h->ts, CS_NEW, true, 0, 0, 0);
+	}
 	c->create_stack = mi->stack;
 	c->parent = e->parent;
 	pc = e->parent ? model_find(m, h->pid, e->parent) : NULL;
@@ -530,6 +568,10 @@ static void apply_name(struct model *m, const struct coro_ev_name *e, struct eve
 {
 	struct coro *c = coro_get(m, e->hdr.pid, e->id, e->hdr.ts, CS_UNKNOWN);
 
+	if (!c) {
+		m->over_cap = true;
+		return;
+	}
 	memcpy(c->name, e->name, CORO_STR_LEN);
 	c->name[CORO_STR_LEN - 1] = 0;
 	c->name_truncated = e->hdr.flags & CORO_EVF_STR_TRUNCATED;
@@ -542,6 +584,10 @@ static void apply_ready(struct model *m, const struct coro_ev_ready *e,
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
 
+	if (!c) {
+		m->over_cap = true;
+		return;
+	}
 	mi->c = c;
 	c->readies++;
 	c->has_waker = mi->cur_known;
@@ -589,6 +635,7 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 {
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
+	bool from_refused = false;
 	struct coro *c;
 
 	if (__builtin_expect(m->cxx_awaiter && *m->cxx_awaiter, 0))
@@ -621,6 +668,12 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 				next = CS_RUNNABLE;
 			else
 				next = CS_SUSPENDED;
+			if (!c && cap_reached(m, h->pid)) {
+				/* Not followed: this side of the switch says nothing. */
+				from_refused = true;
+				m->over_cap_part = true;
+				goto switch_in;
+			}
 			if (!c) {
 				c = coro_new(m, h->pid, e->from, h->ts, next, false, h->tid, reason,
 					     e->obj);
@@ -646,6 +699,13 @@ switch_in:
 			c->nrun_samples = 0;
 			c->run_samples_total = 0;
 		}
+		if (!c && cap_reached(m, h->pid)) {
+			/* Not followed: the thread runs it, nothing else is said of it. */
+			m->over_cap_part = true;
+			if (!mi->c)
+				m->over_cap = true; /* nothing of the switch was applied */
+			goto switch_done;
+		}
 		if (!c) {
 			c = coro_new(m, h->pid, e->to, h->ts, CS_RUNNING, false, h->tid, 0, 0);
 		} else {
@@ -666,7 +726,10 @@ switch_in:
 		coro_add_tid(c, h->tid);
 		mi->to = c;
 		fiber_dispatcher(m, t, c);
+	} else if (from_refused) {
+		m->over_cap = true; /* to the scheduler, from one not followed */
 	}
+switch_done:
 	t->cur = e->to;
 	t->cur_known = true;
 	t->cur_exited = false;
@@ -713,6 +776,11 @@ static void apply_exit(struct model *m, const struct coro_ev_exit *e, struct eve
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
 
+	if (!c) {
+		/* Its thread runs it no more than before: the exit ends what it was not told. */
+		m->over_cap = true;
+		return;
+	}
 	if (c->state == CS_RUNNING) {
 		struct coro_thread *t = hmap_get(&m->threads, h->pid, c->tid);
 
@@ -737,6 +805,11 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct eve
 	mi->span.owner = t->cur_known && !t->cur_exited ? t->cur : 0;
 	if (mi->span.owner) {
 		c = model_find(m, h->pid, mi->span.owner);
+		if (!c && cap_reached(m, h->pid)) {
+			/* Its owner is not followed: no span of it is kept, no end matched. */
+			m->over_cap = true;
+			return;
+		}
 		if (!c)
 			c = coro_new(m, h->pid, mi->span.owner, h->ts, CS_RUNNING, false, h->tid, 0,
 				     0);
@@ -1089,6 +1162,10 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		m->applying = NULL;
 		return;
 	}
+	if (m->over_cap || m->over_cap_part)
+		m->anom.events_over_cap++;
+	ev.over_cap = m->over_cap;
+	m->over_cap = m->over_cap_part = false;
 	/* A process's end (or exec) freed its threads. */
 	if (h->kind == CORO_EV_EXEC || h->kind == CORO_EV_PROC_GONE || h->kind == CORO_REC_PROC_EXIT)
 		t = NULL;

@@ -326,6 +326,8 @@ struct flight *flight_new(const struct common_opts *c, const struct trace_opts *
 		abort(); /* as xmalloc does */
 	}
 	pipeline_init(&f->tail, ci, &c->an);
+	/* The caps of the live model: the tail follows what it follows, the dumps say the same. */
+	model_limit(&f->tail.model, c->max_live, c->max_live_process);
 	pipeline_begin(&f->tail);
 	if (f->dump_kinds)
 		pipeline_add_observer(live, &none, &fs);
