@@ -158,6 +158,8 @@ enum {
 	OPT_PROBE_PATH,
 	OPT_MAX_LIVE,
 	OPT_MAX_LIVE_PROCESS,
+	OPT_MAX_SPANS,
+	OPT_MAX_SPANS_PROCESS,
 };
 
 #define FINDING_OPTIONS                                                                      \
@@ -183,7 +185,13 @@ enum {
 	 "its events until then are counted (docs/reliability.md, \"Memory\")", 2},          \
 	{"max-coroutines-per-process", OPT_MAX_LIVE_PROCESS, "N", 0,                         \
 	 "Memory: follow at most N live coroutines of one process (default 500000; 0: no "   \
-	 "cap), so that one process cannot take the room of all", 2}
+	 "cap), so that one process cannot take the room of all", 2},                        \
+	{"max-open-spans", OPT_MAX_SPANS, "N", 0,                                            \
+	 "Memory: keep at most N spans open at once in all (default 1000000; 0: no cap); "   \
+	 "one begun beyond is counted, not kept, and its end closes nothing else", 2},       \
+	{"max-open-spans-per-process", OPT_MAX_SPANS_PROCESS, "N", 0,                        \
+	 "Memory: keep at most N spans open at once in one process (default 500000; 0: no "  \
+	 "cap)", 2}
 
 static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable; with -a, a filter)", 0},
@@ -312,6 +320,13 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case OPT_MAX_LIVE_PROCESS:
 		c->max_live_process =
 		    parse_count(state, "max-coroutines-per-process", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_SPANS:
+		c->max_spans = parse_count(state, "max-open-spans", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_SPANS_PROCESS:
+		c->max_spans_process =
+		    parse_count(state, "max-open-spans-per-process", arg, 0, 1000000000000ULL);
 		return 0;
 	case OPT_SLOW_SPAN: {
 		/* NAME=MS: the last '=' splits, so a name may hold one. */
@@ -738,6 +753,8 @@ static void common_defaults(struct common_opts *c)
 	analyze_opts_default(&c->an);
 	c->max_live = MODEL_MAX_LIVE_DEFAULT;
 	c->max_live_process = MODEL_MAX_LIVE_PROCESS_DEFAULT;
+	c->max_spans = MODEL_MAX_SPANS_DEFAULT;
+	c->max_spans_process = MODEL_MAX_SPANS_PROCESS_DEFAULT;
 }
 
 static int cmd_report(int argc, char **argv)

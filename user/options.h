@@ -28,6 +28,8 @@ struct common_opts {
 	struct analyze_opts an;
 	/* --max-coroutines, --max-coroutines-per-process: live coroutines followed (0: no cap). */
 	u64 max_live, max_live_process;
+	/* --max-open-spans, --max-open-spans-per-process: spans kept open at once (0: no cap). */
+	u64 max_spans, max_spans_process;
 };
 
 /* trace and ps: a live capture. */

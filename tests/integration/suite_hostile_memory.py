@@ -121,3 +121,31 @@ def hostile_memory_peak_rss_follows_the_cap_not_the_program():
     t = Trace(work("rss-big.jsonl")).trailer
     eq(t["peak_live"], 1000, "peak live coroutines followed")
     check(t["lost"]["coroutines_over_cap"] > 0, "no coroutine counted over the cap")
+
+
+@test
+def hostile_memory_open_spans_over_the_cap():
+    """A coroutine opens 1,000 nested spans and ends them, then opens 1,000 more and exits
+    inside them (a leak), under --max-open-spans 100, then --max-open-spans-per-process 50:
+    the spans kept are those a program without caps would show (closed and unclosed alike),
+    the others are counted, their ends close nothing else and are no anomaly."""
+    for opt, cap, key in (("--max-open-spans", 100, "spans_over_cap"),
+                          ("--max-open-spans-per-process", 50, "spans_over_process_cap")):
+        out, raw = work("spans-%d.jsonl" % cap), work("spans-%d.raw" % cap)
+        p = corobpf(["-o", out, "--raw", raw, opt, str(cap), "--", FAULTS, "spans", "1000"])
+        eq(p.returncode, 0, "corobpf exit code (%s)" % p.stderr.strip()[-2000:])
+        trace = Trace(out)
+        t = trace.trailer
+        other = "spans_over_cap" if key == "spans_over_process_cap" else "spans_over_process_cap"
+        eq((t["lost"][key], t["lost"][other]), (2 * (1000 - cap), 0), "spans counted over " + opt)
+        eq(t["anomalies"]["span_unmatched_end"], 0, "unmatched span ends under " + opt)
+        stats = [(r["name"], r["count"], r["unclosed"]) for r in trace.records
+                 if r["type"] == "span_stats"]
+        eq(stats, [("leak", cap, cap)], "span statistics under " + opt)
+        over = [e for e in trace.events if e.get("over_cap")]
+        eq((len([e for e in over if e["ev"] == "span_begin"]),
+            len([e for e in over if e["ev"] == "span_end"])), (2 * (1000 - cap), 1000 - cap),
+           "span lines marked over_cap under " + opt)
+        check("spans were begun while as many were open as the caps allow" in p.stderr,
+              "the summary does not say it:\n" + p.stderr)
+        check_replay(out, raw, [opt, str(cap)])

@@ -599,6 +599,35 @@ TEST(live_cap_follows_what_it_can_and_counts_the_rest)
 	done();
 }
 
+/*
+ * A cap of 3 open spans: d and e are not kept and end without closing c; f is kept again
+ * once c is closed, g is refused and ends with b, its end then unmatched as it would be
+ * without the cap. The spans kept are those a model without caps shows.
+ */
+TEST(span_cap_keeps_the_outer_spans_exact)
+{
+	static const char *const seq[] = {"+a", "+b", "+c", "+d", "+e", "-e", "-d", "-c",
+					  "+f", "+g", "-b", "-g", "-a"};
+	u64 ts = 1000;
+
+	start(CORO_PROC_LAUNCHED);
+	model_limit_spans(&P.model, 3, 0);
+	feed(mk_create(&B, 1, ts, 0, 1, 0));
+	feed(mk_switch(&B, 1, ts += 10, 0, 1, 0, 0));
+	for (size_t i = 0; i < ARRAY_SIZE(seq); i++)
+		feed(mk_span(&B, seq[i][0] == '+', 1, ts += 10, 1, seq[i] + 1));
+	feed(mk_switch(&B, 1, ts += 10, 1, 0, CORO_R_WAIT, 0));
+	stop();
+	CHECK_EQ(P.model.anom.spans_over_cap, 3);
+	CHECK_EQ(P.model.anom.spans_over_process_cap, 0);
+	CHECK_EQ(P.model.anom.span_unmatched_end, 1);
+	/* a, b, c, f: closed, each once; d, e, g never entered the statistics. */
+	CHECK_EQ(P.model.spans.stats.instances, 4);
+	CHECK_EQ(P.model.open_spans, 0);
+	CHECK_EQ(P.model.span_refused.len, 0);
+	done();
+}
+
 /* Reorder on its own: jittered timestamps come out sorted by (ts, arrival), none lost. */
 static u64 ro_last_ts, ro_last_id, ro_count, ro_bad;
 
@@ -688,6 +717,7 @@ int main(void)
 	RUN(intervals_cover_life_without_gaps);
 	RUN(memory_bounded_by_live_coroutines);
 	RUN(live_cap_follows_what_it_can_and_counts_the_rest);
+	RUN(span_cap_keeps_the_outer_spans_exact);
 	RUN(reorder_random_jitter);
 	RUN(offcpu_time_goes_to_the_running_coroutine);
 	return unit_done();

@@ -80,6 +80,8 @@ struct event {
 	 * The coroutine it is about (its create, name, ready, exit or span) is
 	 * not followed: more were alive than the model's caps allow (model.h,
 	 * model_limit()). c is NULL; the event is counted as events_over_cap.
+	 * Or a span_begin the caps on open spans did not keep, and its
+	 * span_end (model_limit_spans(); c is set): no span is opened or closed.
 	 */
 	bool over_cap;
 	const struct coro *to;		 /* EV_SWITCH: the coroutine switched in */

@@ -175,6 +175,7 @@ struct coro_process {
 	s32 exit_status;
 	u64 start_ts, exit_ts;
 	u64 live;     /* coroutines alive now */
+	u64 open_spans; /* spans open now, in its coroutines and threads (model_limit_spans()) */
 	u64 runnable; /* of which runnable */
 	u64 created;  /* incarnations seen */
 	/*
@@ -217,6 +218,13 @@ struct model_anomalies {
 	u64 over_process_cap;
 	u64 over_cap;
 	u64 events_over_cap;
+	/*
+	 * The caps on open spans (model_limit_spans()): span begins not kept
+	 * because the process's cap, or the cap of all, was reached. Their
+	 * ends close nothing else and are no anomaly.
+	 */
+	u64 spans_over_process_cap;
+	u64 spans_over_cap;
 };
 
 struct model;
@@ -251,10 +259,24 @@ struct model_observer {
 /* The caps on live coroutines the model follows by default (--max-coroutines...). */
 #define MODEL_MAX_LIVE_DEFAULT 1000000
 #define MODEL_MAX_LIVE_PROCESS_DEFAULT 500000
+/* ...and on the spans open at once (--max-open-spans...): 240 bytes each. */
+#define MODEL_MAX_SPANS_DEFAULT 1000000
+#define MODEL_MAX_SPANS_PROCESS_DEFAULT 500000
 
 struct model {
 	struct capture_info *ci;
 	u64 max_live, max_live_process; /* model_limit(): 0, no cap */
+	u64 max_spans, max_spans_process; /* model_limit_spans(): 0, no cap */
+	u64 open_spans;			  /* spans open now, every owner's */
+	/*
+	 * Span begins refused by those caps, per owner (a coroutine or thread
+	 * with some): (owner, 0) -> struct span_refused. Their hashes, innermost
+	 * last, let their ends be told from the ends of spans kept; as many are
+	 * remembered as the cap of all, past that they are only counted.
+	 */
+	struct hmap span_refused;
+	u64 refused_hashes;
+	bool span_over_cap; /* the record being applied is a span event the caps refused */
 	/* The record being applied found its coroutine not followed: wholly, or a switch's side. */
 	bool over_cap, over_cap_part;
 	struct hmap coros;   /* (pid, id) -> struct coro * */
@@ -300,6 +322,14 @@ void model_init(struct model *m, struct capture_info *ci);
  * (0: no cap). Before the first record; model_init() sets the defaults.
  */
 void model_limit(struct model *m, u64 live, u64 live_per_process);
+/*
+ * The most spans open at once the model keeps: in all, and in one process
+ * (0: no cap). A span begun beyond is not kept: its begin and its end reach
+ * the observers marked over_cap, its end closes nothing else, and it is
+ * counted (spans_over_cap, spans_over_process_cap). Before the first record;
+ * model_init() sets the defaults.
+ */
+void model_limit_spans(struct model *m, u64 spans, u64 spans_per_process);
 /*
  * Returns the observer's slot in the priv[] arrays (also written to
  * *obs->slot), or -1 when there are too many.

@@ -328,6 +328,7 @@ struct flight *flight_new(const struct common_opts *c, const struct trace_opts *
 	pipeline_init(&f->tail, ci, &c->an);
 	/* The caps of the live model: the tail follows what it follows, the dumps say the same. */
 	model_limit(&f->tail.model, c->max_live, c->max_live_process);
+	model_limit_spans(&f->tail.model, c->max_spans, c->max_spans_process);
 	pipeline_begin(&f->tail);
 	if (f->dump_kinds)
 		pipeline_add_observer(live, &none, &fs);
