@@ -302,19 +302,6 @@ def sparse_note_copy(name):
     return path
 
 
-def wait_rusage(p, timeout=120):
-    """A Popen's exit code and peak RSS in bytes (its own, from wait4)."""
-    end = time.time() + timeout
-    while time.time() < end:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            p.returncode = os.waitstatus_to_exitcode(status)
-            return p.returncode, ru.ru_maxrss * 1024
-        time.sleep(0.05)
-    p.kill()
-    raise Failure("corobpf did not end in %d s" % timeout)
-
-
 def check_huge_note_refused(stderr, rss, what):
     check(rss < RSS_BOUND, "%s: corobpf's peak RSS is %.1f MiB" % (what, rss / 2**20))
     line = refusal_line(stderr)
@@ -328,6 +315,7 @@ def hostile_elf_sparse_note_of_gigabytes_is_not_read():
     its size, never read, under -p (attached before the program's work) and under -a (the
     program only run, by its owner), corobpf's peak RSS small; the program's results are
     what they are untraced."""
+    import suite_hostile_memory as hm
     path = sparse_note_copy("hostile-huge-note")
     plain = run(as_attacker([path, str(LOOPS)]), timeout=60)
     eq(plain.stdout, UNTRACED, "untraced output")
@@ -343,7 +331,7 @@ def hostile_elf_sparse_note_of_gigabytes_is_not_read():
         with open(err, "w") as ef:
             tr = subprocess.Popen([COROBPF, "-o", work("huge-note-p.jsonl"), "-d", "3", "-p",
                                    line[1]], stdout=ef, stderr=ef)
-            rc, rss = wait_rusage(tr)
+            rc, rss = hm.watch_hwm(tr)
         target.send_signal(signal.SIGUSR1)
         out, _ = target.communicate(timeout=60)
         eq(out, UNTRACED, "the program's results after corobpf -p")
@@ -364,7 +352,7 @@ def hostile_elf_sparse_note_of_gigabytes_is_not_read():
         try:
             wait_for(err, "tracing every", timeout=30)
             ran = run(as_attacker([path, str(LOOPS)]), timeout=60)
-            rc, rss = wait_rusage(tr)
+            rc, rss = hm.watch_hwm(tr)
         finally:
             if tr.poll() is None:
                 tr.kill()
