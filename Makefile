@@ -45,7 +45,7 @@ vpath %.c $(USER_DIRS)
 
 USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/record/,raw.c reorder.c) \
-		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c interp.c \
+		 $(addprefix user/elf/,elfnotes.c sitebounds.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c interp.c \
 		   cxxcoro.c) \
 		 $(addprefix user/model/,decode.c ctxmap.c cxxmap.c spans.c model.c pipeline.c analyze.c stacks.c \
 		   counters.c gomodel.c) \

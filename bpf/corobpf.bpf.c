@@ -57,6 +57,15 @@ volatile __u32 hold_tgid;
  * instruction, until user space has attached to that image (0: none).
  */
 volatile __u32 exec_hold_tgid;
+/*
+ * A launched ELF command, at its first exec only (this is cleared there):
+ * held in its new image before its first instruction, so that user space
+ * checks that the file the kernel runs is the file it examined and
+ * attached to, before letting it run. exec_check_held says it was held (the
+ * hold comes only once its exec record is in the ring).
+ */
+volatile __u32 exec_check_tgid;
+volatile __u32 exec_check_held;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -561,17 +570,23 @@ static __always_inline bool filters_pass(__u32 pid)
 }
 
 /* False if the ring had no room (counted). */
+static __always_inline void proc_submit(struct coro_ev_proc *e, __u8 kind,
+					struct task_struct *task, __s32 code)
+{
+	e->exit_code = code;
+	e->__pad = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
+	/* Rare, and user space must act on an exec (scan the new image) soon. */
+	bpf_ringbuf_submit(e, kind == CORO_EV_EXEC ? BPF_RB_FORCE_WAKEUP : 0);
+}
+
 static __always_inline bool emit_proc(__u8 kind, __u32 pid, struct task_struct *task, __s32 code)
 {
 	struct coro_ev_proc *e = event_reserve_for(NULL, sizeof(*e), kind, pid, pid);
 
 	if (!e)
 		return false;
-	e->exit_code = code;
-	e->__pad = 0;
-	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
-	/* Rare, and user space must act on an exec (scan the new image) soon. */
-	bpf_ringbuf_submit(e, kind == CORO_EV_EXEC ? BPF_RB_FORCE_WAKEUP : 0);
+	proc_submit(e, kind, task, code);
 	return true;
 }
 
@@ -1583,6 +1598,8 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 pid = p->tgid;
+	struct coro_ev_proc *e;
+	bool check;
 	__u8 *v;
 
 	if (stopped)
@@ -1594,12 +1611,25 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	/* A new image: admitted again on its first probe, under the filters. */
 	if (system_wide && v && *v == VERDICT_IGNORED)
 		bpf_map_delete_elem(&traced, &pid);
+	check = exec_check_tgid && pid == exec_check_tgid;
+	if (check)
+		exec_check_tgid = 0; /* once: a later exec is the program's own */
+	e = event_reserve_for(NULL, sizeof(*e), CORO_EV_EXEC, pid, pid);
+	if (!e)
+		return 0;
 	/*
-	 * Only once the record is in the ring: user space then always sees why
-	 * it stopped and sends SIGCONT (a lost record lets it run unattached).
+	 * Held only with its record sure to reach the ring (user space then
+	 * always sees why it stopped and sends SIGCONT; a lost record lets it
+	 * run unheld), and stopped before the record is there to be read, so
+	 * that a SIGCONT never comes ahead of the SIGSTOP it answers.
 	 */
-	if (emit_proc(CORO_EV_EXEC, pid, p, 0) && exec_hold_tgid && pid == exec_hold_tgid)
+	if (check) {
+		exec_check_held = pid;
 		bpf_send_signal(19 /* SIGSTOP */);
+	} else if (exec_hold_tgid && pid == exec_hold_tgid) {
+		bpf_send_signal(19 /* SIGSTOP */);
+	}
+	proc_submit(e, CORO_EV_EXEC, p, 0);
 	return 0;
 }
 

@@ -159,6 +159,10 @@ enum {
 	OPT_DUMP_ON,
 	OPT_PROBE_PATH,
 	OPT_STORE_TIMEOUT,
+	OPT_MAX_LIVE,
+	OPT_MAX_LIVE_PROCESS,
+	OPT_MAX_SPANS,
+	OPT_MAX_SPANS_PROCESS,
 };
 
 /* Every command that takes -o: the PostgreSQL store's waits (docs/store.md). */
@@ -188,7 +192,20 @@ enum {
 	 "(default 1000)", 1},                                                               \
 	{"slow-span", OPT_SLOW_SPAN, "[NAME=]MS", 0,                                         \
 	 "Findings: a span lasting this long is slow; NAME=MS for spans of that name "       \
-	 "(repeatable; default 100)", 1}
+	 "(repeatable; default 100)", 1},                                                    \
+	{"max-coroutines", OPT_MAX_LIVE, "N", 0,                                             \
+	 "Memory: follow at most N live coroutines in all (default 1000000; 0: no cap); "    \
+	 "one first seen beyond is followed once there is room, as if attached then, and "   \
+	 "its events until then are counted (docs/reliability.md, \"Memory\")", 2},          \
+	{"max-coroutines-per-process", OPT_MAX_LIVE_PROCESS, "N", 0,                         \
+	 "Memory: follow at most N live coroutines of one process (default 500000; 0: no "   \
+	 "cap), so that one process cannot take the room of all", 2},                        \
+	{"max-open-spans", OPT_MAX_SPANS, "N", 0,                                            \
+	 "Memory: keep at most N spans open at once in all (default 1000000; 0: no cap); "   \
+	 "one begun beyond is counted, not kept, and its end closes nothing else", 2},       \
+	{"max-open-spans-per-process", OPT_MAX_SPANS_PROCESS, "N", 0,                        \
+	 "Memory: keep at most N spans open at once in one process (default 500000; 0: no "  \
+	 "cap)", 2}
 
 static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable; with -a, a filter)", 0},
@@ -385,6 +402,20 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_STORM:
 		c->an.spawn_storm = parse_count(state, "spawn-storm", arg, 1, 1000000000);
+		return 0;
+	case OPT_MAX_LIVE:
+		c->max_live = parse_count(state, "max-coroutines", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_LIVE_PROCESS:
+		c->max_live_process =
+		    parse_count(state, "max-coroutines-per-process", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_SPANS:
+		c->max_spans = parse_count(state, "max-open-spans", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_SPANS_PROCESS:
+		c->max_spans_process =
+		    parse_count(state, "max-open-spans-per-process", arg, 0, 1000000000000ULL);
 		return 0;
 	case OPT_SLOW_SPAN: {
 		/* NAME=MS: the last '=' splits, so a name may hold one. */
@@ -820,13 +851,23 @@ static error_t parse_report(int key, char *arg, struct argp_state *state)
 
 /* ---- the commands ---- */
 
+/* What every command starts from: the detectors' thresholds, the model's caps. */
+static void common_defaults(struct common_opts *c)
+{
+	analyze_opts_default(&c->an);
+	pg_timeouts_default(&c->store_timeouts);
+	c->max_live = MODEL_MAX_LIVE_DEFAULT;
+	c->max_live_process = MODEL_MAX_LIVE_PROCESS_DEFAULT;
+	c->max_spans = MODEL_MAX_SPANS_DEFAULT;
+	c->max_spans_process = MODEL_MAX_SPANS_PROCESS_DEFAULT;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
 	struct report_args a = {0};
 
-	analyze_opts_default(&a.c.an);
-	pg_timeouts_default(&a.c.store_timeouts);
+	common_defaults(&a.c);
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
 	return session_report(&a.c, &a.r);
@@ -856,8 +897,7 @@ static int parse_live(int argc, char **argv, const struct argp *how, struct trac
 
 	a->t.ring_bytes = 16ULL << 20;
 	a->t.exec_gate_ms = 1000;
-	analyze_opts_default(&a->c.an);
-	pg_timeouts_default(&a->c.store_timeouts);
+	common_defaults(&a->c);
 	if (split_command(&argc, argv, &a->t))
 		return EXIT_USAGE;
 	if (argp_parse(&argp, argc, argv, 0, NULL, a))
@@ -932,8 +972,7 @@ static int cmd_top(int argc, char **argv)
 
 	a.ta.t.ring_bytes = 16ULL << 20;
 	a.top.interval = 1.0;
-	analyze_opts_default(&a.ta.c.an);
-	pg_timeouts_default(&a.ta.c.store_timeouts);
+	common_defaults(&a.ta.c);
 	if (split_command(&argc, argv, &a.ta.t) || argp_parse(&argp, argc, argv, 0, NULL, &a))
 		ret = EXIT_USAGE;
 	if (!ret)

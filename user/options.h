@@ -31,6 +31,10 @@ struct common_opts {
 	bool force;
 	struct analyze_opts an;
 	struct pg_timeouts store_timeouts; /* --store-timeout */
+	/* --max-coroutines, --max-coroutines-per-process: live coroutines followed (0: no cap). */
+	u64 max_live, max_live_process;
+	/* --max-open-spans, --max-open-spans-per-process: spans kept open at once (0: no cap). */
+	u64 max_spans, max_spans_process;
 };
 
 /* trace and ps: a live capture. */

@@ -324,6 +324,8 @@ static int session_start(struct session *s)
 	}
 	/* The detectors first (pipeline_init), then the outputs in -o order, then the view. */
 	pipeline_init(&s->p, &s->ci, &s->c->an);
+	model_limit(&s->p.model, s->c->max_live, s->c->max_live_process);
+	model_limit_spans(&s->p.model, s->c->max_spans, s->c->max_spans_process);
 	s->pipe_open = true;
 	for (int i = 0; i < s->nouts; i++) {
 		if (output_attach(&s->outs[i], &s->p, err, sizeof(err))) {

@@ -149,6 +149,7 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 	struct elf_probes probes;
 	char err[512];
 	u32 sites = 0, need = 0;
+	int ret;
 
 	if (a->usdt) {
 		int n = usdt_attach_object(a, pid, path, shown, &probes);
@@ -160,8 +161,9 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 		sites = (u32)n;
 		goto attached;
 	}
-	if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) < 0) {
-		log_debug("skipping %s: %s", shown, err);
+	ret = elf_probe_scan(path, "corobpf", &probes, err, sizeof(err));
+	if (ret < 0) {
+		usdt_object_unreadable(a, ret, path, shown, err);
 		return 0;
 	}
 	if (usdt_object_refused(a, &probes, shown))
@@ -1023,14 +1025,20 @@ void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
 	free(preload);
 }
 
-/* execvp's search, done before the fork so the attach and the exec see one file. */
+/*
+ * execvp's search, done before the fork so the attach and the exec see one
+ * file: the path the child execs, as a shell would exec it (no symbolic
+ * link resolved: the program's $0, and its comm, are what the user typed).
+ * NULL with errno set if there is none.
+ */
 static char *resolve_command(const char *cmd)
 {
 	const char *path = getenv("PATH");
 	char *dirs, *save = NULL, *dir;
+	int err = ENOENT;
 
 	if (strchr(cmd, '/'))
-		return access(cmd, X_OK) == 0 ? realpath(cmd, NULL) : NULL;
+		return access(cmd, X_OK) == 0 ? xstrdup(cmd) : NULL;
 	dirs = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
 	for (dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
 		char cand[4096];
@@ -1039,10 +1047,13 @@ static char *resolve_command(const char *cmd)
 		snprintf(cand, sizeof(cand), "%s/%s", *dir ? dir : ".", cmd);
 		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
 			free(dirs);
-			return realpath(cand, NULL);
+			return xstrdup(cand);
 		}
+		if (errno == EACCES)
+			err = EACCES; /* execvp says so when nothing else is found */
 	}
 	free(dirs);
+	errno = err;
 	return NULL;
 }
 
@@ -1065,6 +1076,18 @@ static void child_wait_then_exec(const struct attach_launch *l, int release_rd, 
 	_exit(127);
 }
 
+/* One object the launched command will map, examined and attached through its descriptor. */
+static void launch_object_fd(struct attach_ctx *a, struct target *t, int fd, const char *path,
+			     bool ldso_hook)
+{
+	char fdp[32];
+
+	fd_path(fdp, fd);
+	attach_object(a, t, fd, fdp, path, false);
+	if (ldso_hook)
+		attach_libload(a, t, fdp);
+}
+
 /*
  * One object the launched command will map, opened once (safeopen.h: a
  * regular file, never a FIFO a user planted in a library directory) and
@@ -1072,7 +1095,6 @@ static void child_wait_then_exec(const struct attach_launch *l, int release_rd, 
  */
 static void launch_object(struct attach_ctx *a, struct target *t, const char *path, bool ldso_hook)
 {
-	char fdp[32];
 	int fd = open_regular(path);
 
 	if (fd < 0) {
@@ -1081,10 +1103,7 @@ static void launch_object(struct attach_ctx *a, struct target *t, const char *pa
 			 fd == -EINVAL ? "not a regular file" : strerror(-fd));
 		return;
 	}
-	fd_path(fdp, fd);
-	attach_object(a, t, fd, fdp, path, false);
-	if (ldso_hook)
-		attach_libload(a, t, fdp);
+	launch_object_fd(a, t, fd, path, ldso_hook);
 	close(fd);
 }
 
@@ -1109,38 +1128,77 @@ static void launch_needed(struct attach_ctx *a, struct target *t, char **paths, 
 
 int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l)
 {
-	char **argv = l->argv, **paths = NULL, err[512];
+	char **argv = l->argv, **paths = NULL, err[512], fdp[32], exe[4096];
 	struct ld_opts ldo = {0};
-	int release[2], errpipe[2], ret = 0;
+	int release[2], errpipe[2], ret = 0, fd = -1;
 	size_t npaths = 0;
-	char *exe = resolve_command(argv[0]);
+	char *cmd = resolve_command(argv[0]), *origin = NULL, *slash;
+	const char *base;
 	struct stat st;
+	ssize_t n;
 	pid_t pid;
 
 	t->pidfd = -1;
 	t->wait_status = -1;
-	if (!exe) {
+	if (!cmd) {
 		log_err("cannot run %s: %s", argv[0],
-			strchr(argv[0], '/') ? strerror(errno) : "command not found in PATH");
+			strchr(argv[0], '/') || errno != ENOENT ? strerror(errno)
+								: "command not found in PATH");
 		return EXIT_LAUNCH;
 	}
-	if (!elf_is_elf(exe)) {
+	/*
+	 * The file examined is this descriptor's: what ld.so needs, whether it
+	 * is ELF, its probes. The exec goes by the path (see resolve_command);
+	 * the capture holds the exec and checks that it runs this very file.
+	 */
+	fd = open_regular(cmd);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		log_err("cannot run %s: %s", cmd,
+			fd == -EINVAL ? "not a regular file" : strerror(fd < 0 ? -fd : errno));
+		ret = EXIT_LAUNCH;
+		goto out;
+	}
+	fd_path(fdp, fd);
+	/* The file's own name, links resolved, as /proc/PID/exe will name it. */
+	n = readlink(fdp, exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		log_err("cannot run %s: reading the name of its descriptor: %s", cmd,
+			n < 0 ? strerror(errno) : "empty");
+		ret = EXIT_LAUNCH;
+		goto out;
+	}
+	exe[n] = 0;
+	if (!elf_is_elf(fdp)) {
 		/* A script: what it will run is known only at its execs. */
 		t->via_script = true;
 		log_verbose("%s is not an ELF file: following its exec chain, each image attached "
-			    "at its exec", exe);
+			    "at its exec", cmd);
 		goto fork;
 	}
-	if (ld_resolve_needed(exe, &paths, &npaths, &ldo, err, sizeof(err)) < 0) {
-		log_err("cannot resolve the libraries of %s: %s", exe, err);
-		free(exe);
-		return EXIT_LAUNCH;
+	/*
+	 * Through the descriptor: the file examined. $ORIGIN is the directory of
+	 * its real path, as ld.so takes it from /proc/self/exe.
+	 */
+	origin = xstrdup(exe);
+	slash = strrchr(origin, '/');
+	if (slash)
+		slash[slash == origin] = 0; /* "/prog" is in "/" */
+	ldo.origin = origin;
+	if (ld_resolve_needed(fdp, &paths, &npaths, &ldo, err, sizeof(err)) < 0) {
+		log_err("cannot resolve the libraries of %s: %s", cmd, err);
+		ret = EXIT_LAUNCH;
+		goto out;
 	}
 	for (size_t i = 0; i < ldo.n_missing; i++)
 		log_warn("%s (needed by %s): %s; the command will probably fail to start",
-			 ldo.missing[i].name, ldo.missing[i].needed_by, ldo.missing[i].reason);
+			 ldo.missing[i].name,
+			 strcmp(ldo.missing[i].needed_by, fdp) ? ldo.missing[i].needed_by : exe,
+			 ldo.missing[i].reason);
 	if (ldo.cache_error[0])
 		log_verbose("%s", ldo.cache_error);
+	t->exec_check = true;
+	t->exec_dev = st.st_dev;
+	t->exec_ino = st.st_ino;
 
 fork:
 	if (pipe2(release, O_CLOEXEC) < 0 || pipe2(errpipe, O_CLOEXEC) < 0) {
@@ -1157,7 +1215,7 @@ fork:
 	if (pid == 0) {
 		close(release[1]);
 		close(errpipe[0]);
-		child_wait_then_exec(l, release[0], errpipe[1], exe);
+		child_wait_then_exec(l, release[0], errpipe[1], cmd);
 	}
 	close(release[0]);
 	close(errpipe[1]);
@@ -1170,11 +1228,9 @@ fork:
 	t->start_ts = now_boottime_ns();
 	t->ppid = getpid();
 	snprintf(t->exe, sizeof(t->exe), "%s", exe);
-	{
-		const char *base = strrchr(exe, '/');
-
-		snprintf(t->comm, sizeof(t->comm), "%s", base ? base + 1 : exe);
-	}
+	/* The kernel names the process after the path exec'd, as typed (15 bytes kept). */
+	base = strrchr(cmd, '/');
+	snprintf(t->comm, sizeof(t->comm), "%s", base ? base + 1 : cmd);
 	/* The exec error pipe is read after release (by the capture). */
 	l->launch_err_fd = errpipe[0];
 	if (t->via_script)
@@ -1182,15 +1238,39 @@ fork:
 
 	/* The executable, then what ld.so will map, in its order. */
 	attach_note_searched(a, exe);
-	if (stat(exe, &st) == 0)
-		hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
-	launch_object(a, t, exe, false);
+	hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
+	launch_object_fd(a, t, fd, exe, false);
 	launch_needed(a, t, paths, npaths);
 out:
+	if (fd >= 0)
+		close(fd);
 	ld_paths_free(paths, npaths);
 	ld_opts_release(&ldo);
-	free(exe);
+	free(origin);
+	free(cmd);
 	return ret;
+}
+
+bool attach_launch_exec_is_examined(const struct target *t)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
+	if (stat(path, &st) < 0) {
+		log_err("cannot tell which file %s (pid %u) runs: %s: %s", t->comm, t->pid, path,
+			strerror(errno));
+		return false;
+	}
+	if (st.st_dev == t->exec_dev && st.st_ino == t->exec_ino)
+		return true;
+	log_err("%s was replaced between its examination and its exec (it is now device %u:%u "
+		"inode %llu, not %u:%u inode %llu): the program the kernel runs is not the one "
+		"attached to; it is killed before its first instruction. Run the command again, "
+		"from a path no other user can write",
+		t->exe, major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino,
+		major(t->exec_dev), minor(t->exec_dev), (unsigned long long)t->exec_ino);
+	return false;
 }
 
 /*

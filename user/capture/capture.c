@@ -794,6 +794,9 @@ int capture_attach(struct capture *c)
 			if (ret)
 				return ret;
 		}
+		/* Held at its exec until it is known to run the file attached to. */
+		if (t->exec_check)
+			c->skel->bss->exec_check_tgid = t->pid;
 		ret = attach_switch_path(&c->attach, t);
 		if (ret)
 			return ret;
@@ -940,6 +943,30 @@ static void hold_release(const struct target *t, const char *where)
 }
 
 /*
+ * The launched ELF command's first exec, its record read: held there
+ * (exec_check_held), it runs if the file exec'd is the file examined and is
+ * killed, before its first instruction, if not. False then: the capture ends.
+ */
+static bool launch_exec_check(struct capture *c, struct target *t)
+{
+	t->exec_check = false;
+	if (c->skel->bss->exec_check_held != t->pid) {
+		/* Its exec record was lost (a full ring): it was not held, nor can it be now. */
+		log_warn("process %u (%s): its exec was not seen (events lost), so which file it "
+			 "runs was not checked", t->pid, t->comm);
+		return true;
+	}
+	c->skel->bss->exec_check_held = 0;
+	if (attach_launch_exec_is_examined(t)) {
+		hold_release(t, "its exec");
+		return true;
+	}
+	if (syscall(SYS_pidfd_send_signal, t->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		log_warn("cannot kill process %u: %s", t->pid, strerror(errno));
+	return false;
+}
+
+/*
  * A command launched through a script, stopped at an exec (exec_hold_tgid):
  * its new image attached as an ELF launch is, before its first instruction,
  * and said in a new process record (the last one names the program that ran).
@@ -1076,6 +1103,11 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		for (size_t i = 0; i < c->ntargets; i++) {
 			struct target *t = &c->targets[i];
 
+			if (t->execed && t->exec_check && !t->exited && !launch_exec_check(c, t)) {
+				c->end_reason = CORO_END_ERROR;
+				ret = EXIT_LAUNCH;
+				goto out;
+			}
 			if (t->execed && t->via_script && !t->exited)
 				script_image(c, t);
 			if (t->rescan && !t->exited) {
@@ -1176,6 +1208,16 @@ out:
 			hold_release(&c->targets[i], "its exec");
 	}
 	c->skel->bss->exec_hold_tgid = 0;
+	for (size_t i = 0; i < c->ntargets; i++) {
+		struct target *t = &c->targets[i];
+
+		/* A first exec the loop did not get to: checked all the same. */
+		if (t->execed && t->exec_check && !launch_exec_check(c, t) && !ret) {
+			c->end_reason = CORO_END_ERROR;
+			ret = EXIT_LAUNCH;
+		}
+	}
+	c->skel->bss->exec_check_tgid = 0;
 	for (size_t i = 0; i < c->ntargets; i++) {
 		const struct target *t = &c->targets[i];
 

@@ -225,7 +225,7 @@ static void load_syms(struct scan *s)
 	if (!pick)
 		return;
 	{
-		Elf_Data *data = elf_getdata(pick, NULL);
+		Elf_Data *data = elf_section_data(s->img.elf, pick, &pick_sh);
 		size_t n = pick_sh.sh_entsize ? pick_sh.sh_size / pick_sh.sh_entsize : 0;
 
 		for (size_t i = 0; data && i < n; i++) {

@@ -564,7 +564,7 @@ static bool symbol(const struct gobin *b, const char *name, uint64_t *vaddr, uin
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
+		d = elf_section_data(b->elf, scn, &sh);
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Sym sym;
 			const char *s;

@@ -67,7 +67,7 @@ bool switchfam_obj_symbol(const struct elf_image *o, const char *name, uint64_t 
 
 			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[pass] || !sh.sh_entsize)
 				continue;
-			d = elf_getdata(scn, NULL);
+			d = elf_section_data(o->elf, scn, &sh);
 			if (!d)
 				continue;
 			n = sh.sh_size / sh.sh_entsize;
@@ -434,7 +434,7 @@ static long import_index(const struct elf_image *o, const char *name)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
+		d = elf_section_data(o->elf, scn, &sh);
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Sym sym;
 			const char *s;
@@ -466,7 +466,7 @@ static int plt_slot(const struct elf_image *o, long idx, uint64_t *slot)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
+		d = elf_section_data(o->elf, scn, &sh);
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Rela r;
 
@@ -750,7 +750,7 @@ static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name,
 
 			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[pass] || !sh.sh_entsize)
 				continue;
-			d = elf_getdata(scn, NULL);
+			d = elf_section_data(o->elf, scn, &sh);
 			for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 				GElf_Sym sym;
 				const char *s;

@@ -281,6 +281,8 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 			J_U64("to_uid", ev->to->uid);
 		if (stack)
 			J_U64("stack", stack);
+		if (ev->over_cap)
+			J_LIT(",\"over_cap\":true");
 		J_LIT("}\n");
 		obuf_commit(o, p - start);
 		return;
@@ -319,7 +321,7 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		if (ev->str_unreadable)
 			J_LIT(",\"unreadable\":true");
 		J_U64("depth", ev->span.depth);
-		if (ev->kind == EV_SPAN_END && !ev->span.matched)
+		if (ev->kind == EV_SPAN_END && !ev->span.matched && !ev->over_cap)
 			J_LIT(",\"matched\":false");
 		if (stack)
 			J_U64("stack", stack);
@@ -329,6 +331,9 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 	}
 	if (ev->c)
 		J_U64("uid", ev->c->uid);
+	/* Its coroutine is not followed (the model's caps): no uid, and the counters say so. */
+	if (ev->over_cap)
+		J_LIT(",\"over_cap\":true");
 	J_LIT("}\n");
 	obuf_commit(o, p - start);
 }
