@@ -45,14 +45,14 @@ vpath %.c $(USER_DIRS)
 
 USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/record/,raw.c reorder.c) \
-		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c \
+		 $(addprefix user/elf/,elfnotes.c sitebounds.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c interp.c \
 		   cxxcoro.c) \
 		 $(addprefix user/model/,decode.c ctxmap.c cxxmap.c spans.c model.c pipeline.c analyze.c stacks.c \
 		   counters.c gomodel.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
-		   report.c ps.c spanrep.c pgstore.c)
+		   report.c ps.c spanrep.c pgstore.c pgconn.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
-		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c batch.c) \
+		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c interpattach.c batch.c) \
 		  user/outputs/top.c user/record/flight.c user/outputs/status.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
@@ -73,7 +73,7 @@ $(OUT)/vmlinux.h: | $(OUT)
 	$(Q)test -r $(VMLINUX_BTF) || { echo "error: $(VMLINUX_BTF) missing: corobpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/coro_abi.h bpf/batch.bpf.h usdt/corobpf.h $(OUT)/vmlinux.h
+$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/coro_abi.h bpf/batch.bpf.h bpf/interp.bpf.h usdt/corobpf.h $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 

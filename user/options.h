@@ -16,8 +16,12 @@
 #define OPTS_MAX_OUTPUTS 16
 #define OPTS_MAX_PIDS 256
 #define OPTS_MAX_CUSTOM 8
+#define OPTS_MAX_COMMS 16 /* the BPF side's COMM_FILTER_MAX */
 
-/* Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds. */
+/*
+ * Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds, the store's
+ * timeouts.
+ */
 struct common_opts {
 	const char *outputs[OPTS_MAX_OUTPUTS];
 	int noutputs;
@@ -26,6 +30,11 @@ struct common_opts {
 	bool coroutine_tracks_set;
 	bool force;
 	struct analyze_opts an;
+	struct pg_timeouts store_timeouts; /* --store-timeout */
+	/* --max-coroutines, --max-coroutines-per-process: live coroutines followed (0: no cap). */
+	u64 max_live, max_live_process;
+	/* --max-open-spans, --max-open-spans-per-process: spans kept open at once (0: no cap). */
+	u64 max_spans, max_spans_process;
 };
 
 /* trace and ps: a live capture. */
@@ -39,7 +48,8 @@ struct trace_opts {
 	bool no_sched;
 	bool all;	     /* -a */
 	bool follow;	     /* --follow */
-	const char *comm;    /* --comm */
+	const char *comms[OPTS_MAX_COMMS]; /* --comm, repeatable */
+	u32 ncomms;
 	u32 switch_families; /* --switch NAME: 1 << enum coro_ctx_family */
 	bool switch_given, switch_none;
 	struct switch_custom custom[OPTS_MAX_CUSTOM]; /* --switch uprobe:... */

@@ -37,7 +37,9 @@ struct capture_opts {
 	u64 ring_bytes;
 	bool no_sched;	 /* without the kernel's scheduling view (sched_switch/wakeup) */
 	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
-	const char *comm; /* -a --comm: only processes whose name starts so */
+	/* -a --comm (repeatable): only processes whose name starts with one of these */
+	const char *const *comms;
+	u32 ncomms;
 	/*
 	 * --follow: the targets' probe objects are attached for every process
 	 * (pid -1) and the BPF side admits the targets and, at fork, their
@@ -94,6 +96,16 @@ struct capture {
 	 */
 	void (*tick)(void *ctx);
 	void *tick_ctx;
+	/*
+	 * What the switch-function path attached for each target ("lua
+	 * (libluajit-5.1.so.2.1.0: LuaJIT 2.1)"): a run that saw no switch says
+	 * what it looked for.
+	 */
+	struct looked_for {
+		u32 pid;
+		char what[128];
+	} looked[16];
+	u32 nlooked;
 };
 
 /* Set by the signal handlers (the signal number); capture_run stops when it sees it. */

@@ -950,7 +950,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 	struct stat sb;
 	int ret, n;
 
-	if (stat(exe_path, &sb) < 0 || !realpath(exe_path, real)) {
+	if (stat(exe_path, &sb) < 0 || (!st->opts->origin && !realpath(exe_path, real))) {
 		ret = -errno;
 		errfmt(err, errlen, "%s: %s", exe_path, strerror(errno));
 		return ret;
@@ -970,7 +970,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 		return -ENOEXEC;
 	}
 	o->path = make_absolute(st, exe_path);
-	o->origin = dir_of(real);
+	o->origin = st->opts->origin ? strdup(st->opts->origin) : dir_of(real);
 	if (!o->path || !o->origin)
 		goto nomem;
 	/* The executable answers to its soname only (ld.so names it ""). */

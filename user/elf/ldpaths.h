@@ -49,6 +49,13 @@ struct ld_opts {
 	/* In: system files, NULL for the real ones, "" for none (for tests). */
 	const char *preload_file;	/* /etc/ld.so.preload */
 	const char *cache_file;		/* /etc/ld.so.cache */
+	/*
+	 * In: the directory $ORIGIN stands for in the executable's own paths,
+	 * NULL for the directory of its real path. Given when exe_path names a
+	 * descriptor (/proc/self/fd/N), whose file may have been renamed or
+	 * removed since it was opened.
+	 */
+	const char *origin;
 
 	/*
 	 * Out, valid after ld_resolve_needed() returned 0; ld_opts_release()

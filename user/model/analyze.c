@@ -84,7 +84,7 @@ static void finding_init(struct analyzer *a, struct finding *f, enum finding_kin
 	f->tid = c->tid;
 	f->id = c->id;
 	f->uid = c->uid;
-	memcpy(f->name, c->name, CORO_STR_LEN);
+	snprintf(f->name, sizeof(f->name), "%s", coro_name(c));
 	/* Its last switch out's: the outputs say it with that suspension only. */
 	if (c->awaiter)
 		snprintf(f->awaiter, sizeof(f->awaiter), "%s", c->awaiter);
@@ -96,7 +96,7 @@ static void finding_init(struct analyzer *a, struct finding *f, enum finding_kin
 		if (!p || (puid && p->uid != puid))
 			break;
 		f->chain[f->nchain].id = p->id;
-		memcpy(f->chain[f->nchain].name, p->name, CORO_STR_LEN);
+		snprintf(f->chain[f->nchain].name, sizeof(f->chain[0].name), "%s", coro_name(p));
 		f->nchain++;
 		pid = p->parent;
 		puid = p->parent_uid;

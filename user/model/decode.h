@@ -59,7 +59,10 @@ static inline __attribute__((always_inline)) bool event_decode(struct event *ev,
 		const struct coro_ev_name *e = (const void *)h;
 
 		ev->name.id = e->id;
-		ev->name.name = str_field(e->name, CORO_STR_LEN);
+		/* One made in user space may run on past the field (raw.h, CORO_NAME_MAX). */
+		ev->name.name = str_tail(h, e->name);
+		if (ev->name.name.len > CORO_NAME_MAX - 1)
+			ev->name.name.len = CORO_NAME_MAX - 1;
 		return true;
 	}
 	case CORO_EV_READY:

@@ -76,6 +76,14 @@ struct event {
 	bool cur_known;
 
 	const struct coro *c;		 /* the coroutine it is about, or NULL */
+	/*
+	 * The coroutine it is about (its create, name, ready, exit or span) is
+	 * not followed: more were alive than the model's caps allow (model.h,
+	 * model_limit()). c is NULL; the event is counted as events_over_cap.
+	 * Or a span_begin the caps on open spans did not keep, and its
+	 * span_end (model_limit_spans(); c is set): no span is opened or closed.
+	 */
+	bool over_cap;
 	const struct coro *to;		 /* EV_SWITCH: the coroutine switched in */
 	const struct coro_thread *thread; /* its thread, if the model holds one for it; or NULL */
 	const struct coro_process *proc;  /* its process (c's, if any), if the model knows it */

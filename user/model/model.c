@@ -75,6 +75,23 @@ void model_init(struct model *m, struct capture_info *ci)
 	span_table_init(&m->spans);
 	m->next_uid = 1;
 	m->rng = 0x9e3779b97f4a7c15ull;
+	m->max_live = MODEL_MAX_LIVE_DEFAULT;
+	m->max_live_process = MODEL_MAX_LIVE_PROCESS_DEFAULT;
+	m->max_spans = MODEL_MAX_SPANS_DEFAULT;
+	m->max_spans_process = MODEL_MAX_SPANS_PROCESS_DEFAULT;
+	hmap_init(&m->span_refused);
+}
+
+void model_limit_spans(struct model *m, u64 spans, u64 spans_per_process)
+{
+	m->max_spans = spans;
+	m->max_spans_process = spans_per_process;
+}
+
+void model_limit(struct model *m, u64 live, u64 live_per_process)
+{
+	m->max_live = live;
+	m->max_live_process = live_per_process;
 }
 
 int model_add_observer(struct model *m, const struct model_observer *obs)
@@ -305,6 +322,7 @@ static void coro_free(struct coro *c)
 		free(c->tids);
 	free(c->spans);
 	free(c->awaiter);
+	free(c->name_long);
 	free(c);
 }
 
@@ -365,6 +383,98 @@ static void thread_spans_unclosed(struct model *m, struct coro_thread *t, u64 ts
 		span_end_open(&m->spans, t->spans, t->nspans, &e);
 }
 
+/*
+ * Span begins the caps on open spans refused, of one owner: their names'
+ * hashes, innermost last, and how many more were refused, inside those,
+ * than the model remembers. Once an owner has one, every begin of it is
+ * refused until they have all ended, so they are always inside its kept
+ * spans. Remembered: REFUSED_PER_SPAN times the cap's number of hashes (8
+ * bytes each, against 240 for a span kept).
+ */
+#define REFUSED_PER_SPAN 8
+struct span_refused {
+	u64 *hash;
+	u32 n, cap;
+	u64 unhashed;
+	bool process; /* the first was refused for its process's cap (else for the cap of all) */
+};
+
+static void refused_free(struct model *m, const void *owner)
+{
+	struct span_refused *r = hmap_del(&m->span_refused, (uintptr_t)owner, 0);
+
+	if (!r)
+		return;
+	m->refused_hashes -= r->n;
+	free(r->hash);
+	free(r);
+}
+
+/* A begin refused by the caps: remembered by its name's hash, while the cap of all allows. */
+static void refuse_span(struct model *m, const void *owner, struct span_refused *r,
+			const char *name, bool process)
+{
+	if (!r) {
+		r = xcalloc(1, sizeof(*r));
+		r->process = process;
+		hmap_put(&m->span_refused, (uintptr_t)owner, 0, r);
+	}
+	u64 room = REFUSED_PER_SPAN * (m->max_spans ? m->max_spans : m->max_spans_process);
+
+	if (r->unhashed || m->refused_hashes >= room) {
+		r->unhashed++; /* inside the ones remembered: innermost */
+		return;
+	}
+	if (r->n == r->cap) {
+		r->cap = r->cap ? 2 * r->cap : 16;
+		r->hash = xrealloc(r->hash, r->cap * sizeof(*r->hash));
+	}
+	r->hash[r->n++] = span_name_hash(&m->spans, name);
+	m->refused_hashes++;
+}
+
+/*
+ * A span_end of an owner with refused begins: true if it ends one of them
+ * (the innermost refused of its name, and those refused inside it), which
+ * closes none of the kept spans.
+ */
+static bool end_refused(struct model *m, const void *owner, struct span_refused *r,
+			const char *name)
+{
+	u64 h = span_name_hash(&m->spans, name);
+
+	/*
+	 * Past what the model remembers, the innermost refused have no name:
+	 * an end is taken as ending the innermost of them, as a program that
+	 * ends its spans in order does (docs/reliability.md, "Bounded memory").
+	 */
+	if (r->unhashed) {
+		if (!--r->unhashed && !r->n)
+			refused_free(m, owner);
+		return true;
+	}
+	for (u32 j = r->n; j-- > 0;) {
+		if (r->hash[j] != h)
+			continue;
+		m->refused_hashes -= r->n - j;
+		r->n = j;
+		if (!r->n && !r->unhashed)
+			refused_free(m, owner);
+		return true;
+	}
+	return false;
+}
+
+/* An owner's kept spans closed or ended: the counts of open spans follow. */
+static void spans_gone(struct model *m, u32 pid, u32 n)
+{
+	struct coro_process *p = model_proc_peek(m, pid);
+
+	m->open_spans -= n;
+	if (p)
+		p->open_spans -= n;
+}
+
 static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 {
 	struct coro_process *p = c->proc;
@@ -398,6 +508,8 @@ static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u6
 	hmap_del(&m->coros, c->pid, c->id);
 	/* Observers have read its open spans; nothing can name it now. */
 	span_forget(&m->spans, c, c->spans, c->nspans, &c->spans_indexed);
+	spans_gone(m, c->pid, c->nspans);
+	refused_free(m, c);
 	p->live--;
 	m->live--;
 	if (graveyard.len == graveyard.cap) {
@@ -407,12 +519,32 @@ static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u6
 	graveyard.v[graveyard.len++] = c;
 }
 
-/* A coroutine the stream talks about but never introduced: attached mid-life. */
+/*
+ * Room to follow one more live coroutine of pid: NULL, or the counter of
+ * the cap that is reached (the process's, checked first, or all's).
+ */
+static u64 *cap_reached(struct model *m, u32 pid)
+{
+	const struct coro_process *p;
+
+	if (m->max_live_process && (p = model_proc_peek(m, pid)) && p->live >= m->max_live_process)
+		return &m->anom.over_process_cap;
+	if (m->max_live && m->live >= m->max_live)
+		return &m->anom.over_cap;
+	return NULL;
+}
+
+/*
+ * A coroutine the stream talks about but never introduced: attached mid-life.
+ * NULL when a cap leaves no room to follow it (the caller says so).
+ */
 static struct coro *coro_get(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s)
 {
 	struct coro *c = model_find(m, pid, id);
 
-	return c ? c : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
+	if (c)
+		return c;
+	return cap_reached(m, pid) ? NULL : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
 }
 
 /* ---- threads ---- */
@@ -475,7 +607,8 @@ static struct coro_thread *thread_sync(struct model *m, const struct coro_event_
 			if (h->lost_before && h->cur) {
 				struct coro *c = coro_get(m, h->pid, h->cur, h->ts, CS_UNKNOWN);
 
-				if (c->state != CS_RUNNING || c->tid != h->tid) {
+				/* Not followed (a cap): the thread runs it, nothing more to say. */
+				if (c && (c->state != CS_RUNNING || c->tid != h->tid)) {
 					if (c->state != CS_UNKNOWN)
 						set_state(m, c, CS_UNKNOWN,
 							  MAX(t->last_ts, c->state_since), 0, 0, 0);
@@ -517,8 +650,17 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 			c = NULL;
 		}
 	}
-	if (!c)
+	if (!c) {
+		u64 *cap = cap_reached(m, h->pid);
+
+		if (cap) {
+			/* Not followed until there is room: then as one seen mid-life. */
+			(*cap)++;
+			m->over_cap = true;
+			return;
+		}
 		c = coro_new(m, h->pid, e->id, h->ts, CS_NEW, true, 0, 0, 0);
+	}
 	c->create_stack = mi->stack;
 	c->parent = e->parent;
 	pc = e->parent ? model_find(m, h->pid, e->parent) : NULL;
@@ -529,9 +671,22 @@ static void apply_create(struct model *m, const struct coro_ev_create *e,
 static void apply_name(struct model *m, const struct coro_ev_name *e, struct event *mi)
 {
 	struct coro *c = coro_get(m, e->hdr.pid, e->id, e->hdr.ts, CS_UNKNOWN);
+	/* Decoded already: up to a NUL within the record, CORO_NAME_MAX - 1 bytes at most. */
+	const struct ev_str *n = &mi->name.name;
 
-	memcpy(c->name, e->name, CORO_STR_LEN);
-	c->name[CORO_STR_LEN - 1] = 0;
+	if (!c) {
+		m->over_cap = true;
+		return;
+	}
+	free(c->name_long);
+	c->name_long = NULL;
+	memcpy(c->name, n->s, MIN(n->len, CORO_STR_LEN - 1));
+	c->name[MIN(n->len, CORO_STR_LEN - 1)] = 0;
+	if (n->len >= CORO_STR_LEN) {
+		c->name_long = xmalloc(n->len + 1);
+		memcpy(c->name_long, n->s, n->len);
+		c->name_long[n->len] = 0;
+	}
 	c->name_truncated = e->hdr.flags & CORO_EVF_STR_TRUNCATED;
 	mi->c = c;
 }
@@ -542,6 +697,10 @@ static void apply_ready(struct model *m, const struct coro_ev_ready *e,
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
 
+	if (!c) {
+		m->over_cap = true;
+		return;
+	}
 	mi->c = c;
 	c->readies++;
 	c->has_waker = mi->cur_known;
@@ -589,6 +748,7 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 {
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
+	bool from_refused = false;
 	struct coro *c;
 
 	if (__builtin_expect(m->cxx_awaiter && *m->cxx_awaiter, 0))
@@ -621,6 +781,12 @@ static void apply_switch(struct model *m, const struct coro_ev_switch *e,
 				next = CS_RUNNABLE;
 			else
 				next = CS_SUSPENDED;
+			if (!c && cap_reached(m, h->pid)) {
+				/* Not followed: this side of the switch says nothing. */
+				from_refused = true;
+				m->over_cap_part = true;
+				goto switch_in;
+			}
 			if (!c) {
 				c = coro_new(m, h->pid, e->from, h->ts, next, false, h->tid, reason,
 					     e->obj);
@@ -646,6 +812,13 @@ switch_in:
 			c->nrun_samples = 0;
 			c->run_samples_total = 0;
 		}
+		if (!c && cap_reached(m, h->pid)) {
+			/* Not followed: the thread runs it, nothing else is said of it. */
+			m->over_cap_part = true;
+			if (!mi->c)
+				m->over_cap = true; /* nothing of the switch was applied */
+			goto switch_done;
+		}
 		if (!c) {
 			c = coro_new(m, h->pid, e->to, h->ts, CS_RUNNING, false, h->tid, 0, 0);
 		} else {
@@ -666,7 +839,10 @@ switch_in:
 		coro_add_tid(c, h->tid);
 		mi->to = c;
 		fiber_dispatcher(m, t, c);
+	} else if (from_refused) {
+		m->over_cap = true; /* to the scheduler, from one not followed */
 	}
+switch_done:
 	t->cur = e->to;
 	t->cur_known = true;
 	t->cur_exited = false;
@@ -713,6 +889,11 @@ static void apply_exit(struct model *m, const struct coro_ev_exit *e, struct eve
 	const struct coro_event_hdr *h = &e->hdr;
 	struct coro *c = coro_get(m, h->pid, e->id, h->ts, CS_UNKNOWN);
 
+	if (!c) {
+		/* Its thread runs it no more than before: the exit ends what it was not told. */
+		m->over_cap = true;
+		return;
+	}
 	if (c->state == CS_RUNNING) {
 		struct coro_thread *t = hmap_get(&m->threads, h->pid, c->tid);
 
@@ -731,12 +912,18 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct eve
 	struct coro_thread *t = model_thread(m, h->pid, h->tid);
 	struct coro *c = NULL;
 	bool begin = h->kind == CORO_EV_SPAN_BEGIN;
+	struct span_refused *refused;
 	struct span_stack st;
 
 	mi->span.owner_known = t->cur_known;
 	mi->span.owner = t->cur_known && !t->cur_exited ? t->cur : 0;
 	if (mi->span.owner) {
 		c = model_find(m, h->pid, mi->span.owner);
+		if (!c && cap_reached(m, h->pid)) {
+			/* Its owner is not followed: no span of it is kept, no end matched. */
+			m->over_cap = true;
+			return;
+		}
 		if (!c)
 			c = coro_new(m, h->pid, mi->span.owner, h->ts, CS_RUNNING, false, h->tid, 0,
 				     0);
@@ -747,24 +934,55 @@ static void apply_span(struct model *m, const struct coro_ev_span *e, struct eve
 		st = (struct span_stack){t, &t->spans, &t->nspans, &t->cap_spans,
 					 &t->spans_indexed};
 	}
+	refused = hmap_get(&m->span_refused, (uintptr_t)st.owner, 0);
 	if (begin) {
 		struct span_time now;
+		struct coro_process *p = model_proc_peek(m, h->pid);
+		bool proc_full = p && m->max_spans_process && p->open_spans >= m->max_spans_process;
+		bool all_full = m->max_spans && m->open_spans >= m->max_spans;
 
+		if (refused || proc_full || all_full) {
+			/*
+			 * Not kept: the cap of its process (checked first), or of all; or
+			 * inside refused spans of its owner, under the cap that refused them.
+			 */
+			if (proc_full || (!all_full && refused && refused->process))
+				m->anom.spans_over_process_cap++;
+			else
+				m->anom.spans_over_cap++;
+			refuse_span(m, st.owner, refused, e->name, proc_full);
+			m->span_over_cap = true;
+			mi->span.depth = *st.n;
+			return;
+		}
 		if (c)
 			coro_span_clock(c, h->ts, &now);
 		span_push(&m->spans, &st, e->name, h->ts, c ? &now : NULL, mi->stack);
+		m->open_spans++;
+		if (p)
+			p->open_spans++;
 		mi->span.depth = *st.n;
 	} else {
 		struct span_time now;
 		struct span_ender en = {.d = {.pid = h->pid, .tid = h->tid, .id = c ? c->id : 0,
 					      .uid = c ? c->uid : 0, .end = h->ts},
 					.now = c ? &now : NULL, .done = notify_span_done, .ctx = m};
+		u32 before = *st.n;
 
+		if (refused && end_refused(m, st.owner, refused, e->name)) {
+			m->span_over_cap = true;
+			mi->span.depth = *st.n;
+			return;
+		}
 		if (c)
 			coro_span_clock(c, h->ts, &now);
 		mi->span.depth = *st.n;
 		mi->span.matched = span_pop(&m->spans, &st, e->name, &en);
-		if (!mi->span.matched) {
+		spans_gone(m, h->pid, before - *st.n);
+		if (mi->span.matched && refused) {
+			/* A kept span closed: those refused inside it end with it. */
+			refused_free(m, st.owner);
+		} else if (!mi->span.matched) {
 			m->anom.span_unmatched_end++;
 			if (c)
 				c->spans_unmatched_end++;
@@ -886,6 +1104,8 @@ static void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 			hmap_del(&m->threads, gone[i]->pid, gone[i]->tid);
 			span_forget(&m->spans, gone[i], gone[i]->spans, gone[i]->nspans,
 				    &gone[i]->spans_indexed);
+			spans_gone(m, gone[i]->pid, gone[i]->nspans);
+			refused_free(m, gone[i]);
 			free(gone[i]->spans);
 			free(gone[i]);
 		}
@@ -961,8 +1181,8 @@ static void announce_name(struct model *m, const struct event *from)
 	ev.thread = from->thread;
 	ev.proc = c->proc;
 	ev.name.id = c->id;
-	ev.name.name.s = c->name;
-	ev.name.name.len = (u32)strlen(c->name);
+	ev.name.name.s = coro_name(c);
+	ev.name.name.len = (u32)strlen(coro_name(c));
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].event)
 			m->obs[i].event(m->obs[i].ctx, &ev);
@@ -1089,6 +1309,10 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		m->applying = NULL;
 		return;
 	}
+	if (m->over_cap || m->over_cap_part)
+		m->anom.events_over_cap++;
+	ev.over_cap = m->over_cap || m->span_over_cap;
+	m->over_cap = m->over_cap_part = m->span_over_cap = false;
 	/* A process's end (or exec) freed its threads. */
 	if (h->kind == CORO_EV_EXEC || h->kind == CORO_EV_PROC_GONE || h->kind == CORO_REC_PROC_EXIT)
 		t = NULL;
@@ -1173,6 +1397,14 @@ void model_free(struct model *m)
 		free(p->switch_desc);
 		free(p);
 	}
+	it = 0;
+	while (hmap_next(&m->span_refused, &it, NULL, NULL, &v)) {
+		struct span_refused *r = v;
+
+		free(r->hash);
+		free(r);
+	}
+	hmap_free(&m->span_refused);
 	hmap_free(&m->coros);
 	hmap_free(&m->threads);
 	hmap_free(&m->procs);

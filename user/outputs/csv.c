@@ -10,10 +10,10 @@ struct csv_sink {
 
 static void csv_field_str(struct obuf *o, const char *s)
 {
-	char buf[3 * CORO_STR_LEN + 1];
+	char buf[3 * CORO_NAME_MAX + 1];
 
 	/* RFC 4180: quoted, quotes doubled. */
-	utf8_sanitize(buf, sizeof(buf), s, CORO_STR_LEN);
+	utf8_sanitize(buf, sizeof(buf), s, CORO_NAME_MAX);
 	obuf_putc(o, '"');
 	for (const char *p = buf; *p; p++) {
 		if (*p == '"')
@@ -42,7 +42,7 @@ static void csv_coroutine_end(void *ctx, const struct coro *c)
 	if (c->parent_uid)
 		obuf_u64(o, c->parent_uid);
 	obuf_putc(o, ',');
-	csv_field_str(o, c->name);
+	csv_field_str(o, coro_name(c));
 	obuf_putc(o, ',');
 	if (c->end == CE_EXIT)
 		obuf_s64(o, c->status);

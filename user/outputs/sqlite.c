@@ -172,7 +172,7 @@ static void step(struct sqlite_sink *s, enum stmt k)
 
 static void bind_str(sqlite3_stmt *st, int i, const char *str, size_t len)
 {
-	char buf[3 * CORO_STR_LEN + 1];
+	char buf[3 * CORO_NAME_MAX + 1];
 
 	utf8_sanitize(buf, sizeof(buf), str, len);
 	BT(st, i, buf);
@@ -473,7 +473,7 @@ static void sq_coroutine_end(void *ctx, const struct coro *c)
 	BI(st, 4, c->parent);
 	if (c->parent_uid)
 		BI(st, 5, c->parent_uid);
-	bind_name(st, 6, c->name);
+	bind_str(st, 6, coro_name(c), CORO_NAME_MAX);
 	if (c->end == CE_EXIT) {
 		BI(st, 7, c->status);
 		BI(st, 10, c->end_ts);
@@ -529,7 +529,7 @@ static void sq_finding(void *ctx, const struct finding *f)
 {
 	struct sqlite_sink *s = ctx;
 	sqlite3_stmt *st = s->st[ST_FINDING];
-	char chain[FINDING_CHAIN * (3 * CORO_STR_LEN + 24)];
+	char chain[FINDING_CHAIN * (3 * CORO_NAME_MAX + 24)];
 	size_t n = 0;
 
 	BT(st, 1, finding_kind_name(f->kind));
@@ -541,7 +541,7 @@ static void sq_finding(void *ctx, const struct finding *f)
 	if (f->uid || f->kind == FK_SPAWN_STORM)
 		BI(st, 5, f->id);
 	if (f->uid)
-		bind_name(st, 6, f->name);
+		bind_str(st, 6, f->name, CORO_NAME_MAX);
 	BI(st, 7, f->ts);
 	BI(st, 8, f->dur);
 	BI(st, 9, f->open);
@@ -571,7 +571,7 @@ static void sq_finding(void *ctx, const struct finding *f)
 	for (u32 i = 0; i < f->nchain; i++) {
 		n += snprintf(chain + n, sizeof(chain) - n, "%s0x%llx ", i ? " < " : "",
 			      (unsigned long long)f->chain[i].id);
-		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_STR_LEN);
+		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_NAME_MAX);
 		n += strlen(chain + n);
 	}
 	if (n)

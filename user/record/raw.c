@@ -90,13 +90,15 @@ const char *coro_family_name(u32 family)
 	case CORO_FAM_GREENLET: return "greenlet";
 	case CORO_FAM_GO: return "go";
 	case CORO_FAM_CXX20: return "cxx20";
+	case CORO_FAM_ASYNCIO: return "asyncio";
+	case CORO_FAM_LUA: return "lua";
 	}
 	return "?";
 }
 
 u32 coro_family_parse(const char *name)
 {
-	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_GO; f++)
+	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_LUA; f++)
 		if (!strcmp(name, coro_family_name(f)))
 			return f;
 	return 0;
@@ -132,6 +134,21 @@ u32 coro_record_stack(const struct coro_event_hdr *h)
 	const struct coro_stack_ref *r = coro_stack_ref_of(h);
 
 	return r && r->how == CORO_STACK_CAPTURE_ID ? r->id : 0;
+}
+
+void coro_name_record(struct coro_ev_name *rec, const char *name)
+{
+	size_t len = strlen(name), room;
+
+	if (len >= CORO_NAME_MAX) {
+		len = CORO_NAME_MAX - 1;
+		rec->hdr.flags |= CORO_EVF_STR_TRUNCATED;
+	}
+	room = MAX(len + 1, sizeof(rec->name));
+	rec->hdr.kind = CORO_EV_NAME;
+	rec->hdr.size = (u16)ROUND_UP(offsetof(struct coro_ev_name, name) + room, 8);
+	memset(rec->name, 0, rec->hdr.size - offsetof(struct coro_ev_name, name));
+	memcpy(rec->name, name, len);
 }
 
 static size_t kind_min_size(unsigned kind)

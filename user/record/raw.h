@@ -38,6 +38,21 @@
  */
 #define CORO_EVF_CUR_UNSAID (1u << 7)
 
+/*
+ * A coroutine's name made in user space (C++20's functions, Go's, QEMU's
+ * entries: ringev.c) may be longer than a CORO_EV_NAME's name field holds.
+ * Such a record is longer than struct coro_ev_name: its name runs on past
+ * the field to a NUL within the record, at most CORO_NAME_MAX - 1 bytes,
+ * CORO_EVF_STR_TRUNCATED if it was cut there. Names the BPF side reads stay
+ * within CORO_STR_LEN.
+ */
+#define CORO_NAME_MAX 256
+/* Room for the longest name record (as a union member: u64 aligned). */
+#define CORO_NAME_REC_MAX ROUND_UP(offsetof(struct coro_ev_name, name) + CORO_NAME_MAX, 8)
+
+/* A name record of up to CORO_NAME_MAX - 1 bytes of name at rec (CORO_NAME_REC_MAX bytes). */
+void coro_name_record(struct coro_ev_name *rec, const char *name);
+
 /* User-space record kinds, in the same numbering as enum coro_event_kind. Append-only. */
 enum coro_rec_kind {
 	CORO_REC_PROCESS = 128,	  /* a traced process: struct coro_rec_process */

@@ -331,7 +331,9 @@ func main() {
 	defer gotrace.FromEnv()()
 	t := &truth{Pid: os.Getpid(), Mode: "launch"}
 	main := goid()
-	t.Goroutines = append(t.Goroutines, &goroutine{Goid: main, Name: "runtime.main",
+	// The main goroutine (runtime.main, which runs main.main): named `main`, as corobpf names
+	// every family's main context (docs/go.md).
+	t.Goroutines = append(t.Goroutines, &goroutine{Goid: main, Name: "main",
 		Role: "main", ChanWaits: -1, SyncWaits: -1, SelectWaits: -1, IOWaits: -1, Sleeps: -1,
 		Gosched: -1})
 	if len(os.Args) == 2 && os.Args[1] == "spin" {
