@@ -11,6 +11,7 @@
 #include "stream.h"
 #include "pb.h"
 #include "perfetto.h"
+#include "pf_wire.h"
 #include "counters.h"
 
 static void golden(const char *name, int max_tracks)

@@ -13,7 +13,6 @@
 #include "batch.h"
 #include "log.h"
 #include "raw.h"
-#include "ringev.h"
 #include "corobpf.skel.h"
 
 enum probe_path batch_path_choose(enum probe_path asked, bool stacks, const char **why)
@@ -48,13 +47,13 @@ struct batch_cur {
 	u64 last_ts; /* of its newest record born in the kernel (off-CPU, string probes) */
 };
 
-static struct batch_cur *cur_of(struct ringev *ev, u32 pid, u32 tid)
+static struct batch_cur *cur_of(struct batch_state *bs, u32 pid, u32 tid)
 {
-	struct batch_cur *c = hmap_get(&ev->batch_cur, pid, tid);
+	struct batch_cur *c = hmap_get(&bs->cur, pid, tid);
 
 	if (!c) {
 		c = xcalloc(1, sizeof(*c));
-		hmap_put(&ev->batch_cur, pid, tid, c);
+		hmap_put(&bs->cur, pid, tid, c);
 	}
 	return c;
 }
@@ -67,11 +66,11 @@ union batch_out {
 	struct coro_ev_exit exit;
 };
 
-static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
+static void split_recs(struct batch_state *bs, const struct coro_event_hdr *bh,
 		       const struct corobpf_batch_rec *rec, u32 n)
 {
 	bool no_thread = bh->flags & CORO_EVF_NO_THREAD;
-	struct batch_cur *c = cur_of(ev, bh->pid, bh->tid);
+	struct batch_cur *c = cur_of(bs, bh->pid, bh->tid);
 	u32 lost = bh->lost_before;
 
 	/* The BPF side's view before the first record: what this thread's trap would have seen. */
@@ -82,7 +81,7 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 		union batch_out o;
 		size_t size;
 
-		if (r->ts < ev->batch_since)
+		if (r->ts < bs->since)
 			continue;
 		memset(&o, 0, sizeof(o));
 		switch (r->kind) {
@@ -109,7 +108,7 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 			break;
 		default:
 			/* Not a record the header writes: the buffer was overwritten (a signal handler). */
-			ev->ustats[CORO_USTAT_BAD_RECORDS]++;
+			bs->ustats[CORO_USTAT_BAD_RECORDS]++;
 			continue;
 		}
 		o.hdr.size = (u16)size;
@@ -134,11 +133,11 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 			c->cur = r->a1;
 			c->valid = true;
 		}
-		ringev_record(ev, &o, size);
+		bs->out(bs->out_ctx, &o, size);
 	}
 }
 
-void batch_note(struct ringev *ev, const struct coro_event_hdr *h)
+void batch_note(struct batch_state *bs, const struct coro_event_hdr *h)
 {
 	struct batch_cur *c;
 
@@ -146,20 +145,20 @@ void batch_note(struct ringev *ev, const struct coro_event_hdr *h)
 	if (h->kind == CORO_EV_CREATE || h->kind == CORO_EV_READY || h->kind == CORO_EV_SWITCH ||
 	    h->kind == CORO_EV_EXIT)
 		return;
-	c = hmap_get(&ev->batch_cur, h->pid, h->tid);
+	c = hmap_get(&bs->cur, h->pid, h->tid);
 	if (c && h->ts > c->last_ts)
 		c->last_ts = h->ts;
 }
 
-int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size)
+int batch_split(struct batch_state *bs, const struct coro_ev_batch *b, size_t size)
 {
 	if (size < sizeof(*b) || b->hdr.size != size || b->n > CORO_BATCH_RECS_MAX ||
 	    sizeof(*b) + (size_t)b->n * sizeof(struct corobpf_batch_rec) != size) {
-		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
+		bs->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed batch record (%zu bytes)", size);
 		return 0;
 	}
-	split_recs(ev, &b->hdr, (const struct corobpf_batch_rec *)(b + 1), b->n);
+	split_recs(bs, &b->hdr, (const struct corobpf_batch_rec *)(b + 1), b->n);
 	return 0;
 }
 
@@ -242,13 +241,13 @@ struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts)
 	return ts;
 }
 
-u64 batch_tails_emit(struct ringev *ev, struct batch_tails *ts, u64 stop_ts)
+u64 batch_tails_emit(struct batch_state *bs, struct batch_tails *ts, u64 stop_ts)
 {
 	u64 total = 0;
 
 	for (size_t i = 0; ts && i < ts->n; i++) {
 		struct batch_tail *t = &ts->t[i];
-		struct batch_cur *c = cur_of(ev, t->pid, t->tid);
+		struct batch_cur *c = cur_of(bs, t->pid, t->tid);
 		struct coro_event_hdr h = {0};
 
 		h.size = sizeof(struct coro_ev_batch);
@@ -258,7 +257,7 @@ u64 batch_tails_emit(struct ringev *ev, struct batch_tails *ts, u64 stop_ts)
 		h.tid = t->tid;
 		h.ts = stop_ts;
 		h.cur = c->cur;
-		split_recs(ev, &h, t->rec, t->n);
+		split_recs(bs, &h, t->rec, t->n);
 		total += t->n;
 	}
 	if (ts)
@@ -322,14 +321,14 @@ void batch_say_counters(int stats_fd)
 	free(vals);
 }
 
-void batch_forget_all(struct ringev *ev)
+void batch_forget_all(struct batch_state *bs)
 {
 	size_t it = 0;
 	void *v;
 
-	while (hmap_next(&ev->batch_cur, &it, NULL, NULL, &v))
+	while (hmap_next(&bs->cur, &it, NULL, NULL, &v))
 		free(v);
-	hmap_free(&ev->batch_cur);
+	hmap_free(&bs->cur);
 }
 
 /*

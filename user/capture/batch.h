@@ -21,7 +21,22 @@
 #include "coro_abi.h"
 #include "util.h"
 
-struct ringev;
+/*
+ * What the user side keeps of the batched path, and where the records it
+ * splits go: the ring's record handler (ringev_record()), which takes each
+ * as it takes a record from the ring.
+ */
+struct batch_state {
+	struct hmap cur; /* (pid, tid) -> the thread's coroutine after its last batch */
+	/*
+	 * When this run attached; a buffer first met full holds records an
+	 * earlier session wrote, which are not this run's.
+	 */
+	u64 since;
+	u64 *ustats; /* the capture's CORO_USTAT_* counters */
+	int (*out)(void *ctx, void *rec, size_t size);
+	void *out_ctx;
+};
 
 /* --probe-path. */
 enum probe_path {
@@ -36,14 +51,14 @@ const char *batch_path_name(enum probe_path p);
 
 /*
  * Split a CORO_EV_BATCH record of `size` bytes into the trap path's records,
- * each handed to ringev_record(ev, ...). A malformed one is counted
+ * each handed to bs->out. A malformed one is counted
  * (CORO_USTAT_BAD_RECORDS) and dropped. Remembers each thread's coroutine
  * for batch_read_tails().
  */
-int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size);
+int batch_split(struct batch_state *bs, const struct coro_ev_batch *b, size_t size);
 
 /* Any other record, while some thread has batches: its thread's newest time (see batch_split). */
-void batch_note(struct ringev *ev, const struct coro_event_hdr *h);
+void batch_note(struct batch_state *bs, const struct coro_event_hdr *h);
 
 /*
  * At the end of a run, as soon as the BPF side is silent (before threads
@@ -55,7 +70,7 @@ void batch_note(struct ringev *ev, const struct coro_event_hdr *h);
  */
 struct batch_tails;
 struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts);
-u64 batch_tails_emit(struct ringev *ev, struct batch_tails *tails, u64 stop_ts);
+u64 batch_tails_emit(struct batch_state *bs, struct batch_tails *tails, u64 stop_ts);
 
 /*
  * Once the batch probe is detached (its semaphore down, no thread appends
@@ -69,7 +84,7 @@ void batch_forget_buffers(int map_fd);
 /* Sums of the batched path's BPF counters after CORO_STAT_MAX (enum coro_stat), said at the end. */
 void batch_say_counters(int stats_fd);
 
-void batch_forget_all(struct ringev *ev);
+void batch_forget_all(struct batch_state *bs);
 
 struct corobpf_bpf;
 struct attach_ctx;

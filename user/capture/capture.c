@@ -23,6 +23,7 @@
 #include "cxxattach.h"
 #include "gowalk.h"
 #include "liverec.h"
+#include "procfs.h"
 #include "pipeline.h" /* its reorder window */
 #include "strread.h"
 #include "termsafe.h"
@@ -418,6 +419,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->ev.system_wide = opts->system_wide;
 	c->ev.follow = opts->follow;
 	c->ev.ustats = c->ustats;
+	c->ev.batch.ustats = c->ustats;
 	c->skel = corobpf_bpf__open();
 	if (!c->skel) {
 		log_err("cannot open the BPF object: %s", strerror(errno));
@@ -520,7 +522,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			attach_add_link(&c->attach, l);
 		}
 	}
-	c->ev.batch_since = now_boottime_ns();
+	c->ev.batch.since = now_boottime_ns();
 	err = batch_attach(c->skel, &c->attach, opts->probe_path);
 	if (err)
 		return err;
@@ -1117,7 +1119,7 @@ out:
 	usleep(2000);
 	ring_buffer__consume(c->rb);
 	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
-		batch_tails_emit(&c->ev, tails, stop_ts);
+		batch_tails_emit(&c->ev.batch, tails, stop_ts);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
 	batch_check_elsewhere(c->opts->probe_path, "at the end");

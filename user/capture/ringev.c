@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "batch.h"
 #include "cxxattach.h"
 #include "liverec.h"
+#include "procfs.h"
 #include "log.h"
 #include "ringev.h"
 #include "goelf.h"
@@ -23,7 +23,9 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->announced);
 	hmap_init(&ev->rescan_pids);
 	hmap_init(&ev->cxx_named);
-	hmap_init(&ev->batch_cur);
+	hmap_init(&ev->batch.cur);
+	ev->batch.out = ringev_record;
+	ev->batch.out_ctx = ev;
 }
 
 void ringev_free(struct ringev *ev)
@@ -37,7 +39,7 @@ void ringev_free(struct ringev *ev)
 	while (hmap_next(&ev->announced, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&ev->announced);
-	batch_forget_all(ev);
+	batch_forget_all(&ev->batch);
 }
 
 struct target *ringev_find_target(const struct ringev *ev, u32 pid)
@@ -316,15 +318,15 @@ int ringev_record(void *ctx, void *data, size_t size)
 	    h->size == size)
 		return on_go_entry(ev, data);
 	if (h->kind == CORO_EV_BATCH && size >= sizeof(*h))
-		return batch_split(ev, data, size);
+		return batch_split(&ev->batch, data, size);
 	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
 		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
-	if (ev->batch_cur.len)
-		batch_note(ev, h);
+	if (ev->batch.cur.len)
+		batch_note(&ev->batch, h);
 	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||

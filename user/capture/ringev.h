@@ -30,6 +30,7 @@
 #include <errno.h>
 
 #include "attach.h"
+#include "batch.h"
 #include "recsink.h"
 #include "stackres.h"
 #include "util.h"
@@ -50,13 +51,8 @@ struct ringev {
 	u64 ctx_switches;	  /* switch-function path: switch records read */
 	/* C++20: (pid, frame) -> its coroutine's name index + 1, named already (CXXNAME_DESTROYED). */
 	struct hmap cxx_named;
-	/* Batched path: (pid, tid) -> the thread's coroutine after its last batch (batch.c). */
-	struct hmap batch_cur;
-	/*
-	 * Batched path: when this run attached; a buffer first met full holds
-	 * records an earlier session wrote, which are not this run's.
-	 */
-	u64 batch_since;
+	/* Batched path: the threads' coroutines, the split records given to ringev_record(). */
+	struct batch_state batch;
 	/*
 	 * Set by the capture around a read of the ring: the records that read
 	 * may take before it returns (0: all there are). A producer faster than
