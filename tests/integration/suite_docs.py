@@ -187,7 +187,7 @@ def docs_jsonl_describes_every_field():
     fam = re.search(r"^- `family`:(.*?)\.\n", secs["switch_path"], re.S | re.M)
     check(fam, "docs/jsonl.md's switch_path section lists no families")
     eq(sorted(re.findall(r"`([a-z0-9_-]+)`", strip_parens(fam.group(1))[0])),
-       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       sorted(c_function_strings("user/record/kinds.c", "coro_family_name")),
        "switch_path families in docs/jsonl.md")
 
 
@@ -516,7 +516,7 @@ def docs_sqlite_tables_are_the_schema():
     eq(sorted(documented_lists[("coroutines", "end")]),
        sorted(c_function_strings("user/model/model.c", "coro_end_name")), "coroutines.end values")
     eq(sorted(documented_lists[("switch_paths", "family")]),
-       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       sorted(c_function_strings("user/record/kinds.c", "coro_family_name")),
        "switch_paths.family values")
 
 

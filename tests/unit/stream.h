@@ -7,8 +7,10 @@
 #define COROBPF_TEST_STREAM_H
 
 #include <string.h>
+#include "kinds.h"
 #include "model.h"
 #include "pipeline.h"
+#include "raw.h"
 
 #define TPID 100
 

@@ -153,7 +153,7 @@ TEST(jsonl_trailer_has_every_counter_and_reads_back)
 	CHECK_EQ(ret, 0);
 	CHECK_EQ(nstats, 1);
 	for_each_counter(c) {
-		u64 *want = counter_stat(c, &st), *back = counter_stat(c, &got);
+		u64 *want = counter_stat(c, st.bpf, st.user), *back = counter_stat(c, got.bpf, got.user);
 
 		if (!want)
 			continue;
@@ -177,7 +177,7 @@ TEST(summary_says_every_counter_with_a_line)
 	write_stream(NULL, f, &st);
 	fclose(f);
 	for_each_counter(c) {
-		u64 *v = counter_stat(c, &st);
+		u64 *v = counter_stat(c, st.bpf, st.user);
 
 		if (!c->text || !v)
 			continue;

@@ -363,7 +363,7 @@ TEST(capture_summary_names_every_counter)
 	if (summary) {
 		*strchrnul(summary, '\n') = 0;
 		for_each_counter(c) {
-			u64 *v = counter_stat(c, &st);
+			u64 *v = counter_stat(c, st.bpf, st.user);
 
 			if (!c->perfetto)
 				continue;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * liverec.h: the records user space adds to a live capture (raw.h says
+ * liverec.h: the records user space adds to a live capture (records.h says
  * what each holds): a process taken on, a thread first seen, a process's
  * exit, an object or switch functions attached. Each is built here and
  * written into the capture's sink at once (what they read of /proc:

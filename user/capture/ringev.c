@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cxxattach.h"
+#include "kinds.h"
 #include "liverec.h"
 #include "procfs.h"
 #include "log.h"

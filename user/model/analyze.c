@@ -6,6 +6,7 @@
  * can be known: a stall when the coroutine resumes, a lost wakeup when the
  * trace or the process ends with the coroutine still waiting.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "analyze.h"

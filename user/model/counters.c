@@ -173,11 +173,11 @@ u64 counter_value(const struct counter *c, const struct model *m)
 	return 0;
 }
 
-u64 *counter_stat(const struct counter *c, struct coro_rec_stats *st)
+u64 *counter_stat(const struct counter *c, u64 *bpf, u64 *user)
 {
 	if (c->src == CSRC_BPF)
-		return &st->bpf[c->index];
+		return &bpf[c->index];
 	if (c->src == CSRC_USER)
-		return &st->user[c->index];
+		return &user[c->index];
 	return NULL;
 }

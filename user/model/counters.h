@@ -72,8 +72,11 @@ extern const char *const counter_group_json[CG_NGROUPS];
 #define for_each_counter(c) for (const struct counter *c = counters; c < counters + ncounters; c++)
 
 u64 counter_value(const struct counter *c, const struct model *m);
-/* Where a stats record carries the counter (CSRC_BPF, CSRC_USER), or NULL. */
-u64 *counter_stat(const struct counter *c, struct coro_rec_stats *st);
+/*
+ * Where a stats record's counters (bpf: CORO_STAT_MAX of them, user:
+ * CORO_USTAT_MAX) carry the counter (CSRC_BPF, CSRC_USER), or NULL.
+ */
+u64 *counter_stat(const struct counter *c, u64 *bpf, u64 *user);
 /* --stacks: events kept without their stack (lost in the kernel, or not resolved). */
 bool counters_stacks_missing(const struct model *m);
 

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ctxmap.h"
+#include "kinds.h"
+#include "raw.h"
 
 struct range {
 	u64 lo, hi, id;

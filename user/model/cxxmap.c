@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cxxmap.h"
+#include "kinds.h"
+#include "raw.h"
 
 /* GCC's resume index of the initial suspend point (0: not started; odd: destroying). */
 #define GCC_INITIAL_SUSPEND 2

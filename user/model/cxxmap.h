@@ -46,7 +46,7 @@
 #ifndef COROBPF_CXXMAP_H
 #define COROBPF_CXXMAP_H
 
-#include "raw.h"
+#include "coro_abi.h"
 #include "util.h"
 
 struct cxxmap {

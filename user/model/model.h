@@ -26,12 +26,14 @@
 #ifndef COROBPF_MODEL_H
 #define COROBPF_MODEL_H
 
+#include "capture_info.h"
 #include "coro_abi.h"
-#include "spans.h"
 #include "event.h"
-#include "raw.h"
-#include "util.h"
+#include "spans.h"
 #include "stacks.h"
+#include "util.h"
+
+struct coro_event_hdr;
 
 enum coro_state {
 	CS_NEW = 0,	  /* created, not yet runnable */
@@ -247,7 +249,7 @@ struct model {
 	u64 samples_nostack; /* of them, those that carry no stack (the summary says why) */
 	u64 coroutines;	   /* incarnations seen */
 	u64 live, peak_live;
-	struct coro_rec_stats stats; /* the latest stats record */
+	struct capture_stats stats; /* the latest stats record's counters */
 	bool have_stats;
 	u32 end_reason;	   /* enum coro_end_reason, 0 = no end record */
 	bool finished;
@@ -349,11 +351,8 @@ static inline void model_set_priv(void *const *priv_of_obj, int slot, void *v)
 		((void **)priv_of_obj)[slot] = v;
 }
 
+/* Names in the outputs (those of the values events carry: event.h). */
 const char *coro_state_name(enum coro_state s);
-const char *coro_reason_name(u32 reason);
 const char *coro_end_name(enum coro_end e);
-const char *coro_end_reason_name(u32 reason);
-const char *coro_proc_mode_name(u32 mode);
-const char *coro_offcpu_state_name(u32 state);
 
 #endif

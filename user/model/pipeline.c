@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "analyze.h"
+#include "kinds.h"
 #include "pipeline.h"
 
 static void pipeline_model(void *ctx, const struct coro_event_hdr *rec)
@@ -82,7 +83,7 @@ void pipeline_feed(struct pipeline *p, const struct coro_event_hdr *rec)
 {
 	p->fed++;
 	/* Stack definitions are timeless, and come before their first use: no reordering. */
-	if (rec->kind == CORO_REC_MAP || rec->kind == CORO_REC_STACK) {
+	if (record_kind(rec->kind)->flags & RK_DEFINITION) {
 		model_define(&p->model, rec);
 		return;
 	}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "goelf.h"
 #include "log.h"
+#include "raw.h"
 #include "stacks.h"
 #include "safeopen.h"
 

@@ -16,8 +16,10 @@
 #define COROBPF_STACKS_H
 
 #include "coro_abi.h"
-#include "raw.h"
 #include "util.h"
+
+struct coro_rec_map;
+struct coro_rec_stack;
 
 enum stack_mode {
 	STACK_MODE_OFF = 0,

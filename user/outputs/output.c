@@ -4,6 +4,7 @@
  * one table. A new format is a new module and a row of `kinds`.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

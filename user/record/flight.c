@@ -9,11 +9,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "decode.h"
 #include "flight.h"
+#include "kinds.h"
 #include "log.h"
 #include "output.h"
 #include "perfetto.h"
+#include "raw.h"
 
 #define FLIGHT_CHUNK_BYTES (1u << 20)
 /*
@@ -147,7 +148,7 @@ int flight_check_outputs(const struct common_opts *c)
 
 static bool timeless(const struct coro_event_hdr *h)
 {
-	return h->kind == CORO_REC_MAP || h->kind == CORO_REC_STACK;
+	return record_kind(h->kind)->flags & RK_DEFINITION;
 }
 
 static void queue_push(struct flight *f, const struct coro_event_hdr *rec)
@@ -452,7 +453,7 @@ static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsign
 static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 {
 	struct output outs[OPTS_MAX_OUTPUTS];
-	struct coro_rec_stats base;
+	struct capture_stats base;
 	struct model *m = &f->tail.model;
 	bool attached = false;
 	int nouts = 0, ret = 0;
