@@ -48,7 +48,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c pro
 		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c \
 		   cxxcoro.c) \
 		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c pipeline.c analyze.c stacks.c \
-		   counters.c gomodel.c jsonl_read.c) \
+		   counters.c finding.c gomodel.c jsonl_read.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c pgstore.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \

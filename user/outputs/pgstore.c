@@ -828,6 +828,7 @@ static void pg_finding(void *ctx, const struct finding *f)
 {
 	struct pg_sink *s = ctx;
 	char chain[FINDING_CHAIN * (3 * CORO_STR_LEN + 24)];
+	u32 have = finding_fields(f);
 	struct row r;
 	size_t n = 0;
 
@@ -840,31 +841,26 @@ static void pg_finding(void *ctx, const struct finding *f)
 		RI(&r, 3, f->tid);
 	if (f->uid)
 		RI(&r, 4, f->uid);
-	if (f->uid || f->kind == FK_SPAWN_STORM)
+	if (finding_names_id(f))
 		RI(&r, 5, f->id);
 	if (f->uid)
 		RTL(&r, 6, f->name, CORO_STR_LEN);
 	RI(&r, 7, f->ts);
 	RI(&r, 8, f->dur);
 	RI(&r, 9, f->open);
-	if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK)
+	if (have & FF_STATE)
 		RT(&r, 10, coro_state_name(f->state));
-	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+	if (have & (FF_WAIT | FF_CAUSE_WAIT)) {
 		RT(&r, 11, coro_reason_name(f->reason));
 		RI(&r, 12, f->obj);
 	}
-	if (f->has_waker)
+	if (have & FF_WAKER)
 		RI(&r, 13, f->waker);
-	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN)
+	if (have & FF_SPAN)
 		RTL(&r, 14, f->span, CORO_STR_LEN);
-	if (f->kind == FK_SLOW_SPAN) {
+	if (have & FF_SLOW)
 		s->slow_serial = f->span_serial;
-		if (f->cause == SPAN_CAUSE_SUSPENDED) {
-			RT(&r, 11, coro_reason_name(f->reason));
-			RI(&r, 12, f->obj);
-		}
-	}
-	if (f->kind == FK_SPAWN_STORM) {
+	if (have & FF_STORM) {
 		RI(&r, 15, f->count);
 		RI(&r, 16, f->peak);
 	}
@@ -879,9 +875,9 @@ static void pg_finding(void *ctx, const struct finding *f)
 		RT(&r, 17, chain);
 	if (f->stack)
 		RI(&r, 18, f->stack);
-	if (f->kind == FK_LONG_RUN && f->samples) {
+	if (have & FF_SAMPLES) {
 		RI(&r, 19, f->samples);
-		if (f->has_key) {
+		if (have & FF_KEY) {
 			RT(&r, 20, f->key_frame);
 			RI(&r, 21, f->key_samples);
 		}

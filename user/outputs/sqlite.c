@@ -530,6 +530,7 @@ static void sq_finding(void *ctx, const struct finding *f)
 	struct sqlite_sink *s = ctx;
 	sqlite3_stmt *st = s->st[ST_FINDING];
 	char chain[FINDING_CHAIN * (3 * CORO_STR_LEN + 24)];
+	u32 have = finding_fields(f);
 	size_t n = 0;
 
 	BT(st, 1, finding_kind_name(f->kind));
@@ -538,32 +539,27 @@ static void sq_finding(void *ctx, const struct finding *f)
 		BI(st, 3, f->tid);
 	if (f->uid)
 		BI(st, 4, f->uid);
-	if (f->uid || f->kind == FK_SPAWN_STORM)
+	if (finding_names_id(f))
 		BI(st, 5, f->id);
 	if (f->uid)
 		bind_name(st, 6, f->name);
 	BI(st, 7, f->ts);
 	BI(st, 8, f->dur);
 	BI(st, 9, f->open);
-	if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK)
+	if (have & FF_STATE)
 		BT(st, 10, coro_state_name(f->state));
-	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+	if (have & (FF_WAIT | FF_CAUSE_WAIT)) {
 		BT(st, 11, coro_reason_name(f->reason));
 		BI(st, 12, f->obj);
 	}
-	if (f->has_waker)
+	if (have & FF_WAKER)
 		BI(st, 13, f->waker);
-	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN)
+	if (have & FF_SPAN)
 		bind_name(st, 14, f->span);
-	if (f->kind == FK_SLOW_SPAN) {
+	if (have & FF_SLOW)
 		/* The analyzer makes it just before the span's row: marked slow there. */
 		s->slow_serial = f->span_serial;
-		if (f->cause == SPAN_CAUSE_SUSPENDED) {
-			BT(st, 11, coro_reason_name(f->reason));
-			BI(st, 12, f->obj);
-		}
-	}
-	if (f->kind == FK_SPAWN_STORM) {
+	if (have & FF_STORM) {
 		BI(st, 15, f->count);
 		BI(st, 16, f->peak);
 	}
@@ -578,9 +574,9 @@ static void sq_finding(void *ctx, const struct finding *f)
 		BT(st, 17, chain);
 	if (f->stack)
 		BI(st, 18, f->stack);
-	if (f->kind == FK_LONG_RUN && f->samples) {
+	if (have & FF_SAMPLES) {
 		BI(st, 19, f->samples);
-		if (f->has_key) {
+		if (have & FF_KEY) {
 			BT(st, 20, f->key_frame);
 			BI(st, 21, f->key_samples);
 		}

@@ -284,7 +284,7 @@ static void flight_on_finding(void *ctx, const struct finding *fd)
 		if (!memcmp(&f->seen[i], &key, sizeof(key)))
 			return;
 	f->seen[f->nseen++ % FLIGHT_SEEN] = key;
-	if (fd->uid || fd->kind == FK_SPAWN_STORM)
+	if (finding_names_id(fd))
 		snprintf(label, sizeof(label), "%s%s0x%llx", fd->name, fd->name[0] ? " " : "",
 			 (unsigned long long)fd->id);
 	else
