@@ -50,7 +50,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c pro
 		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c pipeline.c analyze.c stacks.c \
 		   counters.c finding.c gomodel.c jsonl_read.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
-		   report.c ps.c spanrep.c pgstore.c)
+		   report.c ps.c spanrep.c pgstore.c tables.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
 		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c batch.c) \
 		  user/outputs/top.c user/record/flight.c user/outputs/status.c user/session.c user/main.c

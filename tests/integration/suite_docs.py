@@ -522,49 +522,29 @@ def docs_sqlite_tables_are_the_schema():
 
 @test
 def docs_csv_is_what_sqlite_md_says():
-    """docs/sqlite.md says what the CSV is: its columns in order, the `coroutines` columns it
-    leaves out, and how its values differ from the table's. Each CSV is compared with the
-    SQLite file of the same run, row for row."""
+    """docs/sqlite.md says what the CSV is: the coroutines table, its every column in the
+    table's order, and how its values are written. Each CSV is compared with the SQLite file
+    of the same run, row for row, column for column."""
     md = doc("sqlite.md")
-    m = re.search(r"`-o trace\.csv`.*?in this order:(.*?)\.\s+Left out:(.*?):(.*?)\n\n", md, re.S)
-    check(m, "docs/sqlite.md does not list the CSV's columns (\"in this order: ... Left out: "
-          "...\")")
-    listed = re.findall(r"`([a-z_]+)`", m.group(1))
-    left_out = re.findall(r"`([a-z_]+)`", strip_parens(m.group(2))[0] + " ".join(
-        strip_parens(m.group(2))[1]))
-    check(re.search(r"its %d columns" % len(listed), md), "docs/sqlite.md's count of CSV columns "
-          "is not the %d it lists" % len(listed))
-    check(re.search(r"`\.csv` \(%d of the\s+coroutines table's columns" % len(listed),
-                    doc("README.md")), "README.md does not say the CSV has %d of the coroutines "
-          "table's columns" % len(listed))
-    hex_cols = [c for c in ("id", "parent_id") if re.search(r"`%s`[^.]*hex text" % c, m.group(3))
-                or re.search(r"`id` and `parent_id` are hex\s+text", m.group(3))]
-    eq(hex_cols, ["id", "parent_id"], "columns docs/sqlite.md says are hex text")
-    n = 0
+    m = re.search(r"`-o trace\.csv`.*?its (\d+) columns, in the table's order.*?\n\n", md, re.S)
+    check(m, "docs/sqlite.md does not say the CSV has the coroutines table's columns (\"its N "
+          "columns, in the table's order\")")
+    ncols = int(m.group(1))
+    check(re.search(r"`\.csv` \(the coroutines\s+table, its %d columns" % ncols,
+                    doc("README.md")), "README.md does not say the CSV is the coroutines table "
+          "and its %d columns" % ncols)
+    hex_cols = re.search(r"((?:`[a-z_]+`,? (?:and )?)+)are hex\s+text", m.group(0))
+    check(hex_cols, "docs/sqlite.md does not say which CSV columns are hex text")
+    n = stacks = 0
     for run_ in doc_traces()["runs"]:
-        with open(run_["csv"], newline="") as f:
-            rows = list(csv.reader(f))
-        eq(rows[0], listed, "CSV columns of %s" % run_["name"])
         db = sqlite3.connect(run_["db"])
-        table = [r[1] for r in db.execute("PRAGMA table_info(coroutines)")]
-        eq(sorted(set(table) - set(listed)), sorted(left_out),
-           "coroutines columns the CSV leaves out (%s)" % run_["name"])
-        eq(listed, [c for c in table if c in listed], "the CSV's columns in the table's order")
-        sql = {r[0]: r for r in db.execute("SELECT %s FROM coroutines" % ", ".join(listed))}
-        eq(len(rows) - 1, len(sql), "CSV rows vs coroutines rows (%s)" % run_["name"])
-        for row in rows[1:]:
-            want = sql[int(row[0])]
-            for col, got, w in zip(listed, row, want):
-                if w is None:
-                    eq(got, "", "%s of uid %s (NULL in SQLite)" % (col, row[0]))
-                elif col in ("id", "parent_id"):
-                    eq(got, "0x%x" % (w & (2 ** 64 - 1)), "%s of uid %s" % (col, row[0]))
-                elif col == "threads":
-                    eq(got.split(" "), w.split(","), "threads of uid %s" % row[0])
-                else:
-                    eq(got, str(w), "%s of uid %s" % (col, row[0]))
-            n += 1
+        eq(len(db.execute("PRAGMA table_info(coroutines)").fetchall()), ncols,
+           "columns of the coroutines table (%s)" % run_["name"])
         db.close()
+        rows, st = check_csv_is_coroutines(run_["csv"], run_["db"],
+                                           re.findall(r"`([a-z_]+)`", hex_cols.group(1)))
+        n += rows
+        stacks += st
     check(n > 1000, "only %d CSV rows compared" % n)
 
 

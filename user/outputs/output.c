@@ -84,7 +84,7 @@ static void sqlite_discard(void *sink)
 static void *csv_create(struct output *o, struct model *m, struct model_observer *obs,
 			struct finding_sink *fs, char *err, size_t errlen)
 {
-	return csv_sink_new(&o->ob, obs);
+	return csv_sink_new(&o->ob, m, obs);
 }
 
 static int csv_finish(void *sink, char *err, size_t errlen)
