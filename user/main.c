@@ -368,7 +368,8 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 static error_t parse_trace(int key, char *arg, struct argp_state *state)
 {
 	struct trace_args *ta = state->input;
-	struct trace_opts *a = &ta->t;
+	struct trace_opts *t = &ta->t;
+	struct capture_opts *a = &t->cap;
 	char *end;
 
 	switch (key) {
@@ -379,13 +380,13 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		v = strtoul(arg, &end, 10);
 		if (errno || *end || !v || v > 0x7fffffff)
 			argp_error(state, "invalid PID '%s'", arg);
-		if (a->npids == OPTS_MAX_PIDS)
-			argp_error(state, "at most %d -p", OPTS_MAX_PIDS);
+		if (a->npids == CAPTURE_MAX_PIDS)
+			argp_error(state, "at most %d -p", CAPTURE_MAX_PIDS);
 		a->pids[a->npids++] = v;
 		return 0;
 	}
 	case OPT_RAW:
-		a->raw = arg;
+		t->raw = arg;
 		return 0;
 	case OPT_NO_SCHED:
 		a->no_sched = true;
@@ -399,7 +400,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			argp_error(state, "--probe-path: '%s' is not trap or batched", arg);
 		return 0;
 	case 'a':
-		a->all = true;
+		a->system_wide = true;
 		return 0;
 	case OPT_FOLLOW:
 		a->follow = true;
@@ -436,7 +437,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			if (switchfam_parse_custom(arg, &a->custom[a->ncustom], err, sizeof(err)))
 				argp_error(state, "invalid --switch %s", err);
 			a->ncustom++;
-			a->switch_given = true;
+			a->switch_forced = true;
 			return 0;
 		}
 		if (!strcmp(arg, "none")) {
@@ -455,17 +456,17 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 					   "uprobe:...; see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}
-		a->switch_given = true;
+		a->switch_forced = true;
 		return 0;
 	}
 	case OPT_FLIGHT:
 		errno = 0;
-		a->flight = strtod(arg, &end);
-		if (errno || *end || !(a->flight >= 0.01 && a->flight <= 86400))
+		t->flight = strtod(arg, &end);
+		if (errno || *end || !(t->flight >= 0.01 && t->flight <= 86400))
 			argp_error(state, "invalid --flight '%s' (seconds, 0.01 to 86400)", arg);
 		return 0;
 	case OPT_FLIGHT_MB:
-		a->flight_mb = parse_count(state, "flight-mb", arg, 1, 65536);
+		t->flight_mb = parse_count(state, "flight-mb", arg, 1, 65536);
 		return 0;
 	case OPT_DUMP_ON: {
 		char buf[256], *tok, *save;
@@ -482,7 +483,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 				argp_error(state, "unknown --dump-on kind '%s' (stall, long_run, "
 					   "sched_latency, blocking, spawn_storm, unmatched_span, "
 					   "lost_wakeup, leak)", tok);
-			a->dump_on |= 1u << k;
+			t->dump_on |= 1u << k;
 		}
 		return 0;
 	}
@@ -516,41 +517,41 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		argp_error(state, "unexpected argument '%s' (a command goes after --)", arg);
 		return 0;
 	case ARGP_KEY_END:
-		if (!a->npids && !a->argv && !a->all)
+		if (!a->npids && !a->argv && !a->system_wide)
 			argp_error(state, "nothing to trace: give -p PID, -- CMD, or -a");
 		if (a->npids && a->argv)
 			argp_error(state, "give either -p PID or -- CMD, not both");
-		if (a->all && a->argv)
+		if (a->system_wide && a->argv)
 			argp_error(state, "-a traces what runs: launch the command separately");
-		if (a->all && a->npids > 16)
+		if (a->system_wide && a->npids > 16)
 			argp_error(state, "with -a, at most 16 -p filters");
-		if (a->comm && !a->all)
+		if (a->comm && !a->system_wide)
 			argp_error(state, "--comm filters -a");
-		if (a->switch_none && a->switch_given)
+		if (a->switch_none && a->switch_forced)
 			argp_error(state, "--switch none excludes other --switch values");
-		if (a->follow && a->all)
+		if (a->follow && a->system_wide)
 			argp_error(state, "--follow needs -p PID or -- CMD (-a traces every "
 				   "instrumented process anyway)");
-		if (a->follow && a->switch_given && !a->switch_none)
+		if (a->follow && a->switch_forced && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
 				   "processes are traced through corobpf probes only");
 		if (a->sample_hz_set && !a->stacks)
 			argp_error(state, "--sample-hz samples stacks: add --stacks");
 		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
 			argp_error(state, "--stack-bytes sizes --stacks=dwarf samples");
-		if (a->all && a->switch_given)
+		if (a->system_wide && a->switch_forced)
 			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
 				   "follows corobpf probes only; trace the process with -p or --");
-		if ((a->flight_mb || a->dump_on) && !a->flight)
+		if ((t->flight_mb || t->dump_on) && !t->flight)
 			argp_error(state, "--flight-mb and --dump-on set up the flight recorder: add "
 				   "--flight SECS");
-		if (a->flight && !ta->c.noutputs)
+		if (t->flight && !ta->c.noutputs)
 			argp_error(state, "--flight writes the -o outputs when asked: give -o FILE");
-		for (int i = 0; a->flight && i < ta->c.noutputs; i++)
+		for (int i = 0; t->flight && i < ta->c.noutputs; i++)
 			if (pgstore_is_uri(ta->c.outputs[i]))
 				argp_error(state, "--flight dumps files, not a PostgreSQL store: dump "
 					   "JSONL (-o t.jsonl), then corobpf report DUMP -o URI");
-		check_outputs_distinct(state, &ta->c, a->raw);
+		check_outputs_distinct(state, &ta->c, t->raw);
 		return 0;
 	}
 	return parse_common(key, arg, state);
@@ -560,16 +561,16 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 static error_t parse_ps(int key, char *arg, struct argp_state *state)
 {
 	struct trace_args *ta = state->input;
-	struct trace_opts *a = &ta->t;
+	struct capture_opts *a = &ta->t.cap;
 
 	/* Hidden from ps --help, and refused: what ps --help does not offer, ps does not take. */
 	if (key == OPT_EXEC_GATE)
 		argp_error(state, "--exec-gate holds programs that -a or --follow find at their "
 			   "exec; ps looks at running processes only");
 	if (key == ARGP_KEY_END) {
-		if (!a->npids || a->argv || a->all || a->follow)
+		if (!a->npids || a->argv || a->system_wide || a->follow)
 			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
-		if (a->flight)
+		if (ta->t.flight)
 			argp_error(state, "--flight records with corobpf trace, not ps");
 		if (!a->stacks)
 			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
@@ -728,7 +729,7 @@ static int cmd_report(int argc, char **argv)
 }
 
 /* Everything after the first "--" is the command, options and all: argp sees what is before. */
-static int split_command(int *argc, char **argv, struct trace_opts *t)
+static int split_command(int *argc, char **argv, struct capture_opts *t)
 {
 	for (int i = 1; i < *argc; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -744,18 +745,43 @@ static int split_command(int *argc, char **argv, struct trace_opts *t)
 	return 0;
 }
 
+/*
+ * A live capture's options once parsed and checked: the defaults of those not given, and the
+ * probe path the run takes (said here, before the session starts). Read-only from now on.
+ */
+static void resolve_capture_opts(struct capture_opts *o)
+{
+	const char *why;
+	u32 asked = o->probe_path;
+
+	if (!o->stack_bytes)
+		o->stack_bytes = 4096;
+	if (!o->sample_hz_set)
+		o->sample_hz = 99;
+	o->probe_path = batch_path_choose(asked, o->stacks != 0, &why);
+	if (why && asked == PROBE_PATH_BATCHED)
+		log_warn("--probe-path batched: %s: the trap path is used", why);
+	else if (why)
+		log_info("probe path: trap, not batched: %s", why);
+	if (o->probe_path == PROBE_PATH_BATCHED)
+		log_info("probe path: batched (records kept in each thread, copied out by BPF)");
+	else
+		log_verbose("probe path: trap (a uprobe trap per event)");
+}
+
 /* trace and ps: one parse, options in one struct, a parser of their own for ps. */
 static int parse_live(int argc, char **argv, const struct argp *how, struct trace_args *a)
 {
 	const struct argp argp = *how;
 
-	a->t.ring_bytes = 16ULL << 20;
-	a->t.exec_gate_ms = 1000;
+	a->t.cap.ring_bytes = 16ULL << 20;
+	a->t.cap.exec_gate_ms = 1000;
 	analyze_opts_default(&a->c.an);
-	if (split_command(&argc, argv, &a->t))
+	if (split_command(&argc, argv, &a->t.cap))
 		return EXIT_USAGE;
 	if (argp_parse(&argp, argc, argv, 0, NULL, a))
 		return EXIT_USAGE;
+	resolve_capture_opts(&a->t.cap);
 	return 0;
 }
 
@@ -824,11 +850,13 @@ static int cmd_top(int argc, char **argv)
 	struct argp argp = {opts, parse_top, "[-p PID... | -a | -- CMD [ARGS...]]", top_doc};
 	int ret = 0;
 
-	a.ta.t.ring_bytes = 16ULL << 20;
+	a.ta.t.cap.ring_bytes = 16ULL << 20;
 	a.top.interval = 1.0;
 	analyze_opts_default(&a.ta.c.an);
-	if (split_command(&argc, argv, &a.ta.t) || argp_parse(&argp, argc, argv, 0, NULL, &a))
+	if (split_command(&argc, argv, &a.ta.t.cap) || argp_parse(&argp, argc, argv, 0, NULL, &a))
 		ret = EXIT_USAGE;
+	if (!ret)
+		resolve_capture_opts(&a.ta.t.cap);
 	if (!ret)
 		ret = session_top(&a.ta.c, &a.ta.t, &a.top);
 	free(opts);

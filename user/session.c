@@ -9,13 +9,13 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "batch.h"
 #include "capture.h"
 #include "flight.h"
 #include "jsonl_read.h"
 #include "log.h"
 #include "perfetto.h"
 #include "ps.h"
+#include "raw.h"
 #include "recsink.h"
 #include "report.h"
 #include "ringfill.h"
@@ -50,7 +50,6 @@ struct session {
 	struct record_sink sink;
 
 	/* The source: a live capture or a reader. */
-	struct capture_opts co;
 	struct capture cap;
 	bool cap_open;
 	u32 *pids;
@@ -163,7 +162,7 @@ static int session_open_live(struct session *s)
 	capture_install_signals();
 	if (t->flight)
 		flight_install_signal();
-	ret = capture_open(&s->cap, &s->co);
+	ret = capture_open(&s->cap, &t->cap);
 	s->cap_open = true;
 	if (!ret)
 		ret = capture_targets(&s->cap);
@@ -234,9 +233,9 @@ static void session_add_top(struct session *s)
 	struct finding_sink fs;
 	const struct capture *cap = &s->cap;
 
-	if (s->t->all)
+	if (s->t->cap.system_wide)
 		snprintf(s->top_what, sizeof(s->top_what), "every instrumented process%s%s",
-			 s->t->comm ? " named " : "", s->t->comm ? s->t->comm : "");
+			 s->t->cap.comm ? " named " : "", s->t->cap.comm ? s->t->cap.comm : "");
 	else if (cap->ntargets == 1)
 		snprintf(s->top_what, sizeof(s->top_what), "pid %u (%s)", cap->targets[0].pid,
 			 cap->targets[0].comm);
@@ -244,7 +243,7 @@ static void session_add_top(struct session *s)
 		snprintf(s->top_what, sizeof(s->top_what), "%zu processes", cap->ntargets);
 	cfg.interval_s = s->topo->interval;
 	cfg.text = s->topo->batch;
-	cfg.stacks = s->t->stacks != 0;
+	cfg.stacks = s->t->cap.stacks != 0;
 	cfg.what = s->top_what;
 	cfg.stop = &capture_stop_signal;
 	if (!ring_fill_open(&s->rf, cap)) {
@@ -373,15 +372,15 @@ static int session_feed_live(struct session *s, int *code)
 	const struct capture *cap = &s->cap;
 	int ret;
 
-	if (t->all)
-		log_info("tracing every instrumented process%s%s%s", t->comm ? " named " : "",
-			 t->comm ? t->comm : "", t->duration ? "" : "; Ctrl-C to stop");
+	if (t->cap.system_wide)
+		log_info("tracing every instrumented process%s%s%s", t->cap.comm ? " named " : "",
+			 t->cap.comm ? t->cap.comm : "", t->cap.duration ? "" : "; Ctrl-C to stop");
 	else if (cap->ntargets == 1)
 		log_info("tracing %s (pid %u)%s", cap->targets[0].comm, cap->targets[0].pid,
-			 t->duration ? "" : "; Ctrl-C to stop");
+			 t->cap.duration ? "" : "; Ctrl-C to stop");
 	else
 		log_info("tracing %zu processes%s", cap->ntargets,
-			 t->duration ? "" : "; Ctrl-C to stop");
+			 t->cap.duration ? "" : "; Ctrl-C to stop");
 	s->tee = (struct record_tee){.raw = s->raw, .pipeline = &s->p};
 	s->sink = record_tee_sink(&s->tee);
 	if (s->flight)
@@ -462,7 +461,7 @@ static int session_finish(struct session *s, int code)
 
 	pipeline_finish(&s->p);
 	if (s->ps)
-		ps_print(s->ps, s->t->duration, PS_FRAMES);
+		ps_print(s->ps, s->t->cap.duration, PS_FRAMES);
 	ret = session_close_raw(s);
 	if (ret)
 		code = ret;
@@ -527,41 +526,7 @@ static void session_init(struct session *s, const struct common_opts *c, enum se
 
 static void session_init_live(struct session *s, const struct trace_opts *t)
 {
-	struct capture_opts *co = &s->co;
-
 	s->t = t;
-	co->pids = (u32 *)t->pids;
-	co->npids = t->npids;
-	co->argv = t->argv;
-	co->duration_ns = (u64)(t->duration * 1e9);
-	co->ring_bytes = t->ring_bytes;
-	co->stacks = t->stacks;
-	co->stack_bytes = t->stack_bytes ? t->stack_bytes : 4096;
-	co->stack_map = 16384;
-	co->sample_hz = t->sample_hz_set ? t->sample_hz : 99;
-	co->no_sched = t->no_sched;
-	{
-		const char *why;
-
-		co->probe_path = batch_path_choose(t->probe_path, t->stacks != 0, &why);
-		if (why && t->probe_path == PROBE_PATH_BATCHED)
-			log_warn("--probe-path batched: %s: the trap path is used", why);
-		else if (why)
-			log_info("probe path: trap, not batched: %s", why);
-		if (co->probe_path == PROBE_PATH_BATCHED)
-			log_info("probe path: batched (records kept in each thread, copied out by BPF)");
-		else
-			log_verbose("probe path: trap (a uprobe trap per event)");
-	}
-	co->system_wide = t->all;
-	co->follow = t->follow;
-	co->exec_gate_ms = t->exec_gate_ms;
-	co->comm = t->comm;
-	co->switch_families = t->switch_families;
-	co->switch_forced = t->switch_given;
-	co->switch_none = t->switch_none;
-	co->custom = (struct switch_custom *)t->custom;
-	co->ncustom = t->ncustom;
 }
 
 int session_trace(const struct common_opts *c, const struct trace_opts *t)

@@ -75,12 +75,12 @@ static bool attach_libload_pid(struct attach_ctx *a, int pid, const char *path)
 static int attach_pid(struct attach_ctx *a, struct target *t)
 {
 	/* -a has no targets: only Go's global attach (global_go) asks, for every process. */
-	return a->opts.follow || a->opts.system_wide ? -1 : (int)t->pid;
+	return a->opts->follow || a->opts->system_wide ? -1 : (int)t->pid;
 }
 
 static struct hmap *examined(struct attach_ctx *a, struct target *t)
 {
-	return a->opts.follow ? &a->global_objects : &t->objects;
+	return a->opts->follow ? &a->global_objects : &t->objects;
 }
 
 static void attach_libload(struct attach_ctx *a, struct target *t, const char *path)
@@ -209,7 +209,7 @@ attached:
 /* The families to use: asked for with --switch, else every one there is. */
 static u32 wanted_families(struct attach_ctx *a)
 {
-	u32 f = a->opts.switch_forced ? a->opts.switch_families : ~0u;
+	u32 f = a->opts->switch_forced ? a->opts->switch_families : ~0u;
 
 	/* Pth switches through ucontext: its names and exits need ucontext's switches. */
 	if (f & (1u << CORO_FAM_PTH))
@@ -391,7 +391,7 @@ static void go_walk(struct attach_ctx *a, struct target *t, const char *shown,
 
 	if (t->launched)
 		return;
-	n = gowalk_process(t->pid, gi, a->opts.stacks, &gs);
+	n = gowalk_process(t->pid, gi, a->opts->stacks, &gs);
 	if (n < 0) {
 		log_warn("%s (process %u): cannot list the goroutines alive now (%s); each "
 			 "appears when its state next changes", shown, t->pid, strerror(-n));
@@ -491,8 +491,8 @@ static void choose_fcontext_call_sites(struct attach_ctx *a, struct target *t)
  */
 static int attach_custom(struct attach_ctx *a, struct target *t)
 {
-	for (size_t i = 0; i < a->opts.ncustom; i++) {
-		const struct switch_custom *cs = &a->opts.custom[i];
+	for (size_t i = 0; i < a->opts->ncustom; i++) {
+		const struct switch_custom *cs = &a->opts->custom[i];
 		struct switch_plan plan;
 		char path[32], err[512];
 		/* Inside the target's root: symlinks planted there cannot lead out of it. */
@@ -524,7 +524,7 @@ static int attach_custom(struct attach_ctx *a, struct target *t)
 
 int attach_switch_path(struct attach_ctx *a, struct target *t)
 {
-	const struct attach_opts *o = &a->opts;
+	const struct capture_opts *o = a->opts;
 	u32 all = 0, drop;
 	int ret;
 
@@ -571,7 +571,7 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 {
 	u32 sites = 0, fams;
 
-	if (a->opts.switch_forced) {
+	if (a->opts->switch_forced) {
 		struct elf_probes probes;
 		char err[512];
 
@@ -581,14 +581,14 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 		sites = attach_object_pid(a, attach_pid(a, t), path, shown, late);
 		t->probe_sites += sites;
 	}
-	if (a->opts.switch_none)
+	if (a->opts->switch_none)
 		return sites;
 	/*
 	 * C++20 coroutines: their own sites, whatever else the program has (the
 	 * coroutines the promise adapter reports itself are left out, one by one:
 	 * cxxcoro.h).
 	 */
-	if (!a->opts.switch_forced)
+	if (!a->opts->switch_forced)
 		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
 	fams = switchfam_detect(path);
 	if (!fams)
@@ -596,7 +596,7 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	/* A Go PIE: its goroutines made as it exits are named after it is gone (ringev.c). */
 	if (fams & (1u << CORO_FAM_GO))
 		switchfam_learn_bias(t->pid, path);
-	if (a->opts.follow && late) {
+	if (a->opts->follow && late) {
 		/* A target's exec under --follow: Go's family, now (attach_switch_path is past). */
 		global_go(a, t->pid, path, shown, late, true);
 		return sites;
@@ -645,7 +645,7 @@ static void object_open_failed(struct attach_ctx *a, u32 pid, const char *shown,
 	case EPERM:
 		a->open_denied++;
 		a->open_denied_errno = err;
-		if (!a->opts.system_wide)
+		if (!a->opts->system_wide)
 			log_warn("cannot open %s mapped by process %u: %s (the files another "
 				 "user's process maps need CAP_SYS_ADMIN, or CAP_SYS_PTRACE and "
 				 "CAP_DAC_READ_SEARCH)", shown, pid, strerror(err));
@@ -772,7 +772,7 @@ static void global_go(struct attach_ctx *a, u32 pid, const char *path, const cha
 	struct goelf_info gi;
 	char err[512];
 
-	if (!(a->opts.follow || a->opts.system_wide) || a->opts.switch_none ||
+	if (!(a->opts->follow || a->opts->system_wide) || a->opts->switch_none ||
 	    !(wanted_families(a) & (1u << CORO_FAM_GO)) ||
 	    !(switchfam_detect(path) & (1u << CORO_FAM_GO)))
 		return;
@@ -796,7 +796,7 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 	global_go(a, gs->pid, fd_path_buf, shown, late, true);
 	sites = attach_object_pid(a, -1, fd_path_buf, shown, late);
 	a->global_sites += sites;
-	if (!a->opts.switch_none && !a->opts.switch_forced)
+	if (!a->opts->switch_none && !a->opts->switch_forced)
 		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
@@ -1122,7 +1122,7 @@ int attach_launch_image(struct attach_ctx *a, struct target *t)
 	ssize_t n;
 	int ret;
 
-	if (!a->opts.follow && t->images)
+	if (!a->opts->follow && t->images)
 		forget_image(a, t);
 	t->image_links[0] = a->nlinks;
 	t->image_links[1] = a->nlink_fds;

@@ -112,6 +112,8 @@ static void child_before_exec(void)
 }
 
 #define POLL_MS 100
+/* --stacks=fp: entries of the kernel's stack map. */
+#define CAPTURE_STACK_MAP 16384
 /* Records one read of the ring may take before the loop looks at signals, -d and targets. */
 #define RING_READ_BUDGET 65536
 #define STATS_EVERY_NS 1000000000ULL
@@ -404,20 +406,10 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	};
 	c->epfd = -1;
 	attach_ctx_init(&c->attach);
-	c->attach.opts = (struct attach_opts){
-		.system_wide = opts->system_wide,
-		.follow = opts->follow,
-		.switch_families = opts->switch_families,
-		.switch_forced = opts->switch_forced,
-		.switch_none = opts->switch_none,
-		.custom = opts->custom,
-		.ncustom = opts->ncustom,
-		.stacks = opts->stacks != 0,
-	};
+	c->attach.opts = opts;
 	c->attach.ustats = c->ustats;
 	ringev_init(&c->ev);
-	c->ev.system_wide = opts->system_wide;
-	c->ev.follow = opts->follow;
+	c->ev.opts = opts;
 	c->ev.ustats = c->ustats;
 	c->ev.batch.ustats = c->ustats;
 	c->skel = corobpf_bpf__open();
@@ -449,7 +441,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->skel->rodata->stack_bytes = opts->stack_bytes;
 	/* The kernel stack map is preallocated (~1 KiB an entry): none unless asked for. */
 	err = bpf_map__set_max_entries(c->skel->maps.stackmap,
-				       opts->stacks == STACK_MODE_FP ? opts->stack_map : 1);
+				       opts->stacks == STACK_MODE_FP ? CAPTURE_STACK_MAP : 1);
 	if (!err && opts->stacks != STACK_MODE_DWARF)
 		err = bpf_map__set_max_entries(c->skel->maps.stack_scratch, 1);
 	if (err) {
@@ -950,7 +942,8 @@ static int watch_flush(void *ctx)
 int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
-	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
+	u64 duration_ns = (u64)(c->opts->duration * 1e9);
+	u64 deadline = duration_ns ? start + duration_ns : 0;
 	struct batch_tails *tails;
 	u64 stop_ts;
 	int ret = 0;

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 #include "attach.h"
 #include "attachctx.h"
+#include "capture_opts.h"
 #include "execgate.h"
 #include "recsink.h"
 #include "ringev.h"
@@ -29,43 +30,8 @@
 struct corobpf_bpf;
 struct ring_buffer;
 
-struct capture_opts {
-	u32 *pids;
-	u32 npids;
-	char **argv; /* launch mode: the command and its arguments */
-	u64 duration_ns; /* 0: until the targets exit or a signal */
-	u64 ring_bytes;
-	bool no_sched;	 /* without the kernel's scheduling view (sched_switch/wakeup) */
-	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
-	const char *comm; /* -a --comm: only processes whose name starts so */
-	/*
-	 * --follow: the targets' probe objects are attached for every process
-	 * (pid -1) and the BPF side admits the targets and, at fork, their
-	 * descendants; exec'd images are scanned like -a's. Probes only.
-	 */
-	bool follow;
-	/*
-	 * The switch-function path (--switch). Automatic by default: a process
-	 * without corobpf probes is traced through every family its libraries
-	 * provide. switch_forced: the families (and custom functions) given,
-	 * even where probes exist (which are then left alone); switch_none: never.
-	 */
-	u32 switch_families; /* 1 << enum coro_ctx_family */
-	bool switch_forced;
-	bool switch_none;
-	struct switch_custom *custom;
-	size_t ncustom;
-	u32 stacks;	  /* enum stack_mode (stacks.h) */
-	u32 stack_bytes;  /* dwarf: bytes of user stack copied per event */
-	u32 stack_map;	  /* fp: entries of the kernel stack map */
-	u32 sample_hz;	  /* --stacks: perf-event samples of running coroutines per second per CPU (0: none) */
-	/* -a, --follow: the exec gate's longest hold (execgate.h); 0: no gate. */
-	u32 exec_gate_ms;
-	u32 probe_path; /* --probe-path: enum probe_path (batch.h), resolved by batch_path_choose() */
-};
-
 struct capture {
-	const struct capture_opts *opts;
+	const struct capture_opts *opts; /* read-only: the session's, lent to attaching too */
 	struct corobpf_bpf *skel;
 	struct ring_buffer *rb;
 	/* Lent to attach.c and usdt.c: the programs, the links, what they attached. */

@@ -84,7 +84,7 @@ static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h
 			t->rescan = true;
 		if (!t->exited && h->kind == CORO_EV_EXEC)
 			t->execed = true;
-	} else if (ev->system_wide || (ev->follow && hmap_get(&ev->announced, h->pid, 0))) {
+	} else if (ev->opts->system_wide || (ev->opts->follow && hmap_get(&ev->announced, h->pid, 0))) {
 		hmap_put(&ev->rescan_pids, h->pid, 0, (void *)1);
 	}
 }
@@ -97,7 +97,7 @@ static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h
  */
 static bool untraced_elsewhere(struct ringev *ev, const struct coro_event_hdr *h)
 {
-	return ev->system_wide && !ringev_find_target(ev, h->pid) &&
+	return ev->opts->system_wide && !ringev_find_target(ev, h->pid) &&
 	       !hmap_get(&ev->announced, h->pid, 0);
 }
 
@@ -105,7 +105,7 @@ static bool untraced_elsewhere(struct ringev *ev, const struct coro_event_hdr *h
 static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
 {
 	const struct coro_event_hdr *h = &e->hdr;
-	struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = ev->follow};
+	struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = ev->opts->follow};
 	char path[64];
 	u32 tgid;
 	ssize_t n;

@@ -31,14 +31,14 @@
 
 #include "attach.h"
 #include "batch.h"
+#include "capture_opts.h"
 #include "recsink.h"
 #include "stackres.h"
 #include "util.h"
 
 struct ringev {
 	/* Set by the capture: before the run (settings), at its start (sink, targets). */
-	bool system_wide;
-	bool follow;
+	const struct capture_opts *opts; /* -a, --follow */
 	u64 *ustats;			/* the capture's CORO_USTAT_* counters */
 	struct stack_resolver *stk;	/* --stacks, or NULL */
 	const struct record_sink *sink;

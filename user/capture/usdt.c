@@ -202,7 +202,7 @@ bool usdt_object_refused(struct attach_ctx *a, const struct elf_probes *probes, 
 
 bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown, u32 need)
 {
-	bool found = a->opts.system_wide || a->opts.follow;
+	bool found = a->opts->system_wide || a->opts->follow;
 	struct stat st;
 	u64 owner = 0, mine = 0;
 	const char *why = NULL;
