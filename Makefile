@@ -38,7 +38,7 @@ msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
 endif
 
 # user/: the loader, a folder per stage of the data flow (docs/design.md, "Source layout").
-USER_DIRS := user user/capture user/outputs user/model user/elf user/record user/common
+USER_DIRS := user user/session user/capture user/outputs user/model user/elf user/record user/common
 USER_INCS := $(addprefix -I,$(USER_DIRS)) -I/usr/include/postgresql
 USER_HDRS := $(foreach d,$(USER_DIRS),$(wildcard $(d)/*.h))
 vpath %.c $(USER_DIRS)
@@ -47,13 +47,15 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c pro
 		 $(addprefix user/record/,kinds.c raw.c reorder.c) \
 		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c \
 		   cxxcoro.c) \
-		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c pipeline.c analyze.c stacks.c \
+		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c analyze.c stacks.c \
 		   counters.c finding.c gomodel.c jsonl_read.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
-		   report.c ps.c spanrep.c pgstore.c tables.c)
-USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
+		   report.c ps.c spanrep.c pgstore.c tables.c) \
+		 user/session/pipeline.c
+USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c attach.c \
 		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c batch.c) \
-		  user/outputs/top.c user/record/flight.c user/outputs/status.c user/session.c user/main.c
+		  user/outputs/top.c user/outputs/status.c $(addprefix user/session/,flight.c session.c) \
+		  user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)

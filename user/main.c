@@ -14,7 +14,6 @@
 #include "options.h"
 #include "pgstore.h"
 #include "session.h"
-#include "stacks.h"
 
 /*
  * What argp fills for one command: the common options first, so that

@@ -45,7 +45,7 @@ TEST(round_trip_keeps_every_event)
 	CHECK_EQ(ci.start_ts, 1000);
 	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci, NULL);
-	CHECK_EQ(output_attach(&out, &p, err, sizeof(err)), 0);
+	CHECK_EQ(pipeline_add_output(&p, &out, err, sizeof(err)), 0);
 	pipeline_begin(&p);
 	while ((ret = jsonl_reader_next(r, &h)) == 1)
 		pipeline_feed(&p, h);

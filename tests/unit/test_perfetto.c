@@ -149,7 +149,7 @@ static bool pf_run_open(struct pf_run *r, const char *file, int max_tracks)
 	CHECK_EQ(output_open(&r->out, r->path, OUT_AUTO, true, err, sizeof(err)), 0);
 	r->out.max_tracks = (u32)max_tracks;
 	pipeline_init(&r->p, &r->ci, NULL);
-	output_attach(&r->out, &r->p, err, sizeof(err));
+	pipeline_add_output(&r->p, &r->out, err, sizeof(err));
 	pipeline_begin(&r->p);
 	return true;
 }

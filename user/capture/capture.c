@@ -24,7 +24,7 @@
 #include "gowalk.h"
 #include "liverec.h"
 #include "procfs.h"
-#include "pipeline.h" /* its reorder window */
+#include "reorder.h" /* its window */
 #include "strread.h"
 #include "termsafe.h"
 #include "usdt.h"
@@ -851,8 +851,8 @@ static u64 target_exit_ts(struct capture *c, u32 pid)
 
 	if (bpf_map_lookup_and_delete_elem(fd, &pid, &ts) || !ts || ts > now)
 		return now;
-	if (c->newest_ts > PIPELINE_REORDER_WINDOW_NS / 2)
-		floor = c->newest_ts - PIPELINE_REORDER_WINDOW_NS / 2;
+	if (c->newest_ts > REORDER_WINDOW_NS / 2)
+		floor = c->newest_ts - REORDER_WINDOW_NS / 2;
 	return ts < floor ? floor : ts;
 }
 

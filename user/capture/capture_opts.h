@@ -12,6 +12,13 @@
 #include "switchfam.h"
 #include "util.h"
 
+/* --stacks. */
+enum stack_mode {
+	STACK_MODE_OFF = 0,
+	STACK_MODE_FP = 1,    /* the kernel's frame-pointer walk, deduplicated in a BPF stack map */
+	STACK_MODE_DWARF = 2, /* registers and stack bytes, unwound in user space from .eh_frame */
+};
+
 #define CAPTURE_MAX_PIDS 256
 #define CAPTURE_MAX_CUSTOM 8
 
@@ -41,7 +48,7 @@ struct capture_opts {
 	bool switch_none;
 	struct switch_custom custom[CAPTURE_MAX_CUSTOM]; /* --switch uprobe:... */
 	size_t ncustom;
-	u32 stacks;	 /* --stacks: enum stack_mode (stacks.h) */
+	u32 stacks;	 /* --stacks: enum stack_mode */
 	u32 stack_bytes; /* --stacks=dwarf: bytes of user stack copied per event */
 	/* --sample-hz: perf-event samples of running coroutines per second per CPU (0: none) */
 	u32 sample_hz;

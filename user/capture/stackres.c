@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "capture_opts.h"
 #include "kinds.h"
 #include "log.h"
 #include "raw.h"

@@ -21,14 +21,6 @@
 struct coro_rec_map;
 struct coro_rec_stack;
 
-enum stack_mode {
-	STACK_MODE_OFF = 0,
-	STACK_MODE_FP = 1,    /* the kernel's frame-pointer walk, deduplicated in a BPF stack map */
-	STACK_MODE_DWARF = 2, /* registers and stack bytes, unwound in user space from .eh_frame */
-};
-
-const char *stack_mode_name(u32 mode);
-
 struct sym_frame {
 	u64 ip;		  /* the address in the process */
 	u64 rel;	  /* its offset in the object's file (for Perfetto's rel_pc) */

@@ -234,7 +234,7 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 				 kind_of(o->fmt)->names[0]);
 			return -EINVAL;
 		}
-		o->path = xstrdup(path); /* connected by output_attach() */
+		o->path = xstrdup(path); /* connected by output_observe() */
 		return 0;
 	}
 	if (o->gzip && kind_of(o->fmt)->no_gzip) {
@@ -256,16 +256,17 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 	return 0;
 }
 
-int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen)
+int output_observe(struct output *o, struct model *m, struct model_observer *obs,
+		   struct finding_sink *fs, char *err, size_t errlen)
 {
 	const struct output_kind *k = kind_of(o->fmt);
-	struct model_observer obs;
-	struct finding_sink fs;
 
-	o->sink = k->create(o, &p->model, &obs, &fs, err, errlen);
+	memset(fs, 0, sizeof(*fs));
+	o->sink = k->create(o, m, obs, fs, err, errlen);
 	if (!o->sink)
 		return -1;
-	pipeline_add_observer(p, &obs, k->findings ? &fs : NULL);
+	if (!k->findings)
+		memset(fs, 0, sizeof(*fs));
 	return 0;
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "analyze.h"
 #include "kinds.h"
+#include "output.h"
 #include "pipeline.h"
 
 static void pipeline_model(void *ctx, const struct coro_event_hdr *rec)
@@ -52,7 +53,7 @@ void pipeline_init(struct pipeline *p, struct capture_info *ci, const struct ana
 	cxxmap_init(&p->cxxmap);
 	model_init(&p->model, ci);
 	p->model.cxx_awaiter = &p->cxxmap.awaiter;
-	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
+	reorder_init(&p->reorder, REORDER_WINDOW_NS, pipeline_emit, p);
 	if (detect) {
 		struct finding_sink to_outputs = {.ctx = p, .finding = pipeline_finding};
 		struct model_observer obs;
@@ -72,6 +73,17 @@ int pipeline_add_observer(struct pipeline *p, const struct model_observer *obs,
 	if (slot >= 0 && fs && fs->finding)
 		p->sinks[p->nsinks++] = *fs;
 	return slot;
+}
+
+int pipeline_add_output(struct pipeline *p, struct output *o, char *err, size_t errlen)
+{
+	struct model_observer obs;
+	struct finding_sink fs;
+
+	if (output_observe(o, &p->model, &obs, &fs, err, errlen))
+		return -1;
+	pipeline_add_observer(p, &obs, &fs);
+	return 0;
 }
 
 void pipeline_begin(struct pipeline *p)

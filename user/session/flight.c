@@ -419,7 +419,7 @@ static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsign
 		*nouts = i + 1;
 		outs[i].max_tracks =
 		    c->coroutine_tracks_set ? c->coroutine_tracks : PERFETTO_DEFAULT_MAX_TRACKS;
-		if (output_attach(&outs[i], &f->tail, err, sizeof(err))) {
+		if (pipeline_add_output(&f->tail, &outs[i], err, sizeof(err))) {
 			log_err("%s", err);
 			return -1;
 		}

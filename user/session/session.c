@@ -3,7 +3,7 @@
  * The one wiring of a run (session.h): source, pipeline, outputs and view, in
  * the order every command shares, with one path out on failure. The pipeline
  * is built, fed, finished and freed here only (outputs add their observers
- * to it through output_attach()).
+ * to it through pipeline_add_output()).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -45,8 +45,7 @@ struct session {
 	int nouts;
 	struct outfile rawfile; /* --raw */
 	struct raw_writer *raw;
-	/* A live capture's records: the raw copy first, then the pipeline. */
-	struct record_tee tee;
+	/* A live capture's records: the raw copy first, then the pipeline (tee_emit()). */
 	struct record_sink sink;
 
 	/* The source: a live capture or a reader. */
@@ -73,6 +72,30 @@ struct session {
 	struct flight *flight; /* --flight: the -o outputs are its dumps */
 	struct status *status; /* the status line on a terminal */
 };
+
+/* ---- a live capture's records: the raw capture (--raw), then the pipeline ---- */
+
+static void tee_emit(void *ctx, const struct coro_event_hdr *rec)
+{
+	struct session *s = ctx;
+
+	if (s->raw)
+		raw_writer_append(s->raw, rec);
+	pipeline_feed(&s->p, rec);
+}
+
+static int tee_flush(void *ctx)
+{
+	struct session *s = ctx;
+	int err;
+
+	if (!s->raw)
+		return 0;
+	err = raw_writer_flush(s->raw);
+	if (err < 0)
+		log_err("cannot write the raw capture: %s", strerror(-err));
+	return err < 0 ? err : 0;
+}
 
 /* ---- outputs ---- */
 
@@ -302,7 +325,7 @@ static int session_start(struct session *s)
 	pipeline_init(&s->p, &s->ci, &s->c->an);
 	s->pipe_open = true;
 	for (int i = 0; i < s->nouts; i++) {
-		if (output_attach(&s->outs[i], &s->p, err, sizeof(err))) {
+		if (pipeline_add_output(&s->p, &s->outs[i], err, sizeof(err))) {
 			log_err("%s", err);
 			return EXIT_OUTPUT;
 		}
@@ -381,8 +404,7 @@ static int session_feed_live(struct session *s, int *code)
 	else
 		log_info("tracing %zu processes%s", cap->ntargets,
 			 t->cap.duration ? "" : "; Ctrl-C to stop");
-	s->tee = (struct record_tee){.raw = s->raw, .pipeline = &s->p};
-	s->sink = record_tee_sink(&s->tee);
+	s->sink = (struct record_sink){.emit = tee_emit, .flush = tee_flush, .ctx = s};
 	if (s->flight)
 		s->sink = flight_sink(s->flight, s->sink);
 	if (s->top) {
