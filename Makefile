@@ -45,15 +45,16 @@ vpath %.c $(USER_DIRS)
 
 USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c procfs.c) \
 		 $(addprefix user/record/,kinds.c raw.c reorder.c) \
-		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c \
-		   cxxcoro.c) \
+		 $(addprefix user/elf/,elfnotes.c dynlink.c ldpaths.c x86dec.c switchfam.c switchspec.c \
+		   fam_runtimes.c goelf.c cxxcoro.c) \
 		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c analyze.c stacks.c \
 		   counters.c finding.c gomodel.c jsonl_read.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c pgstore.c tables.c) \
 		 user/session/pipeline.c
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c attach.c \
-		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c batch.c) \
+		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c batch.c signals.c \
+		    preflight.c) \
 		  user/outputs/top.c user/outputs/status.c $(addprefix user/session/,flight.c session.c) \
 		  user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))

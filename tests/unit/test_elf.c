@@ -25,6 +25,7 @@
 
 #include "unit.h"
 
+#include "dynlink.h"
 #include "elfnotes.h"
 #include "ldpaths.h"
 

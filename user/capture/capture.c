@@ -2,114 +2,31 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
-#include <linux/capability.h>
-#include <sys/resource.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
 #include "gowalk.h"
 #include "liverec.h"
+#include "preflight.h"
 #include "procfs.h"
 #include "reorder.h" /* its window */
+#include "signals.h"
 #include "strread.h"
 #include "termsafe.h"
 #include "usdt.h"
 #include "corobpf.skel.h"
 #include "log.h"
-
-volatile sig_atomic_t capture_stop_signal;
-static volatile pid_t signal_child = -1;
-static struct sigaction saved_actions[NSIG];
-
-static void on_signal(int sig, siginfo_t *si, void *uc)
-{
-	pid_t child = signal_child;
-
-	(void)uc;
-	if (capture_stop_signal) {
-		/* The second one: quit now, leaving no half-written file behind. */
-		outfile_emergency_cleanup();
-		_exit(128 + sig);
-	}
-	capture_stop_signal = sig;
-	/* Pass termination on; a keyboard ^C already reached the whole process group. */
-	if (child > 0 && (sig != SIGINT || si->si_code == SI_USER || si->si_code == SI_QUEUE))
-		kill(child, sig);
-}
-
-void capture_install_signals(void)
-{
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	struct sigaction sa = {0};
-
-	sa.sa_sigaction = on_signal;
-	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: interrupt the poll */
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
-		sigaction(sigs[i], NULL, &saved_actions[sigs[i]]);
-		/* Under nohup, a hangup is not ours to act on. */
-		if (sigs[i] == SIGHUP && saved_actions[SIGHUP].sa_handler == SIG_IGN)
-			continue;
-		sigaction(sigs[i], &sa, NULL);
-	}
-	sigaction(SIGPIPE, NULL, &saved_actions[SIGPIPE]);
-	signal(SIGPIPE, SIG_IGN);
-}
-
-/* In the launched child before exec: the dispositions corobpf was started with. */
-static struct rlimit capture_saved_nofile;
-static bool capture_nofile_raised;
-
-static void capture_restore_limits(void)
-{
-	if (capture_nofile_raised)
-		setrlimit(RLIMIT_NOFILE, &capture_saved_nofile);
-}
-
-static void capture_restore_signals(void)
-{
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-
-	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
-		sigaction(sigs[i], &saved_actions[sigs[i]], NULL);
-}
-
-void capture_set_signal_child(pid_t pid)
-{
-	signal_child = pid;
-}
-
-/*
- * Also: if corobpf dies while the command is held at a dlopen (SIGSTOP,
- * switch-function path), the kernel continues it. The death signal goes
- * when the thread that forked dies: the main thread, which lives for the
- * whole run. A command that outlives corobpf (-d, Ctrl-C twice) gets
- * one SIGCONT more, which only a SIGCONT handler notices. The kernel
- * clears the setting at the exec of a set-uid or set-gid program (or one
- * with file capabilities): such a command is not protected.
- * Had corobpf died before this prctl, its BPF programs are gone with it
- * and nothing stops the command any more.
- */
-static void child_before_exec(void)
-{
-	capture_restore_signals();
-	capture_restore_limits();
-	prctl(PR_SET_PDEATHSIG, SIGCONT);
-}
 
 #define POLL_MS 100
 /* --stacks=fp: entries of the kernel's stack map. */
@@ -117,81 +34,6 @@ static void child_before_exec(void)
 /* Records one read of the ring may take before the loop looks at signals, -d and targets. */
 #define RING_READ_BUDGET 65536
 #define STATS_EVERY_NS 1000000000ULL
-
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	/* libbpf's messages (the verifier log among them) only when asked for. */
-	if (level == LIBBPF_DEBUG && log_level < LOG_DEBUG)
-		return 0;
-	char msg[4096], safe[TERM_SAFE_MAX(sizeof(msg))];
-	char *line, *save = NULL;
-	int n;
-
-	if (level != LIBBPF_DEBUG && log_level < LOG_VERBOSE)
-		return 0;
-	/* They quote probe names and argument strings from other users' files: escaped, by line. */
-	n = vsnprintf(msg, sizeof(msg), fmt, ap);
-	for (char *p = msg; *p; p++)
-		if (*p == '\t')
-			*p = ' ';
-	if (log_status_shown) {
-		/* Over the status line (log.h): erased first, as log_msg() does. */
-		fputs("\r\033[K", stderr);
-		log_status_shown = false;
-	}
-	for (line = strtok_r(msg, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		fprintf(stderr, "%s\n", term_safe(safe, sizeof(safe), line, strlen(line)));
-	return n;
-}
-
-static bool has_cap(const struct __user_cap_data_struct *d, int cap)
-{
-	return d[cap / 32].effective & (1u << (cap % 32));
-}
-
-static bool kernel_has_uprobe_multi(void);
-
-int capture_preflight(void)
-{
-	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct data[2] = {};
-	int ret;
-
-	libbpf_set_print(libbpf_print);
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		log_err("this kernel has no BTF (/sys/kernel/btf/vmlinux: %s): corobpf needs a "
-			"kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.11 or later)",
-			strerror(errno));
-		return EXIT_KERNEL;
-	}
-	if (syscall(SYS_capget, &hdr, data) == 0 && !has_cap(data, CAP_SYS_ADMIN) &&
-	    !(has_cap(data, CAP_BPF) && has_cap(data, CAP_PERFMON))) {
-		log_err("corobpf needs root, or CAP_BPF and CAP_PERFMON (this process lacks %s%s%s): "
-			"run it with sudo",
-			has_cap(data, CAP_BPF) ? "" : "CAP_BPF",
-			!has_cap(data, CAP_BPF) && !has_cap(data, CAP_PERFMON) ? " and " : "",
-			has_cap(data, CAP_PERFMON) ? "" : "CAP_PERFMON");
-		return EXIT_PRIVILEGE;
-	}
-	if (!has_cap(data, CAP_SYS_ADMIN) && !kernel_has_uprobe_multi()) {
-		log_err("this kernel has no uprobe_multi links (Linux 6.6): its uprobes need "
-			"CAP_SYS_ADMIN, which this process lacks; run corobpf with sudo");
-		return EXIT_PRIVILEGE;
-	}
-	ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL);
-	if (ret <= 0) {
-		log_err("this kernel has no BPF ring buffer (%s): corobpf needs Linux 5.8 or later",
-			ret < 0 ? strerror(-ret) : "not supported");
-		return ret == -EPERM ? EXIT_PRIVILEGE : EXIT_KERNEL;
-	}
-	ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL);
-	if (ret <= 0) {
-		log_err("this kernel has no BPF task storage (%s): corobpf needs Linux 5.11 or later",
-			ret < 0 ? strerror(-ret) : "not supported");
-		return EXIT_KERNEL;
-	}
-	return 0;
-}
 
 /* The epoll tag of the exec gate's wake descriptor (target indexes and the ring have theirs). */
 #define GATE_EPOLL_TAG (UINT64_MAX - 1)
@@ -307,19 +149,6 @@ static void emit_end(struct capture *c)
 
 /* ---- setup ---- */
 
-/* The kernel has uprobe_multi links (6.6): its BTF knows their type. */
-static bool kernel_has_uprobe_multi(void)
-{
-	struct btf *btf = btf__load_vmlinux_btf();
-	bool yes;
-
-	if (libbpf_get_error(btf))
-		return false;
-	yes = btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
-	btf__free(btf);
-	return yes;
-}
-
 /* What attaching is lent of the skeleton (attachctx.h). */
 static void lend_skeleton(struct capture *c)
 {
@@ -380,25 +209,14 @@ static int attach_samplers(struct capture *c, u32 hz)
 
 int capture_open(struct capture *c, const struct capture_opts *opts)
 {
-	struct rlimit nofile;
 	int err;
 
-	/*
-	 * A link, a pidfd and an object descriptor per traced process: as many
-	 * descriptors as the hard limit allows (the launched command gets the
-	 * soft limit back, capture_restore_limits).
-	 */
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-		capture_saved_nofile = nofile;
-		nofile.rlim_cur = nofile.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &nofile) == 0)
-			capture_nofile_raised = true;
-	}
+	capture_raise_nofile();
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
 	c->launch = (struct attach_launch){
 		.argv = opts->argv,
-		.before_exec = child_before_exec,
+		.before_exec = capture_child_before_exec,
 		.forked = capture_set_signal_child,
 		.child = -1,
 		.release_fd = -1,

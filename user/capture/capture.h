@@ -5,7 +5,7 @@
  * for corobpf trace, the raw capture and the pipeline). In that order, in
  * one place:
  *
- *   capture_preflight  privileges and kernel features, with exact errors
+ *   capture_preflight  privileges and kernel features, with exact errors (preflight.h)
  *   capture_open       open the skeleton, size the ring, load
  *   capture_targets    -p PIDs: check them; -- CMD: fork it, held before exec
  *   capture_attach     find objects with probes, attach (and ld.so's hook)
@@ -62,24 +62,6 @@ struct capture {
 	void *tick_ctx;
 };
 
-/* Set by the signal handlers (the signal number); capture_run stops when it sees it. */
-extern volatile sig_atomic_t capture_stop_signal;
-
-/*
- * SIGINT/SIGTERM/SIGHUP stop tracing (a second one quits at once, removing
- * temporary outputs) and are passed on to the launched command; SIGPIPE is
- * ignored. The launched command gets the original dispositions back.
- */
-void capture_install_signals(void);
-/*
- * From now on (a pid) or no longer (-1), signals are passed on to pid. The
- * launched command gets the dispositions and the descriptor limit corobpf
- * started with back before its exec (capture_open raises the limit), and
- * is continued (SIGCONT) by the kernel if corobpf dies (a dlopen hold).
- */
-void capture_set_signal_child(pid_t pid);
-
-int capture_preflight(void);
 int capture_open(struct capture *c, const struct capture_opts *opts);
 int capture_targets(struct capture *c);
 int capture_attach(struct capture *c);

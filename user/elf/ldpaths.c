@@ -97,6 +97,7 @@
 #include <unistd.h>
 #include "util.h"
 
+#include "dynlink.h"
 #include "elfnotes.h"
 #include "ldpaths.h"
 

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "capture.h"
+#include "preflight.h"
+#include "signals.h"
 #include "flight.h"
 #include "jsonl_read.h"
 #include "log.h"
