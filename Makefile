@@ -1,7 +1,9 @@
 # corobpf: build, install, test, demo, bench.   `make V=1` shows the commands.
 #
 #   make                 ./corobpf (BPF object embedded through a bpftool skeleton)
-#   make test            unit tests, then integration tests (real BPF; root)
+#   make test            the structure check, unit tests, then integration tests (real BPF; root)
+#   make structure       tools/check_structure.py: no include circle, a header per module, no file
+#                        over 1,200 lines, stages in order, writers on decoded events only
 #   make demo            trace the bundled demo scheduler into out/demo.*
 #   make install PREFIX=/usr/local
 #   make bench           side-by-side overhead and throughput benchmarks
@@ -63,7 +65,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 
 .PHONY: all clean install test unit integration demo bench soak soak-flight tools bench-tools asan asan-test \
-	fuzz fuzz-build fuzz-short
+	fuzz fuzz-build fuzz-short structure
 .DELETE_ON_ERROR:
 
 all: corobpf tools
@@ -118,9 +120,13 @@ integration: corobpf tools bench-tools
 	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py
 	$(Q)LOAD=$(LOAD) COROBPF_PROBE_PATH=trap python3 tests/integration/run.py $(TRAP_PASS)
 
-# The README's test command. Unit tests need no root; integration tests do. Then the
-# sanitizer build (unit tests and replays) and a short run of each fuzzer.
-test: unit integration asan-test fuzz-short
+# The shape of user/ (docs/design.md, "Source layout"): it fails naming each file that breaks it.
+structure:
+	$(Q)python3 tools/check_structure.py
+
+# The README's test command. The structure check and unit tests need no root; integration
+# tests do. Then the sanitizer build (unit tests and replays) and a short run of each fuzzer.
+test: structure unit integration asan-test fuzz-short
 
 # AddressSanitizer and UndefinedBehaviorSanitizer: corobpf and the unit tests built into
 # build-asan/, the unit tests run, and captures of every kind replayed through it.
