@@ -16,6 +16,7 @@ status is 1 if any did. The rules:
   raw      the writers (user/outputs/) see decoded events only: none names a raw record kind
            (CORO_EV_..., CORO_REC_..., struct coro_ev_..., struct coro_rec_...) or includes
            the raw record headers; and no model header includes raw.h
+  doc      docs/design.md's "Source layout" table names every .c file in its folder's row
 """
 import os
 import re
@@ -145,6 +146,19 @@ def main():
                 if m:
                     say("%s:%d" % (path, n), "a writer names the raw record kind %s: switch "
                         "on decoded events (enum event_kind) instead" % m.group(0))
+    # The design document's table: a row per folder, `user/x/` in its first cell.
+    design = open(os.path.join(ROOT, "docs", "design.md"), encoding="utf-8").read()
+    rows = {}
+    for line in design.split("\n"):
+        m = re.match(r"\| `(user/[a-z/]*)` \|", line)
+        if m:
+            rows[m.group(1).rstrip("/")] = line
+    for path in sorted(files):
+        folder, name = os.path.split(path)
+        if path.endswith(".c") and not re.search(r"\b%s\b" % re.escape(name),
+                                                 rows.get(folder, "")):
+            say(path, "docs/design.md's \"Source layout\" does not name it in the row of "
+                "%s/: say there what it does" % folder)
     for p in problems:
         print(p)
     print("structure: %d files of user/ checked, %d problems" % (len(files), len(problems)))

@@ -73,13 +73,10 @@ TEST(decode_payloads)
  */
 TEST(kinds_table_is_whole)
 {
-	int decoded = 0;
-
 	for (unsigned k = 1; k < 256; k++) {
 		const struct record_kind *rk = record_kind(k);
 
 		CHECK_EQ(rk->decode != NULL, model_applies(k));
-		decoded += rk->decode != NULL;
 		if (rk->name)
 			CHECK_EQ(record_kind_by_name(rk->name), k);
 		if (rk->flags & RK_STACK)
@@ -89,7 +86,6 @@ TEST(kinds_table_is_whole)
 		if (rk->decode && k <= CORO_EV_BPF_MAX)
 			CHECK(rk->name != NULL);
 	}
-	CHECK_EQ(decoded, 22);
 	CHECK_EQ(record_kind_by_name("offcpu"), CORO_EV_OFFCPU_END);
 	CHECK_EQ(record_kind_by_name("process_exit"), CORO_REC_PROC_EXIT);
 	CHECK_EQ(record_kind_by_name("no such kind"), 0);
