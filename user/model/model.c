@@ -95,14 +95,11 @@ const struct coro_thread *model_next_thread(const struct model *m, size_t *it)
 	return hmap_next(&m->threads, it, NULL, NULL, &v) ? v : NULL;
 }
 
-/* One-entry caches in front of the thread and process maps: events come in runs from one thread. */
-struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid)
+/* Behind model_thread()'s one-entry cache (model.h). */
+struct coro_thread *model_thread_lookup(struct model *m, u32 pid, u32 tid)
 {
-	struct coro_thread *t = m->last_thread;
+	struct coro_thread *t = hmap_get(&m->threads, pid, tid);
 
-	if (t && t->tid == tid && t->pid == pid)
-		return t;
-	t = hmap_get(&m->threads, pid, tid);
 	if (!t) {
 		t = xcalloc(1, sizeof(*t));
 		t->pid = pid;
@@ -113,14 +110,11 @@ struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid)
 	return t;
 }
 
-/* The process if the model knows it, else NULL. */
-struct coro_process *model_proc_peek(struct model *m, u32 pid)
+/* Behind model_proc_peek()'s one-entry cache (model.h). */
+struct coro_process *model_proc_lookup(struct model *m, u32 pid)
 {
-	struct coro_process *p = m->last_proc;
+	struct coro_process *p = hmap_get(&m->procs, pid, 0);
 
-	if (p && p->pid == pid)
-		return p;
-	p = hmap_get(&m->procs, pid, 0);
 	if (p)
 		m->last_proc = p;
 	return p;

@@ -287,9 +287,28 @@ void model_finish(struct model *m);
 void model_free(struct model *m);
 
 struct coro *model_find(struct model *m, u32 pid, u64 id);
-struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid);
+struct coro_thread *model_thread_lookup(struct model *m, u32 pid, u32 tid);
+struct coro_process *model_proc_lookup(struct model *m, u32 pid);
+
+/*
+ * The thread (made if new) and the process (NULL if unknown), one-entry
+ * caches in front of their maps: records come in runs from one thread.
+ */
+static inline struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid)
+{
+	struct coro_thread *t = m->last_thread;
+
+	return t && t->tid == tid && t->pid == pid ? t : model_thread_lookup(m, pid, tid);
+}
+
+static inline struct coro_process *model_proc_peek(struct model *m, u32 pid)
+{
+	struct coro_process *p = m->last_proc;
+
+	return p && p->pid == pid ? p : model_proc_lookup(m, pid);
+}
+
 struct coro_process *model_process(struct model *m, u32 pid);
-struct coro_process *model_proc_peek(struct model *m, u32 pid); /* NULL if unknown */
 
 /* ---- for observers: lookups and iteration without the model's tables ---- */
 
