@@ -153,7 +153,8 @@ TEST(jsonl_trailer_has_every_counter_and_reads_back)
 	CHECK_EQ(ret, 0);
 	CHECK_EQ(nstats, 1);
 	for_each_counter(c) {
-		u64 *want = counter_stat(c, st.bpf, st.user), *back = counter_stat(c, got.bpf, got.user);
+		u64 *want = counter_stat(c, st.bpf, st.user);
+		u64 *back = counter_stat(c, got.bpf, got.user);
 
 		if (!want)
 			continue;
