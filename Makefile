@@ -43,7 +43,7 @@ USER_INCS := $(addprefix -I,$(USER_DIRS)) -I/usr/include/postgresql
 USER_HDRS := $(foreach d,$(USER_DIRS),$(wildcard $(d)/*.h))
 vpath %.c $(USER_DIRS)
 
-USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
+USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c procview.c) \
 		 $(addprefix user/record/,raw.c reorder.c) \
 		 $(addprefix user/elf/,elfnotes.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c \
 		   cxxcoro.c) \
