@@ -28,10 +28,7 @@
 
 static bool is_ldso(const char *path)
 {
-	const char *base = strrchr(path, '/');
-
-	base = base ? base + 1 : path;
-	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
+	return ld_path_is_loader(path);
 }
 
 /* The hook ld.so calls on every change of its link map: we learn of dlopen there. */
