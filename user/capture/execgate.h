@@ -34,8 +34,9 @@
  *     to hold execs, so another user's exec finds an examiner free;
  *   - bounds: a search stops at EXECSEARCH_* (entries, names, lookups) or at
  *     its deadline (a quarter of the timeout), and what it did not reach is
- *     said; an examiner past its deadline is killed and replaced (at most
- *     GATE_MAX_SPAWNS in a run), and its user's execs are no longer examined;
+ *     said; an examiner long past its deadline is killed and replaced, and
+ *     its user's execs are not examined until it has ended, nor for a while
+ *     after (at most GATE_MAX_STUCK killed examiners may linger);
  *   - the capture: while it takes no examination for a whole timeout, new
  *     execs are not held at all;
  *   - corobpf stopped: a watchdog process answers (gatewatch.h).
@@ -88,7 +89,7 @@ struct execgate_stats {
 	u64 searches_cut;  /* searches stopped at a bound: libraries past it attached late */
 	u64 searches_refused; /* searches that left out directories on a filesystem that may hang */
 	u64 replaced;	   /* examiners past their deadline, killed and replaced */
-	u64 unexamined;	   /* held execs let go unexamined: their user's examiner was replaced */
+	u64 unexamined;	   /* execs let go unexamined: their user's examiner was killed */
 	u64 busy;	   /* execs not held: the capture took no examination for a timeout */
 	u64 no_examiner;   /* examinations without a search: no examiner could be started */
 	u64 watchdog_answers;	/* events the watchdog let go while the gate did not answer */
