@@ -43,7 +43,7 @@ USER_INCS := $(addprefix -I,$(USER_DIRS)) -I/usr/include/postgresql
 USER_HDRS := $(foreach d,$(USER_DIRS),$(wildcard $(d)/*.h))
 vpath %.c $(USER_DIRS)
 
-USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
+USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c procview.c) \
 		 $(addprefix user/record/,raw.c reorder.c) \
 		 $(addprefix user/elf/,elfnotes.c sitebounds.c ldpaths.c x86dec.c switchfam.c switchspec.c fam_runtimes.c goelf.c interp.c \
 		   cxxcoro.c) \
@@ -52,7 +52,8 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c jsonl_read.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c pgstore.c pgconn.c)
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c recsink.c attach.c \
-		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c interpattach.c batch.c) \
+		    attachctx.c usdt.c execgate.c execsearch.c gatewatch.c ringfill.c gowalk.c cxxattach.c \
+		    interpattach.c batch.c) \
 		  user/outputs/top.c user/record/flight.c user/outputs/status.c user/session.c user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
 USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))

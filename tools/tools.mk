@@ -35,7 +35,7 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
        $(OUT)/tests/stacks-lld $(OUT)/tests/hostile $(OUT)/tests/hostile_many \
        $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
-       $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans
+       $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans $(OUT)/tests/gate_flood
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -198,6 +198,12 @@ $(OUT)/tests/attach_target-specs%: tests/integration/progs/attach_target.c usdt/
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -DSPECS_EXTRA=$* $< -o $@
+
+# gate_flood: an unprivileged user's flood of the exec gate (static: nothing to search itself).
+$(OUT)/tests/gate_flood: tests/integration/progs/gate_flood.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -static $< -o $@
 
 $(OUT)/tests/static_plain: tests/integration/progs/static_plain.c
 	$(call msg,CC,$@)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "batch.h"
+#include "execsearch.h"
 #include "log.h"
 #include "options.h"
 #include "pgstore.h"
@@ -987,6 +988,9 @@ int main(int argc, char **argv)
 	for (int fd; (fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2;)
 		;
 	argp_err_exit_status = EXIT_USAGE;
+	/* The exec gate's examiner: corobpf started by itself (execsearch.h), not a command. */
+	if (argc > 1 && !strcmp(argv[1], EXECSEARCH_ARG))
+		return execsearch_main(argc, argv);
 	scrub_store_uris(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		argv[1] = "corobpf report";

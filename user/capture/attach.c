@@ -29,10 +29,7 @@
 
 static bool is_ldso(const char *path)
 {
-	const char *base = strrchr(path, '/');
-
-	base = base ? base + 1 : path;
-	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
+	return ld_path_is_loader(path);
 }
 
 /* The hook ld.so calls on every change of its link map: we learn of dlopen there. */
@@ -954,33 +951,34 @@ void attach_scan_global(struct attach_ctx *a, u32 pid, bool late)
 	for_each_new_object(pid, &a->global_objects, global_object, a, &gs);
 }
 
-static bool image_ld_env(u32 pid, char **lib, char **preload);
-
-/* -a, --follow: one object ld.so will map for a program held at its exec, once per (dev, inode). */
-static void exec_needed_object(struct attach_ctx *a, const char *path)
+/*
+ * -a, --follow: one object ld.so will map for a program held at its exec, once per (dev,
+ * inode), through the descriptor the gate's examiner opened (the file it examined).
+ */
+static void exec_needed_object(struct attach_ctx *a, const struct execgate_lib *lib)
 {
-	char fdp[32];
+	char fdp[32], shown[4096];
 	struct stat st;
-	int fd = open_regular(path);
+	ssize_t n;
 
-	if (fd < 0)
-		return; /* ld.so will not map it either, or it is found at its mapping */
-	if (fstat(fd, &st) == 0 && !hmap_get(&a->global_objects, st.st_dev, st.st_ino)) {
-		hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
-		fd_path(fdp, fd);
-		a->global_sites += attach_object_pid(a, -1, fdp, path, false);
-		global_families(a, fdp, path, false);
-		if (is_ldso(path))
-			attach_libload_pid(a, -1, fdp);
-	}
-	close(fd);
+	if (lib->fd < 0 || fstat(lib->fd, &st) < 0 ||
+	    hmap_get(&a->global_objects, st.st_dev, st.st_ino))
+		return;
+	hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
+	fd_path(fdp, lib->fd);
+	/* Named as /proc/PID/maps will name it (from corobpf's root), not from the chroot's. */
+	n = readlink(fdp, shown, sizeof(shown) - 1);
+	shown[n > 0 ? n : 0] = 0;
+	a->global_sites += attach_object_pid(a, -1, fdp, n > 0 ? shown : lib->path, false);
+	global_families(a, fdp, n > 0 ? shown : lib->path, false);
+	if (is_ldso(lib->path))
+		attach_libload_pid(a, -1, fdp);
 }
 
-void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed,
+			const struct execgate_lib *libs, size_t nlibs)
 {
-	char fdp[32], link[64], shown[4096], **paths = NULL, err[512], *lib = NULL, *preload = NULL;
-	struct ld_opts ldo = {0};
-	size_t npaths = 0;
+	char fdp[32], link[64], shown[4096];
 	struct stat st;
 	ssize_t n;
 
@@ -1001,28 +999,17 @@ void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
 		global_families(a, fdp, shown, false);
 	}
 	/*
-	 * What ld.so will map. The search starts from the path the file was
-	 * exec'd under ($ORIGIN) and the environment of the process before its
-	 * exec (the new one is not readable yet): a library found another way
-	 * is attached when ld.so maps it, late, as without the gate. Whatever
-	 * those paths lead to is only examined, and attached if it has probes.
+	 * What ld.so will map, as the gate's examiner found it (execsearch.h): from
+	 * the process's root, with the environment of the process before its exec
+	 * (the new one is not readable yet). A library found another way, or not
+	 * reached (a search cut short, a directory on a filesystem that can hang), is
+	 * attached when ld.so maps it, late, as without the gate. Whatever was found
+	 * is only examined, and attached if it has probes.
 	 */
-	if (n <= 0 || shown[0] != '/' || is_ldso(shown) || !elf_is_elf(fdp))
-		return;
-	if (image_ld_env(pid, &lib, &preload)) {
-		ldo.library_path = lib;
-		ldo.preload = preload;
-	}
-	if (ld_resolve_needed(shown, &paths, &npaths, &ldo, err, sizeof(err)) < 0)
-		log_debug("exec gate: cannot resolve the libraries of %s: %s", shown, err);
-	for (size_t i = 0; i < npaths; i++)
-		exec_needed_object(a, paths[i]);
+	for (size_t i = 0; i < nlibs; i++)
+		exec_needed_object(a, &libs[i]);
 	/* Its libraries examined (libpth among them): its ucontext and Pth, for it. */
 	exec_ucontext_at(a, pid, fdp);
-	ld_paths_free(paths, npaths);
-	ld_opts_release(&ldo);
-	free(lib);
-	free(preload);
 }
 
 /*

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "attachctx.h"
+#include "execgate.h"
 #include "util.h"
 
 /* A traced process (-p, or the launched command): what the capture and attaching know of it. */
@@ -100,11 +101,13 @@ void attach_exec_ucontext(struct attach_ctx *a, u32 pid);
 
 /*
  * -a, --follow, the exec gate (execgate.h): the file process pid is exec'ing
- * (fd, the very file), and what ld.so will map with it, examined and
- * attached for every process, before the program runs. changed: the file
- * was examined before with other change times (rewritten in place).
+ * (fd, the very file), and what ld.so will map with it (libs, as the gate's
+ * examiner found them, each through its descriptor), examined and attached
+ * for every process, before the program runs. changed: the file was examined
+ * before with other change times (rewritten in place).
  */
-void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed);
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed,
+			const struct execgate_lib *libs, size_t nlibs);
 
 /* -- CMD: the command, and what attach_launch_prepare gives back of the child it forks. */
 struct attach_launch {

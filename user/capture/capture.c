@@ -692,11 +692,11 @@ static void attach_all_processes(struct capture *c)
 }
 
 /* The exec gate's examination: a program held at its exec, attached with its libraries. */
-static void gate_examine(void *ctx, int fd, u32 pid, bool changed)
+static void gate_examine(void *ctx, const struct execgate_found *f)
 {
 	struct capture *c = ctx;
 
-	attach_exec_object(&c->attach, fd, pid, changed);
+	attach_exec_object(&c->attach, f->fd, f->pid, f->changed, f->libs, f->nlibs);
 }
 
 /* -a, --follow: new programs held at their exec until attached (execgate.h). */
@@ -759,6 +759,42 @@ static void stop_exec_gate(struct capture *c)
 			 (unsigned long long)st.timeouts, st.timeouts == 1 ? "" : "s",
 			 c->opts->exec_gate_ms, st.timeouts == 1 ? "its" : "their",
 			 st.timeouts == 1 ? "its" : "their");
+	/* What the searches did not reach: attached when mapped, counted as late_attach. */
+	if (st.searches_cut)
+		log_warn("exec gate: %llu search%s of the libraries a program will map cut short "
+			 "(the first: %s); libraries past the cut are attached when mapped, late",
+			 (unsigned long long)st.searches_cut, st.searches_cut == 1 ? "" : "es",
+			 st.first_cut);
+	if (st.searches_refused)
+		log_warn("exec gate: %llu search%s left directories not searched: on a filesystem "
+			 "that may hang (the first: %s); libraries there are attached when mapped, "
+			 "late", (unsigned long long)st.searches_refused,
+			 st.searches_refused == 1 ? "" : "es", st.first_refused);
+	if (st.replaced || st.unexamined)
+		log_warn("exec gate: %llu examiner%s stuck past %s deadline, killed and replaced; "
+			 "%llu later exec%s of %s user%s let go unexamined",
+			 (unsigned long long)st.replaced, st.replaced == 1 ? "" : "s",
+			 st.replaced == 1 ? "its" : "their", (unsigned long long)st.unexamined,
+			 st.unexamined == 1 ? "" : "s", st.replaced == 1 ? "its" : "their",
+			 st.replaced == 1 ? "" : "s");
+	if (st.busy)
+		log_warn("exec gate: %llu exec%s not held: corobpf took no examination for %u ms "
+			 "(busy): %s first probes can be missed", (unsigned long long)st.busy,
+			 st.busy == 1 ? "" : "s", c->opts->exec_gate_ms,
+			 st.busy == 1 ? "its" : "their");
+	if (st.no_examiner)
+		log_warn("exec gate: %llu exec%s held without a search of %s libraries (no examiner "
+			 "process could be started): those are attached when mapped, late",
+			 (unsigned long long)st.no_examiner, st.no_examiner == 1 ? "" : "s",
+			 st.no_examiner == 1 ? "its" : "their");
+	if (st.watchdog_answers)
+		log_warn("exec gate: %llu exec%s let go by its watchdog while corobpf did not answer "
+			 "(stopped, or its gate thread kept from running; %llu time%s): %s first "
+			 "probes can be missed", (unsigned long long)st.watchdog_answers,
+			 st.watchdog_answers == 1 ? "" : "s",
+			 (unsigned long long)st.watchdog_takeovers,
+			 st.watchdog_takeovers == 1 ? "" : "s",
+			 st.watchdog_answers == 1 ? "its" : "their");
 }
 
 int capture_attach(struct capture *c)
