@@ -1,7 +1,7 @@
 #!/bin/sh
 # Install what corobpf needs to build and test on Debian 12, if missing. Run as root.
 set -e
-pkgs="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev linux-libc-dev python3 util-linux protobuf-compiler libsqlite3-dev sqlite3 libpq-dev postgresql bpftrace binutils libboost-fiber-dev libboost-dev libpth-dev libclang-rt-14-dev lld ruby3.1 qemu-utils python3-greenlet php8.2-cli libncurses-dev tmux golang-go"
+pkgs="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev linux-libc-dev python3 util-linux protobuf-compiler libsqlite3-dev sqlite3 libpq-dev postgresql bpftrace binutils libboost-fiber-dev libboost-dev libpth-dev libclang-rt-14-dev lld ruby3.1 qemu-utils python3-greenlet python3-gevent php8.2-cli libncurses-dev tmux golang-go"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

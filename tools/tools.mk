@@ -322,7 +322,7 @@ go_build = d=$$(mktemp -d) && GOCACHE=$$d/cache GOPATH=$$d/path:$(CURDIR)/tools/
 
 ifneq ($(GO),)
 tools: $(OUT)/tests/go/goprog $(OUT)/tests/go/goprog-stripped $(OUT)/tests/go/goprog-nodwarf \
-       $(OUT)/tests/go/goprog-pie
+       $(OUT)/tests/go/goprog-pie $(OUT)/tests/go/goserver
 bench-tools: $(OUT)/bench/go_pingpong
 
 $(OUT)/tests/go/goprog: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
@@ -344,6 +344,12 @@ $(OUT)/tests/go/goprog-pie: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,-buildmode=pie)
+
+# The precision corpus's Go server (suite_28_precision.py).
+$(OUT)/tests/go/goserver: tests/integration/progs/go/goserver.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,)
 
 $(OUT)/bench/go_pingpong: tools/bench/go_pingpong.go $(GOTRACE_SRC)
 	$(call msg,GO,$@)
