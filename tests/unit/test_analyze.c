@@ -416,6 +416,22 @@ TEST(blocking_edges_and_long_run_without_it)
 	feed(mk_switch(&B, 1, 4000 + 200 * MS, 7, 0, CORO_R_YIELD, 0));
 	stop();
 	CHECK_EQ(NF, 0);
+	/*
+	 * ...but a ready in the middle of it comes late (another thread's batched
+	 * records, copied out a second later): then it did.
+	 */
+	start();
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_create(&B, 1, 1000, 0, 8, 0));
+	feed(mk_switch(&B, 1, 2000, 0, 7, 0, 0));
+	feed(mk_off_begin(&B, 1, 3000, 7, CORO_OFF_SLEEPING));
+	feed(mk_off_end(&B, 1, 3000, 3000 + 200 * MS, 7, CORO_OFF_SLEEPING, 0));
+	feed(mk_switch(&B, 1, 4000 + 200 * MS, 7, 0, CORO_R_YIELD, 0));
+	feed(mk_create(&B, 1, 1000 + S, 0, 9, 0));
+	CHECK_EQ(NF, 0);
+	feed(mk_ready(&B, 2, 3000 + 100 * MS, 0, 8));
+	CHECK_EQ(count(FK_BLOCKING), 1);
+	stop();
 	/* A 300 ms run of which 280 ms blocked: blocking, and no long run (20 ms on the worker). */
 	start();
 	run_with_offcpu(300 * MS, 280 * MS, 0, CORO_OFF_SLEEPING);
@@ -523,6 +539,16 @@ TEST(switch_path_blocking_needs_work_waiting)
 	feed(mk_switch(&B, 1, 4000 + 5 * S, 2, 1, CORO_R_DONE, 0));
 	blocked(5000 + 5 * S, 2 * MS, 1);
 	feed(mk_switch(&B, 1, 6000 + 5 * S + 2 * MS, 1, 3, 0, 0));
+	stop();
+	CHECK_EQ(NF, 0);
+	/* A greenlet blocked 300 ms, then one made only after it: it waited for nothing. */
+	start();
+	hub_start();
+	feed(mk_switch(&B, 1, 5000, 1, 2, 0, 0));
+	blocked(6000, 300 * MS, 2);
+	feed(mk_switch(&B, 1, 7000 + 300 * MS, 2, 1, 0, 0));
+	feed(mk_create(&B, 1, 8000 + 300 * MS, 1, 4, 1));
+	feed(mk_switch(&B, 1, 9000 + 300 * MS, 1, 4, 0, 0));
 	stop();
 	CHECK_EQ(NF, 0);
 	/* A greenlet on the CPU 100 ms, the other run right after it: a long run. */

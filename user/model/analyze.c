@@ -30,6 +30,12 @@
 #define IDLE_WAIT_NS 1000000ULL
 /* Findings kept per thread for want of evidence yet (beyond: not made). */
 #define PENDING_MAX 256
+/*
+ * Findings kept per process for a ready that comes late (the batched path
+ * copies a thread's records out when it leaves the CPU or on a tick: under
+ * --no-sched, only on the tick), the oldest let go first.
+ */
+#define HELD_MAX 64
 
 void analyze_opts_default(struct analyze_opts *o)
 {
@@ -76,6 +82,16 @@ struct athread {
 	u64 pend_out_ts;
 };
 
+/*
+ * A process with the probes or Go: its blocking calls and long runs that no
+ * ready was seen to overlap when they ended, held for a ready recorded
+ * meanwhile that comes late (readies_late()).
+ */
+struct aproc {
+	struct finding held[HELD_MAX];
+	u32 nheld, next;
+};
+
 /* An object coroutines wait on: who waits, and the latest wait on it that a wakeup ended. */
 struct objwait {
 	u64 waiters;
@@ -90,6 +106,7 @@ struct analyzer {
 	struct hmap storms;  /* (pid, parent id) -> struct storm */
 	struct hmap threads; /* (pid, tid) -> struct athread */
 	struct hmap waits;   /* (pid, obj) -> struct objwait */
+	struct hmap procs;   /* (pid, 0) -> struct aproc, once one holds a finding */
 	struct objwait *free_waits; /* reused: a wait per switch out allocates nothing */
 };
 
@@ -274,10 +291,11 @@ static void pend_add(struct athread *at, const struct coro *c, const struct find
  * A switch on a thread holding findings: the coroutine they are about
  * switching out, or back in; or another switched in after it went, which
  * is the evidence: work was waiting for the thread. Not the scheduler
- * context taking the thread (its turn comes after every coroutine), and not
- * a context the coroutine itself handed the thread to while its thread's
- * scheduler is not known (two contexts handing the thread to each other,
- * each waiting for the other).
+ * context taking the thread (its turn comes after every coroutine), not a
+ * context first seen since (made after it gave the thread back: it waited
+ * for nothing), and not a context the coroutine itself handed the thread to
+ * while its thread's scheduler is not known (two contexts handing the
+ * thread to each other, each waiting for the other).
  */
 static void pending_switch(struct analyzer *a, const struct event *ev)
 {
@@ -300,7 +318,7 @@ static void pending_switch(struct analyzer *a, const struct event *ev)
 		at->pend_out = false;
 		return;
 	}
-	if (!at->pend_out || model_is_scheduler(t, ev->to) ||
+	if (!at->pend_out || model_is_scheduler(t, ev->to) || ev->to->first_ts >= at->pend_out_ts ||
 	    (by_owner && !(t && (t->sched_changes || t->fiber_dispatcher_seen))))
 		return;
 	owner = model_find(a->m, ev->pid, at->pend_id);
@@ -320,6 +338,48 @@ static bool readies_meanwhile(const struct coro *c, u64 made_ready0, u64 runnabl
 	const struct coro_process *p = c->proc;
 
 	return p && (runnable0 || p->runnable || p->made_ready > made_ready0);
+}
+
+/*
+ * Evidence of work waiting (probes, Go) for a blocking call or a long run
+ * of c: made now, or held for a ready that comes late.
+ */
+static void readies_decide(struct analyzer *a, const struct coro *c, const struct finding *f,
+			   bool waited)
+{
+	struct aproc *ap;
+
+	if (waited) {
+		emit_finding(a, f);
+		return;
+	}
+	ap = hmap_get(&a->procs, c->pid, 0);
+	if (!ap) {
+		ap = xcalloc(1, sizeof(*ap));
+		hmap_put(&a->procs, c->pid, 0, ap);
+	}
+	/* A slot in use is the oldest: let go. */
+	ap->nheld += !ap->held[ap->next].ts;
+	ap->held[ap->next] = *f;
+	ap->next = (ap->next + 1) % HELD_MAX;
+}
+
+/* A coroutine made ready at ts, applied late: the held findings it overlaps had work waiting. */
+static void readies_late(struct analyzer *a, const struct event *ev)
+{
+	struct aproc *ap = hmap_get(&a->procs, ev->pid, 0);
+
+	if (!ap || !ev->c || ev->c->state != CS_RUNNABLE)
+		return;
+	for (u32 i = 0; i < HELD_MAX && ap->nheld; i++) {
+		struct finding *f = &ap->held[i];
+
+		if (!f->ts || ev->ts < f->ts || ev->ts > f->ts + f->dur || f->uid == ev->c->uid)
+			continue;
+		emit_finding(a, f);
+		f->ts = 0;
+		ap->nheld--;
+	}
 }
 
 /*
@@ -521,9 +581,9 @@ static void run_ended(struct analyzer *a, const struct coro *c, u64 start, u64 e
 			pend_add(at, c, &f, true, end);
 		return;
 	}
-	if (known ? readies_meanwhile(c, at->run_made_ready0, at->run_runnable0)
-		  : readies_meanwhile(c, UINT64_MAX, 0))
-		emit_finding(a, &f);
+	readies_decide(a, c, &f,
+		       known ? readies_meanwhile(c, at->run_made_ready0, at->run_runnable0)
+			     : readies_meanwhile(c, UINT64_MAX, 0));
 }
 
 static void analyze_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
@@ -764,9 +824,9 @@ static void offcpu_ended(struct analyzer *a, const struct event *ev)
 		pend_add(athread_get(a, ev->pid, ev->tid), c, &f, false, 0);
 		return;
 	}
-	if (began ? readies_meanwhile(c, t->off_made_ready, t->off_runnable)
-		  : readies_meanwhile(c, UINT64_MAX, 0))
-		emit_finding(a, &f);
+	readies_decide(a, c, &f,
+		       began ? readies_meanwhile(c, t->off_made_ready, t->off_runnable)
+			     : readies_meanwhile(c, UINT64_MAX, 0));
 }
 
 static void analyze_event(void *ctx, const struct event *ev)
@@ -783,6 +843,9 @@ static void analyze_event(void *ctx, const struct event *ev)
 	case EV_SWITCH:
 		if (ev->tid)
 			pending_switch(a, ev);
+		break;
+	case EV_READY:
+		readies_late(a, ev);
 		break;
 	case EV_SPAN_END:
 		if (!ev->span.matched)
@@ -806,11 +869,13 @@ static void analyze_event(void *ctx, const struct event *ev)
 		free(v);
 		/* Findings held for evidence get none now. */
 		hmap_del_k1(&a->threads, ev->pid, athread_free);
+		free(hmap_del(&a->procs, ev->pid, 0));
 		break;
 	}
 	case EV_PROC_GONE:
 	case EV_EXEC:
 		hmap_del_k1(&a->threads, ev->pid, athread_free);
+		free(hmap_del(&a->procs, ev->pid, 0));
 		break;
 	default:
 		break;
@@ -873,6 +938,7 @@ struct analyzer *analyzer_new(struct model *m, const struct analyze_opts *o,
 	hmap_init(&a->storms);
 	hmap_init(&a->threads);
 	hmap_init(&a->waits);
+	hmap_init(&a->procs);
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = a;
 	obs->interval = analyze_interval;
@@ -902,6 +968,10 @@ void analyzer_free(struct analyzer *a)
 	while (hmap_next(&a->waits, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&a->waits);
+	it = 0;
+	while (hmap_next(&a->procs, &it, NULL, NULL, &v))
+		free(v);
+	hmap_free(&a->procs);
 	while (a->free_waits) {
 		struct objwait *w = a->free_waits;
 
