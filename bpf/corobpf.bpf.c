@@ -1580,6 +1580,44 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 	return 0;
 }
 
+/*
+ * An attach to a running process (-p): user space runs this iterator over
+ * the process's threads once the tracepoints above are in place. A thread
+ * off the CPU now starts its off-CPU stretch here, as if it had left the CPU
+ * now (when it really did is not known): its return ends the stretch, and
+ * the time it spent blocked since the attach is never taken for its
+ * coroutine running (docs/design.md). A thread on a CPU is left alone.
+ */
+SEC("iter/task")
+int coro_attach_offcpu(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct coro_task_state *st;
+	struct coro_ev_offcpu_begin *b;
+
+	if (!task || !sched_view || stopped || task->on_cpu)
+		return 0;
+	st = bpf_task_storage_get(&task_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		stat_inc(CORO_STAT_NO_TASK_STATE);
+		return 0;
+	}
+	/* Seen leaving already (a probe made its state before): its stretch is open. */
+	if (st->off_ts)
+		return 0;
+	st->off_ts = bpf_ktime_get_boot_ns();
+	st->wake_ts = 0;
+	st->off_state = offcpu_state(false, task->__state);
+	b = event_reserve_for(st, sizeof(*b), CORO_EV_OFFCPU_BEGIN, task->tgid, task->pid);
+	if (!b)
+		return 0;
+	b->hdr.ts = st->off_ts;
+	b->state = st->off_state;
+	b->cpu = task->wake_cpu;
+	event_submit(b);
+	return 0;
+}
+
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(coro_sched_wakeup, struct task_struct *p)
 {

@@ -328,7 +328,8 @@ go_build = d=$$(mktemp -d) && GOCACHE=$$d/cache GOPATH=$$d/path:$(CURDIR)/tools/
 
 ifneq ($(GO),)
 tools: $(OUT)/tests/go/goprog $(OUT)/tests/go/goprog-stripped $(OUT)/tests/go/goprog-nodwarf \
-       $(OUT)/tests/go/goprog-pie $(OUT)/tests/go/goload
+       $(OUT)/tests/go/goprog-pie $(OUT)/tests/go/goload \
+       $(OUT)/tests/go/goserver
 bench-tools: $(OUT)/bench/go_pingpong
 
 $(OUT)/tests/go/goprog: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
@@ -352,6 +353,12 @@ $(OUT)/tests/go/goprog-pie: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
 	$(Q)$(call go_build,-buildmode=pie)
 
 $(OUT)/tests/go/goload: tests/integration/progs/go/goload.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,)
+
+# The precision corpus's Go server (suite_28_precision.py).
+$(OUT)/tests/go/goserver: tests/integration/progs/go/goserver.go
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,)

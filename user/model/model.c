@@ -475,6 +475,30 @@ static void spans_gone(struct model *m, u32 pid, u32 n)
 		p->open_spans -= n;
 }
 
+/*
+ * A run cut by the end of the trace or of its process while its thread was
+ * off the CPU: the time since the thread left is the run's off-CPU time
+ * (blocked, if it blocked), as the offcpu_end that never came would have
+ * made it, never time spent running (a Ruby program in `sleep`, a main loop
+ * waiting in ppoll when the trace ends).
+ */
+static void offcpu_until_end(struct coro *c, u64 ts)
+{
+	const struct coro_thread *t = c->thread;
+	u64 from;
+
+	if (c->state != CS_RUNNING || !t || !t->off || t->tid != c->tid)
+		return;
+	from = MAX(t->off_ts, c->state_since);
+	if (ts <= from)
+		return;
+	c->t_offcpu += ts - from;
+	if (t->off_state == CORO_OFF_SLEEPING || t->off_state == CORO_OFF_DISK)
+		c->t_blocked += ts - from;
+	else
+		c->t_runq += ts - from;
+}
+
 static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 {
 	struct coro_process *p = c->proc;
@@ -484,6 +508,8 @@ static void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u6
 	c->end_obj = c->obj;
 	c->end = how;
 	m->ending = c;
+	if (how == CE_TRACE_END || how == CE_PROCESS_EXIT || how == CE_EXEC)
+		offcpu_until_end(c, ts);
 	if (c->state != CS_EXITED) {
 		close_interval(m, c, ts, how != CE_EXIT);
 		if (c->state == CS_RUNNABLE)
@@ -715,7 +741,15 @@ static void apply_ready(struct model *m, const struct coro_ev_ready *e,
 		break;
 	default:
 		set_state(m, c, CS_RUNNABLE, h->ts, 0, 0, 0);
+		c->proc->made_ready++;
 	}
+}
+
+/* A process with Boost.Fiber's library mapped, traced through Boost.Context. */
+static bool boost_fiber_process(const struct coro_process *p)
+{
+	return p && (p->switch_families & (1u << CORO_FAM_FCONTEXT)) && p->switch_desc &&
+	       strstr(p->switch_desc, "libboost_fiber");
 }
 
 /*
@@ -729,18 +763,63 @@ static void apply_ready(struct model *m, const struct coro_ev_ready *e,
  */
 static void fiber_dispatcher(struct model *m, struct coro_thread *t, struct coro *c)
 {
-	const struct coro_process *p = c->proc;
-
-	if (t->fiber_dispatcher_seen || c->switch_ins != 2 || !c->created_seen || !p ||
-	    !(p->switch_families & (1u << CORO_FAM_FCONTEXT)) || !p->switch_desc ||
-	    !strstr(p->switch_desc, "libboost_fiber"))
+	if (t->fiber_dispatcher_seen || c->switch_ins != 2 || !c->created_seen ||
+	    !boost_fiber_process(c->proc))
 		return;
 	t->fiber_dispatcher_seen = true;
 	c->fiber_dispatcher = true;
+	c->scheduler = true;
 	if (c->name[0])
 		return;
 	snprintf(c->name, sizeof(c->name), "boost dispatcher [%u]", t->tid);
 	m->named = c;
+}
+
+/*
+ * The switch-function path shows no readies, so which context schedules the
+ * others is read from the switches: a scheduler (gevent's hub, QEMU's main
+ * loop, a fiber loop's main fiber) switches to one context after another,
+ * while the contexts it runs switch back to it. Of a thread's contexts, the
+ * one that most often switched to another context than the one it switched
+ * to last is its scheduler, once it has done so at least once (two
+ * contexts switching to each other have none). Boost.Fiber's fibers switch
+ * to one another directly: there the dispatcher alone is the scheduler.
+ */
+static void note_scheduler(struct model *m, struct coro_thread *t, u32 pid, u64 from, u64 to)
+{
+	struct coro *c = model_find(m, pid, from);
+	const struct coro_process *p = c ? c->proc : NULL;
+
+	if (!p || !(p->switch_families & ~(1u << CORO_FAM_GO)) || boost_fiber_process(p))
+		return;
+	if (c->last_to && c->last_to != to)
+		c->to_changes++;
+	c->last_to = to;
+	if (c->to_changes > t->sched_changes || (t->sched_id == c->id && t->sched_uid == c->uid)) {
+		t->sched_id = c->id;
+		t->sched_uid = c->uid;
+		t->sched_changes = c->to_changes;
+		c->scheduler = c->scheduler || c->to_changes;
+	}
+}
+
+bool model_is_scheduler(const struct coro_thread *t, const struct coro *c)
+{
+	return c->fiber_dispatcher ||
+	       (t && t->sched_changes && t->sched_id == c->id && t->sched_uid == c->uid);
+}
+
+const char *model_scheduler_role(const struct coro *c)
+{
+	u32 fam = c->proc ? c->proc->switch_families : 0;
+
+	if (c->fiber_dispatcher)
+		return "dispatcher";
+	if (fam & (1u << CORO_FAM_GREENLET))
+		return "hub";
+	if (fam & (1u << CORO_FAM_PTH))
+		return "scheduler";
+	return "main loop";
 }
 
 static void apply_switch(struct model *m, const struct coro_ev_switch *e,
@@ -846,6 +925,8 @@ switch_done:
 	t->cur = e->to;
 	t->cur_known = true;
 	t->cur_exited = false;
+	if (e->from && e->to && e->from != e->to)
+		note_scheduler(m, t, h->pid, e->from, e->to);
 }
 
 /* A timer sample of a thread running a coroutine: kept for the run's key frame. */
@@ -1005,11 +1086,14 @@ static void apply_offcpu_begin(struct model *m, const struct coro_ev_offcpu_begi
 			       struct event *mi)
 {
 	struct coro_thread *t = model_thread(m, e->hdr.pid, e->hdr.tid);
+	const struct coro_process *p = model_proc_peek(m, e->hdr.pid);
 
 	t->off = true;
 	t->off_ts = e->hdr.ts;
 	t->off_state = e->state;
 	t->off_stack = mi->stack;
+	t->off_made_ready = p ? p->made_ready : 0;
+	t->off_runnable = p ? p->runnable : 0;
 	mi->c = running_on(m, t);
 }
 
@@ -1221,6 +1305,13 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		 */
 		if (!(h->flags & CORO_EVF_NO_THREAD) && (h->kind != CORO_EV_SAMPLE || h->lost_before))
 			t = thread_sync(m, h, ev.cur_known);
+		/*
+		 * A probe of its own says the thread is on a CPU: a stretch whose
+		 * end was lost is over (the BPF side ends it late, when it can).
+		 */
+		if (t && t->off && h->ts > t->off_ts && h->kind != CORO_EV_OFFCPU_BEGIN &&
+		    h->kind != CORO_EV_OFFCPU_END && h->kind != CORO_EV_SAMPLE)
+			t->off = false;
 	} else if (h->kind == CORO_REC_LOST && !(h->flags & CORO_EVF_NO_THREAD)) {
 		/*
 		 * A hole read back from JSONL before a record it has no line for: the

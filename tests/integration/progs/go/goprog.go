@@ -46,14 +46,15 @@ const (
 	ioReads = 10   // reads of the netpoller reader, each a park in the network poller
 	locks   = 10   // rounds of the locker: a park on a channel, then one on a sync.Mutex
 	selects = 10   // selects of the selecter, each a park
-	// The spinner's loop: some 250 ms on this project's test machine, well over the long-run
-	// threshold (50 ms); the test reads how long it took from the truth.
-	spinIters = 40000000
+	// The spinner's loop: some 200 ms of CPU time on this project's test machine, well over
+	// the long-run threshold (50 ms of time on a CPU, however busy the machine); the test
+	// reads how long it took from the truth.
+	spinIters = 160000000
 	// The syscall-blocked goroutine stays in read(2) this long after it is seen there: well
 	// over the `blocking` threshold (10 ms) and under the stall threshold (1 s).
 	blockFor = 300 * time.Millisecond
 	// The leaked goroutine stays parked at least this long before the program ends: over the
-	// stall threshold (1 s), so that a lost wakeup is due.
+	// stall threshold (1 s), so that a leak is due.
 	leakFor = 1500 * time.Millisecond
 )
 
