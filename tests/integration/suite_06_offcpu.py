@@ -175,7 +175,7 @@ def offcpu_blocked_at_the_attach_and_at_the_end_is_not_running():
         prog.communicate("\n", timeout=30)
     trace = Trace(out)
     eq([f["kind"] for f in trace.records if f["type"] == "finding"], [], "findings")
-    main = [c for c in trace.coroutines if c["name"] == "runtime.main"]
+    main = [c for c in trace.coroutines if c["name"] == "main"]
     eq(len(main), 1, "runtime.main in the trace")
     eq(main[0]["state_at_end"], "running", "runtime.main at the end (in read(2))")
     check(main[0]["blocked_ns"] >= 0.9 * main[0]["running_ns"] > 1e9,
