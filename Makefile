@@ -45,18 +45,18 @@ USER_INCS := $(addprefix -I,$(USER_DIRS)) -I/usr/include/postgresql
 USER_HDRS := $(foreach d,$(USER_DIRS),$(wildcard $(d)/*.h))
 vpath %.c $(USER_DIRS)
 
-USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c procfs.c) \
+USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c procfs.c procview.c) \
 		 $(addprefix user/record/,kinds.c raw.c reorder.c) \
-		 $(addprefix user/elf/,elfnotes.c dynlink.c ldpaths.c x86dec.c switchfam.c switchspec.c \
-		   fam_runtimes.c goelf.c cxxcoro.c) \
+		 $(addprefix user/elf/,elfnotes.c dynlink.c sitebounds.c ldpaths.c x86dec.c switchfam.c \
+		   switchspec.c fam_runtimes.c goelf.c interp.c cxxcoro.c) \
 		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c analyze.c stacks.c \
 		   counters.c finding.c gomodel.c jsonl_read.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
-		   report.c ps.c spanrep.c pgstore.c tables.c) \
+		   report.c ps.c spanrep.c pgstore.c pgconn.c tables.c) \
 		 user/session/pipeline.c
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c attach.c \
-		    attachctx.c usdt.c execgate.c ringfill.c gowalk.c cxxattach.c batch.c signals.c \
-		    preflight.c) \
+		    attachctx.c usdt.c execgate.c execsearch.c gatewatch.c ringfill.c gowalk.c cxxattach.c \
+		    interpattach.c batch.c signals.c preflight.c) \
 		  user/outputs/top.c user/outputs/status.c $(addprefix user/session/,flight.c session.c) \
 		  user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))
@@ -78,7 +78,7 @@ $(OUT)/vmlinux.h: | $(OUT)
 	$(Q)test -r $(VMLINUX_BTF) || { echo "error: $(VMLINUX_BTF) missing: corobpf needs a kernel built with CONFIG_DEBUG_INFO_BTF=y" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
-$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/coro_abi.h bpf/batch.bpf.h usdt/corobpf.h $(OUT)/vmlinux.h
+$(OUT)/corobpf.bpf.o: bpf/corobpf.bpf.c bpf/coro_abi.h bpf/batch.bpf.h bpf/interp.bpf.h usdt/corobpf.h $(OUT)/vmlinux.h
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@
 

@@ -124,6 +124,14 @@ enum coro_event_flags {
 	 * next record (this one's ts), which is later than the real return.
 	 */
 	CORO_EVF_OFFCPU_LATE = 1 << 4,
+	/*
+	 * Sent by an interpreter's session program (bpf/interp.bpf.h): asyncio's,
+	 * Lua's. -a attaches them for every process: user space (ctxmap.c) gives
+	 * such a process its switch_path records by them, should its mappings be
+	 * gone before it could read them.
+	 */
+	CORO_EVF_RT_ASYNCIO = 1 << 5,
+	CORO_EVF_RT_LUA = 1 << 6,
 };
 
 struct coro_event_hdr {
@@ -259,6 +267,8 @@ enum coro_ctx_family {
 	CORO_FAM_GREENLET = 7, /* Python greenlet's g_switchstack: ids are greenlet::Greenlet addresses */
 	CORO_FAM_GO = 8,       /* Go's runtime.casgstatus: ids are goids */
 	CORO_FAM_CXX20 = 9, /* C++20 coroutine bodies (GCC, Clang): ids are frame addresses */
+	CORO_FAM_ASYNCIO = 10, /* CPython's asyncio tasks (the _asyncio module): ids are Task addresses */
+	CORO_FAM_LUA = 11,     /* Lua 5.4 and LuaJIT coroutines (lua_resume): ids are lua_State addresses */
 };
 
 /* hdr.cur: the raw current context of the creating thread. */
@@ -288,6 +298,18 @@ enum coro_ctx_switch_flags {
 	 * `to` is 0. A later switch to `from` resumes whoever saved it.
 	 */
 	CORO_CTXF_SAVE = 1 << 2,
+	/*
+	 * `from` runs on the thread's own stack (the mapping that holds the
+	 * main thread's start of stack, or another thread's TLS block, which
+	 * glibc puts at the top of its stack): the thread's main context. Said
+	 * once per thread, of a family that names `from`.
+	 */
+	CORO_CTXF_FROM_MAIN = 1 << 3,
+	/*
+	 * No switch: `from` is the thread's main context (greenlet: a switch
+	 * to the main greenlet is under way); `to` is 0.
+	 */
+	CORO_CTXF_MAIN = 1 << 4,
 };
 
 /* hdr.cur: the raw context that finished. */
@@ -311,6 +333,12 @@ struct coro_ev_ctx_entry {
 	struct coro_event_hdr hdr;
 	__u64 id;   /* the context, raw */
 	__u64 addr; /* the function it was made to run, in the process's address space */
+	/*
+	 * Where the process's executable has its code (the kernel's
+	 * mm->start_code): its load bias, for naming addr once the process is
+	 * gone (a short run read after its exit).
+	 */
+	__u64 start_code;
 };
 
 /*
@@ -330,6 +358,7 @@ enum coro_ctx_op {
 	 * slot of the binary's struct offsets in the go_offsets map.
 	 */
 	CORO_CTXOP_GO = 7,
+	CORO_CTXOP_MAIN = 8, /* reg A is the thread's main context, about to be switched to */
 };
 
 #define CORO_CTX_REG_NONE 0xff
@@ -363,6 +392,12 @@ enum coro_ctx_cookie_flags {
 	 * at its Gdead -> Grunnable in casgstatus the goid is not assigned yet).
 	 */
 	CORO_CTXC_GO_CREATED = 1 << 6,
+	/*
+	 * -a: attached for one process (its libc's ucontext, attach.c): taken
+	 * whenever that process started (the others, for every process, only in
+	 * the processes started after the session began).
+	 */
+	CORO_CTXC_THIS_PID = 1 << 7,
 };
 
 /* QEMU's enum CoroutineAction (include/qemu/coroutine_int.h): the coroutine returned. */
@@ -409,7 +444,9 @@ struct coro_go_offsets {
 	/* --stacks: runtime.g.sched's pc and bp (gobuf), where a parking goroutine was left. */
 	__u16 g_sched_pc;
 	__u16 g_sched_bp;
-	__u8 __pad[4];
+	/* runtime.g.sched.ctxt: a new goroutine's closure (its `go` statement's funcval). */
+	__u16 g_sched_ctxt;
+	__u8 __pad[2];
 };
 
 /* Frames of a parking goroutine's stack the BPF side walks (Grunning -> Gwaiting, --stacks). */
@@ -437,11 +474,23 @@ struct coro_ev_go_status {
 	 */
 };
 
+/* Words of a new goroutine's closure read with it (struct coro_ev_go_entry). */
+#define CORO_GO_CTXT_WORDS 3
+
 /* hdr.cur: the creator. Turned into a CORO_EV_NAME by user space (ringev.c). */
 struct coro_ev_go_entry {
 	struct coro_event_hdr hdr;
 	__u64 goid;
 	__u64 startpc; /* runtime.g.startpc: the function the goroutine runs */
+	/*
+	 * The closure it starts with (runtime.g.sched.ctxt, 0 if unread), its
+	 * words 1.. and the word each of those points to (0 where unreadable):
+	 * where the closure the compiler wraps a `go f(x)` statement in keeps
+	 * f when f is a function value or a closure, and f's code address.
+	 */
+	__u64 ctxt;
+	__u64 ctxt_word[CORO_GO_CTXT_WORDS];
+	__u64 ctxt_deref[CORO_GO_CTXT_WORDS];
 };
 
 /*
@@ -527,6 +576,127 @@ struct coro_ev_cxx {
 	__u8 op;  /* enum coro_cxx_op */
 	__u8 flags; /* enum coro_cxx_flags */
 	__u16 __pad;
+};
+
+/*
+ * Interpreted runtimes (docs/python.md, docs/lua.md): CPython's asyncio
+ * tasks and Lua's coroutines, seen through uprobe sessions (kernel 6.13+:
+ * one program sees a function's entry and its return) on the interpreter's
+ * own functions. The BPF side reads the interpreter's structures at the
+ * offsets of its version (a slot of the py_layouts or lua_layouts map, which
+ * user space fills before attaching) and sends the probe ABI's records
+ * (CREATE, NAME, SWITCH, EXIT): no record kind of its own.
+ *
+ * The cookie of a site: what the function is, the layout slot, a reason
+ * (CORO_RT_LUA_YIELD_AT) and flags.
+ */
+enum coro_rt_op {
+	/* TaskStepMethWrapper's tp_call(wrapper A): a step of the task at A + sw_task. */
+	CORO_RT_PY_STEP = 1,
+	/* task_wakeup(task A, future): a step of task A, its awaited future done. */
+	CORO_RT_PY_WAKEUP = 2,
+	/* Task.__init__(task A, ...): made (and named) when it returns 0. */
+	CORO_RT_PY_INIT = 3,
+	/* lua_resume(L A, from B): L runs until it yields, returns or fails. */
+	CORO_RT_LUA_RESUME = 4,
+	/* Lua 5.4's lua_newthread(L): the new thread, returned (LuaJIT's are made at their first resume). */
+	CORO_RT_LUA_NEWTHREAD = 5,
+	/* lua_resetthread(L A) / lua_closethread(L A, from): a suspended coroutine closed. */
+	CORO_RT_LUA_CLOSE = 6,
+	/* A call of lua_yield: the reason the cookie gives is why its coroutine now yields. */
+	CORO_RT_LUA_YIELD_AT = 7,
+};
+
+enum coro_rt_flags {
+	/* lua_resume names no resumer (LuaJIT's lua_resume(L, nargs)): it is the thread's current. */
+	CORO_RT_F_FROM_CURRENT = 1 << 0,
+	/*
+	 * Attached mid-life: a task or coroutine made before is named the first
+	 * time it runs (an LRU map says which were named).
+	 */
+	CORO_RT_F_NAME_UNSEEN = 1 << 1,
+};
+
+#define CORO_RT_COOKIE(op, slot, reason, flags)                                                    \
+	((__u64)(op) | (__u64)(slot) << 8 | (__u64)(reason) << 16 | (__u64)(flags) << 24)
+#define CORO_RT_COOKIE_OP(k) ((__u32)((k) & 0xff))
+#define CORO_RT_COOKIE_SLOT(k) ((__u32)(((k) >> 8) & 0xff))
+#define CORO_RT_COOKIE_REASON(k) ((__u32)(((k) >> 16) & 0xff))
+#define CORO_RT_COOKIE_FLAGS(k) ((__u32)(((k) >> 24) & 0xff))
+
+/* Layouts of one run: slots of the py_layouts and lua_layouts maps. */
+#define CORO_RT_SLOTS 8
+
+/* CPython's fut_state (Modules/_asynciomodule.c). */
+enum coro_py_fut_state {
+	CORO_PY_PENDING = 0,
+	CORO_PY_CANCELLED = 1,
+	CORO_PY_FINISHED = 2,
+};
+
+/* Bytes of a coroutine's __qualname__ that py_waits keys hold: what it awaits in. */
+#define CORO_PY_QUALNAME 48
+
+/*
+ * Where a CPython version keeps what the BPF side reads (user/elf/interp.c:
+ * a table by version, checked against the module's own type sizes). Bytes.
+ */
+struct coro_py_layout {
+	__u16 sw_task;	      /* TaskStepMethWrapper.sw_task */
+	__u16 fut_state;      /* FutureObj.fut_state (int) */
+	__u16 fut_exception;  /* FutureObj.fut_exception */
+	__u16 task_waiter;    /* TaskObj.task_fut_waiter */
+	__u16 task_coro;      /* TaskObj.task_coro */
+	__u16 task_name;      /* TaskObj.task_name (a str) */
+	__u16 ob_type;	      /* PyObject.ob_type */
+	__u16 tp_name;	      /* PyTypeObject.tp_name (char *) */
+	__u16 coro_qualname;  /* PyCoroObject.cr_qualname */
+	__u16 coro_state;     /* PyCoroObject.cr_frame_state (int8) */
+	__u16 coro_frame;     /* PyCoroObject.cr_iframe: the frame, inline */
+	__u16 frame_stacktop; /* _PyInterpreterFrame.stacktop (int, from localsplus) */
+	__u16 frame_locals;   /* _PyInterpreterFrame.localsplus */
+	__u16 str_state;      /* PyASCIIObject.state (bit CORO_PY_STR_ASCII: compact ASCII) */
+	__u16 str_ascii;      /* where a compact ASCII str's characters are */
+	__u16 str_utf8;	      /* PyCompactUnicodeObject.utf8 (char *, may be NULL) */
+	__s8 suspended;	      /* cr_frame_state of a coroutine suspended at an await */
+	__u8 __pad[7];
+};
+
+#define CORO_PY_STR_ASCII (1u << 6)
+
+/*
+ * Where a Lua version keeps what the BPF side reads (user/elf/interp.c: a
+ * table by version). Bytes. Lua 5.4's stack slots are a value and a tag
+ * byte; LuaJIT's (GC64) are one tagged word.
+ */
+struct coro_lua_layout {
+	__u16 l_status;	   /* lua_State.status (a byte) */
+	__u16 l_top;	   /* lua_State.top (a stack slot pointer) */
+	/*
+	 * 5.4: lua_State.ci, and l_base_ci lua_State.base_ci (whose first
+	 * field is its function's slot): a thread not started runs base_ci.
+	 * LuaJIT: lua_State.cframe (NULL: it can be resumed); l_base_ci unused.
+	 */
+	__u16 l_ci;
+	__u16 l_base_ci;
+	__u16 tv_size;	   /* bytes of a stack slot */
+	__u16 tv_tag;	   /* 5.4: where a slot's type tag byte is */
+	__u16 fn_proto;	   /* 5.4: LClosure.p; LuaJIT: GCfuncL.pc (the code after the proto) */
+	__u16 fn_ffid;	   /* LuaJIT: GCfunc.ffid (a byte; 0: a Lua function) */
+	__u16 proto_size;  /* LuaJIT: sizeof(GCproto), between it and its code; 5.4: 0 */
+	__u16 pt_source;   /* Proto.source / GCproto.chunkname (a string) */
+	__u16 pt_line;	   /* Proto.linedefined / GCproto.firstline (int) */
+	__u16 str_tag;	   /* 5.4: TString.tt (a byte): short strings are tag_shrstr */
+	__u16 str_len;	   /* 5.4: TString.shrlen (a byte); LuaJIT: GCstr.len (u32) */
+	__u16 str_lnglen;  /* 5.4: TString.u.lnglen (a long string's length) */
+	__u16 str_data;	   /* where a string's characters are */
+	/* 5.4: lua_State.l_G and global_State.mainthread (the state lua_newstate made); else 0 */
+	__u16 l_global;
+	__u16 g_mainthread;
+	__u8 tag_lclosure; /* 5.4: a Lua closure's slot tag (LUA_VLCL, collectable) */
+	__u8 tag_shrstr;   /* 5.4: LUA_VSHRSTR */
+	__u8 luajit;	   /* 1: LuaJIT GC64 (a function slot: tag 0x1fff7 in bits 47..63) */
+	__u8 __pad[3];
 };
 
 /* Why a thread was off the CPU: from sched_switch's prev_state. Append-only. */
@@ -642,13 +812,22 @@ struct coro_task_state {
 	__u64 pth_attr;	    /* Pth: the attr pth_name was last set on */
 	char pth_name[CORO_STR_LEN];
 	__u8 pth_name_flags; /* CORO_EVF_STR_* of pth_name */
-	__u8 __pad2[7];
+	__u8 main_seen;	     /* a switch from the thread's own stack was said (FROM_MAIN) */
+	__u8 __pad2[6];
 	__u64 cxx_last; /* C++20: the frame whose body this thread entered last */
 	/*
 	 * C++20: the frame whose destroy clone this thread entered: GCC's runs
 	 * the body next, which is no resume and leaves cxx_last as it was.
 	 */
 	__u64 cxx_destroying;
+	/*
+	 * Lua: why the coroutine running on this thread yields (a call of
+	 * lua_yield whose site says: nginx's ngx.sleep, a cosocket), taken by
+	 * the lua_resume it returns to.
+	 */
+	__u32 rt_reason;
+	__u8 rt_mark; /* the CORO_EVF_RT_* of the interpreter program running on this thread */
+	__u8 __pad3[3];
 };
 /*
  * Go keeps its goroutine in hdr.cur like any family: `cur` is the goid the

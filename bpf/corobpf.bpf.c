@@ -29,8 +29,10 @@ const volatile bool sched_view = true; /* off-CPU stretches of traced threads (-
  * verdict is kept in `traced`.
  */
 const volatile bool system_wide = false;
-const volatile char comm_filter[16] = {};
-const volatile __u32 comm_filter_len = 0;
+#define COMM_FILTER_MAX 16 /* --comm, repeatable: a process passes if its name starts with any */
+const volatile char comm_filter[COMM_FILTER_MAX][16] = {};
+const volatile __u32 comm_filter_len[COMM_FILTER_MAX] = {};
+const volatile __u32 ncomm_filter = 0;
 /*
  * --follow: probes are attached for every process too, but only the targets
  * and the processes they fork (admitted at the fork, before the child runs)
@@ -55,6 +57,15 @@ volatile __u32 hold_tgid;
  * instruction, until user space has attached to that image (0: none).
  */
 volatile __u32 exec_hold_tgid;
+/*
+ * A launched ELF command, at its first exec only (this is cleared there):
+ * held in its new image before its first instruction, so that user space
+ * checks that the file the kernel runs is the file it examined and
+ * attached to, before letting it run. exec_check_held says it was held (the
+ * hold comes only once its exec record is in the ring).
+ */
+volatile __u32 exec_check_tgid;
+volatile __u32 exec_check_held;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -540,28 +551,42 @@ static __always_inline bool filters_pass(__u32 pid)
 		if (!found)
 			return false;
 	}
-	if (comm_filter_len) {
+	if (ncomm_filter) {
+		bool any = false;
+
 		/* The process's name (its main thread's), not the firing thread's. */
 		bpf_probe_read_kernel_str(comm, sizeof(comm), task->group_leader->comm);
-		for (int i = 0; i < 16; i++)
-			if (i < comm_filter_len && comm[i] != comm_filter[i])
-				return false;
+		for (int f = 0; f < COMM_FILTER_MAX; f++) {
+			bool same = f < ncomm_filter;
+
+			for (int i = 0; i < 16; i++)
+				if (i < comm_filter_len[f] && comm[i] != comm_filter[f][i])
+					same = false;
+			any = any || same;
+		}
+		return any;
 	}
 	return true;
 }
 
 /* False if the ring had no room (counted). */
+static __always_inline void proc_submit(struct coro_ev_proc *e, __u8 kind,
+					struct task_struct *task, __s32 code)
+{
+	e->exit_code = code;
+	e->__pad = 0;
+	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
+	/* Rare, and user space must act on an exec (scan the new image) soon. */
+	bpf_ringbuf_submit(e, kind == CORO_EV_EXEC ? BPF_RB_FORCE_WAKEUP : 0);
+}
+
 static __always_inline bool emit_proc(__u8 kind, __u32 pid, struct task_struct *task, __s32 code)
 {
 	struct coro_ev_proc *e = event_reserve_for(NULL, sizeof(*e), kind, pid, pid);
 
 	if (!e)
 		return false;
-	e->exit_code = code;
-	e->__pad = 0;
-	bpf_probe_read_kernel_str(e->comm, sizeof(e->comm), task->group_leader->comm);
-	/* Rare, and user space must act on an exec (scan the new image) soon. */
-	bpf_ringbuf_submit(e, kind == CORO_EV_EXEC ? BPF_RB_FORCE_WAKEUP : 0);
+	proc_submit(e, kind, task, code);
 	return true;
 }
 
@@ -848,6 +873,37 @@ static __always_inline __u64 ctx_reg(struct pt_regs *regs, __u32 r)
 	}
 }
 
+struct own_stack {
+	__u64 top; /* an address at the top of the thread's own stack */
+	bool in;   /* the mapping found holds it */
+};
+
+static long own_stack_vma(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct own_stack *c = data;
+
+	c->in = c->top >= vma->vm_start && c->top < vma->vm_end;
+	return 0;
+}
+
+/*
+ * Whether sp is on the current thread's own stack, the one it started on:
+ * the mapping that holds it holds the main thread's start of stack, or
+ * another thread's TLS block (fsbase), which glibc puts at the top of the
+ * thread's stack. A coroutine's stack is a mapping (or memory) of its own.
+ */
+static __always_inline bool on_own_stack(__u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct own_stack c = {};
+
+	c.top = task->pid == task->tgid ? BPF_CORE_READ(task, mm, start_stack)
+					: BPF_CORE_READ(task, thread.fsbase);
+	if (!c.top || bpf_find_vma(task, sp, own_stack_vma, &c, 0))
+		return false;
+	return c.in;
+}
+
 static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct coro_task_state *st)
 {
 	struct stk_rec r;
@@ -867,6 +923,11 @@ static __always_inline void ctx_switch(struct pt_regs *regs, __u64 k, struct cor
 	} else {
 		e->from = ctx_reg(regs, a) + CORO_CTX_COOKIE_DELTA(k);
 		e->flags = 0;
+		/* Once per thread: the switch is made on the stack of `from`. */
+		if (st && !st->main_seen && on_own_stack(PT_REGS_SP(regs))) {
+			e->flags |= CORO_CTXF_FROM_MAIN;
+			st->main_seen = 1;
+		}
 	}
 	if ((CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_ACTION_QEMU) &&
 	    ctx_reg(regs, CORO_CTX_COOKIE_C(k)) == CORO_QEMU_TERMINATE)
@@ -914,9 +975,12 @@ static __always_inline void ctx_create(struct pt_regs *regs, __u64 k, struct cor
 		__u64 addr = 0;
 
 		if (n) {
+			struct task_struct *task = bpf_get_current_task_btf();
+
 			bpf_probe_read_user(&addr, sizeof(addr), (const void *)id);
 			n->id = id;
 			n->addr = addr;
+			n->start_code = BPF_CORE_READ(task, mm, start_code);
 			event_submit(n);
 		}
 	}
@@ -998,6 +1062,34 @@ static __always_inline struct coro_ev_go_status *go_park_reserve(struct coro_tas
 	r->ref.id = n;
 	r->ref.how = n ? CORO_STACK_IPS : CORO_STACK_NONE;
 	return &r->e;
+}
+
+/*
+ * A new goroutine's closure, for its name: a `go f(x)` statement starts it
+ * in a closure the compiler made, which calls f through its own words when
+ * f is a function value or a closure (user/elf/goelf.c follows the
+ * wrapper's loads through these). Read now: the closure is garbage once the
+ * goroutine has called f. Unreadable words stay 0; they count as no fault.
+ */
+static __always_inline void go_entry_ctxt(struct coro_ev_go_entry *n, __u64 gp,
+					  struct coro_go_offsets *o)
+{
+	bool fault = false;
+	__u64 c;
+
+	__builtin_memset(n->ctxt_word, 0, sizeof(n->ctxt_word));
+	__builtin_memset(n->ctxt_deref, 0, sizeof(n->ctxt_deref));
+	c = o->g_sched_ctxt ? go_word(gp + o->g_sched_ctxt, &fault) : 0;
+	n->ctxt = c;
+	if (!c)
+		return;
+	for (__u32 i = 0; i < CORO_GO_CTXT_WORDS; i++) {
+		__u64 w = go_word(c + 8 * (i + 1), &fault);
+
+		n->ctxt_word[i] = w;
+		if (w)
+			n->ctxt_deref[i] = go_word(w, &fault);
+	}
 }
 
 /*
@@ -1083,9 +1175,28 @@ static __always_inline void go_status(struct pt_regs *regs, __u64 k, struct coro
 		if (n) {
 			n->goid = goid;
 			n->startpc = go_word(gp + o->g_startpc, &fault);
+			go_entry_ctxt(n, gp, o);
 			event_submit(n);
 		}
 	}
+}
+
+/*
+ * -a attaches most switch-function families for every process (attach.c,
+ * global_switch): their switches are taken in the processes started after
+ * the session began (a program started under corobpf). A site attached for
+ * one process (its libc's ucontext, attach_exec_ucontext) and Go's are taken
+ * whenever it started.
+ */
+static __always_inline bool ctx_wanted(__u64 k)
+{
+	struct task_struct *task;
+
+	if (!system_wide || CORO_CTX_COOKIE_FAM(k) == CORO_FAM_GO ||
+	    (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_THIS_PID))
+		return true;
+	task = bpf_get_current_task_btf();
+	return task->group_leader->start_boottime >= session_start_ts;
 }
 
 static __always_inline int ctx_handler(struct pt_regs *regs)
@@ -1093,7 +1204,7 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 	__u64 k = bpf_get_attach_cookie(regs);
 	struct coro_task_state *st;
 
-	if (!admitted())
+	if (!ctx_wanted(k) || !admitted())
 		return 0;
 	st = task_state_running();
 	switch (CORO_CTX_COOKIE_OP(k)) {
@@ -1117,6 +1228,19 @@ static __always_inline int ctx_handler(struct pt_regs *regs)
 		e->status = 0;
 		if (CORO_CTX_COOKIE_FLAGS(k) & CORO_CTXC_EXIT_STATUS_A)
 			e->status = (__s64)ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		event_submit(e);
+		break;
+	}
+	case CORO_CTXOP_MAIN: {
+		/* No switch: what runs stays; `from` is the thread's main context. */
+		struct coro_ev_ctx_switch *e = event_reserve(st, sizeof(*e), CORO_EV_CTX_SWITCH);
+
+		if (!e)
+			break;
+		e->from = ctx_reg(regs, CORO_CTX_COOKIE_A(k));
+		e->to = 0;
+		e->family = CORO_CTX_COOKIE_FAM(k);
+		e->flags = CORO_CTXF_MAIN;
 		event_submit(e);
 		break;
 	}
@@ -1297,6 +1421,17 @@ int coro_cxx(struct pt_regs *regs)
 }
 #endif
 
+#if defined(__TARGET_ARCH_x86)
+#include "interp.bpf.h"
+#else
+/* The interpreters' structures are read as x86-64 builds lay them out. */
+SEC("uprobe")
+int coro_rt(struct pt_regs *regs)
+{
+	return 1;
+}
+#endif
+
 /*
  * --stacks with --sample-hz: a CPU-clock perf event on every CPU. When it
  * interrupts a traced thread running a coroutine, the user stack it runs
@@ -1445,6 +1580,44 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 	return 0;
 }
 
+/*
+ * An attach to a running process (-p): user space runs this iterator over
+ * the process's threads once the tracepoints above are in place. A thread
+ * off the CPU now starts its off-CPU stretch here, as if it had left the CPU
+ * now (when it really did is not known): its return ends the stretch, and
+ * the time it spent blocked since the attach is never taken for its
+ * coroutine running (docs/design.md). A thread on a CPU is left alone.
+ */
+SEC("iter/task")
+int coro_attach_offcpu(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct coro_task_state *st;
+	struct coro_ev_offcpu_begin *b;
+
+	if (!task || !sched_view || stopped || task->on_cpu)
+		return 0;
+	st = bpf_task_storage_get(&task_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		stat_inc(CORO_STAT_NO_TASK_STATE);
+		return 0;
+	}
+	/* Seen leaving already (a probe made its state before): its stretch is open. */
+	if (st->off_ts)
+		return 0;
+	st->off_ts = bpf_ktime_get_boot_ns();
+	st->wake_ts = 0;
+	st->off_state = offcpu_state(false, task->__state);
+	b = event_reserve_for(st, sizeof(*b), CORO_EV_OFFCPU_BEGIN, task->tgid, task->pid);
+	if (!b)
+		return 0;
+	b->hdr.ts = st->off_ts;
+	b->state = st->off_state;
+	b->cpu = task->wake_cpu;
+	event_submit(b);
+	return 0;
+}
+
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(coro_sched_wakeup, struct task_struct *p)
 {
@@ -1463,6 +1636,8 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u32 pid = p->tgid;
+	struct coro_ev_proc *e;
+	bool check;
 	__u8 *v;
 
 	if (stopped)
@@ -1474,12 +1649,25 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	/* A new image: admitted again on its first probe, under the filters. */
 	if (system_wide && v && *v == VERDICT_IGNORED)
 		bpf_map_delete_elem(&traced, &pid);
+	check = exec_check_tgid && pid == exec_check_tgid;
+	if (check)
+		exec_check_tgid = 0; /* once: a later exec is the program's own */
+	e = event_reserve_for(NULL, sizeof(*e), CORO_EV_EXEC, pid, pid);
+	if (!e)
+		return 0;
 	/*
-	 * Only once the record is in the ring: user space then always sees why
-	 * it stopped and sends SIGCONT (a lost record lets it run unattached).
+	 * Held only with its record sure to reach the ring (user space then
+	 * always sees why it stopped and sends SIGCONT; a lost record lets it
+	 * run unheld), and stopped before the record is there to be read, so
+	 * that a SIGCONT never comes ahead of the SIGSTOP it answers.
 	 */
-	if (emit_proc(CORO_EV_EXEC, pid, p, 0) && exec_hold_tgid && pid == exec_hold_tgid)
+	if (check) {
+		exec_check_held = pid;
 		bpf_send_signal(19 /* SIGSTOP */);
+	} else if (exec_hold_tgid && pid == exec_hold_tgid) {
+		bpf_send_signal(19 /* SIGSTOP */);
+	}
+	proc_submit(e, CORO_EV_EXEC, p, 0);
 	return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "batch.h"
+#include "execsearch.h"
 #include "log.h"
 #include "options.h"
 #include "pgstore.h"
@@ -87,8 +88,9 @@ static const char trace_doc[] =
 	"  corobpf [OPTIONS] -p PID [-p PID...]   attach to running processes\n"
 	"  corobpf [OPTIONS] -- CMD [ARGS...]     run CMD, traced from its first\n"
 	"                                         instruction\n"
-	"  corobpf [OPTIONS] -a [--comm NAME]     every instrumented process, now and\n"
-	"                                         started later\n"
+	"  corobpf [OPTIONS] -a [--comm NAME...]  every instrumented process, now and\n"
+	"                                         started later; every family (switch\n"
+	"                                         functions: in the programs started later)\n"
 	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
 	"                                         they fork, and what those exec\n"
 	"  corobpf report [OPTIONS] CAPTURE       replay a raw capture or JSONL trace\n"
@@ -100,7 +102,8 @@ static const char trace_doc[] =
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries and runtimes they use (ucontext, "
-	"Boost.Context, GNU Pth, Ruby, QEMU, greenlet, Go; see --switch help). Tracing stops "
+	"Boost.Context, GNU Pth, Ruby, QEMU, greenlet, Go, Python asyncio, Lua; see --switch help). "
+	"Tracing stops "
 	"when every target has exited, on Ctrl-C or SIGTERM, or after -d SECS, and always "
 	"finishes its outputs; a second Ctrl-C quits at once. A summary goes to stderr, and while "
 	"recording a status line when stderr is a terminal (not with -q).\n"
@@ -155,7 +158,23 @@ enum {
 	OPT_FLIGHT_MB,
 	OPT_DUMP_ON,
 	OPT_PROBE_PATH,
+	OPT_STORE_TIMEOUT,
+	OPT_MAX_LIVE,
+	OPT_MAX_LIVE_PROCESS,
+	OPT_MAX_SPANS,
+	OPT_MAX_SPANS_PROCESS,
 };
+
+/* Every command that takes -o: the PostgreSQL store's waits (docs/store.md). */
+#define STORE_TIMEOUT_OPTION                                                                 \
+	{"store-timeout", OPT_STORE_TIMEOUT, "WHAT=SECS", 0,                                 \
+	 "PostgreSQL store: how long to wait for the server: connect=SECS (default: the "      \
+	 "URI's connect_timeout, else 10), lock=SECS (a lock another session holds, default "  \
+	 "10), statement=SECS (one command, default 60); 0 waits for ever; e.g. "             \
+	 "--store-timeout lock=60,statement=300. Ctrl-C ends the wait to connect; once "       \
+	 "tracing stopped (-d, a signal) the store waits 1 s at most for a server that "       \
+	 "stopped answering",                                                                  \
+	 0}
 
 #define FINDING_OPTIONS                                                                      \
 	{"stall", OPT_STALL, "SECS", 0,                                                      \
@@ -173,23 +192,39 @@ enum {
 	 "(default 1000)", 1},                                                               \
 	{"slow-span", OPT_SLOW_SPAN, "[NAME=]MS", 0,                                         \
 	 "Findings: a span lasting this long is slow; NAME=MS for spans of that name "       \
-	 "(repeatable; default 100)", 1}
+	 "(repeatable; default 100)", 1},                                                    \
+	{"max-coroutines", OPT_MAX_LIVE, "N", 0,                                             \
+	 "Memory: follow at most N live coroutines in all (default 1000000; 0: no cap); "    \
+	 "one first seen beyond is followed once there is room, as if attached then, and "   \
+	 "its events until then are counted (docs/reliability.md, \"Memory\")", 2},          \
+	{"max-coroutines-per-process", OPT_MAX_LIVE_PROCESS, "N", 0,                         \
+	 "Memory: follow at most N live coroutines of one process (default 500000; 0: no "   \
+	 "cap), so that one process cannot take the room of all", 2},                        \
+	{"max-open-spans", OPT_MAX_SPANS, "N", 0,                                            \
+	 "Memory: keep at most N spans open at once in all (default 1000000; 0: no cap); "   \
+	 "one begun beyond is counted, not kept, and its end closes nothing else", 2},       \
+	{"max-open-spans-per-process", OPT_MAX_SPANS_PROCESS, "N", 0,                        \
+	 "Memory: keep at most N spans open at once in one process (default 500000; 0: no "  \
+	 "cap)", 2}
 
 static const struct argp_option trace_options[] = {
 	{"pid", 'p', "PID", 0, "Trace this running process (repeatable; with -a, a filter)", 0},
 	{"all", 'a', NULL, 0,
 	 "Trace every process whose objects carry corobpf probes, now and started later", 0},
-	{"comm", OPT_COMM, "NAME", 0, "With -a: only processes whose name starts with NAME", 0},
+	{"comm", OPT_COMM, "NAME", 0,
+	 "With -a: only processes whose name starts with NAME (repeatable, at most 16: with any)",
+	 0},
 	{"follow", OPT_FOLLOW, NULL, 0,
 	 "Also trace the processes the targets fork, theirs in turn, and what they exec "
-	 "(corobpf probes only)",
+	 "(through corobpf probes, Go, C++20, asyncio and Lua; not the switch functions)",
 	 0},
 	{"exec-gate", OPT_EXEC_GATE, "MS", 0,
 	 "With -a or --follow: hold the exec of a program not examined yet until it is attached, "
 	 "at most MS ms (default 1000; 0: never hold)",
 	 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
-	 "postgresql:// URI stores into that database (docs/store.md)", 0},
+	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
+	 "~/.pgpass or PGPASSFILE, not here)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
@@ -201,7 +236,7 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"switch", OPT_SWITCH, "FAMILY", 0,
 	 "Trace coroutines through the context-switch functions of an unmodified library: "
-	 "ucontext, boost-context, pth, ruby, qemu, greenlet, go, a list of them, "
+	 "ucontext, boost-context, pth, ruby, qemu, greenlet, go, asyncio, lua, a list of them, "
 	 "uprobe:PATH:SYMBOL:from=ARG,to=ARG, "
 	 "or none (repeatable; `--switch help` lists them). Default: every family the target "
 	 "uses, when it has no corobpf probes",
@@ -241,6 +276,7 @@ static const struct argp_option trace_options[] = {
 	 "blocking, spawn_storm, unmatched_span, lost_wakeup, leak; a list with commas) is "
 	 "made; each finding once, a burst in one dump",
 	 0},
+	STORE_TIMEOUT_OPTION,
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0,
 	 "No summary, no status line, no progress messages: only errors and warnings", 0},
@@ -276,6 +312,77 @@ static u64 parse_threshold(struct argp_state *state, const char *opt, const char
 	return (u64)(v * unit);
 }
 
+/* ---- a store's password on the command line ---- */
+
+/*
+ * The command line is /proc/PID/cmdline, which every local user reads. A store URI that holds
+ * a password (or that libpq cannot read, and may) is copied out of it and written over in
+ * place with the form messages show, before anything else runs; argp parses what is left,
+ * and -o takes the copy back (store_uri_given()).
+ */
+struct scrubbed_arg {
+	const char *start, *end; /* the URI's place in the command line, written over */
+	char *uri;		 /* what was there */
+};
+
+static struct scrubbed_arg *scrubbed;
+static int nscrubbed;
+
+static void scrub_store_uris(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+		char *uri = strstr(argv[i], "postgresql://"), *alt = strstr(argv[i], "postgres://");
+		char shown[512], err[256];
+		size_t len, n;
+		bool secret;
+
+		if (!uri || (alt && alt < uri))
+			uri = alt;
+		if (!uri)
+			continue;
+		if (!pgstore_check_uri(uri, shown, sizeof(shown), &secret, err, sizeof(err)) &&
+		    !secret)
+			continue;
+		len = strlen(uri);
+		scrubbed = realloc(scrubbed, (nscrubbed + 1) * sizeof(*scrubbed));
+		if (!scrubbed)
+			abort();
+		scrubbed[nscrubbed++] = (struct scrubbed_arg){uri, uri + len, xstrdup(uri)};
+		/* The same length: what follows stays where the kernel and ps look for it. */
+		n = MIN(strlen(shown), len);
+		memcpy(uri, shown, n);
+		memset(uri + n, 0, len - n);
+		if (secret)
+			log_warn("the password in %s was on corobpf's command line, which every local "
+				 "user can read (/proc/PID/cmdline, ps): it is removed from there now, "
+				 "but was there a moment, and may be in your shell's history; keep it "
+				 "in ~/.pgpass, or a file PGPASSFILE names, or PGPASSWORD "
+				 "(docs/store.md)", shown);
+	}
+}
+
+/* -o's argument: the store URI scrub_store_uris() took out of the command line, or itself. */
+static const char *store_uri_given(const char *arg, struct argp_state *state)
+{
+	for (int i = 0; i < nscrubbed; i++) {
+		if (arg >= scrubbed[i].start && arg < scrubbed[i].end) {
+			char shown[512], err[256];
+			bool secret;
+
+			/*
+			 * Not a URI libpq reads: said now, without quoting it. Without libpq, the
+			 * store says so when it opens (exit 7, as any store that cannot be had).
+			 */
+			if (pgstore_libpq_loads() &&
+			    pgstore_check_uri(scrubbed[i].uri, shown, sizeof(shown), &secret, err,
+					      sizeof(err)))
+				argp_error(state, "-o %s: %s", shown, err);
+			return scrubbed[i].uri;
+		}
+	}
+	return arg;
+}
+
 static error_t parse_common(int key, char *arg, struct argp_state *state)
 {
 	struct common_opts *c = state->input;
@@ -295,6 +402,20 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_STORM:
 		c->an.spawn_storm = parse_count(state, "spawn-storm", arg, 1, 1000000000);
+		return 0;
+	case OPT_MAX_LIVE:
+		c->max_live = parse_count(state, "max-coroutines", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_LIVE_PROCESS:
+		c->max_live_process =
+		    parse_count(state, "max-coroutines-per-process", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_SPANS:
+		c->max_spans = parse_count(state, "max-open-spans", arg, 0, 1000000000000ULL);
+		return 0;
+	case OPT_MAX_SPANS_PROCESS:
+		c->max_spans_process =
+		    parse_count(state, "max-open-spans-per-process", arg, 0, 1000000000000ULL);
 		return 0;
 	case OPT_SLOW_SPAN: {
 		/* NAME=MS: the last '=' splits, so a name may hold one. */
@@ -318,8 +439,15 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case 'o':
 		if (c->noutputs == OPTS_MAX_OUTPUTS)
 			argp_error(state, "at most %d outputs", OPTS_MAX_OUTPUTS);
-		c->outputs[c->noutputs++] = arg;
+		c->outputs[c->noutputs++] = store_uri_given(arg, state);
 		return 0;
+	case OPT_STORE_TIMEOUT: {
+		char err[256];
+
+		if (pg_timeouts_parse(&c->store_timeouts, arg, err, sizeof(err)))
+			argp_error(state, "%s", err);
+		return 0;
+	}
 	case 'f':
 		c->format = output_format_parse(arg);
 		if (c->format == OUT_AUTO)
@@ -349,7 +477,8 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 {
 	for (int i = 0; i < c->noutputs; i++) {
 		for (int j = 0; j < i; j++)
-			if (outfile_same(c->outputs[j], c->outputs[i]))
+			if (!pgstore_is_uri(c->outputs[i]) &&
+			    outfile_same(c->outputs[j], c->outputs[i]))
 				argp_error(state, "-o %s and -o %s name the same file: give each "
 					   "output once", c->outputs[j], c->outputs[i]);
 		if (!output_format_known(c->outputs[i], c->format)) {
@@ -358,7 +487,7 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 			output_format_error(c->outputs[i], err, sizeof(err));
 			argp_error(state, "%s", err);
 		}
-		if (raw && outfile_same(raw, c->outputs[i]))
+		if (raw && !pgstore_is_uri(c->outputs[i]) && outfile_same(raw, c->outputs[i]))
 			argp_error(state, "--raw %s and -o %s name the same file: give each output "
 				   "once", raw, c->outputs[i]);
 	}
@@ -451,7 +580,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 
 			if (!f)
 				argp_error(state, "unknown --switch family '%s' (known: ucontext, "
-					   "boost-context, pth, ruby, qemu, greenlet, go; or "
+					   "boost-context, pth, ruby, qemu, greenlet, go, asyncio, lua; or "
 					   "uprobe:...; see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}
@@ -490,7 +619,9 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (!*arg || strlen(arg) > 15)
 			argp_error(state, "invalid --comm '%s' (1 to 15 characters, as the kernel "
 				   "keeps them)", arg);
-		a->comm = arg;
+		if (a->ncomms == CAPTURE_MAX_COMMS)
+			argp_error(state, "at most %d --comm", CAPTURE_MAX_COMMS);
+		a->comms[a->ncomms++] = arg;
 		return 0;
 	case 'd':
 		errno = 0;
@@ -524,7 +655,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			argp_error(state, "-a traces what runs: launch the command separately");
 		if (a->system_wide && a->npids > 16)
 			argp_error(state, "with -a, at most 16 -p filters");
-		if (a->comm && !a->system_wide)
+		if (a->ncomms && !a->system_wide)
 			argp_error(state, "--comm filters -a");
 		if (a->switch_none && a->switch_forced)
 			argp_error(state, "--switch none excludes other --switch values");
@@ -533,14 +664,17 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 				   "instrumented process anyway)");
 		if (a->follow && a->switch_forced && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
-				   "processes are traced through corobpf probes only");
+				   "processes are traced through corobpf probes, Go, C++20, asyncio and "
+				   "Lua (--switch none leaves those but the probes out)");
 		if (a->sample_hz_set && !a->stacks)
 			argp_error(state, "--sample-hz samples stacks: add --stacks");
 		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
 			argp_error(state, "--stack-bytes sizes --stacks=dwarf samples");
-		if (a->system_wide && a->switch_forced)
-			argp_error(state, "--switch cannot be combined with -a: system-wide tracing "
-				   "follows corobpf probes only; trace the process with -p or --");
+		if (a->system_wide && a->switch_forced && !a->switch_none)
+			argp_error(state, "--switch cannot be combined with -a, which takes every "
+				   "family corobpf knows (the switch functions in the programs started "
+				   "under it); --switch none leaves them out, and -p or -- trace a "
+				   "process through the families named");
 		if ((t->flight_mb || t->dump_on) && !t->flight)
 			argp_error(state, "--flight-mb and --dump-on set up the flight recorder: add "
 				   "--flight SECS");
@@ -677,10 +811,12 @@ static const char ps_doc[] =
 static const struct argp_option report_options[] = {
 	{"json", OPT_JSON, NULL, 0, "Print the analysis as one JSON document (for machines)", 0},
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
-	 "postgresql:// URI stores into that database (docs/store.md)", 0},
+	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
+	 "~/.pgpass or PGPASSFILE, not here)", 0},
 	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
+	STORE_TIMEOUT_OPTION,
 	{"force", OPT_FORCE, NULL, 0, "Overwrite existing output files", 0},
 	{"quiet", 'q', NULL, 0,
 	 "No summary and no analysis (--json still prints its document); on stderr, only "
@@ -716,12 +852,23 @@ static error_t parse_report(int key, char *arg, struct argp_state *state)
 
 /* ---- the commands ---- */
 
+/* What every command starts from: the detectors' thresholds, the model's caps. */
+static void common_defaults(struct common_opts *c)
+{
+	analyze_opts_default(&c->an);
+	pg_timeouts_default(&c->store_timeouts);
+	c->max_live = MODEL_MAX_LIVE_DEFAULT;
+	c->max_live_process = MODEL_MAX_LIVE_PROCESS_DEFAULT;
+	c->max_spans = MODEL_MAX_SPANS_DEFAULT;
+	c->max_spans_process = MODEL_MAX_SPANS_PROCESS_DEFAULT;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	struct argp argp = {report_options, parse_report, "CAPTURE", report_doc};
 	struct report_args a = {0};
 
-	analyze_opts_default(&a.c.an);
+	common_defaults(&a.c);
 	if (argp_parse(&argp, argc, argv, 0, NULL, &a))
 		return EXIT_USAGE;
 	return session_report(&a.c, &a.r);
@@ -775,7 +922,7 @@ static int parse_live(int argc, char **argv, const struct argp *how, struct trac
 
 	a->t.cap.ring_bytes = 16ULL << 20;
 	a->t.cap.exec_gate_ms = 1000;
-	analyze_opts_default(&a->c.an);
+	common_defaults(&a->c);
 	if (split_command(&argc, argv, &a->t.cap))
 		return EXIT_USAGE;
 	if (argp_parse(&argp, argc, argv, 0, NULL, a))
@@ -851,7 +998,7 @@ static int cmd_top(int argc, char **argv)
 
 	a.ta.t.cap.ring_bytes = 16ULL << 20;
 	a.top.interval = 1.0;
-	analyze_opts_default(&a.ta.c.an);
+	common_defaults(&a.ta.c);
 	if (split_command(&argc, argv, &a.ta.t.cap) || argp_parse(&argp, argc, argv, 0, NULL, &a))
 		ret = EXIT_USAGE;
 	if (!ret)
@@ -868,6 +1015,10 @@ int main(int argc, char **argv)
 	for (int fd; (fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2;)
 		;
 	argp_err_exit_status = EXIT_USAGE;
+	/* The exec gate's examiner: corobpf started by itself (execsearch.h), not a command. */
+	if (argc > 1 && !strcmp(argv[1], EXECSEARCH_ARG))
+		return execsearch_main(argc, argv);
+	scrub_store_uris(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		argv[1] = "corobpf report";
 		return cmd_report(argc - 1, argv + 1);

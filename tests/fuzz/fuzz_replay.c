@@ -90,7 +90,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (i == 2 && (size & 7))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", out_dir, names[i]);
-		if (output_open(&outs[nouts], path, OUT_AUTO, true, err, sizeof(err)))
+		if (output_open(&outs[nouts], path, OUT_AUTO, true, NULL, err, sizeof(err)))
 			continue;
 		outs[nouts].max_tracks = 4; /* packed lanes are exercised too */
 		if (pipeline_add_output(&p, &outs[nouts], err, sizeof(err))) {

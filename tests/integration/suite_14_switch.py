@@ -35,7 +35,7 @@ def switch_ucontext_round_robin():
         eq(c["parent"], main_id(tid), "%s created by main" % cid)
         check(c["created"] is not None, "%s: makecontext not seen" % cid)
     m = got[main_id(tid)]
-    eq(m["name"], "uctx [%d]" % tid, "main context named after its thread")
+    eq(m["name"], "main", "main context named main, as every family's")
     eq(m["switch_ins"], 1 + 5 * 5, "main's switch-ins (its start, and every coroutine's return)")
     # Every switch out of a finished coroutine says so.
     done = [e for e in tr.by_ev("switch") if e["reason"] == "done"]
@@ -74,6 +74,8 @@ def switch_ucontext_threads_and_setcontext():
     eq(got, sorted(want), "(thread, coroutine, switch-ins)")
     eq({c["id"] for c in tr.coroutines if c["id"].startswith("0x8")}, {main_id(t) for t in mains},
        "one main context per worker thread")
+    eq({c["name"] for c in tr.coroutines if c["id"].startswith("0x8")}, {"main"},
+       "the main contexts' names")
     for c in tr.coroutines:
         if not c["id"].startswith("0x8"):
             eq(c["end"], "exit", "%s end" % c["id"])
@@ -101,6 +103,7 @@ def switch_boost_fiber():
     eq(len(resumes), 6, "fibers the program made")
     mains = [c for c in tr.coroutines if c["id"] == main_id(pid)]
     eq(len(mains), 1, "the main thread's context")
+    eq(mains[0]["name"], "main", "the main thread's context's name")
     fibers = [c for c in tr.coroutines if c["id"] != main_id(pid)]
     # Boost.Fiber's dispatcher fiber (made when the first fiber is), and the program's six.
     eq(len(fibers), 1 + 6, "fibers traced (the dispatcher and the program's)")

@@ -76,12 +76,14 @@ def _stop_oracles():
 class Bpftrace:
     """A second oracle: bpftrace counts, per pid, the calls of the same functions."""
 
-    def __init__(self, name, probes):
+    def __init__(self, name, probes, unsafe=False):
+        """unsafe: probes at addresses of a stripped object (bpftrace cannot check them)."""
         prog = " ".join("uprobe:%s:%s %s { @%s[pid] = count(); }" % (path, fn, pred, key)
                         for key, path, fn, pred in probes)
         self.out = work(name + ".bpftrace")
         self.f = open(self.out, "w")
-        self.p = subprocess.Popen(["bpftrace", "-e", prog], stdout=self.f,
+        self.p = subprocess.Popen(["bpftrace"] + (["--unsafe"] if unsafe else []) + ["-e", prog],
+                                  stdout=self.f,
                                   stderr=subprocess.STDOUT, text=True)
         _oracles.append(self.p)
         wait_for(self.out, "Attaching", timeout=60)
@@ -142,6 +144,8 @@ def check_ruby(tr, pid, counts, launched):
     ins = sorted(c["switch_ins"] for c in cos)
     eq(ins[:-1], [resumes // n] * n, "each fiber's resumes")
     eq(ins[-1], resumes + (1 if launched else 0), "the main fiber's switch-ins")
+    eq([c["name"] for c in cos if c["switch_ins"] == ins[-1]], ["main"],
+       "the main fiber's name (the thread's own stack)")
     if launched:
         tid = [c for c in cos if c["switch_ins"] == ins[-1]][0]
         eq(tid["id"], main_id(pid), "the main fiber is the thread's main context")
@@ -192,20 +196,23 @@ def check_qemu(tr, pid, oracle, launched=True):
     eq(len(ended), len(exits), "coroutines ended by their return")
     creates = [e for e in tr.by_ev("create") if e["pid"] == pid]
     eq(len(creates), oracle.get("made", 0), "creates (bpftrace's count of qemu_coroutine_create)")
+    # Launched, the main context only is not seen made; attached, the main context (QEMU's
+    # leader: the thread's own stack) is named main too, whatever else was made before.
+    unmade = [c for c in tr.coroutines if c["pid"] == pid and c["created"] is None]
     if launched:
-        eq(len([c for c in tr.coroutines if c["pid"] == pid and c["created"] is None]), 1,
-           "coroutines not seen made: only the main context")
+        eq(len(unmade), 1, "coroutines not seen made: only the main context")
+    eq(len([c for c in unmade if c["name"] == "main"]), 1, "the main context named main: %s"
+       % [(c["id"], c["name"], c["switch_ins"]) for c in unmade][:5])
     made = [c for c in tr.coroutines if c["pid"] == pid and c["created"] is not None]
     if not launched:
-        # Named after their entry function while the process lives: a symbol, or where it
-        # is in the stripped binary (Debian's QEMU has no symbols for its static functions).
-        # Those made as it quits may be read after it is gone: then named by address.
+        # Named after their entry function: a symbol, or where it is in the stripped binary
+        # (Debian's QEMU has no symbols for its static functions), also those made as it
+        # quits, read after it is gone (runtime_qemu_short_runs_name_entries checks the
+        # addresses).
         pat = r"^([A-Za-z_]\w*(\+0x[0-9a-f]+)?|qemu-io\+0x[0-9a-f]+)$"
-        named = [c for c in made if re.match(pat, c["name"] or "")]
-        check(len(named) >= 400, "coroutines named after their entry function: %d of %d (%s)"
-              % (len(named), len(made), sorted({c["name"] for c in made})[:5]))
-        check(all(re.match(r"^0x[0-9a-f]+$", c["name"]) for c in made if c not in named),
-              "names: %s" % sorted({c["name"] for c in made}))
+        eq(sorted({c["name"] for c in made if not re.match(pat, c["name"] or "")}), [],
+           "names of made coroutines not after their entry function")
+        check(len(made) >= 400, "too few coroutines made to mean anything: %d" % len(made))
 
 
 def qemu_image(name, fmt):
@@ -280,6 +287,104 @@ def runtime_qemu_io_attached():
     check_qemu(tr, target.pid, got, False)
 
 
+class EntryOracle:
+    """bpftrace, in the same run: every qemu_coroutine_create(entry, opaque) of exe, as
+    (pid, entry) -> count; the entry as the process had it (its load bias in)."""
+
+    def __init__(self, name, exe):
+        self.out = work(name + ".entries")
+        self.f = open(self.out, "w")
+        self.p = subprocess.Popen(["bpftrace", "-e", "uprobe:%s:qemu_coroutine_create "
+                                   "{ @e[pid, arg0] = count(); }" % exe],
+                                  stdout=self.f, stderr=subprocess.STDOUT, text=True)
+        _oracles.append(self.p)
+        wait_for(self.out, "Attaching", timeout=60)
+        time.sleep(0.5)
+
+    def entries(self, pid):
+        # A busy machine can keep bpftrace attaching past the first SIGINT: ask again.
+        for i in range(4):
+            self.p.send_signal(signal.SIGINT)
+            try:
+                self.p.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                if i == 3:
+                    raise
+        self.f.close()
+        got = {}
+        with open(self.out) as f:
+            for line in f:
+                m = re.match(r"@e\[(\d+), (\d+)\]: (\d+)", line.strip())
+                if m and int(m.group(1)) == pid:
+                    got[int(m.group(2))] = int(m.group(3))
+        return got
+
+
+def dynamic_symbols(path):
+    """The functions path exports, by name: their addresses in the file (nm -D)."""
+    p = run(["nm", "-D", "--defined-only", path])
+    eq(p.returncode, 0, "nm -D %s (%s)" % (path, p.stderr.strip()))
+    syms = {}
+    for line in p.stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1] in "Tt":
+            syms[f[2]] = int(f[0], 16)
+    return syms
+
+
+@test
+def runtime_qemu_short_runs_name_entries():
+    """Short QEMU runs (qemu-img convert, info and check, qemu-io -c), launched, each gone
+    before corobpf reads its records: every coroutine named after its entry function as
+    documented, the symbol where the binary exports one, else object+offset
+    (`qemu-img+0x3be50`), never this run's absolute address. The names against bpftrace's
+    entries of the same run (qemu_coroutine_create's first argument), looked up
+    independently: nm -D for a symbol, and for the rest one shift, the load bias (a whole
+    number of pages), from the binary's addresses to the process's."""
+    if not need(QEMU_IMG, QEMU_IO):
+        return
+    raw = qemu_image("short", "raw")
+    qcow = qemu_image("short2", "qcow2")
+    runs = [("convert", QEMU_IMG, [QEMU_IMG, "convert", "-O", "qcow2", raw,
+                                   work("short-out.qcow2")]),
+            ("info", QEMU_IMG, [QEMU_IMG, "info", qcow]),
+            ("check", QEMU_IMG, [QEMU_IMG, "check", qcow]),
+            ("io", QEMU_IO, [QEMU_IO, "-f", "qcow2", "-c", "read 0 4k", "-c", "write 0 4k",
+                             qcow])]
+    for name, exe, cmd in runs:
+        syms = dynamic_symbols(exe)
+        base = os.path.basename(exe)
+        oracle = EntryOracle("qemu_short_" + name, exe)
+        tr, _, p, out, _ = trace_launch("qemu_short_" + name, cmd)
+        pid = tr.processes[0]["pid"]
+        want = oracle.entries(pid)
+        check_clean(tr)
+        made = [c for c in tr.coroutines if c["pid"] == pid and c["created"] is not None]
+        eq(len(made), sum(want.values()), "%s: coroutines made (bpftrace's count of "
+           "qemu_coroutine_create)" % name)
+        vaddrs, bad = [], []
+        for c in made:
+            n = c["name"]
+            m = re.match(r"^%s\+0x([0-9a-f]+)$" % re.escape(base), n)
+            if m:
+                vaddrs.append(int(m.group(1), 16))
+            elif n in syms:
+                vaddrs.append(syms[n])
+            else:
+                bad.append(n)
+        eq(sorted(set(bad)), [], "%s: names neither an exported function of %s nor %s+0xOFF"
+           % (name, exe, base))
+        got = sorted(vaddrs)
+        have = sorted(a for a, k in want.items() for _ in range(k))
+        shift = {h - g for g, h in zip(got, have)}
+        check(len(shift) == 1 and list(shift)[0] % 4096 == 0,
+              "%s: the names' addresses %s and the entries bpftrace saw %s are not one load "
+              "bias apart (%s)" % (name, [hex(a) for a in sorted(set(got))],
+                                   [hex(a) for a in sorted(set(have))],
+                                   [hex(x) for x in sorted(shift)][:5]))
+
+
 # ---- greenlet ----
 
 def check_greenlets(tr, pid, counts, oracle, launched):
@@ -296,6 +401,7 @@ def check_greenlets(tr, pid, counts, oracle, launched):
     eq(len([c for c in made if c["end"] == "exit"]), counts["DEAD"], "greenlets seen ending")
     mains = [c for c in cos if c["created"] is None]
     eq(len(mains), 1, "one main greenlet")
+    eq(mains[0]["name"], "main", "the main greenlet's name")
     if launched:
         eq(mains[0]["id"], main_id(pid), "the main greenlet is the thread's main context")
 
@@ -489,6 +595,8 @@ def check_php(tr, pid, counts, oracle, launched):
     ins = sorted(c["switch_ins"] for c in cos)
     eq(ins[:-1], [resumes // n] * n, "each fiber's resumes")
     eq(ins[-1], resumes + (1 if launched else 0), "the main context's switch-ins")
+    eq([c["name"] for c in cos if c["switch_ins"] == ins[-1]], ["main"],
+       "the main context's name (the thread's own stack)")
 
 
 def php_oracle(name):

@@ -213,13 +213,17 @@ def pgstore_server_killed_mid_run_leaves_an_uploadable_raw_capture():
     u = urllib.parse.urlsplit(uri)
     secret_uri = urllib.parse.urlunsplit((u.scheme, "postgres:hunter2@", u.path, u.query, ""))
     out, raw = work("pgk.jsonl"), work("pgk.raw")
-    tracer = subprocess.Popen([COROBPF, "-o", out, "-o", secret_uri, "--raw", raw, "--",
-                               os.path.join(BUILD, "demo"), "-d", "4"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # The command ends with tracing: corobpf waits for it after -d.
+    tracer = Tracer(["-o", out, "-o", secret_uri, "--raw", raw, "-d", "5", "--",
+                     os.path.join(BUILD, "demo"), "-d", "5"])
+    began = tracer.wait_line("tracing")
     time.sleep(1.5)
     stop_server(d)
-    _, err = tracer.communicate(timeout=120)
-    eq(tracer.returncode, 7, "exit code with the server gone (stderr: %s)" % err.strip())
+    rc = tracer.finish()
+    err = tracer.err
+    eq(rc, 7, "exit code with the server gone (stderr: %s)" % err.strip())
+    check(tracer.end - began < 5 + 5, "-d 5 ended the run %.1f s after tracing began"
+          % (tracer.end - began))
     check("hunter2" not in err, "the password is shown: %r" % err)
     check("left incomplete" in err, "no word of the incomplete capture: %r" % err)
     want = "corobpf report %s -o '" % raw
@@ -237,6 +241,457 @@ def pgstore_server_killed_mid_run_leaves_an_uploadable_raw_capture():
     eq(p.returncode, 0, "upload after the kill (%s)" % p.stderr.strip())
     eq(check_capture(uri, trace), cid, "capture id of the upload")
     stop_server(d)
+
+
+# ---- a store that hangs, is locked, goes away or freezes: every run ends, and says why ----
+
+class Tracer:
+    """corobpf running, its stderr read as it comes (each line with the time it arrived)."""
+
+    def __init__(self, args, env=None):
+        import threading
+        e = dict(os.environ)
+        if env:
+            e.update(env)
+        self.start = time.time()
+        self.p = subprocess.Popen([COROBPF] + args, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, env=e)
+        self.lines = []
+        self.end = None
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            self.lines.append((time.time(), line))
+
+    def _wait(self):
+        # When it ended, whatever the test was doing then.
+        self.p.wait()
+        self.end = time.time()
+
+    @property
+    def raw(self):
+        return b"".join(line for _, line in self.lines)
+
+    @property
+    def err(self):
+        return self.raw.decode("utf-8", "replace")
+
+    def wait_line(self, text, timeout=60):
+        """When a line holding text arrived."""
+        end = time.time() + timeout
+        while time.time() < end:
+            for t, line in list(self.lines):
+                if text.encode() in line:
+                    return t
+            if self.p.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.02)
+        raise Failure("%r never came on stderr: %r" % (text, self.err))
+
+    def finish(self, timeout=120):
+        rc = self.p.wait(timeout=timeout)
+        while self.end is None:
+            time.sleep(0.01)
+        self.reader.join(10)
+        return rc
+
+
+class SilentServer:
+    """A TCP server that accepts every connection and never says a word."""
+
+    def __init__(self):
+        import socket
+        import threading
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(c)
+
+    def close(self):
+        self.sock.close()
+        for c in self.conns:
+            c.close()
+
+
+def _need_server():
+    if not os.environ.get("COROBPF_PG_URI") and not _pg_installed():
+        check(not CI, "PostgreSQL is not installed (tools/deps.sh installs it)")
+        print("     (skipped: PostgreSQL is not installed)")
+        return False
+    return True
+
+
+DEMO = os.path.join(BUILD, "demo")
+
+
+@test
+def pgstore_silent_server_ends_the_run_at_the_connect_timeout_or_a_signal():
+    """A server that accepts and never answers: the run ends at the connect timeout (exit 7,
+    naming the server, the timeout and the option that sets it), or at once on SIGINT or
+    SIGTERM (exit 128+N), and the command is never started."""
+    silent = SilentServer()
+    try:
+        uri = "postgresql://corobpf@127.0.0.1:%d/corobpf_it" % silent.port
+        marker = work("pg-silent-ran")
+        cmd = ["/bin/sh", "-c", "touch %s; exec %s -d 2" % (marker, DEMO)]
+        tr = Tracer(["-d", "2", "--store-timeout", "connect=2", "-o", uri, "--raw",
+                     work("pg-silent.raw"), "--"] + cmd)
+        rc = tr.finish()
+        eq(rc, 7, "exit code at the connect timeout (stderr: %s)" % tr.err.strip())
+        check(tr.end - tr.start < 2 + 15, "the run took %.1f s with a 2 s connect timeout"
+              % (tr.end - tr.start))
+        for want in ("cannot connect to %s" % uri, "did not answer within 2 s",
+                     "--store-timeout connect="):
+            check(want in tr.err, "%r is not said: %r" % (want, tr.err))
+        check(not os.path.exists(marker), "the command ran though the store never answered")
+        # The default timeout, stopped by a signal before it: at once, 128+N.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            tr = Tracer(["-o", uri, "--"] + cmd)
+            time.sleep(1.5)
+            sent = time.time()
+            tr.p.send_signal(sig)
+            rc = tr.finish()
+            eq(rc, 128 + sig, "exit code after signal %d while connecting (stderr: %s)"
+               % (sig, tr.err.strip()))
+            check(tr.end - sent < 5, "signal %d ended the run %.1f s after it was sent"
+                  % (sig, tr.end - sent))
+            check("while connecting to %s" % uri in tr.err,
+                  "what was stopped is not said: %r" % tr.err)
+            check(not os.path.exists(marker), "the command ran though the store never answered")
+    finally:
+        silent.close()
+
+
+def lock_holders(uri):
+    return psql(uri, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
+                "AND objid = 2020202020 AND granted")
+
+
+def lock_waiters(uri):
+    return psql(uri, "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 0 "
+                "AND objid = 2020202020 AND NOT granted")
+
+
+@test
+def pgstore_schema_lock_held_by_another_session_is_bounded_and_named():
+    """Another database session holds pg_advisory_lock(2020202020), the lock corobpf creates
+    its schema under: a run into an empty database gives up at the lock timeout (exit 7,
+    naming the session that holds it and how to end it) or at once on SIGINT, leaving no wait
+    behind on the server; a run into a database whose schema is there does not take the
+    lock at all."""
+    if not _need_server():
+        return
+    base = server_uri()
+    uri = fresh_db(base, "corobpf_it_lock")
+    holder = subprocess.Popen(["psql", "-X", "-q", uri], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    try:
+        holder.stdin.write("SELECT pg_advisory_lock(2020202020);\n")
+        holder.stdin.flush()
+        end = time.time() + 30
+        while not lock_holders(uri) and time.time() < end:
+            time.sleep(0.1)
+        held_by = lock_holders(uri)
+        check(held_by, "the test's session never got the lock")
+        held_by = int(held_by[0][0])
+        raw = work("pglock.raw")
+        tr = Tracer(["-d", "2", "--store-timeout", "lock=2", "-o", uri, "--raw", raw, "--",
+                     DEMO, "-d", "2"])
+        rc = tr.finish()
+        eq(rc, 7, "exit code at the lock timeout (stderr: %s)" % tr.err.strip())
+        check(tr.end - tr.start < 2 + 15, "the run took %.1f s with a 2 s lock timeout"
+              % (tr.end - tr.start))
+        for want in ("schema lock", "pid %d" % held_by, "pg_terminate_backend(%d)" % held_by,
+                     "--store-timeout lock="):
+            check(want in tr.err, "%r is not said: %r" % (want, tr.err))
+        eq(lock_waiters(uri), [], "sessions still waiting for the lock after the run")
+        # SIGINT while waiting for it (the default timeout): at once, and no wait left behind.
+        tr = Tracer(["-o", uri, "--", DEMO, "-d", "2"])
+        end = time.time() + 30
+        while not lock_waiters(uri) and time.time() < end:
+            time.sleep(0.1)
+        check(lock_waiters(uri), "the run never waited for the lock: %r" % tr.err)
+        sent = time.time()
+        tr.p.send_signal(signal.SIGINT)
+        rc = tr.finish()
+        eq(rc, 128 + signal.SIGINT, "exit code after SIGINT at the lock (stderr: %s)"
+           % tr.err.strip())
+        check(tr.end - sent < 5, "SIGINT ended the run %.1f s after it was sent"
+              % (tr.end - sent))
+        check("schema lock" in tr.err, "what was stopped is not said: %r" % tr.err)
+        end = time.time() + 10
+        while lock_waiters(uri) and time.time() < end:
+            time.sleep(0.1)
+        eq(lock_waiters(uri), [], "sessions still waiting for the lock after SIGINT")
+        # The schema made (the lock released a moment), a store run no longer needs the lock.
+        holder.stdin.write("SELECT pg_advisory_unlock(2020202020);\n")
+        holder.stdin.flush()
+        end = time.time() + 30
+        while lock_holders(uri) and time.time() < end:
+            time.sleep(0.1)
+        p = corobpf(["-q", "--raw", raw, "--", DEMO, "-d", "1"])
+        eq(p.returncode, 0, "recording (%s)" % p.stderr.strip())
+        p = corobpf(["report", "-q", raw, "-o", uri])
+        eq(p.returncode, 0, "upload, the lock free (%s)" % p.stderr.strip())
+        psql(uri, "DELETE FROM captures")
+        holder.stdin.write("SELECT pg_advisory_lock(2020202020);\n")
+        holder.stdin.flush()
+        p = corobpf(["report", "-q", raw, "-o", uri, "--store-timeout", "lock=2"])
+        eq(p.returncode, 0, "upload with the schema there and the lock held (%s)"
+           % p.stderr.strip())
+        eq(psql(uri, "SELECT count(*) FROM captures WHERE complete"), [["1"]],
+           "complete captures")
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def _server_pids(d):
+    """The server's processes: the postmaster (its pid file) and its children."""
+    with open(os.path.join(d, "data", "postmaster.pid")) as f:
+        pm = int(f.readline())
+    pids = [pm]
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                with open("/proc/%s/stat" % e) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pm:
+                        pids.append(int(e))
+            except (OSError, IndexError, ValueError):
+                pass
+    return pids
+
+
+@test
+def pgstore_server_frozen_mid_run_ends_the_run_soon_after_the_stop():
+    """Every server process stopped (SIGSTOP) while the run stores. When -d or SIGINT stops
+    tracing, the store waits about a second for an answer, no more; when the traced program
+    ends by itself, the run says it waits for the server and a SIGINT ends that wait. Each:
+    exit 7, the capture left incomplete, and the raw capture stores it later."""
+    if not _need_server():
+        return
+    d, base = start_server("frozen")
+    uri = fresh_db(base, "corobpf_it_frozen")
+    try:
+        for i, how in enumerate(("-d", "SIGINT", "end, then SIGINT")):
+            raw = work("pgf%d.raw" % i)
+            target = None
+            if how == "end, then SIGINT":
+                tr = Tracer(["-o", uri, "--raw", raw, "--", DEMO, "-d", "4"])
+            else:
+                target = subprocess.Popen([DEMO, "-d", "60"], stdout=subprocess.DEVNULL)
+                time.sleep(0.3)
+                tr = Tracer((["-d", "5"] if how == "-d" else []) +
+                            ["-o", uri, "--raw", raw, "-p", str(target.pid)])
+            try:
+                began = tr.wait_line("tracing")
+                time.sleep(2)
+                pids = _server_pids(d)
+                for pid in pids:
+                    os.kill(pid, signal.SIGSTOP)
+                try:
+                    if how == "-d":
+                        stop = began + 5
+                    else:
+                        if how == "SIGINT":
+                            time.sleep(1)
+                        else:
+                            tr.wait_line("waiting for the server", timeout=60)
+                        stop = time.time()
+                        tr.p.send_signal(signal.SIGINT)
+                    rc = tr.finish()
+                finally:
+                    for pid in pids:
+                        os.kill(pid, signal.SIGCONT)
+            finally:
+                if target:
+                    target.kill()
+                    target.wait()
+            eq(rc, 7, "exit code, the server frozen, %s (stderr: %s)" % (how, tr.err.strip()))
+            check(tr.end - stop < 6, "the run ended %.1f s after %s stopped it"
+                  % (tr.end - stop, how))
+            for want in ("did not answer", "left incomplete",
+                         "corobpf report %s -o '" % raw):
+                check(want in tr.err, "%r is not said (%s): %r" % (want, how, tr.err))
+            p = corobpf(["report", "-q", raw, "-o", uri])
+            eq(p.returncode, 0, "upload after the freeze (%s)" % p.stderr.strip())
+        eq(psql(uri, "SELECT count(*) FROM captures WHERE complete"), [["3"]],
+           "complete captures after the uploads")
+    finally:
+        stop_server(d)
+
+
+# ---- the password: never on the command line for long, never in a message ----
+
+PW = "Hunter2-c0robpf-pw"
+
+
+def _password_server():
+    """A server of its own where the role corobpf_pw logs in with PW (SCRAM), over the
+    socket: (directory, URI of its database without the password)."""
+    d, base = start_server("pw")
+    psql(base, "CREATE ROLE corobpf_pw LOGIN PASSWORD '%s'" % PW)
+    psql(base, "CREATE DATABASE corobpf_it_pw OWNER corobpf_pw")
+    hba = os.path.join(d, "data", "pg_hba.conf")
+    with open(hba) as f:
+        rules = f.read()
+    with open(hba, "w") as f:
+        f.write("local all corobpf_pw scram-sha-256\n" + rules)
+    psql(base, "SELECT pg_reload_conf()")
+    uri = "postgresql://corobpf_pw@/corobpf_it_pw?host=%s" % d
+    end = time.time() + 30
+    while time.time() < end:
+        p = run(["psql", "-X", "-w", uri, "-c", "SELECT 1"], env={"PGPASSWORD": ""})
+        if p.returncode and "password" in p.stderr:
+            break
+        time.sleep(0.1)
+    else:
+        raise Failure("the server never asked corobpf_pw for a password")
+    return d, uri
+
+
+def _cmdlines_holding(secret):
+    found = []
+    for e in os.listdir("/proc"):
+        if e.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % e, "rb") as f:
+                    if secret.encode() in f.read():
+                        found.append(int(e))
+            except OSError:
+                pass
+    return found
+
+
+@test
+def pgstore_password_is_never_on_the_command_line_or_in_a_message():
+    """A password given in -o (as user:PW@, password=PW, or %70assword=PW) is gone from
+    every process's /proc/PID/cmdline while the run goes on, is never printed, and a warning
+    says where to keep it instead; a wrong one fails without being shown; PGPASSFILE and
+    PGPASSWORD give it as libpq does."""
+    if not _need_server():
+        return
+    d, uri = _password_server()
+    try:
+        u = urllib.parse.urlsplit(uri)
+        forms = [urllib.parse.urlunsplit((u.scheme, "corobpf_pw:%s@" % PW, u.path, u.query, "")),
+                 uri + "&password=" + PW, uri + "&%70assword=" + PW]
+        for i, secret_uri in enumerate(forms):
+            raw = work("pgpw%d.raw" % i)
+            tr = Tracer(["-o", secret_uri, "--raw", raw, "--", DEMO, "-d", "3"])
+            tr.wait_line("tracing")
+            holding = _cmdlines_holding(PW)
+            rc = tr.finish()
+            eq(holding, [], "processes whose command line holds the password (form %d; "
+               "corobpf is %d)" % (i, tr.p.pid))
+            eq(rc, 0, "exit code, form %d (stderr: %s)" % (i, tr.err.strip()))
+            check(PW not in tr.err, "the password is shown (form %d): %r" % (i, tr.err))
+            check("PGPASSFILE" in tr.err and "command line" in tr.err,
+                  "no warning of the password on the command line (form %d): %r"
+                  % (i, tr.err))
+        eq(psql(_superuser(d, "corobpf_it_pw"), "SELECT count(*) FROM captures WHERE complete"),
+           [["3"]], "captures stored with the password")
+        raw = work("pgpw0.raw")
+        # A wrong password, percent-encoded: refused by the server, never shown.
+        wrong = "Wr0ng-" + PW[::-1]
+        p = corobpf(["report", "-q", raw, "-o", uri + "&%70assword=" + wrong])
+        eq(p.returncode, 7, "exit code with a wrong password (%s)" % p.stderr.strip())
+        check(wrong not in p.stderr and "password authentication failed" in p.stderr,
+              "the wrong password is shown, or the failure is not said: %r" % p.stderr)
+        # Not a URI libpq reads (a bad percent-encoding in the password): a usage error that
+        # does not quote it.
+        bad = urllib.parse.urlunsplit((u.scheme, "corobpf_pw:%%zz%s@" % PW, u.path, u.query, ""))
+        p = corobpf(["report", "-q", raw, "-o", bad])
+        eq(p.returncode, 2, "exit code with a URI libpq cannot read (%s)" % p.stderr.strip())
+        check(PW not in p.stderr, "the password of a bad URI is shown: %r" % p.stderr)
+        # From libpq's own places: a password file, the environment.
+        psql(_superuser(d, "corobpf_it_pw"), "DELETE FROM captures")
+        passfile = work("pgpass")
+        with open(passfile, "w") as f:
+            f.write("*:*:*:corobpf_pw:%s\n" % PW)
+        os.chmod(passfile, 0o600)
+        p = corobpf(["report", raw, "-o", uri], env={"PGPASSFILE": passfile})
+        eq(p.returncode, 0, "upload with PGPASSFILE (%s)" % p.stderr.strip())
+        check("command line" not in p.stderr, "a warning without a password given: %r"
+              % p.stderr)
+        p = corobpf(["report", "-q", work("pgpw1.raw"), "-o", uri], env={"PGPASSWORD": PW})
+        eq(p.returncode, 0, "upload with PGPASSWORD (%s)" % p.stderr.strip())
+    finally:
+        stop_server(d)
+
+
+def _superuser(d, db):
+    return "postgresql://postgres@/%s?host=%s" % (db, d)
+
+
+# ---- what the server says reaches the terminal escaped ----
+
+@test
+def pgstore_server_warnings_and_errors_reach_the_terminal_escaped():
+    """A server WARNING (here from a trigger on the captures table the store writes) holding
+    an OSC 52 clipboard write and a screen clear reaches stderr escaped, as does an error
+    holding them; a flood of them (a warning per row) shows 20 and counts the rest."""
+    base = server_uri()
+    if not base:
+        return
+    uri = fresh_db(base, "corobpf_it_notice")
+    raw = work("pgn.raw")
+    p = corobpf(["-q", "--raw", raw, "--", DEMO, "-d", "1"])
+    eq(p.returncode, 0, "recording exit code (%s)" % p.stderr.strip())
+    p = corobpf(["report", "-q", raw, "-o", uri])
+    eq(p.returncode, 0, "first upload (%s)" % p.stderr.strip())
+    psql(uri, "DELETE FROM captures")
+    hostile = r"E'clip \x1b]52;c;Y29yb2JwZg==\x07 clear \x1b[2J end'"
+    psql(uri, "CREATE FUNCTION corobpf_it_warn() RETURNS trigger LANGUAGE plpgsql AS $$ "
+         "BEGIN RAISE WARNING '%%', %s; RETURN NEW; END $$" % hostile)
+    psql(uri, "CREATE TRIGGER corobpf_it_warn BEFORE INSERT ON captures FOR EACH ROW "
+         "EXECUTE FUNCTION corobpf_it_warn()")
+    p = subprocess.run([COROBPF, "report", "-q", raw, "-o", uri], capture_output=True,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 0, "upload with the warning trigger (%s)" % err.strip())
+    check(b"\x1b" not in p.stderr and b"\x07" not in p.stderr,
+          "control characters reach the terminal raw: %r" % p.stderr)
+    check("\\x1b]52;c;Y29yb2JwZg==\\x07" in err and "\\x1b[2J" in err,
+          "the server's warning is not shown escaped: %r" % err)
+    # A warning per row of events: 20 shown, the others counted.
+    psql(uri, "DROP TRIGGER corobpf_it_warn ON captures; DELETE FROM captures; TRUNCATE events")
+    psql(uri, "CREATE TRIGGER corobpf_it_warn BEFORE INSERT ON events FOR EACH ROW "
+         "EXECUTE FUNCTION corobpf_it_warn()")
+    p = subprocess.run([COROBPF, "report", "-q", raw, "-o", uri], capture_output=True,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 0, "upload with a warning per row (%s)" % err[-2000:])
+    rows = int(psql(uri, "SELECT count(*) FROM events")[0][0])
+    check(rows > 100, "only %d events rows: the test lost its case" % rows)
+    eq(err.count("the server says: WARNING"), 20, "warnings shown")
+    check("%d more messages from the server were not shown" % (rows - 20) in err,
+          "the warnings not shown are not counted: %r" % err[-2000:])
+    psql(uri, "DROP TRIGGER corobpf_it_warn ON events; DELETE FROM captures")
+    psql(uri, "CREATE TRIGGER corobpf_it_warn BEFORE INSERT ON captures FOR EACH ROW "
+         "EXECUTE FUNCTION corobpf_it_warn()")
+    psql(uri, "CREATE OR REPLACE FUNCTION corobpf_it_warn() RETURNS trigger LANGUAGE plpgsql "
+         "AS $$ BEGIN RAISE EXCEPTION '%%', %s; END $$" % hostile)
+    p = subprocess.run([COROBPF, "report", "-q", raw, "-o", uri], capture_output=True,
+                       timeout=120)
+    err = p.stderr.decode("utf-8", "replace")
+    eq(p.returncode, 7, "upload with the failing trigger (%s)" % err.strip())
+    check(b"\x1b" not in p.stderr and b"\x07" not in p.stderr,
+          "control characters reach the terminal raw: %r" % p.stderr)
+    check("\\x1b[2J" in err, "the server's error is not shown escaped: %r" % err)
 
 
 def _stop_all():

@@ -928,7 +928,8 @@ def readme_first_screen():
 # on the first screen, and here).
 README_FAMILY = {"ucontext": "ucontext", "boost-context": "Boost.Fiber", "pth": "GNU Pth",
                  "ruby": "Ruby fibers", "qemu": "QEMU coroutines", "greenlet": "greenlets",
-                 "go": "Go goroutines"}
+                 "go": "Go goroutines", "asyncio": "asyncio tasks",
+                 "lua": "Lua coroutines"}
 
 
 @test

@@ -12,9 +12,10 @@ import subprocess
 from harness import *  # noqa: F401,F403
 
 CITING = ["README.md"] + ["docs/" + f for f in ("performance.md", "reliability.md", "probes.md",
-                                               "store.md", "go.md", "switch.md", "cxx20.md")]
+                                               "store.md", "go.md", "switch.md", "cxx20.md",
+                                               "jsonl.md")]
 # A results file named in full.
-FULL = re.compile(r"results/((?:bench|soak|soak-flight)-\d{8}-\d{6}(?:-quick)?\.json)")
+FULL = re.compile(r"results/((?:bench|soak|soak-flight|findings)-\d{8}-\d{6}(?:-quick)?\.json)")
 # A time standing alone for a results file ("`-040025`"): ambiguous, and unchecked.
 ABBREVIATED = re.compile(r"`-\d{6}`")
 # A figure a run measured: a time per event, hit or switch, or a ratio to a floor.
@@ -69,3 +70,27 @@ def docs_performance_sections_cite_their_run():
         if FIGURE.search(sec) and not FULL.search(sec):
             bad.append(title)
     eq(bad, [], "sections of docs/performance.md with figures and no results file")
+
+
+@test
+def docs_findings_precision_is_the_committed_run():
+    """docs/jsonl.md's table of precision and recall per family is the committed precision
+    corpus run it names (FINDINGS_RESULTS=results/findings-*.json python3
+    tests/integration/run.py precision), row by row."""
+    text = text_of("docs/jsonl.md")
+    files = [m.group(1) for m in FULL.finditer(text) if m.group(1).startswith("findings-")]
+    eq(len(set(files)), 1, "findings results files docs/jsonl.md cites")
+    with open(os.path.join(ROOT, "results", files[0])) as f:
+        fams = json.load(f)["families"]
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 9 and cells[0] in fams:
+            rows[cells[0]] = cells[1:]
+    eq(sorted(rows), sorted(fams), "families in the table")
+    fmt = lambda v: "-" if v is None else "%g" % v
+    for name, r in fams.items():
+        want = [str(r["runs"]), str(r["planted"]), str(r["found"]), str(r["true_positives"]),
+                str(r["false_positives"]), str(r["false_negatives"]), fmt(r["precision"]),
+                fmt(r["recall"])]
+        eq(rows[name], want, "the table's row for %s" % name)

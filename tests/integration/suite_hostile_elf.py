@@ -185,6 +185,22 @@ def hostile_elf_site_inside_an_instruction():
 
 
 @test
+def hostile_elf_site_on_a_nop_byte_inside_an_instruction():
+    """A site moved two bytes into the second `add` of the hot loop, whose immediate is four
+    0x90 bytes: the byte is the nop our SDK writes, but not where an instruction starts. A
+    breakpoint there turns the immediate's first byte into int3 (0xcc) and the sum changes
+    on every iteration. Decoded from the start of its function, the site is refused."""
+    def rewrite(elf):
+        note = elf.note("ready")
+        elf.set_pc(note, elf.symbol("hostile_insn90") + 2)
+    path = attacker_copy(HOSTILE, "hostile-site90", rewrite)
+    check_refused(path, "hostile-site90", ["site 1 of corobpf:ready at 0x",
+                                           "is inside the instruction at 0x",
+                                           "(bytes 48 05 90 90 90 90) of function step",
+                                           "not an instruction boundary"])
+
+
+@test
 def hostile_elf_semaphore_on_a_rodata_constant():
     """A semaphore pointed at a constant in .rodata. The kernel increments a semaphore only in
     a writable mapping of its file offset: here that is the data segment's mapping of the
@@ -254,3 +270,98 @@ def hostile_elf_tens_of_thousands_of_notes():
         elf.set_pc(bulk[29999], elf.symbol("hostile_insn") + 2)
     path = attacker_copy(HOSTILE_MANY, "hostile-many", rewrite)
     check_refused(path, "hostile-many", ["site 30000 of corobpf:bulk at 0x", "is not a nop"])
+
+
+# The sparse note: 8 GiB declared in a file of a few KiB on disk (HUGE_NOTE=BYTES overrides,
+# to see an old build fail without taking 8 GiB of a shared machine's memory).
+HUGE_NOTE = int(os.environ.get("HUGE_NOTE", 8 << 30))
+# What corobpf may take, at most, while it refuses the object: far below what reading would.
+RSS_BOUND = 256 << 20
+
+
+def sparse_note_copy(name):
+    """hostile's copy whose .note.stapsdt declares HUGE_NOTE bytes: the file is made that long
+    by a hole, so the section is in the file, all of it zeros but the real notes."""
+    def rewrite(elf):
+        sec = elf.section(".note.stapsdt")
+        shoff, = struct.unpack_from("<Q", elf.data, 0x28)
+        shentsize, shnum, _ = struct.unpack_from("<HHH", elf.data, 0x3a)
+        for i in range(shnum):
+            at = shoff + i * shentsize
+            typ, = struct.unpack_from("<I", elf.data, at + 4)
+            off, = struct.unpack_from("<Q", elf.data, at + 24)
+            if typ == 7 and off == sec["off"]:
+                struct.pack_into("<Q", elf.data, at + 32, HUGE_NOTE)
+                return
+        raise Failure("no .note.stapsdt header")
+    path = attacker_copy(HOSTILE, name, rewrite)
+    with open(path, "r+b") as f:
+        f.truncate(Elf(path).section(".note.stapsdt")["off"] + HUGE_NOTE)
+    st = os.stat(path)
+    check(st.st_blocks * 512 < 1 << 20, "the copy is not sparse: %d blocks" % st.st_blocks)
+    return path
+
+
+def check_huge_note_refused(stderr, rss, what):
+    check(rss < RSS_BOUND, "%s: corobpf's peak RSS is %.1f MiB" % (what, rss / 2**20))
+    line = refusal_line(stderr)
+    want = "declares %d bytes of notes, more than the 64 MiB corobpf reads" % HUGE_NOTE
+    check(want in line, "%s: %r is not in the refusal:\n%s" % (what, want, line))
+
+
+@test
+def hostile_elf_sparse_note_of_gigabytes_is_not_read():
+    """A .note.stapsdt that declares 8 GiB, in a sparse file of a few KiB on disk: refused by
+    its size, never read, under -p (attached before the program's work) and under -a (the
+    program only run, by its owner), corobpf's peak RSS small; the program's results are
+    what they are untraced."""
+    import suite_hostile_memory as hm
+    path = sparse_note_copy("hostile-huge-note")
+    plain = run(as_attacker([path, str(LOOPS)]), timeout=60)
+    eq(plain.stdout, UNTRACED, "untraced output")
+
+    # -p: the program waits for SIGUSR1 before its loop.
+    target = subprocess.Popen(as_attacker([path, "--wait", str(LOOPS)]), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    tr = None
+    try:
+        line = target.stdout.readline().split()
+        check(line and line[0] == "READY", "the program did not start: %r" % line)
+        err = work("huge-note-p.err")
+        with open(err, "w") as ef:
+            tr = subprocess.Popen([COROBPF, "-o", work("huge-note-p.jsonl"), "-d", "3", "-p",
+                                   line[1]], stdout=ef, stderr=ef)
+            rc, rss = hm.watch_hwm(tr)
+        target.send_signal(signal.SIGUSR1)
+        out, _ = target.communicate(timeout=60)
+        eq(out, UNTRACED, "the program's results after corobpf -p")
+        check(rc in (0, 6), "corobpf -p exited %d" % rc)
+        with open(err, errors="replace") as f:
+            check_huge_note_refused(f.read(), rss, "-p")
+    finally:
+        for p in (target, tr):
+            if p and p.poll() is None:
+                p.kill()
+                p.wait()
+
+    # -a: a plain run of the program while a system-wide session is on.
+    err = work("huge-note-a.err")
+    with open(err, "w") as ef:
+        tr = subprocess.Popen([COROBPF, "-a", "-d", "6", "-o", work("huge-note-a.jsonl")],
+                              stdout=ef, stderr=ef)
+        try:
+            wait_for(err, "tracing every", timeout=30)
+            ran = run(as_attacker([path, str(LOOPS)]), timeout=60)
+            rc, rss = hm.watch_hwm(tr)
+        finally:
+            if tr.poll() is None:
+                tr.kill()
+                tr.wait()
+    eq(ran.stdout, UNTRACED, "the program's results under corobpf -a")
+    eq(rc, 0, "corobpf -a exit code")
+    with open(err, errors="replace") as f:
+        text = f.read()
+    check(rss < RSS_BOUND, "-a: corobpf's peak RSS is %.1f MiB" % (rss / 2**20))
+    lines = [l for l in text.splitlines() if "refusing its probes" in l and path in l]
+    check(lines, "-a: no refusal of %s:\n%s" % (path, text))
+    check("declares %d bytes of notes" % HUGE_NOTE in lines[0], "-a: the refusal:\n" + lines[0])

@@ -21,10 +21,15 @@ NAMES = [
     (r'"bad\xff\xfe\x7f utf8"', "bad\ufffd\ufffd\x7f utf8"),  # invalid UTF-8 and DEL
     (r'"rtl\xe2\x80\xae" "gnp.exe"', "rtl\u202egnp.exe"),  # a right-to-left override
     (r'"caf\xc3\xa9-ok"', "caf\u00e9-ok"),                  # printable UTF-8: kept as is
+    (r'"line\xe2\x80\xa8" "forged"', "line\u2028forged"),  # a line separator: a new line
+    (r'"para\xe2\x80\xa9" "forged"', "para\u2029forged"),  # a paragraph separator
 ]
 # The escaped forms the text output must show instead.
 SHOWN = ["\\x1b]0;owned\\x07", "\\x1b[2J\\x1b[H", "\\xc2\\x9b31mred", "bad\\xff\\xfe\\x7f utf8",
-         "rtl\\xe2\\x80\\xaegnp.exe", "caf\u00e9-ok"]
+         "rtl\\xe2\\x80\\xaegnp.exe", "caf\u00e9-ok", "line\\xe2\\x80\\xa8forged",
+         "para\\xe2\\x80\\xa9forged"]
+# The separators' escaped forms, which the summary and report show in their span tables.
+SEPARATORS = SHOWN[6:]
 # The program's file name, so its comm, carries an escape too.
 EXE = "hn\x1b[2Jx"
 
@@ -90,7 +95,8 @@ def _run_bytes(args, timeout=120):
 
 
 def _check_terminal_safe(data, what):
-    """Valid UTF-8 with no control character but newline: no C0, DEL, C1, bidi override."""
+    """Valid UTF-8 with no control character but newline: no C0, DEL, C1, bidi override, and
+    no line or paragraph separator (U+2028, U+2029), which break a line as a newline does."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -99,7 +105,7 @@ def _check_terminal_safe(data, what):
     for i, ch in enumerate(text):
         if ch == "\n":
             continue
-        if unicodedata.category(ch) in ("Cc", "Cf") and ch not in "\u00ad\u200d":
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") and ch not in "\u00ad\u200d":
             raise Failure("%s carries U+%04X at %d: %r"
                           % (what, ord(ch), i, text[max(0, i - 60):i + 60]))
     return text
@@ -120,6 +126,8 @@ def hostile_names_live_summary_and_report():
     for shown in SHOWN[:5]:
         check(shown in err, "%r not in the summary:\n%s" % (shown, err))
     check('span "\\x1b]0;owned\\x07" never closed' in err, "an unclosed span:\n" + err)
+    for shown in SEPARATORS:
+        check(shown in err, "%r not in the summary's spans:\n%s" % (shown, err))
 
     # The JSONL keeps the exact names (invalid bytes as U+FFFD, as JSON needs).
     trace = Trace(out)
@@ -139,13 +147,14 @@ def hostile_names_live_summary_and_report():
         _check_terminal_safe(r.stderr, "corobpf report's stderr")
         # Read back from the JSONL, the invalid bytes are U+FFFD already.
         want = SHOWN[:5] if src == raw else SHOWN[:3] + ["bad\ufffd\ufffd\\x7f utf8", SHOWN[4]]
+        want += SEPARATORS
         for shown in want:
             check(shown in text, "%r not in corobpf report %s:\n%s"
                   % (shown, os.path.basename(src), text))
         # The table by kind shows every name: invalid bytes as U+FFFD there (kinds are
         # grouped as the JSON report has them), trailing digits dropped.
         kinds = text.split("by kind of coroutine")[1]
-        for kind in SHOWN[:3] + ["bad\ufffd\ufffd\\x7f utf", SHOWN[4], SHOWN[5]]:
+        for kind in SHOWN[:3] + ["bad\ufffd\ufffd\\x7f utf", SHOWN[4], SHOWN[5]] + SEPARATORS:
             check(kind in kinds, "kind %r not in the table:\n%s" % (kind, kinds))
 
 

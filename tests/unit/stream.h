@@ -243,7 +243,7 @@ static inline void write_basic(const char *path, int max_tracks)
 	strcpy(ci.hostname, "host");
 	ci.npids = 1;
 	ci.pids = pids;
-	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
+	CHECK_EQ(output_open(&out, path, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	if (max_tracks >= 0) /* -1: the default */
 		out.max_tracks = (u32)max_tracks;
 	pipeline_init(&p, &ci, NULL);

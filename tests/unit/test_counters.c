@@ -94,7 +94,7 @@ static void write_stream(const char *path, FILE *summary, const struct coro_rec_
 	ci.pids = pids;
 	pipeline_init(&p, &ci, NULL);
 	if (path) {
-		CHECK_EQ(output_open(&out, path, OUT_AUTO, true, err, sizeof(err)), 0);
+		CHECK_EQ(output_open(&out, path, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 		CHECK_EQ(pipeline_add_output(&p, &out, err, sizeof(err)), 0);
 	}
 	if (summary) {

@@ -167,7 +167,7 @@ TEST(ucontext_launched)
 	CHECK_EQ(sw(0)->from, 0);
 	CHECK_EQ(sw(0)->to, MAIN);
 	CHECK_EQ(out[1].hdr.kind, CORO_EV_NAME);
-	CHECK_STR(((struct coro_ev_name *)out[1].bytes)->name, "worker [200]");
+	CHECK_STR(((struct coro_ev_name *)out[1].bytes)->name, "main");
 	CHECK_EQ(out[2].hdr.kind, CORO_EV_CREATE);
 	CHECK_EQ(((struct coro_ev_create *)out[2].bytes)->id, A);
 	CHECK_EQ(((struct coro_ev_create *)out[2].bytes)->parent, MAIN);
@@ -302,11 +302,11 @@ TEST(exec_starts_over)
 	strcpy(e.comm, "newprog");
 	feed(&e);
 	nout = 0;
-	/* The new program's thread starts in its main context again, under its new name. */
+	/* The new program's thread starts in its main context again, named again. */
 	ctx_create(30, 0, false, CORO_FAM_UCONTEXT, 0x6000, 0, 0);
 	CHECK_EQ(nout, 3);
 	CHECK_EQ(sw(0)->to, MAIN);
-	CHECK_STR(((struct coro_ev_name *)out[1].bytes)->name, "newprog [200]");
+	CHECK_STR(((struct coro_ev_name *)out[1].bytes)->name, "main");
 }
 
 TEST(greenlet_main_and_qemu_terminate)
@@ -356,6 +356,77 @@ TEST(greenlet_main_and_qemu_terminate)
 	CHECK_EQ(sw(4)->from, Q);
 	CHECK_EQ(sw(4)->to, MAIN);
 	CHECK_EQ(sw(4)->reason, CORO_R_DONE);
+}
+
+/* A switch record as the BPF side writes it, with flags. */
+static void ctx_switch_flags(u64 ts, u64 cur, bool known, u32 fam, u64 from, u64 to, u32 flags)
+{
+	struct coro_ev_ctx_switch e;
+
+	hdr(&e.hdr, sizeof(e), CORO_EV_CTX_SWITCH, ts, cur, known);
+	e.from = from;
+	e.to = to;
+	e.family = fam;
+	e.flags = flags;
+	feed(&e);
+}
+
+TEST(main_contexts_attached)
+{
+	const u64 LEADER = 0xb000, Q = 0xa000, Q2 = 0xc000, G = 0x9000, MAIN_G = 0x8000;
+	const struct coro_ev_name *n;
+
+	/*
+	 * QEMU, attached: the thread's first switch leaves a coroutine made
+	 * before the attach (not its own stack); a later one leaves the leader,
+	 * on the thread's own stack: that is main, named before it is first seen.
+	 */
+	reset();
+	process(false);
+	switch_path(CORO_FAM_QEMU);
+	nout = 0;
+	ctx_switch(10, Q2, true, CORO_FAM_QEMU, Q2, LEADER, false);
+	CHECK_EQ(nout, 1);
+	ctx_switch_flags(20, LEADER, true, CORO_FAM_QEMU, LEADER, Q, CORO_CTXF_FROM_MAIN);
+	CHECK_EQ(nout, 3);
+	n = (const void *)out[1].bytes;
+	CHECK_EQ(n->hdr.kind, CORO_EV_NAME);
+	CHECK_EQ(n->id, LEADER);
+	CHECK_STR(n->name, "main");
+	CHECK_EQ(sw(2)->from, LEADER);
+	/* Once. */
+	ctx_switch_flags(30, Q, true, CORO_FAM_QEMU, Q, LEADER, 0);
+	ctx_switch_flags(40, LEADER, true, CORO_FAM_QEMU, LEADER, Q, CORO_CTXF_FROM_MAIN);
+	CHECK_EQ(nout, 5);
+
+	/* Greenlet, attached: a switch to the main greenlet says which it is, without a switch. */
+	reset();
+	process(false);
+	switch_path(CORO_FAM_GREENLET);
+	nout = 0;
+	ctx_switch(10, 0, false, CORO_FAM_GREENLET, 0, G, true);
+	CHECK_EQ(nout, 1);
+	ctx_switch_flags(20, G, true, CORO_FAM_GREENLET, MAIN_G, 0, CORO_CTXF_MAIN);
+	CHECK_EQ(nout, 2);
+	n = (const void *)out[1].bytes;
+	CHECK_EQ(n->hdr.kind, CORO_EV_NAME);
+	CHECK_EQ(n->id, MAIN_G);
+	CHECK_STR(n->name, "main");
+	ctx_switch(21, G, true, CORO_FAM_GREENLET, G, MAIN_G, true);
+	CHECK_EQ(nout, 3);
+	CHECK_EQ(sw(2)->to, MAIN_G);
+
+	/* Launched: the main greenlet is the thread's main context, named at the start. */
+	reset();
+	process(true);
+	switch_path(CORO_FAM_GREENLET);
+	ctx_create(10, 0, false, CORO_FAM_GREENLET, G, 0, 0);
+	ctx_switch(20, 0, false, CORO_FAM_GREENLET, 0, G, true);
+	nout = 0;
+	ctx_switch_flags(30, G, true, CORO_FAM_GREENLET, MAIN_G, 0, CORO_CTXF_MAIN);
+	CHECK_EQ(nout, 0);
+	ctx_switch(31, G, true, CORO_FAM_GREENLET, G, MAIN_G, true);
+	CHECK_EQ(sw(0)->to, MAIN);
 }
 
 TEST(ucontext_getcontext_jumps)
@@ -460,6 +531,7 @@ int main(void)
 	RUN(other_streams_pass_untouched);
 	RUN(exec_starts_over);
 	RUN(greenlet_main_and_qemu_terminate);
+	RUN(main_contexts_attached);
 	RUN(ucontext_getcontext_jumps);
 	RUN(ucontext_made_again);
 	RUN(pth_exit_status);

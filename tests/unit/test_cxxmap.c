@@ -5,6 +5,7 @@
  * the bodies GCC and Clang emit.
  */
 #include "unit.h"
+#include "cxxcoro.h"
 #include "cxxmap.h"
 #include "kinds.h"
 #include "raw.h"
@@ -482,9 +483,37 @@ TEST(clang_ramp_return_ends_the_first_run)
 	CHECK_EQ(nout, 8);
 }
 
+/* A coroutine's name: its function as the demangler prints it, less its return type. */
+TEST(names_without_the_return_type)
+{
+	static const char *const cases[][2] = {
+		/* A plain function's name has no return type in it. */
+		{ "_ZL4leafi", "leaf(int)" },
+		/* A member function template's has: dropped. */
+		{ "_ZN16names_for_a_test8registryIilE6lookupIcEEN2ex4taskIiEEilT_",
+		  "names_for_a_test::registry<int, long>::lookup<char>(int, long, char)" },
+		/* In an anonymous namespace, the return type too. */
+		{ "_ZN12_GLOBAL__N_11fIiEENS_4taskIT_EES2_", "(anonymous namespace)::f<int>(int)" },
+		/* A lambda's call operator, const. */
+		{ "_ZZ4mainENKUliE_clEi", "main::{lambda(int)#1}::operator()(int) const" },
+		/* An operator whose symbol has brackets in it. */
+		{ "_ZlsRSoRKi", "operator<<(std::ostream&, int const&)" },
+		{ "_ZN1AcvNS_1TEEv", "A::operator A::T()" },
+		/* Not a mangled name: as it is. */
+		{ "not_mangled", "not_mangled" },
+	};
+	char buf[1024];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cxxcoro_demangle(cases[i][0], buf, sizeof(buf));
+		CHECK_STR(buf, cases[i][1]);
+	}
+}
+
 int main(void)
 {
 	cxxmap_init(&X);
+	RUN(names_without_the_return_type);
 	RUN(resume_suspend_final);
 	RUN(symmetric_transfer_and_join);
 	RUN(nested_resume);

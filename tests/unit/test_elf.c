@@ -349,7 +349,11 @@ static const char refuse_c[] =
 	"	\".globl mov_site\\n.type mov_site,@function\\n\"\n"
 	"	\"mov_site: movq %rax, %rdi\\n nop\\n ret\\n\"\n"
 	"	\".globl bare_nop5\\n.type bare_nop5,@function\\n\"\n"
-	"	\"bare_nop5: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\\n ret\\n\");\n"
+	"	\"bare_nop5: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\\n ret\\n\"\n"
+	"	\".globl imm90_fn\\n.type imm90_fn,@function\\n\"\n"
+	"	\"imm90_fn: .cfi_startproc\\n xorl %eax, %eax\\n movl $0x90909090, %eax\\n nop\\n\"\n"
+	"	\" ret\\n .cfi_endproc\\n\"\n"
+	"	\".size imm90_fn, .-imm90_fn\\n\");\n"
 	"int main(int argc, char **argv)\n"
 	"{\n"
 	"	(void)argv;\n"
@@ -946,8 +950,8 @@ TEST(probes_sdk_sites_accepted)
 
 TEST(probes_refuse_sites)
 {
-	char exe[PATH_MAX], want[128];	/* exe: tpath() recycles its buffers */
-	uint64_t mov, nop5, ro, base;
+	char exe[PATH_MAX], want[256];	/* exe: tpath() recycles its buffers */
+	uint64_t mov, nop5, ro, base, imm;
 	long create, sw;
 
 	snprintf(exe, sizeof(exe), "%s", tpath("refuse_exe"));
@@ -979,6 +983,25 @@ TEST(probes_refuse_sites)
 	snprintf(want, sizeof(want), "but the object has it at 0x%llx",
 		 (unsigned long long)base);
 	REFUSED("r_base", 1, want, "changed after linking");
+	/*
+	 * A 90 byte inside another instruction: the immediate of movl $0x90909090, %eax, 3 bytes
+	 * into imm90_fn (after a two-byte xorl). The bytes pass; decoding imm90_fn from its start
+	 * does not. The nop after it is a boundary and passes.
+	 */
+	imm = sym_addr(exe, "imm90_fn");
+	CHECK(imm);
+	patch_u64(exe, tpath("r_imm90"), create, imm + 3);
+	snprintf(want, sizeof(want), "site 1 of corobpf:create at 0x%llx is inside the instruction "
+		 "at 0x%llx (bytes b8 90 90 90 90) of function imm90_fn, decoded from its start at "
+		 "0x%llx", (unsigned long long)(imm + 3), (unsigned long long)(imm + 2),
+		 (unsigned long long)imm);
+	REFUSED("r_imm90", 1, want, "not an instruction boundary");
+	/* Stripped of its symbols: its unwind entry gives the function's start. */
+	CHECK_EQ(sh("cd %s && strip -s -o r_imm90_stripped r_imm90", tmp), 0);
+	REFUSED("r_imm90_stripped", 1, "is inside the instruction", "of the function of its unwind "
+		"entry, decoded from its start at");
+	patch_u64(exe, tpath("r_imm90_nop"), create, imm + 7);
+	check_refused("r_imm90_nop", 0, (const char *const[]){ NULL });
 	/* Two bad sites: both counted, the first in the file named. */
 	patch_u64(tpath("r_mov"), tpath("r_two"), sw, mov + 1);
 	REFUSED("r_two", 2, "site 1 of corobpf:create");
@@ -1063,6 +1086,48 @@ TEST(probes_refuse_names_and_segments)
 	}
 	close_elf(elf, fd);
 	REFUSED("g_overlap", 4, "cannot be placed: its PT_LOAD segments at 0x", "overlap");
+}
+
+/* Sizes a file cannot hold, or that only a sparse file declares: refused, never read. */
+TEST(probes_declared_sizes)
+{
+	char exe[PATH_MAX], err[512];
+	struct elf_probes p;
+	struct stat st;
+	GElf_Ehdr eh;
+	GElf_Shdr sh;
+	long ndx, size_at;
+	int fd, ret;
+	Elf *elf;
+
+	snprintf(exe, sizeof(exe), "%s", tpath("probe_exe"));
+	elf = open_elf(exe, &fd);
+	ndx = find_section(elf, ".note.stapsdt", &sh);
+	CHECK(ndx > 0 && gelf_getehdr(elf, &eh));
+	close_elf(elf, fd);
+	if (ndx <= 0 || stat(exe, &st))
+		return;
+	size_at = (long)(eh.e_shoff + ndx * sizeof(Elf64_Shdr) + offsetof(Elf64_Shdr, sh_size));
+
+	/* Past the end of the file: named, with the section's index. */
+	patch_u64(exe, tpath("d_past"), size_at, (uint64_t)st.st_size);
+	ret = elf_probe_scan(tpath("d_past"), "corobpf", &p, err, sizeof(err));
+	CHECK_EQ(ret, -EINVAL);
+	CHECK_CONTAINS(err, "past the end of the");
+
+	/* In the file, made that long by a hole: larger than corobpf reads of a section. */
+	patch_u64(exe, tpath("d_sparse"), size_at, ELF_READ_MAX + 1);
+	CHECK_EQ(truncate(tpath("d_sparse"), (off_t)(sh.sh_offset + ELF_READ_MAX + 1)), 0);
+	ret = elf_probe_scan(tpath("d_sparse"), "corobpf", &p, err, sizeof(err));
+	CHECK_EQ(ret, -EINVAL);
+	CHECK_CONTAINS(err, "declares 67108865 bytes of notes, more than the 64 MiB");
+	/* Exactly the limit is read (and its zeros after the notes are padding). */
+	patch_u64(exe, tpath("d_limit"), size_at, ELF_READ_MAX);
+	CHECK_EQ(truncate(tpath("d_limit"), (off_t)(sh.sh_offset + ELF_READ_MAX)), 0);
+	ret = elf_probe_scan(tpath("d_limit"), "corobpf", &p, err, sizeof(err));
+	CHECK(ret == 0 || !strstr(err, "more than the 64 MiB"));
+	unlink(tpath("d_sparse"));
+	unlink(tpath("d_limit"));
 }
 
 TEST(probes_hostile_many)
@@ -1544,6 +1609,121 @@ TEST(ld_empty_element_is_cwd)
 	ld_opts_release(&o);
 }
 
+/* An opener for ld_opts: counts its calls, and refuses all after cancel_after of them. */
+struct count_opener {
+	unsigned int calls, cancel_after;
+};
+
+static int counting_open(void *ctx, const char *dir, const char *name)
+{
+	struct count_opener *c = ctx;
+	char path[2 * PATH_MAX + 2];
+	int fd;
+
+	if (c->cancel_after && c->calls >= c->cancel_after)
+		return -ECANCELED;
+	c->calls++;
+	if (dir)
+		snprintf(path, sizeof(path), "%s%s%s", dir, dir[0] ? "/" : "", name);
+	else
+		snprintf(path, sizeof(path), "%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	return fd < 0 ? -errno : fd;
+}
+
+TEST(ld_opener_descriptors_and_bounds)
+{
+	struct count_opener c = { 0 }, c2 = { 0 };
+	struct ld_opts o = { .library_path = llp_dir, .preload = "", .preload_file = "",
+			     .open_file = counting_open, .open_ctx = &c, .want_fds = 1 };
+	struct list plain = { 0 };
+	char err[512], **paths, *many;
+	size_t n, i, len;
+	int ret;
+
+	/* Through an opener, with descriptors: the same objects, each descriptor its file. */
+	{
+		struct ld_opts p = { .library_path = llp_dir };
+
+		CHECK_EQ(resolve(tpath("app"), &p, &plain, err, sizeof(err)), 0);
+		ld_opts_release(&p);
+	}
+	ret = ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err));
+	CHECK_EQ(ret, 0);
+	CHECK_EQ(n, plain.n);
+	CHECK_EQ(o.n_fds, n);
+	CHECK(!o.cut_short);
+	for (i = 0; !ret && i < n && i < plain.n && i < o.n_fds; i++) {
+		struct stat a, b;
+
+		CHECK_STR(paths[i], plain.v[i]);
+		CHECK(o.fds[i] >= 0 && fstat(o.fds[i], &a) == 0 && stat(paths[i], &b) == 0 &&
+		      a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+	}
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	CHECK(c.calls > 0);
+
+	/* A directory listed again is searched once, as ld.so does. */
+	len = 50 * (strlen(llp_dir) + 1);
+	many = malloc(len + 1);
+	many[0] = '\0';
+	for (i = 0; i < 50; i++) {
+		strcat(many, llp_dir);
+		strcat(many, ":");
+	}
+	many[strlen(many) - 1] = '\0';
+	o = (struct ld_opts){ .library_path = many, .preload = "", .preload_file = "",
+			      .open_file = counting_open, .open_ctx = &c2 };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK_EQ(c2.calls, c.calls);
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	free(many);
+
+	/* Past max_library_path: the first entries only, and the search says it was cut. */
+	len = 300 * 32 + strlen(llp_dir) + 1;
+	many = malloc(len);
+	many[0] = '\0';
+	for (i = 0; i < 300; i++)
+		sprintf(many + strlen(many), "/nonexistent-corobpf-%zu:", i);
+	strcat(many, llp_dir);
+	o = (struct ld_opts){ .library_path = many, .preload = "", .preload_file = "",
+			      .max_library_path = 10 };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK(o.cut_short);
+	CHECK_CONTAINS(o.cut_reason, "301 entries");
+	CHECK_CONTAINS(o.cut_reason, "first 10");
+	for (i = 0; i < n; i++)
+		CHECK(strcmp(paths[i], tpath("llp/libB.so")));
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	free(many);
+
+	/* Past max_names: stopped there, and what was not looked for is not called missing. */
+	o = (struct ld_opts){ .library_path = llp_dir, .preload = "", .preload_file = "",
+			      .max_names = 1 };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK(o.cut_short);
+	CHECK_CONTAINS(o.cut_reason, "more than 1 libraries");
+	CHECK_EQ(n, 2);	/* the interpreter and the first library */
+	CHECK_EQ(o.n_missing, 0);
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+
+	/* The opener's -ECANCELED (its budget) stops the search the same way. */
+	c = (struct count_opener){ .cancel_after = 2 };	/* the interpreter, the cache */
+	o = (struct ld_opts){ .library_path = llp_dir, .preload = "", .preload_file = "",
+			      .open_file = counting_open, .open_ctx = &c };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK(o.cut_short);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(o.n_missing, 0);
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	list_free(&plain);
+}
+
 TEST(ld_hwcap_subdirectories)
 {
 	static const char *const dirs[] = { "llph", "llpl" };
@@ -1993,6 +2173,7 @@ int main(void)
 	RUN(probes_refuse_sites);
 	RUN(probes_refuse_semaphores);
 	RUN(probes_refuse_names_and_segments);
+	RUN(probes_declared_sizes);
 	RUN(probes_hostile_many);
 	RUN(probes_random_damage);
 	RUN(not_elf_and_truncated);
@@ -2006,6 +2187,7 @@ int main(void)
 	RUN(ld_soname_matches_loaded_object);
 	RUN(ld_nodeflib);
 	RUN(ld_empty_element_is_cwd);
+	RUN(ld_opener_descriptors_and_bounds);
 	RUN(ld_hwcap_subdirectories);
 	RUN(ld_preload_first);
 	RUN(ld_origin_lib_and_symlinked_exe);

@@ -180,6 +180,48 @@ TEST(walk_at_attach)
 	CHECK_EQ(out[9].hdr.kind, CORO_EV_NAME);
 }
 
+TEST(walk_of_an_ended_goroutine_gives_nothing)
+{
+	nout = 0;
+	/*
+	 * 40 ends while the walk reads the list (its g is read as it ends, or as
+	 * newproc1 reuses it with 40's goid still in it): the walk's record,
+	 * stamped after, is older news than the exit, and makes no goroutine.
+	 */
+	status(T1, 300, 0, 40, CORO_GO_RUNNABLE, CORO_GO_RUNNING, 0, 0);
+	status(T1, 301, 40, 40, CORO_GO_RUNNING, CORO_GO_DEAD, 0, 0);
+	CHECK_EQ(nout, 3);
+	walked(0, 302, 40, CORO_GO_RUNNABLE, 0, 0);
+	CHECK_EQ(nout, 3);
+	/* One made while the walk read: the probes saw its creation, the walk names it. */
+	status(T1, 303, 1, 41, CORO_GO_DEAD, CORO_GO_RUNNABLE, 0, 0);
+	walked(0, 304, 41, CORO_GO_WAITING, CORO_R_IO, 0);
+	CHECK_EQ(nout, 6);
+	CHECK_EQ(out[3].hdr.kind, CORO_EV_CREATE);
+	CHECK_EQ(out[5].hdr.kind, CORO_EV_NAME);
+	CHECK_EQ(out[5].name.id, 41);
+}
+
+TEST(walked_running_goroutine_leaves_its_thread)
+{
+	nout = 0;
+	/*
+	 * The walk finds 50 running on T2; the GC stops it there without a
+	 * status change, and 51 runs on T2. The BPF side never saw 50 start on
+	 * T2 (its cur there is 0): 50 left T2 all the same.
+	 */
+	walked(T2, 400, 50, CORO_GO_RUNNING, 0, 0);
+	CHECK_EQ(nout, 2);
+	CHECK_EQ(out[1].sw.to, 50);
+	status(T2, 401, 0, 51, CORO_GO_RUNNABLE, CORO_GO_RUNNING, 0, 0);
+	CHECK_EQ(nout, 4);
+	CHECK_EQ(out[2].sw.from, 50);
+	CHECK_EQ(out[2].sw.to, 0);
+	CHECK_EQ(out[2].hdr.cur, 50);
+	CHECK_EQ(out[3].sw.from, 0);
+	CHECK_EQ(out[3].sw.to, 51);
+}
+
 TEST(other_records_pass_untouched)
 {
 	struct coro_ev_ready r = {.hdr = {.size = sizeof(r), .kind = CORO_EV_READY, .pid = 9}};
@@ -197,6 +239,8 @@ int main(void)
 	RUN(life_of_a_goroutine);
 	RUN(gc_parked_goroutine_leaves_its_thread);
 	RUN(walk_at_attach);
+	RUN(walk_of_an_ended_goroutine_gives_nothing);
+	RUN(walked_running_goroutine_leaves_its_thread);
 	RUN(other_records_pass_untouched);
 	gomodel_free(&G);
 	return unit_done();

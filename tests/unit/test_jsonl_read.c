@@ -43,7 +43,7 @@ TEST(round_trip_keeps_every_event)
 	CHECK_EQ(ci.npids, 1);
 	CHECK_EQ(ci.pids[0], TPID);
 	CHECK_EQ(ci.start_ts, 1000);
-	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, err, sizeof(err)), 0);
+	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci, NULL);
 	CHECK_EQ(pipeline_add_output(&p, &out, err, sizeof(err)), 0);
 	pipeline_begin(&p);
@@ -65,6 +65,82 @@ TEST(round_trip_keeps_every_event)
 	for (char *q; ea && (q = strstr(ea, "\\ufffd"));)
 		memmove(q + 3, q + 6, strlen(q + 6) + 1), memcpy(q, "\xef\xbf\xbd", 3);
 	CHECK(ea && eb && strlen(ea) > 100);
+	CHECK_STR(eb, ea);
+	free(ea);
+	free(eb);
+}
+
+/* Names made in user space longer than a name field: written whole, read back the same. */
+TEST(long_names_round_trip)
+{
+	char a[300], b[300], err[512], name100[101], name300[301];
+	struct capture_info ci = {0}, ci2;
+	u32 pids[1] = {TPID};
+	struct jsonl_reader *r;
+	const struct coro_event_hdr *h;
+	struct output out;
+	struct pipeline p;
+	union rec_buf rb;
+	char *ea, *eb, *all;
+	int ret;
+
+	memset(name100, 'a', 100);
+	name100[100] = 0;
+	for (int i = 0; i < 300; i++)
+		name300[i] = (char)('a' + i % 26);
+	name300[300] = 0;
+	snprintf(a, sizeof(a), "%s/long-a.jsonl", dir);
+	snprintf(b, sizeof(b), "%s/long-b.jsonl", dir);
+	ci.version = 1;
+	ci.start_ts = 1000;
+	ci.npids = 1;
+	ci.pids = pids;
+	CHECK_EQ(output_open(&out, a, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
+	pipeline_init(&p, &ci, NULL);
+	pipeline_add_output(&p, &out, err, sizeof(err));
+	pipeline_begin(&p);
+	pipeline_feed(&p, mk_process(&rb, 1000, CORO_PROC_LAUNCHED));
+	pipeline_feed(&p, mk_create(&rb, 2, 1100, 0, 7, 0));
+	mk_name(&rb, 2, 1110, 0, 7, "");
+	coro_name_record(&rb.name, name100);
+	pipeline_feed(&p, &rb.hdr);
+	pipeline_feed(&p, mk_create(&rb, 2, 1200, 0, 8, 0));
+	mk_name(&rb, 2, 1210, 0, 8, "");
+	coro_name_record(&rb.name, name300);
+	CHECK(rb.hdr.flags & CORO_EVF_STR_TRUNCATED);
+	pipeline_feed(&p, &rb.hdr);
+	pipeline_finish(&p);
+	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
+	pipeline_free(&p);
+
+	/* Whole in the events and in the coroutines' lines: 100 bytes, and 255 of 300, cut. */
+	all = unit_slurp(a);
+	name300[255] = '"';
+	name300[256] = 0;
+	CHECK(all && strstr(all, name100));
+	CHECK(all && strstr(all, name300));
+	CHECK(all && strstr(all, "\"name_truncated\":true"));
+	free(all);
+
+	r = jsonl_reader_open(a, &ci2, err, sizeof(err));
+	CHECK(r != NULL);
+	if (!r)
+		return;
+	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
+	pipeline_init(&p, &ci2, NULL);
+	CHECK_EQ(pipeline_add_output(&p, &out, err, sizeof(err)), 0);
+	pipeline_begin(&p);
+	while ((ret = jsonl_reader_next(r, &h)) == 1)
+		pipeline_feed(&p, h);
+	CHECK_EQ(ret, 0);
+	pipeline_finish(&p);
+	CHECK_EQ(output_close(&out, err, sizeof(err)), 0);
+	pipeline_free(&p);
+	jsonl_reader_close(r);
+	capture_info_free(&ci2);
+	ea = event_lines(a);
+	eb = event_lines(b);
+	CHECK(ea && eb && strstr(ea, name300));
 	CHECK_STR(eb, ea);
 	free(ea);
 	free(eb);
@@ -270,6 +346,7 @@ int main(void)
 	if (!mkdtemp(dir))
 		return 1;
 	RUN(round_trip_keeps_every_event);
+	RUN(long_names_round_trip);
 	RUN(hostile_lines_are_errors_with_their_line);
 	RUN(holes_count_whatever_record_follows);
 	RUN(deep_stack_lines_are_read_past);

@@ -553,6 +553,81 @@ TEST(memory_bounded_by_live_coroutines)
 	done();
 }
 
+/*
+ * A cap of 2 live coroutines: the third created is not followed, nor its name, switches,
+ * span; once the first exits it is followed from its next event, as one seen mid-life. The
+ * two followed are exact, the rest counted; no anomaly is made of it.
+ */
+TEST(live_cap_follows_what_it_can_and_counts_the_rest)
+{
+	const struct coro *c;
+
+	start(CORO_PROC_LAUNCHED);
+	model_limit(&P.model, 2, 0);
+	for (u64 id = 1; id <= 3; id++) {
+		u64 ts = id * 1000;
+
+		feed(mk_create(&B, 1, ts, 0, id, 0));
+		feed(mk_name(&B, 1, ts + 10, 0, id, "w"));
+		feed(mk_switch(&B, 1, ts + 20, 0, id, 0, 0));
+		feed(mk_span(&B, true, 1, ts + 30, id, "s"));
+		feed(mk_span(&B, false, 1, ts + 40, id, "s"));
+		feed(mk_switch(&B, 1, ts + 50, id, 0, CORO_R_WAIT, 0x77));
+	}
+	/* 1 exits: room. 3's ready makes it followed, mid-life. */
+	feed(mk_ready(&B, 1, 5000, 0, 1));
+	feed(mk_switch(&B, 1, 5010, 0, 1, 0, 0));
+	feed(mk_exit(&B, 1, 5020, 1, 1, 0));
+	feed(mk_switch(&B, 1, 5030, 1, 0, CORO_R_DONE, 0));
+	feed(mk_ready(&B, 1, 6000, 0, 3));
+	stop();
+	CHECK_EQ(P.model.anom.over_cap, 1);
+	CHECK_EQ(P.model.anom.over_process_cap, 0);
+	/* 3's create, name, both switches and both span events. */
+	CHECK_EQ(P.model.anom.events_over_cap, 6);
+	CHECK_EQ(P.model.anom.span_unmatched_end, 0);
+	CHECK_EQ(P.model.anom.switch_from_mismatch, 0);
+	CHECK_EQ(P.model.peak_live, 2);
+	c = seen_find(&S, 1, 0);
+	CHECK(c && c->created_seen && c->switch_ins == 2 && c->end == CE_EXIT);
+	c = seen_find(&S, 2, 0);
+	CHECK(c && c->created_seen && c->switch_ins == 1 && !strcmp(c->name, "w"));
+	CHECK(c && c->t_state[CS_RUNNING] == 30 && c->end_state == CS_SUSPENDED);
+	c = seen_find(&S, 3, 0);
+	CHECK(c && !c->created_seen && c->switch_ins == 0 && c->readies == 1 && !c->name[0]);
+	CHECK(c && c->first_ts == 6000);
+	done();
+}
+
+/*
+ * A cap of 3 open spans: d and e are not kept and end without closing c; f is kept again
+ * once c is closed, g is refused and ends with b, its end then unmatched as it would be
+ * without the cap. The spans kept are those a model without caps shows.
+ */
+TEST(span_cap_keeps_the_outer_spans_exact)
+{
+	static const char *const seq[] = {"+a", "+b", "+c", "+d", "+e", "-e", "-d", "-c",
+					  "+f", "+g", "-b", "-g", "-a"};
+	u64 ts = 1000;
+
+	start(CORO_PROC_LAUNCHED);
+	model_limit_spans(&P.model, 3, 0);
+	feed(mk_create(&B, 1, ts, 0, 1, 0));
+	feed(mk_switch(&B, 1, ts += 10, 0, 1, 0, 0));
+	for (size_t i = 0; i < ARRAY_SIZE(seq); i++)
+		feed(mk_span(&B, seq[i][0] == '+', 1, ts += 10, 1, seq[i] + 1));
+	feed(mk_switch(&B, 1, ts += 10, 1, 0, CORO_R_WAIT, 0));
+	stop();
+	CHECK_EQ(P.model.anom.spans_over_cap, 3);
+	CHECK_EQ(P.model.anom.spans_over_process_cap, 0);
+	CHECK_EQ(P.model.anom.span_unmatched_end, 1);
+	/* a, b, c, f: closed, each once; d, e, g never entered the statistics. */
+	CHECK_EQ(P.model.spans.stats.instances, 4);
+	CHECK_EQ(P.model.open_spans, 0);
+	CHECK_EQ(P.model.span_refused.len, 0);
+	done();
+}
+
 /* Reorder on its own: jittered timestamps come out sorted by (ts, arrival), none lost. */
 static u64 ro_last_ts, ro_last_id, ro_count, ro_bad;
 
@@ -641,6 +716,8 @@ int main(void)
 	RUN(switch_from_mismatch_is_counted);
 	RUN(intervals_cover_life_without_gaps);
 	RUN(memory_bounded_by_live_coroutines);
+	RUN(live_cap_follows_what_it_can_and_counts_the_rest);
+	RUN(span_cap_keeps_the_outer_spans_exact);
 	RUN(reorder_random_jitter);
 	RUN(offcpu_time_goes_to_the_running_coroutine);
 	return unit_done();

@@ -146,7 +146,7 @@ static bool pf_run_open(struct pf_run *r, const char *file, int max_tracks)
 	r->ci.version = 1;
 	r->ci.npids = 1;
 	r->ci.pids = r->pids;
-	CHECK_EQ(output_open(&r->out, r->path, OUT_AUTO, true, err, sizeof(err)), 0);
+	CHECK_EQ(output_open(&r->out, r->path, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	r->out.max_tracks = (u32)max_tracks;
 	pipeline_init(&r->p, &r->ci, NULL);
 	pipeline_add_output(&r->p, &r->out, err, sizeof(err));

@@ -55,6 +55,15 @@ TEST(termsafe_bidi_overrides)
 	CHECK_STR(safe("\xe2\x80\xb0"), "\xe2\x80\xb0");
 }
 
+TEST(termsafe_line_and_paragraph_separators)
+{
+	/* U+2028 and U+2029 start a new line on some terminals: a name could forge a line. */
+	CHECK_STR(safe("a\xe2\x80\xa8" "b"), "a\\xe2\\x80\\xa8" "b");
+	CHECK_STR(safe("\xe2\x80\xa9" "forged"), "\\xe2\\x80\\xa9" "forged");
+	/* Their neighbours, U+2027 (hyphenation point) and U+202F (narrow no-break space), stay. */
+	CHECK_STR(safe("\xe2\x80\xa7\xe2\x80\xaf"), "\xe2\x80\xa7\xe2\x80\xaf");
+}
+
 TEST(termsafe_invalid_utf8)
 {
 	CHECK_STR(safe("\xff\xfe"), "\\xff\\xfe");
@@ -131,6 +140,7 @@ int main(void)
 	RUN(termsafe_c0_and_del);
 	RUN(termsafe_c1_in_utf8);
 	RUN(termsafe_bidi_overrides);
+	RUN(termsafe_line_and_paragraph_separators);
 	RUN(termsafe_invalid_utf8);
 	RUN(termsafe_backslash_unambiguous);
 	RUN(termsafe_srclen_and_nul);

@@ -25,6 +25,9 @@ Sections:
              CPU clock, uctx, fibers and qemu-img report theirs through
              tools/bench/cpu_preload.c.
              A last line gives each family's ratio (target: 1.2x)
+  interp     the interpreters traced with no flags through uprobe sessions (asyncio tasks,
+             Lua coroutines): added time per switch (a task's step or a coroutine's resume is
+             a switch in and out), against an empty session program on the same functions
   go         a Go channel ping-pong (unmodified Go): slowdown under corobpf beside its
              slowdown under Go's own execution tracer (runtime/trace), in the same run
   cxx20      C++20 coroutines through the promise adapter: CPU time per resume untraced,
@@ -584,6 +587,77 @@ def qemu_switch(floor):
     return r
 
 
+PY311 = "/usr/bin/python3.11"
+ASYNCIO311 = "/usr/lib/python3.11/lib-dynload/_asyncio.cpython-311-x86_64-linux-gnu.so"
+
+
+def interp_run(cmd, family, env=None):
+    """One traced run of an interpreter's family (docs/python.md, docs/lua.md): its object and
+    the file offsets of the functions corobpf's switch_path record names ("at 0xVADDR")."""
+    out = os.path.join(WORK, "interp.jsonl")
+    sh([COROBPF, "-q", "--force", "--no-sched", "-o", out, "--"] + cmd, env=env)
+    with open(out) as f:
+        recs = [json.loads(line) for line in f]
+    rec = next((r for r in recs if r["type"] == "switch_path" and r["family"] == family), None)
+    if rec is None:
+        raise RuntimeError("corobpf attached no %s functions for %s" % (family, cmd))
+    vaddrs = [int(v, 16) for v in re.findall(r"at 0x([0-9a-f]+)", rec["sites"])]
+    return rec["object"], [vaddr_offset(rec["object"], v) for v in vaddrs], rec["sites"]
+
+
+def session_switch(floor, cmd, family, n, env):
+    """A loop of n runs of a coroutine, each two switches (in and out), timing itself: native,
+    under corobpf, and under an empty uprobe session program on the functions corobpf probes."""
+    obj, offs, sites = interp_run(cmd + ["10"], family, env)
+    spec = "session:%s:%s" % (obj, ",".join("%x" % o for o in offs))
+    rows = {"native": [], "corobpf": [], "floor": []}
+    for _ in range(RUNS):
+        rows["native"].append(per_iter(sh(cmd + [str(n)], env=env).stdout) / 2)
+        rows["corobpf"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--"] + cmd + [str(n)],
+                                           env=env).stdout) / 2)
+        rows["floor"].append(per_iter(sh([floor, spec, "--"] + cmd + [str(n)], env=env).stdout) / 2)
+    base = median(rows["native"])
+    r = {"native_ns": base, "switches_per_run": 2 * n, "sites": sites,
+         "corobpf_added_ns": median(rows["corobpf"]) - base,
+         "floor_added_ns": median(rows["floor"]) - base}
+    r["corobpf_over_floor"] = r["corobpf_added_ns"] / r["floor_added_ns"]
+    r["runs"] = rows
+    return r
+
+
+def asyncio_switch(floor):
+    """One task stepping n times (asyncio.sleep(0)): a step is a switch in and a switch out,
+    seen at the entry and the return of TaskStepMethWrapper's tp_call. corobpf reads the task's
+    state and what it awaits at the return; the floor is an empty session program on the same
+    three functions (the step functions and Task.__init__). The module is a private copy,
+    first on PYTHONPATH."""
+    why = runtime_missing(PY311, ASYNCIO311)
+    if why:
+        return {"skipped": why}
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(private_copy(ASYNCIO311)))
+    return session_switch(floor, [PY311, os.path.join(ROOT, "tools/bench/asyncio_loop.py")],
+                          "asyncio", 2000 if QUICK else 100000, env)
+
+
+LUA54 = "/usr/bin/lua5.4"
+
+
+def lua_switch(floor):
+    """One coroutine resumed n times from the main thread (coroutine.resume, a yield back):
+    a resume is a switch in and a switch out, seen at the entry and the return of lua_resume.
+    lua5.4 carries its interpreter (the probes are on the binary): a private copy runs."""
+    why = runtime_missing(LUA54)
+    if why:
+        return {"skipped": why}
+    return session_switch(floor, [private_copy(LUA54), os.path.join(ROOT, "tools/bench/lua_loop.lua")],
+                          "lua", 2000 if QUICK else 100000, {})
+
+
+def interp_costs(res):
+    floor = os.path.join(BUILD, "bench/floor")
+    res["interp"] = {"asyncio": asyncio_switch(floor), "lua": lua_switch(floor)}
+
+
 CXX20_PROBES = "switch,create,name,exit,ready,span_begin,span_end"
 
 
@@ -1056,6 +1130,21 @@ def table(res):
         lines.append("switch path, corobpf's added time over an empty program's on the same sites "
                      "and link (medians of %d runs; target 1.2x): %s" % (
                          RUNS, ", ".join("%s %.2fx" % fr for fr in ratios)))
+    it = res.get("interp")
+    if it:
+        for fam, what in (("asyncio", "asyncio task step (a switch in and out)"),
+                          ("lua", "Lua 5.4 coroutine resume (a switch in and out)"),
+                          ("luajit", "LuaJIT coroutine resume from C (a switch in and out)")):
+            r = it.get(fam)
+            if r is None:
+                continue
+            if "skipped" in r:
+                lines.append("%s: skipped, %s" % (what, r["skipped"]))
+                continue
+            lines.append("%s (%.0f ns native per switch), added per switch: corobpf %.0f ns = "
+                         "%.2fx an empty session program on the same functions (%.0f ns): %s" % (
+                             what, r["native_ns"], r["corobpf_added_ns"], r["corobpf_over_floor"],
+                             r["floor_added_ns"], r["sites"]))
     g = res.get("go")
     if g and "skipped" in g:
         lines.append("Go channel ping-pong: skipped, %s" % g["skipped"])
@@ -1137,7 +1226,8 @@ def main():
         return 1
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
-    for step in (probe_costs, batch_costs, stacks_cost, sched_cost, switch_costs, go_costs, cxx20_costs, replay,
+    for step in (probe_costs, batch_costs, stacks_cost, sched_cost, switch_costs, interp_costs, go_costs,
+                 cxx20_costs, replay,
                  pgstore, loss, scale, exec_cost):
         # A step by its function's name or its section's (BENCH_ONLY=switch: switch_costs).
         if not only or step.__name__ in only or step.__name__.split("_")[0] in only:

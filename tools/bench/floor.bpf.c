@@ -36,6 +36,17 @@ int empty_uprobe_multi(struct pt_regs *ctx)
 	return 0;
 }
 
+/*
+ * The same as a uprobe session (kernel 6.13+; floor.c sets the attach type),
+ * as corobpf attaches an interpreter's functions (asyncio, Lua): 0 at the
+ * entry asks for the return too, so both run, as they do under corobpf.
+ */
+SEC("uprobe")
+int empty_session(struct pt_regs *ctx)
+{
+	return 0;
+}
+
 /* Per coroutine id: how many times the probe named it (a counters-only mode's least work). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

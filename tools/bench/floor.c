@@ -18,7 +18,10 @@
  * corobpf attaches that path, so the kernel runs both programs the same way:
  * one uprobe_multi link per FILE where the kernel has them (6.6), else one
  * perf-event uprobe per site. uprobe1:FILE:... always takes the latter (the
- * floor's link before it followed corobpf's).
+ * floor's link before it followed corobpf's). session:FILE:OFFSET[,...]: an
+ * empty program at the entries and the returns of the functions at those
+ * offsets, one uprobe session link per FILE (kernel 6.13+), as corobpf
+ * attaches asyncio's and Lua's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +37,8 @@
 
 /* enum bpf_attach_type's BPF_TRACE_UPROBE_MULTI (6.6), absent from Debian 12's headers. */
 #define TRACE_UPROBE_MULTI 48
+/* ...and BPF_TRACE_UPROBE_SESSION (6.13). */
+#define TRACE_UPROBE_SESSION 57
 #define MAX_OFFSETS 64
 
 /* The kernel has uprobe_multi links: its BTF knows their type (corobpf's own test). */
@@ -50,8 +55,8 @@ static int kernel_has_uprobe_multi(void)
 }
 
 /* One uprobe_multi link on n offsets of path for pid; libbpf 1.1 has no wrapper. */
-static int attach_multi(int prog_fd, pid_t pid, const char *path, const unsigned long long *offs,
-			unsigned int n)
+static int attach_multi(int prog_fd, unsigned int type, pid_t pid, const char *path,
+			const unsigned long long *offs, unsigned int n)
 {
 	struct {
 		unsigned int prog_fd, target_fd, attach_type, flags;
@@ -62,7 +67,7 @@ static int attach_multi(int prog_fd, pid_t pid, const char *path, const unsigned
 
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = prog_fd;
-	attr.attach_type = TRACE_UPROBE_MULTI;
+	attr.attach_type = type;
 	attr.path = (unsigned long long)(uintptr_t)path;
 	attr.offsets = (unsigned long long)(uintptr_t)offs;
 	attr.cnt = n;
@@ -74,7 +79,7 @@ int main(int argc, char **argv)
 {
 	struct floor_bpf *skel;
 	struct bpf_link *link;
-	int go[2], status, multi;
+	int go[2], status, multi, session;
 	char c;
 	pid_t pid;
 
@@ -83,6 +88,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	multi = kernel_has_uprobe_multi();
+	session = !strncmp(argv[1], "session:", 8);
 	skel = floor_bpf__open();
 	if (!skel) {
 		perror("floor: open");
@@ -93,6 +99,11 @@ int main(int argc, char **argv)
 						      TRACE_UPROBE_MULTI);
 	else
 		bpf_program__set_autoload(skel->progs.empty_uprobe_multi, false);
+	if (session)
+		bpf_program__set_expected_attach_type(skel->progs.empty_session,
+						      TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(skel->progs.empty_session, false);
 	if (floor_bpf__load(skel)) {
 		perror("floor: load");
 		return 1;
@@ -108,7 +119,28 @@ int main(int argc, char **argv)
 		_exit(127);
 	}
 	close(go[0]);
-	if (!strncmp(argv[1], "uprobe:", 7) || !strncmp(argv[1], "uprobe1:", 8)) {
+	if (session) {
+		char *spec = strdup(argv[1] + 8), *offs = strrchr(spec, ':'), *tok, *save;
+		unsigned long long off[MAX_OFFSETS];
+		unsigned int n = 0;
+
+		if (!offs) {
+			fprintf(stderr, "floor: session:FILE:OFFSET expected\n");
+			kill(pid, SIGKILL);
+			return 2;
+		}
+		*offs++ = 0;
+		for (tok = strtok_r(offs, ",", &save); tok && n < MAX_OFFSETS;
+		     tok = strtok_r(NULL, ",", &save))
+			off[n++] = strtoull(tok, NULL, 16);
+		if (attach_multi(bpf_program__fd(skel->progs.empty_session), TRACE_UPROBE_SESSION,
+				 pid, spec, off, n) < 0) {
+			fprintf(stderr, "floor: attach a uprobe session to %s: %s\n", spec,
+				strerror(errno));
+			kill(pid, SIGKILL);
+			return 1;
+		}
+	} else if (!strncmp(argv[1], "uprobe:", 7) || !strncmp(argv[1], "uprobe1:", 8)) {
 		char *all = strdup(argv[1]), *one, *save1;
 
 		/* uprobe:FILE:OFFS[;uprobe:FILE:OFFS...] */
@@ -144,8 +176,8 @@ int main(int argc, char **argv)
 				}
 			}
 			/* The link's fd stays open until exit, as corobpf's do. */
-			if (n && attach_multi(bpf_program__fd(skel->progs.empty_uprobe_multi), pid,
-					      spec, off, n) < 0) {
+			if (n && attach_multi(bpf_program__fd(skel->progs.empty_uprobe_multi),
+					      TRACE_UPROBE_MULTI, pid, spec, off, n) < 0) {
 				fprintf(stderr, "floor: attach uprobe_multi to %s: %s\n", spec,
 					strerror(errno));
 				kill(pid, SIGKILL);

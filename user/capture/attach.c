@@ -16,6 +16,7 @@
 #include <bpf/libbpf.h>
 #include "attach.h"
 #include "cxxattach.h"
+#include "interpattach.h"
 #include "elfnotes.h"
 #include "goelf.h"
 #include "gowalk.h"
@@ -28,10 +29,7 @@
 
 static bool is_ldso(const char *path)
 {
-	const char *base = strrchr(path, '/');
-
-	base = base ? base + 1 : path;
-	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
+	return ld_path_is_loader(path);
 }
 
 /* The hook ld.so calls on every change of its link map: we learn of dlopen there. */
@@ -74,7 +72,9 @@ static bool attach_libload_pid(struct attach_ctx *a, int pid, const char *path)
  */
 static int attach_pid(struct attach_ctx *a, struct target *t)
 {
-	/* -a has no targets: only Go's global attach (global_go) asks, for every process. */
+	/* -a has no targets: its global attaches ask, for every process; and its per-process ucontext. */
+	if (t->own_pid)
+		return (int)t->pid;
 	return a->opts->follow || a->opts->system_wide ? -1 : (int)t->pid;
 }
 
@@ -146,6 +146,7 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 	struct elf_probes probes;
 	char err[512];
 	u32 sites = 0, need = 0;
+	int ret;
 
 	if (a->usdt) {
 		int n = usdt_attach_object(a, pid, path, shown, &probes);
@@ -157,8 +158,9 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 		sites = (u32)n;
 		goto attached;
 	}
-	if (elf_probe_scan(path, "corobpf", &probes, err, sizeof(err)) < 0) {
-		log_debug("skipping %s: %s", shown, err);
+	ret = elf_probe_scan(path, "corobpf", &probes, err, sizeof(err));
+	if (ret < 0) {
+		usdt_object_unreadable(a, ret, path, shown, err);
 		return 0;
 	}
 	if (usdt_object_refused(a, &probes, shown))
@@ -590,6 +592,8 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 	 */
 	if (!a->opts->switch_forced)
 		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
+	/* asyncio and Lua: their interpreters' functions, alongside whatever else (interp.h). */
+	t->switch_sites += interpattach_object(a, attach_pid(a, t), path, shown, late, !t->launched);
 	fams = switchfam_detect(path);
 	if (!fams)
 		return sites;
@@ -785,6 +789,138 @@ static void global_go(struct attach_ctx *a, u32 pid, const char *path, const cha
 	free(plan);
 }
 
+/*
+ * -a: the switch-function families an object defines (ucontext, Boost.Context,
+ * Pth, Ruby, QEMU, greenlet), attached for every process. The BPF side takes
+ * their switches only in processes started after corobpf (docs/design.md, "System-wide").
+ * Boost.Context is probed at its functions' entries: which objects of a
+ * process call them is not known before it runs. libc's ucontext and libpth
+ * are kept for each program that uses them instead (exec_ucontext_at).
+ */
+static void global_switch(struct attach_ctx *a, const char *path, const char *shown, bool late)
+{
+	u32 fams;
+
+	if (!a->opts->system_wide || a->opts->switch_none)
+		return;
+	fams = switchfam_detect(path);
+	/* libc's ucontext and libpth: attached per process (attach_exec_ucontext), kept open for it. */
+	for (u32 fam = CORO_FAM_UCONTEXT; fam <= CORO_FAM_PTH; fam++) {
+		int keep;
+
+		/* `path` names an open descriptor (/proc/self/fd/N): the same file again. */
+		if (fam == CORO_FAM_FCONTEXT || !(fams & (1u << fam)) ||
+		    (keep = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		a->ctx_providers = xrealloc(a->ctx_providers,
+					    (a->nctx_providers + 1) * sizeof(*a->ctx_providers));
+		a->ctx_providers[a->nctx_providers].fd = keep;
+		a->ctx_providers[a->nctx_providers].family = fam;
+		a->ctx_providers[a->nctx_providers++].shown = xstrdup(shown);
+	}
+	fams &= ~(1u << CORO_FAM_UCONTEXT | 1u << CORO_FAM_PTH);
+	fams &= wanted_families(a) & ~(1u << CORO_FAM_GO);
+	for (u32 fam = CORO_FAM_UCONTEXT; fam <= SWITCHFAM_LAST; fam++) {
+		struct target t = {.pid = 0};
+		struct switch_plan *plan;
+		char err[512];
+
+		if (!(fams & (1u << fam)))
+			continue;
+		plan = xmalloc(sizeof(*plan));
+		if (switchfam_plan(path, fam, plan, err, sizeof(err)))
+			log_warn("%s: cannot use its %s functions: %s", shown, switchfam_name(fam), err);
+		else
+			a->global_sites += attach_plan(a, &t, path, shown, plan, late);
+		free(plan);
+	}
+}
+
+/*
+ * -a: the program at `exe` (an open descriptor's path) that process pid now
+ * runs: if it uses libc's ucontext or Pth (its imports say), those families
+ * of every provider (libc, libpth) for pid alone, before it runs when its
+ * exec is held by the gate (a program not seen yet), else as soon as its exec
+ * is seen. Not in a process whose runtime leaves them out (QEMU's).
+ */
+static void exec_ucontext_at(struct attach_ctx *a, u32 pid, const char *exe)
+{
+	struct target t = {.pid = pid, .own_pid = true};
+	u32 fams, own;
+	struct stat st;
+
+	if (!a->opts->system_wide || a->opts->switch_none || !a->nctx_providers || stat(exe, &st))
+		return;
+	/* Once per process and program (the gate's hold and the exec record both come here). */
+	if ((u64)(uintptr_t)hmap_get(&a->ctx_pids, pid, 0) == (u64)st.st_ino + 1)
+		return;
+	hmap_put(&a->ctx_pids, pid, 0, (void *)(uintptr_t)(st.st_ino + 1));
+	/* Every exec on the machine comes here: a program is read once. */
+	fams = (u32)(uintptr_t)hmap_get(&a->ctx_exe_fams, st.st_dev, st.st_ino);
+	if (!fams) {
+		own = switchfam_detect(exe);
+		fams = (switchfam_imports(exe) & ~switchfam_excluded(own & 0xffff)) + 1;
+		hmap_put(&a->ctx_exe_fams, st.st_dev, st.st_ino, (void *)(uintptr_t)fams);
+	}
+	fams = (fams - 1) & wanted_families(a);
+	for (size_t i = 0; fams && i < a->nctx_providers; i++) {
+		const struct ctx_provider *cp = &a->ctx_providers[i];
+		struct switch_plan *plan;
+		char path[32], err[512];
+
+		if (!(fams & (1u << cp->family)))
+			continue;
+		fd_path(path, cp->fd);
+		plan = xmalloc(sizeof(*plan));
+		if (switchfam_plan(path, cp->family, plan, err, sizeof(err))) {
+			log_warn("%s: cannot use its %s functions: %s", cp->shown,
+				 switchfam_name(cp->family), err);
+		} else {
+			for (u32 s = 0; s < plan->nsites; s++)
+				plan->sites[s].cookie |= (u64)CORO_CTXC_THIS_PID << 40;
+			attach_plan(a, &t, path, cp->shown, plan, false);
+		}
+		free(plan);
+	}
+}
+
+void attach_exec_ucontext(struct attach_ctx *a, u32 pid)
+{
+	char exe[64], fdp[32];
+	int fd;
+
+	if (!a->opts->system_wide || !a->nctx_providers)
+		return;
+	/* The exact file the process runs, whatever its path says now. */
+	snprintf(exe, sizeof(exe), "/proc/%u/exe", pid);
+	fd = open(exe, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	fd_path(fdp, fd);
+	exec_ucontext_at(a, pid, fdp);
+	close(fd);
+}
+
+/*
+ * -a, --follow: an object's families for every process (C++20's, the
+ * interpreters', and under -a the switch functions'), and its plans kept for
+ * the processes admitted later.
+ */
+static void global_families(struct attach_ctx *a, const char *path, const char *shown, bool late)
+{
+	size_t since = a->nfound;
+	struct stat st;
+
+	/* C++20 coroutines too: a program held at its exec is examined here, not when mapped. */
+	if (!a->opts->switch_none && !a->opts->switch_forced)
+		a->global_sites += cxxattach_object(a, -1, path, shown, late);
+	if (!a->opts->switch_none)
+		a->global_sites += interpattach_object(a, -1, path, shown, late, true);
+	global_switch(a, path, shown, late);
+	if (a->opts->system_wide && since < a->nfound && stat(path, &st) == 0)
+		attach_global_plans_note(a, st.st_dev, st.st_ino, since);
+}
+
 static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *shown)
 {
 	const struct global_scan *gs = arg;
@@ -796,8 +932,7 @@ static bool global_object(struct attach_ctx *a, void *arg, int fd, const char *s
 	global_go(a, gs->pid, fd_path_buf, shown, late, true);
 	sites = attach_object_pid(a, -1, fd_path_buf, shown, late);
 	a->global_sites += sites;
-	if (!a->opts->switch_none && !a->opts->switch_forced)
-		a->global_sites += cxxattach_object(a, -1, fd_path_buf, shown, late);
+	global_families(a, fd_path_buf, shown, late);
 	if (is_ldso(shown))
 		attach_libload_pid(a, -1, fd_path_buf);
 	return true;
@@ -816,32 +951,34 @@ void attach_scan_global(struct attach_ctx *a, u32 pid, bool late)
 	for_each_new_object(pid, &a->global_objects, global_object, a, &gs);
 }
 
-static bool image_ld_env(u32 pid, char **lib, char **preload);
-
-/* -a, --follow: one object ld.so will map for a program held at its exec, once per (dev, inode). */
-static void exec_needed_object(struct attach_ctx *a, const char *path)
+/*
+ * -a, --follow: one object ld.so will map for a program held at its exec, once per (dev,
+ * inode), through the descriptor the gate's examiner opened (the file it examined).
+ */
+static void exec_needed_object(struct attach_ctx *a, const struct execgate_lib *lib)
 {
-	char fdp[32];
+	char fdp[32], shown[4096];
 	struct stat st;
-	int fd = open_regular(path);
+	ssize_t n;
 
-	if (fd < 0)
-		return; /* ld.so will not map it either, or it is found at its mapping */
-	if (fstat(fd, &st) == 0 && !hmap_get(&a->global_objects, st.st_dev, st.st_ino)) {
-		hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
-		fd_path(fdp, fd);
-		a->global_sites += attach_object_pid(a, -1, fdp, path, false);
-		if (is_ldso(path))
-			attach_libload_pid(a, -1, fdp);
-	}
-	close(fd);
+	if (lib->fd < 0 || fstat(lib->fd, &st) < 0 ||
+	    hmap_get(&a->global_objects, st.st_dev, st.st_ino))
+		return;
+	hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
+	fd_path(fdp, lib->fd);
+	/* Named as /proc/PID/maps will name it (from corobpf's root), not from the chroot's. */
+	n = readlink(fdp, shown, sizeof(shown) - 1);
+	shown[n > 0 ? n : 0] = 0;
+	a->global_sites += attach_object_pid(a, -1, fdp, n > 0 ? shown : lib->path, false);
+	global_families(a, fdp, n > 0 ? shown : lib->path, false);
+	if (is_ldso(lib->path))
+		attach_libload_pid(a, -1, fdp);
 }
 
-void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed,
+			const struct execgate_lib *libs, size_t nlibs)
 {
-	char fdp[32], link[64], shown[4096], **paths = NULL, err[512], *lib = NULL, *preload = NULL;
-	struct ld_opts ldo = {0};
-	size_t npaths = 0;
+	char fdp[32], link[64], shown[4096];
 	struct stat st;
 	ssize_t n;
 
@@ -859,38 +996,36 @@ void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
 		if (is_ldso(shown))
 			attach_libload_pid(a, -1, fdp);
 		global_go(a, pid, fdp, shown, false, false);
+		global_families(a, fdp, shown, false);
 	}
 	/*
-	 * What ld.so will map. The search starts from the path the file was
-	 * exec'd under ($ORIGIN) and the environment of the process before its
-	 * exec (the new one is not readable yet): a library found another way
-	 * is attached when ld.so maps it, late, as without the gate. Whatever
-	 * those paths lead to is only examined, and attached if it has probes.
+	 * What ld.so will map, as the gate's examiner found it (execsearch.h): from
+	 * the process's root, with the environment of the process before its exec
+	 * (the new one is not readable yet). A library found another way, or not
+	 * reached (a search cut short, a directory on a filesystem that can hang), is
+	 * attached when ld.so maps it, late, as without the gate. Whatever was found
+	 * is only examined, and attached if it has probes.
 	 */
-	if (n <= 0 || shown[0] != '/' || is_ldso(shown) || !elf_is_elf(fdp))
-		return;
-	if (image_ld_env(pid, &lib, &preload)) {
-		ldo.library_path = lib;
-		ldo.preload = preload;
-	}
-	if (ld_resolve_needed(shown, &paths, &npaths, &ldo, err, sizeof(err)) < 0)
-		log_debug("exec gate: cannot resolve the libraries of %s: %s", shown, err);
-	for (size_t i = 0; i < npaths; i++)
-		exec_needed_object(a, paths[i]);
-	ld_paths_free(paths, npaths);
-	ld_opts_release(&ldo);
-	free(lib);
-	free(preload);
+	for (size_t i = 0; i < nlibs; i++)
+		exec_needed_object(a, &libs[i]);
+	/* Its libraries examined (libpth among them): its ucontext and Pth, for it. */
+	exec_ucontext_at(a, pid, fdp);
 }
 
-/* execvp's search, done before the fork so the attach and the exec see one file. */
+/*
+ * execvp's search, done before the fork so the attach and the exec see one
+ * file: the path the child execs, as a shell would exec it (no symbolic
+ * link resolved: the program's $0, and its comm, are what the user typed).
+ * NULL with errno set if there is none.
+ */
 static char *resolve_command(const char *cmd)
 {
 	const char *path = getenv("PATH");
 	char *dirs, *save = NULL, *dir;
+	int err = ENOENT;
 
 	if (strchr(cmd, '/'))
-		return access(cmd, X_OK) == 0 ? realpath(cmd, NULL) : NULL;
+		return access(cmd, X_OK) == 0 ? xstrdup(cmd) : NULL;
 	dirs = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
 	for (dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
 		char cand[4096];
@@ -899,10 +1034,13 @@ static char *resolve_command(const char *cmd)
 		snprintf(cand, sizeof(cand), "%s/%s", *dir ? dir : ".", cmd);
 		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
 			free(dirs);
-			return realpath(cand, NULL);
+			return xstrdup(cand);
 		}
+		if (errno == EACCES)
+			err = EACCES; /* execvp says so when nothing else is found */
 	}
 	free(dirs);
+	errno = err;
 	return NULL;
 }
 
@@ -925,6 +1063,18 @@ static void child_wait_then_exec(const struct attach_launch *l, int release_rd, 
 	_exit(127);
 }
 
+/* One object the launched command will map, examined and attached through its descriptor. */
+static void launch_object_fd(struct attach_ctx *a, struct target *t, int fd, const char *path,
+			     bool ldso_hook)
+{
+	char fdp[32];
+
+	fd_path(fdp, fd);
+	attach_object(a, t, fd, fdp, path, false);
+	if (ldso_hook)
+		attach_libload(a, t, fdp);
+}
+
 /*
  * One object the launched command will map, opened once (safeopen.h: a
  * regular file, never a FIFO a user planted in a library directory) and
@@ -932,7 +1082,6 @@ static void child_wait_then_exec(const struct attach_launch *l, int release_rd, 
  */
 static void launch_object(struct attach_ctx *a, struct target *t, const char *path, bool ldso_hook)
 {
-	char fdp[32];
 	int fd = open_regular(path);
 
 	if (fd < 0) {
@@ -941,10 +1090,7 @@ static void launch_object(struct attach_ctx *a, struct target *t, const char *pa
 			 fd == -EINVAL ? "not a regular file" : strerror(-fd));
 		return;
 	}
-	fd_path(fdp, fd);
-	attach_object(a, t, fd, fdp, path, false);
-	if (ldso_hook)
-		attach_libload(a, t, fdp);
+	launch_object_fd(a, t, fd, path, ldso_hook);
 	close(fd);
 }
 
@@ -969,38 +1115,77 @@ static void launch_needed(struct attach_ctx *a, struct target *t, char **paths, 
 
 int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l)
 {
-	char **argv = l->argv, **paths = NULL, err[512];
+	char **argv = l->argv, **paths = NULL, err[512], fdp[32], exe[4096];
 	struct ld_opts ldo = {0};
-	int release[2], errpipe[2], ret = 0;
+	int release[2], errpipe[2], ret = 0, fd = -1;
 	size_t npaths = 0;
-	char *exe = resolve_command(argv[0]);
+	char *cmd = resolve_command(argv[0]), *origin = NULL, *slash;
+	const char *base;
 	struct stat st;
+	ssize_t n;
 	pid_t pid;
 
 	t->pidfd = -1;
 	t->wait_status = -1;
-	if (!exe) {
+	if (!cmd) {
 		log_err("cannot run %s: %s", argv[0],
-			strchr(argv[0], '/') ? strerror(errno) : "command not found in PATH");
+			strchr(argv[0], '/') || errno != ENOENT ? strerror(errno)
+								: "command not found in PATH");
 		return EXIT_LAUNCH;
 	}
-	if (!elf_is_elf(exe)) {
+	/*
+	 * The file examined is this descriptor's: what ld.so needs, whether it
+	 * is ELF, its probes. The exec goes by the path (see resolve_command);
+	 * the capture holds the exec and checks that it runs this very file.
+	 */
+	fd = open_regular(cmd);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		log_err("cannot run %s: %s", cmd,
+			fd == -EINVAL ? "not a regular file" : strerror(fd < 0 ? -fd : errno));
+		ret = EXIT_LAUNCH;
+		goto out;
+	}
+	fd_path(fdp, fd);
+	/* The file's own name, links resolved, as /proc/PID/exe will name it. */
+	n = readlink(fdp, exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		log_err("cannot run %s: reading the name of its descriptor: %s", cmd,
+			n < 0 ? strerror(errno) : "empty");
+		ret = EXIT_LAUNCH;
+		goto out;
+	}
+	exe[n] = 0;
+	if (!elf_is_elf(fdp)) {
 		/* A script: what it will run is known only at its execs. */
 		t->via_script = true;
 		log_verbose("%s is not an ELF file: following its exec chain, each image attached "
-			    "at its exec", exe);
+			    "at its exec", cmd);
 		goto fork;
 	}
-	if (ld_resolve_needed(exe, &paths, &npaths, &ldo, err, sizeof(err)) < 0) {
-		log_err("cannot resolve the libraries of %s: %s", exe, err);
-		free(exe);
-		return EXIT_LAUNCH;
+	/*
+	 * Through the descriptor: the file examined. $ORIGIN is the directory of
+	 * its real path, as ld.so takes it from /proc/self/exe.
+	 */
+	origin = xstrdup(exe);
+	slash = strrchr(origin, '/');
+	if (slash)
+		slash[slash == origin] = 0; /* "/prog" is in "/" */
+	ldo.origin = origin;
+	if (ld_resolve_needed(fdp, &paths, &npaths, &ldo, err, sizeof(err)) < 0) {
+		log_err("cannot resolve the libraries of %s: %s", cmd, err);
+		ret = EXIT_LAUNCH;
+		goto out;
 	}
 	for (size_t i = 0; i < ldo.n_missing; i++)
 		log_warn("%s (needed by %s): %s; the command will probably fail to start",
-			 ldo.missing[i].name, ldo.missing[i].needed_by, ldo.missing[i].reason);
+			 ldo.missing[i].name,
+			 strcmp(ldo.missing[i].needed_by, fdp) ? ldo.missing[i].needed_by : exe,
+			 ldo.missing[i].reason);
 	if (ldo.cache_error[0])
 		log_verbose("%s", ldo.cache_error);
+	t->exec_check = true;
+	t->exec_dev = st.st_dev;
+	t->exec_ino = st.st_ino;
 
 fork:
 	if (pipe2(release, O_CLOEXEC) < 0 || pipe2(errpipe, O_CLOEXEC) < 0) {
@@ -1017,7 +1202,7 @@ fork:
 	if (pid == 0) {
 		close(release[1]);
 		close(errpipe[0]);
-		child_wait_then_exec(l, release[0], errpipe[1], exe);
+		child_wait_then_exec(l, release[0], errpipe[1], cmd);
 	}
 	close(release[0]);
 	close(errpipe[1]);
@@ -1030,11 +1215,9 @@ fork:
 	t->start_ts = now_boottime_ns();
 	t->ppid = getpid();
 	snprintf(t->exe, sizeof(t->exe), "%s", exe);
-	{
-		const char *base = strrchr(exe, '/');
-
-		snprintf(t->comm, sizeof(t->comm), "%s", base ? base + 1 : exe);
-	}
+	/* The kernel names the process after the path exec'd, as typed (15 bytes kept). */
+	base = strrchr(cmd, '/');
+	snprintf(t->comm, sizeof(t->comm), "%s", base ? base + 1 : cmd);
 	/* The exec error pipe is read after release (by the capture). */
 	l->launch_err_fd = errpipe[0];
 	if (t->via_script)
@@ -1042,15 +1225,39 @@ fork:
 
 	/* The executable, then what ld.so will map, in its order. */
 	attach_note_searched(a, exe);
-	if (stat(exe, &st) == 0)
-		hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
-	launch_object(a, t, exe, false);
+	hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
+	launch_object_fd(a, t, fd, exe, false);
 	launch_needed(a, t, paths, npaths);
 out:
+	if (fd >= 0)
+		close(fd);
 	ld_paths_free(paths, npaths);
 	ld_opts_release(&ldo);
-	free(exe);
+	free(origin);
+	free(cmd);
 	return ret;
+}
+
+bool attach_launch_exec_is_examined(const struct target *t)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
+	if (stat(path, &st) < 0) {
+		log_err("cannot tell which file %s (pid %u) runs: %s: %s", t->comm, t->pid, path,
+			strerror(errno));
+		return false;
+	}
+	if (st.st_dev == t->exec_dev && st.st_ino == t->exec_ino)
+		return true;
+	log_err("%s was replaced between its examination and its exec (it is now device %u:%u "
+		"inode %llu, not %u:%u inode %llu): the program the kernel runs is not the one "
+		"attached to; it is killed before its first instruction. Run the command again, "
+		"from a path no other user can write",
+		t->exe, major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino,
+		major(t->exec_dev), minor(t->exec_dev), (unsigned long long)t->exec_ino);
+	return false;
 }
 
 /*

@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "attachctx.h"
+#include "execgate.h"
 #include "util.h"
 
 /* A traced process (-p, or the launched command): what the capture and attaching know of it. */
@@ -29,6 +30,7 @@ struct target {
 	u32 pid;
 	int pidfd;
 	bool launched;
+	bool own_pid; /* -a: attached for this process alone (its ucontext), not every process */
 	/*
 	 * Launched through a script (not an ELF file): nothing is attached
 	 * before it runs; each image it execs is attached like an ELF launch,
@@ -36,6 +38,15 @@ struct target {
 	 */
 	bool via_script;
 	bool execed;	      /* an exec record came: the image is new */
+	/*
+	 * A launched ELF command: the file examined and attached to before the
+	 * fork (device and inode), which the file its exec runs must be. The
+	 * BPF side holds it at that exec (exec_check_tgid) until the capture
+	 * has compared them (attach_launch_exec_is_examined).
+	 */
+	bool exec_check;
+	dev_t exec_dev;
+	ino_t exec_ino;
 	u32 images;	      /* via_script: images attached so far */
 	size_t image_links[2]; /* via_script: the attach context's links before this image's */
 	/*
@@ -81,14 +92,22 @@ int attach_scan_process(struct attach_ctx *a, struct target *t, bool late);
 int attach_switch_path(struct attach_ctx *a, struct target *t);
 /* -a, --follow: attach (for every process) to the objects pid maps that carry probes. */
 void attach_scan_global(struct attach_ctx *a, u32 pid, bool late);
+/*
+ * -a: process pid exec'd a program that uses libc's ucontext (or GNU Pth):
+ * those families, for it alone (a uprobe on libc for every process would
+ * trap in all of them). Once per process and program.
+ */
+void attach_exec_ucontext(struct attach_ctx *a, u32 pid);
 
 /*
  * -a, --follow, the exec gate (execgate.h): the file process pid is exec'ing
- * (fd, the very file), and what ld.so will map with it, examined and
- * attached for every process, before the program runs. changed: the file
- * was examined before with other change times (rewritten in place).
+ * (fd, the very file), and what ld.so will map with it (libs, as the gate's
+ * examiner found them, each through its descriptor), examined and attached
+ * for every process, before the program runs. changed: the file was examined
+ * before with other change times (rewritten in place).
  */
-void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed);
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed,
+			const struct execgate_lib *libs, size_t nlibs);
 
 /* -- CMD: the command, and what attach_launch_prepare gives back of the child it forks. */
 struct attach_launch {
@@ -105,10 +124,19 @@ struct attach_launch {
 
 /*
  * Fork the command, held before exec, and attach to everything it will load. Exit code or 0.
+ * The child execs the command as a shell would: argv[0] as typed, searched in PATH when it
+ * holds no '/', never a resolved path (a symbolic link keeps its name: $0 and comm are the
+ * link's). The file is examined through one descriptor, and t->exec_check set: the exec is
+ * held until attach_launch_exec_is_examined() said it runs that file.
  * A command that is not an ELF file (a script, a pyenv shim) is forked with nothing attached
  * and t->via_script set: the capture holds it at each exec and calls attach_launch_image.
  */
 int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l);
+/*
+ * t->exec_check: t, held at its first exec, runs the file that was examined (the same device
+ * and inode as what its /proc/PID/exe names). False, said, if it does not or cannot be told.
+ */
+bool attach_launch_exec_is_examined(const struct target *t);
 /*
  * via_script: t, stopped at an exec, runs a new image. What was attached for
  * the image before it is detached (without --follow, where attaching is for

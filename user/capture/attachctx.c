@@ -14,6 +14,9 @@ void attach_ctx_init(struct attach_ctx *a)
 	memset(a, 0, sizeof(*a));
 	hmap_init(&a->usdt_specs_by_owner);
 	hmap_init(&a->global_objects);
+	hmap_init(&a->global_plans);
+	hmap_init(&a->ctx_pids);
+	hmap_init(&a->ctx_exe_fams);
 }
 
 void attach_ctx_detach_since(struct attach_ctx *a, size_t nlinks, size_t nlink_fds)
@@ -44,6 +47,28 @@ void attach_ctx_free(struct attach_ctx *a)
 		free(a->searched[i]);
 	free(a->searched);
 	hmap_free(&a->global_objects);
+	{
+		size_t it = 0;
+		u64 k1, k2;
+		void *v;
+
+		while (hmap_next(&a->global_plans, &it, &k1, &k2, &v)) {
+			struct attach_plans *p = v;
+
+			for (size_t i = 0; i < p->n; i++)
+				attach_found_release(&p->v[i]);
+			free(p->v);
+			free(p);
+		}
+		hmap_free(&a->global_plans);
+	}
+	for (size_t i = 0; i < a->nctx_providers; i++) {
+		close(a->ctx_providers[i].fd);
+		free(a->ctx_providers[i].shown);
+	}
+	free(a->ctx_providers);
+	hmap_free(&a->ctx_pids);
+	hmap_free(&a->ctx_exe_fams);
 	hmap_free(&a->usdt_specs_by_owner);
 }
 
@@ -59,6 +84,7 @@ static const char *const prog_names[ATTACH_NPROGS] = {
 	[ATTACH_PROG_CTX] = "@ctx",
 	[ATTACH_PROG_CTX_MULTI] = "@ctx_multi",
 	[ATTACH_PROG_CXX] = "@cxx",
+	[ATTACH_PROG_RT] = "@rt",
 	[ATTACH_PROG_BATCH] = "batch",
 };
 
@@ -166,6 +192,31 @@ void attach_found_go_walk(struct attach_ctx *a, u32 pid, struct coro_rec_go_g *g
 
 	f->go_gs = gs;
 	f->ngo_gs = n;
+}
+
+void attach_global_plans_note(struct attach_ctx *a, u64 dev, u64 ino, size_t since)
+{
+	struct attach_plans *p = hmap_get(&a->global_plans, dev, ino);
+
+	for (size_t i = since; i < a->nfound; i++) {
+		const struct attach_found *f = &a->found[i];
+		struct attach_found *c;
+
+		if (f->kind != ATTACH_FOUND_SWITCH)
+			continue;
+		if (!p) {
+			p = xcalloc(1, sizeof(*p));
+			hmap_put(&a->global_plans, dev, ino, p);
+		}
+		p->v = xrealloc(p->v, (p->n + 1) * sizeof(*p->v));
+		c = &p->v[p->n++];
+		*c = *f;
+		c->path = xstrdup(f->path);
+		c->site_text = xstrdup(f->site_text ? f->site_text : "");
+		c->limits = xstrdup(f->limits ? f->limits : "");
+		c->go_gs = NULL;
+		c->ngo_gs = 0;
+	}
 }
 
 void attach_found_release(struct attach_found *f)

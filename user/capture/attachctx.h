@@ -48,6 +48,7 @@ enum attach_prog {
 	ATTACH_PROG_CTX,	/* "@ctx": one switch-function site per uprobe */
 	ATTACH_PROG_CTX_MULTI,	/* "@ctx_multi": a plan's sites in one uprobe_multi link */
 	ATTACH_PROG_CXX,	/* "@cxx": C++20 coroutine sites, one uprobe session link per object */
+	ATTACH_PROG_RT,		/* "@rt": asyncio's and Lua's functions, one session link per object */
 	ATTACH_PROG_BATCH,	/* "batch": --probe-path batched only (else NULL: not attached) */
 	ATTACH_NPROGS
 };
@@ -115,6 +116,33 @@ struct attach_ctx {
 	struct bpf_map *go_offsets;
 	struct coro_go_offsets go_slots[CORO_GO_SLOTS];
 	u32 go_nslots;
+	/* asyncio and Lua (interpattach.c): their layouts' maps, and asyncio's waits. */
+	struct bpf_map *py_layouts, *lua_layouts, *py_waits;
+	/*
+	 * -a: the switch-function plans attached for every process, by object
+	 * (dev, inode) -> struct attach_plans: each process admitted that maps
+	 * the object gets their switch_path records (ringev.c).
+	 */
+	struct hmap global_plans;
+	/*
+	 * -a: the objects that define ucontext or Pth (libc, libpth), kept open,
+	 * attached per process (attach_exec_ucontext); the processes done
+	 * (pid -> their executable's inode).
+	 */
+	struct ctx_provider {
+		int fd;
+		u32 family;
+		char *shown;
+	} *ctx_providers;
+	size_t nctx_providers;
+	struct hmap ctx_pids;
+	struct hmap ctx_exe_fams; /* (dev, inode) of a program -> the families it uses, + 1 */
+};
+
+/* An object's plans attached for every process (-a): copies of their found records, pid 0. */
+struct attach_plans {
+	struct attach_found *v;
+	size_t n;
 };
 
 void attach_ctx_init(struct attach_ctx *a);
@@ -155,6 +183,11 @@ void attach_found_switch(struct attach_ctx *a, u32 pid, u32 family, const char *
 void attach_found_go_walk(struct attach_ctx *a, u32 pid, struct coro_rec_go_g *gs, u32 n);
 /* Empties the list of what was found (after the capture has turned it into records). */
 void attach_found_clear(struct attach_ctx *a);
+/*
+ * -a: the switch-function entries found since there were `since` (attach_found) are plans
+ * for every process of object (dev, ino): kept for the processes admitted later.
+ */
+void attach_global_plans_note(struct attach_ctx *a, u64 dev, u64 ino, size_t since);
 /* Frees what one entry holds (its strings, its records), not the entry. */
 void attach_found_release(struct attach_found *f);
 

@@ -16,6 +16,7 @@
 #include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
+#include "interpattach.h"
 #include "gowalk.h"
 #include "liverec.h"
 #include "preflight.h"
@@ -48,6 +49,8 @@ static struct target *find_target(struct capture *c, u32 pid)
 	return NULL;
 }
 
+static void say_nothing_seen(struct capture *c, const struct target *t);
+
 /* What attaching found since last time, as records (attachctx.h). */
 static void emit_found(struct capture *c)
 {
@@ -55,6 +58,21 @@ static void emit_found(struct capture *c)
 		struct attach_found *f = &c->attach.found[i];
 		struct target *t = f->kind == ATTACH_FOUND_SWITCH ? find_target(c, f->pid) : NULL;
 
+		if (t && f->kind == ATTACH_FOUND_SWITCH && c->nlooked < 16) {
+			const char *base = strrchr(f->path, '/');
+			size_t vlen = f->site_text ? strcspn(f->site_text, ":") : 0;
+			struct looked_for *l = &c->looked[c->nlooked++];
+
+			/* A version before a ':' (interp.c's "LuaJIT 2.1: ..."), not a site's offset. */
+			if (vlen && f->site_text[vlen] == ':' && !strchr(f->site_text, '+'))
+				snprintf(l->what, sizeof(l->what), "%s (%s: %.*s)",
+					 coro_family_name(f->family), base ? base + 1 : f->path,
+					 (int)vlen, f->site_text);
+			else
+				snprintf(l->what, sizeof(l->what), "%s (%s)", coro_family_name(f->family),
+					 base ? base + 1 : f->path);
+			l->pid = f->pid;
+		}
 		if (t && t->hold_switch_recs) {
 			/* Taken over: the target frees it. */
 			t->held = xrealloc(t->held, (t->nheld + 1) * sizeof(*t->held));
@@ -65,10 +83,13 @@ static void emit_found(struct capture *c)
 
 		if (f->kind == ATTACH_FOUND_OBJECT && f->late)
 			c->ustats[CORO_USTAT_LATE_ATTACH]++;
-		if (f->kind == ATTACH_FOUND_GO_WALK) /* with where the parked ones are (--stacks) */
-			gowalk_emit(f->go_gs, f->ngo_gs, c->stk, c->sink->emit, c->sink->ctx);
-		else
+		if (f->kind == ATTACH_FOUND_GO_WALK) {
+			/* After the ring's records of before it (ringev.h), taken over. */
+			ringev_hold_walk(&c->ev, f->go_gs, f->ngo_gs);
+			f->go_gs = NULL;
+		} else {
 			liverec_found(c->sink, f);
+		}
 	}
 	attach_found_clear(&c->attach);
 }
@@ -166,10 +187,14 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_CTX] = s->progs.coro_ctx;
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
 	a->progs[ATTACH_PROG_CXX] = s->progs.coro_cxx;
+	a->progs[ATTACH_PROG_RT] = s->progs.coro_rt;
 	a->progs[ATTACH_PROG_BATCH] =
 		c->opts->probe_path == PROBE_PATH_BATCHED ? s->progs.coro_batch : NULL;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
 	a->go_offsets = s->maps.go_offsets;
+	a->py_layouts = s->maps.py_layouts;
+	a->lua_layouts = s->maps.lua_layouts;
+	a->py_waits = s->maps.py_waits;
 }
 
 /* A CPU-clock perf event per CPU, running coro_sample (which keeps only traced coroutines). */
@@ -228,6 +253,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->attach.ustats = c->ustats;
 	ringev_init(&c->ev);
 	c->ev.opts = opts;
+	c->ev.global_plans = &c->attach.global_plans;
 	c->ev.ustats = c->ustats;
 	c->ev.batch.ustats = c->ustats;
 	c->skel = corobpf_bpf__open();
@@ -241,11 +267,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->skel->rodata->sched_view = !opts->no_sched;
 	if (opts->system_wide) {
 		c->skel->rodata->system_wide = true;
-		if (opts->comm) {
-			size_t n = MIN(strlen(opts->comm), sizeof(c->skel->rodata->comm_filter));
+		for (u32 i = 0; i < opts->ncomms && i < ARRAY_SIZE(c->skel->rodata->comm_filter); i++) {
+			size_t n = MIN(strlen(opts->comms[i]), sizeof(c->skel->rodata->comm_filter[i]));
 
-			memcpy((char *)c->skel->rodata->comm_filter, opts->comm, n);
-			c->skel->rodata->comm_filter_len = n;
+			memcpy((char *)c->skel->rodata->comm_filter[i], opts->comms[i], n);
+			c->skel->rodata->comm_filter_len[i] = n;
+			c->skel->rodata->ncomm_filter = i + 1;
 		}
 		for (u32 i = 0; i < opts->npids && i < ARRAY_SIZE(c->skel->rodata->pid_filter); i++)
 			c->skel->rodata->pid_filter[i] = opts->pids[i];
@@ -295,6 +322,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_cxx, false);
+	/* asyncio and Lua: uprobe sessions too (interpattach.c says when they are missing). */
+	if (cxxattach_supported())
+		bpf_program__set_expected_attach_type(c->skel->progs.coro_rt,
+						      CORO_BPF_TRACE_UPROBE_SESSION);
+	else
+		bpf_program__set_autoload(c->skel->progs.coro_rt, false);
 	batch_setup(c->skel, opts->probe_path);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
@@ -471,11 +504,11 @@ static void attach_all_processes(struct capture *c)
 }
 
 /* The exec gate's examination: a program held at its exec, attached with its libraries. */
-static void gate_examine(void *ctx, int fd, u32 pid, bool changed)
+static void gate_examine(void *ctx, const struct execgate_found *f)
 {
 	struct capture *c = ctx;
 
-	attach_exec_object(&c->attach, fd, pid, changed);
+	attach_exec_object(&c->attach, f->fd, f->pid, f->changed, f->libs, f->nlibs);
 }
 
 /* -a, --follow: new programs held at their exec until attached (execgate.h). */
@@ -538,6 +571,42 @@ static void stop_exec_gate(struct capture *c)
 			 (unsigned long long)st.timeouts, st.timeouts == 1 ? "" : "s",
 			 c->opts->exec_gate_ms, st.timeouts == 1 ? "its" : "their",
 			 st.timeouts == 1 ? "its" : "their");
+	/* What the searches did not reach: attached when mapped, counted as late_attach. */
+	if (st.searches_cut)
+		log_warn("exec gate: %llu search%s of the libraries a program will map cut short "
+			 "(the first: %s); libraries past the cut are attached when mapped, late",
+			 (unsigned long long)st.searches_cut, st.searches_cut == 1 ? "" : "es",
+			 st.first_cut);
+	if (st.searches_refused)
+		log_warn("exec gate: %llu search%s left directories not searched: on a filesystem "
+			 "that may hang (the first: %s); libraries there are attached when mapped, "
+			 "late", (unsigned long long)st.searches_refused,
+			 st.searches_refused == 1 ? "" : "es", st.first_refused);
+	if (st.replaced || st.unexamined)
+		log_warn("exec gate: %llu examiner%s stuck past %s deadline, killed and replaced; "
+			 "%llu later exec%s of %s user%s let go unexamined",
+			 (unsigned long long)st.replaced, st.replaced == 1 ? "" : "s",
+			 st.replaced == 1 ? "its" : "their", (unsigned long long)st.unexamined,
+			 st.unexamined == 1 ? "" : "s", st.replaced == 1 ? "its" : "their",
+			 st.replaced == 1 ? "" : "s");
+	if (st.busy)
+		log_warn("exec gate: %llu exec%s not held: corobpf took no examination for %u ms "
+			 "(busy): %s first probes can be missed", (unsigned long long)st.busy,
+			 st.busy == 1 ? "" : "s", c->opts->exec_gate_ms,
+			 st.busy == 1 ? "its" : "their");
+	if (st.no_examiner)
+		log_warn("exec gate: %llu exec%s held without a search of %s libraries (no examiner "
+			 "process could be started): those are attached when mapped, late",
+			 (unsigned long long)st.no_examiner, st.no_examiner == 1 ? "" : "s",
+			 st.no_examiner == 1 ? "its" : "their");
+	if (st.watchdog_answers)
+		log_warn("exec gate: %llu exec%s let go by its watchdog while corobpf did not answer "
+			 "(stopped, or its gate thread kept from running; %llu time%s): %s first "
+			 "probes can be missed", (unsigned long long)st.watchdog_answers,
+			 st.watchdog_answers == 1 ? "" : "s",
+			 (unsigned long long)st.watchdog_takeovers,
+			 st.watchdog_takeovers == 1 ? "" : "s",
+			 st.watchdog_answers == 1 ? "its" : "their");
 }
 
 int capture_attach(struct capture *c)
@@ -573,6 +642,9 @@ int capture_attach(struct capture *c)
 			if (ret)
 				return ret;
 		}
+		/* Held at its exec until it is known to run the file attached to. */
+		if (t->exec_check)
+			c->skel->bss->exec_check_tgid = t->pid;
 		ret = attach_switch_path(&c->attach, t);
 		if (ret)
 			return ret;
@@ -719,6 +791,30 @@ static void hold_release(const struct target *t, const char *where)
 }
 
 /*
+ * The launched ELF command's first exec, its record read: held there
+ * (exec_check_held), it runs if the file exec'd is the file examined and is
+ * killed, before its first instruction, if not. False then: the capture ends.
+ */
+static bool launch_exec_check(struct capture *c, struct target *t)
+{
+	t->exec_check = false;
+	if (c->skel->bss->exec_check_held != t->pid) {
+		/* Its exec record was lost (a full ring): it was not held, nor can it be now. */
+		log_warn("process %u (%s): its exec was not seen (events lost), so which file it "
+			 "runs was not checked", t->pid, t->comm);
+		return true;
+	}
+	c->skel->bss->exec_check_held = 0;
+	if (attach_launch_exec_is_examined(t)) {
+		hold_release(t, "its exec");
+		return true;
+	}
+	if (syscall(SYS_pidfd_send_signal, t->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+		log_warn("cannot kill process %u: %s", t->pid, strerror(errno));
+	return false;
+}
+
+/*
  * A command launched through a script, stopped at an exec (exec_hold_tgid):
  * its new image attached as an ELF launch is, before its first instruction,
  * and said in a new process record (the last one names the program that ran).
@@ -739,6 +835,46 @@ static void script_image(struct capture *c, struct target *t)
 	if (!c->opts->follow)
 		c->skel->bss->hold_tgid = t->pid;
 	hold_release(t, "its exec");
+}
+
+/*
+ * -p: each thread of a process attached while it runs, off the CPU now,
+ * starts an off-CPU stretch (coro_attach_offcpu): a coroutine the model
+ * takes for running on a thread blocked since before the attach (a Go
+ * goroutine in read(2), found by the walk) is blocked, not running. After
+ * the tracepoints are attached, so the stretch's end is seen. Without it
+ * (an old kernel) such a thread's time is taken for running until it
+ * returns, as before: said with -v.
+ */
+static void offcpu_at_attach(struct capture *c, u32 pid)
+{
+	DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+	union bpf_iter_link_info linfo;
+	struct bpf_link *link;
+	char buf[64];
+	int fd;
+
+	if (c->opts->no_sched)
+		return;
+	memset(&linfo, 0, sizeof(linfo));
+	linfo.task.pid = pid;
+	opts.link_info = &linfo;
+	opts.link_info_len = sizeof(linfo);
+	link = bpf_program__attach_iter(c->skel->progs.coro_attach_offcpu, &opts);
+	if (!link) {
+		log_verbose("process %u: cannot read its threads' states at the attach: %s; a "
+			    "thread blocked since before is taken for running until it returns",
+			    pid, strerror(errno));
+		return;
+	}
+	fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd >= 0) {
+		/* The program writes to the ring; reading runs it over every thread. */
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		close(fd);
+	}
+	bpf_link__destroy(link);
 }
 
 static void watch_emit(void *ctx, const struct coro_event_hdr *rec)
@@ -783,6 +919,9 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	}
 	/* What capture_attach attached, held until now: after the processes it belongs to. */
 	emit_found(c);
+	for (size_t i = 0; i < c->ntargets; i++)
+		if (!c->targets[i].launched && !c->targets[i].via_script)
+			offcpu_at_attach(c, c->targets[i].pid);
 	release_child(c);
 	if (c->launch.launch_err_fd >= 0) {
 		int e = 0;
@@ -841,6 +980,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		c->ev.budget = RING_READ_BUDGET;
 		more = ring_buffer__consume(c->rb) == RINGEV_BUDGET_SPENT;
 		c->ev.budget = 0;
+		if (!more)
+			ringev_release_walks(&c->ev);
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == GATE_EPOLL_TAG && c->gate) {
 				/* Programs held at their exec: attached, then let go. */
@@ -854,6 +995,11 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		for (size_t i = 0; i < c->ntargets; i++) {
 			struct target *t = &c->targets[i];
 
+			if (t->execed && t->exec_check && !t->exited && !launch_exec_check(c, t)) {
+				c->end_reason = CORO_END_ERROR;
+				ret = EXIT_LAUNCH;
+				goto out;
+			}
 			if (t->execed && t->via_script && !t->exited)
 				script_image(c, t);
 			if (t->rescan && !t->exited) {
@@ -872,7 +1018,11 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 
 			while (hmap_next(&c->ev.rescan_pids, &it, &pid, NULL, &v)) {
 				attach_scan_global(&c->attach, (u32)pid, true);
+				attach_exec_ucontext(&c->attach, (u32)pid);
 				emit_found(c);
+				/* A traced process's new objects: the families it is traced through now. */
+				if (c->opts->system_wide && hmap_get(&c->ev.announced, (u32)pid, 0))
+					ringev_global_plans_for(&c->ev, (u32)pid, now_boottime_ns());
 			}
 			hmap_free(&c->ev.rescan_pids);
 			hmap_init(&c->ev.rescan_pids);
@@ -929,6 +1079,7 @@ out:
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
+	ringev_release_walks(&c->ev);
 	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
 		batch_tails_emit(&c->ev.batch, tails, stop_ts);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
@@ -950,6 +1101,16 @@ out:
 	}
 	c->skel->bss->exec_hold_tgid = 0;
 	for (size_t i = 0; i < c->ntargets; i++) {
+		struct target *t = &c->targets[i];
+
+		/* A first exec the loop did not get to: checked all the same. */
+		if (t->execed && t->exec_check && !launch_exec_check(c, t) && !ret) {
+			c->end_reason = CORO_END_ERROR;
+			ret = EXIT_LAUNCH;
+		}
+	}
+	c->skel->bss->exec_check_tgid = 0;
+	for (size_t i = 0; i < c->ntargets; i++) {
 		const struct target *t = &c->targets[i];
 
 		/* --follow: the program may be one of its children. */
@@ -970,16 +1131,42 @@ out:
 		/* Said above, naming the program. */
 		if (!c->targets[i].switch_mode || c->targets[i].probe_sites || c->targets[i].via_script)
 			continue;
-		/* Families attached, nothing seen: its coroutines may switch some other way. */
-		log_warn("no context switch seen through the switch functions corobpf knows (--switch "
-			 "help lists them); if the program has coroutines, name its switch function "
-			 "with --switch uprobe:PATH:SYMBOL:from=ARG,to=ARG");
+		/* Families attached, nothing seen: say what was looked for, and why it may be missing. */
+		say_nothing_seen(c, &c->targets[i]);
 		break;
 	}
 	emit_stats(c);
 	emit_end(c);
 	capture_detach_async(c);
 	return ret;
+}
+
+/*
+ * A target traced through the switch-function path that made no switch
+ * seen: which families corobpf looked through (and in which objects), the
+ * reasons an interpreter it knows was not traced or may show nothing
+ * (interpattach.h), then what to do if the program switches some other way.
+ */
+static void say_nothing_seen(struct capture *c, const struct target *t)
+{
+	char list[1024] = "";
+	size_t n = 0;
+	u32 fams = 0;
+
+	for (u32 i = 0; i < c->nlooked && n + 1 < sizeof(list); i++) {
+		if (c->looked[i].pid != t->pid)
+			continue;
+		n += snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "", c->looked[i].what);
+		if (n >= sizeof(list))
+			n = sizeof(list) - 1;
+		fams++;
+	}
+	log_warn("no context switch seen in process %u (%s); corobpf looked for %s", t->pid, t->comm,
+		 fams ? list : "none of its families (none of their functions is in its objects)");
+	interpattach_say_unseen(t->pid);
+	log_warn("if the program has coroutines of another kind, name its switch function with "
+		 "--switch uprobe:PATH:SYMBOL:from=ARG,to=ARG (--switch help lists the families corobpf "
+		 "knows)");
 }
 
 static void *detach_links(void *arg)
@@ -1062,6 +1249,7 @@ void capture_close(struct capture *c)
 	usdt_free(&c->attach);
 	attach_ctx_free(&c->attach);
 	cxxattach_free();
+	interpattach_free();
 	if (c->stk) {
 		const struct stack_resolver_stats *st = stack_resolver_stats(c->stk);
 

@@ -60,6 +60,16 @@ struct capture {
 	 */
 	void (*tick)(void *ctx);
 	void *tick_ctx;
+	/*
+	 * What the switch-function path attached for each target ("lua
+	 * (libluajit-5.1.so.2.1.0: LuaJIT 2.1)"): a run that saw no switch says
+	 * what it looked for.
+	 */
+	struct looked_for {
+		u32 pid;
+		char what[128];
+	} looked[16];
+	u32 nlooked;
 };
 
 int capture_open(struct capture *c, const struct capture_opts *opts);

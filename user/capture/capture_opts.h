@@ -21,6 +21,7 @@ enum stack_mode {
 
 #define CAPTURE_MAX_PIDS 256
 #define CAPTURE_MAX_CUSTOM 8
+#define CAPTURE_MAX_COMMS 16 /* the BPF side's COMM_FILTER_MAX */
 
 struct capture_opts {
 	u32 pids[CAPTURE_MAX_PIDS]; /* -p (with -a: a filter) */
@@ -30,7 +31,9 @@ struct capture_opts {
 	u64 ring_bytes;
 	bool no_sched;	  /* without the kernel's scheduling view (sched_switch/wakeup) */
 	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
-	const char *comm; /* -a --comm: only processes whose name starts so */
+	/* -a --comm, repeatable: only processes whose name starts with one of them */
+	const char *comms[CAPTURE_MAX_COMMS];
+	u32 ncomms;
 	/*
 	 * --follow: the targets' probe objects are attached for every process
 	 * (pid -1) and the BPF side admits the targets and, at fork, their

@@ -65,9 +65,10 @@ struct walked {
 /*
  * Where the parked goroutine at g is: its saved pc, then the return
  * addresses of the frame-pointer chain (each frame [bp] = the caller's bp,
- * [bp + 8] = the return address into it). Only ever read through peek.
+ * [bp + 8] = the return address into it), at most max. Only ever read
+ * through peek.
  */
-static u32 walk_stack(u32 pid, const struct goelf_info *gi, u64 g, u64 *ips)
+static u32 walk_stack(u32 pid, const struct goelf_info *gi, u64 g, u64 *ips, u32 max)
 {
 	u64 pc = peek_word(pid, g + gi->g_sched_pc), sp = peek_word(pid, g + gi->g_sched_sp);
 	u64 bp = peek_word(pid, g + gi->g_sched_bp);
@@ -76,7 +77,7 @@ static u32 walk_stack(u32 pid, const struct goelf_info *gi, u64 g, u64 *ips)
 	if (!pc)
 		return 0;
 	ips[n++] = pc;
-	while (n < GOWALK_STACK_DEPTH && bp && bp >= sp && !(bp & 7)) {
+	while (n < max && bp && bp >= sp && !(bp & 7)) {
 		u64 fr[2];
 
 		if (!peek(pid, bp, fr, sizeof(fr)) || !fr[1])
@@ -90,14 +91,79 @@ static u32 walk_stack(u32 pid, const struct goelf_info *gi, u64 g, u64 *ips)
 	return n;
 }
 
+/* A word of the process (a goelf_read_fn; ctx: the pid). */
+static bool live_word(void *ctx, uint64_t addr, uint64_t *word)
+{
+	return peek(*(const u32 *)ctx, addr, word, sizeof(*word));
+}
+
+/* Frames followed to name a goroutine started by a wrapper (the wrapper's is near the last). */
+#define NAME_DEPTH 512
+
+/*
+ * A goroutine started in a `go f(x)` statement's wrapper that calls f
+ * through its closure (w): named after f, as Go's traceback names it. Before
+ * it first runs, through the closure it starts with (g.sched.ctxt, which the
+ * runtime clears when it runs it); once it ran, from its stack, where it was
+ * left: the frame the wrapper called. False, the name kept, if neither says
+ * (it runs now: its stack is its thread's to change).
+ */
+static bool name_wrapped(u32 pid, const struct goelf_info *gi, u64 g, u32 status,
+			 const struct goelf_wrapper *w, char *name, size_t len)
+{
+	u64 ctxt = peek_word(pid, g + gi->g_sched_ctxt), f = 0;
+	char buf[CORO_STR_LEN];
+
+	if (ctxt) {
+		f = goelf_wrapper_target(w, ctxt, live_word, &pid);
+		if (f) {
+			switchfam_name_at(pid, f, buf, sizeof(buf));
+			if (!strncmp(buf, "0x", 2) || strstr(buf, "+0x"))
+				f = 0; /* not a function's entry: not the closure the code says */
+		}
+	} else if (status != CORO_GO_RUNNING && status != CORO_GO_SYSCALL) {
+		u64 *frames = xmalloc(NAME_DEPTH * sizeof(*frames));
+		u32 n = walk_stack(pid, gi, g, frames, NAME_DEPTH);
+
+		f = goelf_wrapper_callee(w, frames, n);
+		free(frames);
+		if (f)
+			switchfam_func_at(pid, f, buf, sizeof(buf));
+	}
+	if (!f)
+		return false;
+	snprintf(name, len, "%s", buf);
+	return true;
+}
+
+/*
+ * A runnable goroutine's goid read a second time, after the pass over every
+ * goroutine: newproc1 reuses a dead g and sets its status to Grunnable
+ * before it gives it its new goid, so a g read between the two carries its
+ * dead goroutine's goid. A goid that changed meanwhile was such a read:
+ * the new goroutine's creation is in the probes' stream, which has been in
+ * place since before the walk began.
+ */
+static bool goid_changed(u32 pid, const struct goelf_info *gi, u64 g, u64 goid)
+{
+	return peek_word(pid, g + gi->offs.g_goid) != goid;
+}
+
+/* A record's g, and what its name still needs (a wrapper's way to f, while it ran). */
+struct walked_g {
+	u64 g;
+	struct goelf_wrapper w;
+};
+
 int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 		   struct coro_rec_go_g **out)
 {
 	const struct coro_go_offsets *o = &gi->offs;
-	u64 slice[2], *gs, bias, now = now_boottime_ns();
+	u64 slice[2], *gs, bias, now;
 	size_t used = 0, cap = 0;
-	char *recs = NULL;
-	u32 n = 0;
+	char *recs = NULL, *from, *to;
+	struct walked_g *wg;
+	u32 n = 0, kept = 0;
 
 	*out = NULL;
 	if (!gi->allgs || !load_bias(pid, gi, &bias))
@@ -113,6 +179,7 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 		free(gs);
 		return -EIO;
 	}
+	wg = xcalloc(slice[1], sizeof(*wg));
 	for (u64 i = 0; i < slice[1]; i++) {
 		struct walked w;
 		struct coro_rec_go_g *r = &w.g;
@@ -132,7 +199,6 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 		r->hdr.size = sizeof(*r);
 		r->hdr.kind = CORO_REC_GO_G;
 		r->hdr.pid = pid;
-		r->hdr.ts = now;
 		r->status = status;
 		if (status == CORO_GO_RUNNING || status == CORO_GO_SYSCALL) {
 			u64 m = peek_word(pid, gs[i] + o->g_m);
@@ -149,10 +215,14 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 			if (sg && !r->obj)
 				r->obj = peek_word(pid, sg + o->sudog_elem);
 		}
-		switchfam_name_at(pid, peek_word(pid, gs[i] + o->g_startpc), r->name,
-				  sizeof(r->name));
+		wg[n].g = gs[i];
+		switchfam_name_goroutine(pid, peek_word(pid, gs[i] + o->g_startpc), r->name,
+					 sizeof(r->name), &wg[n].w);
+		if (wg[n].w.n &&
+		    name_wrapped(pid, gi, gs[i], status, &wg[n].w, r->name, sizeof(r->name)))
+			wg[n].w.n = 0;
 		if (stacks && (status == CORO_GO_WAITING || status == CORO_GO_PREEMPTED))
-			nips = walk_stack(pid, gi, gs[i], w.ips);
+			nips = walk_stack(pid, gi, gs[i], w.ips, GOWALK_STACK_DEPTH);
 		if (nips) {
 			w.ref.id = nips;
 			w.ref.how = CORO_STACK_IPS;
@@ -167,8 +237,44 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 		n++;
 	}
 	free(gs);
+	/*
+	 * In place: the records of goroutines that were really there, packed.
+	 * One that ran a wrapper is named now if it has stopped running since.
+	 */
+	from = to = recs;
+	for (u32 i = 0; i < n; i++) {
+		struct coro_rec_go_g *r = (struct coro_rec_go_g *)from;
+		u16 size = r->hdr.size;
+		u32 status = 0;
+
+		from += size;
+		if (r->status == CORO_GO_RUNNABLE && goid_changed(pid, gi, wg[i].g, r->goid))
+			continue;
+		if (wg[i].w.n && peek(pid, wg[i].g + gi->g_status, &status, sizeof(status)) &&
+		    !goid_changed(pid, gi, wg[i].g, r->goid))
+			name_wrapped(pid, gi, wg[i].g, status & ~(u32)GO_GSCAN, &wg[i].w, r->name,
+				     sizeof(r->name));
+		memmove(to, r, size);
+		to += size;
+		kept++;
+	}
+	free(wg);
+	/*
+	 * Every record is stamped after the last read: the probes' records of
+	 * anything that changed while the walk read (before this instant) come
+	 * first in time order, and gomodel.c keeps their view; whatever they
+	 * say later happened after the walk read it.
+	 */
+	now = now_boottime_ns();
+	from = recs;
+	for (u32 i = 0; i < kept; i++) {
+		struct coro_rec_go_g *r = (struct coro_rec_go_g *)from;
+
+		r->hdr.ts = now;
+		from += r->hdr.size;
+	}
 	*out = (struct coro_rec_go_g *)recs;
-	return (int)n;
+	return (int)kept;
 }
 
 void gowalk_emit(const struct coro_rec_go_g *gs, u32 n, struct stack_resolver *stk,

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * Go, -p: the goroutines alive when corobpf attached, read from the
- * process's memory after the uprobe on casgstatus is in place (so a change
- * made meanwhile is seen by the probe, and user/model/gomodel.c keeps the
- * newer of the two).
+ * process's memory after the uprobe on casgstatus is in place, so a change
+ * made meanwhile is seen by the probe: the records are stamped after the
+ * last read, and user/model/gomodel.c keeps the probes' view of a goroutine
+ * they reported before that instant (the walk gives its name only, or
+ * nothing if it ended); what they report after it happened after the read.
  *
  * runtime.allgs is a []*g of every goroutine the program ever made (dead
  * ones are kept for reuse). It is read with process_vm_readv: only the
@@ -26,8 +28,11 @@
 
 /*
  * The live goroutines of process pid (its binary described by gi), as
- * CORO_REC_GO_G records stamped now, into *out (malloc'd, packed: each
- * record hdr.size long). Returns how many, or a negative errno (the
+ * CORO_REC_GO_G records all stamped when the walk ended, into *out
+ * (malloc'd, packed: each record hdr.size long). A runnable goroutine whose
+ * goid changed by the end of the walk is left out: its g was being reused
+ * by newproc1 (the status is set before the new goid), and the probes saw
+ * the new goroutine made. Returns how many, or a negative errno (the
  * process gone, its memory not readable).
  *
  * With stacks (--stacks), where a parked goroutine (Gwaiting, Gpreempted)

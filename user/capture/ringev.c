@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/sysmacros.h>
+#include "attachctx.h"
 #include "cxxattach.h"
 #include "kinds.h"
 #include "liverec.h"
@@ -11,6 +13,7 @@
 #include "log.h"
 #include "ringev.h"
 #include "goelf.h"
+#include "gowalk.h"
 #include "switchfam.h"
 
 /* The largest payload a record with a stack has (before its ref): a span_begin's. */
@@ -27,6 +30,56 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->batch.cur);
 	ev->batch.out = ringev_record;
 	ev->batch.out_ctx = ev;
+	hmap_init(&ev->plans_said);
+}
+
+void ringev_global_plans_for(struct ringev *ev, u32 pid, u64 ts)
+{
+	const struct attach_plans *found[64];
+	char path[64], line[4096 + 128];
+	u32 n = 0, fams = 0, drop;
+	FILE *f;
+
+	if (!ev->global_plans || !ev->global_plans->len)
+		return;
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f) && n < 64) {
+		unsigned long start, end, ino;
+		unsigned maj, min;
+		char perms[8];
+		const struct attach_plans *p;
+		u64 dev, key;
+
+		if (sscanf(line, "%lx-%lx %7s %*x %x:%x %lu", &start, &end, perms, &maj, &min,
+			   &ino) < 6 || perms[2] != 'x' || !ino)
+			continue;
+		dev = makedev(maj, min);
+		p = hmap_get((struct hmap *)ev->global_plans, dev, ino);
+		/* (pid, object): the object's dev and inode folded into one key. */
+		key = ino ^ (dev << 40) ^ (dev >> 24);
+		if (!p || hmap_get(&ev->plans_said, pid, key))
+			continue;
+		hmap_put(&ev->plans_said, pid, key, (void *)1);
+		found[n++] = p;
+		for (size_t i = 0; i < p->n; i++)
+			fams |= 1u << (p->v[i].family & 31);
+	}
+	if (f)
+		fclose(f);
+	/* A runtime that leaves families out (QEMU: ucontext), as the BPF side does (ctx_wanted). */
+	drop = switchfam_excluded(fams);
+	for (u32 i = 0; i < n; i++) {
+		for (size_t j = 0; j < found[i]->n; j++) {
+			struct attach_found r = found[i]->v[j];
+
+			if (drop & (1u << (r.family & 31)))
+				continue;
+			r.pid = pid;
+			r.ts = ts;
+			liverec_found(ev->sink, &r);
+		}
+	}
 }
 
 void ringev_free(struct ringev *ev)
@@ -37,10 +90,39 @@ void ringev_free(struct ringev *ev)
 	hmap_free(&ev->seen_threads);
 	hmap_free(&ev->rescan_pids);
 	hmap_free(&ev->cxx_named);
+	hmap_free(&ev->plans_said);
 	while (hmap_next(&ev->announced, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&ev->announced);
 	batch_forget_all(&ev->batch);
+	for (size_t i = 0; i < ev->nwalks; i++)
+		free(ev->walks[i]);
+	free(ev->walks);
+	free(ev->nwalk);
+}
+
+void ringev_hold_walk(struct ringev *ev, struct coro_rec_go_g *gs, u32 n)
+{
+	if (!n) {
+		free(gs);
+		return;
+	}
+	ev->walks = xrealloc(ev->walks, (ev->nwalks + 1) * sizeof(*ev->walks));
+	ev->nwalk = xrealloc(ev->nwalk, (ev->nwalks + 1) * sizeof(*ev->nwalk));
+	if (!ev->nwalks || gs->hdr.ts < ev->walks_ts)
+		ev->walks_ts = gs->hdr.ts;
+	ev->walks[ev->nwalks] = gs;
+	ev->nwalk[ev->nwalks++] = n;
+}
+
+void ringev_release_walks(struct ringev *ev)
+{
+	/* In the order they were made (a process walked again comes after). */
+	for (size_t i = 0; i < ev->nwalks; i++) {
+		gowalk_emit(ev->walks[i], ev->nwalk[i], ev->stk, ev->sink->emit, ev->sink->ctx);
+		free(ev->walks[i]);
+	}
+	ev->nwalks = 0;
 }
 
 struct target *ringev_find_target(const struct ringev *ev, u32 pid)
@@ -127,14 +209,18 @@ static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
 	}
 	hmap_put(&ev->announced, h->pid, 0, xstrdup(t.exe));
 	liverec_process(ev->sink, &t);
+	if (ev->opts->system_wide)
+		ringev_global_plans_for(ev, h->pid, h->ts);
 }
 
 static void on_process(struct ringev *ev, const struct coro_event_hdr *h)
 {
 	if (h->kind == CORO_EV_PROC_NEW && !hmap_get(&ev->announced, h->pid, 0))
 		on_process_new(ev, (const struct coro_ev_proc *)h);
-	if (h->kind == CORO_EV_PROC_GONE)
+	if (h->kind == CORO_EV_PROC_GONE) {
 		free(hmap_del(&ev->announced, h->pid, 0));
+		hmap_del_k1(&ev->plans_said, h->pid, NULL);
+	}
 }
 
 /*
@@ -196,45 +282,110 @@ static void forward_with_stack(struct ringev *ev, const struct coro_event_hdr *h
 static int on_ctx_entry(struct ringev *ev, const struct coro_ev_ctx_entry *e)
 {
 	struct coro_ev_name n = {.hdr = e->hdr, .id = e->id};
+	const struct target *t = ringev_find_target(ev, e->hdr.pid);
 
 	n.hdr.size = sizeof(n);
 	n.hdr.kind = CORO_EV_NAME;
 	switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
+	/*
+	 * The process is gone (a short run: qemu-img, qemu-io): named in the
+	 * executable that holds its context functions, where the process had
+	 * it (its code's start, which the BPF side read with the address).
+	 */
+	for (size_t i = 0; t && !strncmp(n.name, "0x", 2) && i < t->nswobjs; i++)
+		if (switchfam_name_in_exe(t->swobjs[i].path, t->swobjs[i].shown, e->start_code,
+					  e->addr, n.name, sizeof(n.name)))
+			break;
 	if (strlen(n.name) == sizeof(n.name) - 1)
 		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
 	return ringev_record(ev, &n, sizeof(n));
 }
 
-/* Go: a new goroutine's function, named from the process's mappings as QEMU's entries are. */
+/*
+ * Go: the function at addr once the process is gone (a goroutine made as
+ * it exited), from the binary kept: the target's Go objects, else (-a,
+ * --follow) the program it ran when it was admitted; a PIE's address first
+ * less where its goroutines' functions were while it lived (*bias).
+ */
+static bool go_name_gone(struct ringev *ev, u32 pid, u64 addr, char *name, size_t len,
+			 struct goelf_wrapper *w, u64 *bias)
+{
+	const struct target *t = ringev_find_target(ev, pid);
+	const char *exe = t ? NULL : hmap_get(&ev->announced, pid, 0);
+	u64 b = 0, biases[2] = {0, 0};
+	int nb = 0;
+
+	if (switchfam_bias_of(pid, &b))
+		biases[nb++] = b;
+	biases[nb++] = 0;
+	for (int k = 0; k < nb; k++) {
+		*bias = biases[k];
+		for (size_t i = 0; t && i < t->nswobjs; i++)
+			if ((t->swobjs[i].families & (1u << CORO_FAM_GO)) &&
+			    goelf_func_at_path(t->swobjs[i].path, addr - biases[k], name, len, w))
+				return true;
+		if (exe && *exe && goelf_func_at_path(exe, addr - biases[k], name, len, w))
+			return true;
+	}
+	return false;
+}
+
+/* Go: the function at addr in process pid, live or gone; w: as goelf_goroutine_start's. */
+static void go_name(struct ringev *ev, u32 pid, u64 addr, char *name, size_t len,
+		    struct goelf_wrapper *w)
+{
+	u64 bias;
+
+	switchfam_name_goroutine(pid, addr, name, len, w);
+	if (strncmp(name, "0x", 2) || !go_name_gone(ev, pid, addr, name, len, w, &bias))
+		return;
+	/* The wrapper's code where the process had it. */
+	w->entry += bias;
+	w->end += bias;
+}
+
+/* A word of a new goroutine's closure, from the BPF side's copy of it (a goelf_read_fn). */
+static bool entry_word(void *ctx, uint64_t addr, uint64_t *word)
+{
+	const struct coro_ev_go_entry *e = ctx;
+
+	for (int i = 0; i < CORO_GO_CTXT_WORDS; i++) {
+		if (addr == e->ctxt + 8 * (u64)(i + 1)) {
+			*word = e->ctxt_word[i];
+			return true;
+		}
+		if (e->ctxt_word[i] && addr == e->ctxt_word[i] && e->ctxt_deref[i]) {
+			*word = e->ctxt_deref[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * Go: a new goroutine's function, named from the process's mappings as
+ * QEMU's entries are. A `go f(x)` statement's wrapper that calls f through
+ * its closure (f a function value, or a closure called with arguments) is
+ * named after f, found through the closure as it was when the goroutine was
+ * made: as Go's traceback names the goroutine.
+ */
 static int on_go_entry(struct ringev *ev, const struct coro_ev_go_entry *e)
 {
 	struct coro_ev_name n = {.hdr = e->hdr, .id = e->goid};
+	struct goelf_wrapper w, none;
+	char f_name[sizeof(n.name)];
+	u64 f;
 
 	n.hdr.size = sizeof(n);
 	n.hdr.kind = CORO_EV_NAME;
 	/* The thread's story is the status record's: one record of it is enough. */
 	n.hdr.lost_before = 0;
-	switchfam_name_at(e->hdr.pid, e->startpc, n.name, sizeof(n.name));
-	if (!strncmp(n.name, "0x", 2)) {
-		/* The process is gone (a goroutine made as it exited): the binary kept. */
-		const struct target *t = ringev_find_target(ev, e->hdr.pid);
-
-		const char *exe = t ? NULL : hmap_get(&ev->announced, e->hdr.pid, 0);
-		uint64_t pcs[2] = {e->startpc, e->startpc}, bias;
-		bool named = false;
-
-		/* A PIE: first where its goroutines' functions were while the process lived. */
-		if (switchfam_bias_of(e->hdr.pid, &bias))
-			pcs[0] -= bias;
-		for (int k = 0; k < 2 && !named; k++) {
-			for (size_t i = 0; t && i < t->nswobjs && !named; i++)
-				named = (t->swobjs[i].families & (1u << CORO_FAM_GO)) &&
-					goelf_func_at_path(t->swobjs[i].path, pcs[k], n.name,
-							   sizeof(n.name));
-			/* -a, --follow: the program the process ran when it was admitted. */
-			if (!named && exe && *exe)
-				named = goelf_func_at_path(exe, pcs[k], n.name, sizeof(n.name));
-		}
+	go_name(ev, e->hdr.pid, e->startpc, n.name, sizeof(n.name), &w);
+	if (w.n && (f = goelf_wrapper_target(&w, e->ctxt, entry_word, (void *)e))) {
+		go_name(ev, e->hdr.pid, f, f_name, sizeof(f_name), &none);
+		/* f's entry, or the closure was not what the wrapper's code says. */
+		if (strncmp(f_name, "0x", 2) && !strstr(f_name, "+0x"))
+			memcpy(n.name, f_name, sizeof(n.name));
 	}
 	if (strlen(n.name) == sizeof(n.name) - 1)
 		n.hdr.flags |= CORO_EVF_STR_TRUNCATED;
@@ -271,7 +422,11 @@ static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
 {
 	u64 had = (u64)(uintptr_t)hmap_get(&ev->cxx_named, e->hdr.pid, e->frame);
 	u64 want = (u64)e->fn + 1;
-	struct coro_ev_name n = {.hdr = e->hdr, .id = e->frame};
+	/* Its function's name whole, up to CORO_NAME_MAX - 1 bytes (coro_name_record()). */
+	union {
+		struct coro_ev_name n;
+		u64 room[CORO_NAME_REC_MAX / 8];
+	} r = {.n = {.hdr = e->hdr, .id = e->frame}};
 	const char *name = cxxattach_name(e->fn);
 
 	record_sink_emit(ev->sink, &e->hdr);
@@ -285,7 +440,10 @@ static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
 	    (e->op == CORO_CXX_BODY && (had & ~CXXNAME_DESTROYED) == want))
 		return 0;
 	hmap_put(&ev->cxx_named, e->hdr.pid, e->frame, (void *)(uintptr_t)want);
-	emit_with_string(ev, &n.hdr, sizeof(n), CORO_EV_NAME, n.name, sizeof(n.name), name);
+	r.n.hdr.flags &= (u8)~(CORO_EVF_STR_TRUNCATED | CORO_EVF_STR_FAULT);
+	r.n.hdr.lost_before = 0;
+	coro_name_record(&r.n, name);
+	record_sink_emit(ev->sink, &r.n.hdr);
 	return 0;
 }
 
@@ -312,6 +470,8 @@ int ringev_record(void *ctx, void *data, size_t size)
 	const struct coro_event_hdr *h = data;
 	const char *why = "kind not born in BPF";
 
+	if (ev->nwalks && size >= sizeof(*h) && h->ts >= ev->walks_ts)
+		ringev_release_walks(ev);
 	if (h->kind == CORO_EV_CTX_ENTRY && size == sizeof(struct coro_ev_ctx_entry) &&
 	    h->size == size)
 		return on_ctx_entry(ev, data);
@@ -328,10 +488,12 @@ int ringev_record(void *ctx, void *data, size_t size)
 	ev->ustats[CORO_USTAT_RECORDS]++;
 	if (ev->batch.cur.len)
 		batch_note(&ev->batch, h);
-	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS)
+	/* A probe's or an interpreter's switch (interp.bpf.h sends the probe ABI's) counts too. */
+	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS || h->kind == CORO_EV_SWITCH)
 		ev->ctx_switches++;
 	if (h->kind == CORO_EV_CTX_CREATE || h->kind == CORO_EV_CTX_SWITCH ||
-	    h->kind == CORO_EV_CTX_EXIT || h->kind == CORO_EV_CXX)
+	    h->kind == CORO_EV_CTX_EXIT || h->kind == CORO_EV_CXX || h->kind == CORO_EV_SWITCH ||
+	    h->kind == CORO_EV_CREATE)
 		on_context_record(ev, h);
 	if (h->kind == CORO_EV_CXX && ((const struct coro_ev_cxx *)h)->op == CORO_CXX_BODY)
 		ev->ctx_switches++;

@@ -22,6 +22,12 @@
  * The stack resolver writes records of its own (mappings, stack
  * definitions) straight into the sink, ahead of the record that needs
  * them: that is the one place a record handler emits more than one record.
+ *
+ * Go's walks at an attach (gowalk.h) are held here until the ring's
+ * records from before them have gone into the sink: the walk is stamped
+ * when it ended, and the probes' records of the time it took are still in
+ * the ring then. Ahead of them in the sink, the reorder buffer would let
+ * the walk push out records older than those (late records).
  */
 #ifndef COROBPF_RINGEV_H
 #define COROBPF_RINGEV_H
@@ -49,6 +55,13 @@ struct ringev {
 	struct hmap announced;	  /* -a, --follow: admitted processes, pid -> its exe (owned) */
 	struct hmap rescan_pids;  /* -a, --follow: processes whose maps changed */
 	u64 ctx_switches;	  /* switch-function path: switch records read */
+	/*
+	 * -a: the switch-function and interpreters' plans attached for every
+	 * process, by object (attachctx.h's global_plans); and the (pid, object)
+	 * whose switch_path records were written.
+	 */
+	const struct hmap *global_plans;
+	struct hmap plans_said;
 	/* C++20: (pid, frame) -> its coroutine's name index + 1, named already (CXXNAME_DESTROYED). */
 	struct hmap cxx_named;
 	/* Batched path: the threads' coroutines, the split records given to ringev_record(). */
@@ -60,9 +73,20 @@ struct ringev {
 	 * -d, the signals and every check between reads.
 	 */
 	u32 budget;
+	/* Go: walks at an attach, held until the ring's records before them have gone. */
+	struct coro_rec_go_g **walks;
+	u32 *nwalk;
+	size_t nwalks;
+	u64 walks_ts; /* the oldest held walk's time */
 };
 
 void ringev_init(struct ringev *ev);
+/*
+ * -a: process pid is traced; for each object it maps now that a plan attached
+ * for every process is on (global_plans), its switch_path records, once per
+ * (pid, object): so each process says through which families it is traced.
+ */
+void ringev_global_plans_for(struct ringev *ev, u32 pid, u64 ts);
 void ringev_free(struct ringev *ev);
 /* One record from the ring (ring_buffer_sample_fn's shape); ctx is the struct ringev. */
 int ringev_record(void *ctx, void *data, size_t size);
@@ -74,6 +98,15 @@ int ringev_record(void *ctx, void *data, size_t size);
  */
 #define RINGEV_BUDGET_SPENT (-EAGAIN)
 int ringev_ring_record(void *ctx, void *data, size_t size);
+
+/*
+ * Go: hold a walk's n records (gowalk_process's, taken over: freed here),
+ * to go into the sink just before the first ring record stamped at or after
+ * them, or at ringev_release_walks(), whichever comes first.
+ */
+void ringev_hold_walk(struct ringev *ev, struct coro_rec_go_g *gs, u32 n);
+/* Every walk held goes into the sink now: the ring was read to its end after them. */
+void ringev_release_walks(struct ringev *ev);
 /* A launched script's image proved to be a program (it switched, or ended): its held records. */
 void ringev_emit_held(struct ringev *ev, struct target *t, u64 ts);
 /* The target of that pid, or NULL. */

@@ -200,6 +200,23 @@ bool usdt_object_refused(struct attach_ctx *a, const struct elf_probes *probes, 
 	return true;
 }
 
+void usdt_object_unreadable(struct attach_ctx *a, int ret, const char *path, const char *shown,
+			    const char *err)
+{
+	size_t n = strlen(path);
+
+	/* elfnotes names the file by the path it was given: a descriptor's, often. */
+	if (!strncmp(err, path, n) && !strncmp(err + n, ": ", 2))
+		err += n + 2;
+	if (ret != -EINVAL) {
+		log_debug("skipping %s: %s", shown, err);
+		return;
+	}
+	a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+	log_warn("%s: refusing its probes, nothing attached in it: %s (see \"What corobpf "
+		 "refuses\" in docs/probes.md)", shown, err);
+}
+
 bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown, u32 need)
 {
 	bool found = a->opts->system_wide || a->opts->follow;
@@ -362,11 +379,12 @@ int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const ch
 	struct walk w = {.a = a};
 	u32 *global = NULL, need = 0, sites = 0;
 	char err[512];
-	int map_fd = bpf_map__fd(a->usdt_specs);
+	int map_fd = bpf_map__fd(a->usdt_specs), ret;
 
 	hmap_init(&w.local.ids);
-	if (elf_probe_walk(path, "corobpf", walk_site, &w, probes, err, sizeof(err)) < 0) {
-		log_debug("skipping %s: %s", shown, err);
+	ret = elf_probe_walk(path, "corobpf", walk_site, &w, probes, err, sizeof(err));
+	if (ret < 0) {
+		usdt_object_unreadable(a, ret, path, shown, err);
 		walk_free(&w);
 		return -EINVAL;
 	}

@@ -86,6 +86,16 @@ int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const ch
 bool usdt_object_refused(struct attach_ctx *a, const struct elf_probes *probes, const char *shown);
 
 /*
+ * elf_probe_walk() or elf_probe_scan() of the object at `path` failed with
+ * ret and err: a malformed or hostile object (-EINVAL: notes that do not
+ * parse, a section past the end of the file or larger than ELF_READ_MAX)
+ * is counted as refused and said, naming it as `shown`; anything else (not
+ * an x86-64 ELF, unreadable) is left to the debug log.
+ */
+void usdt_object_unreadable(struct attach_ctx *a, int ret, const char *path, const char *shown,
+			    const char *err);
+
+/*
  * Whether an object that needs `need` new spec slots may have them: false,
  * having counted and said why, when it would take more than its share.
  */

@@ -11,8 +11,13 @@ static bool is_control(const unsigned char *s, size_t len)
 		return s[0] < 0x20 || s[0] == 0x7f;
 	case 2: /* U+0080-U+009F */
 		return s[0] == 0xc2 && s[1] <= 0x9f;
-	case 3: /* U+202A-U+202E (embeddings, overrides), U+2066-U+2069 (isolates) */
-		return s[0] == 0xe2 && ((s[1] == 0x80 && s[2] >= 0xaa && s[2] <= 0xae) ||
+	/*
+	 * U+2028 and U+2029 (line and paragraph separators, which some terminals and every
+	 * browser console break the line at), U+202A-U+202E (embeddings, overrides),
+	 * U+2066-U+2069 (isolates).
+	 */
+	case 3:
+		return s[0] == 0xe2 && ((s[1] == 0x80 && s[2] >= 0xa8 && s[2] <= 0xae) ||
 					(s[1] == 0x81 && s[2] >= 0xa6 && s[2] <= 0xa9));
 	}
 	return false;

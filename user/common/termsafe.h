@@ -8,9 +8,11 @@
  *
  * term_safe() keeps printable UTF-8 as it is and writes every other byte as
  * \xNN: C0 controls and DEL, the C1 controls in their UTF-8 form
- * (U+0080-U+009F, which some terminals obey), the bidirectional overrides
- * and isolates (U+202A-U+202E, U+2066-U+2069, which reorder what follows
- * on the line), and bytes that are not valid UTF-8. A backslash is written
+ * (U+0080-U+009F, which some terminals obey), the line and paragraph
+ * separators (U+2028, U+2029, which break a line where a reader expects
+ * none), the bidirectional overrides and isolates (U+202A-U+202E,
+ * U+2066-U+2069, which reorder what follows on the line), and bytes that
+ * are not valid UTF-8. A backslash is written
  * \\, so what is shown reads back to the exact bytes.
  *
  * JSONL, SQLite and Perfetto escape in their own formats; this is for text.

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* C++20 coroutines in an unmodified object (see cxxcoro.h). */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,15 +91,94 @@ static char *ramp_of(const char *name, int *role)
 	return NULL;
 }
 
+/*
+ * Past the operator's symbol at s ("<<", "()", "->*"), or past " new", " co_await", a
+ * conversion's type...: none of it nests or ends a name.
+ */
+static size_t operator_end(const char *s)
+{
+	size_t i = 0;
+
+	if (!strncmp(s, "()", 2) || !strncmp(s, "[]", 2))
+		return 2;
+	if (s[0] == ' ') {
+		/* operator new, delete, co_await, "" suffixes, a conversion: one word. */
+		for (i = 1; s[i] && s[i] != '(' && s[i] != '<'; i++)
+			;
+		return i;
+	}
+	while (s[i] && strchr("<>=!+-*/%^&|~,", s[i]))
+		i++;
+	return i;
+}
+
+/*
+ * A demangled function's name without its return type: the mangling of a
+ * function template's specialization holds its return type, which the
+ * demangler prints first ("ex::task<int> ns::f<int>(int)"), where any other
+ * function starts with its own name ("ns::g(int)"). The name begins after
+ * the last space outside brackets before its parameter list (the last
+ * parenthesis outside brackets); an operator's symbol is no bracket.
+ */
+static void drop_return_type(char *s)
+{
+	size_t depth = 0, params = 0, space = 0;
+	bool have_params = false, have_space = false;
+
+	/* The parameter list: the last parenthesis outside brackets. */
+	for (size_t i = 0; s[i]; i++) {
+		if ((i == 0 || strchr(": ", s[i - 1])) && !strncmp(s + i, "operator", 8) &&
+		    !isalnum((unsigned char)s[i + 8]) && s[i + 8] != '_') {
+			i += 8 + operator_end(s + i + 8) - 1;
+			continue;
+		}
+		if (strchr("(<[{", s[i])) {
+			if (s[i] == '(' && !depth) {
+				params = i;
+				have_params = true;
+			}
+			depth++;
+		} else if (strchr(")>]}", s[i]) && depth) {
+			depth--;
+		}
+	}
+	if (!have_params)
+		return;
+	/* The last space outside brackets before it ends the return type, if there is one. */
+	depth = 0;
+	for (size_t i = 0; i < params; i++) {
+		if ((i == 0 || strchr(": ", s[i - 1])) && !strncmp(s + i, "operator", 8) &&
+		    !isalnum((unsigned char)s[i + 8]) && s[i + 8] != '_') {
+			i += 8 + operator_end(s + i + 8) - 1;
+			continue;
+		}
+		if (strchr("(<[{", s[i])) {
+			depth++;
+		} else if (strchr(")>]}", s[i]) && depth) {
+			depth--;
+		} else if (s[i] == ' ' && !depth) {
+			space = i;
+			have_space = true;
+		}
+	}
+	if (have_space)
+		memmove(s, s + space + 1, strlen(s + space + 1) + 1);
+}
+
 void cxxcoro_demangle(const char *name, char *buf, size_t len)
 {
 	int status = -1;
 	char *d = __cxa_demangle(name, NULL, NULL, &status);
 	char *clone;
 
+	if (d && !status) {
+		/* A clone's demangled name ends in " [clone .actor]": the coroutine is the function. */
+		if ((clone = strstr(d, " [clone .")))
+			*clone = 0;
+		drop_return_type(d);
+	}
 	snprintf(buf, len, "%s", d && !status ? d : name);
 	free(d);
-	/* A clone's demangled name ends in " [clone .actor]": the coroutine is the function. */
 	if ((clone = strstr(buf, " [clone .")))
 		*clone = 0;
 }
@@ -145,7 +225,7 @@ static void load_syms(struct scan *s)
 	if (!pick)
 		return;
 	{
-		Elf_Data *data = elf_getdata(pick, NULL);
+		Elf_Data *data = elf_section_data(s->img.elf, pick, &pick_sh);
 		size_t n = pick_sh.sh_entsize ? pick_sh.sh_size / pick_sh.sh_entsize : 0;
 
 		for (size_t i = 0; data && i < n; i++) {

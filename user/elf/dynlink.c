@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <gelf.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -129,7 +130,10 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 		} else if (ph.p_type == PT_INTERP && !out->interp) {
 			const char *s, *nul;
 
-			data = elf_getdata_rawchunk(elf, ph.p_offset, ph.p_filesz, ELF_T_BYTE);
+			/* A path: PATH_MAX at most, whatever the header says. */
+			data = ph.p_filesz <= PATH_MAX ? elf_getdata_rawchunk(elf, ph.p_offset,
+									      ph.p_filesz, ELF_T_BYTE)
+						       : NULL;
 			s = data ? data->d_buf : NULL;
 			nul = s ? memchr(s, 0, data->d_size) : NULL;
 			if (!nul || nul == s) {
@@ -154,6 +158,13 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 		goto done;
 	}
 
+	if (dyn_ph.p_filesz > ELF_READ_MAX) {
+		errfmt(err, errlen, "%s: PT_DYNAMIC declares %llu bytes, more than the %llu MiB "
+		       "corobpf reads of one table", path, (unsigned long long)dyn_ph.p_filesz,
+		       (unsigned long long)(ELF_READ_MAX >> 20));
+		ret = -EINVAL;
+		goto fail;
+	}
 	data = elf_getdata_rawchunk(elf, dyn_ph.p_offset, dyn_ph.p_filesz, ELF_T_DYN);
 	if (!data) {
 		errfmt(err, errlen,
@@ -216,6 +227,13 @@ int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_
 	}
 	if (strsz > str_avail)
 		strsz = str_avail;
+	if (strsz > ELF_READ_MAX) {
+		errfmt(err, errlen, "%s: DT_STRSZ declares %llu bytes of names, more than the %llu "
+		       "MiB corobpf reads of one table", path, (unsigned long long)strsz,
+		       (unsigned long long)(ELF_READ_MAX >> 20));
+		ret = -EINVAL;
+		goto fail;
+	}
 	data = elf_getdata_rawchunk(elf, str_off, strsz, ELF_T_BYTE);
 	if (!data) {
 		errfmt(err, errlen,

@@ -20,6 +20,7 @@
 #include "util.h"
 
 #include "elfnotes.h"
+#include "sitebounds.h"
 
 #define STAPSDT_NOTE_TYPE	3
 #define STAPSDT_NOTE_OWNER	"stapsdt"
@@ -52,7 +53,7 @@ static const char *machine_name(unsigned int machine)
  * A cut file must be an error, so check both header tables fit.
  */
 static int check_header_tables(const char *path, int fd, const GElf_Ehdr *ehdr, char *err,
-			       size_t errlen)
+			       size_t errlen, uint64_t *file_size)
 {
 	uint64_t shnum = ehdr->e_shnum ? ehdr->e_shnum : 1;	/* 0: count in section 0 */
 	uint64_t phnum = ehdr->e_phnum;
@@ -82,7 +83,72 @@ static int check_header_tables(const char *path, int fd, const GElf_Ehdr *ehdr, 
 		       (long long)sb.st_size);
 		return -EINVAL;
 	}
+	*file_size = (uint64_t)sb.st_size;
 	return 0;
+}
+
+/*
+ * Every section whose bytes are in the file must be in it: libelf would
+ * read one that runs past the end as far as the file goes, or fail later,
+ * and a size a file cannot hold is not a mistake a linker makes. The
+ * section name table, which every reader of names loads whole, must also
+ * be no larger than ELF_READ_MAX.
+ */
+static int check_sections(const char *path, Elf *elf, uint64_t file_size, char *err,
+			  size_t errlen)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh)) {
+			errfmt(err, errlen, "%s: section %zu: unreadable header: %s", path,
+			       elf_ndxscn(scn), elf_errmsg(-1));
+			return -EINVAL;
+		}
+		if (sh.sh_type == SHT_NOBITS || !sh.sh_size)
+			continue;
+		if (sh.sh_offset > file_size || sh.sh_size > file_size - sh.sh_offset) {
+			errfmt(err, errlen,
+			       "%s: section %zu declares %llu bytes at file offset 0x%llx, past the "
+			       "end of the %llu-byte file",
+			       path, elf_ndxscn(scn), (unsigned long long)sh.sh_size,
+			       (unsigned long long)sh.sh_offset, (unsigned long long)file_size);
+			return -EINVAL;
+		}
+	}
+	if (elf_getshdrstrndx(elf, &shstrndx) == 0 && shstrndx) {
+		GElf_Shdr sh;
+
+		scn = elf_getscn(elf, shstrndx);
+		if (scn && gelf_getshdr(scn, &sh) && sh.sh_size > ELF_READ_MAX) {
+			errfmt(err, errlen,
+			       "%s: its section name table declares %llu bytes, more than the %llu "
+			       "MiB corobpf reads of one table",
+			       path, (unsigned long long)sh.sh_size,
+			       (unsigned long long)(ELF_READ_MAX >> 20));
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+Elf_Data *elf_section_data(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh)
+{
+	GElf_Shdr strsh;
+	Elf_Scn *str;
+
+	if (sh->sh_size > ELF_READ_MAX)
+		return NULL;
+	/* A symbol table's names are read whole too, by elf_strptr(). */
+	if (sh->sh_type == SHT_SYMTAB || sh->sh_type == SHT_DYNSYM) {
+		str = elf_getscn(elf, sh->sh_link);
+		if (!str || !gelf_getshdr(str, &strsh) || strsh.sh_size > ELF_READ_MAX)
+			return NULL;
+	}
+	return elf_getdata(scn, NULL);
 }
 
 /*
@@ -94,6 +160,7 @@ int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr,
 		  char *err, size_t errlen)
 {
 	const char *ident, *mname;
+	uint64_t file_size = 0;
 	size_t ident_len;
 	Elf *elf;
 	int fd, ret;
@@ -157,7 +224,10 @@ int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr,
 		ret = -ENOEXEC;
 		goto fail;
 	}
-	ret = check_header_tables(path, fd, ehdr, err, errlen);
+	ret = check_header_tables(path, fd, ehdr, err, errlen, &file_size);
+	if (ret)
+		goto fail;
+	ret = check_sections(path, elf, file_size, err, errlen);
 	if (ret)
 		goto fail;
 	*fd_out = fd;
@@ -251,6 +321,14 @@ struct scan {
 	/* elf_probe_walk: the caller's callback for every site accepted. */
 	elf_site_fn site_fn;
 	void *site_ctx;
+	/* The sites accepted so far, for the instruction-boundary check after the notes. */
+	struct site_rec {
+		uint64_t pc;
+		const char *name; /* into the section's data, alive for the scan */
+		unsigned int nth;
+		bool nop5;
+	} *recs;
+	size_t nrecs, cap_recs;
 };
 
 static uint64_t spec_hash(unsigned int name, const char *args)
@@ -730,8 +808,19 @@ static int scan_stapsdt(struct scan *s, const unsigned char *buf, size_t size, s
 			const char *spec = args[1] && args[1] != ':' ? args + 1 : "";
 
 			site.nth = count_probe(s->out, name, args - name, sem != 0);
+			unsigned int nop5 = s->out->sites_nop5;
+
 			check_site(s, &site);
 			count_spec(s, name, spec);
+			if (s->out->sites_refused == refused) {
+				if (s->nrecs == s->cap_recs) {
+					s->cap_recs = s->cap_recs ? 2 * s->cap_recs : 64;
+					s->recs = xrealloc(s->recs, s->cap_recs * sizeof(*s->recs));
+				}
+				s->recs[s->nrecs++] = (struct site_rec){
+				    .pc = site.pc, .name = name, .nth = site.nth,
+				    .nop5 = s->out->sites_nop5 != nop5};
+			}
 			if (s->site_fn && s->out->sites_refused == refused) {
 				struct elf_probe_site es = {
 					.name = name, .args = spec, .pc = site.pc, .off = site.off,
@@ -744,6 +833,39 @@ static int scan_stapsdt(struct scan *s, const unsigned char *buf, size_t size, s
 		off = next;
 	}
 	return 0;
+}
+
+/* A site the boundary check refused: counted as the other refusals are, and its kind as other. */
+static void bound_refused(void *ctx, size_t idx, const char *why)
+{
+	struct scan *s = ctx;
+	const struct site_rec *r = &s->recs[idx];
+	struct site site = {.name = r->name, .nth = r->nth};
+
+	refuse(s, &site, "site", r->pc, "%s", why);
+	if (r->nop5)
+		s->out->sites_nop5--;
+	else
+		s->out->sites_nop1--;
+	s->out->sites_other++;
+}
+
+/*
+ * Every site accepted must start an instruction of its function
+ * (sitebounds.h). Only when none was refused: one refusal leaves the
+ * object alone already, and this is the costly check.
+ */
+static void check_boundaries(struct scan *s)
+{
+	uint64_t *pcs;
+
+	if (!s->nrecs || s->out->sites_refused)
+		return;
+	pcs = xmalloc(s->nrecs * sizeof(*pcs));
+	for (size_t i = 0; i < s->nrecs; i++)
+		pcs[i] = s->recs[i].pc;
+	site_bounds_check(s->elf, s->fd, pcs, s->nrecs, bound_refused, s);
+	free(pcs);
 }
 
 int elf_probe_scan(const char *path, const char *provider, struct elf_probes *out, char *err,
@@ -796,6 +918,22 @@ int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void 
 		if (strcmp(sname, STAPSDT_SECTION) != 0)
 			continue;
 		/*
+		 * Read whole: never on a size only declared. A compiler writes a
+		 * hundred bytes or so per site; past ELF_READ_MAX the object is
+		 * refused rather than read (a sparse file can declare gigabytes).
+		 */
+		if (shdr.sh_size > ELF_READ_MAX) {
+			errfmt(err, errlen,
+			       "%s: %s at file offset 0x%llx declares %llu bytes of notes, more than "
+			       "the %llu MiB corobpf reads of one section (a compiler writes about "
+			       "100 bytes per probe site)",
+			       path, STAPSDT_SECTION, (unsigned long long)shdr.sh_offset,
+			       (unsigned long long)shdr.sh_size,
+			       (unsigned long long)(ELF_READ_MAX >> 20));
+			ret = -EINVAL;
+			goto out;
+		}
+		/*
 		 * elf_getdata() returns NULL both at the end and on error; only a
 		 * fresh error number tells them apart, and other libelf users
 		 * (libbpf) leave theirs behind.
@@ -820,8 +958,10 @@ int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void 
 			goto out;
 		}
 	}
+	check_boundaries(&s);
 	ret = 0;
 out:
+	free(s.recs);
 	free(s.segs);
 	free(s.specs);
 	elf_end(s.elf);

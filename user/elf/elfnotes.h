@@ -54,7 +54,8 @@ struct elf_probes {
 	/*
 	 * Sites that must not be probed, and why the first one: a uprobe there
 	 * could change what the program computes (not the nop our SDK writes,
-	 * or not in an executable segment), or the kernel would increment a
+	 * not in an executable segment, or not the start of an instruction of
+	 * its function: sitebounds.h), or the kernel would increment a
 	 * word that is not a semaphore of ours (outside .probes). One is
 	 * enough to leave the whole object alone: libbpf attaches every site
 	 * of a name at once, and an object with one such note is not what our
@@ -132,13 +133,32 @@ bool elf_is_elf(const char *path);
 int elf_check_loadable(int fd, char *err, size_t errlen);
 
 /*
+ * The most corobpf reads whole of one section or table of an object
+ * (notes, symbols and their names, the dynamic table and its names, unwind
+ * tables): 64 MiB. The largest on this project's machine are a few MiB
+ * (libLLVM's .eh_frame: 5 MiB). A size is only what the header declares:
+ * a sparse file can declare gigabytes in a few KiB of disk, which a read
+ * would turn into as many bytes of memory.
+ */
+#define ELF_READ_MAX (64ULL << 20)
+
+/*
  * Open `path` as an x86-64 ELF (libelf), refusing other classes and
- * machines with a message that says which. On success the caller owns
- * *fd_out and *elf_out (elf_end, close). Returns 0 or a negative errno.
+ * machines with a message that says which, and an object a section of
+ * which runs past the end of the file (or whose section name table is
+ * larger than ELF_READ_MAX). On success the caller owns *fd_out and
+ * *elf_out (elf_end, close). Returns 0 or a negative errno.
  */
 #include <gelf.h>
 int elf_open_host(const char *path, int *fd_out, Elf **elf_out, GElf_Ehdr *ehdr, char *err,
 		  size_t errlen);
+
+/*
+ * elf_getdata(scn, NULL) for a section of at most ELF_READ_MAX bytes (a
+ * symbol table: its string table too, which elf_strptr() reads whole);
+ * NULL for a larger one, as for an unreadable one.
+ */
+Elf_Data *elf_section_data(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh);
 
 /*
  * An object opened for reading code: elf_open_host() plus its PT_LOAD

@@ -87,6 +87,14 @@ static const struct switchfam_desc runtimes[] = {
 			{ "_ZN8greenlet11PythonState10did_finishEP3_ts", CORO_CTXOP_EXIT,
 			  { X86_RSI, NONE, NONE }, CORO_CTXC_EXIT_IF_A, true,
 			  "a greenlet's function returned: %rsi not NULL" },
+			/*
+			 * A switch to a thread's main greenlet passes here first:
+			 * greenlets share the thread's stack (their slices are
+			 * copied in and out), so no stack tells main apart. It
+			 * returns an object: `this` is the second register.
+			 */
+			{ "_ZN8greenlet12MainGreenlet8g_switchEv", CORO_CTXOP_MAIN,
+			  { X86_RSI, NONE, NONE }, 0, true, "the thread's main greenlet in %rsi" },
 		},
 		.limits = "names not visible; a greenlet made before the module was attached "
 			  "(it is loaded with dlopen) appears at its first switch",

@@ -27,7 +27,7 @@ struct go_release {
 	const char *prefix; /* "go1.19": every go1.19.x */
 	struct coro_go_offsets offs;
 	uint16_t g_status, m_procid;
-	uint16_t g_sched, gobuf_sp, gobuf_pc, gobuf_bp;
+	uint16_t g_sched, gobuf_sp, gobuf_pc, gobuf_bp, gobuf_ctxt;
 	const char *reasons[CORO_GO_REASONS];
 };
 
@@ -38,7 +38,7 @@ static const struct go_release releases[] = {
 			  .g_startpc = 312, .m_curg = 192, .sudog_c = 80, .sudog_elem = 24 },
 		.g_status = 144,
 		.m_procid = 72,
-		.g_sched = 56, .gobuf_sp = 0, .gobuf_pc = 8, .gobuf_bp = 48,
+		.g_sched = 56, .gobuf_sp = 0, .gobuf_pc = 8, .gobuf_bp = 48, .gobuf_ctxt = 24,
 		.reasons = { "", "GC assist marking", "IO wait", "chan receive (nil chan)",
 			     "chan send (nil chan)", "dumping heap", "garbage collection",
 			     "garbage collection scan", "panicwait", "select", "select (no cases)",
@@ -52,10 +52,18 @@ static const struct go_release releases[] = {
 
 /* ---- .gopclntab: Go's function table (runtime/symtab.go, pcHeader and _func) ---- */
 
+/* The table's magic: Go 1.18 and 1.19; Go 1.20 and later (whose _func has startLine). */
+#define GO118_MAGIC 0xfffffff0u
+#define GO120_MAGIC 0xfffffff1u
+/* Where a _func keeps its funcID (a byte): after cuOffset, and 1.20's startLine. */
+#define GO118_FUNCID_AT 36
+#define GO120_FUNCID_AT 40
+
 struct pcln {
 	const uint8_t *d;
 	size_t len;
 	uint64_t nfunc, text, funcname, functab;
+	uint32_t magic;
 };
 
 static bool pcln_open(Elf *elf, struct pcln *p)
@@ -84,8 +92,9 @@ static bool pcln_open(Elf *elf, struct pcln *p)
 		p->len = d->d_size;
 		magic = load_u32(p->d);
 		/* Go 1.18-1.19, and 1.20 and later (the same header), 8-byte pointers. */
-		if ((magic != 0xfffffff0 && magic != 0xfffffff1) || p->d[7] != 8)
+		if ((magic != GO118_MAGIC && magic != GO120_MAGIC) || p->d[7] != 8)
 			return false;
+		p->magic = magic;
 		p->nfunc = load_u64(p->d + 8);
 		p->text = load_u64(p->d + 24);
 		p->funcname = load_u64(p->d + 32);
@@ -163,59 +172,94 @@ static bool pcln_find(const struct pcln *p, uint64_t off, uint64_t *idx)
 	return true;
 }
 
-/* A closure ("pkg.fn.func3", "pkg.fn.func3.1"): what a `go f(x)` statement starts. */
-static bool is_closure(const char *name)
+/* Function i's funcID (runtime/symtab.go), or -1 if the table lies. */
+static int pcln_funcid(const struct pcln *p, uint64_t i)
 {
-	const char *f = strstr(name, ".func");
+	uint64_t fo = p->functab + load_u32(p->d + p->functab + 8 * i + 4);
+	uint64_t at = fo + (p->magic == GO118_MAGIC ? GO118_FUNCID_AT : GO120_FUNCID_AT);
 
-	return f && f[5] >= '0' && f[5] <= '9';
+	return at < p->len ? p->d[at] : -1;
+}
+
+/*
+ * The funcID Go gives the functions its tracebacks leave out (funcID_wrapper:
+ * among them the closure the compiler wraps a `go f(x)` statement in). Its
+ * number changes between releases, but it is the last of the list, right
+ * after runtime.systemstack_switch's, in every release whose list was
+ * checked (Go 1.19 to 1.23: runtime/symtab.go, then internal/abi), and
+ * every program has that function. -1 if not found.
+ */
+static int pcln_wrapper_id(const struct pcln *p)
+{
+	for (uint64_t i = 0; i < p->nfunc; i++) {
+		uint32_t entry;
+		const char *n = pcln_func(p, i, &entry);
+		int id;
+
+		if (n && !strcmp(n, "runtime.systemstack_switch")) {
+			id = pcln_funcid(p, i);
+			return id > 0 ? id + 1 : -1;
+		}
+	}
+	return -1;
 }
 
 /*
  * What the compiler calls on its own in any function: stack growth, write
- * barriers, bounds panics. Outside package runtime, any runtime function.
+ * barriers, bounds panics.
  */
-static bool compiler_helper(const char *closure, const char *callee)
+static bool compiler_helper(const char *callee)
 {
 	static const char *const helpers[] = { "runtime.morestack", "runtime.gcWriteBarrier",
 					       "runtime.panic", "runtime.goPanic" };
 
-	if (strncmp(callee, "runtime.", 8))
-		return false;
-	if (strncmp(closure, "runtime.", 8))
-		return true;
 	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
 		if (!strncmp(callee, helpers[i], strlen(helpers[i])))
 			return true;
 	return false;
 }
 
-/* The one function a small closure calls, but compiler_helper's: f of `go f(x)`'s wrapper. */
-static const char *wrapped_call(Elf *elf, const struct pcln *p, uint64_t idx)
+/* The bytes of function idx's code (in elf's file), and its address; NULL if not all there. */
+static const uint8_t *func_code(Elf *elf, const struct pcln *p, uint64_t idx, uint64_t *start,
+				size_t *n)
 {
-	uint32_t entry, end = load_u32(p->d + p->functab + 8 * (idx + 1));
-	const char *found = NULL, *self = pcln_func(p, idx, &entry);
-	uint64_t start, fileoff = 0;
-	size_t n, nph;
+	uint32_t entry = load_u32(p->d + p->functab + 8 * idx);
+	uint32_t end = load_u32(p->d + p->functab + 8 * (idx + 1));
+	uint64_t fileoff = 0;
+	size_t nph;
 	Elf_Data *code;
 
-	if (!self)
-		return NULL;
-	start = p->text + entry;
-	n = end - entry;
-	if (n > 256 || elf_getphdrnum(elf, &nph))
+	*start = p->text + entry;
+	*n = end - entry;
+	if (*n > 256 || elf_getphdrnum(elf, &nph))
 		return NULL;
 	for (size_t i = 0; i < nph; i++) {
 		GElf_Phdr ph;
 
 		if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
-		    start >= ph.p_vaddr && start + n <= ph.p_vaddr + ph.p_filesz)
-			fileoff = ph.p_offset + start - ph.p_vaddr;
+		    *start >= ph.p_vaddr && *start + *n <= ph.p_vaddr + ph.p_filesz)
+			fileoff = ph.p_offset + *start - ph.p_vaddr;
 	}
-	code = fileoff ? elf_getdata_rawchunk(elf, (int64_t)fileoff, n, ELF_T_BYTE) : NULL;
+	code = fileoff ? elf_getdata_rawchunk(elf, (int64_t)fileoff, *n, ELF_T_BYTE) : NULL;
+	return code ? code->d_buf : NULL;
+}
+
+/*
+ * The one function a `go f(x)` statement's wrapper calls, but
+ * compiler_helper's: f. NULL if it calls none directly (f a function
+ * value, or a closure called with arguments) or more than one.
+ */
+static const char *wrapped_call(Elf *elf, const struct pcln *p, uint64_t idx)
+{
+	const char *found = NULL;
+	const uint8_t *code;
+	uint64_t start;
+	size_t n;
+
+	code = func_code(elf, p, idx, &start, &n);
 	for (uint64_t a = 0; code && a < n;) {
 		struct x86_insn in;
-		int len = x86_decode((const uint8_t *)code->d_buf + a, n - a, start + a, &in);
+		int len = x86_decode(code + a, n - a, start + a, &in);
 		uint64_t ci;
 
 		if (!len)
@@ -229,35 +273,186 @@ static const char *wrapped_call(Elf *elf, const struct pcln *p, uint64_t idx)
 			uint32_t e;
 			const char *callee = pcln_func(p, ci, &e);
 
-			if (!callee || compiler_helper(self, callee))
+			if (!callee || compiler_helper(callee))
 				continue;
 			if (found && strcmp(found, callee))
-				return NULL; /* a closure of its own: keep its name */
+				return NULL;
 			found = callee;
 		}
 	}
 	return found;
 }
 
-bool goelf_func_at(Elf *elf, uint64_t vaddr, char *name, size_t len)
+/* A 64-bit load's base register and displacement (no index, not rip-relative); false if not. */
+static bool load_operand(const struct x86_insn *in, const uint8_t *b, int *base, int32_t *disp)
+{
+	int mod = in->modrm >> 6, rm = in->modrm & 7;
+	const uint8_t *d = b + in->len - in->imm_len - in->disp_len;
+
+	if (!in->has_modrm || mod == 3 || (mod == 0 && rm == 5))
+		return false;
+	if (rm == 4) {
+		uint8_t sib = *(d - 1);
+
+		if (((sib >> 3) & 7) != 4 || (in->rex & 2))
+			return false; /* an index register */
+		rm = sib & 7;
+		if (mod == 0 && rm == 5)
+			return false;
+	}
+	*base = rm | ((in->rex & 1) ? 8 : 0);
+	if (in->disp_len == 1)
+		*disp = (int8_t)d[0];
+	else if (in->disp_len == 4)
+		*disp = (int32_t)((uint32_t)d[0] | (uint32_t)d[1] << 8 | (uint32_t)d[2] << 16 |
+				  (uint32_t)d[3] << 24);
+	else
+		*disp = 0;
+	return true;
+}
+
+/* What a register holds in a wrapper, as loads from its closure (rdx at its entry). */
+struct chain {
+	bool known;
+	uint8_t n;
+	int32_t off[GOELF_WRAPPER_LOADS];
+};
+
+/*
+ * How the wrapper at idx finds f when it calls it through its closure: the
+ * loads from rdx (Go's closure context register) to the register or memory
+ * its indirect call goes through, followed on its straight-line path from
+ * its entry (a conditional branch is taken to fall through: the wrappers'
+ * only ones go to stack growth and panics). False if it calls something
+ * else first, or the target is not such a chain of loads.
+ */
+static bool wrapper_loads(Elf *elf, const struct pcln *p, uint64_t idx, struct goelf_wrapper *w)
+{
+	struct chain r[X86_NREGS];
+	const uint8_t *code;
+	uint64_t start;
+	size_t n;
+
+	memset(r, 0, sizeof(r));
+	code = func_code(elf, p, idx, &start, &n);
+	r[X86_RDX].known = true;
+	for (uint64_t a = 0; code && a < n;) {
+		struct x86_insn in;
+		int len = x86_decode(code + a, n - a, start + a, &in), base, reg;
+		int32_t disp;
+
+		if (!len || in.flow == X86_FLOW_RET || in.flow == X86_FLOW_JMP ||
+		    in.flow == X86_FLOW_CALL)
+			return false;
+		if (in.flow == X86_FLOW_INDIRECT) {
+			struct chain c;
+
+			/* call r/m64 (ff /2); a jmp through a register or memory ends the path. */
+			if (in.map != 0 || in.opcode != 0xff || ((in.modrm >> 3) & 7) != 2)
+				return false;
+			if ((in.modrm >> 6) == 3) {
+				c = r[(in.modrm & 7) | ((in.rex & 1) ? 8 : 0)];
+			} else if (load_operand(&in, code + a, &base, &disp) && r[base].known &&
+				   r[base].n < GOELF_WRAPPER_LOADS) {
+				c = r[base];
+				c.off[c.n++] = disp;
+			} else {
+				return false;
+			}
+			if (!c.known || !c.n)
+				return false;
+			w->n = c.n;
+			memcpy(w->off, c.off, sizeof(w->off));
+			return true;
+		}
+		reg = ((in.modrm >> 3) & 7) | ((in.rex & 4) ? 8 : 0);
+		if (in.map == 0 && in.opcode == 0x8b && (in.rex & 8) &&
+		    load_operand(&in, code + a, &base, &disp)) {
+			/* mov r64, [base + disp] */
+			struct chain c = r[base];
+
+			if (c.known && c.n < GOELF_WRAPPER_LOADS)
+				c.off[c.n++] = disp;
+			else
+				c.known = false;
+			r[reg] = c;
+		} else if (in.copy_src >= 0 && in.copy_dst >= 0) {
+			r[in.copy_dst] = r[in.copy_src];
+		} else if (!in.writes_known) {
+			memset(r, 0, sizeof(r));
+		} else {
+			for (int i = 0; i < X86_NREGS; i++)
+				if (in.writes & (1u << i))
+					r[i].known = false;
+		}
+		a += (uint64_t)len;
+	}
+	return false;
+}
+
+int goelf_goroutine_start(Elf *elf, uint64_t vaddr, char *name, size_t len,
+			  struct goelf_wrapper *w)
 {
 	struct pcln p;
 	uint64_t idx;
 	uint32_t entry;
-	const char *n, *w;
+	const char *n, *f = NULL;
+	int id;
 
+	memset(w, 0, sizeof(*w));
 	if (!pcln_open(elf, &p) || vaddr < p.text || !pcln_find(&p, vaddr - p.text, &idx))
-		return false;
+		return 0;
 	n = pcln_func(&p, idx, &entry);
 	if (!n)
-		return false;
+		return 0;
 	if (vaddr != p.text + entry) {
 		snprintf(name, len, "%s+0x%llx", n, (unsigned long long)(vaddr - p.text - entry));
-		return true;
+		return 1;
 	}
-	w = is_closure(n) ? wrapped_call(elf, &p, idx) : NULL;
-	snprintf(name, len, "%s", w ? w : n);
-	return true;
+	/* The main goroutine: the main context, as every family names it. */
+	if (!strcmp(n, "runtime.main")) {
+		snprintf(name, len, "main");
+		return 1;
+	}
+	id = pcln_funcid(&p, idx);
+	if (id > 0 && id == pcln_wrapper_id(&p)) {
+		f = wrapped_call(elf, &p, idx);
+		if (!f && wrapper_loads(elf, &p, idx, w)) {
+			w->entry = vaddr;
+			w->end = p.text + load_u32(p.d + p.functab + 8 * (idx + 1));
+		}
+	}
+	snprintf(name, len, "%s", f ? f : n);
+	return 1;
+}
+
+bool goelf_func_at(Elf *elf, uint64_t vaddr, char *name, size_t len)
+{
+	struct goelf_wrapper w;
+
+	return goelf_goroutine_start(elf, vaddr, name, len, &w);
+}
+
+uint64_t goelf_wrapper_target(const struct goelf_wrapper *w, uint64_t ctxt, goelf_read_fn read,
+			      void *rctx)
+{
+	uint64_t v = ctxt;
+
+	if (!w->n || !ctxt)
+		return 0;
+	for (uint32_t i = 0; i < w->n && i < GOELF_WRAPPER_LOADS; i++)
+		if (!read(rctx, v + (uint64_t)(int64_t)w->off[i], &v) || !v)
+			return 0;
+	return v;
+}
+
+uint64_t goelf_wrapper_callee(const struct goelf_wrapper *w, const uint64_t *frames, uint32_t n)
+{
+	/* frames[k] for k >= 1 is a return address: its call is just before it. */
+	for (uint32_t k = 1; w->n && k < n; k++)
+		if (frames[k] - 1 >= w->entry && frames[k] - 1 < w->end)
+			return k == 1 ? frames[0] : frames[k - 1] - 1;
+	return 0;
 }
 
 struct goelf_funcs {
@@ -295,8 +490,10 @@ void goelf_funcs_free(struct goelf_funcs *t)
 	free(t);
 }
 
-bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len)
+bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len,
+			struct goelf_wrapper *w)
 {
+	struct goelf_wrapper none;
 	GElf_Ehdr eh;
 	Elf *elf;
 	bool ok;
@@ -304,7 +501,8 @@ bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len
 
 	if (elf_open_host(path, &fd, &elf, &eh, NULL, 0))
 		return false;
-	ok = (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) && goelf_func_at(elf, vaddr, name, len);
+	ok = (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) &&
+	     goelf_goroutine_start(elf, vaddr, name, len, w ? w : &none);
 	elf_end(elf);
 	close(fd);
 	return ok;
@@ -366,7 +564,7 @@ static bool symbol(const struct gobin *b, const char *name, uint64_t *vaddr, uin
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_SYMTAB || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
+		d = elf_section_data(b->elf, scn, &sh);
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Sym sym;
 			const char *s;
@@ -526,7 +724,7 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 	struct gobin b = { .fd = -1 };
 	const struct go_release *rel = NULL;
 	struct coro_go_offsets *o = &gi->offs;
-	uint16_t g_sched, gobuf_sp, gobuf_pc, gobuf_bp;
+	uint16_t g_sched, gobuf_sp, gobuf_pc, gobuf_bp, gobuf_ctxt;
 	struct dwarf_want w[] = {
 		{ "runtime.g", "goid", &o->g_goid },
 		{ "runtime.g", "m", &o->g_m },
@@ -542,6 +740,7 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 		{ "runtime.gobuf", "sp", &gobuf_sp },
 		{ "runtime.gobuf", "pc", &gobuf_pc },
 		{ "runtime.gobuf", "bp", &gobuf_bp },
+		{ "runtime.gobuf", "ctxt", &gobuf_ctxt },
 	};
 	uint64_t size;
 	int ret;
@@ -588,12 +787,15 @@ int goelf_read(const char *path, struct goelf_info *gi, char *err, size_t errlen
 		gobuf_sp = rel->gobuf_sp;
 		gobuf_pc = rel->gobuf_pc;
 		gobuf_bp = rel->gobuf_bp;
+		gobuf_ctxt = rel->gobuf_ctxt;
 	}
 	gi->g_sched_pc = (uint16_t)(g_sched + gobuf_pc);
 	gi->g_sched_sp = (uint16_t)(g_sched + gobuf_sp);
 	gi->g_sched_bp = (uint16_t)(g_sched + gobuf_bp);
+	gi->g_sched_ctxt = (uint16_t)(g_sched + gobuf_ctxt);
 	o->g_sched_pc = gi->g_sched_pc;
 	o->g_sched_bp = gi->g_sched_bp;
+	o->g_sched_ctxt = gi->g_sched_ctxt;
 	gi->reasons_by_text = read_reasons(&b, o);
 	if (!gi->reasons_by_text) {
 		if (!rel) {

@@ -37,9 +37,10 @@ struct goelf_info {
 	uint16_t m_procid;	/* runtime.m.procid (uint64: the thread id on Linux) */
 	/*
 	 * A parked goroutine's saved context, runtime.g.sched (a gobuf): its
-	 * pc, sp and frame pointer, offsets in runtime.g (for its stack).
+	 * pc, sp and frame pointer, offsets in runtime.g (for its stack), and
+	 * the closure a goroutine that has not run yet starts with (its name).
 	 */
-	uint16_t g_sched_pc, g_sched_sp, g_sched_bp;
+	uint16_t g_sched_pc, g_sched_sp, g_sched_bp, g_sched_ctxt;
 	bool pie;		/* ET_DYN: vaddrs move by the load bias */
 	uint64_t phdr_vaddr;	/* PT_PHDR's vaddr: with AT_PHDR, the load bias of a PIE */
 };
@@ -62,19 +63,63 @@ bool goelf_func_by_name(Elf *elf, const char *name, uint64_t *vaddr, uint64_t *s
 
 /*
  * The function of a Go binary at vaddr, as a goroutine's name: "pkg.fn",
- * or "pkg.fn+0xOFF" inside one. A `go f(x)` statement starts the
- * goroutine in a closure the compiler made ("main.main.func3") that only
- * calls f: named after f, as Go's tracebacks show it. False if elf is not
- * a Go binary or nothing is there.
+ * or "pkg.fn+0xOFF" inside one, as Go's own traceback names the goroutine:
+ * a closure of the program is "pkg.fn.funcN"; a `go f(x)` statement starts
+ * the goroutine in a closure the compiler made ("main.main.func3", marked
+ * in the table as a wrapper, which tracebacks leave out) that calls f:
+ * named after f when it calls f directly. runtime.main, the main
+ * goroutine's, is "main", the name of every family's main context. False
+ * if elf is not a Go binary or nothing is there.
  */
 bool goelf_func_at(Elf *elf, uint64_t vaddr, char *name, size_t len);
 
+/* The most loads a wrapper makes from its closure to the function it calls. */
+#define GOELF_WRAPPER_LOADS 4
+
 /*
- * goelf_func_at on the Go binary at path (a PIE's vaddr: the address less its
- * load bias), for a name needed after the process is gone. False if it cannot
- * say.
+ * A `go f(x)` wrapper that calls f through its closure (f a function value,
+ * or a closure called with arguments: `go func(i int) {...}(i)`): f's code
+ * address is the word at (... the word at (ctxt + off[0]) ...) + off[n-1],
+ * ctxt the closure the goroutine started with (runtime.g.sched.ctxt, until
+ * it first runs). n is 0 for any other function.
  */
-bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len);
+struct goelf_wrapper {
+	uint64_t entry, end; /* the wrapper's code (vaddrs) */
+	uint32_t n;
+	int32_t off[GOELF_WRAPPER_LOADS];
+};
+
+/*
+ * goelf_func_at, and in *w how to find f when the name is a wrapper's that
+ * calls f through its closure (w->n > 0): name it then by
+ * goelf_wrapper_target() or goelf_wrapper_callee(). 1 if named, 0 if not
+ * (as goelf_func_at's false).
+ */
+int goelf_goroutine_start(Elf *elf, uint64_t vaddr, char *name, size_t len,
+			  struct goelf_wrapper *w);
+
+/* A word of the target's memory (or of a copy of it) at addr; false if it cannot be read. */
+typedef bool (*goelf_read_fn)(void *ctx, uint64_t addr, uint64_t *word);
+
+/* f's code address (as the process sees it) from the closure ctxt, through read; 0 if unknown. */
+uint64_t goelf_wrapper_target(const struct goelf_wrapper *w, uint64_t ctxt, goelf_read_fn read,
+			      void *rctx);
+
+/*
+ * Once it ran: an address in f from the goroutine's stack, frames[0] where
+ * it was left (g.sched.pc) and then its frames' return addresses, innermost
+ * first (w's entry and end in the same terms: as the process sees them):
+ * the frame the wrapper called. 0 if the wrapper is not among them.
+ */
+uint64_t goelf_wrapper_callee(const struct goelf_wrapper *w, const uint64_t *frames, uint32_t n);
+
+/*
+ * goelf_goroutine_start on the Go binary at path (a PIE's vaddr: the
+ * address less its load bias; w may be NULL), for a name needed after the
+ * process is gone. False if it cannot say.
+ */
+bool goelf_func_at_path(const char *path, uint64_t vaddr, char *name, size_t len,
+			struct goelf_wrapper *w);
 
 /*
  * Go's function table of one binary, opened once for many look-ups: how the

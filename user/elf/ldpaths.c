@@ -146,6 +146,7 @@ struct ld_obj {
 	struct elf_dyninfo dyn;
 	int loader;		/* the object whose dependency brought it in; -1 for the exe */
 	bool listed;		/* part of the result */
+	int fd;			/* opts->want_fds: the file examined, open; else -1 */
 };
 
 struct ld_state {
@@ -163,9 +164,60 @@ struct ld_state {
 	char *cwd;
 	struct ld_opts *opts;
 	size_t cap_missing;
+	bool stopped;		/* a bound was reached: nothing more is looked up */
+	unsigned int names;	/* names looked up so far */
 };
 
 enum try_result { TRY_NEXT, TRY_FOUND, TRY_FATAL };
+
+/* The result will not be the whole of what ld.so maps: why (the first reason is kept). */
+static void cut(struct ld_state *st, const char *why)
+{
+	if (st->opts->cut_short)
+		return;
+	st->opts->cut_short = 1;
+	snprintf(st->opts->cut_reason, sizeof(st->opts->cut_reason), "%s", why);
+}
+
+/* Nothing more is looked up: what was found so far is the result. */
+static void stop(struct ld_state *st, const char *why)
+{
+	cut(st, why);
+	st->stopped = true;
+}
+
+/*
+ * One file the search tries: `name` in `dir` (NULL: `name` is the whole path), which `path`
+ * joins. A descriptor open for reading, or -errno.
+ */
+static int ld_open(struct ld_state *st, const char *dir, const char *name, const char *path)
+{
+	int fd;
+
+	if (st->stopped)
+		return -ECANCELED;
+	if (!st->opts->open_file) {
+		/*
+		 * ld.so would block on a FIFO here; we would rather call it
+		 * unreadable (fatal, see elf_check_loadable) than hang.
+		 */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		return fd < 0 ? -errno : fd;
+	}
+	fd = st->opts->open_file(st->opts->open_ctx, dir, name);
+	if (fd == -ECANCELED)
+		stop(st, "the search's budget of lookups or time was spent");
+	return fd;
+}
+
+/* What the ELF readers are given to read fd: its path, or through the descriptor. */
+static const char *read_path(const struct ld_state *st, int fd, const char *path, char buf[32])
+{
+	if (!st->opts->open_file)
+		return path;
+	snprintf(buf, 32, "/proc/self/fd/%d", fd);
+	return buf;
+}
 
 
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -324,20 +376,13 @@ static bool cache_string_ok(const struct ld_cache *c, uint32_t off)
  * Validate everything up front so lookups need no checks: ld.so would fault
  * or misread on a corrupt cache, we refuse it and search without it.
  */
-static int cache_load(struct ld_cache *c, const char *file, char *err, size_t errlen)
+static int cache_load_fd(struct ld_cache *c, int fd, const char *file, char *err, size_t errlen)
 {
 	struct stat sb;
 	size_t entries, i, got = 0;
 	uint8_t flags;
-	int fd, ret;
 
 	memset(c, 0, sizeof(*c));
-	fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "%s: %s", file, strerror(errno));
-		return ret;
-	}
 	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > CACHE_MAX_SIZE) {
 		errfmt(err, errlen, "%s: not a regular file of at most %u bytes", file,
 		       CACHE_MAX_SIZE);
@@ -408,6 +453,19 @@ corrupt:
 	free(c->buf);
 	memset(c, 0, sizeof(*c));
 	return -EINVAL;
+}
+
+static int cache_load(struct ld_cache *c, const char *file, char *err, size_t errlen)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK), ret;
+
+	if (fd < 0) {
+		ret = -errno;
+		memset(c, 0, sizeof(*c));
+		errfmt(err, errlen, "%s: %s", file, strerror(errno));
+		return ret;
+	}
+	return cache_load_fd(c, fd, file, err, errlen);
 }
 
 /* The first x86-64 libc6 entry for `name`, in file order as ld.so's search yields it. */
@@ -513,17 +571,32 @@ static char *expand_dst(const struct ld_state *st, const char *s, const char *or
 	return out;
 }
 
-/* Split a search list into directories, tokens expanded against `origin`. */
+static u64 str_hash(const char *s)
+{
+	u64 h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+	return mix64(h);
+}
+
+/*
+ * Split a search list into directories, tokens expanded against `origin`. A directory listed
+ * again is dropped, as ld.so drops it (fillin_rpath): the same name searched twice finds
+ * nothing new.
+ */
 static int split_list(const struct ld_state *st, const char *list, const char *seps,
 		      const char *origin, char ***dirs, size_t *n)
 {
 	const char *p = list, *end;
 	char *elem, *dir;
+	struct hmap seen;
 	size_t len;
 	int ret;
 
 	*dirs = NULL;
 	*n = 0;
+	hmap_init(&seen);
 	for (;;) {
 		end = p + strcspn(p, seps);
 		len = end - p;
@@ -534,14 +607,29 @@ static int split_list(const struct ld_state *st, const char *list, const char *s
 			goto nomem;
 		dir = expand_dst(st, elem, origin);
 		free(elem);
+		if (dir) {
+			u64 h = str_hash(dir);
+			uintptr_t at = (uintptr_t)hmap_get(&seen, h, strlen(dir));
+
+			if (at && !strcmp((*dirs)[at - 1], dir)) {
+				free(dir);
+				goto next;
+			}
+			if (!at)
+				hmap_put(&seen, h, strlen(dir), (void *)(uintptr_t)(*n + 1));
+		}
 		ret = strv_push(dirs, n, dir);
 		if (ret)
 			goto nomem;
-		if (!*end)
+next:
+		if (!*end) {
+			hmap_free(&seen);
 			return 0;
+		}
 		p = end + 1;
 	}
 nomem:
+	hmap_free(&seen);
 	strv_free(*dirs, *n);
 	*dirs = NULL;
 	*n = 0;
@@ -586,6 +674,7 @@ static int new_obj(struct ld_state *st)
 	}
 	memset(&st->objs[st->n_objs], 0, sizeof(st->objs[0]));
 	st->objs[st->n_objs].loader = -1;
+	st->objs[st->n_objs].fd = -1;
 	return st->n_objs++;
 }
 
@@ -659,20 +748,16 @@ static int add_missing(struct ld_state *st, const char *name, const char *needed
  * already loaded); TRY_FATAL sets *reason; TRY_NEXT means keep searching.
  * Returns -ENOMEM through *oom only.
  */
-static enum try_result try_file(struct ld_state *st, const char *path, int loader, int *idx,
-				char **reason, bool *oom)
+static enum try_result try_file(struct ld_state *st, const char *dir, const char *name,
+				const char *path, int loader, int *idx, char **reason, bool *oom)
 {
-	char why[256], dyn_err[512];
+	char why[256], dyn_err[512], fdp[32];
 	struct ld_obj *o;
 	struct stat sb;
 	size_t i;
 	int fd, ret, n;
 
-	/*
-	 * ld.so would block on a FIFO here; we would rather call it unreadable
-	 * (fatal, see elf_check_loadable) than hang.
-	 */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fd = ld_open(st, dir, name, path);
 	if (fd < 0)
 		return TRY_NEXT;
 	ret = elf_check_loadable(fd, why, sizeof(why));
@@ -687,25 +772,33 @@ static enum try_result try_file(struct ld_state *st, const char *path, int loade
 		return TRY_FATAL;
 	}
 	ret = fstat(fd, &sb);
-	close(fd);
-	if (ret < 0)
+	if (ret < 0) {
+		close(fd);
 		return TRY_NEXT;
+	}
 	for (i = 0; i < st->n_objs; i++) {
 		if (st->objs[i].path && st->objs[i].dev == sb.st_dev &&
 		    st->objs[i].ino == sb.st_ino) {
+			close(fd);
 			*idx = i;
 			return TRY_FOUND;
 		}
 	}
 
 	n = new_obj(st);
-	if (n < 0)
+	if (n < 0) {
+		close(fd);
 		goto nomem;
+	}
 	o = &st->objs[n];
 	o->loader = loader;
 	o->dev = sb.st_dev;
 	o->ino = sb.st_ino;
-	ret = elf_dynamic_info(path, &o->dyn, dyn_err, sizeof(dyn_err));
+	ret = elf_dynamic_info(read_path(st, fd, path, fdp), &o->dyn, dyn_err, sizeof(dyn_err));
+	if (ret >= 0 && st->opts->want_fds)
+		o->fd = fd;
+	else
+		close(fd);
 	if (ret == -ENOMEM)
 		goto nomem_obj;
 	if (ret < 0) {
@@ -727,11 +820,15 @@ static enum try_result try_file(struct ld_state *st, const char *path, int loade
 	}
 	/* Not an object after all: drop the slot again. */
 	elf_dyninfo_free(&o->dyn);
+	if (o->fd >= 0)
+		close(o->fd);
 	st->n_objs--;
 	*oom = !*reason;
 	return TRY_FATAL;
 nomem_obj:
 	elf_dyninfo_free(&o->dyn);
+	if (o->fd >= 0)
+		close(o->fd);
 	strv_free(o->names, o->n_names);
 	free(o->path);
 	free(o->origin);
@@ -752,15 +849,22 @@ static enum try_result search_dirs(struct ld_state *st, char **dirs, size_t n_di
 		const char *d = dirs[i];
 		const char *sep = d[0] && d[strlen(d) - 1] != '/' ? "/" : "";
 
-		for (j = 0; j < st->n_subdirs; j++) {
+		for (j = 0; j < st->n_subdirs && !st->stopped; j++) {
+			size_t sl = strlen(st->subdirs[j]);
 			char *path = xasprintf("%s%s%s%s", d, sep, st->subdirs[j], name);
+			/* The directory alone, for the opener: the subdirectory without its '/'. */
+			char *dir = sl ? xasprintf("%s%s%.*s", d, sep, (int)(sl - 1), st->subdirs[j])
+				       : strdup(d);
 
-			if (!path) {
+			if (!path || !dir) {
+				free(path);
+				free(dir);
 				*oom = true;
 				return TRY_FATAL;
 			}
-			r = try_file(st, path, loader, idx, reason, oom);
+			r = try_file(st, dir, name, path, loader, idx, reason, oom);
 			free(path);
+			free(dir);
 			if (r != TRY_NEXT)
 				return r;
 		}
@@ -837,7 +941,7 @@ static enum try_result search_name(struct ld_state *st, const char *name, int lo
 		const char *cached = cache_find(&st->cache, name);
 
 		if (cached && !(nodeflib && in_system_dir(cached))) {
-			r = try_file(st, cached, loader, idx, reason, oom);
+			r = try_file(st, NULL, cached, cached, loader, idx, reason, oom);
 			if (r != TRY_NEXT)
 				return r;
 		}
@@ -869,14 +973,31 @@ static int load_name(struct ld_state *st, const char *raw, int loader, const cha
 		free(name);
 		return 0;
 	}
+	if (st->opts->max_names && ++st->names > st->opts->max_names) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "more than %u libraries to look up",
+			 st->opts->max_names);
+		stop(st, why);
+	}
+	if (st->stopped) {
+		free(name);
+		return 0;
+	}
 	if (strchr(name, '/'))
-		r = try_file(st, name, loader, &idx, &reason, &oom);
+		r = try_file(st, NULL, name, name, loader, &idx, &reason, &oom);
 	else
 		r = search_name(st, name, loader, &idx, &reason, &oom);
 	if (oom) {
 		free(reason);
 		free(name);
 		return -ENOMEM;
+	}
+	if (st->stopped && r != TRY_FOUND) {
+		/* Not missing: not looked for to the end. */
+		free(reason);
+		free(name);
+		return 0;
 	}
 	if (r == TRY_FOUND) {
 		ret = obj_add_name(&st->objs[idx], name);
@@ -924,11 +1045,15 @@ static int load_preload_file(struct ld_state *st, const char *file)
 	char *buf = NULL, *p;
 	size_t len = 0;
 	FILE *f;
-	int ret;
+	int ret, fd;
 
-	f = fopen(file, "re");
-	if (!f)
+	fd = ld_open(st, NULL, file, file);
+	f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return 0;	/* absent or unreadable: ld.so silently goes on too */
+	}
 	if (getdelim(&buf, &len, '\0', f) < 0) {
 		free(buf);
 		fclose(f);
@@ -946,12 +1071,13 @@ static int load_preload_file(struct ld_state *st, const char *file)
 /* Main object (index 0) and interpreter (index 1). */
 static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t errlen)
 {
-	char real[PATH_MAX], dyn_err[512];
+	char real[PATH_MAX], dyn_err[512], fdp[32];
+	const char *interp;
 	struct ld_obj *o;
 	struct stat sb;
-	int ret, n;
+	int ret, n, fd;
 
-	if (stat(exe_path, &sb) < 0 || !realpath(exe_path, real)) {
+	if (stat(exe_path, &sb) < 0 || (!st->opts->origin && !realpath(exe_path, real))) {
 		ret = -errno;
 		errfmt(err, errlen, "%s: %s", exe_path, strerror(errno));
 		return ret;
@@ -971,7 +1097,7 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 		return -ENOEXEC;
 	}
 	o->path = make_absolute(st, exe_path);
-	o->origin = dir_of(real);
+	o->origin = st->opts->origin ? strdup(st->opts->origin) : dir_of(real);
 	if (!o->path || !o->origin)
 		goto nomem;
 	/* The executable answers to its soname only (ld.so names it ""). */
@@ -980,20 +1106,30 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 	if (!o->dyn.interp)
 		return 0;
 
-	if (stat(o->dyn.interp, &sb) < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "%s: interpreter %s: %s", exe_path, o->dyn.interp,
-		       strerror(errno));
+	interp = o->dyn.interp;
+	fd = ld_open(st, NULL, interp, interp);
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		ret = fd < 0 ? fd : -errno;
+		errfmt(err, errlen, "%s: interpreter %s: %s", exe_path, interp, strerror(-ret));
+		if (fd >= 0)
+			close(fd);
 		return ret;
 	}
 	n = new_obj(st);
-	if (n < 0)
+	if (n < 0) {
+		close(fd);
 		goto nomem;
+	}
 	o = &st->objs[n];
 	o->dev = sb.st_dev;
 	o->ino = sb.st_ino;
 	o->loader = 0;
-	ret = elf_dynamic_info(st->objs[0].dyn.interp, &o->dyn, dyn_err, sizeof(dyn_err));
+	ret = elf_dynamic_info(read_path(st, fd, st->objs[0].dyn.interp, fdp), &o->dyn, dyn_err,
+			       sizeof(dyn_err));
+	if (ret || !st->opts->want_fds)
+		close(fd);
+	else
+		o->fd = fd;
 	if (ret) {
 		errfmt(err, errlen, "%s: interpreter: %s", exe_path, dyn_err);
 		return ret;
@@ -1021,6 +1157,8 @@ static void state_free(struct ld_state *st)
 		free(o->origin);
 		strv_free(o->names, o->n_names);
 		elf_dyninfo_free(&o->dyn);
+		if (o->fd >= 0)
+			close(o->fd);
 	}
 	free(st->objs);
 	free(st->queue);
@@ -1032,6 +1170,14 @@ static void state_free(struct ld_state *st)
 void ld_paths_free(char **paths, size_t n)
 {
 	strv_free(paths, n);
+}
+
+int ld_path_is_loader(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
 }
 
 void ld_opts_release(struct ld_opts *opts)
@@ -1049,6 +1195,14 @@ void ld_opts_release(struct ld_opts *opts)
 	opts->missing = NULL;
 	opts->n_missing = 0;
 	opts->cache_error[0] = '\0';
+	for (i = 0; i < opts->n_fds; i++)
+		if (opts->fds[i] >= 0)
+			close(opts->fds[i]);
+	free(opts->fds);
+	opts->fds = NULL;
+	opts->n_fds = 0;
+	opts->cut_short = 0;
+	opts->cut_reason[0] = '\0';
 }
 
 int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
@@ -1073,7 +1227,7 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 	preload_file = opts->preload_file ? opts->preload_file : LD_PRELOAD_FILE;
 	cache_file = opts->cache_file ? opts->cache_file : LD_CACHE_FILE;
 
-	st.cwd = getcwd(NULL, 0);
+	st.cwd = opts->cwd ? strdup(opts->cwd) : getcwd(NULL, 0);
 	if (!st.cwd) {
 		ret = -errno;
 		errfmt(err, errlen, "cannot get the current directory: %s", strerror(errno));
@@ -1090,7 +1244,23 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 		goto out;
 	}
 
-	if (cache_file[0]) {
+	if (cache_file[0] && opts->open_file) {
+		int fd = ld_open(&st, NULL, cache_file, cache_file);
+
+		if (fd < 0) {
+			errfmt(opts->cache_error, sizeof(opts->cache_error), "%s: %s", cache_file,
+			       strerror(-fd));
+			ret = fd;
+		} else {
+			ret = cache_load_fd(&st.cache, fd, cache_file, opts->cache_error,
+					    sizeof(opts->cache_error));
+		}
+		if (ret == -ENOMEM)
+			goto nomem;
+		st.have_cache = ret == 0;
+		if (ret == -ENOENT)
+			opts->cache_error[0] = '\0';	/* no cache is a valid setup */
+	} else if (cache_file[0]) {
 		ret = cache_load(&st.cache, cache_file, opts->cache_error,
 				 sizeof(opts->cache_error));
 		if (ret == -ENOMEM)
@@ -1100,7 +1270,28 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 			opts->cache_error[0] = '\0';	/* no cache is a valid setup */
 	}
 	if (llp && llp[0]) {
-		ret = split_list(&st, llp, ":;", st.objs[0].origin, &st.llp, &st.n_llp);
+		const char *end = llp;
+		unsigned int entries = 1;
+		char *kept = NULL;
+
+		/* The first max_library_path entries, the rest said to be left out. */
+		for (; *end && (!opts->max_library_path || entries <= opts->max_library_path); end++)
+			entries += *end == ':' || *end == ';';
+		if (*end) {
+			char why[128];
+
+			for (const char *p = end; *p; p++)
+				entries += *p == ':' || *p == ';';
+			snprintf(why, sizeof(why), "LD_LIBRARY_PATH has %u entries: the first %u "
+				 "were searched", entries, opts->max_library_path);
+			cut(&st, why);
+			kept = strndup(llp, end - 1 - llp);
+			if (!kept)
+				goto nomem;
+		}
+		ret = split_list(&st, kept ? kept : llp, ":;", st.objs[0].origin, &st.llp,
+				 &st.n_llp);
+		free(kept);
 		if (ret)
 			goto nomem;
 	}
@@ -1129,11 +1320,11 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 				goto nomem;
 	}
 
-	for (q = 0; q < st.n_queue; q++) {
+	for (q = 0; q < st.n_queue && !st.stopped; q++) {
 		int cur = st.queue[q];
 		size_t k;
 
-		for (k = 0; k < st.objs[cur].dyn.n_needed; k++) {
+		for (k = 0; k < st.objs[cur].dyn.n_needed && !st.stopped; k++) {
 			size_t before = st.n_objs;
 			const char *by = cur == 0 ? exe_path : st.objs[cur].path;
 
@@ -1146,12 +1337,21 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 		}
 	}
 
+	if (opts->want_fds) {
+		opts->fds = malloc((st.n_objs + 1) * sizeof(*opts->fds));
+		if (!opts->fds)
+			goto nomem;
+	}
 	for (i = 0; i < st.n_objs; i++) {
 		if (!st.objs[i].listed)
 			continue;
 		ret = strv_push(&paths, &n_paths, strdup(st.objs[i].path));
 		if (ret)
 			goto nomem;
+		if (opts->want_fds) {
+			opts->fds[opts->n_fds++] = st.objs[i].fd;
+			st.objs[i].fd = -1;
+		}
 	}
 	if (opts == &local_opts && opts->n_missing) {
 		errfmt(err, errlen, "%s (needed by %s): %s", opts->missing[0].name,

@@ -49,6 +49,30 @@ struct ld_opts {
 	/* In: system files, NULL for the real ones, "" for none (for tests). */
 	const char *preload_file;	/* /etc/ld.so.preload */
 	const char *cache_file;		/* /etc/ld.so.cache */
+	/*
+	 * In: the directory $ORIGIN stands for in the executable's own paths,
+	 * NULL for the directory of its real path. Given when exe_path names a
+	 * descriptor (/proc/self/fd/N), whose file may have been renamed or
+	 * removed since it was opened.
+	 */
+	const char *origin;
+
+	/*
+	 * In: where files are found. NULL: open(2) here, relative paths from
+	 * this process's current directory. Otherwise every file is opened by
+	 * open_file(open_ctx, dir, name): `name` in directory `dir` (NULL: name
+	 * is the whole path), open for reading, or -errno. -ECANCELED ends the
+	 * whole search (a budget is spent): what was found so far is returned,
+	 * with cut_short set. The executable itself is read by its path.
+	 */
+	int (*open_file)(void *ctx, const char *dir, const char *name);
+	void *open_ctx;
+	const char *cwd;		/* relative paths are shown from it; NULL: getcwd() */
+	/* In: bounds (0: none); past one the search stops there, cut_short set. */
+	unsigned int max_library_path;	/* LD_LIBRARY_PATH entries searched (the first ones) */
+	unsigned int max_names;		/* names looked up */
+	/* In: return each object's descriptor, the file examined (fds, below). */
+	int want_fds;
 
 	/*
 	 * Out, valid after ld_resolve_needed() returned 0; ld_opts_release()
@@ -60,6 +84,16 @@ struct ld_opts {
 	/* Why the cache was not used ("" if it was, or is absent); the search
 	 * then went on without it, as ld.so does. */
 	char cache_error[256];
+	/*
+	 * With want_fds: fds[i] is paths[i] open for reading (-1 if it could
+	 * not be kept); the caller takes one by setting it to -1, and
+	 * ld_opts_release() closes the others.
+	 */
+	int *fds;
+	size_t n_fds;
+	/* The search stopped before its end (a bound, or open_file's -ECANCELED), and why. */
+	int cut_short;
+	char cut_reason[160];
 };
 
 /*
@@ -79,6 +113,9 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 		      struct ld_opts *opts, char *err, size_t errlen);
 
 void ld_paths_free(char **paths, size_t n);
+
+/* The path names the dynamic loader itself (ld-linux-x86-64.so.2, ld64.so.*). */
+int ld_path_is_loader(const char *path);
 
 /* Free the out-fields of `opts` (the in-fields are the caller's). */
 void ld_opts_release(struct ld_opts *opts);

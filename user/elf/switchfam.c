@@ -52,7 +52,8 @@ static bool obj_sym_is_code(const struct elf_image *o, const GElf_Sym *sym)
 }
 
 /* A defined function symbol by exact name, from .symtab, else .dynsym. */
-static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr, uint64_t *size)
+bool switchfam_obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr,
+			  uint64_t *size)
 {
 	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
 
@@ -66,7 +67,7 @@ static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *va
 
 			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[pass] || !sh.sh_entsize)
 				continue;
-			d = elf_getdata(scn, NULL);
+			d = elf_section_data(o->elf, scn, &sh);
 			if (!d)
 				continue;
 			n = sh.sh_size / sh.sh_entsize;
@@ -89,6 +90,8 @@ static bool obj_symbol(const struct elf_image *o, const char *name, uint64_t *va
 	/* A Go binary without its symbol table still has Go's own (goelf.h). */
 	return goelf_func_by_name(o->elf, name, vaddr, size);
 }
+
+#define obj_symbol switchfam_obj_symbol
 
 /* ---- choosing the instruction ---- */
 
@@ -431,7 +434,7 @@ static long import_index(const struct elf_image *o, const char *name)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
+		d = elf_section_data(o->elf, scn, &sh);
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Sym sym;
 			const char *s;
@@ -463,7 +466,7 @@ static int plt_slot(const struct elf_image *o, long idx, uint64_t *slot)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !sh.sh_entsize)
 			continue;
-		d = elf_getdata(scn, NULL);
+		d = elf_section_data(o->elf, scn, &sh);
 		for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Rela r;
 
@@ -634,6 +637,23 @@ static int find_call_sites(const struct elf_image *o, const char *fn, struct cal
 	return 0;
 }
 
+int switchfam_call_sites(const struct elf_image *o, const char *fn, uint64_t *vaddr, bool *tail,
+			int max)
+{
+	struct call_sites cs;
+	int ret = find_call_sites(o, fn, &cs);
+
+	if (ret)
+		return ret;
+	if (cs.n > max)
+		return -E2BIG;
+	for (int i = 0; i < cs.n; i++) {
+		vaddr[i] = cs.vaddr[i];
+		tail[i] = cs.tail[i];
+	}
+	return cs.n;
+}
+
 int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_ontop,
 			   struct switch_plan *plan, char *err, size_t errlen)
 {
@@ -706,15 +726,20 @@ int switchfam_symbol_offset(const char *path, const char *name, uint64_t *off)
 	return ret;
 }
 
-/* The function symbol whose extent holds vaddr (exact starts first); false if none. */
-static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name, size_t len)
+/*
+ * The function symbol whose extent holds vaddr (exact starts first); false
+ * if none. w (if not NULL): a Go wrapper's way to the function it calls.
+ */
+static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name, size_t len,
+			  struct goelf_wrapper *w)
 {
 	const Elf64_Word types[2] = { SHT_SYMTAB, SHT_DYNSYM };
+	struct goelf_wrapper none;
 	uint64_t best = 0;
 	bool found = false;
 
 	/* Go: by Go's table, a `go f(x)` wrapper named after f (goelf.h). */
-	if (goelf_func_at(o->elf, vaddr, name, len))
+	if (goelf_goroutine_start(o->elf, vaddr, name, len, w ? w : &none))
 		return true;
 	for (int pass = 0; pass < 2 && !found; pass++) {
 		Elf_Scn *scn = NULL;
@@ -725,7 +750,7 @@ static bool obj_symbol_at(const struct elf_image *o, uint64_t vaddr, char *name,
 
 			if (!gelf_getshdr(scn, &sh) || sh.sh_type != types[pass] || !sh.sh_entsize)
 				continue;
-			d = elf_getdata(scn, NULL);
+			d = elf_section_data(o->elf, scn, &sh);
 			for (size_t i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
 				GElf_Sym sym;
 				const char *s;
@@ -756,6 +781,8 @@ static struct hmap names_at;
 static bool names_at_init;
 /* By pid: address less vaddr in the last position-independent object a name was found in. */
 static struct hmap bias_at;
+/* Go: (pid, address) -> its struct goelf_wrapper (process addresses), if it needs one. */
+static struct hmap wrappers_at;
 
 bool switchfam_bias_of(uint32_t pid, uint64_t *bias)
 {
@@ -768,9 +795,10 @@ bool switchfam_bias_of(uint32_t pid, uint64_t *bias)
 	return true;
 }
 
-void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+static void name_at(uint32_t pid, uint64_t addr, char *name, size_t len, struct goelf_wrapper *w)
 {
 	char maps[64], line[4096 + 128], obj_path[96] = "", shown[4096] = "?";
+	struct goelf_wrapper found = {0};
 	uint64_t off = 0;
 	const char *cached;
 	FILE *f;
@@ -779,11 +807,16 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 	if (!names_at_init) {
 		hmap_init(&names_at);
 		hmap_init(&bias_at);
+		hmap_init(&wrappers_at);
 		names_at_init = true;
 	}
 	cached = hmap_get(&names_at, pid, addr);
 	if (cached) {
+		const struct goelf_wrapper *cw = hmap_get(&wrappers_at, pid, addr);
+
 		snprintf(name, len, "%s", cached);
+		if (w)
+			*w = cw ? *cw : found;
 		return;
 	}
 	snprintf(name, len, "0x%llx", (unsigned long long)addr);
@@ -820,19 +853,49 @@ void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
 			if (o.eh.e_type == ET_DYN)
 				hmap_put(&bias_at, pid, 0, (void *)(uintptr_t)(addr - vaddr + 1));
 			/* A static function of a stripped binary: where it is in the object. */
-			if (!obj_symbol_at(&o, vaddr, name, len)) {
+			if (!obj_symbol_at(&o, vaddr, name, len, &found)) {
 				const char *base = strrchr(shown, '/');
 
 				snprintf(name, len, "%s+0x%llx", base ? base + 1 : shown,
 					 (unsigned long long)vaddr);
 			}
+			/* The wrapper's code where the process has it. */
+			found.entry += addr - vaddr;
+			found.end += addr - vaddr;
 			break;
 		}
 		elf_image_close(&o);
 	}
 	/* Cached once the process said where it is (a vanished one is asked again). */
-	if (obj_path[0])
+	if (obj_path[0]) {
 		hmap_put(&names_at, pid, addr, xstrdup(name));
+		if (found.n)
+			hmap_put(&wrappers_at, pid, addr,
+				 memcpy(xmalloc(sizeof(found)), &found, sizeof(found)));
+	}
+	if (w)
+		*w = found;
+}
+
+void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+{
+	name_at(pid, addr, name, len, NULL);
+}
+
+void switchfam_name_goroutine(uint32_t pid, uint64_t addr, char *name, size_t len,
+			      struct goelf_wrapper *w)
+{
+	name_at(pid, addr, name, len, w);
+}
+
+void switchfam_func_at(uint32_t pid, uint64_t addr, char *name, size_t len)
+{
+	char *plus;
+
+	name_at(pid, addr, name, len, NULL);
+	plus = strstr(name, "+0x");
+	if (plus && name[0] != '0')
+		*plus = 0;
 }
 
 void switchfam_learn_bias(uint32_t pid, const char *path)
@@ -866,6 +929,7 @@ void switchfam_learn_bias(uint32_t pid, const char *path)
 			if (!names_at_init) {
 				hmap_init(&names_at);
 				hmap_init(&bias_at);
+				hmap_init(&wrappers_at);
 				names_at_init = true;
 			}
 			hmap_put(&bias_at, pid, 0,
@@ -878,6 +942,31 @@ void switchfam_learn_bias(uint32_t pid, const char *path)
 		fclose(f);
 out:
 	elf_image_close(&o);
+}
+
+bool switchfam_name_in_exe(const char *path, const char *shown, uint64_t start_code,
+			   uint64_t addr, char *name, size_t len)
+{
+	struct elf_image o;
+	uint64_t off, code = UINT64_MAX, vaddr;
+	bool in;
+
+	if (elf_image_open(&o, path, NULL, 0))
+		return false;
+	/* The kernel's start_code: the lowest executable segment's vaddr, moved by the bias. */
+	for (size_t i = 0; i < o.nloads; i++)
+		if ((o.loads[i].p_flags & PF_X) && o.loads[i].p_vaddr < code)
+			code = o.loads[i].p_vaddr;
+	vaddr = addr - (start_code - code);
+	in = code != UINT64_MAX && start_code >= code &&
+	     elf_image_text_offset(&o, vaddr, &off, NULL);
+	if (in && !obj_symbol_at(&o, vaddr, name, len, NULL)) {
+		const char *base = strrchr(shown, '/');
+
+		snprintf(name, len, "%s+0x%llx", base ? base + 1 : shown, (unsigned long long)vaddr);
+	}
+	elf_image_close(&o);
+	return in;
 }
 
 uint32_t switchfam_detect(const char *path)
@@ -906,6 +995,23 @@ uint32_t switchfam_detect(const char *path)
 	return fams;
 }
 
+uint32_t switchfam_imports(const char *path)
+{
+	static const char *const uc[] = { "makecontext", "swapcontext", "setcontext" };
+	struct elf_image o;
+	uint32_t fams = 0;
+
+	if (elf_image_open(&o, path, NULL, 0))
+		return 0;
+	for (size_t i = 0; i < sizeof(uc) / sizeof(uc[0]); i++)
+		if (import_index(&o, uc[i]) >= 0)
+			fams |= 1u << CORO_FAM_UCONTEXT;
+	if (import_index(&o, "pth_spawn") >= 0)
+		fams |= 1u << CORO_FAM_PTH | 1u << CORO_FAM_UCONTEXT;
+	elf_image_close(&o);
+	return fams;
+}
+
 const char *switchfam_name(uint32_t family)
 {
 	return coro_family_name(family);
@@ -915,8 +1021,8 @@ uint32_t switchfam_parse(const char *name)
 {
 	uint32_t f = coro_family_parse(name);
 
-	if (f == CORO_FAM_CUSTOM)
-		return 0; /* named by its uprobe:... spec, not by name */
+	if (f == CORO_FAM_CUSTOM || f == CORO_FAM_CXX20)
+		return 0; /* named by its uprobe:... spec; C++20 is not chosen by name */
 	if (!f && (!strcmp(name, "fcontext") || !strcmp(name, "boost")))
 		return CORO_FAM_FCONTEXT;
 	return f;
@@ -937,6 +1043,13 @@ void switchfam_help(FILE *out)
 		if (switchfam_runtime(f))
 			fputs(switchfam_runtime(f)->help, out);
 	fprintf(out,
+		"  asyncio        CPython 3.11's asyncio tasks (the _asyncio module's task steps,\n"
+		"                 uprobe sessions: kernel 6.13+); a coroutine is a Task, named\n"
+		"                 \"Task-N coro()\"; creates, waits (sleep, io, or the future or\n"
+		"                 task awaited) and exits seen (docs/python.md)\n"
+		"  lua            Lua 5.4 and LuaJIT 2.1 coroutines (lua_resume, uprobe sessions);\n"
+		"                 a coroutine is a lua_State, named source:line; creates, resumes\n"
+		"                 (the resumer waits on it), yields and exits seen (docs/lua.md)\n"
 		"  uprobe:PATH:SYMBOL[+OFF]:from=ARG,to=ARG\n"
 		"  uprobe:PATH:0xADDR:from=ARG,to=ARG\n"
 		"                 any function that switches from one context to another; ARG is\n"

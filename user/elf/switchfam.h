@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include "coro_abi.h"
 #include "fam_runtimes.h"
+#include "goelf.h"
 #include "switchspec.h"
 
 #define SWITCHFAM_MAX_SITES 64
@@ -67,6 +68,13 @@ int switchfam_plan_callers(const char *path, int64_t delta_jump, int64_t delta_o
 int64_t switchfam_fcontext_delta(const char *path, const char *fn);
 
 
+/*
+ * The libc-provided families the object at `path` uses through the dynamic
+ * linker: (1 << CORO_FAM_UCONTEXT) if it imports makecontext, swapcontext or
+ * setcontext, and Pth's too if it imports pth_spawn; 0 on any error.
+ */
+uint32_t switchfam_imports(const char *path);
+
 /* "ucontext", "boost-context", "pth", "custom", "ruby", "qemu", "greenlet". */
 const char *switchfam_name(uint32_t family);
 /* Parses a family name (as above); 0 if unknown. */
@@ -93,12 +101,44 @@ int switchfam_plan_custom(const char *path, const struct switch_custom *cs,
  */
 void switchfam_name_at(uint32_t pid, uint64_t addr, char *name, size_t len);
 /*
+ * switchfam_name_at for a goroutine's start (runtime.g.startpc), and in *w
+ * how to find the function a `go f(x)` wrapper calls through its closure,
+ * with the wrapper's code where the process has it (w->n 0 if the name
+ * needs nothing more: goelf.h).
+ */
+void switchfam_name_goroutine(uint32_t pid, uint64_t addr, char *name, size_t len,
+			      struct goelf_wrapper *w);
+/* The function holding addr in live process pid, as switchfam_name_at names it, less "+0xOFF". */
+void switchfam_func_at(uint32_t pid, uint64_t addr, char *name, size_t len);
+/*
  * The load bias (address less vaddr) of the last position-independent object of pid in which
  * switchfam_name_at() found a name: to name an address of it once the process is gone.
  */
 bool switchfam_bias_of(uint32_t pid, uint64_t *bias);
 /* Learn that bias for the object at path from pid's mappings now, while it lives. */
 void switchfam_learn_bias(uint32_t pid, const char *path);
+/*
+ * switchfam_name_at's name of addr in the executable at path, shown as
+ * `shown` ("qemu-img+0x3be50" where it has no symbol), in a process whose
+ * executable's code began at start_code (the kernel's mm->start_code):
+ * for an address of a process gone by the time it is named. False if addr
+ * is not in the executable's code.
+ */
+bool switchfam_name_in_exe(const char *path, const char *shown, uint64_t start_code,
+			   uint64_t addr, char *name, size_t len);
+
+struct elf_image;
+/* A defined function (or code NOTYPE) symbol by name, .symtab first, in an open object. */
+bool switchfam_obj_symbol(const struct elf_image *o, const char *name, uint64_t *vaddr,
+			  uint64_t *size);
+/*
+ * Every place object `o` calls or tail-jumps to function `fn` (imported
+ * through its PLT, or its own), each an instruction the kernel emulates:
+ * how many (at most max, else -E2BIG) in vaddr and tail (a jmp), or -EXDEV
+ * when something else refers to the function (not every call can be seen).
+ */
+int switchfam_call_sites(const struct elf_image *o, const char *fn, uint64_t *vaddr, bool *tail,
+			 int max);
 
 /* The families --switch help lists, one line each. */
 void switchfam_help(FILE *out);

@@ -4,6 +4,7 @@
  * The opcode facts come from the Intel and AMD manuals' opcode maps; the
  * tests check every instruction boundary of real libraries against objdump.
  */
+#include <pthread.h>
 #include <string.h>
 #include "x86dec.h"
 
@@ -19,7 +20,8 @@ enum {
 };
 
 static uint8_t one[256], two[256];
-static bool tables_ready;
+/* Built once, by whichever thread decodes first (the capture's, or the exec gate's). */
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 
 static void set(uint8_t *t, int lo, int hi, uint8_t f)
 {
@@ -108,7 +110,6 @@ static void init_tables(void)
 	two[0xba] = F_M | F_I8;
 	two[0xc2] = two[0xc4] = two[0xc5] = two[0xc6] = F_M | F_I8;
 	set(two, 0xc8, 0xcf, 0);
-	tables_ready = true;
 }
 
 static const char *const reg_names[X86_NREGS] = {
@@ -323,8 +324,7 @@ int x86_decode(const uint8_t *code, size_t avail, uint64_t addr, struct x86_insn
 	uint8_t f;
 	int nprefix = 0;
 
-	if (!tables_ready)
-		init_tables();
+	pthread_once(&tables_once, init_tables);
 	memset(in, 0, sizeof(*in));
 	in->copy_src = in->copy_dst = in->push_reg = in->pop_reg = -1;
 

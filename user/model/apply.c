@@ -70,7 +70,8 @@ static struct coro_thread *thread_sync(struct model *m, const struct event *ev, 
 			if (ev->lost_before && ev->cur) {
 				struct coro *c = coro_get(m, ev->pid, ev->cur, ev->ts, CS_UNKNOWN);
 
-				if (c->state != CS_RUNNING || c->tid != ev->tid) {
+				/* Not followed (a cap): the thread runs it, nothing more to say. */
+				if (c && (c->state != CS_RUNNING || c->tid != ev->tid)) {
 					if (c->state != CS_UNKNOWN)
 						set_state(m, c, CS_UNKNOWN,
 							  MAX(t->last_ts, c->state_since), 0, 0, 0);
@@ -110,8 +111,17 @@ static void apply_create(struct model *m, struct event *ev)
 			c = NULL;
 		}
 	}
-	if (!c)
+	if (!c) {
+		u64 *cap = cap_reached(m, ev->pid);
+
+		if (cap) {
+			/* Not followed until there is room: then as one seen mid-life. */
+			(*cap)++;
+			m->over_cap = true;
+			return;
+		}
 		c = coro_new(m, ev->pid, ev->create.id, ev->ts, CS_NEW, true, 0, 0, 0);
+	}
 	c->create_stack = ev->stack;
 	c->parent = ev->create.parent;
 	pc = ev->create.parent ? model_find(m, ev->pid, ev->create.parent) : NULL;
@@ -122,10 +132,22 @@ static void apply_create(struct model *m, struct event *ev)
 static void apply_name(struct model *m, struct event *ev)
 {
 	struct coro *c = coro_get(m, ev->pid, ev->name.id, ev->ts, CS_UNKNOWN);
+	/* Decoded already: up to a NUL within the record, CORO_NAME_MAX - 1 bytes at most. */
+	const struct ev_str *n = &ev->name.name;
 
-	/* The record's field, whole (event.h). */
-	memcpy(c->name, ev->name.name.s, CORO_STR_LEN);
-	c->name[CORO_STR_LEN - 1] = 0;
+	if (!c) {
+		m->over_cap = true;
+		return;
+	}
+	free(c->name_long);
+	c->name_long = NULL;
+	memcpy(c->name, n->s, MIN(n->len, CORO_STR_LEN - 1));
+	c->name[MIN(n->len, CORO_STR_LEN - 1)] = 0;
+	if (n->len >= CORO_STR_LEN) {
+		c->name_long = xmalloc(n->len + 1);
+		memcpy(c->name_long, n->s, n->len);
+		c->name_long[n->len] = 0;
+	}
 	c->name_truncated = ev->str_truncated;
 	ev->c = c;
 }
@@ -134,6 +156,10 @@ static void apply_ready(struct model *m, struct event *ev)
 {
 	struct coro *c = coro_get(m, ev->pid, ev->ready.id, ev->ts, CS_UNKNOWN);
 
+	if (!c) {
+		m->over_cap = true;
+		return;
+	}
 	ev->c = c;
 	c->readies++;
 	c->has_waker = ev->cur_known;
@@ -148,7 +174,15 @@ static void apply_ready(struct model *m, struct event *ev)
 		break;
 	default:
 		set_state(m, c, CS_RUNNABLE, ev->ts, 0, 0, 0);
+		c->proc->made_ready++;
 	}
+}
+
+/* A process with Boost.Fiber's library mapped, traced through Boost.Context. */
+static bool boost_fiber_process(const struct coro_process *p)
+{
+	return p && (p->switch_families & (1u << CORO_FAM_FCONTEXT)) && p->switch_desc &&
+	       strstr(p->switch_desc, "libboost_fiber");
 }
 
 /*
@@ -162,23 +196,69 @@ static void apply_ready(struct model *m, struct event *ev)
  */
 static void fiber_dispatcher(struct model *m, struct coro_thread *t, struct coro *c)
 {
-	const struct coro_process *p = c->proc;
-
-	if (t->fiber_dispatcher_seen || c->switch_ins != 2 || !c->created_seen || !p ||
-	    !(p->switch_families & (1u << CORO_FAM_FCONTEXT)) || !p->switch_desc ||
-	    !strstr(p->switch_desc, "libboost_fiber"))
+	if (t->fiber_dispatcher_seen || c->switch_ins != 2 || !c->created_seen ||
+	    !boost_fiber_process(c->proc))
 		return;
 	t->fiber_dispatcher_seen = true;
 	c->fiber_dispatcher = true;
+	c->scheduler = true;
 	if (c->name[0])
 		return;
 	snprintf(c->name, sizeof(c->name), "boost dispatcher [%u]", t->tid);
 	m->named = c;
 }
 
+/*
+ * The switch-function path shows no readies, so which context schedules the
+ * others is read from the switches: a scheduler (gevent's hub, QEMU's main
+ * loop, a fiber loop's main fiber) switches to one context after another,
+ * while the contexts it runs switch back to it. Of a thread's contexts, the
+ * one that most often switched to another context than the one it switched
+ * to last is its scheduler, once it has done so at least once (two
+ * contexts switching to each other have none). Boost.Fiber's fibers switch
+ * to one another directly: there the dispatcher alone is the scheduler.
+ */
+static void note_scheduler(struct model *m, struct coro_thread *t, u32 pid, u64 from, u64 to)
+{
+	struct coro *c = model_find(m, pid, from);
+	const struct coro_process *p = c ? c->proc : NULL;
+
+	if (!p || !(p->switch_families & ~(1u << CORO_FAM_GO)) || boost_fiber_process(p))
+		return;
+	if (c->last_to && c->last_to != to)
+		c->to_changes++;
+	c->last_to = to;
+	if (c->to_changes > t->sched_changes || (t->sched_id == c->id && t->sched_uid == c->uid)) {
+		t->sched_id = c->id;
+		t->sched_uid = c->uid;
+		t->sched_changes = c->to_changes;
+		c->scheduler = c->scheduler || c->to_changes;
+	}
+}
+
+bool model_is_scheduler(const struct coro_thread *t, const struct coro *c)
+{
+	return c->fiber_dispatcher ||
+	       (t && t->sched_changes && t->sched_id == c->id && t->sched_uid == c->uid);
+}
+
+const char *model_scheduler_role(const struct coro *c)
+{
+	u32 fam = c->proc ? c->proc->switch_families : 0;
+
+	if (c->fiber_dispatcher)
+		return "dispatcher";
+	if (fam & (1u << CORO_FAM_GREENLET))
+		return "hub";
+	if (fam & (1u << CORO_FAM_PTH))
+		return "scheduler";
+	return "main loop";
+}
+
 static void apply_switch(struct model *m, struct event *ev)
 {
 	struct coro_thread *t = model_thread(m, ev->pid, ev->tid);
+	bool from_refused = false;
 	struct coro *c;
 
 	if (__builtin_expect(m->cxx_awaiter && *m->cxx_awaiter, 0))
@@ -211,6 +291,12 @@ static void apply_switch(struct model *m, struct event *ev)
 				next = CS_RUNNABLE;
 			else
 				next = CS_SUSPENDED;
+			if (!c && cap_reached(m, ev->pid)) {
+				/* Not followed: this side of the switch says nothing. */
+				from_refused = true;
+				m->over_cap_part = true;
+				goto switch_in;
+			}
 			if (!c) {
 				c = coro_new(m, ev->pid, ev->sw.from, ev->ts, next, false, ev->tid, reason,
 					     ev->sw.obj);
@@ -236,6 +322,13 @@ switch_in:
 			c->nrun_samples = 0;
 			c->run_samples_total = 0;
 		}
+		if (!c && cap_reached(m, ev->pid)) {
+			/* Not followed: the thread runs it, nothing else is said of it. */
+			m->over_cap_part = true;
+			if (!ev->c)
+				m->over_cap = true; /* nothing of the switch was applied */
+			goto switch_done;
+		}
 		if (!c) {
 			c = coro_new(m, ev->pid, ev->sw.to, ev->ts, CS_RUNNING, false, ev->tid, 0, 0);
 		} else {
@@ -256,10 +349,15 @@ switch_in:
 		coro_add_tid(c, ev->tid);
 		ev->to = c;
 		fiber_dispatcher(m, t, c);
+	} else if (from_refused) {
+		m->over_cap = true; /* to the scheduler, from one not followed */
 	}
+switch_done:
 	t->cur = ev->sw.to;
 	t->cur_known = true;
 	t->cur_exited = false;
+	if (ev->sw.from && ev->sw.to && ev->sw.from != ev->sw.to)
+		note_scheduler(m, t, ev->pid, ev->sw.from, ev->sw.to);
 }
 
 /* A timer sample of a thread running a coroutine: kept for the run's key frame. */
@@ -301,6 +399,11 @@ static void apply_exit(struct model *m, struct event *ev)
 {
 	struct coro *c = coro_get(m, ev->pid, ev->exit.id, ev->ts, CS_UNKNOWN);
 
+	if (!c) {
+		/* Its thread runs it no more than before: the exit ends what it was not told. */
+		m->over_cap = true;
+		return;
+	}
 	if (c->state == CS_RUNNING) {
 		struct coro_thread *t = hmap_get(&m->threads, ev->pid, c->tid);
 
@@ -313,17 +416,78 @@ static void apply_exit(struct model *m, struct event *ev)
 	end_coroutine(m, c, CE_EXIT, ev->ts);
 }
 
+/* A begin refused by the caps: remembered by its name's hash, while the cap of all allows. */
+static void refuse_span(struct model *m, const void *owner, struct span_refused *r,
+			const char *name, bool process)
+{
+	u64 room = REFUSED_PER_SPAN * (m->max_spans ? m->max_spans : m->max_spans_process);
+
+	if (!r) {
+		r = xcalloc(1, sizeof(*r));
+		r->process = process;
+		hmap_put(&m->span_refused, (uintptr_t)owner, 0, r);
+	}
+	if (r->unhashed || m->refused_hashes >= room) {
+		r->unhashed++; /* inside the ones remembered: innermost */
+		return;
+	}
+	if (r->n == r->cap) {
+		r->cap = r->cap ? 2 * r->cap : 16;
+		r->hash = xrealloc(r->hash, r->cap * sizeof(*r->hash));
+	}
+	r->hash[r->n++] = span_name_hash(&m->spans, name);
+	m->refused_hashes++;
+}
+
+/*
+ * A span_end of an owner with refused begins: true if it ends one of them
+ * (the innermost refused of its name, and those refused inside it), which
+ * closes none of the kept spans.
+ */
+static bool end_refused(struct model *m, const void *owner, struct span_refused *r,
+			const char *name)
+{
+	u64 h = span_name_hash(&m->spans, name);
+
+	/*
+	 * Past what the model remembers, the innermost refused have no name:
+	 * an end is taken as ending the innermost of them, as a program that
+	 * ends its spans in order does (docs/reliability.md, "Bounded memory").
+	 */
+	if (r->unhashed) {
+		if (!--r->unhashed && !r->n)
+			refused_free(m, owner);
+		return true;
+	}
+	for (u32 j = r->n; j-- > 0;) {
+		if (r->hash[j] != h)
+			continue;
+		m->refused_hashes -= r->n - j;
+		r->n = j;
+		if (!r->n && !r->unhashed)
+			refused_free(m, owner);
+		return true;
+	}
+	return false;
+}
+
 static void apply_span(struct model *m, struct event *ev)
 {
 	struct coro_thread *t = model_thread(m, ev->pid, ev->tid);
 	struct coro *c = NULL;
 	bool begin = ev->kind == EV_SPAN_BEGIN;
+	struct span_refused *refused;
 	struct span_stack st;
 
 	ev->span.owner_known = t->cur_known;
 	ev->span.owner = t->cur_known && !t->cur_exited ? t->cur : 0;
 	if (ev->span.owner) {
 		c = model_find(m, ev->pid, ev->span.owner);
+		if (!c && cap_reached(m, ev->pid)) {
+			/* Its owner is not followed: no span of it is kept, no end matched. */
+			m->over_cap = true;
+			return;
+		}
 		if (!c)
 			c = coro_new(m, ev->pid, ev->span.owner, ev->ts, CS_RUNNING, false, ev->tid, 0,
 				     0);
@@ -334,24 +498,55 @@ static void apply_span(struct model *m, struct event *ev)
 		st = (struct span_stack){t, &t->spans, &t->nspans, &t->cap_spans,
 					 &t->spans_indexed};
 	}
+	refused = hmap_get(&m->span_refused, (uintptr_t)st.owner, 0);
 	if (begin) {
 		struct span_time now;
+		struct coro_process *p = model_proc_peek(m, ev->pid);
+		bool proc_full = p && m->max_spans_process && p->open_spans >= m->max_spans_process;
+		bool all_full = m->max_spans && m->open_spans >= m->max_spans;
 
+		if (refused || proc_full || all_full) {
+			/*
+			 * Not kept: the cap of its process (checked first), or of all; or
+			 * inside refused spans of its owner, under the cap that refused them.
+			 */
+			if (proc_full || (!all_full && refused && refused->process))
+				m->anom.spans_over_process_cap++;
+			else
+				m->anom.spans_over_cap++;
+			refuse_span(m, st.owner, refused, ev->span.name.s, proc_full);
+			m->span_over_cap = true;
+			ev->span.depth = *st.n;
+			return;
+		}
 		if (c)
 			coro_span_clock(c, ev->ts, &now);
 		span_push(&m->spans, &st, ev->span.name.s, ev->ts, c ? &now : NULL, ev->stack);
+		m->open_spans++;
+		if (p)
+			p->open_spans++;
 		ev->span.depth = *st.n;
 	} else {
 		struct span_time now;
 		struct span_ender en = {.d = {.pid = ev->pid, .tid = ev->tid, .id = c ? c->id : 0,
 					      .uid = c ? c->uid : 0, .end = ev->ts},
 					.now = c ? &now : NULL, .done = notify_span_done, .ctx = m};
+		u32 before = *st.n;
 
+		if (refused && end_refused(m, st.owner, refused, ev->span.name.s)) {
+			m->span_over_cap = true;
+			ev->span.depth = *st.n;
+			return;
+		}
 		if (c)
 			coro_span_clock(c, ev->ts, &now);
 		ev->span.depth = *st.n;
 		ev->span.matched = span_pop(&m->spans, &st, ev->span.name.s, &en);
-		if (!ev->span.matched) {
+		spans_gone(m, ev->pid, before - *st.n);
+		if (ev->span.matched && refused) {
+			/* A kept span closed: those refused inside it end with it. */
+			refused_free(m, st.owner);
+		} else if (!ev->span.matched) {
 			m->anom.span_unmatched_end++;
 			if (c)
 				c->spans_unmatched_end++;
@@ -373,11 +568,14 @@ static struct coro *running_on(struct model *m, struct coro_thread *t)
 static void apply_offcpu_begin(struct model *m, struct event *ev)
 {
 	struct coro_thread *t = model_thread(m, ev->pid, ev->tid);
+	const struct coro_process *p = model_proc_peek(m, ev->pid);
 
 	t->off = true;
 	t->off_ts = ev->ts;
 	t->off_state = ev->offcpu.state;
 	t->off_stack = ev->stack;
+	t->off_made_ready = p ? p->made_ready : 0;
+	t->off_runnable = p ? p->runnable : 0;
 	ev->c = running_on(m, t);
 }
 
@@ -514,8 +712,8 @@ static void announce_name(struct model *m, const struct event *from)
 	ev.thread = from->thread;
 	ev.proc = c->proc;
 	ev.name.id = c->id;
-	ev.name.name.s = c->name;
-	ev.name.name.len = (u32)strlen(c->name);
+	ev.name.name.s = coro_name(c);
+	ev.name.name.len = (u32)strlen(coro_name(c));
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].event)
 			m->obs[i].event(m->obs[i].ctx, &ev);
@@ -589,6 +787,13 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		 */
 		if (!ev.no_thread && (ev.kind != EV_SAMPLE || ev.lost_before))
 			t = thread_sync(m, &ev, ev.cur_known);
+		/*
+		 * A probe of its own says the thread is on a CPU: a stretch whose
+		 * end was lost is over (the BPF side ends it late, when it can).
+		 */
+		if (t && t->off && ev.ts > t->off_ts && ev.kind != EV_OFFCPU_BEGIN &&
+		    ev.kind != EV_OFFCPU_END && ev.kind != EV_SAMPLE)
+			t->off = false;
 	} else if (ev.kind == EV_LOST && !ev.no_thread) {
 		/*
 		 * A hole read back from JSONL before a record it has no line for: the
@@ -610,6 +815,10 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 	}
 	ev.thread = t; /* a thread record's, or none once its process ended: the apply says */
 	apply(m, &ev);
+	if (m->over_cap || m->over_cap_part)
+		m->anom.events_over_cap++;
+	ev.over_cap = m->over_cap || m->span_over_cap;
+	m->over_cap = m->over_cap_part = m->span_over_cap = false;
 	ev.proc = ev.c ? ev.c->proc : model_proc_peek(m, ev.pid);
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].event)

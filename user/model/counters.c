@@ -69,6 +69,44 @@ static void say_inconsistencies(FILE *out, const struct model *m)
 		(unsigned long long)a->span_unmatched_end);
 }
 
+/* The caps on live coroutines (model_limit()): which were reached, and what to do. */
+static void say_over_cap(FILE *out, const struct model *m)
+{
+	const struct model_anomalies *a = &m->anom;
+
+	if (!a->over_cap && !a->over_process_cap && !a->events_over_cap)
+		return;
+	fprintf(out, "  %llu coroutines were created while the live ones followed were at a cap "
+		"(%llu at --max-coroutines %llu, %llu at a process's "
+		"--max-coroutines-per-process %llu): each is not followed until there is room, "
+		"then as one seen mid-life; %llu events found their coroutine not followed (in the "
+		"event lists, without it)\n"
+		"    raise the caps to follow them all (a --raw capture replays with others: "
+		"corobpf report --max-coroutines N)\n",
+		(unsigned long long)(a->over_cap + a->over_process_cap),
+		(unsigned long long)a->over_cap, (unsigned long long)m->max_live,
+		(unsigned long long)a->over_process_cap, (unsigned long long)m->max_live_process,
+		(unsigned long long)a->events_over_cap);
+}
+
+/* The caps on open spans (model_limit_spans()). */
+static void say_spans_over_cap(FILE *out, const struct model *m)
+{
+	const struct model_anomalies *a = &m->anom;
+
+	if (!a->spans_over_cap && !a->spans_over_process_cap)
+		return;
+	fprintf(out, "  %llu spans were begun while as many were open as the caps allow (%llu at "
+		"--max-open-spans %llu, %llu at a process's --max-open-spans-per-process %llu): "
+		"not kept, their ends closing nothing else (marked over_cap in the event lists)\n"
+		"    a span begun and never ended keeps its memory: look for a missing span_end, or "
+		"raise the caps\n",
+		(unsigned long long)(a->spans_over_cap + a->spans_over_process_cap),
+		(unsigned long long)a->spans_over_cap, (unsigned long long)m->max_spans,
+		(unsigned long long)a->spans_over_process_cap,
+		(unsigned long long)m->max_spans_process);
+}
+
 #define BPF(i) .src = CSRC_BPF, .index = CORO_STAT_##i
 #define USER(i) .src = CSRC_USER, .index = CORO_USTAT_##i
 #define ANOM(f) .src = CSRC_ANOM, .index = offsetof(struct model_anomalies, f)
@@ -134,6 +172,21 @@ const struct counter counters[] = {
 	 .perfetto = "execs let go at the gate's timeout",
 	 .text = "programs ran after waiting --exec-gate's time, before they were attached: "
 		 "their first probes may be missing"},
+	{.group = CG_LOST, ANOM(over_cap),
+	 .json = "coroutines_over_cap", .sql = "coroutines_over_cap",
+	 .perfetto = "coroutines over --max-coroutines", .say = say_over_cap},
+	{.group = CG_LOST, ANOM(over_process_cap),
+	 .json = "coroutines_over_process_cap", .sql = "coroutines_over_process_cap",
+	 .perfetto = "coroutines over --max-coroutines-per-process"},
+	{.group = CG_LOST, ANOM(events_over_cap),
+	 .json = "events_over_cap", .sql = "events_over_cap",
+	 .perfetto = "events of coroutines not followed"},
+	{.group = CG_LOST, ANOM(spans_over_cap),
+	 .json = "spans_over_cap", .sql = "spans_over_cap",
+	 .perfetto = "spans over --max-open-spans", .say = say_spans_over_cap},
+	{.group = CG_LOST, ANOM(spans_over_process_cap),
+	 .json = "spans_over_process_cap", .sql = "spans_over_process_cap",
+	 .perfetto = "spans over --max-open-spans-per-process"},
 
 	{.group = CG_ANOMALIES, ANOM(switch_from_mismatch),
 	 .json = "switch_from_mismatch", .say = say_inconsistencies},

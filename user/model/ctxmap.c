@@ -12,26 +12,29 @@
 #include "kinds.h"
 #include "raw.h"
 
+_Static_assert(sizeof(((struct ctxmap *)0)->buf) >= CORO_NAME_REC_MAX, "a long name record fits");
+
 struct range {
 	u64 lo, hi, id;
 };
 
 struct ctx_proc {
 	bool switch_path; /* switch-function uprobes attached (a CORO_REC_SWITCH record) */
+	u32 said;	  /* 1 << family: a CORO_REC_SWITCH record of its own came */
 	bool raw;	  /* raw context records seen: its records need translating */
 	bool launched;
 	u32 families; /* 1 << enum coro_ctx_family */
 	void *ranges; /* tsearch tree of struct range, disjoint */
-	char comm[16]; /* the process's name: its main thread's, until a thread record says */
 };
 
 struct ctx_thread {
 	bool started; /* a record of it was seen */
 	bool main_named; /* greenlet: the raw value of its main context is known */
+	bool main_said;	 /* its main context was named `main` */
+	bool custom_main; /* --switch uprobe: the value its main context is left by is known */
 	bool known;   /* cur_id is a fact */
 	bool exited;  /* cur_id exited and has not switched out yet */
 	u64 cur_raw, cur_id;
-	char comm[16];
 };
 
 void ctxmap_init(struct ctxmap *x)
@@ -130,6 +133,43 @@ static void put_id(struct hmap *m, u32 pid, u64 raw, u64 id)
 		hmap_put(m, pid, raw, (void *)(uintptr_t)id);
 }
 
+static u32 rec_family(const struct coro_event_hdr *rec)
+{
+	switch (rec->kind) {
+	case CORO_EV_CTX_CREATE: return ((const struct coro_ev_ctx_create *)rec)->family;
+	case CORO_EV_CTX_SWITCH: return ((const struct coro_ev_ctx_switch *)rec)->family;
+	default: return ((const struct coro_ev_ctx_exit *)rec)->family;
+	}
+}
+
+/*
+ * -a: a process traced through a family attached for every process (a
+ * switch_path record of pid 0) whose own record did not come (it had
+ * exited before corobpf could read its mappings: ringev.c): that record,
+ * for it, before its first event of the family, so that it says how it is
+ * traced. The same in a replay: the capture holds the records it comes from.
+ */
+static void say_every(struct ctxmap *x, struct ctx_proc *p, u32 fam,
+		      const struct coro_event_hdr *rec, ctxmap_emit_fn emit, void *ctx)
+{
+	if (!rec->pid || (p->said & (1u << fam)))
+		return;
+	p->said |= 1u << fam;
+	for (const struct every *e = x->every; e; e = e->next) {
+		struct coro_event_hdr *h;
+
+		if (e->family != fam)
+			continue;
+		h = xmalloc(e->rec[0].size);
+		memcpy(h, e->rec, e->rec[0].size);
+		h->pid = h->tid = rec->pid;
+		h->ts = rec->ts;
+		p->switch_path = true;
+		emit(ctx, h);
+		free(h);
+	}
+}
+
 /* A copy of rec in x->buf with hdr.cur in coroutine terms. */
 static struct coro_event_hdr *translate_cur(struct ctxmap *x, struct ctx_proc *p,
 					    struct ctx_thread *t, const struct coro_event_hdr *rec)
@@ -170,12 +210,33 @@ static void emit_exit(struct ctxmap *x, const struct coro_event_hdr *like, u64 c
 	emit(ctx, &e->hdr);
 }
 
+/*
+ * A thread's main context, `id`, named `main` (as every family's is), once,
+ * in a record like `like`.
+ */
+static void name_main(struct ctxmap *x, struct ctx_thread *t, const struct coro_event_hdr *like,
+		      u64 id, ctxmap_emit_fn emit, void *ctx)
+{
+	struct coro_ev_name *n = (void *)x->extra.bytes;
+
+	if (!id || t->main_said)
+		return;
+	t->main_said = true;
+	memset(n, 0, sizeof(*n));
+	n->hdr = *like;
+	n->hdr.size = sizeof(*n);
+	n->hdr.kind = CORO_EV_NAME;
+	n->hdr.flags &= (u8)CORO_EVF_CUR_UNKNOWN;
+	n->hdr.lost_before = 0;
+	n->id = id;
+	snprintf(n->name, sizeof(n->name), "main");
+	emit(ctx, &n->hdr);
+}
+
 /* A launched thread starts in its main context: say so before its first event. */
 static void start_thread(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread *t,
 			 const struct coro_event_hdr *rec, ctxmap_emit_fn emit, void *ctx)
 {
-	const char *comm = t->comm[0] ? t->comm : rec->tid == rec->pid && p->comm[0] ? p->comm
-											: "thread";
 	struct coro_ev_switch *s = (void *)x->extra.bytes;
 	struct coro_ev_name *n = (void *)x->extra.bytes;
 	u64 main_id = CTXMAP_MAIN_ID(rec->tid);
@@ -198,8 +259,9 @@ static void start_thread(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 	n->hdr.lost_before = 0;
 	n->hdr.cur = main_id;
 	n->id = main_id;
-	snprintf(n->name, sizeof(n->name), "%s [%u]", comm, rec->tid);
+	snprintf(n->name, sizeof(n->name), "main");
 	emit(ctx, &n->hdr);
+	t->main_said = true;
 
 	t->known = true;
 	t->exited = false;
@@ -236,6 +298,20 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 		}
 		return;
 	}
+	if (e->flags & CORO_CTXF_MAIN) {
+		/*
+		 * No switch: the thread's main context (greenlet's main greenlet,
+		 * which a switch to is about to resume). Launched, the thread
+		 * started in it: its main context's id from now on.
+		 */
+		if (p->launched && !t->main_named) {
+			put_id(&x->alias, e->hdr.pid, e->from, CTXMAP_MAIN_ID(e->hdr.tid));
+			t->main_named = true;
+		} else if (!p->launched) {
+			name_main(x, t, h, resolve(x, p, e->hdr.pid, e->from), emit, ctx);
+		}
+		return;
+	}
 	if (e->flags & CORO_CTXF_FROM_CURRENT) {
 		from = t->known ? t->cur_id : 0;
 	} else if (fcontext) {
@@ -248,6 +324,21 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 			from = resolve(x, p, e->hdr.pid, e->from);
 		if (!range_find(p, e->from, &id))
 			put_id(&x->handles, e->hdr.pid, e->from, from);
+	} else if (e->family == CORO_FAM_CUSTOM) {
+		/*
+		 * --switch uprobe:...:from=ARG: the value named is honoured. One
+		 * that is not what runs here is the model's switch-from mismatch,
+		 * counted and said (docs/switch.md), never replaced by what runs.
+		 * Only the first value a launched thread's main context is left by
+		 * is taken to name that context from then on.
+		 */
+		from = resolve(x, p, e->hdr.pid, e->from);
+		if (t->known && !t->custom_main && t->cur_id == CTXMAP_MAIN_ID(e->hdr.tid) &&
+		    from == e->from && from != t->cur_id) {
+			put_id(&x->alias, e->hdr.pid, e->from, t->cur_id);
+			from = t->cur_id;
+		}
+		t->custom_main = true;
 	} else if (t->known && t->cur_id) {
 		/* swapcontext saves the running context into `from`, whatever its address. */
 		from = t->cur_id;
@@ -294,6 +385,9 @@ static void apply_switch(struct ctxmap *x, struct ctx_proc *p, struct ctx_thread
 		t->exited = true;
 	}
 
+	/* Left from the thread's own stack: its main context, named before it is first seen. */
+	if (e->flags & CORO_CTXF_FROM_MAIN)
+		name_main(x, t, h, from, emit, ctx);
 	s->hdr = *h;
 	s->hdr.size = ref ? sizeof(sr) : sizeof(*s);
 	s->hdr.kind = CORO_EV_SWITCH;
@@ -384,15 +478,6 @@ static s64 exit_status(const struct coro_event_hdr *rec)
 	return e->status;
 }
 
-static u32 rec_family(const struct coro_event_hdr *rec)
-{
-	switch (rec->kind) {
-	case CORO_EV_CTX_CREATE: return ((const struct coro_ev_ctx_create *)rec)->family;
-	case CORO_EV_CTX_SWITCH: return ((const struct coro_ev_ctx_switch *)rec)->family;
-	default: return ((const struct coro_ev_ctx_exit *)rec)->family;
-	}
-}
-
 void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emit_fn emit,
 		  void *ctx)
 {
@@ -404,14 +489,22 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 	case CORO_REC_PROCESS:
 		p = proc_get(x, rec->pid);
 		p->launched = ((const struct coro_rec_process *)rec)->mode == CORO_PROC_LAUNCHED;
-		memcpy(p->comm, ((const struct coro_rec_process *)rec)->comm, 16);
-		p->comm[15] = 0;
 		emit(ctx, rec);
 		return;
 	case CORO_REC_SWITCH: {
 		const struct coro_rec_switch *r = (const void *)rec;
 
+		if (!rec->pid && r->family < 32) {
+			/* -a: attached for every process: kept for the processes it will trace. */
+			struct every *ev = xmalloc(sizeof(*ev) + rec->size);
+
+			ev->family = r->family;
+			ev->next = x->every;
+			memcpy(ev->rec, rec, rec->size);
+			x->every = ev;
+		}
 		p = proc_get(x, rec->pid);
+		p->said |= 1u << (r->family & 31);
 		p->switch_path = true;
 		p->families |= 1u << r->family;
 		if (r->family == CORO_FAM_PTH)
@@ -419,18 +512,8 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 		emit(ctx, rec);
 		return;
 	}
-	case CORO_REC_THREAD:
-		if ((p = hmap_get(&x->procs, rec->pid, 0)) && p->switch_path)
-			memcpy(thread_get(x, rec->pid, rec->tid)->comm,
-			       ((const struct coro_rec_thread *)rec)->comm, 16);
-		emit(ctx, rec);
-		return;
 	case CORO_EV_EXEC:
 		emit(ctx, rec);
-		if ((p = hmap_get(&x->procs, rec->pid, 0))) {
-			memcpy(p->comm, ((const struct coro_ev_proc *)rec)->comm, 16);
-			p->comm[15] = 0;
-		}
 		if (x->active)
 			forget_process(x, rec->pid, true);
 		return;
@@ -440,6 +523,13 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 		if (x->active)
 			forget_process(x, rec->pid, false);
 		return;
+	}
+	if (rec->kind <= CORO_EV_BPF_MAX && (rec->flags & (CORO_EVF_RT_ASYNCIO | CORO_EVF_RT_LUA)) &&
+	    x->every && rec->pid) {
+		/* An interpreter's record (-a): its process says it is traced through it. */
+		p = proc_get(x, rec->pid);
+		say_every(x, p, rec->flags & CORO_EVF_RT_ASYNCIO ? CORO_FAM_ASYNCIO : CORO_FAM_LUA,
+			  rec, emit, ctx);
 	}
 	if (rec->kind >= CORO_EV_CTX_CREATE && rec->kind <= CORO_EV_CTX_EXIT) {
 		/*
@@ -452,6 +542,7 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 		p->raw = true;
 		p->families |= 1u << (rec_family(rec) & 31);
 		x->active = true;
+		say_every(x, p, rec_family(rec) & 31, rec, emit, ctx);
 	} else if (!x->active || rec->kind > CORO_EV_BPF_MAX || (rec->flags & CORO_EVF_NO_THREAD) ||
 		   !(p = hmap_get(&x->procs, rec->pid, 0)) || !p->raw) {
 		emit(ctx, rec);
@@ -495,6 +586,12 @@ void ctxmap_apply(struct ctxmap *x, const struct coro_event_hdr *rec, ctxmap_emi
 
 void ctxmap_free(struct ctxmap *x)
 {
+	while (x->every) {
+		struct every *e = x->every;
+
+		x->every = e->next;
+		free(e);
+	}
 	size_t it = 0;
 	u64 k1, k2;
 	void *v;

@@ -48,9 +48,16 @@ struct ctxmap {
 	struct hmap handles; /* (pid, saved stack pointer) -> id, contexts outside known stacks */
 	struct hmap created; /* (pid, id) greenlets and ucontexts seen made and not yet ended */
 	bool active;	     /* some process uses the switch path */
+	/* -a: the switch_path records of pid 0 (every process), newest first. */
+	struct every {
+		struct every *next;
+		u32 family;
+		struct coro_event_hdr rec[];
+	} *every;
+	/* A record translated (the longest: a name made in user space, raw.h), and one implied. */
 	union {
 		struct coro_event_hdr hdr;
-		u8 bytes[256];
+		u8 bytes[512];
 	} buf, extra;
 	/* What the stage could not make sense of. */
 	u64 exits_unknown;   /* a context exit on a thread whose context was not known */

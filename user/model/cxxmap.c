@@ -6,6 +6,8 @@
 #include "kinds.h"
 #include "raw.h"
 
+_Static_assert(sizeof(((struct cxxmap *)0)->buf) >= CORO_NAME_REC_MAX, "a long name record fits");
+
 /* GCC's resume index of the initial suspend point (0: not started; odd: destroying). */
 #define GCC_INITIAL_SUSPEND 2
 

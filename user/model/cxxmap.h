@@ -63,7 +63,7 @@ struct cxxmap {
 	bool active;
 	union {
 		struct coro_event_hdr hdr;
-		u8 bytes[256];
+		u8 bytes[512]; /* the longest record: a name made in user space (kinds.h) */
 	} buf;
 	/* What the stage could not make sense of. */
 	u64 frames_reused;  /* creations of a frame whose coroutine never ended */

@@ -10,6 +10,7 @@
 #define COROBPF_FINDING_H
 
 #include "coro_abi.h"
+#include "event.h" /* CORO_NAME_MAX */
 #include "spans.h"
 #include "util.h"
 
@@ -43,13 +44,13 @@ struct finding {
 	enum finding_kind kind;
 	u32 pid, tid;	    /* tid: the thread involved (ran on, ran last on), 0 if none */
 	u64 id, uid;	    /* the coroutine */
-	char name[CORO_STR_LEN];
+	char name[CORO_NAME_MAX];
 	u64 parent;
 	/* Ancestors known to the model when found, nearest first. */
 	u32 nchain;
 	struct {
 		u64 id;
-		char name[CORO_STR_LEN];
+		char name[CORO_NAME_MAX];
 	} chain[FINDING_CHAIN];
 	u64 ts, dur;	    /* when it started, how long it lasted (or had lasted) */
 	bool open;	    /* still going when the trace or its process ended */

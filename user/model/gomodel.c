@@ -20,6 +20,10 @@ void gomodel_free(struct gomodel *g)
 	hmap_free(&g->thread);
 }
 
+/* What the probes said of a goroutine (the value in `seen`). */
+#define SEEN_ALIVE ((void *)1)
+#define SEEN_ENDED ((void *)2)
+
 /* A header for a record implied by `h`: its losses are reported once, by the first. */
 static struct coro_event_hdr implied(const struct coro_event_hdr *h, u8 kind, u16 size,
 				     bool first)
@@ -33,9 +37,25 @@ static struct coro_event_hdr implied(const struct coro_event_hdr *h, u8 kind, u1
 	return o;
 }
 
+/*
+ * In `thread`: what runs there is the walk's word (a goroutine it found
+ * running), not the BPF side's, which never saw it start there.
+ */
+#define THREAD_WALKED (1ULL << 63)
+
 static void put_thread(struct gomodel *g, u32 pid, u32 tid, u64 goid)
 {
 	hmap_put(&g->thread, pid, tid, (void *)(uintptr_t)(goid + 1));
+}
+
+/* The goroutine the stage said runs on (pid, tid), 0 for none; *walked: the walk said it. */
+static u64 thread_goroutine(struct gomodel *g, u32 pid, u32 tid, bool *walked)
+{
+	u64 v = (u64)(uintptr_t)hmap_get(&g->thread, pid, tid);
+
+	*walked = v & THREAD_WALKED;
+	v &= ~THREAD_WALKED;
+	return v ? v - 1 : 0;
 }
 
 /* stack: a capture stack id where it parked (the walk's), or 0: none. */
@@ -86,28 +106,36 @@ static void emit_id(const struct coro_event_hdr *h, bool first, u8 kind, u64 id,
 /*
  * A goroutine about to run on h's thread: if the GC parked it elsewhere
  * without a status change, it left that thread then; if this thread still
- * ran another one, that one left it (true: the thread runs none now).
+ * ran another one, that one left it (true: the thread runs none now). The
+ * BPF side's word for what ran (h->cur) must agree, unless the walk at the
+ * attach found the other one running there: the BPF side never saw it
+ * start, and the GC's asynchronous preemption may have stopped it since.
  */
 static bool missed_switch_outs(struct gomodel *g, const struct coro_event_hdr *h, u64 goid,
 			       gomodel_emit_fn emit, void *ctx)
 {
 	uintptr_t tid1 = (uintptr_t)hmap_get(&g->running, h->pid, goid);
-	uintptr_t cur1 = (uintptr_t)hmap_get(&g->thread, h->pid, h->tid);
+	bool walked, walked_there;
+	u64 cur = thread_goroutine(g, h->pid, h->tid, &walked);
 
 	if (tid1 && tid1 - 1 != h->tid) {
 		struct coro_event_hdr o = implied(h, 0, 0, false);
-		uintptr_t there = (uintptr_t)hmap_get(&g->thread, h->pid, tid1 - 1);
+		u64 there = thread_goroutine(g, h->pid, (u32)(tid1 - 1), &walked_there);
 
 		o.tid = (u32)(tid1 - 1);
 		o.cur = goid;
 		o.flags &= (u8)~CORO_EVF_CUR_UNKNOWN;
-		if (there == goid + 1)
+		if (there == goid)
 			emit_switch(g, &o, false, goid, 0, CORO_R_YIELD, 0, emit, ctx);
 		else
 			hmap_del(&g->running, h->pid, goid);
 	}
-	if (cur1 > 1 && cur1 - 1 != goid && cur1 - 1 == h->cur) {
-		emit_switch(g, h, false, cur1 - 1, 0, CORO_R_YIELD, 0, emit, ctx);
+	if (cur && cur != goid && (cur == h->cur || walked)) {
+		struct coro_event_hdr o = *h;
+
+		o.cur = cur;
+		o.flags &= (u8)~CORO_EVF_CUR_UNKNOWN;
+		emit_switch(g, &o, false, cur, 0, CORO_R_YIELD, 0, emit, ctx);
 		return true;
 	}
 	return false;
@@ -122,7 +150,7 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 
 	if (!id)
 		return;
-	hmap_put(&g->seen, h->pid, id, (void *)1);
+	hmap_put(&g->seen, h->pid, id, n == CORO_GO_DEAD ? SEEN_ENDED : SEEN_ALIVE);
 	if (o == CORO_GO_DEAD && n == CORO_GO_RUNNABLE) {
 		struct coro_ev_create c = {.hdr = implied(h, CORO_EV_CREATE, sizeof(c), true)};
 
@@ -151,14 +179,24 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 	}
 }
 
-/* A goroutine alive at attach, unless the probes said something of it first. */
+/*
+ * A goroutine alive at attach, unless the probes said something of it
+ * first: the walk's records are stamped after its last read, so what the
+ * probes said before is newer than what the walk read, or as new. A
+ * goroutine they saw end was read as it ended, or its g as newproc1 reused
+ * it (with the dead goroutine's goid still in it): nothing of it is kept.
+ */
 static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomodel_emit_fn emit,
 			 void *ctx)
 {
 	struct coro_event_hdr h = r->hdr;
 	struct coro_ev_name nm = {0};
+	void *seen;
 
 	if (!r->goid)
+		return;
+	seen = hmap_get(&g->seen, h.pid, r->goid);
+	if (seen == SEEN_ENDED)
 		return;
 	h.cur = 0;
 	h.lost_before = 0;
@@ -169,12 +207,12 @@ static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomod
 	nm.id = r->goid;
 	memcpy(nm.name, r->name, sizeof(nm.name));
 	nm.name[sizeof(nm.name) - 1] = 0;
-	if (hmap_get(&g->seen, h.pid, r->goid)) {
+	if (seen) {
 		/* The probes' state is newer; its name only the walk knows. */
 		emit(ctx, &nm.hdr);
 		return;
 	}
-	hmap_put(&g->seen, h.pid, r->goid, (void *)1);
+	hmap_put(&g->seen, h.pid, r->goid, SEEN_ALIVE);
 	switch (r->status) {
 	case CORO_GO_RUNNABLE:
 		emit(ctx, &nm.hdr);
@@ -183,8 +221,11 @@ static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomod
 	case CORO_GO_RUNNING:
 	case CORO_GO_SYSCALL:
 		emit(ctx, &nm.hdr);
-		if (h.tid)
+		if (h.tid) {
 			emit_switch(g, &h, false, 0, r->goid, CORO_R_YIELD, 0, emit, ctx);
+			hmap_put(&g->thread, h.pid, h.tid,
+				 (void *)(uintptr_t)((r->goid + 1) | THREAD_WALKED));
+		}
 		break;
 	case CORO_GO_WAITING:
 	case CORO_GO_PREEMPTED:

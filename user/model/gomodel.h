@@ -25,11 +25,14 @@
  *
  * A goroutine the GC parked by asynchronous preemption (no casgstatus) is
  * switched out where it is next seen: on its thread when that thread runs
- * another, or on its old thread when it runs somewhere else. A walk record
- * of a goroutine the probes already reported gives its name only: the
- * probes' state is newer. A goroutine found parked is switched in and out at the
- * instant of the walk on thread 0 (its last thread is not known; no real
- * thread is 0), so it is suspended, with its reason and object, from there.
+ * another, or on its old thread when it runs somewhere else. The walk's
+ * records are stamped after its last read: a walk record of a goroutine the
+ * probes already reported gives its name only (the probes' state is newer),
+ * and one of a goroutine they saw end gives nothing (it was read as it
+ * ended, or its g as newproc1 reused it). A goroutine found parked is
+ * switched in and out at the instant of the walk on thread 0 (its last
+ * thread is not known; no real thread is 0), so it is suspended, with its
+ * reason and object, from there.
  *
  * Every other record passes untouched.
  */
@@ -40,7 +43,7 @@
 #include "util.h"
 
 struct gomodel {
-	struct hmap seen;    /* (pid, goid) reported by probes or the walk */
+	struct hmap seen;    /* (pid, goid) reported by probes or the walk: alive, or ended */
 	struct hmap running; /* (pid, goid) -> tid + 1, the thread it runs on */
 	struct hmap thread;  /* (pid, tid) -> goid + 1, what the stage said runs there */
 };

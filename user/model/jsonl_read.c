@@ -718,9 +718,15 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		struct coro_ev_name *e = rec_init(r, sizeof(*e), CORO_EV_NAME, pid, tid, ts);
 		const struct jv *t = get(o, "truncated"), *u = get(o, "unreadable");
 
+		const char *name = gets_(o, "name");
+
 		if (!getid(o, "id", &e->id))
 			return fail(r, "name without id");
-		copy_str(e->name, sizeof(e->name), gets_(o, "name"));
+		/* Longer than its field: a name made in user space, as long as it was (kinds.h). */
+		if (name && strlen(name) >= sizeof(e->name))
+			coro_name_record(e, name);
+		else
+			copy_str(e->name, sizeof(e->name), name);
 		e->hdr.flags = CUR_UNSAID;
 		if (t && t->type == JV_BOOL && t->b)
 			e->hdr.flags |= CORO_EVF_STR_TRUNCATED;

@@ -140,6 +140,7 @@ static void coro_free(struct coro *c)
 		free(c->tids);
 	free(c->spans);
 	free(c->awaiter);
+	free(c->name_long);
 	free(c);
 }
 
@@ -208,6 +209,55 @@ void thread_spans_unclosed(struct model *m, struct coro_thread *t, u64 ts)
 		span_end_open(&m->spans, t->spans, t->nspans, &e);
 }
 
+/*
+ * Span begins the caps on open spans refused: what apply.c's span function
+ * remembers of an owner's (struct span_refused) is freed with the owner.
+ */
+void refused_free(struct model *m, const void *owner)
+{
+	struct span_refused *r = hmap_del(&m->span_refused, (uintptr_t)owner, 0);
+
+	if (!r)
+		return;
+	m->refused_hashes -= r->n;
+	free(r->hash);
+	free(r);
+}
+
+/* An owner's kept spans closed or ended: the counts of open spans follow. */
+void spans_gone(struct model *m, u32 pid, u32 n)
+{
+	struct coro_process *p = model_proc_peek(m, pid);
+
+	m->open_spans -= n;
+	if (p)
+		p->open_spans -= n;
+}
+
+/*
+ * A run cut by the end of the trace or of its process while its thread was
+ * off the CPU: the time since the thread left is the run's off-CPU time
+ * (blocked, if it blocked), as the offcpu_end that never came would have
+ * made it, never time spent running (a Ruby program in `sleep`, a main loop
+ * waiting in ppoll when the trace ends).
+ */
+static void offcpu_until_end(struct coro *c, u64 ts)
+{
+	const struct coro_thread *t = c->thread;
+	u64 from;
+
+	if (c->state != CS_RUNNING || !t || !t->off || t->tid != c->tid)
+		return;
+	from = MAX(t->off_ts, c->state_since);
+	if (ts <= from)
+		return;
+	c->t_offcpu += ts - from;
+	if (t->off_state == CORO_OFF_SLEEPING || t->off_state == CORO_OFF_DISK)
+		c->t_blocked += ts - from;
+	else
+		c->t_runq += ts - from;
+}
+
 void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 {
 	struct coro_process *p = c->proc;
@@ -217,6 +267,8 @@ void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 	c->end_obj = c->obj;
 	c->end = how;
 	m->ending = c;
+	if (how == CE_TRACE_END || how == CE_PROCESS_EXIT || how == CE_EXEC)
+		offcpu_until_end(c, ts);
 	if (c->state != CS_EXITED) {
 		close_interval(m, c, ts, how != CE_EXIT);
 		if (c->state == CS_RUNNABLE)
@@ -241,6 +293,8 @@ void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 	hmap_del(&m->coros, c->pid, c->id);
 	/* Observers have read its open spans; nothing can name it now. */
 	span_forget(&m->spans, c, c->spans, c->nspans, &c->spans_indexed);
+	spans_gone(m, c->pid, c->nspans);
+	refused_free(m, c);
 	p->live--;
 	m->live--;
 	if (graveyard.len == graveyard.cap) {
@@ -250,12 +304,24 @@ void end_coroutine(struct model *m, struct coro *c, enum coro_end how, u64 ts)
 	graveyard.v[graveyard.len++] = c;
 }
 
-/* A coroutine the stream talks about but never introduced: attached mid-life. */
+u64 *cap_reached(struct model *m, u32 pid)
+{
+	const struct coro_process *p;
+
+	if (m->max_live_process && (p = model_proc_peek(m, pid)) && p->live >= m->max_live_process)
+		return &m->anom.over_process_cap;
+	if (m->max_live && m->live >= m->max_live)
+		return &m->anom.over_cap;
+	return NULL;
+}
+
 struct coro *coro_get(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s)
 {
 	struct coro *c = model_find(m, pid, id);
 
-	return c ? c : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
+	if (c)
+		return c;
+	return cap_reached(m, pid) ? NULL : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
 }
 
 /* Oldest first: the order in which outputs list them. */
@@ -312,6 +378,8 @@ void end_process(struct model *m, u32 pid, u64 ts, enum coro_end how)
 			hmap_del(&m->threads, gone[i]->pid, gone[i]->tid);
 			span_forget(&m->spans, gone[i], gone[i]->spans, gone[i]->nspans,
 				    &gone[i]->spans_indexed);
+			spans_gone(m, gone[i]->pid, gone[i]->nspans);
+			refused_free(m, gone[i]);
 			free(gone[i]->spans);
 			free(gone[i]);
 		}
@@ -390,6 +458,14 @@ void model_free(struct model *m)
 		free(p->switch_desc);
 		free(p);
 	}
+	it = 0;
+	while (hmap_next(&m->span_refused, &it, NULL, NULL, &v)) {
+		struct span_refused *r = v;
+
+		free(r->hash);
+		free(r);
+	}
+	hmap_free(&m->span_refused);
 	hmap_free(&m->coros);
 	hmap_free(&m->threads);
 	hmap_free(&m->procs);

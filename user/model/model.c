@@ -43,6 +43,23 @@ void model_init(struct model *m, struct capture_info *ci)
 	span_table_init(&m->spans);
 	m->next_uid = 1;
 	m->rng = 0x9e3779b97f4a7c15ull;
+	m->max_live = MODEL_MAX_LIVE_DEFAULT;
+	m->max_live_process = MODEL_MAX_LIVE_PROCESS_DEFAULT;
+	m->max_spans = MODEL_MAX_SPANS_DEFAULT;
+	m->max_spans_process = MODEL_MAX_SPANS_PROCESS_DEFAULT;
+	hmap_init(&m->span_refused);
+}
+
+void model_limit_spans(struct model *m, u64 spans, u64 spans_per_process)
+{
+	m->max_spans = spans;
+	m->max_spans_process = spans_per_process;
+}
+
+void model_limit(struct model *m, u64 live, u64 live_per_process)
+{
+	m->max_live = live;
+	m->max_live_process = live_per_process;
 }
 
 int model_add_observer(struct model *m, const struct model_observer *obs)

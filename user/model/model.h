@@ -17,7 +17,13 @@
  *   was running goes to state UNKNOWN from the thread's last certain event
  *   until its next certain event. No transition is invented.
  * - Memory is bounded by live coroutines, threads and open spans: a
- *   finished coroutine is handed to the observers and freed.
+ *   finished coroutine is handed to the observers and freed. The live
+ *   coroutines followed are capped (model_limit(): per process and in
+ *   all). A coroutine first seen while a cap is reached is not followed:
+ *   its events reach the observers with no coroutine (`over_cap`) and are
+ *   counted; once there is room, its next event makes it followed as one
+ *   seen mid-life (its creation unknown), as after an attach. Nothing is
+ *   guessed: what is followed is exact, what is not is counted.
  * - Work per record is bounded or amortized, whatever the program does: a
  *   span_end in a deep stack finds its span through an index by name, not
  *   a search of the open spans (a program may open thousands and end names
@@ -70,43 +76,37 @@ enum coro_end {
 };
 
 
+/*
+ * Per live coroutine, the model's largest cost (docs/design.md, "Memory"):
+ * fields are grouped by size so that the struct has no padding holes.
+ */
 struct coro {
 	u64 uid;     /* serial over the whole trace, 1..: tells incarnations of an id apart */
 	u64 id;	     /* the scheduler's id */
-	u32 pid;
 	struct coro_process *proc;
 	struct coro_thread *thread; /* the thread it runs on (CS_RUNNING) or last ran on */
 	void *priv[MODEL_MAX_OBSERVERS];
 	u64 parent;  /* parent id, 0 = none */
 	u64 parent_uid; /* parent incarnation if it was known when this one was created */
-	char name[CORO_STR_LEN];
-	bool name_truncated;
-	bool created_seen; /* false: attached mid-life */
-	bool fiber_dispatcher; /* Boost.Fiber's dispatcher context (model.c, fiber_dispatcher()) */
-	bool uncertain;	   /* some of its time is CS_UNKNOWN */
+	/*
+	 * The switch-function path: the context it last switched to, and how
+	 * many times it switched to another than the last (model.c,
+	 * note_scheduler()); `scheduler`: it was some thread's scheduler context.
+	 */
+	u64 last_to;
 	u64 first_ts;	   /* first event about it */
 	u64 created_ts;	   /* valid if created_seen */
 	u64 end_ts;
 	s64 status;	   /* valid if end == CE_EXIT */
-	enum coro_end end;
-
-	enum coro_state state;
 	u64 state_since;
-	u32 tid;	/* thread it runs on (CS_RUNNING), or last ran on */
-	u32 reason;	/* CS_SUSPENDED */
 	u64 obj;	/* CS_SUSPENDED */
 	/*
 	 * Since its last switch out: that wait's awaiter type (a C++20 wait;
 	 * owned; NULL: none, cxxmap.h). Set before its new state begins.
 	 */
 	char *awaiter;
-	enum coro_state end_state; /* state when it ended (for CE_TRACE_END: where it was stuck) */
-	u32 end_reason;
 	u64 end_obj;
-
-	bool ready_pending; /* made ready while still running (a yield, or a wake before sleep) */
 	u64 waker;	    /* coroutine that last made it ready (id), valid if has_waker */
-	bool has_waker;
 	u64 ready_ts;
 
 	u64 t_state[CS_NSTATES];
@@ -118,27 +118,52 @@ struct coro {
 	u64 switch_ins;
 	u64 readies;
 	u64 longest_susp, longest_susp_start;
-	u32 longest_susp_reason;
 	u64 longest_susp_obj;
-	bool longest_open; /* the longest suspension was still open at the end */
 
-	/* --stacks: capture stack ids (model_stack()), 0 if none. */
-	u32 create_stack; /* where it was created (the spawn site) */
-	u32 park_stack;	  /* where it last switched out (its suspension point) */
 	/* --sample-hz: the stacks sampled during its current (or last) run, and how many. */
 	u32 *run_samples;
-	u32 nrun_samples, cap_run_samples;
 	u64 run_samples_total; /* of the run, those not kept included */
+	u32 nrun_samples, cap_run_samples;
 
 	u32 *tids; /* distinct threads it ran on, in first-run order (tids_few until more) */
 	u32 ntids, cap_tids;
 	u32 tids_few[4];
 
 	struct coro_span *spans; /* open spans, innermost last */
-	u32 nspans, cap_spans;
-	bool spans_indexed; /* deep: its spans are in the span table's index */
 	u64 spans_unmatched_end;
+	u32 nspans, cap_spans;
+
+	u32 pid;
+	u32 tid;	/* thread it runs on (CS_RUNNING), or last ran on */
+	u32 reason;	/* CS_SUSPENDED */
+	enum coro_end end;
+	enum coro_state state;
+	enum coro_state end_state; /* state when it ended (for CE_TRACE_END: where it was stuck) */
+	u32 end_reason;
+	u32 longest_susp_reason;
+	/* --stacks: capture stack ids (model_stack()), 0 if none. */
+	u32 create_stack; /* where it was created (the spawn site) */
+	u32 park_stack;	  /* where it last switched out (its suspension point) */
+	u32 to_changes;	  /* switches to another context than last_to */
+
+	char *name_long; /* owned: a name longer than name holds (CORO_NAME_MAX), or NULL */
+	char name[CORO_STR_LEN]; /* its name, or the first CORO_STR_LEN - 1 bytes of a longer one */
+	bool name_truncated;
+	bool created_seen; /* false: attached mid-life */
+	bool fiber_dispatcher; /* Boost.Fiber's dispatcher context (model.c, fiber_dispatcher()) */
+	bool uncertain;	   /* some of its time is CS_UNKNOWN */
+	bool scheduler;	   /* it was some thread's scheduler context (last_to, to_changes) */
+	bool ready_pending; /* made ready while still running (a yield, or a wake before sleep) */
+	bool has_waker;
+	bool longest_open; /* the longest suspension was still open at the end */
+	bool spans_indexed; /* deep: its spans are in the span table's index */
 };
+
+/* Its whole name (up to CORO_NAME_MAX - 1 bytes), "" if it has none. */
+static inline const char *coro_name(const struct coro *c)
+{
+	return c->name_long ? c->name_long : c->name;
+}
 
 struct coro_thread {
 	u32 pid, tid;
@@ -152,6 +177,15 @@ struct coro_thread {
 	u64 off_ts;
 	u32 off_state;
 	u32 off_stack;	 /* --stacks: where its coroutine blocked (off since off_ts), or 0 */
+	/* Its process's made_ready and runnable when it left (the evidence of work waiting). */
+	u64 off_made_ready, off_runnable;
+	/*
+	 * The switch-function path: its scheduler context (a hub, a main loop),
+	 * the one of its contexts that most often switched to another context
+	 * than the one it switched to last (sched_changes times); 0: none yet.
+	 */
+	u64 sched_id, sched_uid;
+	u32 sched_changes;
 	struct coro_span *spans; /* spans opened outside any coroutine */
 	u32 nspans, cap_spans;
 	bool spans_indexed;
@@ -167,7 +201,9 @@ struct coro_process {
 	s32 exit_status;
 	u64 start_ts, exit_ts;
 	u64 live;     /* coroutines alive now */
+	u64 open_spans; /* spans open now, in its coroutines and threads (model_limit_spans()) */
 	u64 runnable; /* of which runnable */
+	u64 made_ready; /* readies that made a coroutine runnable (not of one running) */
 	u64 created;  /* incarnations seen */
 	/*
 	 * Traced through the switch-function path (uprobes on context functions
@@ -200,6 +236,22 @@ struct model_anomalies {
 	 * key would change every trailer).
 	 */
 	u64 offcpu_late;
+	/*
+	 * The caps on live coroutines (model_limit()): creates of coroutines
+	 * not followed because the process's cap, or the cap of all, was
+	 * reached; and every event that found its coroutine not followed (such
+	 * a create, or a name, ready, exit, span or a switch's side).
+	 */
+	u64 over_process_cap;
+	u64 over_cap;
+	u64 events_over_cap;
+	/*
+	 * The caps on open spans (model_limit_spans()): span begins not kept
+	 * because the process's cap, or the cap of all, was reached. Their
+	 * ends close nothing else and are no anomaly.
+	 */
+	u64 spans_over_process_cap;
+	u64 spans_over_cap;
 };
 
 struct model;
@@ -231,8 +283,29 @@ struct model_observer {
 	void (*span_done)(void *ctx, const struct span_done *d);
 };
 
+/* The caps on live coroutines the model follows by default (--max-coroutines...). */
+#define MODEL_MAX_LIVE_DEFAULT 1000000
+#define MODEL_MAX_LIVE_PROCESS_DEFAULT 500000
+/* ...and on the spans open at once (--max-open-spans...): 240 bytes each. */
+#define MODEL_MAX_SPANS_DEFAULT 1000000
+#define MODEL_MAX_SPANS_PROCESS_DEFAULT 500000
+
 struct model {
 	struct capture_info *ci;
+	u64 max_live, max_live_process; /* model_limit(): 0, no cap */
+	u64 max_spans, max_spans_process; /* model_limit_spans(): 0, no cap */
+	u64 open_spans;			  /* spans open now, every owner's */
+	/*
+	 * Span begins refused by those caps, per owner (a coroutine or thread
+	 * with some): (owner, 0) -> struct span_refused. Their hashes, innermost
+	 * last, let their ends be told from the ends of spans kept; as many are
+	 * remembered as the cap of all, past that they are only counted.
+	 */
+	struct hmap span_refused;
+	u64 refused_hashes;
+	bool span_over_cap; /* the record being applied is a span event the caps refused */
+	/* The record being applied found its coroutine not followed: wholly, or a switch's side. */
+	bool over_cap, over_cap_part;
 	struct hmap coros;   /* (pid, id) -> struct coro * */
 	struct hmap threads; /* (pid, tid) -> struct coro_thread * */
 	struct hmap procs;   /* (pid, 0) -> struct coro_process * */
@@ -271,6 +344,19 @@ struct model {
 };
 
 void model_init(struct model *m, struct capture_info *ci);
+/*
+ * The most live coroutines the model follows: in all, and of one process
+ * (0: no cap). Before the first record; model_init() sets the defaults.
+ */
+void model_limit(struct model *m, u64 live, u64 live_per_process);
+/*
+ * The most spans open at once the model keeps: in all, and in one process
+ * (0: no cap). A span begun beyond is not kept: its begin and its end reach
+ * the observers marked over_cap, its end closes nothing else, and it is
+ * counted (spans_over_cap, spans_over_process_cap). Before the first record;
+ * model_init() sets the defaults.
+ */
+void model_limit_spans(struct model *m, u64 spans, u64 spans_per_process);
 /*
  * Returns the observer's slot in the priv[] arrays (also written to
  * *obs->slot), or -1 when there are too many.
@@ -369,6 +455,16 @@ static inline void model_set_priv(void *const *priv_of_obj, int slot, void *v)
 	if (slot >= 0 && slot < MODEL_MAX_OBSERVERS)
 		((void **)priv_of_obj)[slot] = v;
 }
+
+/*
+ * Whether c is its thread's scheduler context, whose waits in the kernel are
+ * its scheduler waiting for work: Boost.Fiber's dispatcher, or on the
+ * switch-function path the context through which the thread's others are
+ * switched (gevent's hub, QEMU's main loop, a fiber loop's main fiber).
+ */
+bool model_is_scheduler(const struct coro_thread *t, const struct coro *c);
+/* What such a context is called for its family: "hub", "main loop", "dispatcher"... */
+const char *model_scheduler_role(const struct coro *c);
 
 /* Names in the outputs (those of the values events carry: event.h). */
 const char *coro_state_name(enum coro_state s);

@@ -26,7 +26,7 @@
 #define SPAN_FIRST_CAP 4
 
 /* Equal names as strncmp(a, b, CORO_STR_LEN) sees them hash equal: the bytes before a NUL. */
-static u64 span_hash(const struct span_table *t, const char *name)
+u64 span_name_hash(const struct span_table *t, const char *name)
 {
 	size_t n = strnlen(name, CORO_STR_LEN);
 	u64 h = mix64(t->seed ^ n), w;
@@ -45,7 +45,7 @@ static void span_index_add(struct span_table *t, const struct span_stack *st, u3
 	struct coro_span *sp = &(*st->v)[i];
 	uintptr_t inner;
 
-	sp->hash = span_hash(t, sp->name);
+	sp->hash = span_name_hash(t, sp->name);
 	inner = (uintptr_t)hmap_get(&t->index, (uintptr_t)st->owner, sp->hash);
 	sp->outer = inner ? (u32)(inner - 1) : SPAN_NONE;
 	hmap_put(&t->index, (uintptr_t)st->owner, sp->hash, (void *)(uintptr_t)(i + 1));
@@ -168,7 +168,7 @@ static u32 span_find(struct span_table *t, const struct span_stack *st, const ch
 				return i;
 		return SPAN_NONE;
 	}
-	inner = (uintptr_t)hmap_get(&t->index, (uintptr_t)st->owner, span_hash(t, name));
+	inner = (uintptr_t)hmap_get(&t->index, (uintptr_t)st->owner, span_name_hash(t, name));
 	/* Other names on the chain only where two hashes collide. */
 	for (u32 i = inner ? (u32)(inner - 1) : SPAN_NONE; i != SPAN_NONE; i = v[i].outer)
 		if (strncmp(v[i].name, name, CORO_STR_LEN) == 0)

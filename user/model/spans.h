@@ -127,6 +127,11 @@ struct span_stack {
 };
 
 void span_table_init(struct span_table *t);
+/*
+ * A name's hash, keyed with the run's seed (a program cannot choose names
+ * that collide): equal for names strncmp(a, b, CORO_STR_LEN) finds equal.
+ */
+u64 span_name_hash(const struct span_table *t, const char *name);
 void span_table_free(struct span_table *t);
 /* at_begin: the owner coroutine's clocks now, or NULL (a thread's span). */
 void span_push(struct span_table *t, const struct span_stack *st, const char *name, u64 ts,

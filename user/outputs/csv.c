@@ -39,7 +39,7 @@ static void csv_text(struct obuf *o, const char *s, size_t len)
 /* A name the traced program gave: made valid, always quoted. */
 static void csv_name(struct obuf *o, const char *s, size_t len)
 {
-	char buf[3 * 256 + 1], *clean = buf;
+	char buf[3 * CORO_NAME_MAX + 1], *clean = buf;
 
 	if (3 * len + 1 > sizeof(buf))
 		clean = xmalloc(3 * len + 1);

@@ -168,10 +168,11 @@ static void jsonl_begin(void *ctx, const struct capture_info *ci)
 
 /*
  * Event lines are built at a cursor in room reserved for the whole line: a
- * line holds at most one string of CORO_STR_LEN bytes (6 bytes each when
+ * line holds at most one string of CORO_NAME_MAX bytes (6 bytes each when
  * escaped) besides its keys and numbers, so EVENT_LINE_ROOM always fits.
  */
-#define EVENT_LINE_ROOM 1024
+#define EVENT_LINE_ROOM 2048
+_Static_assert(6 * CORO_NAME_MAX + 512 <= EVENT_LINE_ROOM, "a line's string and the rest fit");
 #define J_LIT(lit) (p = mempcpy(p, lit, sizeof(lit) - 1))
 #define J_U64(key, v) (J_LIT(",\"" key "\":"), p = fmt_u64(p, (v)))
 #define J_ID(key, v) (J_LIT(",\"" key "\":\""), p = fmt_hex(p, (v)), *p++ = '"')
@@ -280,6 +281,8 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 			J_U64("to_uid", ev->to->uid);
 		if (stack)
 			J_U64("stack", stack);
+		if (ev->over_cap)
+			J_LIT(",\"over_cap\":true");
 		J_LIT("}\n");
 		obuf_commit(o, p - start);
 		return;
@@ -318,7 +321,7 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		if (ev->str_unreadable)
 			J_LIT(",\"unreadable\":true");
 		J_U64("depth", ev->span.depth);
-		if (ev->kind == EV_SPAN_END && !ev->span.matched)
+		if (ev->kind == EV_SPAN_END && !ev->span.matched && !ev->over_cap)
 			J_LIT(",\"matched\":false");
 		if (stack)
 			J_U64("stack", stack);
@@ -328,6 +331,9 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 	}
 	if (ev->c)
 		J_U64("uid", ev->c->uid);
+	/* Its coroutine is not followed (the model's caps): no uid, and the counters say so. */
+	if (ev->over_cap)
+		J_LIT(",\"over_cap\":true");
 	J_LIT("}\n");
 	obuf_commit(o, p - start);
 }
@@ -432,7 +438,7 @@ static void jsonl_coroutine_end(void *ctx, const struct coro *c)
 		put_u64(o, "parent_uid", c->parent_uid);
 	else
 		obuf_puts(o, ",\"parent_uid\":null");
-	put_str(o, "name", c->name, CORO_STR_LEN);
+	put_str(o, "name", coro_name(c), CORO_NAME_MAX);
 	if (c->name_truncated)
 		obuf_puts(o, ",\"name_truncated\":true");
 	if (c->created_seen)
@@ -556,7 +562,7 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 	if (f->uid) {
 		put_id(o, "id", f->id);
 		put_u64(o, "uid", f->uid);
-		put_str(o, "name", f->name, CORO_STR_LEN);
+		put_str(o, "name", f->name, CORO_NAME_MAX);
 		put_id(o, "parent", f->parent);
 	} else if (have & FF_PARENT) {
 		put_id(o, "id", f->id); /* the parent (0: the scheduler) */
@@ -569,7 +575,7 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 			obuf_puts(o, i ? ",{\"id\":\"" : "{\"id\":\"");
 			obuf_hex(o, f->chain[i].id);
 			obuf_puts(o, "\",\"name\":");
-			obuf_json_str(o, f->chain[i].name, CORO_STR_LEN);
+			obuf_json_str(o, f->chain[i].name, CORO_NAME_MAX);
 			obuf_putc(o, '}');
 		}
 		obuf_putc(o, ']');

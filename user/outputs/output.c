@@ -98,10 +98,11 @@ static void csv_discard(void *sink)
 	csv_sink_free(sink);
 }
 
+/* Connected by output_open(): the writers start here. */
 static void *pg_create(struct output *o, struct model *m, struct model_observer *obs,
 		       struct finding_sink *fs, char *err, size_t errlen)
 {
-	return pg_sink_new(o->path, o->replay_from, m, obs, fs, err, errlen);
+	return pg_sink_attach(o->sink, m, obs, fs, err, errlen) ? NULL : o->sink;
 }
 
 /* Its own message in err: 0 or -1. */
@@ -213,7 +214,7 @@ void output_format_error(const char *path, char *err, size_t errlen)
 }
 
 int output_open(struct output *o, const char *path, enum output_format forced, bool force,
-		char *err, size_t errlen)
+		const struct pg_opts *store, char *err, size_t errlen)
 {
 	int ret;
 
@@ -234,7 +235,15 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 				 kind_of(o->fmt)->names[0]);
 			return -EINVAL;
 		}
-		o->path = xstrdup(path); /* connected by output_observe() */
+		if (!store) {
+			snprintf(err, errlen, "a PostgreSQL store cannot be written here");
+			return -EINVAL;
+		}
+		/* Connected now: a store that cannot be had fails the run before it starts. */
+		o->sink = pg_sink_open(path, store, err, errlen);
+		if (!o->sink)
+			return -EIO;
+		o->path = xstrdup(path);
 		return 0;
 	}
 	if (o->gzip && kind_of(o->fmt)->no_gzip) {
@@ -260,11 +269,14 @@ int output_observe(struct output *o, struct model *m, struct model_observer *obs
 		   struct finding_sink *fs, char *err, size_t errlen)
 {
 	const struct output_kind *k = kind_of(o->fmt);
+	void *sink;
 
 	memset(fs, 0, sizeof(*fs));
-	o->sink = k->create(o, m, obs, fs, err, errlen);
-	if (!o->sink)
+	sink = k->create(o, m, obs, fs, err, errlen);
+	/* A store's sink is open already: output_abort() closes it. */
+	if (!sink)
 		return -1;
+	o->sink = sink;
 	if (!k->findings)
 		memset(fs, 0, sizeof(*fs));
 	return 0;

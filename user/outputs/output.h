@@ -4,6 +4,7 @@
 
 #include "finding.h"
 #include "model.h"
+#include "pgstore.h"
 
 /*
  * Outputs chosen on the command line: "-o FILE" with the format taken from
@@ -28,12 +29,7 @@ struct output {
 	struct outfile file;
 	struct obuf ob;
 	u32 max_tracks; /* perfetto: per-coroutine tracks per process before packed lanes (0: all packed) */
-	void *sink; /* format-specific state */
-	/*
-	 * What holds the whole capture (--raw, or report's input), for the
-	 * command a store's error prints; or NULL. Set after output_open().
-	 */
-	const char *replay_from;
+	void *sink; /* format-specific state (a store's from output_open() on) */
 };
 
 enum output_format output_format_parse(const char *name); /* OUT_AUTO if unknown */
@@ -46,8 +42,12 @@ const char *output_format_name(enum output_format f);
  */
 bool output_format_known(const char *path, enum output_format forced);
 void output_format_error(const char *path, char *err, size_t errlen);
+/*
+ * A file is created under a temporary name; a store (a postgresql:// URI) is
+ * connected to with `store` (NULL where no store may be written).
+ */
 int output_open(struct output *o, const char *path, enum output_format forced, bool force,
-		char *err, size_t errlen);
+		const struct pg_opts *store, char *err, size_t errlen);
 /*
  * The output's observer of model m, for the session to add to its pipeline: obs, and fs for
  * the findings (fs->finding NULL: the format takes none). 0, or -1 with the reason in err.

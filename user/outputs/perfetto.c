@@ -598,6 +598,8 @@ static void span_label(char *dst, size_t n, const struct event *ev)
 
 static void span_begin(struct perfetto_sink *s, const struct event *ev)
 {
+	if (ev->over_cap)
+		return; /* a span of a coroutine not followed: no track of it */
 	if (ev->c) {
 		struct pf_coro *pc = coro_ready(s, ev->ts, ev->c);
 		char name[2 * LABEL_MAX + 4], span[LABEL_MAX];
@@ -647,6 +649,8 @@ static void span_slice_end(struct perfetto_sink *s, u64 ts, u64 track, u32 depth
 
 static void span_end(struct perfetto_sink *s, const struct event *ev)
 {
+	if (ev->over_cap)
+		return;
 	if (!ev->span.matched) {
 		char span[LABEL_MAX];
 		struct pf_arg a = {"name", A_STR, 0, span};
@@ -692,6 +696,9 @@ static void perfetto_event(void *ctx, const struct event *ev)
 	struct perfetto_sink *s = ctx;
 
 	note_loss(s);
+	/* A coroutine not followed (the model's caps) has no track; the counters say so. */
+	if (ev->over_cap)
+		return;
 	switch (ev->kind) {
 	case EV_CREATE: {
 		struct pf_coro *pc = coro_ready(s, ev->ts, ev->c);

@@ -11,7 +11,6 @@
  * the BRIN index too, but every query over all captures would lock and plan one partition per
  * capture, and a default server refuses a query over some thousands of them.
  */
-#include <dlfcn.h>
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>
@@ -20,89 +19,20 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <libpq-fe.h>
 #include <sys/wait.h>
 #include "counters.h"
 #include "finding.h"
 #include "log.h"
+#include "pgconn.h"
 #include "pgstore.h"
 #include "tables.h"
-
-/*
- * libpq is loaded when a store is opened, not linked: every other run of corobpf (and its
- * replay speed and memory) stays without it and the TLS and Kerberos libraries it brings.
- */
-static struct {
-	__typeof__(&PQclear) clear;
-	__typeof__(&PQconnectdb) connectdb;
-	__typeof__(&PQerrorMessage) errorMessage;
-	__typeof__(&PQexec) exec;
-	__typeof__(&PQexecParams) execParams;
-	__typeof__(&PQfinish) finish;
-	__typeof__(&PQgetResult) getResult;
-	__typeof__(&PQgetvalue) getvalue;
-	__typeof__(&PQntuples) ntuples;
-	__typeof__(&PQputCopyData) putCopyData;
-	__typeof__(&PQputCopyEnd) putCopyEnd;
-	__typeof__(&PQreset) reset;
-	__typeof__(&PQresultStatus) resultStatus;
-	__typeof__(&PQstatus) status;
-} pq;
-
-#define PQclear (pq.clear)
-#define PQconnectdb (pq.connectdb)
-#define PQerrorMessage (pq.errorMessage)
-#define PQexec (pq.exec)
-#define PQexecParams (pq.execParams)
-#define PQfinish (pq.finish)
-#define PQgetResult (pq.getResult)
-#define PQgetvalue (pq.getvalue)
-#define PQntuples (pq.ntuples)
-#define PQputCopyData (pq.putCopyData)
-#define PQputCopyEnd (pq.putCopyEnd)
-#define PQreset (pq.reset)
-#define PQresultStatus (pq.resultStatus)
-#define PQstatus (pq.status)
-
-static int pq_load(char *err, size_t errlen)
-{
-	void *h;
-
-	if (pq.connectdb)
-		return 0;
-	h = dlopen("libpq.so.5", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		snprintf(err, errlen, "cannot load libpq (install Debian's libpq5): %s", dlerror());
-		return -1;
-	}
-	pq.clear = dlsym(h, "PQclear");
-	pq.connectdb = dlsym(h, "PQconnectdb");
-	pq.errorMessage = dlsym(h, "PQerrorMessage");
-	pq.exec = dlsym(h, "PQexec");
-	pq.execParams = dlsym(h, "PQexecParams");
-	pq.finish = dlsym(h, "PQfinish");
-	pq.getResult = dlsym(h, "PQgetResult");
-	pq.getvalue = dlsym(h, "PQgetvalue");
-	pq.ntuples = dlsym(h, "PQntuples");
-	pq.putCopyData = dlsym(h, "PQputCopyData");
-	pq.putCopyEnd = dlsym(h, "PQputCopyEnd");
-	pq.reset = dlsym(h, "PQreset");
-	pq.resultStatus = dlsym(h, "PQresultStatus");
-	pq.status = dlsym(h, "PQstatus");
-	if (!pq.clear || !pq.connectdb || !pq.errorMessage || !pq.exec || !pq.execParams ||
-	    !pq.finish || !pq.getResult || !pq.getvalue || !pq.ntuples || !pq.putCopyData ||
-	    !pq.putCopyEnd || !pq.reset || !pq.resultStatus || !pq.status) {
-		snprintf(err, errlen, "libpq.so.5 lacks a function corobpf calls");
-		return -1;
-	}
-	return 0;
-}
 
 #define PG_BATCH (1u << 20)	    /* bytes of rows per COPY */
 #define PG_QUEUE_MAX (512ull << 20) /* handed over, not sent: beyond, the store fell behind */
 #define PG_WRITERS 3		    /* connections sending COPYs side by side */
 #define PG_SPARE 8		    /* sent batches' buffers kept for the next ones */
 #define PG_RETRIES 5		    /* reconnections after a lost one, 0.1 s to 1.6 s apart */
+#define PG_SAY_WAIT_S 3		    /* the end waits this long for the server: said */
 
 /* The store's own tables: its schema's version, the captures, their counters. */
 static const char store_tables[] =
@@ -206,7 +136,7 @@ struct pg_proc {
 
 struct pg_writer {
 	struct pg_sink *s;
-	PGconn *conn;
+	struct pg_link link; /* its connection (pgconn.h) */
 	pthread_t thread;
 	bool started;
 };
@@ -230,6 +160,7 @@ struct pg_sink {
 	struct pg_writer writers[PG_WRITERS];
 	bool begin_done; /* the captures row is written: COPYs may go */
 	int inflight;	 /* messages taken, not yet done */
+	int running;	 /* writer threads not yet ended */
 	/*
 	 * Buffers of sent batches, reused: a new one of a MiB is a fresh mapping whose every page
 	 * faults and is cleared, a tenth of the pipeline's time for this output.
@@ -239,59 +170,19 @@ struct pg_sink {
 	int nspare;
 	atomic_bool stop_formatting; /* the writer failed or skips: rows are not formatted */
 
+	/* The connections: what they are made with, and what their waits watch. */
+	struct pg_params params;
+	struct pg_opts opts;
+	struct pg_watch watch;
+	struct pg_notices notices;
+	const char *shown; /* params.shown: the store as messages name it */
+
 	/* The writers' side (read by the pipeline's side only after the join). */
-	PGconn *conn; /* writers[0]'s: the schema, the captures row */
-	char *uri;
-	char shown[512];
 	char *replay_from;
 	bool failed, skipped, finished;
 	char err[1024];
 	u64 rows_stored;
 };
-
-/* ---- URIs ---- */
-
-bool pgstore_is_uri(const char *path)
-{
-	return !strncmp(path, "postgresql://", 13) || !strncmp(path, "postgres://", 11);
-}
-
-void pgstore_shown_uri(const char *uri, char *buf, size_t len)
-{
-	const char *p = strstr(uri, "://"), *end, *at = NULL, *colon = NULL, *q;
-	size_t n = 0;
-	bool first = true;
-
-	if (!p) {
-		snprintf(buf, len, "%s", uri);
-		return;
-	}
-	p += 3;
-	end = p + strcspn(p, "/?");
-	for (const char *c = p; c < end; c++)
-		if (*c == '@')
-			at = c;
-	if (at)
-		colon = memchr(p, ':', at - p);
-	/* scheme://user@, without ":password" */
-	n = snprintf(buf, len, "%.*s", (int)((colon ? colon : at ? at : p) - uri), uri);
-	p = at ? at : p;
-	q = strchr(p, '?');
-	if (n < len)
-		n += snprintf(buf + n, len - n, "%.*s", (int)((q ? q : p + strlen(p)) - p), p);
-	if (!q)
-		return;
-	/* The parameters, without password=... */
-	for (q++; *q && n < len;) {
-		size_t k = strcspn(q, "&");
-
-		if (strncmp(q, "password=", 9))
-			n += snprintf(buf + n, len - n, "%c%.*s", first ? '?' : '&', (int)k, q);
-		if (strncmp(q, "password=", 9))
-			first = false;
-		q += k + (q[k] == '&');
-	}
-}
 
 /* ---- formatting (the pipeline's thread) ---- */
 
@@ -660,6 +551,12 @@ static void pg_finish(void *ctx, const struct model *m)
 	struct pg_sink *s = ctx;
 	struct pgbuf b = {0};
 
+	/*
+	 * Tracing was stopped on request (-d, a signal, top's q): from now on the store waits for
+	 * a server that moves data, not for one that stopped answering (pgconn.h).
+	 */
+	if (s->opts.live && (m->end_reason == CORO_END_SIGNAL || m->end_reason == CORO_END_DURATION))
+		atomic_store(&s->watch.stopping, true);
 	if (!formatting(s))
 		return;
 	for_each_counter(c)
@@ -707,125 +604,91 @@ static void pg_finish(void *ctx, const struct model *m)
 
 /* ---- the writer thread ---- */
 
-static bool conn_lost(struct pg_sink *s, PGconn *conn)
+static bool exec_ok(struct pg_link *l, const char *sql, int nparams, const char *const *params,
+		    ExecStatusType ok, PGresult **out)
 {
-	return PQstatus(conn) == CONNECTION_BAD;
+	return !pgc_exec(l, sql, nparams, params, ok, out, 0);
 }
 
 /*
- * A writer's session commits its COPYs without waiting for their WAL to reach the disk (a
- * setting of the session, not of the server): the transaction that marks the capture complete
- * waits as the server is set to, and its WAL comes after every row's. A server crash before it
- * leaves the capture incomplete, never complete with rows missing.
+ * A session's settings, made on each connection. Its COPYs commit without waiting for their
+ * WAL to reach the disk (a setting of the session, not of the server): the transaction that
+ * marks the capture complete waits as the server is set to, and its WAL comes after every
+ * row's. A server crash before it leaves the capture incomplete, never complete with rows
+ * missing. The lock and statement timeouts are the server's to apply: a lock someone holds,
+ * or a command that hangs, fails there, and the server lets go of what it waited for.
  */
-static bool session_setup(PGconn *conn)
+static bool session_setup(struct pg_link *l)
 {
-	PGresult *res = PQexec(conn, "SET synchronous_commit = off");
-	bool good = PQresultStatus(res) == PGRES_COMMAND_OK;
+	char sql[160];
 
-	PQclear(res);
-	return good;
+	snprintf(sql, sizeof(sql), "SET synchronous_commit = off; SET statement_timeout = %u; "
+		 "SET lock_timeout = %u", l->t->statement_ms, l->t->lock_ms);
+	return exec_ok(l, sql, -1, NULL, PGRES_COMMAND_OK, NULL);
 }
 
-/* After a lost connection: a few attempts, further apart each time. */
-static bool reconnect(struct pg_sink *s, PGconn *conn)
+/* After a lost connection: a few attempts, further apart each time, each bounded and watched. */
+static bool reconnect(struct pg_link *l)
 {
-	for (int i = 0; i < PG_RETRIES; i++) {
-		struct timespec ts = {0, 100000000L << i};
+	char why[sizeof(l->why)];
 
-		while (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		nanosleep(&ts, NULL);
-		PQreset(conn);
-		if (PQstatus(conn) == CONNECTION_OK && session_setup(conn))
+	for (int i = 0; i < PG_RETRIES; i++) {
+		if (pgc_sleep(l, 100u << i))
+			return false;
+		if (!pgc_connect(l) && session_setup(l))
 			return true;
+		/* A server that does not answer in time, or a stop: no more attempts. */
+		if (l->end != PG_FAILED)
+			break;
+	}
+	if (l->end == PG_FAILED || l->end == PG_TIMEOUT) {
+		snprintf(why, sizeof(why), "%s", l->why);
+		snprintf(l->why, sizeof(l->why), "the connection was lost and could not be made "
+			 "again (%.600s)", why);
 	}
 	return false;
 }
 
-static void writer_fail(struct pg_sink *s, const char *what, const char *why)
+static void writer_fail(struct pg_sink *s, const char *what, const struct pg_link *l)
 {
-	size_t n;
-
 	pthread_mutex_lock(&s->lock);
-	if (!s->err[0]) {
-		snprintf(s->err, sizeof(s->err), "%s: %s", what, why);
-		/* libpq's messages end with a newline. */
-		n = strlen(s->err);
-		while (n && (s->err[n - 1] == '\n' || s->err[n - 1] == ' '))
-			s->err[--n] = 0;
-	}
+	/* The first failure is the one to tell; those it caused (given up) are not. */
+	if (!s->err[0] && l->end != PG_GIVEN_UP)
+		snprintf(s->err, sizeof(s->err), "%s: %s", what, l->why);
 	s->failed = true;
 	pthread_mutex_unlock(&s->lock);
 	atomic_store(&s->stop_formatting, true);
+	/* The capture cannot be complete now: what the other writers wait for is given up. */
+	atomic_store(&s->watch.give_up, true);
 }
 
-/* One command; true when it succeeded with `ok`. */
-static bool exec_ok(struct pg_sink *s, PGconn *conn, const char *sql, int nparams,
-		    const char *const *params, ExecStatusType ok, PGresult **out)
-{
-	PGresult *res = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-	bool good = PQresultStatus(res) == ok;
-
-	if (good && out)
-		*out = res;
-	else
-		PQclear(res);
-	return good;
-}
-
-static bool copy_once(struct pg_sink *s, PGconn *conn, int t, const char *data, size_t len)
+/* One COPY: 0, or -1 (the reason in l->why). */
+static int copy_once(struct pg_link *l, int t, const char *data, size_t len)
 {
 	/* The binary format's signature, flags and header extension; the trailer, a -1 count. */
 	static const char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
 	static const char trailer[2] = "\377\377";
+	const char *pieces[3] = {header, data, trailer};
+	size_t lens[3] = {sizeof(header), len, sizeof(trailer)};
 	char sql[192];
-	PGresult *res;
-	bool good;
 
-	if (t == T_N)
+	if (t == T_N) {
 		snprintf(sql, sizeof(sql), "COPY captures (capture_id, hostname, kernel, "
-			 "boot_time, "
-			 "start_ts, start_time, realtime_offset_ns, tool_version) FROM STDIN");
-	else
-		snprintf(sql, sizeof(sql), "COPY %s FROM STDIN (FORMAT binary)", table_name[t]);
-	res = PQexec(conn, sql);
-	good = PQresultStatus(res) == PGRES_COPY_IN;
-	PQclear(res);
-	if (!good)
-		return false;
-	if (t != T_N && PQputCopyData(conn, header, sizeof(header)) != 1)
-		return false;
-	/* libpq takes it in pieces of any size; a few MiB at a time keeps its buffer small. */
-	for (size_t off = 0; off < len;) {
-		size_t n = MIN(len - off, (size_t)(4u << 20));
-
-		if (PQputCopyData(conn, data + off, (int)n) != 1)
-			return false;
-		off += n;
+			 "boot_time, start_ts, start_time, realtime_offset_ns, tool_version) "
+			 "FROM STDIN");
+		return pgc_copy(l, sql, &data, &len, 1);
 	}
-	if (t != T_N && PQputCopyData(conn, trailer, sizeof(trailer)) != 1)
-		return false;
-	if (PQputCopyEnd(conn, NULL) != 1)
-		return false;
-	good = true;
-	while ((res = PQgetResult(conn))) {
-		if (PQresultStatus(res) != PGRES_COMMAND_OK)
-			good = false;
-		PQclear(res);
-	}
-	return good;
+	snprintf(sql, sizeof(sql), "COPY %s FROM STDIN (FORMAT binary)", table_name[t]);
+	return pgc_copy(l, sql, pieces, lens, 3);
 }
 
-static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
+static bool do_begin(struct pg_sink *s, struct pg_link *l, struct msg *msg)
 {
 	const char *params[1] = {s->idtext};
 	char sql[256];
 	PGresult *res = NULL;
 
-	if (!exec_ok(s, conn, "SELECT complete FROM captures WHERE capture_id = $1", 1, params,
+	if (!exec_ok(l, "SELECT complete FROM captures WHERE capture_id = $1", 1, params,
 		     PGRES_TUPLES_OK, &res))
 		return false;
 	if (PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t")) {
@@ -837,26 +700,26 @@ static bool do_begin(struct pg_sink *s, PGconn *conn, struct msg *msg)
 	if (PQntuples(res) == 1) {
 		/* A run or upload that failed left it incomplete: replaced whole. */
 		PQclear(res);
-		if (!exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
+		if (!exec_ok(l, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
 			return false;
 		for (int t = 0; t < T_N; t++) {
 			snprintf(sql, sizeof(sql), "DELETE FROM %s WHERE capture_id = $1",
 				 table_name[t]);
-			if (!exec_ok(s, conn, sql, 1, params, PGRES_COMMAND_OK, NULL))
+			if (!exec_ok(l, sql, 1, params, PGRES_COMMAND_OK, NULL))
 				return false;
 		}
-		if (!exec_ok(s, conn, "DELETE FROM captures WHERE capture_id = $1", 1, params,
+		if (!exec_ok(l, "DELETE FROM captures WHERE capture_id = $1", 1, params,
 			     PGRES_COMMAND_OK, NULL) ||
-		    !exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+		    !exec_ok(l, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
 			return false;
 	} else {
 		PQclear(res);
 	}
 	/* Incomplete until MSG_FINISH: a reader never takes a partial capture for a whole one. */
-	return copy_once(s, conn, T_N, msg->data, msg->len);
+	return !copy_once(l, T_N, msg->data, msg->len);
 }
 
-static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
+static bool do_finish(struct pg_sink *s, struct pg_link *l, struct msg *msg)
 {
 	const char *params[7];
 	char *f[7], *p = msg->data;
@@ -876,13 +739,13 @@ static bool do_finish(struct pg_sink *s, PGconn *conn, struct msg *msg)
 	params[5] = f[5][0] ? f[5] : NULL;
 	params[6] = s->idtext;
 	/* Its commit waits as the server is set to (session_setup()): after every row's WAL. */
-	return exec_ok(s, conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) &&
-	       exec_ok(s, conn, "SET LOCAL synchronous_commit TO DEFAULT", 0, NULL,
-		       PGRES_COMMAND_OK, NULL) &&
-	       exec_ok(s, conn, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
+	return exec_ok(l, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) &&
+	       exec_ok(l, "SET LOCAL synchronous_commit TO DEFAULT", 0, NULL, PGRES_COMMAND_OK,
+		       NULL) &&
+	       exec_ok(l, "UPDATE captures SET end_ts = $1, end_reason = $2, events = $3, "
 		       "samples = $4, coroutines = $5, input_error = $6, complete = true "
 		       "WHERE capture_id = $7", 7, params, PGRES_COMMAND_OK, NULL) &&
-	       exec_ok(s, conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL);
+	       exec_ok(l, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL);
 }
 
 /*
@@ -913,7 +776,7 @@ static void *writer_main(void *arg)
 {
 	struct pg_writer *w = arg;
 	struct pg_sink *s = w->s;
-	PGconn *conn = w->conn;
+	struct pg_link *l = &w->link;
 
 	for (;;) {
 		struct msg *msg;
@@ -931,14 +794,15 @@ static void *writer_main(void *arg)
 		} else {
 			for (int attempt = 0; attempt < 2 && !ok; attempt++) {
 				if (msg->kind == MSG_BEGIN)
-					ok = do_begin(s, conn, msg);
+					ok = do_begin(s, l, msg);
 				else if (msg->kind == MSG_COPY)
-					ok = copy_once(s, conn, msg->table, msg->data, msg->len);
+					ok = !copy_once(l, msg->table, msg->data, msg->len);
 				else
-					ok = do_finish(s, conn, msg);
-				if (ok || !conn_lost(s, conn) || attempt || !reconnect(s, conn))
+					ok = do_finish(s, l, msg);
+				/* Failed with the connection: sent again on a new one. */
+				if (ok || attempt || l->end != PG_FAILED || !pgc_lost(l) ||
+				    !reconnect(l))
 					break;
-				/* Failed with the connection: sent again on the new one. */
 			}
 		}
 		if (!ok) {
@@ -950,9 +814,7 @@ static void *writer_main(void *arg)
 			else
 				snprintf(what, sizeof(what), "cannot %s the capture",
 					 msg->kind == MSG_BEGIN ? "register" : "mark complete");
-			writer_fail(s, what, conn_lost(s, conn)
-					     ? "the connection was lost and could not be made again"
-					     : PQerrorMessage(conn));
+			writer_fail(s, what, l);
 		}
 		pthread_mutex_lock(&s->lock);
 		if (ok && !skip)
@@ -970,71 +832,145 @@ static void *writer_main(void *arg)
 		free(msg->data);
 		free(msg);
 	}
+	pthread_mutex_lock(&s->lock);
+	s->running--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
 	return NULL;
 }
 
 /* ---- the schema ---- */
 
-static int ensure_schema(struct pg_sink *s, char *err, size_t errlen)
+#define SCHEMA_LOCK 2020202020 /* pg_advisory_xact_lock()'s key: the schema is made under it */
+
+/* Whether the schema is there, and its version. 0, or -1 (the reason in l->why). */
+static int schema_version(struct pg_link *l, bool *exists, int *version)
 {
 	PGresult *res = NULL;
+
+	if (!exec_ok(l, "SELECT to_regclass('corobpf_schema') IS NOT NULL", 0, NULL,
+		     PGRES_TUPLES_OK, &res))
+		return -1;
+	*exists = !strcmp(PQgetvalue(res, 0, 0), "t");
+	PQclear(res);
+	*version = 0;
+	if (!*exists)
+		return 0;
+	if (!exec_ok(l, "SELECT max(version) FROM corobpf_schema", 0, NULL, PGRES_TUPLES_OK, &res))
+		return -1;
+	*version = atoi(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return 0;
+}
+
+/*
+ * The schema lock was not had: who holds it, and what to do. The session that holds it is
+ * another user's, perhaps: what the server says of it is shown escaped, as every message is.
+ */
+static void lock_failed(struct pg_sink *s, struct pg_link *l, char *err, size_t errlen)
+{
+	static const char who[] =
+		"SELECT l.pid, coalesce(a.usename, '?'), coalesce(nullif(a.application_name, ''), "
+		"'?'), coalesce(host(a.client_addr), 'local') FROM pg_locks l "
+		"LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+		"WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND "
+		"l.objid = 2020202020 AND l.objsubid = 1 AND "
+		"l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+		"LIMIT 1";
+	char holder[512] = "", todo[256];
+	PGresult *res = NULL;
+
+	if (l->end == PG_STOPPED) {
+		snprintf(err, errlen, "%s: %s while waiting for the schema lock "
+			 "(pg_advisory_lock(%d)), which another session holds: nothing was stored",
+			 s->shown, l->why, SCHEMA_LOCK);
+		return;
+	}
+	if (l->end != PG_TIMEOUT && strcmp(l->sqlstate, "55P03")) {
+		snprintf(err, errlen, "%s: cannot create or check the schema: %s", s->shown, l->why);
+		return;
+	}
+	snprintf(todo, sizeof(todo), "find it in pg_locks (locktype 'advisory', objid %d) and end "
+		 "it, or wait until it lets go, then run again", SCHEMA_LOCK);
+	if (!pgc_lost(l) && exec_ok(l, "ROLLBACK", 0, NULL, PGRES_COMMAND_OK, NULL) &&
+	    exec_ok(l, who, 0, NULL, PGRES_TUPLES_OK, &res)) {
+		if (PQntuples(res) == 1) {
+			snprintf(holder, sizeof(holder), ": pid %s (user %s, application %s, from "
+				 "%s)", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 1),
+				 PQgetvalue(res, 0, 2), PQgetvalue(res, 0, 3));
+			snprintf(todo, sizeof(todo), "end that session (SELECT "
+				 "pg_terminate_backend(%s)) or wait until it lets go, then run again",
+				 PQgetvalue(res, 0, 0));
+		}
+		PQclear(res);
+	}
+	snprintf(err, errlen, "%s: cannot create the schema: another session holds corobpf's "
+		 "schema lock (pg_advisory_lock(%d))%s, and did for longer than %g s "
+		 "(--store-timeout lock=SECS sets how long to wait): %s", s->shown, SCHEMA_LOCK,
+		 holder, s->opts.timeouts.lock_ms / 1000.0, todo);
+}
+
+static int ensure_schema(struct pg_sink *s, struct pg_link *l, char *err, size_t errlen)
+{
+	const struct pg_timeouts *t = &s->opts.timeouts;
+	/* The server's lock timeout applies; a server that says nothing is given it too. */
+	u32 lock_wait = t->lock_ms && (!t->statement_ms || t->lock_ms < t->statement_ms)
+				? t->lock_ms : 0;
+	char lock[64];
+	bool exists;
 	int version;
 
-	/* One corobpf creates the schema; the others wait on the lock and find it. */
-	if (!exec_ok(s, s->conn, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL) ||
-	    !exec_ok(s, s->conn, "SELECT pg_advisory_xact_lock(2020202020)", 0, NULL,
-		     PGRES_TUPLES_OK, NULL) ||
-	    !exec_ok(s, s->conn, "SELECT to_regclass('corobpf_schema') IS NOT NULL", 0, NULL,
-		     PGRES_TUPLES_OK, &res))
+	/*
+	 * A store made already needs no lock: a session that holds it (any user of the database
+	 * may) holds up only the creation of a schema.
+	 */
+	if (schema_version(l, &exists, &version))
 		goto fail;
-	if (!strcmp(PQgetvalue(res, 0, 0), "f")) {
+	if (exists && version == PGSTORE_SCHEMA_VERSION)
+		return 0;
+	/* One corobpf creates the schema; the others wait on the lock and find it. */
+	snprintf(lock, sizeof(lock), "SELECT pg_advisory_xact_lock(%d)", SCHEMA_LOCK);
+	if (!exec_ok(l, "BEGIN", 0, NULL, PGRES_COMMAND_OK, NULL))
+		goto fail;
+	if (pgc_exec(l, lock, 0, NULL, PGRES_TUPLES_OK, NULL, lock_wait)) {
+		lock_failed(s, l, err, errlen);
+		return -1;
+	}
+	if (schema_version(l, &exists, &version))
+		goto fail;
+	if (!exists) {
 		char ins[80];
 
-		PQclear(res);
-		res = NULL;
 		snprintf(ins, sizeof(ins), "INSERT INTO corobpf_schema VALUES (%d)",
 			 PGSTORE_SCHEMA_VERSION);
-		res = PQexec(s->conn, schema_text);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK ||
-		    !exec_ok(s, s->conn, ins, 0, NULL, PGRES_COMMAND_OK, NULL))
+		if (!exec_ok(l, schema_text, -1, NULL, PGRES_COMMAND_OK, NULL) ||
+		    !exec_ok(l, ins, 0, NULL, PGRES_COMMAND_OK, NULL))
 			goto fail;
-		PQclear(res);
-		res = NULL;
-	} else {
-		PQclear(res);
-		res = NULL;
-		if (!exec_ok(s, s->conn, "SELECT max(version) FROM corobpf_schema", 0, NULL,
-			     PGRES_TUPLES_OK, &res))
+		version = PGSTORE_SCHEMA_VERSION;
+	} else if (version == 1) {
+		/* Version 2 only adds the awaiters table: the store is brought up to it. */
+		if (!exec_ok(l, upgrade_text, -1, NULL, PGRES_COMMAND_OK, NULL))
 			goto fail;
-		version = atoi(PQgetvalue(res, 0, 0));
-		PQclear(res);
-		res = NULL;
-		if (version == 1) {
-			/* Version 2 only adds the awaiters table: the store is brought up to it. */
-			res = PQexec(s->conn, upgrade_text);
-			if (PQresultStatus(res) != PGRES_COMMAND_OK)
-				goto fail;
-			PQclear(res);
-			res = NULL;
-			version = 2;
-		}
-		if (version != PGSTORE_SCHEMA_VERSION) {
-			snprintf(err, errlen, "%s: the store's schema is version %d, this corobpf "
-				 "writes version %d: %s", s->shown, version, PGSTORE_SCHEMA_VERSION,
-				 version > PGSTORE_SCHEMA_VERSION
-				 ? "use a newer corobpf, or another database"
-				 : "use another database");
-			exec_ok(s, s->conn, "ROLLBACK", 0, NULL, PGRES_COMMAND_OK, NULL);
-			return -1;
-		}
+		version = 2;
 	}
-	if (!exec_ok(s, s->conn, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
+	if (version != PGSTORE_SCHEMA_VERSION) {
+		snprintf(err, errlen, "%s: the store's schema is version %d, this corobpf writes "
+			 "version %d: %s", s->shown, version, PGSTORE_SCHEMA_VERSION,
+			 version > PGSTORE_SCHEMA_VERSION ? "use a newer corobpf, or another database"
+							  : "use another database");
+		exec_ok(l, "ROLLBACK", 0, NULL, PGRES_COMMAND_OK, NULL);
+		return -1;
+	}
+	if (!exec_ok(l, "COMMIT", 0, NULL, PGRES_COMMAND_OK, NULL))
 		goto fail;
 	return 0;
 fail:
-	snprintf(err, errlen, "%s: cannot create or check the schema: %s", s->shown,
-		 PQerrorMessage(s->conn));
-	PQclear(res);
+	if (l->end == PG_STOPPED)
+		snprintf(err, errlen, "%s: %s while checking the schema: nothing was stored",
+			 s->shown, l->why);
+	else
+		snprintf(err, errlen, "%s: cannot create or check the schema: %s", s->shown,
+			 l->why);
 	return -1;
 }
 
@@ -1059,60 +995,89 @@ static void pg_free(struct pg_sink *s)
 		free(m);
 	}
 	for (int i = 0; i < PG_WRITERS; i++)
-		if (s->writers[i].conn)
-			PQfinish(s->writers[i].conn);
+		pgc_abandon(&s->writers[i].link);
+	pg_params_free(&s->params);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);
-	free(s->uri);
 	free(s->replay_from);
 	free(s);
 }
 
-struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct model *m,
-			    struct model_observer *obs, struct finding_sink *fs, char *err,
-			    size_t errlen)
+struct pg_sink *pg_sink_open(const char *conninfo, const struct pg_opts *o, char *err,
+			     size_t errlen)
 {
 	struct pg_sink *s = xcalloc(1, sizeof(*s));
-	size_t n;
+	char why[512];
 
 	names_init();
-	s->m = m;
 	s->tr.skip = ~0u << T_NSTORE; /* the tables SQLite alone has */
-	s->uri = xstrdup(uri);
-	s->replay_from = replay_from ? xstrdup(replay_from) : NULL;
-	pgstore_shown_uri(uri, s->shown, sizeof(s->shown));
+	s->opts = *o;
+	s->replay_from = o->replay_from ? xstrdup(o->replay_from) : NULL;
+	s->opts.replay_from = NULL;
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	/* Timed waits (wait_for_writers()) on the monotonic clock. */
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&s->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	s->tail = &s->head;
-	if (pq_load(err, errlen))
+	if (pg_params_parse(&s->params, conninfo, why, sizeof(why))) {
+		snprintf(err, errlen, "%s: %s", s->params.shown, why);
 		goto fail;
+	}
+	s->shown = s->params.shown;
+	s->notices.shown = s->shown;
+	s->watch.stop = o->stop;
+	atomic_store(&s->watch.opening, true);
 	for (int i = 0; i < PG_WRITERS; i++) {
-		PGconn *c = s->writers[i].conn = PQconnectdb(uri);
+		struct pg_link *l = &s->writers[i].link;
 
 		s->writers[i].s = s;
-		if (PQstatus(c) != CONNECTION_OK) {
-			snprintf(err, errlen, "cannot connect to %s: %s", s->shown,
-				 c ? PQerrorMessage(c) : "out of memory");
-			n = strlen(err);
-			while (n && err[n - 1] == '\n')
-				err[--n] = 0;
+		l->watch = &s->watch;
+		l->params = &s->params;
+		l->t = &s->opts.timeouts;
+		l->notices = &s->notices;
+		if (pgc_connect(l)) {
+			if (l->end == PG_STOPPED)
+				snprintf(err, errlen, "%s while connecting to %s: nothing was stored",
+					 l->why, s->shown);
+			else
+				snprintf(err, errlen, "cannot connect to %s: %s", s->shown, l->why);
 			goto fail;
 		}
-		if (i == 0) {
-			s->conn = c;
-			if (ensure_schema(s, err, errlen))
-				goto fail;
-		}
-		if (!session_setup(c)) {
-			snprintf(err, errlen, "%s: cannot set up the session: %s", s->shown,
-				 PQerrorMessage(c));
+		if (!session_setup(l)) {
+			snprintf(err, errlen, "%s: %s%s", s->shown,
+				 l->end == PG_STOPPED ? "" : "cannot set up the session: ", l->why);
 			goto fail;
 		}
+		if (i == 0 && ensure_schema(s, l, err, errlen))
+			goto fail;
 	}
+	atomic_store(&s->watch.opening, false);
+	return s;
+fail:
+	pg_free(s);
+	return NULL;
+}
+
+int pg_sink_attach(struct pg_sink *s, struct model *m, struct model_observer *obs,
+		   struct finding_sink *fs, char *err, size_t errlen)
+{
+	s->m = m;
 	for (int i = 0; i < PG_WRITERS; i++) {
+		pthread_mutex_lock(&s->lock);
+		s->running++;
+		pthread_mutex_unlock(&s->lock);
 		if (pthread_create(&s->writers[i].thread, NULL, writer_main, &s->writers[i])) {
+			pthread_mutex_lock(&s->lock);
+			s->running--;
+			pthread_mutex_unlock(&s->lock);
 			snprintf(err, errlen, "%s: cannot start the writer threads", s->shown);
-			goto fail;
+			return -1;
 		}
 		s->writers[i].started = true;
 	}
@@ -1126,27 +1091,64 @@ struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct mod
 	obs->span_done = pg_span_done;
 	fs->ctx = s;
 	fs->finding = pg_finding;
-	return s;
-fail:
-	if (s->writers[0].started) {
-		send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
-		for (int i = 0; i < PG_WRITERS; i++)
-			if (s->writers[i].started)
-				pthread_join(s->writers[i].thread, NULL);
+	return 0;
+}
+
+/*
+ * Until the writers have stored what was handed over (or failed). A wait of more than a few
+ * seconds is said, with what ends it: a server may take its time, or have stopped answering.
+ */
+static void wait_for_writers(struct pg_sink *s, bool discard)
+{
+	struct timespec start, until;
+	bool told = discard;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	pthread_mutex_lock(&s->lock);
+	while (s->running) {
+		clock_gettime(CLOCK_MONOTONIC, &until);
+		if (!told && until.tv_sec - start.tv_sec >= PG_SAY_WAIT_S) {
+			told = true;
+			pthread_mutex_unlock(&s->lock);
+			log_info("%s: waiting for the server to store the capture's last rows; "
+				 "Ctrl-C stops waiting for a server that does not answer%s%s%s",
+				 s->shown, s->replay_from ? ", and " : "",
+				 s->replay_from ? s->replay_from : "",
+				 s->replay_from ? " keeps the whole capture" : "");
+			pthread_mutex_lock(&s->lock);
+			continue;
+		}
+		until.tv_sec += 1;
+		pthread_cond_timedwait(&s->cond, &s->lock, &until);
 	}
-	pg_free(s);
-	return NULL;
+	pthread_mutex_unlock(&s->lock);
 }
 
 int pg_sink_close(struct pg_sink *s, bool discard, char *err, size_t errlen)
 {
+	unsigned int seen, warnings;
 	int ret = 0;
 
 	if (!s)
 		return 0;
-	send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
-	for (int i = 0; i < PG_WRITERS; i++)
-		pthread_join(s->writers[i].thread, NULL);
+	/* The run failed: nothing the writers wait for matters any more. */
+	if (discard)
+		atomic_store(&s->watch.give_up, true);
+	if (s->writers[0].started) {
+		send_msg(s, MSG_QUIT, T_N, NULL, 0, 0);
+		wait_for_writers(s, discard);
+		for (int i = 0; i < PG_WRITERS; i++)
+			if (s->writers[i].started)
+				pthread_join(s->writers[i].thread, NULL);
+	}
+	seen = atomic_load(&s->notices.seen);
+	warnings = atomic_load(&s->notices.warnings_unshown);
+	if (warnings)
+		log_warn("%s: %u more messages from the server were not shown, %u of them "
+			 "warnings", s->shown, seen - PG_NOTICES_SHOWN, warnings);
+	else if (seen > PG_NOTICES_SHOWN)
+		log_info("%s: %u more messages from the server were not shown", s->shown,
+			 seen - PG_NOTICES_SHOWN);
 	if (discard) {
 		pg_free(s);
 		return 0;

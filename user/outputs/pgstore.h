@@ -4,7 +4,7 @@
  * database. "-o postgresql://..." (or postgres://), a libpq connection URI.
  * The SQLite tables (docs/sqlite.md), each with a capture_id column, and a
  * captures table naming the machine and the run. Rows are formatted on the
- * pipeline's thread into COPY batches that a writer thread sends: the
+ * pipeline's thread into COPY batches that writer threads send: the
  * pipeline never waits on the network.
  *
  * A capture's id is derived from its raw header (hostname, kernel, start
@@ -15,11 +15,17 @@
  * (said on stderr, exit 0); an incomplete one (an earlier run or upload
  * that failed) is replaced.
  *
- * libpq (libpq.so.5) is loaded by pg_sink_new(), not linked: the other outputs never load it.
+ * Every wait on the server is bounded (pgconn.h): the connect, lock and
+ * statement timeouts, a stop while the store is opened, a server that stops
+ * answering once tracing stopped. The password is libpq's to find
+ * (PGPASSWORD, ~/.pgpass, a service file); one in the URI is never shown.
+ *
+ * libpq (libpq.so.5) is loaded when a store is opened, not linked: the other outputs never load it.
  */
 #ifndef COROBPF_PGSTORE_H
 #define COROBPF_PGSTORE_H
 
+#include <signal.h>
 #include "finding.h"
 #include "model.h"
 
@@ -27,28 +33,68 @@
 
 struct pg_sink;
 
+/* --store-timeout: how long to wait for the server, in ms (0: for ever). */
+struct pg_timeouts {
+	u32 connect_ms;	  /* to connect (a URI's connect_timeout, unless given here) */
+	u32 lock_ms;	  /* for a lock: the schema's, or a table's another session holds */
+	u32 statement_ms; /* for one command, a COPY batch among them */
+	bool connect_set; /* connect= was given */
+};
+
+#define PG_CONNECT_TIMEOUT_S 10
+#define PG_LOCK_TIMEOUT_S 10
+#define PG_STATEMENT_TIMEOUT_S 60
+
+void pg_timeouts_default(struct pg_timeouts *t);
+/* "connect=SECS,lock=SECS,statement=SECS", any of them: 0, or -1 with the reason in err. */
+int pg_timeouts_parse(struct pg_timeouts *t, const char *arg, char *err, size_t errlen);
+
+/* How a run opens its store. */
+struct pg_opts {
+	struct pg_timeouts timeouts;
+	/* The run's stop signal (capture.h): it ends the opening at once; later, a wait for a
+	 * server that stopped answering (pgconn.h). NULL: none. */
+	volatile sig_atomic_t *stop;
+	bool live; /* a live run: -d and signals stop tracing (a replay's end is its file's) */
+	/* What holds the whole capture (--raw, or report's input), for the command an error
+	 * prints; or NULL. */
+	const char *replay_from;
+};
+
 /* Whether `path` is a libpq connection URI this output takes. */
 bool pgstore_is_uri(const char *path);
+/* Whether libpq can be loaded (the store's errors say why not, when it opens). */
+bool pgstore_libpq_loads(void);
 /*
- * `uri` without its password (user:secret@ -> user@, password=... dropped)
- * for messages: libpq reads the password from PGPASSWORD or ~/.pgpass.
+ * `uri` as messages show it: parsed by libpq and written again without the
+ * password (user:secret@, password=..., %70assword=..., sslpassword=...,
+ * a value that is itself a conninfo holding one). A URI libpq cannot read
+ * is not shown at all.
  */
 void pgstore_shown_uri(const char *uri, char *buf, size_t len);
+/*
+ * The same, and whether libpq reads the URI: 0, or -1 with the reason in
+ * err (which quotes nothing of it). *secret: it holds a password.
+ */
+int pgstore_check_uri(const char *uri, char *shown, size_t shownlen, bool *secret, char *err,
+		      size_t errlen);
 
 /*
- * Connects, creates the schema if missing (checks its version if present:
- * a newer one is an error) and starts the writer thread. `replay_from`
- * names what holds the capture (--raw, or report's input) for the command
- * an error prints, or NULL.
+ * Connects (every writer's connection), creates the schema if missing
+ * (checks its version if present: another one is an error), each wait
+ * bounded. NULL with the reason in err; a signal that stopped it is the
+ * run's stop signal (opts->stop).
  */
-struct pg_sink *pg_sink_new(const char *uri, const char *replay_from, struct model *m,
-			    struct model_observer *obs, struct finding_sink *fs, char *err,
-			    size_t errlen);
+struct pg_sink *pg_sink_open(const char *uri, const struct pg_opts *opts, char *err,
+			     size_t errlen);
+/* Starts the writer threads; the observers the pipeline calls. 0, or -1 with err. */
+int pg_sink_attach(struct pg_sink *s, struct model *m, struct model_observer *obs,
+		   struct finding_sink *fs, char *err, size_t errlen);
 /*
- * Waits for the writer to store what was handed over and closes the
- * connection; 0 or -1 with the reason (and the command that uploads the
- * capture again) in err. `discard`: the run failed; the capture stays
- * marked incomplete.
+ * Waits for the writers to store what was handed over and closes the
+ * connections; 0 or -1 with the reason (and the command that uploads the
+ * capture again) in err. `discard`: the run failed; what the writers wait
+ * for is given up, and the capture stays marked incomplete.
  */
 int pg_sink_close(struct pg_sink *s, bool discard, char *err, size_t errlen);
 

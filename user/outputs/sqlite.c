@@ -94,7 +94,7 @@ static void step_stmt(struct sqlite_sink *s, sqlite3_stmt *st, const char *what)
 /* A name the traced program gave, made valid UTF-8. */
 static void bind_name(sqlite3_stmt *st, int i, const char *str, size_t len)
 {
-	char buf[3 * 256 + 1], *clean = buf;
+	char buf[3 * CORO_NAME_MAX + 1], *clean = buf;
 
 	if (3 * len + 1 > sizeof(buf))
 		clean = xmalloc(3 * len + 1);

@@ -38,6 +38,20 @@ static void summary_coroutine_end(void *ctx, const struct coro *c)
 	int i;
 
 	misfit_tally(s, c);
+	if (c->scheduler) {
+		if (s->nsched < SUMMARY_SCHEDULERS) {
+			struct summary_scheduler *e = &s->sched[s->nsched++];
+
+			e->id = c->id;
+			e->pid = c->pid;
+			e->tid = c->tid;
+			e->blocked = c->t_blocked;
+			e->role = model_scheduler_role(c);
+			memcpy(e->name, c->name, CORO_STR_LEN);
+		} else {
+			s->sched_more++;
+		}
+	}
 	if (!c->longest_susp)
 		return;
 	if (s->ntop == SUMMARY_TOP && c->longest_susp <= s->top[SUMMARY_TOP - 1].dur)
@@ -58,6 +72,8 @@ static void summary_coroutine_end(void *ctx, const struct coro *c)
 	e->obj = c->longest_susp_obj;
 	e->open = c->longest_open;
 	memcpy(e->name, c->name, CORO_STR_LEN);
+	/* Still so: its last switch out's awaiter is this suspension's. */
+	snprintf(e->awaiter, sizeof(e->awaiter), "%s", e->open && c->awaiter ? c->awaiter : "");
 }
 
 static u64 finding_weight(const struct finding *f)
@@ -200,6 +216,30 @@ static void print_findings(struct summary *s, const struct model *m)
 			print_stack(s, m, f->stack);
 		}
 	}
+}
+
+/*
+ * The scheduler contexts: each thread's waits for work in the kernel, never
+ * a blocking finding (analyze.h), said as what they are.
+ */
+static void print_schedulers(struct summary *s)
+{
+	if (!s->nsched)
+		return;
+	fprintf(s->out, "  scheduler contexts (their waits in the kernel are their schedulers idle, "
+			"no finding):\n");
+	for (int i = 0; i < s->nsched; i++) {
+		const struct summary_scheduler *e = &s->sched[i];
+		char d[32], name[TERM_SAFE_MAX(CORO_STR_LEN)];
+
+		fmt_duration(d, sizeof(d), e->blocked);
+		term_safe(name, sizeof(name), e->name, CORO_STR_LEN);
+		fprintf(s->out, "    0x%llx %s%s(pid %u, thread %u): %s, %s waiting in the kernel\n",
+			(unsigned long long)e->id, name, name[0] ? " " : "", e->pid, e->tid, e->role,
+			d);
+	}
+	if (s->sched_more)
+		fprintf(s->out, "    ...and %llu more\n", (unsigned long long)s->sched_more);
 }
 
 /* How each process was traced, when any went through the switch-function path. */
@@ -390,6 +430,7 @@ static void summary_finish(void *ctx, const struct model *m)
 	say_counters(s, m);
 	print_paths(s, m);
 	print_findings(s, m);
+	print_schedulers(s);
 	spanrep_print(s->out, m, "  ", SPANREP_SUMMARY_NAMES);
 	if (s->ntop)
 		fprintf(s->out, "  longest suspended:\n");
@@ -403,6 +444,10 @@ static void summary_finish(void *ctx, const struct model *m)
 			name, e->pid, coro_reason_name(e->reason));
 		if (e->obj)
 			fprintf(s->out, " on 0x%llx", (unsigned long long)e->obj);
+		if (e->awaiter[0]) {
+			term_safe(name, sizeof(name), e->awaiter, CORO_STR_LEN);
+			fprintf(s->out, ", waiting on %s", name);
+		}
 		fprintf(s->out, "%s\n", e->open ? ", still suspended at the end" : "");
 	}
 	print_misfits(s, m);

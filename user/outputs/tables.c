@@ -530,7 +530,7 @@ void tables_coroutine_row(struct row *r, const struct coro *c)
 	set_int(r, CO_PARENT_ID, c->parent);
 	if (c->parent_uid)
 		set_int(r, CO_PARENT_UID, c->parent_uid);
-	set_str(r, CO_NAME, c->name, CORO_STR_LEN);
+	set_str(r, CO_NAME, coro_name(c), CORO_NAME_MAX);
 	if (c->end == CE_EXIT) {
 		set_int(r, CO_STATUS, c->status);
 		set_int(r, CO_EXITED_TS, c->end_ts);
@@ -583,10 +583,10 @@ void tables_coroutine_row(struct row *r, const struct coro *c)
 void tables_finding_row(struct table_rows *tr, struct row *r, const struct finding *f)
 {
 	char *chain = r->scratch;
-	size_t n = 0, room = FINDING_CHAIN * (3 * CORO_STR_LEN + 24);
+	size_t n = 0, room = FINDING_CHAIN * (3 * CORO_NAME_MAX + 24);
 	u32 have = finding_fields(f);
 
-	_Static_assert(FINDING_CHAIN * (3 * CORO_STR_LEN + 24) <= sizeof(r->scratch), "a chain");
+	_Static_assert(FINDING_CHAIN * (3 * CORO_NAME_MAX + 24) <= sizeof(r->scratch), "a chain");
 	row_init(r, T_FINDINGS);
 	set_cstr(r, FI_KIND, finding_kind_name(f->kind));
 	set_int(r, FI_PID, f->pid);
@@ -597,7 +597,7 @@ void tables_finding_row(struct table_rows *tr, struct row *r, const struct findi
 	if (finding_names_id(f))
 		set_int(r, FI_COROUTINE_ID, f->id);
 	if (f->uid)
-		set_str(r, FI_NAME, f->name, CORO_STR_LEN);
+		set_str(r, FI_NAME, f->name, CORO_NAME_MAX);
 	set_int(r, FI_TS, f->ts);
 	set_int(r, FI_DUR_NS, f->dur);
 	set_int(r, FI_OPEN, f->open);
@@ -622,7 +622,7 @@ void tables_finding_row(struct table_rows *tr, struct row *r, const struct findi
 	for (u32 i = 0; i < f->nchain; i++) {
 		n += snprintf(chain + n, room - n, "%s0x%llx ", i ? " < " : "",
 			      (unsigned long long)f->chain[i].id);
-		utf8_sanitize(chain + n, room - n, f->chain[i].name, CORO_STR_LEN);
+		utf8_sanitize(chain + n, room - n, f->chain[i].name, CORO_NAME_MAX);
 		n += strlen(chain + n);
 	}
 	if (n)

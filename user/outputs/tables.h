@@ -93,8 +93,8 @@ struct row {
 		size_t len;
 		const u32 *tids;
 	} v[ROW_MAX];
-	/* Room for the texts a filler builds (lists, chains): valid while the row is. */
-	char scratch[2048];
+	/* Room for the texts a filler builds (lists, a finding's chain): valid while the row is. */
+	char scratch[FINDING_CHAIN * (3 * CORO_NAME_MAX + 24)];
 	size_t used;
 	/* T_PROCESSES: the exit columns alone, of the process's row still without one. */
 	bool update;

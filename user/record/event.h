@@ -14,8 +14,9 @@
  *
  * Strings are a pointer and a length, valid during the callback only; the
  * bytes are those the record carried (not sanitized, no NUL inside `len`).
- * A name's, a span's and a comm's point at the record's fixed field of
- * CORO_STR_LEN (16 for a comm) bytes, which the model copies whole.
+ * A span's and a comm's point at the record's fixed field of CORO_STR_LEN
+ * (16 for a comm) bytes, which the model copies whole; a name's, at up to
+ * CORO_NAME_MAX - 1 bytes.
  */
 #ifndef COROBPF_EVENT_H
 #define COROBPF_EVENT_H
@@ -26,6 +27,13 @@
 struct coro;
 struct coro_thread;
 struct coro_process;
+
+/*
+ * The longest name a name event carries, its NUL included: one made in user
+ * space (C++20's functions, Go's, QEMU's entries) may be longer than the
+ * CORO_STR_LEN the BPF side reads (kinds.h, coro_name_record()).
+ */
+#define CORO_NAME_MAX 256
 
 /* Kinds up to this one are born in BPF (bpf/coro_abi.h), those above in user space. */
 #define EV_BPF_MAX 127
@@ -114,6 +122,14 @@ struct event {
 	bool cur_known;
 
 	const struct coro *c;		 /* the coroutine it is about, or NULL */
+	/*
+	 * The coroutine it is about (its create, name, ready, exit or span) is
+	 * not followed: more were alive than the model's caps allow (model.h,
+	 * model_limit()). c is NULL; the event is counted as events_over_cap.
+	 * Or a span_begin the caps on open spans did not keep, and its
+	 * span_end (model_limit_spans(); c is set): no span is opened or closed.
+	 */
+	bool over_cap;
 	const struct coro *to;		 /* EV_SWITCH: the coroutine switched in */
 	const struct coro_thread *thread; /* its thread, if the model holds one for it; or NULL */
 	const struct coro_process *proc;  /* its process (c's, if any), if the model knows it */

@@ -28,7 +28,10 @@ static void decode_name(struct event *ev, const struct coro_event_hdr *h)
 	const struct coro_ev_name *e = (const void *)h;
 
 	ev->name.id = e->id;
-	ev->name.name = str_field(e->name, CORO_STR_LEN);
+	/* One made in user space may run on past the field (records.h, coro_name_record()). */
+	ev->name.name = str_tail(h, e->name);
+	if (ev->name.name.len > CORO_NAME_MAX - 1)
+		ev->name.name.len = CORO_NAME_MAX - 1;
 }
 
 static void decode_ready(struct event *ev, const struct coro_event_hdr *h)
@@ -288,13 +291,15 @@ const char *coro_family_name(u32 family)
 	case CORO_FAM_GREENLET: return "greenlet";
 	case CORO_FAM_GO: return "go";
 	case CORO_FAM_CXX20: return "cxx20";
+	case CORO_FAM_ASYNCIO: return "asyncio";
+	case CORO_FAM_LUA: return "lua";
 	}
 	return "?";
 }
 
 u32 coro_family_parse(const char *name)
 {
-	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_GO; f++)
+	for (u32 f = CORO_FAM_UCONTEXT; f <= CORO_FAM_LUA; f++)
 		if (!strcmp(name, coro_family_name(f)))
 			return f;
 	return 0;
@@ -343,6 +348,23 @@ unsigned record_kind_by_name(const char *name)
 		if (record_kinds[k].name && !strcmp(record_kinds[k].name, name))
 			return k;
 	return 0;
+}
+
+/* ---- records user space makes ---- */
+
+void coro_name_record(struct coro_ev_name *rec, const char *name)
+{
+	size_t len = strlen(name), room;
+
+	if (len >= CORO_NAME_MAX) {
+		len = CORO_NAME_MAX - 1;
+		rec->hdr.flags |= CORO_EVF_STR_TRUNCATED;
+	}
+	room = MAX(len + 1, sizeof(rec->name));
+	rec->hdr.kind = CORO_EV_NAME;
+	rec->hdr.size = (u16)ROUND_UP(offsetof(struct coro_ev_name, name) + room, 8);
+	memset(rec->name, 0, rec->hdr.size - offsetof(struct coro_ev_name, name));
+	memcpy(rec->name, name, len);
 }
 
 /* ---- validation and stacks ---- */

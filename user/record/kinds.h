@@ -31,6 +31,7 @@
 
 struct coro_event_hdr;
 struct coro_stack_ref;
+struct coro_ev_name;
 
 enum record_kind_flags {
 	/* May carry a struct coro_stack_ref after its fixed part (--stacks). */
@@ -66,6 +67,15 @@ static inline const struct record_kind *record_kind(unsigned kind)
 
 /* The kind of that name, or 0. */
 unsigned record_kind_by_name(const char *name);
+
+/*
+ * A name record made in user space (C++20's functions, Go's, QEMU's entries:
+ * ringev.c) at rec, of up to CORO_NAME_MAX - 1 bytes of name (event.h),
+ * CORO_EVF_STR_TRUNCATED if cut there: it may be longer than struct
+ * coro_ev_name, its name running on past the field to a NUL within the
+ * record. rec has room for CORO_NAME_REC_MAX bytes (records.h).
+ */
+void coro_name_record(struct coro_ev_name *rec, const char *name);
 
 /* Validation shared by the ring's handler and the capture's reader: why not, in *why. */
 bool coro_record_valid(const struct coro_event_hdr *h, size_t avail, const char **why);

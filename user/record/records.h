@@ -28,6 +28,12 @@
  */
 #define CORO_EVF_CUR_UNSAID (1u << 7)
 
+/*
+ * Room for the longest name record (kinds.h, coro_name_record(); as a union
+ * member: u64 aligned). Names the BPF side reads stay within CORO_STR_LEN.
+ */
+#define CORO_NAME_REC_MAX ROUND_UP(offsetof(struct coro_ev_name, name) + CORO_NAME_MAX, 8)
+
 /* User-space record kinds, in the same numbering as enum coro_event_kind. Append-only. */
 enum coro_rec_kind {
 	CORO_REC_PROCESS = 128,	  /* a traced process: struct coro_rec_process */

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,6 +27,7 @@
 #define FLIGHT_SETTLE_NS (50 * 1000 * 1000ULL)
 #define FLIGHT_SEEN 64 /* findings remembered for de-duplication */
 #define FLIGHT_WHY 256
+_Static_assert(OPTS_MAX_OUTPUTS <= 32, "a dump's outputs are bits of a u32");
 
 struct flight_chunk {
 	u32 used, head; /* bytes written; bytes already fallen off the tail */
@@ -40,8 +42,9 @@ struct flight_seen {
 struct flight_dump {
 	unsigned n;
 	u64 start, end;
-	bool cut;   /* the byte bound had dropped part of the window */
-	int status; /* the child's exit status, -1 while it runs */
+	bool cut;    /* the byte bound had dropped part of the window */
+	int status;  /* the child's exit status, -1 while it runs */
+	u32 written; /* bit i: -o output i is in place under its dump name */
 	char why[FLIGHT_WHY];
 };
 
@@ -72,6 +75,13 @@ struct flight {
 	u32 nseen;
 
 	pid_t child; /* the dump being written, or 0 */
+	/*
+	 * Shared with the child (one anonymous shared page): bit i is set once
+	 * output i of the dump is in place. A dump may put one file in place and
+	 * fail another (its name taken meanwhile, a full disk): the parent says
+	 * which, rather than calling the whole dump failed.
+	 */
+	u32 *child_written;
 	u64 fork_ns_max;
 	struct flight_dump *dumps;
 	size_t ndumps;
@@ -132,7 +142,7 @@ int flight_check_outputs(const struct common_opts *c)
 	for (int i = 0; i < c->noutputs; i++) {
 		struct output o;
 		char *name = flight_dump_name(c->outputs[i], 1);
-		int ret = output_open(&o, name, c->format, c->force, err, sizeof(err));
+		int ret = output_open(&o, name, c->format, c->force, NULL, err, sizeof(err));
 
 		free(name);
 		if (ret) {
@@ -285,8 +295,9 @@ static void flight_on_finding(void *ctx, const struct finding *fd)
 			return;
 	f->seen[f->nseen++ % FLIGHT_SEEN] = key;
 	if (finding_names_id(fd))
-		snprintf(label, sizeof(label), "%s%s0x%llx", fd->name, fd->name[0] ? " " : "",
-			 (unsigned long long)fd->id);
+		/* A message: a long name's first bytes say enough. */
+		snprintf(label, sizeof(label), "%.*s%s0x%llx", CORO_STR_LEN - 1, fd->name,
+			 fd->name[0] ? " " : "", (unsigned long long)fd->id);
 	else
 		snprintf(label, sizeof(label), "thread %u", fd->tid);
 	snprintf(why, sizeof(why), "%s of %s (pid %u)", finding_kind_name(fd->kind), label,
@@ -309,7 +320,17 @@ struct flight *flight_new(const struct common_opts *c, const struct trace_opts *
 	f->live = live;
 	f->sigusr1_seen = sigusr1_count;
 	hmap_init(&f->ppids);
+	f->child_written = mmap(NULL, sizeof(*f->child_written), PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (f->child_written == MAP_FAILED) {
+		log_err("out of memory (mapping the flight recorder's shared page): %s",
+			strerror(errno));
+		abort(); /* as xmalloc does */
+	}
 	pipeline_init(&f->tail, ci, &c->an);
+	/* The caps of the live model: the tail follows what it follows, the dumps say the same. */
+	model_limit(&f->tail.model, c->max_live, c->max_live_process);
+	model_limit_spans(&f->tail.model, c->max_spans, c->max_spans_process);
 	pipeline_begin(&f->tail);
 	if (f->dump_kinds)
 		pipeline_add_observer(live, &none, &fs);
@@ -398,31 +419,39 @@ static void dump_announce_known(struct flight *f, size_t first, u64 start)
 	}
 }
 
-/* The outputs, attached to the tail pipeline now: they start where the model is. */
-static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsigned n, u64 start)
+/*
+ * The outputs, attached to the tail pipeline now: they start where the model
+ * is. One that cannot be opened (its name taken since the start's check, its
+ * directory gone) is said and left out; the others are written all the same.
+ * Bit i of the result: output i is open and attached.
+ */
+static u32 dump_attach(struct flight *f, struct output *outs, unsigned n, u64 start)
 {
 	const struct common_opts *c = f->c;
 	struct model *m = &f->tail.model;
 	size_t first = m->nobs, it = 0;
+	u32 open = 0;
 	char err[512];
 	void *v;
 
 	for (int i = 0; i < c->noutputs; i++) {
 		char *name = flight_dump_name(c->outputs[i], n);
-		int ret = output_open(&outs[i], name, c->format, c->force, err, sizeof(err));
+		int ret = output_open(&outs[i], name, c->format, c->force, NULL, err,
+				      sizeof(err));
 
 		free(name);
 		if (ret) {
 			log_err("%s", err);
-			return -1;
+			continue;
 		}
-		*nouts = i + 1;
 		outs[i].max_tracks =
 		    c->coroutine_tracks_set ? c->coroutine_tracks : PERFETTO_DEFAULT_MAX_TRACKS;
 		if (pipeline_add_output(&f->tail, &outs[i], err, sizeof(err))) {
 			log_err("%s", err);
-			return -1;
+			output_abort(&outs[i]);
+			continue;
 		}
+		open |= 1u << i;
 	}
 	/*
 	 * The model is where the reorder has released records up to: its last
@@ -447,7 +476,7 @@ static int dump_attach(struct flight *f, struct output *outs, int *nouts, unsign
 			if (m->obs[k].enter)
 				m->obs[k].enter(m->obs[k].ctx, co, co->state_since);
 	}
-	return 0;
+	return open;
 }
 
 static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
@@ -456,7 +485,8 @@ static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 	struct capture_stats base;
 	struct model *m = &f->tail.model;
 	bool attached = false;
-	int nouts = 0, ret = 0;
+	u32 open = 0;
+	int ret = 0;
 	char err[512];
 
 	for (size_t i = 0; i < f->nchunks; i++) {
@@ -468,8 +498,7 @@ static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 			off += h->size;
 			if (!attached && !timeless(h) && h->ts >= start) {
 				base = m->stats;
-				if (dump_attach(f, outs, &nouts, n, start))
-					goto fail;
+				open = dump_attach(f, outs, n, start);
 				attached = true;
 			}
 			if (attached && !timeless(h) && h->ts > end)
@@ -479,8 +508,7 @@ static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 	}
 	if (!attached) {
 		base = m->stats;
-		if (dump_attach(f, outs, &nouts, n, start))
-			goto fail;
+		open = dump_attach(f, outs, n, start);
 	}
 	/* The stats records count from the capture's start: the window's losses are the difference.
 	 */
@@ -491,17 +519,17 @@ static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 		m->stats.user[k] -=
 		    m->stats.user[k] >= base.user[k] ? base.user[k] : m->stats.user[k];
 	pipeline_finish(&f->tail);
-	for (int i = 0; i < nouts; i++) {
-		if (output_close(&outs[i], err, sizeof(err))) {
+	for (int i = 0; i < f->c->noutputs; i++) {
+		if (!(open & (1u << i))) {
+			ret = 1;
+		} else if (output_close(&outs[i], err, sizeof(err))) {
 			log_err("%s", err);
 			ret = 1;
+		} else {
+			__atomic_or_fetch(f->child_written, 1u << i, __ATOMIC_RELEASE);
 		}
 	}
 	return ret;
-fail:
-	for (int i = 0; i < nouts; i++)
-		output_abort(&outs[i]);
-	return 1;
 }
 
 /* ---- dumps, in the parent ---- */
@@ -522,6 +550,7 @@ static void dump_start(struct flight *f)
 	d->cut = f->cut_ts >= d->start;
 	d->status = -1;
 	snprintf(d->why, sizeof(d->why), "%s", f->pending_why);
+	*f->child_written = 0;
 	/* No handler of ours may run in the child before it ignores the signals. */
 	sigfillset(&all);
 	sigprocmask(SIG_BLOCK, &all, &old);
@@ -550,26 +579,61 @@ static void dump_start(struct flight *f)
 	f->ndumps++;
 }
 
+/* The dump's files not in place, comma-separated, into buf. */
+static void dump_unwritten(const struct flight *f, const struct flight_dump *d, char *buf,
+			   size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (int i = 0; i < f->c->noutputs && n < len; i++) {
+		char *name;
+
+		if (d->written & (1u << i))
+			continue;
+		name = flight_dump_name(f->c->outputs[i], d->n);
+		n += snprintf(buf + n, len - n, "%s%s", n ? ", " : "", name);
+		free(name);
+	}
+}
+
 static void dump_done(struct flight *f, int status)
 {
 	struct flight_dump *d = &f->dumps[f->ndumps - 1];
 	const struct common_opts *c = f->c;
+	char failed[1024], how[64];
 
 	f->child = 0;
 	d->status = status;
-	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		log_err("flight dump %u (%s) failed", d->n, d->why);
-		f->failed = true;
-		return;
-	}
+	d->written = __atomic_load_n(f->child_written, __ATOMIC_ACQUIRE);
 	for (int i = 0; i < c->noutputs; i++) {
-		char *name = flight_dump_name(c->outputs[i], d->n);
+		char *name;
 		struct stat st;
 
+		if (!(d->written & (1u << i)))
+			continue;
+		name = flight_dump_name(c->outputs[i], d->n);
 		if (!stat(name, &st))
 			f->bytes_written += st.st_size;
 		log_info("wrote %s (flight dump %u: %s)", name, d->n, d->why);
 		free(name);
+	}
+	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		/* The child said why (its log); a child killed says nothing: say it here. */
+		if (WIFSIGNALED(status))
+			snprintf(how, sizeof(how), ": its process was killed by signal %d",
+				 WTERMSIG(status));
+		else
+			how[0] = 0;
+		dump_unwritten(f, d, failed, sizeof(failed));
+		if (d->written)
+			log_err("flight dump %u (%s) is incomplete: %s not written%s", d->n, d->why,
+				failed, how);
+		else
+			log_err("flight dump %u (%s) failed: %s not written%s", d->n, d->why, failed,
+				how);
+		f->failed = true;
+		return;
 	}
 	if (d->cut)
 		log_warn(
@@ -627,17 +691,27 @@ int flight_finish(struct flight *f)
 
 		list[0] = 0;
 		for (size_t i = 0; i < f->ndumps && n < sizeof(list); i++) {
-			for (int k = 0; k < f->c->noutputs && n < sizeof(list); k++) {
-				char *name = flight_dump_name(f->c->outputs[k], f->dumps[i].n);
+			const struct flight_dump *d = &f->dumps[i];
+			bool first = true;
+			char failed[512];
 
+			/* The files in place; those that are not, after the dump's reason. */
+			for (int k = 0; k < f->c->noutputs && n < sizeof(list); k++) {
+				char *name;
+
+				if (!(d->written & (1u << k)))
+					continue;
+				name = flight_dump_name(f->c->outputs[k], d->n);
 				n += snprintf(list + n, sizeof(list) - n, "%s%s",
-					      i || k ? (k ? ", " : "; ") : "", name);
+					      first ? (i ? "; " : "") : ", ", name);
+				first = false;
 				free(name);
 			}
+			dump_unwritten(f, d, failed, sizeof(failed));
 			if (n < sizeof(list))
-				n +=
-				    snprintf(list + n, sizeof(list) - n, " (%s%s)", f->dumps[i].why,
-					     f->dumps[i].status ? ", failed" : "");
+				n += snprintf(list + n, sizeof(list) - n, "%s(%s%s%s)",
+					      first ? (i ? "; dump " : "dump ") : " ", d->why,
+					      failed[0] ? ", not written: " : "", failed);
 		}
 		log_info("flight recorder: %zu dump%s of the last %.1f s: %s", f->ndumps,
 			 f->ndumps == 1 ? "" : "s", f->window_ns / 1e9, list);
@@ -662,5 +736,6 @@ void flight_free(struct flight *f)
 	free(f->chunks);
 	free(f->spare);
 	free(f->dumps);
+	munmap(f->child_written, sizeof(*f->child_written));
 	free(f);
 }

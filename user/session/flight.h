@@ -26,6 +26,10 @@
  * model, and commits FILE with ".N" before its extension (trace.1.pftrace,
  * t.1.jsonl.gz). Its counters are the window's: the loss counters are the
  * difference between the last stats record and the one before the window.
+ * A file of the dump that cannot be written is said and the others are
+ * written all the same; the child tells the parent which are in place
+ * (a page they share), so the log and flight_finish() name each as written
+ * or not.
  *
  * De-duplication: a finding fires once (the detectors make each finding
  * once; an identical one, same kind, process, coroutine and start, is

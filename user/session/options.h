@@ -15,7 +15,10 @@
 
 #define OPTS_MAX_OUTPUTS 16
 
-/* Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds. */
+/*
+ * Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds, the store's
+ * timeouts.
+ */
 struct common_opts {
 	const char *outputs[OPTS_MAX_OUTPUTS];
 	int noutputs;
@@ -24,6 +27,11 @@ struct common_opts {
 	bool coroutine_tracks_set;
 	bool force;
 	struct analyze_opts an;
+	struct pg_timeouts store_timeouts; /* --store-timeout */
+	/* --max-coroutines, --max-coroutines-per-process: live coroutines followed (0: no cap). */
+	u64 max_live, max_live_process;
+	/* --max-open-spans, --max-open-spans-per-process: spans kept open at once (0: no cap). */
+	u64 max_spans, max_spans_process;
 };
 
 /* trace, ps and top: a live capture, and what trace does with it besides its outputs. */

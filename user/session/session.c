@@ -101,19 +101,39 @@ static int tee_flush(void *ctx)
 
 /* ---- outputs ---- */
 
+/* " named a, b" for -a's --comm filters, or "" (a static buffer). */
+static const char *comm_list(const struct capture_opts *co)
+{
+	static char buf[16 * 24];
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (u32 i = 0; i < co->ncomms && n < sizeof(buf); i++)
+		n += snprintf(buf + n, sizeof(buf) - n, "%s%s", i ? ", " : " named ", co->comms[i]);
+	return buf;
+}
+
 static int session_open_outputs(struct session *s)
 {
 	const struct common_opts *c = s->c;
-	char err[512];
+	struct pg_opts store = {
+		.timeouts = c->store_timeouts,
+		.stop = &capture_stop_signal,
+		.live = s->t != NULL,
+		.replay_from = s->t ? s->t->raw : s->r ? s->r->capture : NULL,
+	};
+	char err[1024];
 
 	for (int i = 0; i < c->noutputs; i++) {
-		if (output_open(&s->outs[i], c->outputs[i], c->format, c->force, err,
+		if (output_open(&s->outs[i], c->outputs[i], c->format, c->force, &store, err,
 				sizeof(err))) {
 			log_err("%s", err);
+			/* A store stopped while it connected: the signal's code, as before tracing. */
+			if (capture_stop_signal)
+				return 128 + capture_stop_signal;
 			return EXIT_OUTPUT; /* the ones before are removed by session_abort() */
 		}
 		s->nouts = i + 1;
-		s->outs[i].replay_from = s->t ? s->t->raw : s->r ? s->r->capture : NULL;
 		s->outs[i].max_tracks = c->coroutine_tracks_set ? c->coroutine_tracks
 							       : PERFETTO_DEFAULT_MAX_TRACKS;
 	}
@@ -176,6 +196,8 @@ static int session_open_live(struct session *s)
 	ret = capture_preflight();
 	if (ret)
 		return ret;
+	/* A signal from now on stops the run: connecting to a store included. */
+	capture_install_signals();
 	/* Outputs first: better to fail before touching the target. */
 	ret = t->flight ? flight_check_outputs(s->c) : session_open_outputs(s);
 	if (ret)
@@ -184,7 +206,8 @@ static int session_open_live(struct session *s)
 		log_err("%s", err);
 		return EXIT_OUTPUT;
 	}
-	capture_install_signals();
+	if (capture_stop_signal)
+		return 128 + capture_stop_signal; /* before any target is touched */
 	if (t->flight)
 		flight_install_signal();
 	ret = capture_open(&s->cap, &t->cap);
@@ -259,8 +282,8 @@ static void session_add_top(struct session *s)
 	const struct capture *cap = &s->cap;
 
 	if (s->t->cap.system_wide)
-		snprintf(s->top_what, sizeof(s->top_what), "every instrumented process%s%s",
-			 s->t->cap.comm ? " named " : "", s->t->cap.comm ? s->t->cap.comm : "");
+		snprintf(s->top_what, sizeof(s->top_what), "every instrumented process%s",
+			 comm_list(&s->t->cap));
 	else if (cap->ntargets == 1)
 		snprintf(s->top_what, sizeof(s->top_what), "pid %u (%s)", cap->targets[0].pid,
 			 cap->targets[0].comm);
@@ -325,6 +348,8 @@ static int session_start(struct session *s)
 	}
 	/* The detectors first (pipeline_init), then the outputs in -o order, then the view. */
 	pipeline_init(&s->p, &s->ci, &s->c->an);
+	model_limit(&s->p.model, s->c->max_live, s->c->max_live_process);
+	model_limit_spans(&s->p.model, s->c->max_spans, s->c->max_spans_process);
 	s->pipe_open = true;
 	for (int i = 0; i < s->nouts; i++) {
 		if (pipeline_add_output(&s->p, &s->outs[i], err, sizeof(err))) {
@@ -398,8 +423,8 @@ static int session_feed_live(struct session *s, int *code)
 	int ret;
 
 	if (t->cap.system_wide)
-		log_info("tracing every instrumented process%s%s%s", t->cap.comm ? " named " : "",
-			 t->cap.comm ? t->cap.comm : "", t->cap.duration ? "" : "; Ctrl-C to stop");
+		log_info("tracing every instrumented process%s%s", comm_list(&t->cap),
+			 t->cap.duration ? "" : "; Ctrl-C to stop");
 	else if (cap->ntargets == 1)
 		log_info("tracing %s (pid %u)%s", cap->targets[0].comm, cap->targets[0].pid,
 			 t->cap.duration ? "" : "; Ctrl-C to stop");

@@ -21,6 +21,8 @@
  * steady RATE SECS LIVE
  *               as `many`, at RATE coroutines per second for SECS seconds,
  *               paced every 10 ms (for soak runs)
+ * spans N       coroutine 0x600 opens N nested spans "leak" and ends them
+ *               all, then opens N more and exits inside them (a leak)
  *
  * Every mode prints "DONE <mode> <count>" on stdout when its work is done.
  */
@@ -209,6 +211,22 @@ static int do_steady(long rate, long secs, long live)
 	return 0;
 }
 
+static int do_spans(long n)
+{
+	CORO_PROBE(create, 0x600, 0);
+	CORO_PROBE(switch, 0, 0x600, 0, 0);
+	for (long i = 0; i < n; i++)
+		CORO_PROBE(span_begin, "leak");
+	for (long i = 0; i < n; i++)
+		CORO_PROBE(span_end, "leak");
+	for (long i = 0; i < n; i++)
+		CORO_PROBE(span_begin, "leak");
+	CORO_PROBE(exit, 0x600, 0);
+	CORO_PROBE(switch, 0x600, 0, CORO_DONE, 0);
+	printf("DONE spans %ld\n", n);
+	return 0;
+}
+
 /*
  * --as-pid PID CMD...: run CMD as a child with exactly that pid (clone3's
  * set_tid; root), whatever else the machine starts meanwhile; exit with
@@ -259,7 +277,7 @@ int main(int argc, char **argv)
 	}
 	if (i >= argc) {
 		fprintf(stderr, "usage: faults [--wait] threads N|fork|crash|burst N|linger MS|many N LIVE|"
-				"steady RATE SECS LIVE\n");
+				"steady RATE SECS LIVE|spans N\n");
 		return 2;
 	}
 	arg = i + 1 < argc ? atol(argv[i + 1]) : 0;
@@ -275,6 +293,8 @@ int main(int argc, char **argv)
 		return do_linger(arg);
 	if (!strcmp(argv[i], "many") && i + 2 < argc)
 		return do_many(arg, atol(argv[i + 2]));
+	if (!strcmp(argv[i], "spans"))
+		return do_spans(arg);
 	if (!strcmp(argv[i], "steady") && i + 3 < argc)
 		return do_steady(arg, atol(argv[i + 2]), atol(argv[i + 3]));
 	fprintf(stderr, "faults: unknown mode '%s'\n", argv[i]);

@@ -13,9 +13,11 @@
  *     bss_counter: 0          a .bss word it never writes
  *
  * and exits 1 if anything is not as written above. The loop's probed step
- * is an `add` with a 32-bit immediate at the global label hostile_insn, so
- * that a test can move a site into the middle of it; the three variables
- * are global for the tests to find them by symbol.
+ * is two `add`s with 32-bit immediates, at the global labels hostile_insn
+ * (bytes 48 05 50 50 50 50) and hostile_insn90 (48 05 90 90 90 90: the
+ * one-byte nop inside an instruction), so that a test can move a site into
+ * the middle of either; the three variables are global for the tests to
+ * find them by symbol.
  * With --wait it prints "READY <pid>" and waits for SIGUSR1 before the
  * loop (for corobpf -p); the values are read after that, so a semaphore
  * the kernel incremented at attach shows in them.
@@ -41,6 +43,7 @@ const struct relro_const {
 volatile unsigned short hostile_bss_counter;
 
 #define STEP_IMM 0x50505050UL
+#define STEP_IMM90 0xffffffff90909090UL /* $-0x6f6f6f70, sign-extended */
 
 __attribute__((noinline)) static unsigned long step(unsigned long x, unsigned long i)
 {
@@ -49,8 +52,9 @@ __attribute__((noinline)) static unsigned long step(unsigned long x, unsigned lo
 	 * and its bytes (0x50, push %rax) are an instruction the kernel accepts
 	 * to probe, so a uprobe moved there changes the sum instead of failing.
 	 */
-	__asm__ __volatile__(".globl hostile_insn\n"
-			     "hostile_insn: addq $0x50505050, %%rax"
+	__asm__ __volatile__(".globl hostile_insn, hostile_insn90\n"
+			     "hostile_insn: addq $0x50505050, %%rax\n"
+			     "hostile_insn90: addq $-0x6f6f6f70, %%rax"
 			     : "+a"(x));
 	CORO_PROBE(ready, i);
 	return x;
@@ -91,7 +95,7 @@ int main(int argc, char **argv)
 	}
 	CORO_PROBE(create, 1, 0);
 	for (unsigned long i = 0; i < n; i++) {
-		unsigned long want = acc + STEP_IMM;
+		unsigned long want = acc + STEP_IMM + STEP_IMM90;
 
 		acc = step(acc, i);
 		if (acc != want) {

@@ -25,7 +25,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <string>
 #include <sys/resource.h>
+#include <utility>
+#include <vector>
 
 #ifdef COUNT_HOOKS
 static std::atomic<long> hooks;
@@ -98,6 +102,30 @@ static ex::eager forgotten(event *never)
 	co_await *never;
 }
 
+/*
+ * Member function templates of a class template: their demangled names begin with their return
+ * type ("ex::task<int> names_for_a_test::registry<int, long>::lookup<char>(int, long, char)"),
+ * which corobpf leaves out. The first is longer than 63 bytes; the second's, with the standard
+ * library's types spelled out, longer than 255.
+ */
+namespace names_for_a_test {
+template <class Key, class Value> struct registry {
+	template <class Extra> static task<int> lookup(Key, Value, Extra)
+	{
+		co_await S.yield();
+		co_return 1;
+	}
+	template <class Extra> static task<int> lookup_everything(Key k, Value, Extra)
+	{
+		co_await S.yield();
+		co_return (int)k.size();
+	}
+};
+} /* namespace names_for_a_test */
+
+using long_key = std::map<std::string, std::vector<std::string>>;
+using long_extra = std::vector<std::pair<std::string, std::string>>;
+
 static long sum_all, seen, hops;
 static bool with_eager = true;
 
@@ -105,6 +133,9 @@ static task<void> root(int k, event *ev)
 {
 	co_await S.to(k % 2);
 	long s = co_await middle(3);
+	s += co_await names_for_a_test::registry<int, long>::lookup<char>(k, 2, 'c');
+	s += co_await names_for_a_test::registry<long_key, std::string>::lookup_everything<long_extra>(
+		long_key(), std::string(), long_extra());
 	{
 		/* Across no suspension of root's own, but around nested resumes. */
 		EX_SPAN(gens, "generators");

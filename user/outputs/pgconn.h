@@ -1,0 +1,151 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The PostgreSQL store's connections (pgstore.c, docs/store.md): libpq, loaded when a store is
+ * opened; the connection parameters, and the form messages show them in; and every wait on
+ * the server bounded, so that no server, lock or network holds a run.
+ *
+ * Every call that waits for the server polls its socket 100 ms at a time (libpq's
+ * asynchronous API: nothing blocks in libpq) and ends early when
+ *   - its timeout passes (--store-timeout: connecting, a lock, one command; the server is
+ *     told the lock and statement timeouts too, and a server that says nothing is given them
+ *     and a second more),
+ *   - a signal stops the run while the store is being opened (connecting, the schema),
+ *   - tracing was stopped (-d, a signal) and no connection of the store has sent or received
+ *     anything for PG_STALL_MS: the server stopped answering, the raw capture keeps the rows,
+ *   - the store failed on another of its connections (give_up).
+ * A command given up on is cancelled (PQcancel, on a thread of its own: it connects to the
+ * server and may hang as long as the server does) and its connection closed.
+ *
+ * The server's notices and warnings go through the terminal escaping (log.h), at most
+ * PG_NOTICES_SHOWN of them per store.
+ *
+ * Internal to the store: pgstore.c and this module use libpq through the `pq` table below.
+ */
+#ifndef COROBPF_PGCONN_H
+#define COROBPF_PGCONN_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <libpq-fe.h>
+#include "pgstore.h"
+
+#define PG_STALL_MS 1000     /* once tracing stopped: no answer for this long ends a wait */
+#define PG_ANSWER_GRACE_MS 1000 /* a server's own timeout answers; one that says nothing is
+				 * given this much more */
+#define PG_NOTICES_SHOWN 20  /* the server's messages shown per store */
+
+/* libpq's functions, loaded by pq_load() (dlopen: the other outputs never load libpq). */
+struct pq_table {
+	__typeof__(&PQclear) clear;
+	__typeof__(&PQconninfoFree) conninfoFree;
+	__typeof__(&PQconninfoParse) conninfoParse;
+	__typeof__(&PQconnectPoll) connectPoll;
+	__typeof__(&PQconnectStartParams) connectStartParams;
+	__typeof__(&PQconsumeInput) consumeInput;
+	__typeof__(&PQcancel) cancel;
+	__typeof__(&PQerrorMessage) errorMessage;
+	__typeof__(&PQfinish) finish;
+	__typeof__(&PQflush) flush;
+	__typeof__(&PQfreeCancel) freeCancel;
+	__typeof__(&PQgetCancel) getCancel;
+	__typeof__(&PQgetResult) getResult;
+	__typeof__(&PQgetvalue) getvalue;
+	__typeof__(&PQisBusy) isBusy;
+	__typeof__(&PQntuples) ntuples;
+	__typeof__(&PQputCopyData) putCopyData;
+	__typeof__(&PQputCopyEnd) putCopyEnd;
+	__typeof__(&PQresetPoll) resetPoll;
+	__typeof__(&PQresetStart) resetStart;
+	__typeof__(&PQresultErrorField) resultErrorField;
+	__typeof__(&PQresultErrorMessage) resultErrorMessage;
+	__typeof__(&PQresultStatus) resultStatus;
+	__typeof__(&PQsendQuery) sendQuery;
+	__typeof__(&PQsendQueryParams) sendQueryParams;
+	__typeof__(&PQsetNoticeReceiver) setNoticeReceiver;
+	__typeof__(&PQsetnonblocking) setnonblocking;
+	__typeof__(&PQsocket) socket;
+	__typeof__(&PQstatus) status;
+	__typeof__(&PQtransactionStatus) transactionStatus;
+};
+
+extern struct pq_table pq;
+
+/* The calls the store makes on results; the rest go through pgc_*() below. */
+#define PQclear (pq.clear)
+#define PQgetvalue (pq.getvalue)
+#define PQntuples (pq.ntuples)
+
+/* 0, or -1 with the reason (libpq is missing) in err. */
+int pq_load(char *err, size_t errlen);
+
+/* What a connection is made with: a conninfo (URI or key=value) parsed by libpq. */
+struct pg_params {
+	const char **keys, **vals; /* NULL-terminated, for PQconnectStartParams() */
+	int connect_timeout_ms;	   /* the conninfo's connect_timeout, or -1 */
+	char shown[512];	   /* as messages show it: pgstore_shown_uri() */
+};
+
+/* 0, or -1 with the reason in err (which never quotes the conninfo: it may hold a password). */
+int pg_params_parse(struct pg_params *p, const char *conninfo, char *err, size_t errlen);
+void pg_params_free(struct pg_params *p);
+
+/* Why a call ended without doing what it was asked. */
+enum pg_end {
+	PG_OK,
+	PG_FAILED,   /* the server refused, or the connection failed: libpq says why */
+	PG_TIMEOUT,  /* a --store-timeout passed */
+	PG_STOPPED,  /* a signal stopped the run while the store was being opened */
+	PG_STALLED,  /* tracing stopped and the server answered nothing for PG_STALL_MS */
+	PG_GIVEN_UP, /* the store failed elsewhere, or the run did */
+};
+
+/* What every wait of one store watches; shared by its connections. */
+struct pg_watch {
+	volatile sig_atomic_t *stop; /* the run's stop signal (capture.h), or NULL */
+	atomic_bool opening;	     /* connecting, the schema: a signal ends every wait */
+	atomic_bool stopping;	     /* tracing was stopped on request (-d, a signal) */
+	atomic_bool give_up;
+	_Atomic u64 moved_ns;	     /* the last time a connection sent or received anything */
+	_Atomic u64 stop_ns;	     /* when a stop was first seen (0: not yet) */
+};
+
+/* The server's notices and warnings, shown escaped (PG_NOTICES_SHOWN at most). */
+struct pg_notices {
+	const char *shown; /* the store, as messages name it */
+	atomic_uint seen;
+	atomic_uint warnings_unshown; /* past PG_NOTICES_SHOWN: said at warning level (-q) */
+};
+
+/* One connection and how its last call went. */
+struct pg_link {
+	PGconn *conn; /* NULL before the first connection, and once given up */
+	struct pg_watch *watch;
+	const struct pg_params *params;
+	const struct pg_timeouts *t;
+	struct pg_notices *notices;
+	enum pg_end end;  /* of the last call that failed */
+	char sqlstate[6]; /* the server's error code, when it refused ("" otherwise) */
+	char why[768];	  /* why it failed: one line, for a message */
+};
+
+/* Connects (again, if it was connected): bounded by the connect timeout. 0 or -1. */
+int pgc_connect(struct pg_link *l);
+/* Whether the connection is gone (never made, given up, or lost). */
+bool pgc_lost(const struct pg_link *l);
+/*
+ * One command, its results read to the last: 0 when every one has status `ok` (the last in
+ * *res if res), or -1 with l->end, l->sqlstate and l->why. nparams < 0: sql is sent as it is
+ * (several statements may follow one another). The answer is waited for the statement
+ * timeout, or wait_ms if not 0.
+ */
+int pgc_exec(struct pg_link *l, const char *sql, int nparams, const char *const *params,
+	     ExecStatusType ok, PGresult **res, u32 wait_ms);
+/* COPY ... FROM STDIN with the given pieces of data, one after the other: 0 or -1. */
+int pgc_copy(struct pg_link *l, const char *sql, const char *const *data, const size_t *len,
+	     int npieces);
+/* Sleeps ms, watched: 0, or -1 with l->end when the wait must end. */
+int pgc_sleep(struct pg_link *l, u32 ms);
+/* Cancels the command in progress, if any (bounded), and closes the connection. */
+void pgc_abandon(struct pg_link *l);
+
+#endif
