@@ -132,15 +132,8 @@ bool elf_is_elf(const char *path);
 #define ELF_LOAD_SKIP 1
 int elf_check_loadable(int fd, char *err, size_t errlen);
 
-/*
- * The most corobpf reads whole of one section or table of an object
- * (notes, symbols and their names, the dynamic table and its names, unwind
- * tables): 64 MiB. The largest on this project's machine are a few MiB
- * (libLLVM's .eh_frame: 5 MiB). A size is only what the header declares:
- * a sparse file can declare gigabytes in a few KiB of disk, which a read
- * would turn into as many bytes of memory.
- */
-#define ELF_READ_MAX (64ULL << 20)
+/* ELF_READ_MAX: the most corobpf reads whole of one section or table (elfread.h). */
+#include "elfread.h"
 
 /*
  * Open `path` as an x86-64 ELF (libelf), refusing other classes and
