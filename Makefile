@@ -52,7 +52,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c pro
 		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c analyze.c stacks.c \
 		   counters.c finding.c gomodel.c jsonl_read.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
-		   report.c ps.c spanrep.c pgstore.c pgconn.c tables.c) \
+		   report.c ps.c spanrep.c pgstore.c pgconn.c pgparams.c pglib.c tables.c) \
 		 user/session/pipeline.c
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c attach.c \
 		    attachctx.c usdt.c execgate.c execsearch.c gatewatch.c ringfill.c gowalk.c cxxattach.c \
