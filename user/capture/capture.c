@@ -16,6 +16,7 @@
 #include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
+#include "gatestats.h"
 #include "interpattach.h"
 #include "gowalk.h"
 #include "liverec.h"
@@ -49,8 +50,6 @@ static struct target *find_target(struct capture *c, u32 pid)
 	return NULL;
 }
 
-static void say_nothing_seen(struct capture *c, const struct target *t);
-
 /* What attaching found since last time, as records (attachctx.h). */
 static void emit_found(struct capture *c)
 {
@@ -58,21 +57,8 @@ static void emit_found(struct capture *c)
 		struct attach_found *f = &c->attach.found[i];
 		struct target *t = f->kind == ATTACH_FOUND_SWITCH ? find_target(c, f->pid) : NULL;
 
-		if (t && f->kind == ATTACH_FOUND_SWITCH && c->nlooked < 16) {
-			const char *base = strrchr(f->path, '/');
-			size_t vlen = f->site_text ? strcspn(f->site_text, ":") : 0;
-			struct looked_for *l = &c->looked[c->nlooked++];
-
-			/* A version before a ':' (interp.c's "LuaJIT 2.1: ..."), not a site's offset. */
-			if (vlen && f->site_text[vlen] == ':' && !strchr(f->site_text, '+'))
-				snprintf(l->what, sizeof(l->what), "%s (%s: %.*s)",
-					 coro_family_name(f->family), base ? base + 1 : f->path,
-					 (int)vlen, f->site_text);
-			else
-				snprintf(l->what, sizeof(l->what), "%s (%s)", coro_family_name(f->family),
-					 base ? base + 1 : f->path);
-			l->pid = f->pid;
-		}
+		if (t && f->kind == ATTACH_FOUND_SWITCH)
+			unseen_note(&c->unseen, f);
 		if (t && t->hold_switch_recs) {
 			/* Taken over: the target frees it. */
 			t->held = xrealloc(t->held, (t->nheld + 1) * sizeof(*t->held));
@@ -553,60 +539,7 @@ static void stop_exec_gate(struct capture *c)
 	execgate_stop(c->gate, &st);
 	c->gate = NULL;
 	c->ustats[CORO_USTAT_GATE_TIMEOUTS] = st.timeouts;
-	log_verbose("exec gate: %llu execs answered, %llu held for %llu examinations (longest "
-		    "hold %llu us), %llu let go unheld (too many waiting), %llu queue overflows",
-		    (unsigned long long)st.events, (unsigned long long)st.held,
-		    (unsigned long long)st.examined, (unsigned long long)st.max_wait_us,
-		    (unsigned long long)st.not_held, (unsigned long long)st.overflow);
-	if (st.poll_error)
-		log_warn("exec gate: poll: %s; it stopped holding execs before the end",
-			 strerror(st.poll_error));
-	if (st.marked_later || st.mark_errors || st.answer_errors)
-		log_verbose("exec gate: %llu filesystems mounted meanwhile marked, %llu could not be; "
-			    "%llu answers refused by the kernel", (unsigned long long)st.marked_later,
-			    (unsigned long long)st.mark_errors, (unsigned long long)st.answer_errors);
-	if (st.timeouts)
-		log_warn("exec gate: %llu exec%s ran after waiting %u ms, before corobpf had "
-			 "examined %s program (corobpf was busy): %s first probes can be missed",
-			 (unsigned long long)st.timeouts, st.timeouts == 1 ? "" : "s",
-			 c->opts->exec_gate_ms, st.timeouts == 1 ? "its" : "their",
-			 st.timeouts == 1 ? "its" : "their");
-	/* What the searches did not reach: attached when mapped, counted as late_attach. */
-	if (st.searches_cut)
-		log_warn("exec gate: %llu search%s of the libraries a program will map cut short "
-			 "(the first: %s); libraries past the cut are attached when mapped, late",
-			 (unsigned long long)st.searches_cut, st.searches_cut == 1 ? "" : "es",
-			 st.first_cut);
-	if (st.searches_refused)
-		log_warn("exec gate: %llu search%s left directories not searched: on a filesystem "
-			 "that may hang (the first: %s); libraries there are attached when mapped, "
-			 "late", (unsigned long long)st.searches_refused,
-			 st.searches_refused == 1 ? "" : "es", st.first_refused);
-	if (st.replaced || st.unexamined)
-		log_warn("exec gate: %llu examiner%s stuck past %s deadline, killed and replaced; "
-			 "%llu later exec%s of %s user%s let go unexamined",
-			 (unsigned long long)st.replaced, st.replaced == 1 ? "" : "s",
-			 st.replaced == 1 ? "its" : "their", (unsigned long long)st.unexamined,
-			 st.unexamined == 1 ? "" : "s", st.replaced == 1 ? "its" : "their",
-			 st.replaced == 1 ? "" : "s");
-	if (st.busy)
-		log_warn("exec gate: %llu exec%s not held: corobpf took no examination for %u ms "
-			 "(busy): %s first probes can be missed", (unsigned long long)st.busy,
-			 st.busy == 1 ? "" : "s", c->opts->exec_gate_ms,
-			 st.busy == 1 ? "its" : "their");
-	if (st.no_examiner)
-		log_warn("exec gate: %llu exec%s held without a search of %s libraries (no examiner "
-			 "process could be started): those are attached when mapped, late",
-			 (unsigned long long)st.no_examiner, st.no_examiner == 1 ? "" : "s",
-			 st.no_examiner == 1 ? "its" : "their");
-	if (st.watchdog_answers)
-		log_warn("exec gate: %llu exec%s let go by its watchdog while corobpf did not answer "
-			 "(stopped, or its gate thread kept from running; %llu time%s): %s first "
-			 "probes can be missed", (unsigned long long)st.watchdog_answers,
-			 st.watchdog_answers == 1 ? "" : "s",
-			 (unsigned long long)st.watchdog_takeovers,
-			 st.watchdog_takeovers == 1 ? "" : "s",
-			 st.watchdog_answers == 1 ? "its" : "their");
+	gatestats_say(&st, c->opts->exec_gate_ms);
 }
 
 int capture_attach(struct capture *c)
@@ -1132,41 +1065,13 @@ out:
 		if (!c->targets[i].switch_mode || c->targets[i].probe_sites || c->targets[i].via_script)
 			continue;
 		/* Families attached, nothing seen: say what was looked for, and why it may be missing. */
-		say_nothing_seen(c, &c->targets[i]);
+		unseen_say(&c->unseen, c->targets[i].pid, c->targets[i].comm);
 		break;
 	}
 	emit_stats(c);
 	emit_end(c);
 	capture_detach_async(c);
 	return ret;
-}
-
-/*
- * A target traced through the switch-function path that made no switch
- * seen: which families corobpf looked through (and in which objects), the
- * reasons an interpreter it knows was not traced or may show nothing
- * (interpattach.h), then what to do if the program switches some other way.
- */
-static void say_nothing_seen(struct capture *c, const struct target *t)
-{
-	char list[1024] = "";
-	size_t n = 0;
-	u32 fams = 0;
-
-	for (u32 i = 0; i < c->nlooked && n + 1 < sizeof(list); i++) {
-		if (c->looked[i].pid != t->pid)
-			continue;
-		n += snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "", c->looked[i].what);
-		if (n >= sizeof(list))
-			n = sizeof(list) - 1;
-		fams++;
-	}
-	log_warn("no context switch seen in process %u (%s); corobpf looked for %s", t->pid, t->comm,
-		 fams ? list : "none of its families (none of their functions is in its objects)");
-	interpattach_say_unseen(t->pid);
-	log_warn("if the program has coroutines of another kind, name its switch function with "
-		 "--switch uprobe:PATH:SYMBOL:from=ARG,to=ARG (--switch help lists the families corobpf "
-		 "knows)");
 }
 
 static void *detach_links(void *arg)

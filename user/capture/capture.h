@@ -26,6 +26,7 @@
 #include "ringev.h"
 #include "stackres.h"
 #include "switchfam.h"
+#include "unseen.h"
 
 struct corobpf_bpf;
 struct ring_buffer;
@@ -60,16 +61,8 @@ struct capture {
 	 */
 	void (*tick)(void *ctx);
 	void *tick_ctx;
-	/*
-	 * What the switch-function path attached for each target ("lua
-	 * (libluajit-5.1.so.2.1.0: LuaJIT 2.1)"): a run that saw no switch says
-	 * what it looked for.
-	 */
-	struct looked_for {
-		u32 pid;
-		char what[128];
-	} looked[16];
-	u32 nlooked;
+	/* What the switch-function path attached for each target (unseen.h). */
+	struct unseen unseen;
 };
 
 int capture_open(struct capture *c, const struct capture_opts *opts);
