@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <sys/types.h>
 #include "attach.h"
+#include "launch.h"
 #include "attachctx.h"
 #include "capture_opts.h"
 #include "execgate.h"
