@@ -27,6 +27,7 @@
 
 #include "dynlink.h"
 #include "elfnotes.h"
+#include "ldcache.h"
 #include "ldpaths.h"
 
 static char tmp[PATH_MAX - 64];	/* leaves room for the names below it */

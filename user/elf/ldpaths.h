@@ -120,14 +120,4 @@ int ld_path_is_loader(const char *path);
 /* Free the out-fields of `opts` (the in-fields are the caller's). */
 void ld_opts_release(struct ld_opts *opts);
 
-/*
- * Look `name` up in an ld.so.cache file (NULL = /etc/ld.so.cache) as ld.so
- * does: the first x86-64 libc6 entry with that exact key. Returns 0 and a
- * malloc'ed path, -ENOENT if there is no such entry or no cache file, or
- * -EINVAL for a file ld.so would not use (bad magic, offsets out of bounds),
- * with the reason in err.
- */
-int ld_cache_lookup(const char *cache_file, const char *name, char **path_out, char *err,
-		    size_t errlen);
-
 #endif /* COROBPF_LDPATHS_H */
