@@ -22,6 +22,7 @@
 #include "ldpaths.h"
 #include "log.h"
 #include "safeopen.h"
+#include "addrnames.h"
 #include "switchfam.h"
 #include "usdt.h"
 
@@ -591,7 +592,7 @@ u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const char *pa
 		return sites;
 	/* A Go PIE: its goroutines made as it exits are named after it is gone (ringev.c). */
 	if (fams & (1u << CORO_FAM_GO))
-		switchfam_learn_bias(t->pid, path);
+		addrname_learn_bias(t->pid, path);
 	if (a->opts->follow && late) {
 		/* A target's exec under --follow: Go's family, now (attach_switch_path is past). */
 		global_go(a, t->pid, path, shown, late, true);

@@ -14,6 +14,7 @@
 #include "ringev.h"
 #include "goelf.h"
 #include "gowalk.h"
+#include "addrnames.h"
 #include "switchfam.h"
 
 /* The largest payload a record with a stack has (before its ref): a span_begin's. */
@@ -286,14 +287,14 @@ static int on_ctx_entry(struct ringev *ev, const struct coro_ev_ctx_entry *e)
 
 	n.hdr.size = sizeof(n);
 	n.hdr.kind = CORO_EV_NAME;
-	switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
+	addrname_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
 	/*
 	 * The process is gone (a short run: qemu-img, qemu-io): named in the
 	 * executable that holds its context functions, where the process had
 	 * it (its code's start, which the BPF side read with the address).
 	 */
 	for (size_t i = 0; t && !strncmp(n.name, "0x", 2) && i < t->nswobjs; i++)
-		if (switchfam_name_in_exe(t->swobjs[i].path, t->swobjs[i].shown, e->start_code,
+		if (addrname_in_exe(t->swobjs[i].path, t->swobjs[i].shown, e->start_code,
 					  e->addr, n.name, sizeof(n.name)))
 			break;
 	if (strlen(n.name) == sizeof(n.name) - 1)
@@ -315,7 +316,7 @@ static bool go_name_gone(struct ringev *ev, u32 pid, u64 addr, char *name, size_
 	u64 b = 0, biases[2] = {0, 0};
 	int nb = 0;
 
-	if (switchfam_bias_of(pid, &b))
+	if (addrname_bias_of(pid, &b))
 		biases[nb++] = b;
 	biases[nb++] = 0;
 	for (int k = 0; k < nb; k++) {
@@ -336,7 +337,7 @@ static void go_name(struct ringev *ev, u32 pid, u64 addr, char *name, size_t len
 {
 	u64 bias;
 
-	switchfam_name_goroutine(pid, addr, name, len, w);
+	addrname_goroutine(pid, addr, name, len, w);
 	if (strncmp(name, "0x", 2) || !go_name_gone(ev, pid, addr, name, len, w, &bias))
 		return;
 	/* The wrapper's code where the process had it. */
