@@ -163,6 +163,15 @@ int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size)
 	return 0;
 }
 
+u32 batch_events_in(const void *data, size_t size)
+{
+	const struct coro_ev_batch *b = data;
+
+	if (size < sizeof(*b) || b->hdr.kind != CORO_EV_BATCH || !b->n)
+		return 1;
+	return b->n > CORO_BATCH_RECS_MAX ? CORO_BATCH_RECS_MAX : b->n;
+}
+
 /* n records of buf from index first, out of process pid's memory. */
 static bool read_target(u32 pid, u64 addr, void *dst, size_t len)
 {

@@ -45,6 +45,9 @@ int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size);
 /* Any other record, while some thread has batches: its thread's newest time (see batch_split). */
 void batch_note(struct ringev *ev, const struct coro_event_hdr *h);
 
+/* Events a ring record holds (a batch: its records; any other: one), for the read budget. */
+u32 batch_events_in(const void *data, size_t size);
+
 /*
  * At the end of a run, as soon as the BPF side is silent (before threads
  * fill their buffers again): read what each thread in the map

@@ -111,7 +111,10 @@ static void child_before_exec(void)
 }
 
 #define POLL_MS 100
-/* Records one read of the ring may take before the loop looks at signals, -d and targets. */
+/*
+ * Events one read of the ring may take before the loop looks at signals, -d and targets (a
+ * batched ring record holds up to 256).
+ */
 #define RING_READ_BUDGET 65536
 #define STATS_EVERY_NS 1000000000ULL
 
