@@ -289,6 +289,8 @@ static void emit_stats(struct capture *c)
 		c->ustats[CORO_USTAT_STACK_UNRESOLVED] = st->unresolved;
 		c->ustats[CORO_USTAT_STACK_UNMAPPED] = st->unmapped;
 	}
+	if (c->opts->probe_path == PROBE_PATH_BATCHED)
+		batch_carry_counters(fd, c->ustats);
 	memcpy(r.user, c->ustats, sizeof(r.user));
 	free(vals);
 	record_sink_emit(c->sink, &r.hdr);
@@ -486,7 +488,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_cxx, false);
-	batch_setup(c->skel, opts->probe_path);
+	batch_setup(c->skel, opts->probe_path, opts->system_wide || opts->follow || !opts->argv);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
@@ -523,7 +525,6 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			attach_add_link(&c->attach, l);
 		}
 	}
-	c->ev.batch_since = now_boottime_ns();
 	err = batch_attach(c->skel, &c->attach, opts->probe_path);
 	if (err)
 		return err;
@@ -581,12 +582,23 @@ static void mark_traced(struct capture *c, u32 pid)
 	bpf_map_update_elem(bpf_map__fd(c->skel->maps.traced), &pid, &verdict, BPF_ANY);
 }
 
+/*
+ * The session starts once its targets' process records have their time, before a probe is
+ * attached: the batched path leaves out records stamped earlier in buffers it meets in use.
+ */
+static void session_started(struct capture *c)
+{
+	c->skel->bss->session_start_ts = now_boottime_ns();
+}
+
 int capture_targets(struct capture *c)
 {
 	const struct capture_opts *o = c->opts;
 
-	if (o->system_wide)
+	if (o->system_wide) {
+		session_started(c);
 		return 0; /* processes are admitted as their probes fire */
+	}
 	if (o->argv) {
 		int ret;
 
@@ -602,6 +614,7 @@ int capture_targets(struct capture *c)
 			return EXIT_FAILURE_RUNTIME;
 		}
 		mark_traced(c, c->targets[0].pid);
+		session_started(c);
 		return 0;
 	}
 	c->targets = xcalloc(o->npids, sizeof(*c->targets));
@@ -638,6 +651,7 @@ int capture_targets(struct capture *c)
 		}
 		mark_traced(c, t->pid);
 	}
+	session_started(c);
 	return 0;
 }
 
@@ -1113,14 +1127,13 @@ out:
 	 */
 	if (c->opts->probe_path == PROBE_PATH_BATCHED)
 		usleep(200);
-	tails = c->opts->probe_path == PROBE_PATH_BATCHED
-			? batch_tails_collect(bpf_map__fd(c->skel->maps.batch_threads), stop_ts)
-			: NULL;
+	tails = c->opts->probe_path == PROBE_PATH_BATCHED ? batch_tails_collect(c->skel, stop_ts)
+							    : NULL;
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
 	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
-		batch_tails_emit(&c->ev, tails, stop_ts);
+		batch_tails_emit(&c->ev, tails);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
 	batch_check_elsewhere(c->opts->probe_path, "at the end");
@@ -1239,8 +1252,6 @@ void capture_close(struct capture *c)
 		c->detaching = false;
 	}
 	attach_ctx_detach(&c->attach);
-	if (c->opts && c->opts->probe_path == PROBE_PATH_BATCHED && c->skel)
-		batch_forget_buffers(bpf_map__fd(c->skel->maps.batch_threads));
 	ring_buffer__free(c->rb);
 	corobpf_bpf__destroy(c->skel);
 	for (size_t i = 0; i < c->ntargets; i++) {

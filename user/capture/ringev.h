@@ -53,11 +53,6 @@ struct ringev {
 	/* Batched path: (pid, tid) -> the thread's coroutine after its last batch (batch.c). */
 	struct hmap batch_cur;
 	/*
-	 * Batched path: when this run attached; a buffer first met full holds
-	 * records an earlier session wrote, which are not this run's.
-	 */
-	u64 batch_since;
-	/*
 	 * Set by the capture around a read of the ring: the events that read
 	 * may take before it returns (0: all there are; a batched record counts
 	 * the records it holds). A producer faster than

@@ -1,0 +1,85 @@
+"""The batched probe path under attack: a traced program owns its batch buffer, its address and
+every byte in it. Whatever it writes there, or says about it, corobpf must never write into any
+process, nor read another process's memory, and what it forges must bend no other program's
+trace, nor the run's time span."""
+from harness import *  # noqa: F401,F403
+
+PROGS = os.path.join(ROOT, "tests", "integration", "progs")
+
+
+def build(name, extra=(), where=None):
+    exe = os.path.join(where or WORK, name)
+    if not os.path.exists(exe):
+        p = run(["cc", "-O2", "-I", os.path.join(ROOT, "usdt")] + list(extra) +
+                [os.path.join(PROGS, name + ".c"), "-o", exe])
+        eq(p.returncode, 0, "building %s: %s" % (name, p.stderr))
+    return exe
+
+
+def setuid_victim():
+    """setuid_flag, set-uid root in a directory of root's that everyone may enter."""
+    d = os.path.join(WORK, "suid")
+    os.makedirs(d, exist_ok=True)
+    os.chmod(WORK, 0o755)
+    os.chmod(d, 0o755)
+    exe = build("setuid_flag", ["-no-pie"], d)
+    os.chown(exe, 0, 0)
+    os.chmod(exe, 0o4755)
+    return exe
+
+
+@test
+def hostile_batch_setuid_flag_unchanged():
+    """A user's programs each register "their buffer" 8 bytes before a flag of a set-uid root
+    program, wait for the session to detach (and a while more, each its own while) and exec that
+    program (same pid), while a busy program keeps the session's end long. With -p and with -a,
+    every flag must stay as it was: corobpf writes into no process. (It once cleared each
+    buffer's registration flag at its end, at the address the thread gave, in whatever process
+    then held the pid: most of these flags came back 0.)"""
+    victim = setuid_victim()
+    flag = int(run([victim, "addr"]).stdout.strip(), 16)
+    liar = build("batch_liar", where=attacker_dir("liar"))
+    busy = os.path.join(WORK, "batch_truth_busy")
+    if not os.path.exists(busy):
+        p = run(["cc", "-O2", "-pthread", "-I", os.path.join(ROOT, "usdt"),
+                 os.path.join(PROGS, "batch_truth.c"), "-o", busy])
+        eq(p.returncode, 0, "building batch_truth: " + p.stderr)
+    for mode in ("-p", "-a"):
+        go = os.path.join(WORK, "suid", "go" + mode)
+        flood = subprocess.Popen([busy, work("liar-busy%s.state" % mode), "2", "2000000000",
+                                  "flood"])
+        liars = [subprocess.Popen(as_attacker([liar, "%x" % (flag - 8), str(ms), victim, go]),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for ms in (-1, 0, 250, 500, 1000, 1500, 2500, 4000, 6000, 9000, 12000)]
+        try:
+            args = ["-a"] if mode == "-a" else sum((["-p", str(p.pid)] for p in liars),
+                                                  ["-p", str(flood.pid)])
+            db = work("liar%s.sqlite" % mode)
+            p = corobpf(args + ["--probe-path", "batched", "-d", "1", "-o", db], timeout=300)
+            eq(p.returncode, 0, "corobpf %s exit code (%s)" % (mode, p.stderr.strip()[-2000:]))
+            # Each lie read where it points, in the liar's own memory: nothing there. The one
+            # that execs at once, still traced, has a last copy; the others, one at the end.
+            import sqlite3
+            con = sqlite3.connect(db)
+            unread = int(con.execute("select value from meta where key = "
+                                     "'batch_last_copies_unread'").fetchone()[0])
+            con.close()
+            check(unread >= len(liars) - (10 if mode == "-a" else 0),
+                  "%s: last copies that could not be read: %d" % (mode, unread))
+            flood.kill()
+            time.sleep(13)
+            open(go, "w").close()
+            outs = [lp.communicate(timeout=60) for lp in liars]
+        finally:
+            for lp in liars + [flood]:
+                if lp.poll() is None:
+                    lp.kill()
+                    lp.wait()
+        for k, (out, err) in enumerate(outs):
+            where = "%s, program %d" % (mode, k)
+            check("REGISTERED" in out, "%s never registered its address (%s)" % (where,
+                                                                               err.strip()))
+            got = re.search(r"FLAG (\w+) euid (\d+)", out)
+            check(got, "%s: the set-uid program did not report (%r, %r)" % (where, out, err))
+            eq(got.group(2), "0", "%s: the victim ran set-uid root" % where)
+            eq(got.group(1), "beef", "%s: the set-uid program's flag" % where)
