@@ -3,6 +3,7 @@ every byte in it. Whatever it writes there, or says about it, corobpf must never
 process, nor read another process's memory, and what it forges must bend no other program's
 trace, nor the run's time span."""
 from harness import *  # noqa: F401,F403
+from suite_27_batch import check_threads, read_state  # noqa: E402
 
 PROGS = os.path.join(ROOT, "tests", "integration", "progs")
 
@@ -83,3 +84,71 @@ def hostile_batch_setuid_flag_unchanged():
             check(got, "%s: the set-uid program did not report (%r, %r)" % (where, out, err))
             eq(got.group(2), "0", "%s: the victim ran set-uid root" % where)
             eq(got.group(1), "beef", "%s: the set-uid program's flag" % where)
+
+
+@test
+def hostile_batch_forged_times_bend_no_other_trace():
+    """A user's program rewrites the times of its batched records (an hour ahead, the largest
+    time there is, long before the session), traced in one session with an honest program (two
+    -p, then -a): each forged time is clamped into its copy's range (counted, said), the honest
+    program's trace is exact with no finding, and the run's time span is the run's (before, the
+    forger gave the victim dozens of false lost wakeups and the summary a span of 219606 s)."""
+    forger = build("batch_forger", where=attacker_dir("forger"))
+    truth = os.path.join(WORK, "batch_truth_forged")
+    if not os.path.exists(truth):
+        p = run(["cc", "-O2", "-pthread", "-I", os.path.join(ROOT, "usdt"),
+                 os.path.join(PROGS, "batch_truth.c"), "-o", truth])
+        eq(p.returncode, 0, "building batch_truth: " + p.stderr)
+    for mode in ("-p", "-a"):
+        fp = subprocess.Popen(as_attacker([forger]), stdout=subprocess.PIPE, text=True)
+        st = work("forged%s.state" % mode)
+        go = work("forged%s.go" % mode)
+        vp = subprocess.Popen([truth, st, "2", "3000", "sleep", go])
+        out = work("forged%s.jsonl" % mode)
+        try:
+            line = fp.stdout.readline().split()
+            eq(line[:1], ["READY"], "the forger's start")
+            args = ["-p", line[1], "-p", str(vp.pid)] if mode == "-p" else ["-a"]
+            start = time.time()
+            # The honest program starts 6,000 coroutines in a few ms: a spawn storm of its own.
+            tr, ef, err = start_tracer(args + ["--probe-path", "batched", "--spawn-storm",
+                                               "1000000", "-o", out], "forged" + mode)
+            try:
+                wait_for(err, "tracing ")
+                open(go, "w").close()
+                eq(vp.wait(timeout=120), 0, "the honest program's exit code")
+                time.sleep(0.5)
+                tr.send_signal(signal.SIGINT)
+                eq(tr.wait(timeout=120), 0, "corobpf %s exit code" % mode)
+                wall = time.time() - start
+            finally:
+                if tr.poll() is None:
+                    tr.kill()
+                    tr.wait()
+                ef.close()
+        finally:
+            fp.kill()
+            fp.wait()
+            if vp.poll() is None:
+                vp.kill()
+                vp.wait()
+        with open(err) as f:
+            stderr = f.read()
+        trace = Trace(out)
+        t = trace.trailer
+        span = (t["last_ts"] - t["first_ts"]) / 1e9
+        check(0 < span <= wall + 2, "%s: the trace spans %.1f s of a %.1f s run" % (
+            mode, span, wall))
+        state = read_state(st)
+        eq(list(state[1][:2]), [3000, 3000], "%s: the honest program's iterations" % mode)
+        check_threads(trace, vp.pid, state, 2)
+        found = [f for f in trace.records if f["type"] == "finding" and f.get("pid") == vp.pid]
+        eq(found, [], "%s: findings of the honest program" % mode)
+        mine = [e for e in trace.events if e["pid"] == vp.pid]
+        check(all(t["first_ts"] <= e["ts"] <= t["last_ts"] for e in mine),
+              "%s: the honest program's events out of the trace's span" % mode)
+        check(t["anomalies"].get("batch_ts_clamped", 0) > 0,
+              "%s: no clamped record counted" % mode)
+        check(t["lost"].get("batch_restarts", 0) > 0,
+              "%s: no buffer started again unread counted" % mode)
+        check("clamped" in stderr, "%s: the summary does not say so:\n%s" % (mode, stderr))

@@ -58,11 +58,17 @@ const char *batch_path_name(enum probe_path p)
 	return p == PROBE_PATH_BATCHED ? "batched" : "trap";
 }
 
-/* A thread of the batched path: its coroutine as the BPF side tracks it, its newest record. */
+/*
+ * A thread of the batched path: its coroutine as the BPF side tracks it, its newest record, and
+ * each buffer's newest record (a record out of that order is the program's doing).
+ */
 struct batch_cur {
 	u64 cur;
 	bool valid;
 	u64 last_ts; /* of its newest record born in the kernel (off-CPU, string probes) */
+	u64 buf[CORO_BATCH_SLOTS];
+	u64 buf_ts[CORO_BATCH_SLOTS]; /* the time its last record was given */
+	u32 buf_next;		      /* the slot a third buffer takes */
 };
 
 static struct batch_cur *cur_of(struct ringev *ev, u32 pid, u32 tid)
@@ -76,6 +82,23 @@ static struct batch_cur *cur_of(struct ringev *ev, u32 pid, u32 tid)
 	return c;
 }
 
+/* Where the time of buf's previous record is kept (0 until it has one). */
+static u64 *buf_last_ts(struct batch_cur *c, u64 buf)
+{
+	u32 k;
+
+	for (k = 0; k < CORO_BATCH_SLOTS; k++)
+		if (c->buf[k] == buf)
+			return &c->buf_ts[k];
+	k = c->buf_next++ % CORO_BATCH_SLOTS;
+	c->buf[k] = buf;
+	c->buf_ts[k] = 0;
+	return &c->buf_ts[k];
+}
+
+/* How far a record's time may pass its copy's before it counts as forged (clamped all the same). */
+#define BATCH_CLOCK_SLACK_NS 100000ull
+
 union batch_out {
 	struct coro_event_hdr hdr;
 	struct coro_ev_create create;
@@ -85,14 +108,15 @@ union batch_out {
 };
 
 /*
- * n records of buffer buf into the trap path's records. floor: those stamped earlier are not this
- * session's (coro_ev_batch.floor).
+ * n records of buffer buf, copied at copy_ts, into the trap path's records. floor: those stamped
+ * earlier are not this session's (coro_ev_batch.floor).
  */
 static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh, u64 buf, u64 floor,
 		       const struct corobpf_batch_rec *rec, u32 n)
 {
 	bool no_thread = bh->flags & CORO_EVF_NO_THREAD;
 	struct batch_cur *c = cur_of(ev, bh->pid, bh->tid);
+	u64 *prev = buf_last_ts(c, buf), copy_ts = bh->ts;
 	u32 lost = bh->lost_before;
 
 	/* The BPF side's view before the first record: what this thread's trap would have seen. */
@@ -136,6 +160,19 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh, u64 b
 			ev->ustats[CORO_USTAT_BAD_RECORDS]++;
 			continue;
 		}
+		/*
+		 * The time is the thread's to write, so it is held between its buffer's
+		 * previous record and the copy: a time in the future (or far back) would
+		 * reorder every other thread's records, of every program traced, around it.
+		 * The vDSO's clock and the BPF side's may part by a hair: no count for that.
+		 */
+		if (ts > copy_ts || ts < *prev) {
+			if (ts > copy_ts + BATCH_CLOCK_SLACK_NS || ts < *prev)
+				ev->ustats[CORO_USTAT_BATCH_CLAMPED]++;
+			ts = ts > copy_ts ? copy_ts : *prev;
+			ts = ts < *prev ? *prev : ts;
+		}
+		*prev = ts;
 		o.hdr.size = (u16)size;
 		o.hdr.kind = (u8)r->kind;
 		o.hdr.flags = no_thread ? CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD

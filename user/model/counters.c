@@ -172,6 +172,10 @@ const struct counter counters[] = {
 	{.group = CG_ANOMALIES, ANOM(offcpu_late), .json = "offcpu_late",
 	 .text = "off-CPU stretches ended at their thread's next record: the kernel's return "
 		 "of the thread went unseen (docs/design.md)"},
+	{.group = CG_ANOMALIES, USER(BATCH_CLAMPED), .json = "batch_ts_clamped",
+	 .sql = "batch_ts_clamped", .perfetto = "batched times clamped",
+	 .text = "batched records had a time ahead of their copy or behind their buffer's "
+		 "previous record: clamped into that range (a program writing its own records)"},
 };
 /* clang-format on */
 

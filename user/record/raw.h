@@ -187,7 +187,12 @@ enum coro_user_stat {
 	CORO_USTAT_BATCH_FINAL_UNREAD = 10, /* CORO_STAT_BATCH_FINAL_UNREAD: last copies */
 	CORO_USTAT_BATCH_GEN_JUMPS = 11,    /* CORO_STAT_BATCH_GEN_JUMPS: buffers started again */
 	CORO_USTAT_BATCH_UNREGISTERED = 12, /* CORO_STAT_BATCH_UNREGISTERED: buffers */
-	CORO_USTAT_MAX = 13,
+	/*
+	 * Records whose time was ahead of their copy or behind their buffer's
+	 * previous record (a program writing its own): clamped into that range.
+	 */
+	CORO_USTAT_BATCH_CLAMPED = 13,
+	CORO_USTAT_MAX = 14,
 };
 
 /* The counters up to CORO_USTAT_GATE_TIMEOUTS: older captures' stats records end there. */
