@@ -390,7 +390,7 @@ static __always_inline struct coro_batch_slots *batch_positions(struct task_stru
 	return v;
 }
 
-/* The current thread's records, for its registered buffers: before anything else of it enters the ring. */
+/* The current thread's records, for its registered buffers: before anything else of it is sent. */
 static __always_inline int batch_harvest_task(bool inherit, int how)
 {
 	struct task_struct *task = bpf_get_current_task_btf();

@@ -440,10 +440,10 @@ void batch_check_elsewhere(enum probe_path path, const char *when)
 	n = batched_session_elsewhere();
 	if (n)
 		log_warn("%s, %u other corobpf session%s trace%s on the batched path: in a process "
-			 "%s traces, create, ready, switch and exit go to %s, not to this trap-path "
+			 "%s trace%s, create, ready, switch and exit go to %s, not to this trap-path "
 			 "session, which misses them uncounted (trace it on the batched path here too, "
 			 "or end the other session)", when, n, n > 1 ? "s" : "", n > 1 ? "" : "s",
-			 n > 1 ? "they" : "it", n > 1 ? "them" : "it");
+			 n > 1 ? "they" : "it", n > 1 ? "" : "s", n > 1 ? "them" : "it");
 }
 
 /*
