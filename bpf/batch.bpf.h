@@ -401,7 +401,7 @@ static __always_inline int batch_harvest_task(bool inherit, int how)
 	struct coro_batch_reg *reg;
 	__u64 floor;
 
-	if (!batched || stopped)
+	if (!batched || stopped || !session_start_ts)
 		return 0;
 	reg = bpf_task_storage_get(&batch_bufs, task, 0, 0);
 	if (!reg && inherit)
@@ -510,6 +510,9 @@ int BPF_USDT(coro_batch, __u64 buf)
 	} else {
 		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
 	}
+	/* Registered whenever (for the sessions to come); copied once this one has started. */
+	if (!session_start_ts)
+		return 0;
 	v = batch_positions(task, true);
 	if (!v || v->done)
 		return 0;

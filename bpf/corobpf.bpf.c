@@ -569,9 +569,9 @@ static __always_inline bool emit_proc(__u8 kind, __u32 pid, struct task_struct *
 const volatile bool batched = false;
 /*
  * CLOCK_BOOTTIME when the session started, set by user space once it has
- * written its targets' process records (-p) and before it attaches a probe:
- * a record stamped earlier (in a buffer another session made a thread fill)
- * is not this session's.
+ * attached (after its targets' process records): the batched path reads no
+ * buffer before (0), and a record stamped earlier (in a buffer another
+ * session made a thread fill) is not this session's.
  */
 volatile __u64 session_start_ts;
 

@@ -582,23 +582,12 @@ static void mark_traced(struct capture *c, u32 pid)
 	bpf_map_update_elem(bpf_map__fd(c->skel->maps.traced), &pid, &verdict, BPF_ANY);
 }
 
-/*
- * The session starts once its targets' process records have their time, before a probe is
- * attached: the batched path leaves out records stamped earlier in buffers it meets in use.
- */
-static void session_started(struct capture *c)
-{
-	c->skel->bss->session_start_ts = now_boottime_ns();
-}
-
 int capture_targets(struct capture *c)
 {
 	const struct capture_opts *o = c->opts;
 
-	if (o->system_wide) {
-		session_started(c);
+	if (o->system_wide)
 		return 0; /* processes are admitted as their probes fire */
-	}
 	if (o->argv) {
 		int ret;
 
@@ -614,7 +603,6 @@ int capture_targets(struct capture *c)
 			return EXIT_FAILURE_RUNTIME;
 		}
 		mark_traced(c, c->targets[0].pid);
-		session_started(c);
 		return 0;
 	}
 	c->targets = xcalloc(o->npids, sizeof(*c->targets));
@@ -651,7 +639,6 @@ int capture_targets(struct capture *c)
 		}
 		mark_traced(c, t->pid);
 	}
-	session_started(c);
 	return 0;
 }
 
@@ -745,7 +732,7 @@ static void stop_exec_gate(struct capture *c)
 			 st.timeouts == 1 ? "its" : "their");
 }
 
-int capture_attach(struct capture *c)
+static int attach_targets(struct capture *c)
 {
 	u32 sites = 0, via_script = 0;
 
@@ -845,6 +832,21 @@ int capture_attach(struct capture *c)
 	log_verbose("attached %u probe sites in %zu process%s", sites, c->ntargets,
 		    c->ntargets == 1 ? "" : "es");
 	return 0;
+}
+
+int capture_attach(struct capture *c)
+{
+	int ret = attach_targets(c);
+
+	/*
+	 * The batched path's session starts now, attached (its targets' process records are
+	 * earlier): it reads no thread's buffer before, and leaves out what a buffer it meets in
+	 * use holds from before (written while another session raised the semaphore). Copying
+	 * earlier, before its own batch probe was attached, a full buffer's trap could pass it by.
+	 */
+	if (!ret)
+		c->skel->bss->session_start_ts = now_boottime_ns();
+	return ret;
 }
 
 /* ---- the run ---- */
