@@ -126,10 +126,16 @@ def batch_same_trace_as_the_trap_path():
         trace, state, p = traced("batch_sleep_" + path, "sleep", 4, 3000, path)
         check(("probe path: batched" in p.stderr) == (path == "batched"),
               "corobpf does not say it uses the batched path:\n" + p.stderr)
+        eq(state[2], 4, "threads finished")
+        if path == "trap" and "on the batched path: in a process" in p.stderr:
+            # A batched session elsewhere (another's -a) took the probes both share, and the
+            # trap-path session said so: what it misses is that session's doing.
+            print("     (a batched session elsewhere took the trap path's probes: %s)" %
+                  p.stderr.strip().splitlines()[-1][:100])
+            continue
         check_clean(trace)
         pid = trace.processes[0]["pid"]
         check_threads(trace, pid, state, 4)
-        eq(state[2], 4, "threads finished")
 
 
 @test
