@@ -130,8 +130,9 @@ def batch_same_trace_as_the_trap_path():
         if path == "trap" and "on the batched path: in a process" in p.stderr:
             # A batched session elsewhere (another's -a) took the probes both share, and the
             # trap-path session said so: what it misses is that session's doing.
+            said = [l for l in p.stderr.splitlines() if "on the batched path:" in l]
             print("     (a batched session elsewhere took the trap path's probes: %s)" %
-                  p.stderr.strip().splitlines()[-1][:100])
+                  said[0][:100])
             continue
         check_clean(trace)
         pid = trace.processes[0]["pid"]
