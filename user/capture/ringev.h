@@ -66,13 +66,9 @@ struct ringev {
 	/* Batched path: (pid, tid) -> the thread's coroutine after its last batch (batch.c). */
 	struct hmap batch_cur;
 	/*
-	 * Batched path: when this run attached; a buffer first met full holds
-	 * records an earlier session wrote, which are not this run's.
-	 */
-	u64 batch_since;
-	/*
-	 * Set by the capture around a read of the ring: the records that read
-	 * may take before it returns (0: all there are). A producer faster than
+	 * Set by the capture around a read of the ring: the events that read
+	 * may take before it returns (0: all there are; a batched record counts
+	 * the records it holds). A producer faster than
 	 * this reader would otherwise keep one read going for ever, and with it
 	 * -d, the signals and every check between reads.
 	 */
@@ -97,7 +93,7 @@ int ringev_record(void *ctx, void *data, size_t size);
 
 /*
  * The ring buffer's callback (ring_buffer_sample_fn): ringev_record(), then RINGEV_BUDGET_SPENT
- * (which ends libbpf's read, this record taken) once ev->budget records
+ * (which ends libbpf's read, this record taken) once ev->budget events
  * were read.
  */
 #define RINGEV_BUDGET_SPENT (-EAGAIN)

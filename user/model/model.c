@@ -1384,7 +1384,9 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		process_ended(m, h->pid, h->ts, ((const struct coro_rec_proc_exit *)h)->status);
 		break;
 	case CORO_REC_STATS:
-		memcpy(&m->stats, h, sizeof(m->stats));
+		/* An older capture's record is shorter: its later counters are zero. */
+		memset(&m->stats, 0, sizeof(m->stats));
+		memcpy(&m->stats, h, MIN((size_t)h->size, sizeof(m->stats)));
 		m->have_stats = true;
 		break;
 	case CORO_REC_END:

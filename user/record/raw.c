@@ -178,7 +178,7 @@ static size_t kind_min_size(unsigned kind)
 	case CORO_REC_THREAD: return sizeof(struct coro_rec_thread);
 	case CORO_REC_OBJECT: return sizeof(struct coro_rec_object) + 1;
 	case CORO_REC_PROC_EXIT: return sizeof(struct coro_rec_proc_exit);
-	case CORO_REC_STATS: return sizeof(struct coro_rec_stats);
+	case CORO_REC_STATS: return CORO_REC_STATS_V1_SIZE;
 	case CORO_REC_END: return sizeof(struct coro_rec_end);
 	case CORO_REC_SWITCH: return sizeof(struct coro_rec_switch) + 3;
 	case CORO_REC_MAP: return sizeof(struct coro_rec_map) + 1;
