@@ -296,6 +296,26 @@ def wait_for(path, text, timeout=20):
     raise Failure("%r never appeared in %s" % (text, path))
 
 
+def other_sessions():
+    """corobpf sessions loaded on the machine besides this test's (a test that runs none of its
+    own): each loads one coro_create program. Under -a or --follow one attaches to every
+    program, this test's too, which is then traced whatever the test meant."""
+    p = run(["bpftool", "prog", "show"])
+    return p.stdout.count(" name coro_create ")
+
+
+# What a session says because of another one on the machine, never of its own doing
+# (docs/probes.md, the batched path's limits): a -q run may print it.
+OTHER_SESSION_WARNINGS = (re.compile(r"^corobpf: warning: (at attach|at the end), \d+ other "
+                                     r"corobpf sessions? traces? on the batched path: .*$"),)
+
+
+def quiet_stderr(stderr):
+    """A -q run's stderr, less the warnings another session on the machine causes."""
+    return "".join(l for l in stderr.splitlines(True)
+                   if not any(w.match(l.rstrip("\n")) for w in OTHER_SESSION_WARNINGS))
+
+
 def start_tracer(args, name):
     err = work(name + ".err")
     ef = open(err, "w")

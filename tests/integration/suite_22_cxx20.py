@@ -337,7 +337,12 @@ def cxx20_adapter_untraced_takes_no_branch():
         return
     p = run([b], env={"COROBPF_TRUTH": work("cxx20_untraced.truth")})
     eq(p.returncode, 0, "exit code of %s (%s)" % (b, p.stderr))
-    eq(re.search(r"^hooks (\d+)$", p.stdout, re.M).group(1), "0", "traced branches taken untraced")
+    hooks = re.search(r"^hooks (\d+)$", p.stdout, re.M).group(1)
+    if hooks != "0" and other_sessions():
+        # Another session's -a (or --follow) attached to it: it was traced, not untraced.
+        print("     (another corobpf session traced the program: %s hooks taken)" % hooks)
+    else:
+        eq(hooks, "0", "traced branches taken untraced")
     truth = read_truth(work("cxx20_untraced.truth"))
     check(len(truth) > 50, "the program ran %d coroutines" % len(truth))
 

@@ -33,7 +33,10 @@
 #define POLL_MS 100
 /* --stacks=fp: entries of the kernel's stack map. */
 #define CAPTURE_STACK_MAP 16384
-/* Records one read of the ring may take before the loop looks at signals, -d and targets. */
+/*
+ * Events one read of the ring may take before the loop looks at signals, -d and targets (a
+ * batched ring record holds up to 256).
+ */
 #define RING_READ_BUDGET 65536
 #define STATS_EVERY_NS 1000000000ULL
 
@@ -138,6 +141,8 @@ static void emit_stats(struct capture *c)
 		c->ustats[CORO_USTAT_STACK_UNRESOLVED] = st->unresolved;
 		c->ustats[CORO_USTAT_STACK_UNMAPPED] = st->unmapped;
 	}
+	if (c->opts->probe_path == PROBE_PATH_BATCHED)
+		batch_carry_counters(fd, c->ustats);
 	memcpy(r.user, c->ustats, sizeof(r.user));
 	free(vals);
 	record_sink_emit(c->sink, &r.hdr);
@@ -314,7 +319,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_rt, false);
-	batch_setup(c->skel, opts->probe_path);
+	batch_setup(c->skel, opts->probe_path, opts->system_wide || opts->follow || !opts->argv);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
@@ -351,7 +356,6 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			attach_add_link(&c->attach, l);
 		}
 	}
-	c->ev.batch.since = now_boottime_ns();
 	err = batch_attach(c->skel, &c->attach, opts->probe_path);
 	if (err)
 		return err;
@@ -542,7 +546,7 @@ static void stop_exec_gate(struct capture *c)
 	gatestats_say(&st, c->opts->exec_gate_ms);
 }
 
-int capture_attach(struct capture *c)
+static int attach_targets(struct capture *c)
 {
 	u32 sites = 0, via_script = 0;
 
@@ -645,6 +649,21 @@ int capture_attach(struct capture *c)
 	log_verbose("attached %u probe sites in %zu process%s", sites, c->ntargets,
 		    c->ntargets == 1 ? "" : "es");
 	return 0;
+}
+
+int capture_attach(struct capture *c)
+{
+	int ret = attach_targets(c);
+
+	/*
+	 * The batched path's session starts now, attached (its targets' process records are
+	 * earlier): it reads no thread's buffer before, and leaves out what a buffer it meets in
+	 * use holds from before (written while another session raised the semaphore). Copying
+	 * earlier, before its own batch probe was attached, a full buffer's trap could pass it by.
+	 */
+	if (!ret)
+		c->skel->bss->session_start_ts = now_boottime_ns();
+	return ret;
 }
 
 /* ---- the run ---- */
@@ -1006,15 +1025,14 @@ out:
 	 */
 	if (c->opts->probe_path == PROBE_PATH_BATCHED)
 		usleep(200);
-	tails = c->opts->probe_path == PROBE_PATH_BATCHED
-			? batch_tails_collect(bpf_map__fd(c->skel->maps.batch_threads), stop_ts)
-			: NULL;
+	tails = c->opts->probe_path == PROBE_PATH_BATCHED ? batch_tails_collect(c->skel, stop_ts)
+							    : NULL;
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
 	ringev_release_walks(&c->ev);
 	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
-		batch_tails_emit(&c->ev.batch, tails, stop_ts);
+		batch_tails_emit(&c->ev.batch, tails);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
 	batch_check_elsewhere(c->opts->probe_path, "at the end");
@@ -1141,8 +1159,6 @@ void capture_close(struct capture *c)
 		c->detaching = false;
 	}
 	attach_ctx_detach(&c->attach);
-	if (c->opts && c->opts->probe_path == PROBE_PATH_BATCHED && c->skel)
-		batch_forget_buffers(bpf_map__fd(c->skel->maps.batch_threads));
 	ring_buffer__free(c->rb);
 	corobpf_bpf__destroy(c->skel);
 	for (size_t i = 0; i < c->ntargets; i++) {

@@ -522,8 +522,15 @@ int ringev_ring_record(void *ctx, void *data, size_t size)
 {
 	struct ringev *ev = ctx;
 	int err = ringev_record(ctx, data, size);
+	u32 events;
 
-	if (err >= 0 && ev->budget && !--ev->budget)
+	if (err < 0 || !ev->budget)
+		return err;
+	events = batch_events_in(data, size);
+	if (events >= ev->budget) {
+		ev->budget = 0;
 		return RINGEV_BUDGET_SPENT;
+	}
+	ev->budget -= events;
 	return err;
 }

@@ -67,8 +67,9 @@ struct ringev {
 	/* Batched path: the threads' coroutines, the split records given to ringev_record(). */
 	struct batch_state batch;
 	/*
-	 * Set by the capture around a read of the ring: the records that read
-	 * may take before it returns (0: all there are). A producer faster than
+	 * Set by the capture around a read of the ring: the events that read
+	 * may take before it returns (0: all there are; a batched record counts
+	 * the records it holds). A producer faster than
 	 * this reader would otherwise keep one read going for ever, and with it
 	 * -d, the signals and every check between reads.
 	 */
@@ -93,7 +94,7 @@ int ringev_record(void *ctx, void *data, size_t size);
 
 /*
  * The ring buffer's callback (ring_buffer_sample_fn): ringev_record(), then RINGEV_BUDGET_SPENT
- * (which ends libbpf's read, this record taken) once ev->budget records
+ * (which ends libbpf's read, this record taken) once ev->budget events
  * were read.
  */
 #define RINGEV_BUDGET_SPENT (-EAGAIN)

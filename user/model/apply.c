@@ -670,7 +670,8 @@ static void apply_switch_path(struct model *m, struct event *ev)
 static void apply_stats(struct model *m, struct event *ev)
 {
 	memcpy(m->stats.bpf, ev->stats.bpf, sizeof(m->stats.bpf));
-	memcpy(m->stats.user, ev->stats.user, sizeof(m->stats.user));
+	memset(m->stats.user, 0, sizeof(m->stats.user));
+	memcpy(m->stats.user, ev->stats.user, ev->stats.nuser * sizeof(m->stats.user[0]));
 	m->have_stats = true;
 }
 

@@ -42,6 +42,11 @@ enum counter_src {
 #define CF_NOT_READ_BACK (1U << 2)
 /* A headline figure: also in `corobpf report --json`, under its SQL name. */
 #define CF_HEADLINE (1U << 3)
+/*
+ * In the "lost" group of every output, but nothing this session lost (records of before it,
+ * left out): `top`'s total of losses leaves it out.
+ */
+#define CF_NOT_A_LOSS (1U << 4)
 
 struct counter {
 	enum counter_group group;
@@ -62,7 +67,7 @@ struct counter {
 };
 
 /* The table's size at most (counters.c checks): outputs size their arrays with it. */
-#define COUNTERS_MAX 32
+#define COUNTERS_MAX 40
 
 extern const struct counter counters[];
 extern const size_t ncounters;

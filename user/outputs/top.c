@@ -403,7 +403,7 @@ static void take_snapshot(struct top *t)
 	t->prev_ts = now;
 	s->lost = 0;
 	for_each_counter(k)
-		if (k->group == CG_LOST)
+		if (k->group == CG_LOST && !(k->flags & CF_NOT_A_LOSS))
 			s->lost += counter_value(k, m);
 	s->nfindings = t->nfindings;
 	nf = t->nfindings < TOP_FINDINGS ? t->nfindings : TOP_FINDINGS;

@@ -39,8 +39,27 @@ enum coro_user_stat {
 	 * timeout before their program was attached (its first probes can be missed).
 	 */
 	CORO_USTAT_GATE_TIMEOUTS = 7,
-	CORO_USTAT_MAX = 8,
+	/*
+	 * The batched path (docs/probes.md). Records stamped before the session
+	 * (or their thread) started, in a buffer it met already in use: not
+	 * this session's, left out.
+	 */
+	CORO_USTAT_BATCH_BEFORE = 8,
+	/* The BPF side's losses of the batched path (enum coro_stat), carried here. */
+	CORO_USTAT_BATCH_UNREAD = 9,	    /* CORO_STAT_BATCH_UNREAD: records */
+	CORO_USTAT_BATCH_FINAL_UNREAD = 10, /* CORO_STAT_BATCH_FINAL_UNREAD: last copies */
+	CORO_USTAT_BATCH_GEN_JUMPS = 11,    /* CORO_STAT_BATCH_GEN_JUMPS: buffers started again */
+	CORO_USTAT_BATCH_UNREGISTERED = 12, /* CORO_STAT_BATCH_UNREGISTERED: buffers */
+	/*
+	 * Records whose time was ahead of their copy or behind their buffer's
+	 * previous record (a program writing its own): clamped into that range.
+	 */
+	CORO_USTAT_BATCH_CLAMPED = 13,
+	CORO_USTAT_MAX = 14,
 };
+
+/* The counters up to CORO_USTAT_GATE_TIMEOUTS: older captures' stats records end there. */
+#define CORO_USTAT_V1_MAX 8
 
 /* The counters of a stats record (CORO_REC_STATS), as the model keeps the latest. */
 struct capture_stats {

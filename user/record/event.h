@@ -199,8 +199,9 @@ struct event {
 			u32 reason; /* enum coro_end_reason */
 		} end;
 		struct {
-			/* CORO_STAT_MAX and CORO_USTAT_MAX counters (capture_info.h) */
+			/* CORO_STAT_MAX and nuser <= CORO_USTAT_MAX counters (capture_info.h) */
 			const u64 *bpf, *user;
+			u32 nuser; /* an older capture's are fewer: the others are 0 */
 		} stats;
 	};
 };

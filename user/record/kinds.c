@@ -151,6 +151,8 @@ static void decode_stats(struct event *ev, const struct coro_event_hdr *h)
 
 	ev->stats.bpf = r->bpf;
 	ev->stats.user = r->user;
+	ev->stats.nuser = (u32)MIN((h->size - offsetof(struct coro_rec_stats, user)) / 8,
+				   (size_t)CORO_USTAT_MAX);
 }
 
 static void decode_end(struct event *ev, const struct coro_event_hdr *h)
@@ -258,7 +260,8 @@ const struct record_kind record_kinds[256] = {
 			     .decode = decode_object},
 	[CORO_REC_PROC_EXIT] = {"process_exit", SIZE(coro_rec_proc_exit),
 				.decode = decode_proc_exit},
-	[CORO_REC_STATS] = {"stats", SIZE(coro_rec_stats), .decode = decode_stats},
+	/* An older capture's stats record is shorter (CORO_USTAT_V1_MAX user counters). */
+	[CORO_REC_STATS] = {"stats", .size = CORO_REC_STATS_V1_SIZE, .decode = decode_stats},
 	[CORO_REC_END] = {"end", SIZE(coro_rec_end), .decode = decode_end},
 	[CORO_REC_SWITCH] = {"switch_path", SIZE(coro_rec_switch), .strings = 3,
 			     .decode = decode_switch_path},

@@ -151,8 +151,9 @@ struct coro_rec_proc_exit {
 struct coro_rec_stats {
 	struct coro_event_hdr hdr;   /* ts */
 	u64 bpf[CORO_STAT_MAX];	     /* sums of the per-CPU BPF counters (enum coro_stat) */
-	u64 user[CORO_USTAT_MAX];    /* enum coro_user_stat */
+	u64 user[CORO_USTAT_MAX];    /* enum coro_user_stat; older captures have fewer (zero) */
 };
+#define CORO_REC_STATS_V1_SIZE (offsetof(struct coro_rec_stats, user) + CORO_USTAT_V1_MAX * 8)
 
 struct coro_rec_end {
 	struct coro_event_hdr hdr; /* ts */
