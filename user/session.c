@@ -387,6 +387,23 @@ static void session_tick(void *ctx)
 	status_tick(s->status, bytes);
 }
 
+/* Which path the probes take, and why not the one asked for: said once the targets are attached. */
+static void session_say_probe_path(const struct session *s)
+{
+	const struct trace_opts *t = s->t;
+	const char *why;
+
+	batch_path_choose(t->probe_path, t->stacks != 0, &why);
+	if (why && t->probe_path == PROBE_PATH_BATCHED)
+		log_warn("--probe-path batched: %s: the trap path is used", why);
+	else if (why)
+		log_info("probe path: trap, not batched: %s", why);
+	if (s->co.probe_path == PROBE_PATH_BATCHED)
+		log_info("probe path: batched (records kept in each thread, copied out by BPF)");
+	else
+		log_verbose("probe path: trap (a uprobe trap per event)");
+}
+
 /*
  * Until the source ends. Returns an exit code that aborts the session (a
  * command that could not be run, a signal during a replay), or 0 with *code
@@ -398,6 +415,7 @@ static int session_feed_live(struct session *s, int *code)
 	const struct capture *cap = &s->cap;
 	int ret;
 
+	session_say_probe_path(s);
 	if (t->all)
 		log_info("tracing every instrumented process%s%s", comm_list(t),
 			 t->duration ? "" : "; Ctrl-C to stop");
@@ -566,17 +584,9 @@ static void session_init_live(struct session *s, const struct trace_opts *t)
 	co->sample_hz = t->sample_hz_set ? t->sample_hz : 99;
 	co->no_sched = t->no_sched;
 	{
-		const char *why;
+		const char *why; /* said once the targets are attached: session_say_probe_path() */
 
 		co->probe_path = batch_path_choose(t->probe_path, t->stacks != 0, &why);
-		if (why && t->probe_path == PROBE_PATH_BATCHED)
-			log_warn("--probe-path batched: %s: the trap path is used", why);
-		else if (why)
-			log_info("probe path: trap, not batched: %s", why);
-		if (co->probe_path == PROBE_PATH_BATCHED)
-			log_info("probe path: batched (records kept in each thread, copied out by BPF)");
-		else
-			log_verbose("probe path: trap (a uprobe trap per event)");
 	}
 	co->system_wide = t->all;
 	co->follow = t->follow;

@@ -425,3 +425,17 @@ def cli_stacks_takes_its_mode_after_a_space():
     p = corobpf(["--stacks", "nosuch", "-p", pid])
     eq(p.returncode, readme_int("usage"), "--stacks nosuch: exit code")
 
+
+@test
+def cli_launch_failure_says_only_why():
+    """A command that cannot be run: one line on stderr, the error naming it, and nothing said
+    before it as if tracing had begun (no "tracing", no probe path)."""
+    d = work("cli-launch")
+    os.makedirs(d, exist_ok=True)
+    for cmd in (d, os.path.join(d, "no-such-program")):
+        p = corobpf(["-o", os.path.join(d, "t.jsonl"), "--", cmd])
+        eq(p.returncode, readme_int("cannot be run"), "-- %s: exit code" % cmd)
+        lines = p.stderr.splitlines()
+        eq(len(lines), 1, "-- %s: lines on stderr:\n%s" % (cmd, p.stderr))
+        check(cmd in lines[0] and "error" in lines[0], "-- %s: %s" % (cmd, lines[0]))
+        check(not os.path.exists(os.path.join(d, "t.jsonl")), "an output was left behind")
