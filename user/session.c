@@ -626,6 +626,12 @@ int session_top(const struct common_opts *c, const struct trace_opts *t,
 	session_init(&s, c, VIEW_TOP);
 	session_init_live(&s, t);
 	s.topo = top;
+	/*
+	 * Snapshots are a stream for scripts (docs/top.md): a launched command's own stdout must not
+	 * mix into it, so it goes to stderr. On a screen the command keeps the terminal.
+	 */
+	s.co.stdout_to_stderr =
+		top->batch || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO);
 	return session_run(&s);
 }
 

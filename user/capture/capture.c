@@ -93,6 +93,9 @@ void capture_set_signal_child(pid_t pid)
 	signal_child = pid;
 }
 
+/* capture_opts.stdout_to_stderr, for the launched child. */
+static bool capture_child_stdout_to_stderr;
+
 /*
  * Also: if corobpf dies while the command is held at a dlopen (SIGSTOP,
  * switch-function path), the kernel continues it. The death signal goes
@@ -109,6 +112,8 @@ static void child_before_exec(void)
 	capture_restore_signals();
 	capture_restore_limits();
 	prctl(PR_SET_PDEATHSIG, SIGCONT);
+	if (capture_child_stdout_to_stderr)
+		dup2(STDERR_FILENO, STDOUT_FILENO);
 }
 
 #define POLL_MS 100
@@ -418,6 +423,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	}
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
+	capture_child_stdout_to_stderr = opts->stdout_to_stderr;
 	c->launch = (struct attach_launch){
 		.argv = opts->argv,
 		.before_exec = child_before_exec,

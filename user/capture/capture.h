@@ -64,6 +64,8 @@ struct capture_opts {
 	/* -a, --follow: the exec gate's longest hold (execgate.h); 0: no gate. */
 	u32 exec_gate_ms;
 	u32 probe_path; /* --probe-path: enum probe_path (batch.h), resolved by batch_path_choose() */
+	/* -- CMD: the command's stdout is corobpf's stderr (top's snapshots own stdout). */
+	bool stdout_to_stderr;
 };
 
 struct capture {
