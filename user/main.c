@@ -716,7 +716,8 @@ static error_t parse_ps(int key, char *arg, struct argp_state *state)
 		if (!a->npids || a->argv || a->all || a->follow)
 			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
 		if (a->flight)
-			argp_error(state, "--flight records with corobpf trace, not ps");
+			argp_error(state, "--flight is for tracing (corobpf --flight SECS -o FILE "
+				   "-p PID), not ps");
 		if (!a->stacks)
 			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
 		if (!a->duration)
