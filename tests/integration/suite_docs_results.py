@@ -158,8 +158,8 @@ def results_leaves(name, _cache={}):
 def results_values(names):
     """{kind: values} the results files give, in base units: each value; the differences and
     ratios of two values of one kind side by side (in one object); sizes per event times a
-    replay's count of events (a numeric key); and, of files cited together, the mean of each value they share (the median of two
-    runs)."""
+    replay's count of events (a numeric key); and, of files cited together, the mean of each
+    value they share (the median of two runs)."""
     out = {k: set() for k in ("time", "rate", "mem", "bpe", "ratio", "count")}
     by_path, events = {}, set()
     for name in names:
