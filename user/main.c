@@ -85,20 +85,26 @@ const char *argp_program_bug_address = NULL;
 static const char trace_doc[] =
 	"corobpf: see coroutines and the scheduling under them, with eBPF.\n"
 	"\n"
-	"  corobpf [OPTIONS] -p PID [-p PID...]   attach to running processes\n"
-	"  corobpf [OPTIONS] -- CMD [ARGS...]     run CMD, traced from its first\n"
-	"                                         instruction\n"
-	"  corobpf [OPTIONS] -a [--comm NAME...]  every instrumented process, now and\n"
-	"                                         started later; every family (switch\n"
-	"                                         functions: in the programs started later)\n"
-	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
-	"                                         they fork, and what those exec\n"
-	"  corobpf report [OPTIONS] CAPTURE       replay a raw capture or JSONL trace\n"
-	"  corobpf ps -p PID [-d SECS]            the live coroutines of PID seen in\n"
-	"                                         SECS (default 1): state, for how\n"
-	"                                         long, where each is parked\n"
-	"  corobpf top [-p PID...|-a|-- CMD]      the live coroutines, full screen,\n"
-	"                                         refreshed every second (top --help)\n"
+	"Commands (each has its own --help):\n"
+	"  corobpf [OPTIONS] TARGETS         trace TARGETS (below): write the -o\n"
+	"                                    outputs, print a summary\n"
+	"  corobpf report [OPTIONS] CAPTURE  the analysis and any output again, from a\n"
+	"                                    --raw capture or a JSONL trace; no root\n"
+	"  corobpf ps -p PID [-d SECS]       the live coroutines of PID seen in SECS\n"
+	"                                    (default 1): state, for how long, where\n"
+	"                                    each is parked\n"
+	"  corobpf top [OPTIONS] TARGETS     the live coroutines of TARGETS on a full\n"
+	"                                    screen, refreshed every second\n"
+	"\n"
+	"TARGETS:\n"
+	"  -p PID [-p PID...]                running processes\n"
+	"  -- CMD [ARGS...]                  CMD, run and traced from its first\n"
+	"                                    instruction\n"
+	"  -a [--comm NAME...]               every instrumented process, now and\n"
+	"                                    started later; every family (the switch\n"
+	"                                    functions: in the programs started later)\n"
+	"  --follow -p PID|-- CMD            the targets, every process they fork, and\n"
+	"                                    what those exec\n"
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries and runtimes they use (ucontext, "
@@ -122,7 +128,8 @@ static const char trace_doc[] =
 	"\n"
 	"Output formats, by extension: .pftrace (Perfetto: open at ui.perfetto.dev), .jsonl "
 	".json .ndjson (JSON lines; .jsonl.gz compressed), .db .sqlite (SQLite), .csv (24 of "
-	"the coroutines table's columns, docs/sqlite.md).\n"
+	"the coroutines table's columns, docs/sqlite.md); a postgresql:// URI stores the run "
+	"into that database (docs/store.md).\n"
 	"\n"
 	"With -- CMD, the command keeps corobpf's stdin, stdout, stderr and process group "
 	"(so Ctrl-C reaches it too); SIGTERM and SIGHUP are passed on to it. When tracing "
@@ -202,7 +209,7 @@ enum {
 	 "cap), so that one process cannot take the room of all", 2},                        \
 	{"max-open-spans", OPT_MAX_SPANS, "N", 0,                                            \
 	 "Memory: keep at most N spans open at once in all (default 1000000; 0: no cap); "   \
-	 "one begun beyond is counted, not kept, and its end closes nothing else", 2},       \
+	 "one begun beyond is counted, not kept (its end closes no other span)", 2},         \
 	{"max-open-spans-per-process", OPT_MAX_SPANS_PROCESS, "N", 0,                        \
 	 "Memory: keep at most N spans open at once in one process (default 500000; 0: no "  \
 	 "cap)", 2}
@@ -225,7 +232,10 @@ static const struct argp_option trace_options[] = {
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
 	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
 	 "~/.pgpass or PGPASSFILE, not here)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
+	{"format", 'f', "FMT", 0,
+	 "Format for every -o FILE: perfetto, jsonl, sqlite, csv, or postgresql (for a "
+	 "postgresql:// URI)",
+	 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
 	 "packed lanes for the rest; 0 packs all",
@@ -245,7 +255,8 @@ static const struct argp_option trace_options[] = {
 	 "User stacks at every create (the spawn site) and switch-out (where a coroutine is "
 	 "parked): dwarf (the default: unwound from .eh_frame, right without frame pointers) "
 	 "or fp (the kernel's frame-pointer walk, deduplicated in the kernel; wrong frames "
-	 "where code omits them; docs/stacks.md compares their costs)",
+	 "where code omits them; docs/stacks.md compares their costs); --stacks fp is "
+	 "--stacks=fp",
 	 0},
 	{"stack-bytes", OPT_STACK_BYTES, "N", 0,
 	 "--stacks=dwarf: bytes of each stack copied for unwinding, 512 to 16384 (default "
@@ -257,8 +268,9 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"probe-path", OPT_PROBE_PATH, "PATH", 0,
 	 "How corobpf probes reach corobpf: batched (each thread keeps its records, BPF "
-	 "copies them out; the default, but with --stacks) or trap (a uprobe trap per event; "
-	 "docs/probes.md). Without it: COROBPF_PROBE_PATH (batched or trap) if set",
+	 "copies them out; the default) or trap (a uprobe trap per event; docs/probes.md). "
+	 "--stacks always takes the trap path: a stack is taken at the trap. Without this "
+	 "option: COROBPF_PROBE_PATH (batched or trap) if set",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
@@ -451,7 +463,8 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case 'f':
 		c->format = output_format_parse(arg);
 		if (c->format == OUT_AUTO)
-			argp_error(state, "unknown format '%s' (known: perfetto, jsonl, sqlite, csv)", arg);
+			argp_error(state, "unknown format '%s' (known: perfetto, jsonl, sqlite, csv, "
+				   "postgresql)", arg);
 		return 0;
 	case OPT_TRACKS:
 		c->coroutine_tracks = (u32)parse_count(state, "coroutine-tracks", arg, 0, 10000000);
@@ -704,7 +717,8 @@ static error_t parse_ps(int key, char *arg, struct argp_state *state)
 		if (!a->npids || a->argv || a->system_wide || a->follow)
 			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
 		if (ta->t.flight)
-			argp_error(state, "--flight records with corobpf trace, not ps");
+			argp_error(state, "--flight is for tracing (corobpf --flight SECS -o FILE "
+				   "-p PID), not ps");
 		if (!a->stacks)
 			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
 		if (!a->duration)
@@ -733,11 +747,12 @@ static const char top_doc[] =
 	"s/S sort by the next/previous column, 1-9 sort by that column (again: reverse), "
 	"r reverse, / filter by name, space or p pause.\n"
 	"\n"
-	"q stops tracing as Ctrl-C does in corobpf trace: the probes are detached and the "
-	"targets run on, unharmed; with -- CMD, corobpf then waits for the command. -o FILE "
-	"also records, as corobpf trace does, and the files are finished when top ends. When "
+	"q stops tracing as Ctrl-C does when tracing without top: the probes are detached "
+	"and the targets run on, unharmed; with -- CMD, corobpf then waits for the command. "
+	"-o FILE also records, as without top, and the files are finished when top ends. When "
 	"stdout is not a terminal (or with --batch), a text snapshot is printed every "
-	"interval instead (one at the end of a run shorter than that): a line \"# corobpf "
+	"interval instead (one at the end of a run shorter than that; a command launched "
+	"with -- then writes its stdout to corobpf's stderr): a line \"# corobpf "
 	"top\" with key=value figures, the line "
 	"\"PID ID STATE FOR TID REASON OBJECT SWITCHES RUNNING NAME\", "
 	"a line per coroutine, blank-separated with NAME last, \"# findings N\" and the newest "
@@ -813,7 +828,10 @@ static const struct argp_option report_options[] = {
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
 	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
 	 "~/.pgpass or PGPASSFILE, not here)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
+	{"format", 'f', "FMT", 0,
+	 "Format for every -o FILE: perfetto, jsonl, sqlite, csv, or postgresql (for a "
+	 "postgresql:// URI)",
+	 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
 	STORE_TIMEOUT_OPTION,
@@ -893,11 +911,11 @@ static int split_command(int *argc, char **argv, struct capture_opts *t)
 
 /*
  * A live capture's options once parsed and checked: the defaults of those not given, and the
- * probe path the run takes (said here, before the session starts). Read-only from now on.
+ * probe path the run takes (said once the targets are attached: session.c). Read-only from now on.
  */
 static void resolve_capture_opts(struct capture_opts *o)
 {
-	const char *why;
+	const char *why = NULL;
 	u32 asked = o->probe_path;
 
 	if (!o->stack_bytes)
@@ -905,14 +923,25 @@ static void resolve_capture_opts(struct capture_opts *o)
 	if (!o->sample_hz_set)
 		o->sample_hz = 99;
 	o->probe_path = batch_path_choose(asked, o->stacks != 0, &why);
-	if (why && asked == PROBE_PATH_BATCHED)
-		log_warn("--probe-path batched: %s: the trap path is used", why);
-	else if (why)
-		log_info("probe path: trap, not batched: %s", why);
-	if (o->probe_path == PROBE_PATH_BATCHED)
-		log_info("probe path: batched (records kept in each thread, copied out by BPF)");
-	else
-		log_verbose("probe path: trap (a uprobe trap per event)");
+	o->probe_path_asked = asked;
+	o->probe_path_why = why;
+}
+
+/*
+ * "--stacks fp" as "--stacks=fp". The mode is optional, so argp would take "fp" for an argument
+ * of its own and refuse it; nothing else before "--" is a bare word, so a mode after --stacks is
+ * its mode. The two words become one; the array is argv's own, shortened by one.
+ */
+static void join_stacks_mode(int *argc, char **argv)
+{
+	for (int i = 1; i + 1 < *argc; i++) {
+		if (strcmp(argv[i], "--stacks") ||
+		    (strcmp(argv[i + 1], "fp") && strcmp(argv[i + 1], "dwarf")))
+			continue;
+		argv[i] = !strcmp(argv[i + 1], "fp") ? "--stacks=fp" : "--stacks=dwarf";
+		memmove(argv + i + 1, argv + i + 2, (size_t)(*argc - i - 2) * sizeof(*argv));
+		argv[--*argc] = NULL;
+	}
 }
 
 /* trace and ps: one parse, options in one struct, a parser of their own for ps. */
@@ -925,6 +954,7 @@ static int parse_live(int argc, char **argv, const struct argp *how, struct trac
 	common_defaults(&a->c);
 	if (split_command(&argc, argv, &a->t.cap))
 		return EXIT_USAGE;
+	join_stacks_mode(&argc, argv);
 	if (argp_parse(&argp, argc, argv, 0, NULL, a))
 		return EXIT_USAGE;
 	resolve_capture_opts(&a->t.cap);
@@ -933,7 +963,8 @@ static int parse_live(int argc, char **argv, const struct argp *how, struct trac
 
 static int cmd_trace(int argc, char **argv)
 {
-	const struct argp how = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
+	const struct argp how = {trace_options, parse_trace, "(-p PID... | -a | -- CMD [ARGS...])",
+				 trace_doc};
 	struct trace_args a = {0};
 	int ret = parse_live(argc, argv, &how, &a);
 
@@ -999,10 +1030,19 @@ static int cmd_top(int argc, char **argv)
 	a.ta.t.cap.ring_bytes = 16ULL << 20;
 	a.top.interval = 1.0;
 	common_defaults(&a.ta.c);
-	if (split_command(&argc, argv, &a.ta.t.cap) || argp_parse(&argp, argc, argv, 0, NULL, &a))
+	if (split_command(&argc, argv, &a.ta.t.cap))
+		ret = EXIT_USAGE;
+	join_stacks_mode(&argc, argv);
+	if (!ret && argp_parse(&argp, argc, argv, 0, NULL, &a))
 		ret = EXIT_USAGE;
 	if (!ret)
 		resolve_capture_opts(&a.ta.t.cap);
+	/*
+	 * Snapshots are a stream for scripts (docs/top.md): a launched command's own stdout must not
+	 * mix into it, so it goes to stderr. On a screen the command keeps the terminal.
+	 */
+	a.ta.t.cap.stdout_to_stderr =
+		a.top.batch || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO);
 	if (!ret)
 		ret = session_top(&a.ta.c, &a.ta.t, &a.top);
 	free(opts);

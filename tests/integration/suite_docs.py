@@ -703,7 +703,8 @@ def docs_full_disk_leaves_only_the_cut_raw_capture():
 # is run unless it is here: a new one that cannot run must be added, with its reason.
 NOT_RUN = {
     "sudo tools/quickstart.sh": "the README's first command: CI runs it on a fresh machine",
-    "sudo make test": "the README's second command: this suite is part of it",
+    "sudo make test": "README's Develop section: this suite is part of it",
+    "make": "README's Develop section: builds the tree this suite runs on",
     "sqlite3 trace.db": "interactive; the queries of docs/sqlite.md are run by sqlite_doc_queries",
     "sudo corobpf --switch 'uprobe:/usr/lib/libx.so:my_switch:from=arg0,to=arg1' -p 4242":
         "names a library that exists only as an example",
@@ -816,7 +817,8 @@ SUMMARY_SOMETIMES = [
     ("N events have no stack", "stacks not taken"),
     ("N events and N of N stack samples have no stack", "stacks not taken"),
     ("each is kept without it;", "stacks not taken"),
-    ("N off-CPU stretches ended at their thread's next record", "the kernel (docs/design.md)"),
+    ("N off-CPU stretch", "the kernel (docs/design.md)"),
+    ("expected now and then (a few in a thousand stretches", "the kernel (docs/design.md)"),
     ("inconsistencies in the probe stream", "lost events"),
     ("N events were lost (ring buffer full)", "load"),
     ("N of them were lost after their thread's last delivered event", "load"),
@@ -910,7 +912,7 @@ def docs_readme_lists_the_packages_installed():
     with open(os.path.join(ROOT, "tools", "deps.sh")) as f:
         pkgs = re.search(r'^pkgs="([^"]*)"', f.read(), re.M).group(1).split()
     text = doc("README.md")
-    sec = text[text.index("## What the two commands do"):]
+    sec = text[text.index("## What the quickstart does"):]
     sec = sec[:sec.index("\n## ", 3)]
     named = set(re.findall(r"[a-z0-9][a-z0-9.+-]*[a-z0-9]", sec))
     # Packages every Debian has (the README need not name them).
@@ -920,8 +922,15 @@ def docs_readme_lists_the_packages_installed():
 
 
 def readme_first_screen():
-    """What a new user sees of README.md before scrolling: its first 60 lines."""
-    return "\n".join(doc("README.md").splitlines()[:60])
+    """What a new user reads of README.md first: what corobpf is, "Start here" and "Trace your
+    own program", the text before its third section, at most 80 lines."""
+    text = doc("README.md")
+    heads = [m.start() for m in re.finditer(r"^## ", text, re.M)]
+    check(len(heads) >= 3, "README.md has fewer than three sections")
+    first = text[:heads[2]]
+    check(first.count("\n") <= 80, "README.md's first screen (before its third section) is "
+          "%d lines long, more than 80" % first.count("\n"))
+    return first
 
 
 # The README's name for each family `corobpf --switch help` lists (a new family needs its name
@@ -934,14 +943,27 @@ README_FAMILY = {"ucontext": "ucontext", "boost-context": "Boost.Fiber", "pth": 
 
 @test
 def docs_readme_first_screen_has_what_a_new_user_needs():
-    """The README's first screen gives: the clone and the two commands; each file tools/demo.sh
-    writes with the way to open it, and those ways work on such a trace; a bullet for each kind
-    of line of the summary example; how to trace one's own program (its commands run), with
-    every runtime corobpf finds by itself named."""
+    """The README's first screen gives: the clone and the one command that sets up and traces
+    the demo (the test suite is under "Develop", with how long it takes); each file
+    tools/demo.sh writes with the way to open it, and those ways work on such a trace; the
+    summary example, then a bullet for each kind of line in it; how to trace one's own program
+    (its commands run), with every runtime corobpf finds by itself named."""
     first = readme_first_screen()
-    for cmd in ("git clone ", "sudo tools/quickstart.sh ", "sudo make test "):
+    for cmd in ("git clone ", "sudo tools/quickstart.sh "):
         check(re.search(r"^    " + re.escape(cmd), first, re.M),
               "the first screen does not show %r as a command" % cmd.strip())
+    shown = [l.strip() for l in first.splitlines() if l.startswith("    ")
+             and not l.startswith("     ") and not l.strip().startswith("corobpf summary")]
+    others = [l.split("#")[0].strip() for l in shown
+              if not l.startswith(("git clone", "sudo ./corobpf"))]
+    eq(others, ["sudo tools/quickstart.sh"], "commands the first screen shows besides the clone "
+       "and tracing one's own program")
+    text = doc("README.md")
+    dev = re.search(r"^## Develop\n(.*?)(?=^## )", text, re.S | re.M)
+    check(dev, "README.md has no Develop section")
+    m = re.search(r"^    sudo make test +# (.*)$", dev.group(1), re.M)
+    check(m and re.search(r"\d+ minutes", m.group(1)), "README's Develop section does not show "
+          "`sudo make test` with how long it takes: %r" % (m and m.group(0)))
     with open(os.path.join(ROOT, "tools", "demo.sh")) as f:
         files = re.findall(r"(?:-o|--raw) (demo\.[a-z]+)", f.read())
     eq(sorted(files), ["demo.db", "demo.jsonl", "demo.pftrace", "demo.raw"],
@@ -974,14 +996,22 @@ def docs_readme_first_screen_has_what_a_new_user_needs():
                   "sqlite3 on out/demo.db does not list the demo's coroutines:\n" + r.stdout)
         else:
             check("corobpf summary:" in r.stdout + r.stderr, "report printed no summary")
-    # Every kind of line in the summary example has its bullet ("`K of M ...`" for "1 of 3 ...").
-    example = re.search(r"\n((?:    corobpf summary:.*\n)(?:      .*\n)+)", doc("README.md"))
+    # The summary example, on the first screen, then every kind of line in it has its bullet
+    # ("`K of M ...`" for "1 of 3 ..."), after it.
+    example = re.search(r"\n((?:    corobpf summary:.*\n)(?:      .*\n)+)", first)
+    check(example, "the first screen shows no summary")
+    check(not re.search(r"^- `corobpf summary", first[:example.start()], re.M),
+          "the first screen explains the summary's lines before it shows one")
     mask = lambda t: re.sub(r"\b(\d+|[KMN])\b", "N", t)
     heads = [l[4:] for l in example.group(1).splitlines() if not l.startswith("       ")]
     for h in heads:
         key = mask(re.split(r"[:(]", h.strip())[0].strip())
         check("`" + key in mask(first), "the first screen does not explain the summary's %r "
               "line (no bullet starting with `%s`)" % (h.strip(), key))
+    # A line the example has only because the quickstart passes --stacks says so.
+    samples = [b for b in bullets if b.startswith("- `K of M stack samples")]
+    check(samples and "`--stacks`" in samples[0], "the first screen does not say the stack "
+          "samples line comes with --stacks: %r" % samples)
     # Tracing one's own program: the probe header, every family found without flags, and the
     # commands shown, run on the demo.
     check("`usdt/corobpf.h`" in first, "the first screen does not name usdt/corobpf.h")

@@ -348,3 +348,94 @@ def cli_quiet_does_what_it_says():
     finally:
         target.kill()
         target.wait()
+
+
+@test
+def cli_help_starts_with_the_commands():
+    """corobpf --help names every command in its first lines, before the targets and options;
+    every --help is laid out as argp lays out what fits: no line of blanks alone, no line of a
+    table wrapped to the left margin."""
+    text = help_text("")
+    first = text.splitlines()[:12]
+    for c in COMMANDS:
+        if c:
+            check(any(l.startswith("  corobpf %s " % c) for l in first),
+                  "corobpf --help does not name `corobpf %s` in its first lines:\n%s"
+                  % (c, "\n".join(first)))
+    for c in COMMANDS:
+        lines = help_text(c).splitlines()
+        blank = [i + 1 for i, l in enumerate(lines) if l and not l.strip()]
+        eq(blank, [], "corobpf %s --help: lines of blanks alone (a line that filled the "
+           "width exactly)" % c)
+        # The text before the options: a table row (indented) is never followed, within its
+        # table, by a line at the margin (a row too long for the width, wrapped).
+        body = lines[1:next(i for i, l in enumerate(lines) if re.match(r"^  -|^      --", l))]
+        for prev, l in zip(body, body[1:]):
+            if prev.startswith("  ") and l and not l.startswith(" ") and not l.endswith(":"):
+                check(False, "corobpf %s --help: a table row wrapped to the margin: %r after %r"
+                      % (c, l, prev))
+
+
+@test
+def cli_format_lists_every_format():
+    """-f's --help line lists every format -f takes: the names the program itself offers when
+    an output's extension tells none (`give -f a|b|...`), each of which -f accepts."""
+    d = work("cli-format")
+    os.makedirs(d, exist_ok=True)
+    p = corobpf(["-o", os.path.join(d, "trace.xyz"), "-p", no_such_pid()])
+    m = re.search(r"give -f ([a-z|]+)", p.stderr)
+    check(m, "the extension error offers no -f names: " + p.stderr)
+    names = m.group(1).split("|")
+    check(len(names) >= 5, "-f names offered: %s" % names)
+    for c in ("", "report", "top"):
+        h = " ".join(help_text(c).split())
+        fm = re.search(r"-f, --format=FMT (.*?)(?= -[a-zA-Z?], | --[a-z])", h)
+        check(fm, "corobpf %s --help has no -f line" % c)
+        listed = re.findall(r"\b([a-z]+)\b", fm.group(1).split(":", 1)[1])
+        missing = [n for n in names if n not in listed]
+        eq(missing, [], "formats -f takes that corobpf %s --help's -f line does not list" % c)
+    for n in names:
+        out = "postgresql://127.0.0.1:1/x" if n.startswith("postgres") else \
+            os.path.join(d, "out.any")
+        p = corobpf(["-f", n, "-o", out, "-p", no_such_pid()])
+        check(p.returncode != readme_int("usage") and "unknown format" not in p.stderr,
+              "-f %s is refused: exit %d, %s" % (n, p.returncode, p.stderr.strip()))
+    p = corobpf(["-f", "nosuch", "-o", os.path.join(d, "o"), "-p", no_such_pid()])
+    eq(p.returncode, readme_int("usage"), "-f nosuch: exit code")
+    for n in names:
+        check(n in p.stderr, "-f nosuch's error does not list %s: %s" % (n, p.stderr.strip()))
+
+
+@test
+def cli_stacks_takes_its_mode_after_a_space():
+    """`--stacks fp` is `--stacks=fp` (the mode is optional, so argp alone would refuse "fp"
+    as an argument), in every command that takes --stacks: --stack-bytes, which only dwarf
+    takes, is refused with fp and accepted with dwarf."""
+    pid = no_such_pid()
+    for prefix in ([], ["ps"], ["top", "--batch"]):
+        for mode, code in (("fp", readme_int("usage")), ("dwarf", readme_int("no such process"))):
+            args = prefix + ["--stacks", mode, "--stack-bytes", "1024", "-p", pid]
+            p = corobpf(args)
+            eq(p.returncode, code, "%s: exit code (%s)" % (" ".join(args), p.stderr.strip()))
+            if mode == "fp":
+                check("--stack-bytes sizes --stacks=dwarf" in p.stderr, p.stderr)
+        p = corobpf(prefix + ["--stacks", "fp", "-p", pid])
+        eq(p.returncode, readme_int("no such process"), "%s --stacks fp -p PID: exit code (%s)"
+           % (" ".join(prefix), p.stderr.strip()))
+    p = corobpf(["--stacks", "nosuch", "-p", pid])
+    eq(p.returncode, readme_int("usage"), "--stacks nosuch: exit code")
+
+
+@test
+def cli_launch_failure_says_only_why():
+    """A command that cannot be run: one line on stderr, the error naming it, and nothing said
+    before it as if tracing had begun (no "tracing", no probe path)."""
+    d = work("cli-launch")
+    os.makedirs(d, exist_ok=True)
+    for cmd in (d, os.path.join(d, "no-such-program")):
+        p = corobpf(["-o", os.path.join(d, "t.jsonl"), "--", cmd])
+        eq(p.returncode, readme_int("cannot be run"), "-- %s: exit code" % cmd)
+        lines = p.stderr.splitlines()
+        eq(len(lines), 1, "-- %s: lines on stderr:\n%s" % (cmd, p.stderr))
+        check(cmd in lines[0] and "error" in lines[0], "-- %s: %s" % (cmd, lines[0]))
+        check(not os.path.exists(os.path.join(d, "t.jsonl")), "an output was left behind")

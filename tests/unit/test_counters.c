@@ -242,6 +242,42 @@ TEST(summary_says_stack_samples_apart_from_events)
 	free(t);
 }
 
+/* The line late off-CPU ends make: the count's own number, what it changes, nothing to do. */
+static char *offcpu_late_line(u64 n)
+{
+	static struct model m;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	memset(&m, 0, sizeof(m));
+	m.anom.offcpu_late = n;
+	for_each_counter(c)
+		if (c->say && c->json && !strcmp(c->json, "offcpu_late"))
+			c->say(f, &m);
+	fclose(f);
+	return text;
+}
+
+TEST(summary_says_late_offcpu_ends_in_their_number)
+{
+	char *t;
+
+	t = offcpu_late_line(1);
+	CHECK_STR(t, "  1 off-CPU stretch ended at its thread's next record: the kernel did not "
+		     "show the thread's return to the CPU\n    expected now and then (a few in a "
+		     "thousand stretches on some kernels): it reads a little long, with no run-queue "
+		     "time; nothing to do (docs/design.md, \"The kernel's view\")\n");
+	free(t);
+	t = offcpu_late_line(3);
+	CHECK_CONTAINS(t, "  3 off-CPU stretches ended at their thread's next record: ");
+	CHECK_CONTAINS(t, "): they read a little long, with no run-queue time; nothing to do ");
+	free(t);
+	t = offcpu_late_line(0);
+	CHECK_STR(t, "");
+	free(t);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -250,6 +286,7 @@ int main(void)
 	RUN(jsonl_trailer_has_every_counter_and_reads_back);
 	RUN(summary_says_every_counter_with_a_line);
 	RUN(summary_says_stack_samples_apart_from_events);
+	RUN(summary_says_late_offcpu_ends_in_their_number);
 	if (!unit_failed_checks) {
 		char cmd[128];
 

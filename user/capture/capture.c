@@ -230,6 +230,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	capture_raise_nofile();
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
+	capture_set_child_stdout(opts->stdout_to_stderr);
 	c->launch = (struct attach_launch){
 		.argv = opts->argv,
 		.before_exec = capture_child_before_exec,

@@ -60,6 +60,10 @@ struct capture_opts {
 	u32 exec_gate_ms;
 	/* --probe-path: enum probe_path (batch.h), as batch_path_choose() resolved it */
 	u32 probe_path;
+	u32 probe_path_asked;	    /* what --probe-path asked for */
+	const char *probe_path_why; /* why probe_path is not what was asked, or NULL */
+	/* -- CMD: the command's stdout is corobpf's stderr (top's snapshots own stdout). */
+	bool stdout_to_stderr;
 };
 
 #endif /* COROBPF_CAPTURE_OPTS_H */

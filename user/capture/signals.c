@@ -93,9 +93,19 @@ void capture_set_signal_child(pid_t pid)
  * Had corobpf died before this prctl, its BPF programs are gone with it
  * and nothing stops the command any more.
  */
+/* capture_opts.stdout_to_stderr, for the launched child (capture_set_child_stdout()). */
+static bool child_stdout_to_stderr;
+
+void capture_set_child_stdout(bool to_stderr)
+{
+	child_stdout_to_stderr = to_stderr;
+}
+
 void capture_child_before_exec(void)
 {
 	capture_restore_signals();
 	capture_restore_limits();
 	prctl(PR_SET_PDEATHSIG, SIGCONT);
+	if (child_stdout_to_stderr)
+		dup2(STDERR_FILENO, STDOUT_FILENO);
 }

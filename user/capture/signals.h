@@ -7,6 +7,8 @@
 #ifndef COROBPF_SIGNALS_H
 #define COROBPF_SIGNALS_H
 
+#include <stdbool.h>
+
 #include <signal.h>
 #include <sys/types.h>
 
@@ -34,5 +36,7 @@ void capture_set_signal_child(pid_t pid);
 void capture_raise_nofile(void);
 /* In the launched child, before its exec: what it gets back (see capture_set_signal_child()). */
 void capture_child_before_exec(void);
+/* Whether the launched command's stdout is corobpf's stderr (capture_opts.stdout_to_stderr). */
+void capture_set_child_stdout(bool to_stderr);
 
 #endif /* COROBPF_SIGNALS_H */

@@ -411,6 +411,22 @@ static void session_tick(void *ctx)
 	status_tick(s->status, bytes);
 }
 
+/* Which path the probes take, and why not the one asked for: said once the targets are attached. */
+static void session_say_probe_path(const struct session *s)
+{
+	const struct capture_opts *o = &s->t->cap;
+	const char *why = o->probe_path_why;
+
+	if (why && o->probe_path_asked == PROBE_PATH_BATCHED)
+		log_warn("--probe-path batched: %s: the trap path is used", why);
+	else if (why)
+		log_info("probe path: trap, not batched: %s", why);
+	if (o->probe_path == PROBE_PATH_BATCHED)
+		log_info("probe path: batched (records kept in each thread, copied out by BPF)");
+	else
+		log_verbose("probe path: trap (a uprobe trap per event)");
+}
+
 /*
  * Until the source ends. Returns an exit code that aborts the session (a
  * command that could not be run, a signal during a replay), or 0 with *code
@@ -422,6 +438,7 @@ static int session_feed_live(struct session *s, int *code)
 	const struct capture *cap = &s->cap;
 	int ret;
 
+	session_say_probe_path(s);
 	if (t->cap.system_wide)
 		log_info("tracing every instrumented process%s%s", comm_list(&t->cap),
 			 t->cap.duration ? "" : "; Ctrl-C to stop");
@@ -576,6 +593,7 @@ static void session_init(struct session *s, const struct common_opts *c, enum se
 static void session_init_live(struct session *s, const struct trace_opts *t)
 {
 	s->t = t;
+	session_say_probe_path(s);
 }
 
 int session_trace(const struct common_opts *c, const struct trace_opts *t)
