@@ -13,24 +13,58 @@
  * Ring order is thus each thread's order, and a thread's records reach the
  * ring before the kernel events that follow them (off-CPU, exit).
  *
- * The thread owns its buffer's `word` ((generation << 32) | records
- * written); this side keeps what it has copied of the generation it last
- * read (batch_threads) and starts again at 0 when the generation changes.
- * The reads cannot fault pages in: a failed read is counted and retried at
- * the next harvest, and counted as lost (by record) only when the thread
- * is about to reuse the buffer or end.
+ * Where a thread's buffers are is kept in batch_bufs, task storage that
+ * user space pins in bpffs so that every later session shares it (the
+ * thread says so only once, at its first record; corobpf never writes into
+ * a target). An entry dies with its task and holds only the addresses, for
+ * the image that registered them. What a session has copied of each buffer
+ * is its own (batch_threads), so two sessions each get every record: the
+ * thread owns the buffer's `word` ((generation << 32) | records written);
+ * a session keeps what it copied of the generation it last read and starts
+ * again at 0 when the generation changes. A session that meets a buffer
+ * already in use (registered before it started) copies it from the start
+ * and user space leaves out what was stamped before the session.
+ *
+ * The reads only ever read the current thread's own memory (a sleepable
+ * iterator, the task's, at the end of a run), and cannot fault pages in: a
+ * failed read is counted and retried at the next harvest, and counted as
+ * lost (by record) only when the thread is about to reuse the buffer or end.
  */
 #ifndef COROBPF_BATCH_BPF_H
 #define COROBPF_BATCH_BPF_H
 
 /* `batched` (set by user space with the batch probe) is in corobpf.bpf.c, before admitted(). */
 
+/*
+ * This session's read positions in a thread's buffers, for one image of it
+ * (an exec starts again). Task storage: they die with the thread, and a
+ * thread whose last copy was made (at its exec or its end) is not met again
+ * while it winds down.
+ */
+struct coro_batch_slots {
+	struct coro_batch_thread slot[CORO_BATCH_SLOTS];
+	__u64 exec_id; /* the image they are for */
+	__u32 valid;   /* exec_id is set */
+	__u32 done;    /* its last copy was made */
+};
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32); /* tid */
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct coro_batch_slots);
 } batch_threads SEC(".maps");
+
+/*
+ * Where threads' buffers are, shared by the sessions: user space reuses the
+ * pinned map when there is one (batch.c), else this session's is private.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct coro_batch_reg);
+} batch_bufs SEC(".maps");
 
 #define BATCH_REC_SIZE sizeof(struct corobpf_batch_rec)
 #define BATCH_BYTES_MAX (CORO_BATCH_RECS_MAX * BATCH_REC_SIZE)
@@ -62,11 +96,33 @@ static __always_inline void stat_add(__u32 idx, __u64 n)
 		__sync_fetch_and_add(v, n);
 }
 
-/*
- * Copy out what the current thread (pid, tid) wrote since the last copy.
- * `final`: it is about to reuse the buffer (a full buffer's trap) or end,
- * so what cannot be read now is lost (and counted).
- */
+/* The thread pointer: a forked child's only thread keeps the one of the thread that forked it. */
+static __always_inline __u64 task_tp(struct task_struct *t)
+{
+#if defined(__TARGET_ARCH_x86)
+	return t->thread.fsbase;
+#elif defined(__TARGET_ARCH_arm64)
+	return t->thread.uw.tp_value;
+#else
+	return 0;
+#endif
+}
+
+/* A buffer met in use holds records of before the session, or (forked) of before the thread. */
+static __always_inline __u64 batch_floor(struct task_struct *t)
+{
+	__u64 start = t->start_boottime;
+
+	return start > session_start_ts ? start : session_start_ts;
+}
+
+/* How a copy is made: what cannot be read now is lost only when the thread moves on. */
+enum batch_copy {
+	BATCH_COPY = 0, /* the thread goes on with its buffer: retried at the next copy */
+	BATCH_TRAP = 1, /* its batch trap: a full buffer starts again on return */
+	BATCH_LAST = 2, /* it execs or ends */
+};
+
 /*
  * Kernel 6.10 and later. Programs on uprobe_multi links run preemptible: a
  * harvest preempted between its copy and its record would let the thread's
@@ -78,27 +134,32 @@ extern void bpf_preempt_enable(void) __weak __ksym;
 
 static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 					   struct coro_task_state *st, __u32 pid, __u32 tid,
-					   bool final);
+					   int how);
 
-static __noinline int batch_harvest(struct coro_batch_thread *bt, struct coro_task_state *st,
-				    __u32 pid, __u32 tid, bool final)
+/*
+ * Copy out what the current thread (pid, tid) wrote in bt's buffer since this session's last
+ * copy. A global function: the verifier checks it once, not at every call.
+ */
+__noinline int batch_harvest(struct coro_batch_thread *bt, struct coro_task_state *st, __u32 pid,
+			     __u32 tid, int how)
 {
 	if (bpf_ksym_exists(bpf_preempt_disable)) {
 		bpf_preempt_disable();
-		batch_harvest_locked(bt, st, pid, tid, final);
+		batch_harvest_locked(bt, st, pid, tid, how);
 		bpf_preempt_enable();
 		return 0;
 	}
-	return batch_harvest_locked(bt, st, pid, tid, final);
+	return batch_harvest_locked(bt, st, pid, tid, how);
 }
 
 static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 					   struct coro_task_state *st, __u32 pid, __u32 tid,
-					   bool final)
+					   int how)
 {
 	struct batch_scratch *s;
 	__u32 zero = 0, head, gen, n, first;
-	__u64 word, buf, bytes, size;
+	__u64 word, buf, bytes, size, floor;
+	bool lost_if_unread;
 
 	if (!bt || stopped)
 		return 0;
@@ -108,17 +169,33 @@ static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 		return 0;
 	buf = bt->buf;
 	if (bpf_probe_read_user(&word, sizeof(word), (const void *)buf)) {
-		stat_inc(CORO_STAT_BATCH_DEFERRED);
+		/* Its last copy: whatever it wrote since the one before is gone, count unknown. */
+		if (how == BATCH_LAST)
+			stat_inc(CORO_STAT_BATCH_FINAL_UNREAD);
+		else
+			stat_inc(CORO_STAT_BATCH_DEFERRED);
 		goto out;
 	}
 	gen = word >> 32;
 	head = (__u32)word;
-	if (gen != bt->gen) {
+	if (bt->fresh) {
+		bt->fresh = 0;
+		bt->gen = gen;
+	} else if (gen != bt->gen) {
+		/*
+		 * A new generation is the thread's own doing. After a full buffer
+		 * this session copied at its trap, it is the next one; anything
+		 * else skipped records this session never read.
+		 */
+		if (gen != bt->gen + 1 || bt->consumed < CORO_BATCH_RECS_MAX)
+			stat_inc(CORO_STAT_BATCH_GEN_JUMPS);
 		bt->gen = gen;
 		bt->consumed = 0;
 	}
 	if (head > CORO_BATCH_RECS_MAX)
 		head = CORO_BATCH_RECS_MAX;
+	/* At a trap, a full buffer starts again on return; at the last copy, the buffer goes. */
+	lost_if_unread = how == BATCH_LAST || (how == BATCH_TRAP && head == CORO_BATCH_RECS_MAX);
 	first = bt->consumed;
 	if (head <= first)
 		goto out;
@@ -132,7 +209,7 @@ static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 	if (bpf_probe_read_user(s->rec, bytes,
 				(const void *)(buf + offsetof(struct corobpf_batch, rec) +
 					       (__u64)first * BATCH_REC_SIZE))) {
-		if (final) {
+		if (lost_if_unread) {
 			stat_add(CORO_STAT_BATCH_UNREAD, n);
 			bt->consumed = head;
 			if (st)
@@ -143,20 +220,29 @@ static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 		goto out;
 	}
 	bt->consumed = head;
+	floor = bt->floor;
+	bt->floor = 0;
 	size = sizeof(struct coro_ev_batch) + bytes;
 	fill_hdr(&s->ev.hdr, st, size, CORO_EV_BATCH, pid, tid);
 	s->ev.n = n;
 	s->ev.first = first;
 	s->ev.buf = buf;
-	/* The thread's coroutine, as the trap path tracks it: for the kernel's records that follow. */
+	s->ev.floor = floor;
+	/*
+	 * The thread's coroutine, as the trap path tracks it: for the kernel's
+	 * records that follow. Not from a switch user space leaves out (before
+	 * the floor).
+	 */
 	if (st) {
 		for (int i = 0; i < CORO_BATCH_RECS_MAX; i++) {
 			int j = (int)n - 1 - i;
+			struct corobpf_batch_rec *r;
 
 			if (j < 0)
 				break;
-			if (s->rec[j & (CORO_BATCH_RECS_MAX - 1)].kind == CORO_EV_SWITCH) {
-				st->cur = s->rec[j & (CORO_BATCH_RECS_MAX - 1)].a1;
+			r = &s->rec[j & (CORO_BATCH_RECS_MAX - 1)];
+			if (r->kind == CORO_EV_SWITCH && r->ts >= floor) {
+				st->cur = r->a1;
 				st->cur_valid = 1;
 				break;
 			}
@@ -173,25 +259,206 @@ out:
 	return 0;
 }
 
-/* The current thread's records, if it has a buffer: before anything else of it enters the ring. */
-static __always_inline void batch_harvest_current(bool final)
+/*
+ * This session's position in the buffer the thread registered in slot i:
+ * met now if the slot is new to the session, or holds another buffer than
+ * it did (what the session had not read of that one is copied out first).
+ */
+static __always_inline struct coro_batch_thread *
+batch_slot(struct coro_batch_slots *v, int i, __u64 buf, struct coro_task_state *st, __u32 pid,
+	   __u32 tid, __u64 floor)
 {
-	__u64 pid_tgid;
-	__u32 tid;
-	struct coro_batch_slots *v;
-	struct coro_task_state *st;
+	struct coro_batch_thread *bt = &v->slot[i & (CORO_BATCH_SLOTS - 1)];
 
-	if (!batched || stopped)
-		return;
-	pid_tgid = bpf_get_current_pid_tgid();
-	tid = (__u32)pid_tgid;
-	v = bpf_map_lookup_elem(&batch_threads, &tid);
+	if (bt->buf == buf)
+		return bt;
+	if (bt->buf)
+		batch_harvest(bt, st, pid, tid, BATCH_COPY);
+	bt->buf = buf;
+	bt->pid = pid;
+	bt->gen = 0;
+	bt->consumed = 0;
+	bt->fresh = 1;
+	bt->floor = floor;
+	return bt;
+}
+_Static_assert(CORO_BATCH_SLOTS == 2, "batch_slot masks the slot index");
+
+/*
+ * The first thread of a process forked (not exec'd since) from a thread
+ * whose buffers are registered has them too, at the same addresses (its
+ * memory is a copy; the registration flag in it is set): it inherits the
+ * entry, its parent's records in it left out by the floor. Checked step by
+ * step up a chain of such forks: same image (exec ids), another process
+ * (not a vfork sharing memory), and the same thread pointer, which a
+ * parent that is not the thread that forked (it was reparented) lacks.
+ */
+static __always_inline struct coro_batch_reg *batch_reg_inherit(struct task_struct *task)
+{
+	struct coro_batch_reg *from = NULL, *reg;
+	struct task_struct *t = task, *p;
+	__u64 tp = task_tp(task);
+
+	if (!tp)
+		return NULL;
+	for (int i = 0; i < 4; i++) {
+		if (t->pid != t->tgid || t->self_exec_id != t->parent_exec_id)
+			return NULL;
+		p = t->real_parent;
+		if (!p || p->tgid == t->tgid || p->mm == t->mm)
+			return NULL;
+		from = bpf_task_storage_get(&batch_bufs, p, 0, 0);
+		if (from)
+			break;
+		if (task_tp(p) != tp)
+			return NULL;
+		t = p;
+	}
+	if (!from || from->exec_id != t->parent_exec_id || from->tp != tp ||
+	    (!from->buf[0] && !from->buf[1]))
+		return NULL;
+	reg = bpf_task_storage_get(&batch_bufs, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!reg) {
+		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
+		return NULL;
+	}
+	reg->exec_id = task->self_exec_id;
+	reg->tp = tp;
+	reg->buf[0] = from->buf[0];
+	reg->buf[1] = from->buf[1];
+	return reg;
+}
+
+/* -a: a buffer with a record of this session (a process is admitted only then). */
+static __always_inline bool batch_has_new(struct coro_batch_reg *reg, __u64 floor)
+{
+	for (int i = 0; i < CORO_BATCH_SLOTS; i++) {
+		__u64 buf = reg->buf[i], word = 0, ts = 0;
+		__u32 head;
+
+		if (!buf || bpf_probe_read_user(&word, sizeof(word), (const void *)buf))
+			continue;
+		head = (__u32)word;
+		if (!head || head > CORO_BATCH_RECS_MAX)
+			continue;
+		if (!bpf_probe_read_user(&ts, sizeof(ts),
+					 (const void *)(buf + offsetof(struct corobpf_batch, rec) +
+							(__u64)(head - 1) * BATCH_REC_SIZE)) &&
+		    ts >= floor)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A thread this session meets by its registration, not by a probe of its
+ * own: traced only if its process is (-p, a launched command, --follow: in
+ * `traced`; -a: admitted as by a first probe, once it wrote something).
+ */
+static __always_inline bool batch_admitted(struct coro_batch_reg *reg, __u32 pid, __u64 floor)
+{
+	__u8 *v = bpf_map_lookup_elem(&traced, &pid);
+
+	if (v || !system_wide)
+		return v && (*v == VERDICT_TRACED || *v == VERDICT_FOLLOWED);
+	return batch_has_new(reg, floor) && admitted_at(floor);
+}
+
+/*
+ * This session's positions for the current image of the thread, made (and
+ * the thread thus traced from now) if it has none yet and admitted says so.
+ */
+static __always_inline struct coro_batch_slots *batch_positions(struct task_struct *task,
+								bool admitted)
+{
+	struct coro_batch_slots *v = bpf_task_storage_get(&batch_threads, task, 0, 0);
+
+	if (v && v->valid && v->exec_id == task->self_exec_id)
+		return v;
+	if (!admitted)
+		return NULL;
 	if (!v)
-		return;
-	st = bpf_task_storage_get(&task_state, bpf_get_current_task_btf(), 0, 0);
-	for (int i = 0; i < CORO_BATCH_SLOTS; i++)
-		if (v->slot[i].buf)
-			batch_harvest(&v->slot[i], st, pid_tgid >> 32, tid, final);
+		v = bpf_task_storage_get(&batch_threads, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!v) {
+		stat_inc(CORO_STAT_NO_TASK_STATE);
+		return NULL;
+	}
+	__builtin_memset(v->slot, 0, sizeof(v->slot));
+	v->exec_id = task->self_exec_id;
+	v->valid = 1;
+	v->done = 0;
+	return v;
+}
+
+/* The current thread's records, for its registered buffers: before anything else of it is sent. */
+static __always_inline int batch_harvest_task(bool inherit, int how)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
+	struct coro_task_state *st;
+	struct coro_batch_slots *v;
+	struct coro_batch_reg *reg;
+	__u64 floor;
+
+	if (!batched || stopped || !session_start_ts)
+		return 0;
+	reg = bpf_task_storage_get(&batch_bufs, task, 0, 0);
+	if (!reg && inherit)
+		reg = batch_reg_inherit(task);
+	if (!reg)
+		return 0;
+	if (reg->exec_id != task->self_exec_id) {
+		/* Registered by the image before an exec: its addresses mean nothing now. */
+		bpf_task_storage_delete(&batch_bufs, task);
+		return 0;
+	}
+	floor = batch_floor(task);
+	v = batch_positions(task, false);
+	if (!v && !(v = batch_positions(task, batch_admitted(reg, pid, floor))))
+		return 0;
+	if (v->done)
+		return 0;
+	/* Traced from now, as by a probe of its own: the waker, the off-CPU view. */
+	st = bpf_task_storage_get(&task_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	for (int i = 0; i < CORO_BATCH_SLOTS; i++) {
+		__u64 buf = reg->buf[i];
+
+		if (buf)
+			batch_harvest(batch_slot(v, i, buf, st, pid, tid, floor), st, pid, tid, how);
+	}
+	if (how == BATCH_LAST)
+		v->done = 1;
+	return 0;
+}
+
+/*
+ * The current thread's records, if it has buffers: before anything else of it enters the
+ * ring. Global functions, each checked once by the verifier, called only on the batched path
+ * (on the trap path the call itself is left out). The second is for programs that may be
+ * sleepable (the string probes'), where the parent a forked child inherits from cannot be
+ * followed: its next switch or tick looks.
+ */
+__noinline int batch_harvest_thread(int how)
+{
+	return batch_harvest_task(true, how);
+}
+
+__noinline int batch_harvest_thread_sleepable(int how)
+{
+	return batch_harvest_task(false, how);
+}
+
+static __always_inline void batch_harvest_current(int how)
+{
+	if (batched && !stopped)
+		batch_harvest_thread(how);
+}
+
+static __always_inline void batch_harvest_current_sleepable(int how)
+{
+	if (batched && !stopped)
+		batch_harvest_thread_sleepable(how);
 }
 
 /*
@@ -201,13 +468,14 @@ static __always_inline void batch_harvest_current(bool final)
 SEC("usdt")
 int BPF_USDT(coro_batch, __u64 buf)
 {
-	struct coro_batch_slots fresh = {}, *v;
-	struct coro_batch_thread *bt = NULL;
-	struct coro_task_state *st;
-	__u64 pid_tgid, word = 0;
-	__u32 tid;
-
+	struct coro_batch_slots *v;
 	struct corobpf_batch_rec first = {};
+	struct coro_task_state *st;
+	struct coro_batch_reg *reg;
+	struct task_struct *task;
+	__u64 pid_tgid;
+	__u32 tid, pid;
+	int k = CORO_BATCH_SLOTS - 1;
 
 	if (!batched)
 		return 0;
@@ -217,37 +485,39 @@ int BPF_USDT(coro_batch, __u64 buf)
 	if (!admitted_at(first.ts))
 		return 0;
 	st = task_state_running();
+	task = bpf_get_current_task_btf();
 	pid_tgid = bpf_get_current_pid_tgid();
 	tid = (__u32)pid_tgid;
-	v = bpf_map_lookup_elem(&batch_threads, &tid);
-	if (!v) {
-		if (bpf_map_update_elem(&batch_threads, &tid, &fresh, BPF_NOEXIST) &&
-		    !bpf_map_lookup_elem(&batch_threads, &tid)) {
-			stat_inc(CORO_STAT_MAP_FULL);
-			return 0;
+	pid = pid_tgid >> 32;
+	/*
+	 * Registered for this image (another image's entry is forgotten): in a
+	 * free slot, else the last one. Any address the thread gives is only
+	 * ever read in its own memory.
+	 */
+	reg = bpf_task_storage_get(&batch_bufs, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (reg) {
+		if (reg->exec_id != task->self_exec_id) {
+			reg->exec_id = task->self_exec_id;
+			reg->buf[0] = 0;
+			reg->buf[1] = 0;
 		}
-		v = bpf_map_lookup_elem(&batch_threads, &tid);
-		if (!v)
-			return 0;
+		reg->tp = task_tp(task);
+		if (reg->buf[0] == buf || !reg->buf[0])
+			k = 0;
+		else if (reg->buf[1] == buf || !reg->buf[1])
+			k = 1;
+		reg->buf[k & (CORO_BATCH_SLOTS - 1)] = buf;
+	} else {
+		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
 	}
-	for (int i = 0; i < CORO_BATCH_SLOTS; i++)
-		if (v->slot[i].buf == buf)
-			bt = &v->slot[i];
-	if (!bt) {
-		/* A new buffer: a free slot, else the last one (its records copied out first). */
-		bt = &v->slot[CORO_BATCH_SLOTS - 1];
-		for (int i = CORO_BATCH_SLOTS - 1; i >= 0; i--)
-			if (!v->slot[i].buf)
-				bt = &v->slot[i];
-		if (bt->buf)
-			batch_harvest(bt, st, pid_tgid >> 32, tid, false);
-		bpf_probe_read_user(&word, sizeof(word), (const void *)buf);
-		bt->buf = buf;
-		bt->pid = pid_tgid >> 32;
-		bt->gen = word >> 32;
-		bt->consumed = 0;
-	}
-	batch_harvest(bt, st, pid_tgid >> 32, tid, true);
+	/* Registered whenever (for the sessions to come); copied once this one has started. */
+	if (!session_start_ts)
+		return 0;
+	v = batch_positions(task, true);
+	if (!v || v->done)
+		return 0;
+	batch_harvest(batch_slot(v, k, buf, st, pid, tid, batch_floor(task)), st, pid, tid,
+		      BATCH_TRAP);
 	return 0;
 }
 
@@ -255,20 +525,20 @@ int BPF_USDT(coro_batch, __u64 buf)
 SEC("perf_event")
 int coro_batch_tick(struct bpf_perf_event_data *ctx)
 {
-	batch_harvest_current(false);
+	batch_harvest_current(BATCH_COPY);
 	return 0;
 }
 
-/* The thread's memory is about to go: copy out what it wrote since its last copy, forget it. */
+/*
+ * The thread's memory is about to go: copy out what it wrote since its last
+ * copy; none is made after it (batch_harvest_task). Its entry in batch_bufs
+ * stays for the other sessions' last copies (it dies with the task; an exec
+ * makes it stale).
+ */
 static __always_inline int batch_last_copy(void)
 {
-	__u32 tid;
-
-	if (!batched)
-		return 0;
-	batch_harvest_current(true);
-	tid = (__u32)bpf_get_current_pid_tgid();
-	bpf_map_delete_elem(&batch_threads, &tid);
+	if (batched)
+		batch_harvest_current(BATCH_LAST);
 	return 0;
 }
 
@@ -278,8 +548,8 @@ static __always_inline int batch_last_copy(void)
  * process's end, so the records come first in the ring. Since 6.16 the
  * kernel fires sched_process_exit before exit_mm, so its memory is still
  * there (do_exit itself is notrace here: neither a kprobe nor a
- * trampoline); on older kernels the read fails and its unread records are
- * counted lost.
+ * trampoline); on older kernels the read fails and the copy is counted
+ * lost (CORO_STAT_BATCH_FINAL_UNREAD).
  */
 
 /*
@@ -300,14 +570,129 @@ int BPF_PROG(coro_batch_exec, struct task_struct *task, struct linux_binprm *bpr
 /*
  * At sched_process_exec, in the new image: no buffer of the old one may be
  * read again (the same address may now hold anything, or the new image's
- * own buffer). Only reached before 6.10 (no sched_prepare_exec): then
- * what the thread wrote since its last copy is gone uncounted (corobpf
- * said so when it attached).
+ * own buffer; the exec id its entry in batch_bufs carries says so too).
+ * Only reached before 6.10 (no sched_prepare_exec): then what the thread
+ * wrote since its last copy is gone uncounted (corobpf said so when it
+ * attached).
  */
-static __always_inline void batch_forget_thread(__u32 tid)
+static __always_inline void batch_forget_thread(struct task_struct *task)
 {
 	if (batched)
-		bpf_map_delete_elem(&batch_threads, &tid);
+		bpf_task_storage_delete(&batch_threads, task);
+}
+
+/*
+ * The end of a run, with the other programs silent: user space runs this
+ * iterator once over every task (batch_tails_collect). For each thread this
+ * session traces, what it wrote since the session's last copy, read from
+ * its own memory (pages faulted in: the program may sleep), goes to the
+ * iterator's output as a struct coro_batch_tail and its records.
+ */
+struct batch_tail_scratch {
+	struct coro_batch_tail hdr;
+	struct corobpf_batch_rec rec[CORO_BATCH_RECS_MAX];
+	__u8 __pad[BATCH_READ_MASK + 1 - BATCH_BYTES_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct batch_tail_scratch);
+} batch_tail_scratch SEC(".maps");
+
+static __noinline int batch_tail(struct seq_file *seq, struct task_struct *task,
+				 struct coro_batch_thread *pos, __u64 buf)
+{
+	__u64 word, bytes, floor = batch_floor(task);
+	__u32 zero = 0, head, gen, first = 0, n;
+	struct batch_tail_scratch *s;
+
+	s = bpf_map_lookup_elem(&batch_tail_scratch, &zero);
+	if (!s)
+		return 0;
+	if (bpf_copy_from_user_task(&word, sizeof(word), (const void *)buf, task, 0)) {
+		stat_inc(CORO_STAT_BATCH_FINAL_UNREAD);
+		return 0;
+	}
+	gen = word >> 32;
+	head = (__u32)word;
+	if (head > CORO_BATCH_RECS_MAX)
+		head = CORO_BATCH_RECS_MAX;
+	if (pos && pos->buf == buf && !pos->fresh) {
+		first = pos->consumed;
+		floor = pos->floor;
+		if (gen != pos->gen) {
+			/*
+			 * Started again since the last copy: the generation this
+			 * session read last is gone. The next one's records are read
+			 * only if the one before was copied whole (at its trap).
+			 */
+			if (gen != pos->gen + 1 || pos->consumed < CORO_BATCH_RECS_MAX) {
+				stat_inc(CORO_STAT_BATCH_GEN_JUMPS);
+				return 0;
+			}
+			first = 0;
+		}
+	}
+	if (head <= first || first >= CORO_BATCH_RECS_MAX)
+		return 0;
+	n = head - first;
+	bytes = (__u64)n * BATCH_REC_SIZE;
+	asm volatile("" : "+r"(bytes));
+	bytes &= BATCH_READ_MASK;
+	if (bytes > BATCH_BYTES_MAX)
+		return 0;
+	if (bpf_copy_from_user_task(s->rec, bytes,
+				    (const void *)(buf + offsetof(struct corobpf_batch, rec) +
+						   (__u64)first * BATCH_REC_SIZE),
+				    task, 0)) {
+		stat_add(CORO_STAT_BATCH_UNREAD, n);
+		return 0;
+	}
+	s->hdr.pid = task->tgid;
+	s->hdr.tid = task->pid;
+	s->hdr.n = n;
+	s->hdr.first = first;
+	s->hdr.buf = buf;
+	s->hdr.floor = floor;
+	s->hdr.ts = bpf_ktime_get_boot_ns();
+	bpf_seq_write(seq, &s->hdr, sizeof(s->hdr));
+	bpf_seq_write(seq, s->rec, bytes);
+	return 0;
+}
+
+SEC("iter.s/task")
+int coro_batch_tails(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct coro_batch_slots *v;
+	struct coro_batch_reg *reg;
+	__u8 *verdict;
+	__u32 pid;
+
+	if (!task)
+		return 0;
+	reg = bpf_task_storage_get(&batch_bufs, task, 0, 0);
+	if (!reg || reg->exec_id != task->self_exec_id)
+		return 0;
+	pid = task->tgid;
+	/* Only the processes this session traces (an unmet thread's too: it ran too briefly). */
+	verdict = bpf_map_lookup_elem(&traced, &pid);
+	v = bpf_task_storage_get(&batch_threads, task, 0, 0);
+	if (v && (!v->valid || v->exec_id != task->self_exec_id))
+		v = NULL;
+	if (v && v->done)
+		return 0;
+	if (!v && (!verdict || (*verdict != VERDICT_TRACED && *verdict != VERDICT_FOLLOWED)))
+		return 0;
+	for (int i = 0; i < CORO_BATCH_SLOTS; i++) {
+		__u64 buf = reg->buf[i];
+
+		if (buf)
+			batch_tail(ctx->meta->seq, task, v ? &v->slot[i] : NULL, buf);
+	}
+	return 0;
 }
 
 #endif /* COROBPF_BATCH_BPF_H */

@@ -750,9 +750,11 @@ enum coro_stat {
 	/*
 	 * CORO_STAT_MAX stays the size of the capture's stats record
 	 * (user/record/raw.h), which older captures fix; the counters after it
-	 * live in the BPF map only (CORO_STAT_MAP_MAX) and are said at the end
-	 * of a run. Records of the batched path lost to a full ring are also
-	 * counted in CORO_STAT_RING_FULL, one per event, like the trap path's.
+	 * live in the BPF map only (CORO_STAT_MAP_MAX): the capture carries
+	 * those that count a loss among its user-space counters
+	 * (CORO_USTAT_BATCH_*, user/record/raw.h). Records of the
+	 * batched path lost to a full ring are also counted in
+	 * CORO_STAT_RING_FULL, one per event, like the trap path's.
 	 */
 	CORO_STAT_MAX = 8,
 	/* Batched path: records dropped, the ring buffer full. */
@@ -761,43 +763,98 @@ enum coro_stat {
 	CORO_STAT_BATCH_DEFERRED = 9,
 	/* Batched path: records lost, their buffer unreadable before the thread reused it or ended. */
 	CORO_STAT_BATCH_UNREAD = 10,
-	CORO_STAT_MAP_MAX = 11,
+	/*
+	 * Batched path: last copies (the thread execs or ends) that could not
+	 * read the buffer at all: what it wrote since its last copy is lost,
+	 * up to 256 records each.
+	 */
+	CORO_STAT_BATCH_FINAL_UNREAD = 11,
+	/*
+	 * Batched path: a thread started its buffer again (a new generation)
+	 * before this session copied all of the last one: its own doing (a
+	 * program rewriting its buffer), or a copy the BPF side could not make.
+	 * Up to 256 records lost each.
+	 */
+	CORO_STAT_BATCH_GEN_JUMPS = 12,
+	/*
+	 * Batched path: a thread's buffer could not be registered (no memory
+	 * for its entry in batch_bufs): its records are read only when its
+	 * buffer fills.
+	 */
+	CORO_STAT_BATCH_UNREGISTERED = 13,
+	CORO_STAT_MAP_MAX = 14,
 };
 
 /*
  * CORO_EV_BATCH: `n` struct corobpf_batch_rec of one thread, in its order,
- * from `first` (its index in the thread's buffer). hdr.cur and the
+ * from `first` (its index in the thread's buffer). hdr.ts is when they were
+ * copied (no record of them can be later); hdr.cur and the
  * CORO_EVF_CUR_UNKNOWN flag are the thread's before the first record;
- * hdr.lost_before, the events lost before it.
+ * hdr.lost_before, the events lost before it. Never in a capture.
  */
 struct coro_ev_batch {
 	struct coro_event_hdr hdr;
 	__u32 n;
 	__u32 first;
 	__u64 buf; /* the buffer's address in the thread's process */
+	/*
+	 * Records stamped before this time are not this session's (written
+	 * before it started, or before the thread did: a forked child's copy
+	 * of its parent's records): the first copy of a buffer the session
+	 * met already in use; 0 otherwise.
+	 */
+	__u64 floor;
 	/* struct corobpf_batch_rec rec[n] follow */
 };
 
 /* Records one ring record carries at most (a full buffer: one record). */
 #define CORO_BATCH_RECS_MAX 256
 
-/* The BPF side's view of one buffer of a thread. */
+/* One session's view of one buffer of a thread (map batch_threads, bpf/batch.bpf.h). */
 struct coro_batch_thread {
 	__u64 buf;	 /* struct corobpf_batch's address (0: slot unused) */
 	__u32 pid;
 	__u32 gen;	 /* the generation of the word when last read */
 	__u32 consumed;	 /* records of that generation already copied out */
-	__u32 __pad;
+	__u32 fresh;	 /* met, its generation not read yet: a change is no jump */
+	__u64 floor;	 /* for the next copy: coro_ev_batch.floor (0: none) */
 };
 
 /*
- * A thread's buffers (map batch_threads, key: tid): one per executable or
- * shared object whose probes it fired (a program and an instrumented
- * library); a third replaces the second.
+ * A thread's buffers: one per executable or shared object whose probes it
+ * fired (a program and an instrumented library); a third replaces the
+ * second.
  */
 #define CORO_BATCH_SLOTS 2
-struct coro_batch_slots {
-	struct coro_batch_thread slot[CORO_BATCH_SLOTS];
+
+/*
+ * Where a thread's buffers are (map batch_bufs: task storage, shared by
+ * every session through a pin in bpffs, user/capture/batch.c): a thread
+ * tells corobpf once, at its first record, so a session that starts later
+ * learns them here. Only addresses, for the image that registered them:
+ * what each session has read of them is its own (batch_threads). The
+ * layout is the pin's (its name carries CORO_BATCH_REG_VERSION).
+ */
+#define CORO_BATCH_REG_VERSION 1
+struct coro_batch_reg {
+	__u64 exec_id; /* the task's self_exec_id then: another image never reads them */
+	__u64 tp;      /* its thread pointer then: a forked child, same tp, has the same buffers */
+	__u64 buf[CORO_BATCH_SLOTS];
+};
+
+/*
+ * The end of a run: one buffer's unread records, in the output of the
+ * iterator coro_batch_tails (bpf/batch.bpf.h), `n` struct corobpf_batch_rec
+ * after it.
+ */
+struct coro_batch_tail {
+	__u32 pid;
+	__u32 tid;
+	__u32 n;
+	__u32 first; /* the first one's index in the buffer */
+	__u64 buf;
+	__u64 floor; /* as coro_ev_batch.floor */
+	__u64 ts;    /* when they were read */
 };
 
 /* Per-thread state, in task local storage. */

@@ -592,8 +592,13 @@ static __always_inline bool emit_proc(__u8 kind, __u32 pid, struct task_struct *
 
 /* Set by user space: --probe-path batched attaches the batch probe and this (batch.bpf.h). */
 const volatile bool batched = false;
-/* CLOCK_BOOTTIME when user space set the programs up: before any record of the session. */
-const volatile __u64 session_start_ts = 0;
+/*
+ * CLOCK_BOOTTIME when the session started, set by user space once it has
+ * attached (after its targets' process records): the batched path reads no
+ * buffer before (0), and a record stamped earlier (in a buffer another
+ * session made a thread fill) is not this session's.
+ */
+volatile __u64 session_start_ts;
 
 /*
  * -a, batched: a process is admitted at its first trap, a thread's first
@@ -677,7 +682,7 @@ int BPF_USDT(coro_create, __u64 id, __u64 parent)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(false);
+	batch_harvest_current(BATCH_COPY);
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_create *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_CREATE);
@@ -698,7 +703,7 @@ int BPF_USDT(coro_name, __u64 id, __u64 str)
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current(false);
+	batch_harvest_current_sleepable(BATCH_COPY);
 	st = task_state_running();
 	struct coro_ev_name *e = event_reserve(st, sizeof(*e), CORO_EV_NAME);
 
@@ -718,7 +723,7 @@ int BPF_USDT(coro_ready, __u64 id)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(false);
+	batch_harvest_current(BATCH_COPY);
 	st = task_state_running();
 	struct coro_ev_ready *e = event_reserve(st, sizeof(*e), CORO_EV_READY);
 
@@ -737,7 +742,7 @@ int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(false);
+	batch_harvest_current(BATCH_COPY);
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_switch *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_SWITCH);
@@ -767,7 +772,7 @@ int BPF_USDT(coro_exit, __u64 id, __s64 status)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(false);
+	batch_harvest_current(BATCH_COPY);
 	st = task_state_running();
 	struct coro_ev_exit *e = event_reserve(st, sizeof(*e), CORO_EV_EXIT);
 
@@ -785,7 +790,7 @@ static __always_inline int span_event(__u64 str, __u8 kind)
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current(false);
+	batch_harvest_current_sleepable(BATCH_COPY);
 	st = task_state_running();
 	struct coro_ev_span *e = event_reserve(st, sizeof(*e), kind);
 
@@ -807,7 +812,7 @@ int BPF_USDT(coro_span_begin, __u64 str)
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current(false);
+	batch_harvest_current_sleepable(BATCH_COPY);
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_span *e = stk_reserve_any(&r, st, sizeof(*e), CORO_EV_SPAN_BEGIN, true);
@@ -1450,7 +1455,7 @@ int coro_sample(struct bpf_perf_event_data *ctx)
 
 	if (!sample_runs || stopped)
 		return 0;
-	batch_harvest_current(false);
+	batch_harvest_current(BATCH_COPY);
 	task = bpf_get_current_task_btf();
 	st = bpf_task_storage_get(&task_state, task, 0, 0);
 	if (!st || !st->cur_valid || !st->cur)
@@ -1518,7 +1523,7 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 	__u64 now;
 
 	/* prev is current: its batched records go before its off-CPU record. */
-	batch_harvest_current(false);
+	batch_harvest_current(BATCH_COPY);
 	if (!sched_view || stopped)
 		return 0;
 	st = bpf_task_storage_get(&task_state, prev, 0, 0);
@@ -1580,6 +1585,44 @@ int BPF_PROG(coro_sched_switch, bool preempt, struct task_struct *prev, struct t
 	return 0;
 }
 
+/*
+ * An attach to a running process (-p): user space runs this iterator over
+ * the process's threads once the tracepoints above are in place. A thread
+ * off the CPU now starts its off-CPU stretch here, as if it had left the CPU
+ * now (when it really did is not known): its return ends the stretch, and
+ * the time it spent blocked since the attach is never taken for its
+ * coroutine running (docs/design.md). A thread on a CPU is left alone.
+ */
+SEC("iter/task")
+int coro_attach_offcpu(struct bpf_iter__task *ctx)
+{
+	struct task_struct *task = ctx->task;
+	struct coro_task_state *st;
+	struct coro_ev_offcpu_begin *b;
+
+	if (!task || !sched_view || stopped || task->on_cpu)
+		return 0;
+	st = bpf_task_storage_get(&task_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		stat_inc(CORO_STAT_NO_TASK_STATE);
+		return 0;
+	}
+	/* Seen leaving already (a probe made its state before): its stretch is open. */
+	if (st->off_ts)
+		return 0;
+	st->off_ts = bpf_ktime_get_boot_ns();
+	st->wake_ts = 0;
+	st->off_state = offcpu_state(false, task->__state);
+	b = event_reserve_for(st, sizeof(*b), CORO_EV_OFFCPU_BEGIN, task->tgid, task->pid);
+	if (!b)
+		return 0;
+	b->hdr.ts = st->off_ts;
+	b->state = st->off_state;
+	b->cpu = task->wake_cpu;
+	event_submit(b);
+	return 0;
+}
+
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(coro_sched_wakeup, struct task_struct *p)
 {
@@ -1604,7 +1647,7 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 
 	if (stopped)
 		return 0;
-	batch_forget_thread((__u32)p->pid);
+	batch_forget_thread(p);
 	v = bpf_map_lookup_elem(&traced, &pid);
 	if (!system_wide && !v)
 		return 0;

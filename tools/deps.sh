@@ -4,7 +4,7 @@
 # on: Debian's `luajit` package needs libluajit-5.1-2, which conflicts with it. The tests run
 # nginx themselves, on a free loopback port; its service is not needed.
 set -e
-pkgs="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev linux-libc-dev python3 util-linux protobuf-compiler libsqlite3-dev sqlite3 libpq-dev postgresql bpftrace binutils libboost-fiber-dev libboost-dev libpth-dev libclang-rt-14-dev lld ruby3.1 qemu-utils python3-greenlet php8.2-cli libncurses-dev tmux golang-go lua5.4 luajit2 nginx-light libnginx-mod-http-lua"
+pkgs="make gcc g++ clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev linux-libc-dev python3 util-linux protobuf-compiler libsqlite3-dev sqlite3 libpq-dev postgresql bpftrace binutils libboost-fiber-dev libboost-dev libpth-dev libclang-rt-14-dev lld ruby3.1 qemu-utils python3-greenlet python3-gevent php8.2-cli libncurses-dev tmux golang-go lua5.4 luajit2 nginx-light libnginx-mod-http-lua"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -35,7 +35,7 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
        $(OUT)/tests/stacks-lld $(OUT)/tests/hostile $(OUT)/tests/hostile_many \
        $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
-       $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans
+       $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans $(OUT)/tests/gate_flood
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -199,6 +199,12 @@ $(OUT)/tests/attach_target-specs%: tests/integration/progs/attach_target.c usdt/
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -DSPECS_EXTRA=$* $< -o $@
 
+# gate_flood: an unprivileged user's flood of the exec gate (static: nothing to search itself).
+$(OUT)/tests/gate_flood: tests/integration/progs/gate_flood.c
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -Wall -Wextra -static $< -o $@
+
 $(OUT)/tests/static_plain: tests/integration/progs/static_plain.c
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
@@ -322,7 +328,8 @@ go_build = d=$$(mktemp -d) && GOCACHE=$$d/cache GOPATH=$$d/path:$(CURDIR)/tools/
 
 ifneq ($(GO),)
 tools: $(OUT)/tests/go/goprog $(OUT)/tests/go/goprog-stripped $(OUT)/tests/go/goprog-nodwarf \
-       $(OUT)/tests/go/goprog-pie $(OUT)/tests/go/goload
+       $(OUT)/tests/go/goprog-pie $(OUT)/tests/go/goload \
+       $(OUT)/tests/go/goserver
 bench-tools: $(OUT)/bench/go_pingpong
 
 $(OUT)/tests/go/goprog: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
@@ -346,6 +353,12 @@ $(OUT)/tests/go/goprog-pie: tests/integration/progs/go/goprog.go $(GOTRACE_SRC)
 	$(Q)$(call go_build,-buildmode=pie)
 
 $(OUT)/tests/go/goload: tests/integration/progs/go/goload.go
+	$(call msg,GO,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(call go_build,)
+
+# The precision corpus's Go server (suite_28_precision.py).
+$(OUT)/tests/go/goserver: tests/integration/progs/go/goserver.go
 	$(call msg,GO,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(call go_build,)

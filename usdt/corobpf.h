@@ -151,9 +151,10 @@
  *	in the calling thread's own memory (thread-local, no lock, no system
  *	call: a few tens of nanoseconds). The thread's first record and every
  *	full buffer fire `batch` with the buffer's address: corobpf learns
- *	where the buffer is, and copies what it has not read yet out of it at
- *	that trap, whenever the thread leaves the CPU, on a timer while it
- *	runs, and when it exits; the thread then starts the buffer again. The
+ *	where the buffer is (and keeps it, for later sessions too: it never
+ *	writes into the program), and copies what it has not read yet out of
+ *	it at that trap, whenever the thread leaves the CPU, on a timer while
+ *	it runs, and when it exits; the thread then starts the buffer again. The
  *	string probes still trap (corobpf reads the buffer first, so each
  *	thread's events stay in order). Not traced, the four probes cost a
  *	load of the batch semaphore and a branch more than a nop. Costs and
@@ -218,7 +219,12 @@ struct corobpf_batch_rec {
  */
 struct corobpf_batch {
 	unsigned long long word;
-	unsigned short registered; /* a batch probe has told the tracer of this buffer */
+	/*
+	 * The thread has told a tracer of this buffer (its first record's trap):
+	 * set once, by the thread. corobpf keeps the address itself, for every
+	 * later session, and never writes into the program.
+	 */
+	unsigned short registered;
 	unsigned char busy;	   /* an append is under way: a nested probe traps instead */
 	unsigned char __pad;
 	unsigned int layout;	   /* sizeof(struct corobpf_batch_rec) */

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "batch.h"
+#include "execsearch.h"
 #include "log.h"
 #include "options.h"
 #include "pgstore.h"
 #include "session.h"
-#include "stacks.h"
 
 /*
  * What argp fills for one command: the common options first, so that
@@ -85,20 +85,26 @@ const char *argp_program_bug_address = NULL;
 static const char trace_doc[] =
 	"corobpf: see coroutines and the scheduling under them, with eBPF.\n"
 	"\n"
-	"  corobpf [OPTIONS] -p PID [-p PID...]   attach to running processes\n"
-	"  corobpf [OPTIONS] -- CMD [ARGS...]     run CMD, traced from its first\n"
-	"                                         instruction\n"
-	"  corobpf [OPTIONS] -a [--comm NAME...]  every instrumented process, now and\n"
-	"                                         started later; every family (switch\n"
-	"                                         functions: in the programs started later)\n"
-	"  corobpf [OPTIONS] --follow -p PID|-- CMD  the targets and every process\n"
-	"                                         they fork, and what those exec\n"
-	"  corobpf report [OPTIONS] CAPTURE       replay a raw capture or JSONL trace\n"
-	"  corobpf ps -p PID [-d SECS]            the live coroutines of PID seen in\n"
-	"                                         SECS (default 1): state, for how\n"
-	"                                         long, where each is parked\n"
-	"  corobpf top [-p PID...|-a|-- CMD]      the live coroutines, full screen,\n"
-	"                                         refreshed every second (top --help)\n"
+	"Commands (each has its own --help):\n"
+	"  corobpf [OPTIONS] TARGETS         trace TARGETS (below): write the -o\n"
+	"                                    outputs, print a summary\n"
+	"  corobpf report [OPTIONS] CAPTURE  the analysis and any output again, from a\n"
+	"                                    --raw capture or a JSONL trace; no root\n"
+	"  corobpf ps -p PID [-d SECS]       the live coroutines of PID seen in SECS\n"
+	"                                    (default 1): state, for how long, where\n"
+	"                                    each is parked\n"
+	"  corobpf top [OPTIONS] TARGETS     the live coroutines of TARGETS on a full\n"
+	"                                    screen, refreshed every second\n"
+	"\n"
+	"TARGETS:\n"
+	"  -p PID [-p PID...]                running processes\n"
+	"  -- CMD [ARGS...]                  CMD, run and traced from its first\n"
+	"                                    instruction\n"
+	"  -a [--comm NAME...]               every instrumented process, now and\n"
+	"                                    started later; every family (the switch\n"
+	"                                    functions: in the programs started later)\n"
+	"  --follow -p PID|-- CMD            the targets, every process they fork, and\n"
+	"                                    what those exec\n"
 	"\n"
 	"Targets carry corobpf probes (usdt/corobpf.h); without them, corobpf follows the "
 	"context-switch functions of the libraries and runtimes they use (ucontext, "
@@ -122,7 +128,8 @@ static const char trace_doc[] =
 	"\n"
 	"Output formats, by extension: .pftrace (Perfetto: open at ui.perfetto.dev), .jsonl "
 	".json .ndjson (JSON lines; .jsonl.gz compressed), .db .sqlite (SQLite), .csv (24 of "
-	"the coroutines table's columns, docs/sqlite.md).\n"
+	"the coroutines table's columns, docs/sqlite.md); a postgresql:// URI stores the run "
+	"into that database (docs/store.md).\n"
 	"\n"
 	"With -- CMD, the command keeps corobpf's stdin, stdout, stderr and process group "
 	"(so Ctrl-C reaches it too); SIGTERM and SIGHUP are passed on to it. When tracing "
@@ -202,7 +209,7 @@ enum {
 	 "cap), so that one process cannot take the room of all", 2},                        \
 	{"max-open-spans", OPT_MAX_SPANS, "N", 0,                                            \
 	 "Memory: keep at most N spans open at once in all (default 1000000; 0: no cap); "   \
-	 "one begun beyond is counted, not kept, and its end closes nothing else", 2},       \
+	 "one begun beyond is counted, not kept (its end closes no other span)", 2},         \
 	{"max-open-spans-per-process", OPT_MAX_SPANS_PROCESS, "N", 0,                        \
 	 "Memory: keep at most N spans open at once in one process (default 500000; 0: no "  \
 	 "cap)", 2}
@@ -225,7 +232,10 @@ static const struct argp_option trace_options[] = {
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
 	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
 	 "~/.pgpass or PGPASSFILE, not here)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
+	{"format", 'f', "FMT", 0,
+	 "Format for every -o FILE: perfetto, jsonl, sqlite, csv, or postgresql (for a "
+	 "postgresql:// URI)",
+	 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000), "
 	 "packed lanes for the rest; 0 packs all",
@@ -245,7 +255,8 @@ static const struct argp_option trace_options[] = {
 	 "User stacks at every create (the spawn site) and switch-out (where a coroutine is "
 	 "parked): dwarf (the default: unwound from .eh_frame, right without frame pointers) "
 	 "or fp (the kernel's frame-pointer walk, deduplicated in the kernel; wrong frames "
-	 "where code omits them; docs/stacks.md compares their costs)",
+	 "where code omits them; docs/stacks.md compares their costs); --stacks fp is "
+	 "--stacks=fp",
 	 0},
 	{"stack-bytes", OPT_STACK_BYTES, "N", 0,
 	 "--stacks=dwarf: bytes of each stack copied for unwinding, 512 to 16384 (default "
@@ -257,8 +268,9 @@ static const struct argp_option trace_options[] = {
 	 0},
 	{"probe-path", OPT_PROBE_PATH, "PATH", 0,
 	 "How corobpf probes reach corobpf: batched (each thread keeps its records, BPF "
-	 "copies them out; the default, but with --stacks) or trap (a uprobe trap per event; "
-	 "docs/probes.md). Without it: COROBPF_PROBE_PATH (batched or trap) if set",
+	 "copies them out; the default) or trap (a uprobe trap per event; docs/probes.md). "
+	 "--stacks always takes the trap path: a stack is taken at the trap. Without this "
+	 "option: COROBPF_PROBE_PATH (batched or trap) if set",
 	 0},
 	{"no-sched", OPT_NO_SCHED, NULL, 0,
 	 "Without the kernel's scheduling view (sched_switch and sched_wakeup): no off-CPU "
@@ -451,7 +463,8 @@ static error_t parse_common(int key, char *arg, struct argp_state *state)
 	case 'f':
 		c->format = output_format_parse(arg);
 		if (c->format == OUT_AUTO)
-			argp_error(state, "unknown format '%s' (known: perfetto, jsonl, sqlite, csv)", arg);
+			argp_error(state, "unknown format '%s' (known: perfetto, jsonl, sqlite, csv, "
+				   "postgresql)", arg);
 		return 0;
 	case OPT_TRACKS:
 		c->coroutine_tracks = (u32)parse_count(state, "coroutine-tracks", arg, 0, 10000000);
@@ -496,7 +509,8 @@ static void check_outputs_distinct(struct argp_state *state, const struct common
 static error_t parse_trace(int key, char *arg, struct argp_state *state)
 {
 	struct trace_args *ta = state->input;
-	struct trace_opts *a = &ta->t;
+	struct trace_opts *t = &ta->t;
+	struct capture_opts *a = &t->cap;
 	char *end;
 
 	switch (key) {
@@ -507,13 +521,13 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		v = strtoul(arg, &end, 10);
 		if (errno || *end || !v || v > 0x7fffffff)
 			argp_error(state, "invalid PID '%s'", arg);
-		if (a->npids == OPTS_MAX_PIDS)
-			argp_error(state, "at most %d -p", OPTS_MAX_PIDS);
+		if (a->npids == CAPTURE_MAX_PIDS)
+			argp_error(state, "at most %d -p", CAPTURE_MAX_PIDS);
 		a->pids[a->npids++] = v;
 		return 0;
 	}
 	case OPT_RAW:
-		a->raw = arg;
+		t->raw = arg;
 		return 0;
 	case OPT_NO_SCHED:
 		a->no_sched = true;
@@ -527,7 +541,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			argp_error(state, "--probe-path: '%s' is not trap or batched", arg);
 		return 0;
 	case 'a':
-		a->all = true;
+		a->system_wide = true;
 		return 0;
 	case OPT_FOLLOW:
 		a->follow = true;
@@ -564,7 +578,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			if (switchfam_parse_custom(arg, &a->custom[a->ncustom], err, sizeof(err)))
 				argp_error(state, "invalid --switch %s", err);
 			a->ncustom++;
-			a->switch_given = true;
+			a->switch_forced = true;
 			return 0;
 		}
 		if (!strcmp(arg, "none")) {
@@ -583,17 +597,17 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 					   "uprobe:...; see --switch help)", tok);
 			a->switch_families |= 1u << f;
 		}
-		a->switch_given = true;
+		a->switch_forced = true;
 		return 0;
 	}
 	case OPT_FLIGHT:
 		errno = 0;
-		a->flight = strtod(arg, &end);
-		if (errno || *end || !(a->flight >= 0.01 && a->flight <= 86400))
+		t->flight = strtod(arg, &end);
+		if (errno || *end || !(t->flight >= 0.01 && t->flight <= 86400))
 			argp_error(state, "invalid --flight '%s' (seconds, 0.01 to 86400)", arg);
 		return 0;
 	case OPT_FLIGHT_MB:
-		a->flight_mb = parse_count(state, "flight-mb", arg, 1, 65536);
+		t->flight_mb = parse_count(state, "flight-mb", arg, 1, 65536);
 		return 0;
 	case OPT_DUMP_ON: {
 		char buf[256], *tok, *save;
@@ -610,7 +624,7 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 				argp_error(state, "unknown --dump-on kind '%s' (stall, long_run, "
 					   "sched_latency, blocking, spawn_storm, unmatched_span, "
 					   "lost_wakeup, leak)", tok);
-			a->dump_on |= 1u << k;
+			t->dump_on |= 1u << k;
 		}
 		return 0;
 	}
@@ -618,8 +632,8 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		if (!*arg || strlen(arg) > 15)
 			argp_error(state, "invalid --comm '%s' (1 to 15 characters, as the kernel "
 				   "keeps them)", arg);
-		if (a->ncomms == OPTS_MAX_COMMS)
-			argp_error(state, "at most %d --comm", OPTS_MAX_COMMS);
+		if (a->ncomms == CAPTURE_MAX_COMMS)
+			argp_error(state, "at most %d --comm", CAPTURE_MAX_COMMS);
 		a->comms[a->ncomms++] = arg;
 		return 0;
 	case 'd':
@@ -646,22 +660,22 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		argp_error(state, "unexpected argument '%s' (a command goes after --)", arg);
 		return 0;
 	case ARGP_KEY_END:
-		if (!a->npids && !a->argv && !a->all)
+		if (!a->npids && !a->argv && !a->system_wide)
 			argp_error(state, "nothing to trace: give -p PID, -- CMD, or -a");
 		if (a->npids && a->argv)
 			argp_error(state, "give either -p PID or -- CMD, not both");
-		if (a->all && a->argv)
+		if (a->system_wide && a->argv)
 			argp_error(state, "-a traces what runs: launch the command separately");
-		if (a->all && a->npids > 16)
+		if (a->system_wide && a->npids > 16)
 			argp_error(state, "with -a, at most 16 -p filters");
-		if (a->ncomms && !a->all)
+		if (a->ncomms && !a->system_wide)
 			argp_error(state, "--comm filters -a");
-		if (a->switch_none && a->switch_given)
+		if (a->switch_none && a->switch_forced)
 			argp_error(state, "--switch none excludes other --switch values");
-		if (a->follow && a->all)
+		if (a->follow && a->system_wide)
 			argp_error(state, "--follow needs -p PID or -- CMD (-a traces every "
 				   "instrumented process anyway)");
-		if (a->follow && a->switch_given && !a->switch_none)
+		if (a->follow && a->switch_forced && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with --follow: followed "
 				   "processes are traced through corobpf probes, Go, C++20, asyncio and "
 				   "Lua (--switch none leaves those but the probes out)");
@@ -669,21 +683,21 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 			argp_error(state, "--sample-hz samples stacks: add --stacks");
 		if (a->stack_bytes && a->stacks != STACK_MODE_DWARF)
 			argp_error(state, "--stack-bytes sizes --stacks=dwarf samples");
-		if (a->all && a->switch_given && !a->switch_none)
+		if (a->system_wide && a->switch_forced && !a->switch_none)
 			argp_error(state, "--switch cannot be combined with -a, which takes every "
 				   "family corobpf knows (the switch functions in the programs started "
 				   "under it); --switch none leaves them out, and -p or -- trace a "
 				   "process through the families named");
-		if ((a->flight_mb || a->dump_on) && !a->flight)
+		if ((t->flight_mb || t->dump_on) && !t->flight)
 			argp_error(state, "--flight-mb and --dump-on set up the flight recorder: add "
 				   "--flight SECS");
-		if (a->flight && !ta->c.noutputs)
+		if (t->flight && !ta->c.noutputs)
 			argp_error(state, "--flight writes the -o outputs when asked: give -o FILE");
-		for (int i = 0; a->flight && i < ta->c.noutputs; i++)
+		for (int i = 0; t->flight && i < ta->c.noutputs; i++)
 			if (pgstore_is_uri(ta->c.outputs[i]))
 				argp_error(state, "--flight dumps files, not a PostgreSQL store: dump "
 					   "JSONL (-o t.jsonl), then corobpf report DUMP -o URI");
-		check_outputs_distinct(state, &ta->c, a->raw);
+		check_outputs_distinct(state, &ta->c, t->raw);
 		return 0;
 	}
 	return parse_common(key, arg, state);
@@ -693,17 +707,18 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 static error_t parse_ps(int key, char *arg, struct argp_state *state)
 {
 	struct trace_args *ta = state->input;
-	struct trace_opts *a = &ta->t;
+	struct capture_opts *a = &ta->t.cap;
 
 	/* Hidden from ps --help, and refused: what ps --help does not offer, ps does not take. */
 	if (key == OPT_EXEC_GATE)
 		argp_error(state, "--exec-gate holds programs that -a or --follow find at their "
 			   "exec; ps looks at running processes only");
 	if (key == ARGP_KEY_END) {
-		if (!a->npids || a->argv || a->all || a->follow)
+		if (!a->npids || a->argv || a->system_wide || a->follow)
 			argp_error(state, "takes -p PID (repeatable): it looks at running processes");
-		if (a->flight)
-			argp_error(state, "--flight records with corobpf trace, not ps");
+		if (ta->t.flight)
+			argp_error(state, "--flight is for tracing (corobpf --flight SECS -o FILE "
+				   "-p PID), not ps");
 		if (!a->stacks)
 			a->stacks = STACK_MODE_DWARF; /* ps is about stacks */
 		if (!a->duration)
@@ -732,11 +747,12 @@ static const char top_doc[] =
 	"s/S sort by the next/previous column, 1-9 sort by that column (again: reverse), "
 	"r reverse, / filter by name, space or p pause.\n"
 	"\n"
-	"q stops tracing as Ctrl-C does in corobpf trace: the probes are detached and the "
-	"targets run on, unharmed; with -- CMD, corobpf then waits for the command. -o FILE "
-	"also records, as corobpf trace does, and the files are finished when top ends. When "
+	"q stops tracing as Ctrl-C does when tracing without top: the probes are detached "
+	"and the targets run on, unharmed; with -- CMD, corobpf then waits for the command. "
+	"-o FILE also records, as without top, and the files are finished when top ends. When "
 	"stdout is not a terminal (or with --batch), a text snapshot is printed every "
-	"interval instead (one at the end of a run shorter than that): a line \"# corobpf "
+	"interval instead (one at the end of a run shorter than that; a command launched "
+	"with -- then writes its stdout to corobpf's stderr): a line \"# corobpf "
 	"top\" with key=value figures, the line "
 	"\"PID ID STATE FOR TID REASON OBJECT SWITCHES RUNNING NAME\", "
 	"a line per coroutine, blank-separated with NAME last, \"# findings N\" and the newest "
@@ -812,7 +828,10 @@ static const struct argp_option report_options[] = {
 	{"output", 'o', "FILE", 0, "Write FILE, format from its extension (repeatable); a "
 	 "postgresql:// URI stores into that database (docs/store.md; its password goes in "
 	 "~/.pgpass or PGPASSFILE, not here)", 0},
-	{"format", 'f', "FMT", 0, "Format for every -o FILE: perfetto, jsonl, sqlite, csv", 0},
+	{"format", 'f', "FMT", 0,
+	 "Format for every -o FILE: perfetto, jsonl, sqlite, csv, or postgresql (for a "
+	 "postgresql:// URI)",
+	 0},
 	{"coroutine-tracks", OPT_TRACKS, "N", 0,
 	 "Perfetto: a track per coroutine for the first N of each process (default 1000)", 0},
 	STORE_TIMEOUT_OPTION,
@@ -874,7 +893,7 @@ static int cmd_report(int argc, char **argv)
 }
 
 /* Everything after the first "--" is the command, options and all: argp sees what is before. */
-static int split_command(int *argc, char **argv, struct trace_opts *t)
+static int split_command(int *argc, char **argv, struct capture_opts *t)
 {
 	for (int i = 1; i < *argc; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -890,24 +909,62 @@ static int split_command(int *argc, char **argv, struct trace_opts *t)
 	return 0;
 }
 
+/*
+ * A live capture's options once parsed and checked: the defaults of those not given, and the
+ * probe path the run takes (said once the targets are attached: session.c). Read-only from now on.
+ */
+static void resolve_capture_opts(struct capture_opts *o)
+{
+	const char *why = NULL;
+	u32 asked = o->probe_path;
+
+	if (!o->stack_bytes)
+		o->stack_bytes = 4096;
+	if (!o->sample_hz_set)
+		o->sample_hz = 99;
+	o->probe_path = batch_path_choose(asked, o->stacks != 0, &why);
+	o->probe_path_asked = asked;
+	o->probe_path_why = why;
+}
+
+/*
+ * "--stacks fp" as "--stacks=fp". The mode is optional, so argp would take "fp" for an argument
+ * of its own and refuse it; nothing else before "--" is a bare word, so a mode after --stacks is
+ * its mode. The two words become one; the array is argv's own, shortened by one.
+ */
+static void join_stacks_mode(int *argc, char **argv)
+{
+	for (int i = 1; i + 1 < *argc; i++) {
+		if (strcmp(argv[i], "--stacks") ||
+		    (strcmp(argv[i + 1], "fp") && strcmp(argv[i + 1], "dwarf")))
+			continue;
+		argv[i] = !strcmp(argv[i + 1], "fp") ? "--stacks=fp" : "--stacks=dwarf";
+		memmove(argv + i + 1, argv + i + 2, (size_t)(*argc - i - 2) * sizeof(*argv));
+		argv[--*argc] = NULL;
+	}
+}
+
 /* trace and ps: one parse, options in one struct, a parser of their own for ps. */
 static int parse_live(int argc, char **argv, const struct argp *how, struct trace_args *a)
 {
 	const struct argp argp = *how;
 
-	a->t.ring_bytes = 16ULL << 20;
-	a->t.exec_gate_ms = 1000;
+	a->t.cap.ring_bytes = 16ULL << 20;
+	a->t.cap.exec_gate_ms = 1000;
 	common_defaults(&a->c);
-	if (split_command(&argc, argv, &a->t))
+	if (split_command(&argc, argv, &a->t.cap))
 		return EXIT_USAGE;
+	join_stacks_mode(&argc, argv);
 	if (argp_parse(&argp, argc, argv, 0, NULL, a))
 		return EXIT_USAGE;
+	resolve_capture_opts(&a->t.cap);
 	return 0;
 }
 
 static int cmd_trace(int argc, char **argv)
 {
-	const struct argp how = {trace_options, parse_trace, "[-- CMD [ARGS...]]", trace_doc};
+	const struct argp how = {trace_options, parse_trace, "(-p PID... | -a | -- CMD [ARGS...])",
+				 trace_doc};
 	struct trace_args a = {0};
 	int ret = parse_live(argc, argv, &how, &a);
 
@@ -970,11 +1027,22 @@ static int cmd_top(int argc, char **argv)
 	struct argp argp = {opts, parse_top, "[-p PID... | -a | -- CMD [ARGS...]]", top_doc};
 	int ret = 0;
 
-	a.ta.t.ring_bytes = 16ULL << 20;
+	a.ta.t.cap.ring_bytes = 16ULL << 20;
 	a.top.interval = 1.0;
 	common_defaults(&a.ta.c);
-	if (split_command(&argc, argv, &a.ta.t) || argp_parse(&argp, argc, argv, 0, NULL, &a))
+	if (split_command(&argc, argv, &a.ta.t.cap))
 		ret = EXIT_USAGE;
+	join_stacks_mode(&argc, argv);
+	if (!ret && argp_parse(&argp, argc, argv, 0, NULL, &a))
+		ret = EXIT_USAGE;
+	if (!ret)
+		resolve_capture_opts(&a.ta.t.cap);
+	/*
+	 * Snapshots are a stream for scripts (docs/top.md): a launched command's own stdout must not
+	 * mix into it, so it goes to stderr. On a screen the command keeps the terminal.
+	 */
+	a.ta.t.cap.stdout_to_stderr =
+		a.top.batch || !isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO);
 	if (!ret)
 		ret = session_top(&a.ta.c, &a.ta.t, &a.top);
 	free(opts);
@@ -987,6 +1055,9 @@ int main(int argc, char **argv)
 	for (int fd; (fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2;)
 		;
 	argp_err_exit_status = EXIT_USAGE;
+	/* The exec gate's examiner: corobpf started by itself (execsearch.h), not a command. */
+	if (argc > 1 && !strcmp(argv[1], EXECSEARCH_ARG))
+		return execsearch_main(argc, argv);
 	scrub_store_uris(argc, argv);
 	if (argc > 1 && !strcmp(argv[1], "report")) {
 		argv[1] = "corobpf report";

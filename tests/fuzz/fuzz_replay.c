@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (output_open(&outs[nouts], path, OUT_AUTO, true, NULL, err, sizeof(err)))
 			continue;
 		outs[nouts].max_tracks = 4; /* packed lanes are exercised too */
-		if (output_attach(&outs[nouts], &p, err, sizeof(err))) {
+		if (pipeline_add_output(&p, &outs[nouts], err, sizeof(err))) {
 			output_abort(&outs[nouts]);
 			continue;
 		}

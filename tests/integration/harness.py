@@ -62,6 +62,60 @@ def run(cmd, env=None, timeout=120, **kw):
 
 # ---- reading outputs ----
 
+def stack_text(db, stack_id):
+    """A stack of the SQLite file as the CSV writes it: its frames innermost first,
+    "func+0x1a (object) file.c:52" each (object and file by their last component), "; "
+    between."""
+    if stack_id is None:
+        return ""
+    out = []
+    for ip, func, off, obj, path, line in db.execute(
+            "SELECT ip, func, func_off, object, file, line FROM frames WHERE stack_id = ? "
+            "ORDER BY depth", (stack_id,)):
+        s = "%s+0x%x" % (func, off) if func is not None else "0x%x" % (ip & (2 ** 64 - 1))
+        if obj is not None:
+            s += " (%s)" % obj.rsplit("/", 1)[-1]
+        if path is not None:
+            s += " %s:%d" % (path.rsplit("/", 1)[-1], line)
+        out.append(s)
+    return "; ".join(out)
+
+
+def check_csv_is_coroutines(csv_path, db_path, hex_cols=("id", "parent_id", "obj_at_end")):
+    """The CSV is the SQLite file's coroutines table: every column, in its order, row for row,
+    the same values (docs/sqlite.md): ids as hex text, threads space separated, stacks as
+    their frames, a NULL an empty field. Returns the rows compared and the stacks among
+    them."""
+    with open(csv_path, newline="") as f:
+        rows = list(csv.reader(f))
+    db = sqlite3.connect(db_path)
+    table = [r[1] for r in db.execute("PRAGMA table_info(coroutines)")]
+    types = {r[1]: r[2] for r in db.execute("PRAGMA table_info(coroutines)")}
+    eq(rows[0], table, "the CSV's columns (%s)" % csv_path)
+    sql = {r[0]: r for r in db.execute("SELECT * FROM coroutines")}
+    eq(len(rows) - 1, len(sql), "CSV rows vs coroutines rows (%s)" % csv_path)
+    stacks = 0
+    for row in rows[1:]:
+        want = sql[int(row[0])]
+        for col, got, w in zip(table, row, want):
+            what = "%s of uid %s (%s)" % (col, row[0], csv_path)
+            if col in ("create_stack", "park_stack"):
+                eq(got, stack_text(db, w), what)
+                stacks += w is not None
+            elif w is None:
+                eq(got, "", what + ", NULL in SQLite")
+            elif col in hex_cols:
+                eq(got, "0x%x" % (w & (2 ** 64 - 1)), what)
+            elif col == "threads":
+                eq(got.split(" "), w.split(","), what)
+            elif types[col] == "INTEGER":
+                eq(int(got), w, what)
+            else:
+                eq(got, w, what)
+    db.close()
+    return len(rows) - 1, stacks
+
+
 class Trace:
     def __init__(self, path):
         opener = gzip.open if path.endswith(".gz") else open
@@ -240,6 +294,26 @@ def wait_for(path, text, timeout=20):
                     return
         time.sleep(0.05)
     raise Failure("%r never appeared in %s" % (text, path))
+
+
+def other_sessions():
+    """corobpf sessions loaded on the machine besides this test's (a test that runs none of its
+    own): each loads one coro_create program. Under -a or --follow one attaches to every
+    program, this test's too, which is then traced whatever the test meant."""
+    p = run(["bpftool", "prog", "show"])
+    return p.stdout.count(" name coro_create ")
+
+
+# What a session says because of another one on the machine, never of its own doing
+# (docs/probes.md, the batched path's limits): a -q run may print it.
+OTHER_SESSION_WARNINGS = (re.compile(r"^corobpf: warning: (at attach|at the end), \d+ other "
+                                     r"corobpf sessions? traces? on the batched path: .*$"),)
+
+
+def quiet_stderr(stderr):
+    """A -q run's stderr, less the warnings another session on the machine causes."""
+    return "".join(l for l in stderr.splitlines(True)
+                   if not any(w.match(l.rstrip("\n")) for w in OTHER_SESSION_WARNINGS))
 
 
 def start_tracer(args, name):

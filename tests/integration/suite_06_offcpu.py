@@ -135,3 +135,52 @@ def offcpu_every_stretch_ends_under_load():
     # Counted where a user sees it: the trailer, and the summary when not zero.
     eq(trace.records[-1]["anomalies"]["offcpu_late"], late, "the trailer's offcpu_late")
     print("    %d of %d off-CPU stretches ended late" % (late, sum(1 for _ in trace.by_ev("offcpu"))))
+
+
+@test
+def offcpu_blocked_at_the_attach_and_at_the_end_is_not_running():
+    """Issue 32: blocked is not running. A Ruby program in `sleep`, its main fiber running, when
+    a launched trace ends (-d): its run ends blocked since its thread left the CPU. Go's
+    runtime.main in read(2) when corobpf attaches (-p) and still when it stops: its thread was
+    off the CPU at the attach, so the run is blocked from the attach on. Neither is a long_run,
+    and each run's time off the CPU is nearly all of it (what little ran: the attach's and the
+    program's own steps)."""
+    ruby, goserver = "/usr/bin/ruby3.1", os.path.join(TESTS_BIN, "go", "goserver")
+    if not os.path.exists(ruby) or not os.path.exists(goserver):
+        check(not CI, "ruby3.1 and go are installed in CI (tools/deps.sh)")
+        print("     skipped: ruby3.1 or build/tests/go/goserver missing", flush=True)
+        return
+    out = work("blocked-end.jsonl")
+    p = corobpf(["-o", out, "-d", "1.5", "--", ruby, "-e",
+                 "f = Fiber.new { Fiber.yield }; f.resume; sleep 4"])
+    eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    trace = Trace(out)
+    eq([f["kind"] for f in trace.records if f["type"] == "finding"], [], "findings")
+    main = [c for c in trace.coroutines if c["state_at_end"] == "running"]
+    eq(len(main), 1, "coroutines running at the end (the main fiber)")
+    check(main[0]["blocked_ns"] >= 0.9 * main[0]["running_ns"] > 1e9,
+          "the main fiber's run at the end: %d ns, %d ns of it blocked"
+          % (main[0]["running_ns"], main[0]["blocked_ns"]))
+
+    prog = subprocess.Popen([goserver, "read"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        line = prog.stdout.readline().split()
+        check(line[:1] == ["READY"], "goserver read: %r" % line)
+        time.sleep(0.3)  # in read(2) by now
+        out = work("blocked-attach.jsonl")
+        p = corobpf(["-p", str(prog.pid), "-d", "1.5", "-o", out])
+        eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
+    finally:
+        prog.communicate("\n", timeout=30)
+    trace = Trace(out)
+    eq([f["kind"] for f in trace.records if f["type"] == "finding"], [], "findings")
+    main = [c for c in trace.coroutines if c["name"] == "main"]
+    eq(len(main), 1, "runtime.main in the trace")
+    eq(main[0]["state_at_end"], "running", "runtime.main at the end (in read(2))")
+    check(main[0]["blocked_ns"] >= 0.9 * main[0]["running_ns"] > 1e9,
+          "runtime.main's run: %d ns, %d ns of it blocked"
+          % (main[0]["running_ns"], main[0]["blocked_ns"]))
+    begins = [e for e in trace.by_ev("offcpu_begin") if e["tid"] == prog.pid]
+    check(begins and begins[0]["ts"] <= main[0]["first_seen"] + 1e9,
+          "no off-CPU stretch of the main thread begun at the attach: %s" % begins[:2])

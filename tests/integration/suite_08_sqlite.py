@@ -53,6 +53,34 @@ def sqlite_matches_jsonl_and_documented_queries_run():
 
 
 @test
+def sqlite_csv_carries_every_coroutines_column():
+    """The CSV is the coroutines table, column for column: the demo with --stacks (its stacks
+    as text), and the spans program (a coroutine ending with a span open), live and replayed
+    from the raw capture."""
+    runs = [("csvd", ["--stacks", "--", os.path.join(BUILD, "demo"), "-d", "1"]),
+            ("csvs", ["--", os.path.join(TESTS_BIN, "spans"), work("csvs.truth")])]
+    stacks = spans = 0
+    for name, args in runs:
+        db, cs, raw = work(name + ".db"), work(name + ".csv"), work(name + ".raw")
+        p = corobpf(["-o", db, "-o", cs, "--raw", raw] + args)
+        eq(p.returncode, 0, "exit code of %s (%s)" % (name, p.stderr.strip()))
+        for csv_path, db_path in ((cs, db), (work(name + ".replay.csv"),
+                                             work(name + ".replay.db"))):
+            if csv_path != cs:
+                p = corobpf(["report", "-q", raw, "-o", db_path, "-o", csv_path])
+                eq(p.returncode, 0, "report exit code (%s)" % p.stderr.strip())
+            rows, st = check_csv_is_coroutines(csv_path, db_path)
+            check(rows > 0, "no coroutine in %s" % csv_path)
+            stacks += st
+        con = sqlite3.connect(db)
+        spans += con.execute("SELECT count(*) FROM coroutines WHERE open_spans IS NOT NULL"
+                             ).fetchone()[0]
+        con.close()
+    check(stacks > 0, "no stack compared")
+    check(spans > 0, "no coroutine ended with a span open")
+
+
+@test
 def sqlite_hostile_names_are_bound_not_pasted():
     out, db = work("sqn.jsonl"), work("sqn.db")
     p = corobpf(["-o", out, "-o", db, "--", os.path.join(TESTS_BIN, "scenarios"), "names"])

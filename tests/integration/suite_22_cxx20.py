@@ -16,7 +16,8 @@ and object, its exit; the trace must hold exactly these:
   its demangled function, with its parent, switch-ins, exit and threads; once with lazy
   coroutines only (--no-eager), once with two eager ones per root (their first run is in their
   ramp: one ends it at an await_suspend call, one at a yield compiled inline) and one main leaves
-  waiting forever (a lost_wakeup naming its awaiter); and once built with one probe of
+  waiting forever (still suspended at the end, no lost_wakeup: no wakeup is seen unmodified);
+  and once built with one probe of
   corobpf.h about no coroutine (no adapter): still all traced. The awaiter of each visible
   wait, in the switch outs, the stall findings and SQLite's awaiters table; a coroutine run to
   its end switches out `done`, never as a wait on its final awaiter;
@@ -186,9 +187,10 @@ def check_awaiters(trace, truth, pid, build):
 
 
 def check_awaiter_findings(trace, pid, raw, build):
-    """Replayed with a stall threshold every suspension passes, each stall that was a wait
-    says the awaiter its switch out said (checked against the program's truth above), and the
-    report's text says it."""
+    """Replayed with a stall threshold every suspension passes, the stalls are the waits whose
+    switch out said an awaiter (checked against the program's truth above) and were resumed:
+    each says it, and the report's text says it. No other suspension is one: traced
+    unmodified, a suspension of unknown reason may wait for anything (docs/jsonl.md)."""
     out = work("cxx20_%s_stalls.jsonl" % build)
     p = corobpf(["report", raw, "--stall", "0.000001", "-o", out, "--force"])
     eq(p.returncode, 0, "corobpf report --stall exit code (%s)" % p.stderr.strip())
@@ -196,7 +198,6 @@ def check_awaiter_findings(trace, pid, raw, build):
             if e["pid"] == pid and e["ev"] == "switch" and e["from"] != "0x0"}
     stalls = [f for f in Trace(out).records
               if f["type"] == "finding" and f["kind"] == "stall" and f["pid"] == pid]
-    check(stalls, "no stall found with a threshold of 1 us")
     said = 0
     for f in stalls:
         sw = outs.get((f["id"], f["ts"]))
@@ -204,6 +205,7 @@ def check_awaiter_findings(trace, pid, raw, build):
         eq(f.get("awaiter"), sw.get("awaiter"),
            "stall of %s at %d: its awaiter against its switch out's" % (f["id"], f["ts"]))
         said += "awaiter" in f
+    eq(said, len(stalls), "stalls saying an awaiter, of %d" % len(stalls))
     eq(said > 0, any("awaiter" in e for e in outs.values()), "stalls saying an awaiter")
     # Here every wait is an awaiter's: each finding the text shows as one names it.
     waits = re.findall(r"\(pid \d+\), wait on 0x[0-9a-f]+(.*)$", p.stdout + p.stderr, re.M)
@@ -238,10 +240,11 @@ def check_awaiter_tables(trace, pid, raw, build):
 
 
 def check_never_resumed(trace, truth, pid, raw, build):
-    """The coroutine the program leaves waiting on an event nobody sets (eager runs): replayed
-    with a stall threshold it passes, a lost_wakeup of it, open, on its last switch out (the
-    wait, its awaiter's address and type), where its await_suspend is a real call; none where
-    nothing of the awaiter is visible; and no other."""
+    """The coroutine the program leaves waiting on an event nobody sets (eager runs): traced
+    unmodified, no wakeup of any coroutine is seen, so none can be seen missing (issue 33):
+    replayed with a stall threshold it passes, no lost_wakeup, of it or any other. It is still
+    suspended at the end, on its last switch out (the wait, its awaiter's address); where its
+    await_suspend is a real call the report's longest suspensions name its awaiter's type."""
     forgotten = [t for t in truth if t["name"] == "forgotten"]
     eq([t["exited"] for t in forgotten], [False], "the program's never resumed coroutine")
     seen = awaiter_visible(build, "forgotten", "ex::event::aw")
@@ -250,18 +253,18 @@ def check_never_resumed(trace, truth, pid, raw, build):
     eq(p.returncode, 0, "corobpf report --stall exit code (%s)" % p.stderr.strip())
     lost = [f for f in Trace(out).records
             if f["type"] == "finding" and f["kind"] == "lost_wakeup" and f["pid"] == pid]
-    if not seen:
-        eq(lost, [], "lost_wakeup findings where no awaiter is visible")
-        return
-    eq([f["id"] for f in lost], [forgotten[0]["id"]], "lost_wakeup findings (ids)")
-    f = lost[0]
+    eq(lost, [], "lost_wakeup findings of a program traced unmodified")
+    c = [r for r in trace.coroutines if r["pid"] == pid and r["id"] == forgotten[0]["id"]]
+    eq(len(c), 1, "the never resumed coroutine in the trace")
     sw = [e for e in trace.events if e["pid"] == pid and e["ev"] == "switch"
-          and e["from"] == f["id"]][-1]
-    eq((f["ts"], f["reason"], f["obj"], f.get("awaiter"), f["open"]),
-       (sw["ts"], "wait", sw["obj"], "ex::event::aw", True),
-       "the lost_wakeup (ts, reason, obj, awaiter, open) against its last switch out")
-    check("waiting on ex::event::aw" in p.stdout + p.stderr,
-          "the report's text does not name the awaiter:\n" + p.stdout + p.stderr)
+          and e["from"] == forgotten[0]["id"]][-1]
+    eq((c[0]["state_at_end"], c[0]["reason_at_end"], c[0]["obj_at_end"]),
+       ("suspended", "wait", sw["obj"]), "its state at the end against its last switch out")
+    line = [l for l in (p.stdout + p.stderr).splitlines()
+            if forgotten[0]["id"] in l and "still suspended at the end" in l]
+    if seen and line:
+        check("waiting on ex::event::aw" in line[0],
+              "the report's longest suspensions do not name the awaiter:\n" + line[0])
 
 
 def run_tasks(name, binary, args=()):
@@ -334,7 +337,12 @@ def cxx20_adapter_untraced_takes_no_branch():
         return
     p = run([b], env={"COROBPF_TRUTH": work("cxx20_untraced.truth")})
     eq(p.returncode, 0, "exit code of %s (%s)" % (b, p.stderr))
-    eq(re.search(r"^hooks (\d+)$", p.stdout, re.M).group(1), "0", "traced branches taken untraced")
+    hooks = re.search(r"^hooks (\d+)$", p.stdout, re.M).group(1)
+    if hooks != "0" and other_sessions():
+        # Another session's -a (or --follow) attached to it: it was traced, not untraced.
+        print("     (another corobpf session traced the program: %s hooks taken)" % hooks)
+    else:
+        eq(hooks, "0", "traced branches taken untraced")
     truth = read_truth(work("cxx20_untraced.truth"))
     check(len(truth) > 50, "the program ran %d coroutines" % len(truth))
 

@@ -76,7 +76,9 @@ def spans_slow_transaction_is_one_finding_caused_by_its_sleep():
     eq(f["threshold_ns"], 100000000, "threshold (the default)")
     eq(f["depth"], 1, "depth")
     eq(f["name"], "tx", "coroutine")
-    check(f["longest_suspension_ns"] >= 300000000 and f["longest_suspension_reason"] == "sleep",
+    # The scheduler sets the sleep's deadline before its park probe fires, so the suspension
+    # the trace sees can be short of 300 ms by that gap (13 us seen under load; 10 ms allowed).
+    check(f["longest_suspension_ns"] >= 290000000 and f["longest_suspension_reason"] == "sleep",
           "longest suspension: %r" % f)
     eq(set(f["suspended_by_reason"]), {"sleep"}, "suspended by reason")
     eq(f["running_ns"] + f["offcpu_ns"] + f["runnable_ns"] + f["suspended_ns"] + f["unknown_ns"],

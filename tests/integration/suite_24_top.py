@@ -270,6 +270,34 @@ def snapshots(text):
     return out
 
 
+def only_snapshots(text):
+    """The lines of text that are no part of a snapshot, as docs/top.md gives one: its header,
+    the column line, a line per coroutine, "# findings N", at most 10 findings, an empty line."""
+    stray, lines, i = [], text.split("\n"), 0
+    while i < len(lines):
+        if not lines[i].startswith("# corobpf top "):
+            if lines[i] or i != len(lines) - 1:
+                stray.append(lines[i])
+            i += 1
+            continue
+        i += 1
+        if i < len(lines) and lines[i] == TEXT_COLS:
+            i += 1
+        while i < len(lines) and len(lines[i].split(None, 9)) == 10 and \
+                re.match(r"^\d+ 0x[0-9a-f]+ [a-z]+ ", lines[i]):
+            i += 1
+        m = re.match(r"^# findings (\d+)$", lines[i]) if i < len(lines) else None
+        if not m:
+            continue
+        i += 1
+        for _ in range(min(int(m.group(1)), 10)):
+            if i < len(lines) and re.match(r"^\+[\d.]+s [a-z_]+ pid \d+ ", lines[i]):
+                i += 1
+        if i < len(lines) and lines[i] == "":
+            i += 1
+    return stray
+
+
 @test
 def top_prints_text_snapshots_when_stdout_is_no_terminal():
     """Not a terminal: a snapshot about every second with the documented header and columns;
@@ -311,6 +339,11 @@ def top_prints_text_snapshots_when_stdout_is_no_terminal():
     jf = [r for r in trace.records if r["type"] == "finding"]
     check(len(jf) >= found[-1], "%d findings in the JSONL, %d shown" % (len(jf), found[-1]))
     check("\x1b" not in p.stdout, "an escape character in the snapshots")
+    # stdout holds the snapshots and nothing else: the launched demo's own stdout (its summary
+    # line) goes to stderr (docs/top.md).
+    eq(only_snapshots(p.stdout), [], "lines on stdout that are no part of a snapshot")
+    check(re.search(r"^demo: \d+ requests: \d+ served", p.stderr, re.M),
+          "the demo's own summary line is not on stderr:\n" + p.stderr[-2000:])
 
 
 @test

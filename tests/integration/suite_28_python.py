@@ -180,15 +180,18 @@ def python_asyncio_tasks_attached():
 @test
 def python_asyncio_idle_loop_is_no_finding():
     """The event loop waiting in epoll with nothing to run is its idle wait, no finding; a
-    task that blocks its thread (time.sleep) is the one blocking finding."""
+    task that blocks its thread (time.sleep) while other tasks' timers come due (work waiting
+    for the thread: the loop runs them as soon as it gets the thread back) is the one blocking
+    finding."""
     if not need(PY311, ASYNCIO311):
         return
     code = ("import asyncio, time\n"
             "async def idle(): await asyncio.sleep(0.3)\n"
+            "async def ticker(): await asyncio.sleep(0.05)\n"
             "async def blocker():\n"
             "    await asyncio.sleep(0.01)\n"
             "    time.sleep(0.1)\n"
-            "async def main(): await asyncio.gather(idle(), idle(), blocker())\n"
+            "async def main(): await asyncio.gather(idle(), idle(), ticker(), ticker(), blocker())\n"
             "asyncio.run(main())\n")
     tr, _, p, _, _ = trace_launch("asyncio_idle", [PY311, "-c", code])
     check_clean(tr)

@@ -187,7 +187,7 @@ def docs_jsonl_describes_every_field():
     fam = re.search(r"^- `family`:(.*?)\.\n", secs["switch_path"], re.S | re.M)
     check(fam, "docs/jsonl.md's switch_path section lists no families")
     eq(sorted(re.findall(r"`([a-z0-9_-]+)`", strip_parens(fam.group(1))[0])),
-       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       sorted(c_function_strings("user/record/kinds.c", "coro_family_name")),
        "switch_path families in docs/jsonl.md")
 
 
@@ -516,55 +516,35 @@ def docs_sqlite_tables_are_the_schema():
     eq(sorted(documented_lists[("coroutines", "end")]),
        sorted(c_function_strings("user/model/model.c", "coro_end_name")), "coroutines.end values")
     eq(sorted(documented_lists[("switch_paths", "family")]),
-       sorted(c_function_strings("user/record/raw.c", "coro_family_name")),
+       sorted(c_function_strings("user/record/kinds.c", "coro_family_name")),
        "switch_paths.family values")
 
 
 @test
 def docs_csv_is_what_sqlite_md_says():
-    """docs/sqlite.md says what the CSV is: its columns in order, the `coroutines` columns it
-    leaves out, and how its values differ from the table's. Each CSV is compared with the
-    SQLite file of the same run, row for row."""
+    """docs/sqlite.md says what the CSV is: the coroutines table, its every column in the
+    table's order, and how its values are written. Each CSV is compared with the SQLite file
+    of the same run, row for row, column for column."""
     md = doc("sqlite.md")
-    m = re.search(r"`-o trace\.csv`.*?in this order:(.*?)\.\s+Left out:(.*?):(.*?)\n\n", md, re.S)
-    check(m, "docs/sqlite.md does not list the CSV's columns (\"in this order: ... Left out: "
-          "...\")")
-    listed = re.findall(r"`([a-z_]+)`", m.group(1))
-    left_out = re.findall(r"`([a-z_]+)`", strip_parens(m.group(2))[0] + " ".join(
-        strip_parens(m.group(2))[1]))
-    check(re.search(r"its %d columns" % len(listed), md), "docs/sqlite.md's count of CSV columns "
-          "is not the %d it lists" % len(listed))
-    check(re.search(r"`\.csv` \(%d of the\s+coroutines table's columns" % len(listed),
-                    doc("README.md")), "README.md does not say the CSV has %d of the coroutines "
-          "table's columns" % len(listed))
-    hex_cols = [c for c in ("id", "parent_id") if re.search(r"`%s`[^.]*hex text" % c, m.group(3))
-                or re.search(r"`id` and `parent_id` are hex\s+text", m.group(3))]
-    eq(hex_cols, ["id", "parent_id"], "columns docs/sqlite.md says are hex text")
-    n = 0
+    m = re.search(r"`-o trace\.csv`.*?its (\d+) columns, in the table's order.*?\n\n", md, re.S)
+    check(m, "docs/sqlite.md does not say the CSV has the coroutines table's columns (\"its N "
+          "columns, in the table's order\")")
+    ncols = int(m.group(1))
+    check(re.search(r"`\.csv` \(the coroutines\s+table, its %d columns" % ncols,
+                    doc("README.md")), "README.md does not say the CSV is the coroutines table "
+          "and its %d columns" % ncols)
+    hex_cols = re.search(r"((?:`[a-z_]+`,? (?:and )?)+)are hex\s+text", m.group(0))
+    check(hex_cols, "docs/sqlite.md does not say which CSV columns are hex text")
+    n = stacks = 0
     for run_ in doc_traces()["runs"]:
-        with open(run_["csv"], newline="") as f:
-            rows = list(csv.reader(f))
-        eq(rows[0], listed, "CSV columns of %s" % run_["name"])
         db = sqlite3.connect(run_["db"])
-        table = [r[1] for r in db.execute("PRAGMA table_info(coroutines)")]
-        eq(sorted(set(table) - set(listed)), sorted(left_out),
-           "coroutines columns the CSV leaves out (%s)" % run_["name"])
-        eq(listed, [c for c in table if c in listed], "the CSV's columns in the table's order")
-        sql = {r[0]: r for r in db.execute("SELECT %s FROM coroutines" % ", ".join(listed))}
-        eq(len(rows) - 1, len(sql), "CSV rows vs coroutines rows (%s)" % run_["name"])
-        for row in rows[1:]:
-            want = sql[int(row[0])]
-            for col, got, w in zip(listed, row, want):
-                if w is None:
-                    eq(got, "", "%s of uid %s (NULL in SQLite)" % (col, row[0]))
-                elif col in ("id", "parent_id"):
-                    eq(got, "0x%x" % (w & (2 ** 64 - 1)), "%s of uid %s" % (col, row[0]))
-                elif col == "threads":
-                    eq(got.split(" "), w.split(","), "threads of uid %s" % row[0])
-                else:
-                    eq(got, str(w), "%s of uid %s" % (col, row[0]))
-            n += 1
+        eq(len(db.execute("PRAGMA table_info(coroutines)").fetchall()), ncols,
+           "columns of the coroutines table (%s)" % run_["name"])
         db.close()
+        rows, st = check_csv_is_coroutines(run_["csv"], run_["db"],
+                                           re.findall(r"`([a-z_]+)`", hex_cols.group(1)))
+        n += rows
+        stacks += st
     check(n > 1000, "only %d CSV rows compared" % n)
 
 
@@ -723,7 +703,8 @@ def docs_full_disk_leaves_only_the_cut_raw_capture():
 # is run unless it is here: a new one that cannot run must be added, with its reason.
 NOT_RUN = {
     "sudo tools/quickstart.sh": "the README's first command: CI runs it on a fresh machine",
-    "sudo make test": "the README's second command: this suite is part of it",
+    "sudo make test": "README's Develop section: this suite is part of it",
+    "make": "README's Develop section: builds the tree this suite runs on",
     "sqlite3 trace.db": "interactive; the queries of docs/sqlite.md are run by sqlite_doc_queries",
     "sudo corobpf --switch 'uprobe:/usr/lib/libx.so:my_switch:from=arg0,to=arg1' -p 4242":
         "names a library that exists only as an example",
@@ -836,7 +817,8 @@ SUMMARY_SOMETIMES = [
     ("N events have no stack", "stacks not taken"),
     ("N events and N of N stack samples have no stack", "stacks not taken"),
     ("each is kept without it;", "stacks not taken"),
-    ("N off-CPU stretches ended at their thread's next record", "the kernel (docs/design.md)"),
+    ("N off-CPU stretch", "the kernel (docs/design.md)"),
+    ("expected now and then (a few in a thousand stretches", "the kernel (docs/design.md)"),
     ("inconsistencies in the probe stream", "lost events"),
     ("N events were lost (ring buffer full)", "load"),
     ("N of them were lost after their thread's last delivered event", "load"),
@@ -930,7 +912,7 @@ def docs_readme_lists_the_packages_installed():
     with open(os.path.join(ROOT, "tools", "deps.sh")) as f:
         pkgs = re.search(r'^pkgs="([^"]*)"', f.read(), re.M).group(1).split()
     text = doc("README.md")
-    sec = text[text.index("## What the two commands do"):]
+    sec = text[text.index("## What the quickstart does"):]
     sec = sec[:sec.index("\n## ", 3)]
     named = set(re.findall(r"[a-z0-9][a-z0-9.+-]*[a-z0-9]", sec))
     # Packages every Debian has (the README need not name them).
@@ -940,8 +922,15 @@ def docs_readme_lists_the_packages_installed():
 
 
 def readme_first_screen():
-    """What a new user sees of README.md before scrolling: its first 60 lines."""
-    return "\n".join(doc("README.md").splitlines()[:60])
+    """What a new user reads of README.md first: what corobpf is, "Start here" and "Trace your
+    own program", the text before its third section, at most 80 lines."""
+    text = doc("README.md")
+    heads = [m.start() for m in re.finditer(r"^## ", text, re.M)]
+    check(len(heads) >= 3, "README.md has fewer than three sections")
+    first = text[:heads[2]]
+    check(first.count("\n") <= 80, "README.md's first screen (before its third section) is "
+          "%d lines long, more than 80" % first.count("\n"))
+    return first
 
 
 # The README's name for each family `corobpf --switch help` lists (a new family needs its name
@@ -954,14 +943,27 @@ README_FAMILY = {"ucontext": "ucontext", "boost-context": "Boost.Fiber", "pth": 
 
 @test
 def docs_readme_first_screen_has_what_a_new_user_needs():
-    """The README's first screen gives: the clone and the two commands; each file tools/demo.sh
-    writes with the way to open it, and those ways work on such a trace; a bullet for each kind
-    of line of the summary example; how to trace one's own program (its commands run), with
-    every runtime corobpf finds by itself named."""
+    """The README's first screen gives: the clone and the one command that sets up and traces
+    the demo (the test suite is under "Develop", with how long it takes); each file
+    tools/demo.sh writes with the way to open it, and those ways work on such a trace; the
+    summary example, then a bullet for each kind of line in it; how to trace one's own program
+    (its commands run), with every runtime corobpf finds by itself named."""
     first = readme_first_screen()
-    for cmd in ("git clone ", "sudo tools/quickstart.sh ", "sudo make test "):
+    for cmd in ("git clone ", "sudo tools/quickstart.sh "):
         check(re.search(r"^    " + re.escape(cmd), first, re.M),
               "the first screen does not show %r as a command" % cmd.strip())
+    shown = [l.strip() for l in first.splitlines() if l.startswith("    ")
+             and not l.startswith("     ") and not l.strip().startswith("corobpf summary")]
+    others = [l.split("#")[0].strip() for l in shown
+              if not l.startswith(("git clone", "sudo ./corobpf"))]
+    eq(others, ["sudo tools/quickstart.sh"], "commands the first screen shows besides the clone "
+       "and tracing one's own program")
+    text = doc("README.md")
+    dev = re.search(r"^## Develop\n(.*?)(?=^## )", text, re.S | re.M)
+    check(dev, "README.md has no Develop section")
+    m = re.search(r"^    sudo make test +# (.*)$", dev.group(1), re.M)
+    check(m and re.search(r"\d+ minutes", m.group(1)), "README's Develop section does not show "
+          "`sudo make test` with how long it takes: %r" % (m and m.group(0)))
     with open(os.path.join(ROOT, "tools", "demo.sh")) as f:
         files = re.findall(r"(?:-o|--raw) (demo\.[a-z]+)", f.read())
     eq(sorted(files), ["demo.db", "demo.jsonl", "demo.pftrace", "demo.raw"],
@@ -994,14 +996,22 @@ def docs_readme_first_screen_has_what_a_new_user_needs():
                   "sqlite3 on out/demo.db does not list the demo's coroutines:\n" + r.stdout)
         else:
             check("corobpf summary:" in r.stdout + r.stderr, "report printed no summary")
-    # Every kind of line in the summary example has its bullet ("`K of M ...`" for "1 of 3 ...").
-    example = re.search(r"\n((?:    corobpf summary:.*\n)(?:      .*\n)+)", doc("README.md"))
+    # The summary example, on the first screen, then every kind of line in it has its bullet
+    # ("`K of M ...`" for "1 of 3 ..."), after it.
+    example = re.search(r"\n((?:    corobpf summary:.*\n)(?:      .*\n)+)", first)
+    check(example, "the first screen shows no summary")
+    check(not re.search(r"^- `corobpf summary", first[:example.start()], re.M),
+          "the first screen explains the summary's lines before it shows one")
     mask = lambda t: re.sub(r"\b(\d+|[KMN])\b", "N", t)
     heads = [l[4:] for l in example.group(1).splitlines() if not l.startswith("       ")]
     for h in heads:
         key = mask(re.split(r"[:(]", h.strip())[0].strip())
         check("`" + key in mask(first), "the first screen does not explain the summary's %r "
               "line (no bullet starting with `%s`)" % (h.strip(), key))
+    # A line the example has only because the quickstart passes --stacks says so.
+    samples = [b for b in bullets if b.startswith("- `K of M stack samples")]
+    check(samples and "`--stacks`" in samples[0], "the first screen does not say the stack "
+          "samples line comes with --stacks: %r" % samples)
     # Tracing one's own program: the probe header, every family found without flags, and the
     # commands shown, run on the demo.
     check("`usdt/corobpf.h`" in first, "the first screen does not name usdt/corobpf.h")

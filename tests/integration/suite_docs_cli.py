@@ -42,7 +42,8 @@ VALUES = {"pid": None, "comm": "x", "exec-gate": "5", "output": "NEW.jsonl", "fo
           "probe-path": "trap", "flight": "1", "flight-mb": "2", "dump-on": "stall",
           "stall": "2", "long-run": "60", "sched-latency": "20", "blocking": "20",
           "spawn-storm": "50", "slow-span": "db=5", "interval": "2", "max-coroutines": "1000",
-          "max-coroutines-per-process": "1000",
+          "max-coroutines-per-process": "1000", "max-open-spans": "1000",
+          "max-open-spans-per-process": "1000",
           "store-timeout": "connect=5"}
 NEEDS = {"comm": ["-a"], "sample-hz": ["--stacks"], "stack-bytes": ["--stacks"],
          "flight-mb": ["--flight", "1"], "dump-on": ["--flight", "1"]}
@@ -324,7 +325,7 @@ def cli_quiet_does_what_it_says():
           + p.stderr)
     p = corobpf(["-q", "-o", os.path.join(d, "q.jsonl"), "--raw", raw, "--", SCEN, "yield"])
     eq(p.returncode, 0, "exit code with -q (%s)" % p.stderr.strip())
-    eq(p.stderr, "", "stderr of a clean run with -q")
+    eq(quiet_stderr(p.stderr), "", "stderr of a clean run with -q")
     Trace(os.path.join(d, "q.jsonl"))
 
     p = corobpf(["report", raw])
@@ -342,8 +343,99 @@ def cli_quiet_does_what_it_says():
         eq(p.returncode, 0, "ps exit code (%s)" % p.stderr.strip())
         check("tracing" in p.stderr, "ps says nothing on stderr without -q:\n" + p.stderr)
         p = corobpf(["ps", "-q", "-p", str(pid), "-d", "0.3"])
-        eq((p.returncode, p.stderr), (0, ""), "ps -q: exit code, stderr")
+        eq((p.returncode, quiet_stderr(p.stderr)), (0, ""), "ps -q: exit code, stderr")
         check(p.stdout.strip(), "ps -q printed no table")
     finally:
         target.kill()
         target.wait()
+
+
+@test
+def cli_help_starts_with_the_commands():
+    """corobpf --help names every command in its first lines, before the targets and options;
+    every --help is laid out as argp lays out what fits: no line of blanks alone, no line of a
+    table wrapped to the left margin."""
+    text = help_text("")
+    first = text.splitlines()[:12]
+    for c in COMMANDS:
+        if c:
+            check(any(l.startswith("  corobpf %s " % c) for l in first),
+                  "corobpf --help does not name `corobpf %s` in its first lines:\n%s"
+                  % (c, "\n".join(first)))
+    for c in COMMANDS:
+        lines = help_text(c).splitlines()
+        blank = [i + 1 for i, l in enumerate(lines) if l and not l.strip()]
+        eq(blank, [], "corobpf %s --help: lines of blanks alone (a line that filled the "
+           "width exactly)" % c)
+        # The text before the options: a table row (indented) is never followed, within its
+        # table, by a line at the margin (a row too long for the width, wrapped).
+        body = lines[1:next(i for i, l in enumerate(lines) if re.match(r"^  -|^      --", l))]
+        for prev, l in zip(body, body[1:]):
+            if prev.startswith("  ") and l and not l.startswith(" ") and not l.endswith(":"):
+                check(False, "corobpf %s --help: a table row wrapped to the margin: %r after %r"
+                      % (c, l, prev))
+
+
+@test
+def cli_format_lists_every_format():
+    """-f's --help line lists every format -f takes: the names the program itself offers when
+    an output's extension tells none (`give -f a|b|...`), each of which -f accepts."""
+    d = work("cli-format")
+    os.makedirs(d, exist_ok=True)
+    p = corobpf(["-o", os.path.join(d, "trace.xyz"), "-p", no_such_pid()])
+    m = re.search(r"give -f ([a-z|]+)", p.stderr)
+    check(m, "the extension error offers no -f names: " + p.stderr)
+    names = m.group(1).split("|")
+    check(len(names) >= 5, "-f names offered: %s" % names)
+    for c in ("", "report", "top"):
+        h = " ".join(help_text(c).split())
+        fm = re.search(r"-f, --format=FMT (.*?)(?= -[a-zA-Z?], | --[a-z])", h)
+        check(fm, "corobpf %s --help has no -f line" % c)
+        listed = re.findall(r"\b([a-z]+)\b", fm.group(1).split(":", 1)[1])
+        missing = [n for n in names if n not in listed]
+        eq(missing, [], "formats -f takes that corobpf %s --help's -f line does not list" % c)
+    for n in names:
+        out = "postgresql://127.0.0.1:1/x" if n.startswith("postgres") else \
+            os.path.join(d, "out.any")
+        p = corobpf(["-f", n, "-o", out, "-p", no_such_pid()])
+        check(p.returncode != readme_int("usage") and "unknown format" not in p.stderr,
+              "-f %s is refused: exit %d, %s" % (n, p.returncode, p.stderr.strip()))
+    p = corobpf(["-f", "nosuch", "-o", os.path.join(d, "o"), "-p", no_such_pid()])
+    eq(p.returncode, readme_int("usage"), "-f nosuch: exit code")
+    for n in names:
+        check(n in p.stderr, "-f nosuch's error does not list %s: %s" % (n, p.stderr.strip()))
+
+
+@test
+def cli_stacks_takes_its_mode_after_a_space():
+    """`--stacks fp` is `--stacks=fp` (the mode is optional, so argp alone would refuse "fp"
+    as an argument), in every command that takes --stacks: --stack-bytes, which only dwarf
+    takes, is refused with fp and accepted with dwarf."""
+    pid = no_such_pid()
+    for prefix in ([], ["ps"], ["top", "--batch"]):
+        for mode, code in (("fp", readme_int("usage")), ("dwarf", readme_int("no such process"))):
+            args = prefix + ["--stacks", mode, "--stack-bytes", "1024", "-p", pid]
+            p = corobpf(args)
+            eq(p.returncode, code, "%s: exit code (%s)" % (" ".join(args), p.stderr.strip()))
+            if mode == "fp":
+                check("--stack-bytes sizes --stacks=dwarf" in p.stderr, p.stderr)
+        p = corobpf(prefix + ["--stacks", "fp", "-p", pid])
+        eq(p.returncode, readme_int("no such process"), "%s --stacks fp -p PID: exit code (%s)"
+           % (" ".join(prefix), p.stderr.strip()))
+    p = corobpf(["--stacks", "nosuch", "-p", pid])
+    eq(p.returncode, readme_int("usage"), "--stacks nosuch: exit code")
+
+
+@test
+def cli_launch_failure_says_only_why():
+    """A command that cannot be run: one line on stderr, the error naming it, and nothing said
+    before it as if tracing had begun (no "tracing", no probe path)."""
+    d = work("cli-launch")
+    os.makedirs(d, exist_ok=True)
+    for cmd in (d, os.path.join(d, "no-such-program")):
+        p = corobpf(["-o", os.path.join(d, "t.jsonl"), "--", cmd])
+        eq(p.returncode, readme_int("cannot be run"), "-- %s: exit code" % cmd)
+        lines = p.stderr.splitlines()
+        eq(len(lines), 1, "-- %s: lines on stderr:\n%s" % (cmd, p.stderr))
+        check(cmd in lines[0] and "error" in lines[0], "-- %s: %s" % (cmd, lines[0]))
+        check(not os.path.exists(os.path.join(d, "t.jsonl")), "an output was left behind")

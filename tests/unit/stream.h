@@ -7,8 +7,10 @@
 #define COROBPF_TEST_STREAM_H
 
 #include <string.h>
+#include "kinds.h"
 #include "model.h"
 #include "pipeline.h"
+#include "raw.h"
 
 #define TPID 100
 
@@ -245,7 +247,7 @@ static inline void write_basic(const char *path, int max_tracks)
 	if (max_tracks >= 0) /* -1: the default */
 		out.max_tracks = (u32)max_tracks;
 	pipeline_init(&p, &ci, NULL);
-	output_attach(&out, &p, err, sizeof(err));
+	pipeline_add_output(&p, &out, err, sizeof(err));
 	pipeline_begin(&p);
 	pipeline_feed(&p, mk_process(&b, 1000, CORO_PROC_LAUNCHED));
 	hdr_fill(&b.hdr, sizeof(b.thread), CORO_REC_THREAD, 2, 1100, 0);

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include "unit.h"
 #include "ctxmap.h"
+#include "kinds.h"
+#include "raw.h"
 
 #define PID 200
 #define TID 200 /* the main thread */

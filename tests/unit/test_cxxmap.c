@@ -7,6 +7,8 @@
 #include "unit.h"
 #include "cxxcoro.h"
 #include "cxxmap.h"
+#include "kinds.h"
+#include "raw.h"
 
 #define PID 300
 #define T1 300

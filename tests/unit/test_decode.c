@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * The observer contract (user/model/event.h, user/model/decode.h, model.h): records
- * decode to the payloads writers use, and the model fills in what applying
- * them found (the coroutines, thread and process concerned); an observer
- * gets its slot in one step.
+ * The observer contract (user/record/event.h, user/record/kinds.h, model.h):
+ * records decode to the payloads writers use, and the model fills in what
+ * applying them found (the coroutines, thread and process concerned); an
+ * observer gets its slot in one step. The table of record kinds agrees with
+ * itself and with the model's table of what each kind does.
  */
 #include "unit.h"
 #include "stream.h"
-#include "decode.h"
+#include "apply.h"
+#include "kinds.h"
 
 static union rec_buf B;
 
@@ -62,6 +64,33 @@ TEST(decode_payloads)
 	hdr_fill(&B.hdr, sizeof(struct coro_ev_ctx_switch), CORO_EV_CTX_SWITCH, 7, 1, 0);
 	CHECK(!event_decode(&ev, &B.hdr));
 	CHECK_STR(event_kind_name(EV_OFFCPU_END), "offcpu");
+}
+
+/*
+ * Every kind the record table decodes has its function in the model, and
+ * only those; every name is one kind's, found back; a kind that may carry a
+ * stack has the size its ref follows.
+ */
+TEST(kinds_table_is_whole)
+{
+	for (unsigned k = 1; k < 256; k++) {
+		const struct record_kind *rk = record_kind(k);
+
+		CHECK_EQ(rk->decode != NULL, model_applies(k));
+		if (rk->name)
+			CHECK_EQ(record_kind_by_name(rk->name), k);
+		if (rk->flags & RK_STACK)
+			CHECK(rk->size >= sizeof(struct coro_event_hdr));
+		if (rk->size)
+			CHECK(rk->size >= sizeof(struct coro_event_hdr) && rk->size % 8 == 0);
+		if (rk->decode && k <= CORO_EV_BPF_MAX)
+			CHECK(rk->name != NULL);
+	}
+	CHECK_EQ(record_kind_by_name("offcpu"), CORO_EV_OFFCPU_END);
+	CHECK_EQ(record_kind_by_name("process_exit"), CORO_REC_PROC_EXIT);
+	CHECK_EQ(record_kind_by_name("no such kind"), 0);
+	CHECK_EQ(coro_stack_base_size(CORO_EV_SWITCH), sizeof(struct coro_ev_switch));
+	CHECK_EQ(coro_stack_base_size(CORO_EV_EXIT), 0);
 }
 
 #define MAX_SEEN 64
@@ -160,6 +189,7 @@ TEST(model_fills_the_event)
 int main(void)
 {
 	RUN(decode_payloads);
+	RUN(kinds_table_is_whole);
 	RUN(model_fills_the_event);
 	return unit_done();
 }

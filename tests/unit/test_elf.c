@@ -25,7 +25,9 @@
 
 #include "unit.h"
 
+#include "dynlink.h"
 #include "elfnotes.h"
+#include "ldcache.h"
 #include "ldpaths.h"
 
 static char tmp[PATH_MAX - 64];	/* leaves room for the names below it */
@@ -1608,6 +1610,121 @@ TEST(ld_empty_element_is_cwd)
 	ld_opts_release(&o);
 }
 
+/* An opener for ld_opts: counts its calls, and refuses all after cancel_after of them. */
+struct count_opener {
+	unsigned int calls, cancel_after;
+};
+
+static int counting_open(void *ctx, const char *dir, const char *name)
+{
+	struct count_opener *c = ctx;
+	char path[2 * PATH_MAX + 2];
+	int fd;
+
+	if (c->cancel_after && c->calls >= c->cancel_after)
+		return -ECANCELED;
+	c->calls++;
+	if (dir)
+		snprintf(path, sizeof(path), "%s%s%s", dir, dir[0] ? "/" : "", name);
+	else
+		snprintf(path, sizeof(path), "%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	return fd < 0 ? -errno : fd;
+}
+
+TEST(ld_opener_descriptors_and_bounds)
+{
+	struct count_opener c = { 0 }, c2 = { 0 };
+	struct ld_opts o = { .library_path = llp_dir, .preload = "", .preload_file = "",
+			     .open_file = counting_open, .open_ctx = &c, .want_fds = 1 };
+	struct list plain = { 0 };
+	char err[512], **paths, *many;
+	size_t n, i, len;
+	int ret;
+
+	/* Through an opener, with descriptors: the same objects, each descriptor its file. */
+	{
+		struct ld_opts p = { .library_path = llp_dir };
+
+		CHECK_EQ(resolve(tpath("app"), &p, &plain, err, sizeof(err)), 0);
+		ld_opts_release(&p);
+	}
+	ret = ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err));
+	CHECK_EQ(ret, 0);
+	CHECK_EQ(n, plain.n);
+	CHECK_EQ(o.n_fds, n);
+	CHECK(!o.cut_short);
+	for (i = 0; !ret && i < n && i < plain.n && i < o.n_fds; i++) {
+		struct stat a, b;
+
+		CHECK_STR(paths[i], plain.v[i]);
+		CHECK(o.fds[i] >= 0 && fstat(o.fds[i], &a) == 0 && stat(paths[i], &b) == 0 &&
+		      a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+	}
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	CHECK(c.calls > 0);
+
+	/* A directory listed again is searched once, as ld.so does. */
+	len = 50 * (strlen(llp_dir) + 1);
+	many = malloc(len + 1);
+	many[0] = '\0';
+	for (i = 0; i < 50; i++) {
+		strcat(many, llp_dir);
+		strcat(many, ":");
+	}
+	many[strlen(many) - 1] = '\0';
+	o = (struct ld_opts){ .library_path = many, .preload = "", .preload_file = "",
+			      .open_file = counting_open, .open_ctx = &c2 };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK_EQ(c2.calls, c.calls);
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	free(many);
+
+	/* Past max_library_path: the first entries only, and the search says it was cut. */
+	len = 300 * 32 + strlen(llp_dir) + 1;
+	many = malloc(len);
+	many[0] = '\0';
+	for (i = 0; i < 300; i++)
+		sprintf(many + strlen(many), "/nonexistent-corobpf-%zu:", i);
+	strcat(many, llp_dir);
+	o = (struct ld_opts){ .library_path = many, .preload = "", .preload_file = "",
+			      .max_library_path = 10 };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK(o.cut_short);
+	CHECK_CONTAINS(o.cut_reason, "301 entries");
+	CHECK_CONTAINS(o.cut_reason, "first 10");
+	for (i = 0; i < n; i++)
+		CHECK(strcmp(paths[i], tpath("llp/libB.so")));
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	free(many);
+
+	/* Past max_names: stopped there, and what was not looked for is not called missing. */
+	o = (struct ld_opts){ .library_path = llp_dir, .preload = "", .preload_file = "",
+			      .max_names = 1 };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK(o.cut_short);
+	CHECK_CONTAINS(o.cut_reason, "more than 1 libraries");
+	CHECK_EQ(n, 2);	/* the interpreter and the first library */
+	CHECK_EQ(o.n_missing, 0);
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+
+	/* The opener's -ECANCELED (its budget) stops the search the same way. */
+	c = (struct count_opener){ .cancel_after = 2 };	/* the interpreter, the cache */
+	o = (struct ld_opts){ .library_path = llp_dir, .preload = "", .preload_file = "",
+			      .open_file = counting_open, .open_ctx = &c };
+	CHECK_EQ(ld_resolve_needed(tpath("app"), &paths, &n, &o, err, sizeof(err)), 0);
+	CHECK(o.cut_short);
+	CHECK_EQ(n, 1);
+	CHECK_EQ(o.n_missing, 0);
+	ld_paths_free(paths, n);
+	ld_opts_release(&o);
+	list_free(&plain);
+}
+
 TEST(ld_hwcap_subdirectories)
 {
 	static const char *const dirs[] = { "llph", "llpl" };
@@ -2071,6 +2188,7 @@ int main(void)
 	RUN(ld_soname_matches_loaded_object);
 	RUN(ld_nodeflib);
 	RUN(ld_empty_element_is_cwd);
+	RUN(ld_opener_descriptors_and_bounds);
 	RUN(ld_hwcap_subdirectories);
 	RUN(ld_preload_first);
 	RUN(ld_origin_lib_and_symlinked_exe);

@@ -126,9 +126,62 @@ TEST(hmap_matches_a_reference)
 	hmap_free(&m);
 }
 
+/*
+ * A finding's line carries the fields its kind fills (finding.h's table),
+ * those its values allow, and no other kind's: every value set, each kind
+ * in turn.
+ */
+TEST(finding_fields_follow_the_table)
+{
+	static const struct {
+		u32 field;
+		const char *key;
+	} keys[] = {
+		{FF_STATE, "\"state\""},
+		{FF_WAIT | FF_CAUSE_WAIT, "\"obj\""},
+		{FF_AWAITER, "\"awaiter\""},
+		{FF_SPAN, "\"span\""},
+		{FF_SLOW, "\"cause\""},
+		{FF_STORM, "\"peak_per_s\""},
+		{FF_SAMPLES, "\"samples\""},
+		{FF_KEY, "\"key_frame\""},
+	};
+
+	for (int k = 0; k < FK_NKINDS; k++) {
+		struct finding f = {.kind = k, .pid = 1, .id = 2, .uid = 3, .state = CS_SUSPENDED,
+				    .reason = CORO_R_WAIT, .obj = 4, .has_waker = true, .waker = 5,
+				    .count = 6, .peak = 7, .samples = 8, .samples_kept = 8,
+				    .has_key = true, .cause = SPAN_CAUSE_SUSPENDED};
+		u32 have, fields = finding_kinds[k].fields;
+		char text[4096];
+		struct obuf o;
+		FILE *tmp = tmpfile();
+		size_t len;
+
+		strcpy(f.awaiter, "Awaiter");
+		strcpy(f.span, "span");
+		strcpy(f.key_frame, "main+0x1");
+		have = finding_fields(&f);
+		CHECK(finding_kind_name(k)[0] != '?');
+		CHECK_EQ(have & ~fields, 0);
+		obuf_open_fd(&o, fileno(tmp), false);
+		jsonl_write_finding(&o, &f, true);
+		obuf_close(&o);
+		rewind(tmp);
+		len = fread(text, 1, sizeof(text) - 1, tmp);
+		text[len] = 0;
+		fclose(tmp);
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			CHECK_EQ(strstr(text, keys[i].key) != NULL, (have & keys[i].field) != 0);
+		/* A waker its kind has: given, or null when not known. */
+		CHECK_EQ(strstr(text, "\"waker\":\"0x5\"") != NULL, (fields & FF_WAKER) != 0);
+	}
+}
+
 int main(void)
 {
 	RUN(golden_basic);
+	RUN(finding_fields_follow_the_table);
 	RUN(existing_output_needs_force);
 	RUN(hmap_matches_a_reference);
 	return unit_done();

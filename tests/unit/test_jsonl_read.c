@@ -45,7 +45,7 @@ TEST(round_trip_keeps_every_event)
 	CHECK_EQ(ci.start_ts, 1000);
 	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci, NULL);
-	CHECK_EQ(output_attach(&out, &p, err, sizeof(err)), 0);
+	CHECK_EQ(pipeline_add_output(&p, &out, err, sizeof(err)), 0);
 	pipeline_begin(&p);
 	while ((ret = jsonl_reader_next(r, &h)) == 1)
 		pipeline_feed(&p, h);
@@ -97,7 +97,7 @@ TEST(long_names_round_trip)
 	ci.pids = pids;
 	CHECK_EQ(output_open(&out, a, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci, NULL);
-	output_attach(&out, &p, err, sizeof(err));
+	pipeline_add_output(&p, &out, err, sizeof(err));
 	pipeline_begin(&p);
 	pipeline_feed(&p, mk_process(&rb, 1000, CORO_PROC_LAUNCHED));
 	pipeline_feed(&p, mk_create(&rb, 2, 1100, 0, 7, 0));
@@ -128,7 +128,7 @@ TEST(long_names_round_trip)
 		return;
 	CHECK_EQ(output_open(&out, b, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	pipeline_init(&p, &ci2, NULL);
-	CHECK_EQ(output_attach(&out, &p, err, sizeof(err)), 0);
+	CHECK_EQ(pipeline_add_output(&p, &out, err, sizeof(err)), 0);
 	pipeline_begin(&p);
 	while ((ret = jsonl_reader_next(r, &h)) == 1)
 		pipeline_feed(&p, h);

@@ -11,6 +11,7 @@
 #include "stream.h"
 #include "pb.h"
 #include "perfetto.h"
+#include "pf_wire.h"
 #include "counters.h"
 
 static void golden(const char *name, int max_tracks)
@@ -148,7 +149,7 @@ static bool pf_run_open(struct pf_run *r, const char *file, int max_tracks)
 	CHECK_EQ(output_open(&r->out, r->path, OUT_AUTO, true, NULL, err, sizeof(err)), 0);
 	r->out.max_tracks = (u32)max_tracks;
 	pipeline_init(&r->p, &r->ci, NULL);
-	output_attach(&r->out, &r->p, err, sizeof(err));
+	pipeline_add_output(&r->p, &r->out, err, sizeof(err));
 	pipeline_begin(&r->p);
 	return true;
 }
@@ -362,7 +363,7 @@ TEST(capture_summary_names_every_counter)
 	if (summary) {
 		*strchrnul(summary, '\n') = 0;
 		for_each_counter(c) {
-			u64 *v = counter_stat(c, &st);
+			u64 *v = counter_stat(c, st.bpf, st.user);
 
 			if (!c->perfetto)
 				continue;

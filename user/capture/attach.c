@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * Which objects carry corobpf probes, and attaching to them: a running
- * process's executable mappings (-p), or everything a command will load,
- * resolved before it runs (--).
+ * process's executable mappings (-p), every process's (-a, --follow). What
+ * a launched command will load is launch.c's.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,18 +20,15 @@
 #include "goelf.h"
 #include "gowalk.h"
 #include "ldpaths.h"
-#include "liverec.h"
 #include "log.h"
 #include "safeopen.h"
+#include "addrnames.h"
 #include "switchfam.h"
 #include "usdt.h"
 
 static bool is_ldso(const char *path)
 {
-	const char *base = strrchr(path, '/');
-
-	base = base ? base + 1 : path;
-	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
+	return ld_path_is_loader(path);
 }
 
 /* The hook ld.so calls on every change of its link map: we learn of dlopen there. */
@@ -78,15 +74,15 @@ static int attach_pid(struct attach_ctx *a, struct target *t)
 	/* -a has no targets: its global attaches ask, for every process; and its per-process ucontext. */
 	if (t->own_pid)
 		return (int)t->pid;
-	return a->opts.follow || a->opts.system_wide ? -1 : (int)t->pid;
+	return a->opts->follow || a->opts->system_wide ? -1 : (int)t->pid;
 }
 
-static struct hmap *examined(struct attach_ctx *a, struct target *t)
+struct hmap *attach_examined(struct attach_ctx *a, struct target *t)
 {
-	return a->opts.follow ? &a->global_objects : &t->objects;
+	return a->opts->follow ? &a->global_objects : &t->objects;
 }
 
-static void attach_libload(struct attach_ctx *a, struct target *t, const char *path)
+void attach_libload(struct attach_ctx *a, struct target *t, const char *path)
 {
 	if (!t->libload_attached)
 		t->libload_attached = attach_libload_pid(a, attach_pid(a, t), path);
@@ -214,7 +210,7 @@ attached:
 /* The families to use: asked for with --switch, else every one there is. */
 static u32 wanted_families(struct attach_ctx *a)
 {
-	u32 f = a->opts.switch_forced ? a->opts.switch_families : ~0u;
+	u32 f = a->opts->switch_forced ? a->opts->switch_families : ~0u;
 
 	/* Pth switches through ucontext: its names and exits need ucontext's switches. */
 	if (f & (1u << CORO_FAM_PTH))
@@ -396,7 +392,7 @@ static void go_walk(struct attach_ctx *a, struct target *t, const char *shown,
 
 	if (t->launched)
 		return;
-	n = gowalk_process(t->pid, gi, a->opts.stacks, &gs);
+	n = gowalk_process(t->pid, gi, a->opts->stacks, &gs);
 	if (n < 0) {
 		log_warn("%s (process %u): cannot list the goroutines alive now (%s); each "
 			 "appears when its state next changes", shown, t->pid, strerror(-n));
@@ -496,8 +492,8 @@ static void choose_fcontext_call_sites(struct attach_ctx *a, struct target *t)
  */
 static int attach_custom(struct attach_ctx *a, struct target *t)
 {
-	for (size_t i = 0; i < a->opts.ncustom; i++) {
-		const struct switch_custom *cs = &a->opts.custom[i];
+	for (size_t i = 0; i < a->opts->ncustom; i++) {
+		const struct switch_custom *cs = &a->opts->custom[i];
 		struct switch_plan plan;
 		char path[32], err[512];
 		/* Inside the target's root: symlinks planted there cannot lead out of it. */
@@ -529,7 +525,7 @@ static int attach_custom(struct attach_ctx *a, struct target *t)
 
 int attach_switch_path(struct attach_ctx *a, struct target *t)
 {
-	const struct attach_opts *o = &a->opts;
+	const struct capture_opts *o = a->opts;
 	u32 all = 0, drop;
 	int ret;
 
@@ -565,18 +561,12 @@ int attach_switch_path(struct attach_ctx *a, struct target *t)
 static void global_go(struct attach_ctx *a, u32 pid, const char *path, const char *shown,
 		      bool late, bool walk);
 
-/*
- * One object of t: its corobpf probes, else (later, in attach_switch_path)
- * its switch functions. `path` opens it; when fd >= 0 it is fd's
- * /proc/self/fd path, and an object kept for the switch-function path
- * keeps a descriptor of its own.
- */
-static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const char *path,
+u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const char *path,
 			 const char *shown, bool late)
 {
 	u32 sites = 0, fams;
 
-	if (a->opts.switch_forced) {
+	if (a->opts->switch_forced) {
 		struct elf_probes probes;
 		char err[512];
 
@@ -586,14 +576,14 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 		sites = attach_object_pid(a, attach_pid(a, t), path, shown, late);
 		t->probe_sites += sites;
 	}
-	if (a->opts.switch_none)
+	if (a->opts->switch_none)
 		return sites;
 	/*
 	 * C++20 coroutines: their own sites, whatever else the program has (the
 	 * coroutines the promise adapter reports itself are left out, one by one:
 	 * cxxcoro.h).
 	 */
-	if (!a->opts.switch_forced)
+	if (!a->opts->switch_forced)
 		t->switch_sites += cxxattach_object(a, attach_pid(a, t), path, shown, late);
 	/* asyncio and Lua: their interpreters' functions, alongside whatever else (interp.h). */
 	t->switch_sites += interpattach_object(a, attach_pid(a, t), path, shown, late, !t->launched);
@@ -602,8 +592,8 @@ static u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const c
 		return sites;
 	/* A Go PIE: its goroutines made as it exits are named after it is gone (ringev.c). */
 	if (fams & (1u << CORO_FAM_GO))
-		switchfam_learn_bias(t->pid, path);
-	if (a->opts.follow && late) {
+		addrname_learn_bias(t->pid, path);
+	if (a->opts->follow && late) {
 		/* A target's exec under --follow: Go's family, now (attach_switch_path is past). */
 		global_go(a, t->pid, path, shown, late, true);
 		return sites;
@@ -652,7 +642,7 @@ static void object_open_failed(struct attach_ctx *a, u32 pid, const char *shown,
 	case EPERM:
 		a->open_denied++;
 		a->open_denied_errno = err;
-		if (!a->opts.system_wide)
+		if (!a->opts->system_wide)
 			log_warn("cannot open %s mapped by process %u: %s (the files another "
 				 "user's process maps need CAP_SYS_ADMIN, or CAP_SYS_PTRACE and "
 				 "CAP_DAC_READ_SEARCH)", shown, pid, strerror(err));
@@ -737,7 +727,7 @@ static bool process_object(struct attach_ctx *a, void *arg, int fd, const char *
 int attach_scan_process(struct attach_ctx *a, struct target *t, bool late)
 {
 	struct process_scan ps = { .t = t, .late = late };
-	int err = for_each_new_object(t->pid, examined(a, t), process_object, a, &ps);
+	int err = for_each_new_object(t->pid, attach_examined(a, t), process_object, a, &ps);
 
 	if (err >= 0)
 		return 0;
@@ -779,7 +769,7 @@ static void global_go(struct attach_ctx *a, u32 pid, const char *path, const cha
 	struct goelf_info gi;
 	char err[512];
 
-	if (!(a->opts.follow || a->opts.system_wide) || a->opts.switch_none ||
+	if (!(a->opts->follow || a->opts->system_wide) || a->opts->switch_none ||
 	    !(wanted_families(a) & (1u << CORO_FAM_GO)) ||
 	    !(switchfam_detect(path) & (1u << CORO_FAM_GO)))
 		return;
@@ -804,7 +794,7 @@ static void global_switch(struct attach_ctx *a, const char *path, const char *sh
 {
 	u32 fams;
 
-	if (!a->opts.system_wide || a->opts.switch_none)
+	if (!a->opts->system_wide || a->opts->switch_none)
 		return;
 	fams = switchfam_detect(path);
 	/* libc's ucontext and libpth: attached per process (attach_exec_ucontext), kept open for it. */
@@ -852,7 +842,7 @@ static void exec_ucontext_at(struct attach_ctx *a, u32 pid, const char *exe)
 	u32 fams, own;
 	struct stat st;
 
-	if (!a->opts.system_wide || a->opts.switch_none || !a->nctx_providers || stat(exe, &st))
+	if (!a->opts->system_wide || a->opts->switch_none || !a->nctx_providers || stat(exe, &st))
 		return;
 	/* Once per process and program (the gate's hold and the exec record both come here). */
 	if ((u64)(uintptr_t)hmap_get(&a->ctx_pids, pid, 0) == (u64)st.st_ino + 1)
@@ -892,7 +882,7 @@ void attach_exec_ucontext(struct attach_ctx *a, u32 pid)
 	char exe[64], fdp[32];
 	int fd;
 
-	if (!a->opts.system_wide || !a->nctx_providers)
+	if (!a->opts->system_wide || !a->nctx_providers)
 		return;
 	/* The exact file the process runs, whatever its path says now. */
 	snprintf(exe, sizeof(exe), "/proc/%u/exe", pid);
@@ -915,12 +905,12 @@ static void global_families(struct attach_ctx *a, const char *path, const char *
 	struct stat st;
 
 	/* C++20 coroutines too: a program held at its exec is examined here, not when mapped. */
-	if (!a->opts.switch_none && !a->opts.switch_forced)
+	if (!a->opts->switch_none && !a->opts->switch_forced)
 		a->global_sites += cxxattach_object(a, -1, path, shown, late);
-	if (!a->opts.switch_none)
+	if (!a->opts->switch_none)
 		a->global_sites += interpattach_object(a, -1, path, shown, late, true);
 	global_switch(a, path, shown, late);
-	if (a->opts.system_wide && since < a->nfound && stat(path, &st) == 0)
+	if (a->opts->system_wide && since < a->nfound && stat(path, &st) == 0)
 		attach_global_plans_note(a, st.st_dev, st.st_ino, since);
 }
 
@@ -954,33 +944,34 @@ void attach_scan_global(struct attach_ctx *a, u32 pid, bool late)
 	for_each_new_object(pid, &a->global_objects, global_object, a, &gs);
 }
 
-static bool image_ld_env(u32 pid, char **lib, char **preload);
-
-/* -a, --follow: one object ld.so will map for a program held at its exec, once per (dev, inode). */
-static void exec_needed_object(struct attach_ctx *a, const char *path)
+/*
+ * -a, --follow: one object ld.so will map for a program held at its exec, once per (dev,
+ * inode), through the descriptor the gate's examiner opened (the file it examined).
+ */
+static void exec_needed_object(struct attach_ctx *a, const struct execgate_lib *lib)
 {
-	char fdp[32];
+	char fdp[32], shown[4096];
 	struct stat st;
-	int fd = open_regular(path);
+	ssize_t n;
 
-	if (fd < 0)
-		return; /* ld.so will not map it either, or it is found at its mapping */
-	if (fstat(fd, &st) == 0 && !hmap_get(&a->global_objects, st.st_dev, st.st_ino)) {
-		hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
-		fd_path(fdp, fd);
-		a->global_sites += attach_object_pid(a, -1, fdp, path, false);
-		global_families(a, fdp, path, false);
-		if (is_ldso(path))
-			attach_libload_pid(a, -1, fdp);
-	}
-	close(fd);
+	if (lib->fd < 0 || fstat(lib->fd, &st) < 0 ||
+	    hmap_get(&a->global_objects, st.st_dev, st.st_ino))
+		return;
+	hmap_put(&a->global_objects, st.st_dev, st.st_ino, (void *)1);
+	fd_path(fdp, lib->fd);
+	/* Named as /proc/PID/maps will name it (from corobpf's root), not from the chroot's. */
+	n = readlink(fdp, shown, sizeof(shown) - 1);
+	shown[n > 0 ? n : 0] = 0;
+	a->global_sites += attach_object_pid(a, -1, fdp, n > 0 ? shown : lib->path, false);
+	global_families(a, fdp, n > 0 ? shown : lib->path, false);
+	if (is_ldso(lib->path))
+		attach_libload_pid(a, -1, fdp);
 }
 
-void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed,
+			const struct execgate_lib *libs, size_t nlibs)
 {
-	char fdp[32], link[64], shown[4096], **paths = NULL, err[512], *lib = NULL, *preload = NULL;
-	struct ld_opts ldo = {0};
-	size_t npaths = 0;
+	char fdp[32], link[64], shown[4096];
 	struct stat st;
 	ssize_t n;
 
@@ -1001,376 +992,17 @@ void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed)
 		global_families(a, fdp, shown, false);
 	}
 	/*
-	 * What ld.so will map. The search starts from the path the file was
-	 * exec'd under ($ORIGIN) and the environment of the process before its
-	 * exec (the new one is not readable yet): a library found another way
-	 * is attached when ld.so maps it, late, as without the gate. Whatever
-	 * those paths lead to is only examined, and attached if it has probes.
+	 * What ld.so will map, as the gate's examiner found it (execsearch.h): from
+	 * the process's root, with the environment of the process before its exec
+	 * (the new one is not readable yet). A library found another way, or not
+	 * reached (a search cut short, a directory on a filesystem that can hang), is
+	 * attached when ld.so maps it, late, as without the gate. Whatever was found
+	 * is only examined, and attached if it has probes.
 	 */
-	if (n <= 0 || shown[0] != '/' || is_ldso(shown) || !elf_is_elf(fdp))
-		return;
-	if (image_ld_env(pid, &lib, &preload)) {
-		ldo.library_path = lib;
-		ldo.preload = preload;
-	}
-	if (ld_resolve_needed(shown, &paths, &npaths, &ldo, err, sizeof(err)) < 0)
-		log_debug("exec gate: cannot resolve the libraries of %s: %s", shown, err);
-	for (size_t i = 0; i < npaths; i++)
-		exec_needed_object(a, paths[i]);
+	for (size_t i = 0; i < nlibs; i++)
+		exec_needed_object(a, &libs[i]);
 	/* Its libraries examined (libpth among them): its ucontext and Pth, for it. */
 	exec_ucontext_at(a, pid, fdp);
-	ld_paths_free(paths, npaths);
-	ld_opts_release(&ldo);
-	free(lib);
-	free(preload);
-}
-
-/*
- * execvp's search, done before the fork so the attach and the exec see one
- * file: the path the child execs, as a shell would exec it (no symbolic
- * link resolved: the program's $0, and its comm, are what the user typed).
- * NULL with errno set if there is none.
- */
-static char *resolve_command(const char *cmd)
-{
-	const char *path = getenv("PATH");
-	char *dirs, *save = NULL, *dir;
-	int err = ENOENT;
-
-	if (strchr(cmd, '/'))
-		return access(cmd, X_OK) == 0 ? xstrdup(cmd) : NULL;
-	dirs = xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
-	for (dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-		char cand[4096];
-		struct stat st;
-
-		snprintf(cand, sizeof(cand), "%s/%s", *dir ? dir : ".", cmd);
-		if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) {
-			free(dirs);
-			return xstrdup(cand);
-		}
-		if (errno == EACCES)
-			err = EACCES; /* execvp says so when nothing else is found */
-	}
-	free(dirs);
-	errno = err;
-	return NULL;
-}
-
-static void child_wait_then_exec(const struct attach_launch *l, int release_rd, int errpipe_wr,
-				 const char *path)
-{
-	char go;
-	int e;
-
-	/* Held here, running only corobpf's code, until the probes are attached. */
-	if (read(release_rd, &go, 1) != 1)
-		_exit(127);
-	close(release_rd);
-	if (l->before_exec)
-		l->before_exec();
-	execv(path, l->argv);
-	e = errno;
-	if (write(errpipe_wr, &e, sizeof(e)) < 0)
-		_exit(127);
-	_exit(127);
-}
-
-/* One object the launched command will map, examined and attached through its descriptor. */
-static void launch_object_fd(struct attach_ctx *a, struct target *t, int fd, const char *path,
-			     bool ldso_hook)
-{
-	char fdp[32];
-
-	fd_path(fdp, fd);
-	attach_object(a, t, fd, fdp, path, false);
-	if (ldso_hook)
-		attach_libload(a, t, fdp);
-}
-
-/*
- * One object the launched command will map, opened once (safeopen.h: a
- * regular file, never a FIFO a user planted in a library directory) and
- * attached through that descriptor, so the scan and the uprobes see one file.
- */
-static void launch_object(struct attach_ctx *a, struct target *t, const char *path, bool ldso_hook)
-{
-	int fd = open_regular(path);
-
-	if (fd < 0) {
-		a->ustats[fd == -EINVAL ? CORO_USTAT_ATTACH_REFUSED : CORO_USTAT_ATTACH_FAIL]++;
-		log_warn("cannot open %s: %s; its probes are not attached", path,
-			 fd == -EINVAL ? "not a regular file" : strerror(-fd));
-		return;
-	}
-	launch_object_fd(a, t, fd, path, ldso_hook);
-	close(fd);
-}
-
-/*
- * What ld.so will map for a launched image, in its order (paths[0] is the
- * interpreter): each object not examined yet, opened once and attached.
- */
-static void launch_needed(struct attach_ctx *a, struct target *t, char **paths, size_t npaths)
-{
-	struct stat st;
-
-	for (size_t i = 0; i < npaths; i++) {
-		if (stat(paths[i], &st) == 0) {
-			if (hmap_get(examined(a, t), st.st_dev, st.st_ino))
-				continue;
-			hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
-		}
-		attach_note_searched(a, paths[i]);
-		launch_object(a, t, paths[i], i == 0 || is_ldso(paths[i]));
-	}
-}
-
-int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l)
-{
-	char **argv = l->argv, **paths = NULL, err[512], fdp[32], exe[4096];
-	struct ld_opts ldo = {0};
-	int release[2], errpipe[2], ret = 0, fd = -1;
-	size_t npaths = 0;
-	char *cmd = resolve_command(argv[0]), *origin = NULL, *slash;
-	const char *base;
-	struct stat st;
-	ssize_t n;
-	pid_t pid;
-
-	t->pidfd = -1;
-	t->wait_status = -1;
-	if (!cmd) {
-		log_err("cannot run %s: %s", argv[0],
-			strchr(argv[0], '/') || errno != ENOENT ? strerror(errno)
-								: "command not found in PATH");
-		return EXIT_LAUNCH;
-	}
-	/*
-	 * The file examined is this descriptor's: what ld.so needs, whether it
-	 * is ELF, its probes. The exec goes by the path (see resolve_command);
-	 * the capture holds the exec and checks that it runs this very file.
-	 */
-	fd = open_regular(cmd);
-	if (fd < 0 || fstat(fd, &st) < 0) {
-		log_err("cannot run %s: %s", cmd,
-			fd == -EINVAL ? "not a regular file" : strerror(fd < 0 ? -fd : errno));
-		ret = EXIT_LAUNCH;
-		goto out;
-	}
-	fd_path(fdp, fd);
-	/* The file's own name, links resolved, as /proc/PID/exe will name it. */
-	n = readlink(fdp, exe, sizeof(exe) - 1);
-	if (n <= 0) {
-		log_err("cannot run %s: reading the name of its descriptor: %s", cmd,
-			n < 0 ? strerror(errno) : "empty");
-		ret = EXIT_LAUNCH;
-		goto out;
-	}
-	exe[n] = 0;
-	if (!elf_is_elf(fdp)) {
-		/* A script: what it will run is known only at its execs. */
-		t->via_script = true;
-		log_verbose("%s is not an ELF file: following its exec chain, each image attached "
-			    "at its exec", cmd);
-		goto fork;
-	}
-	/*
-	 * Through the descriptor: the file examined. $ORIGIN is the directory of
-	 * its real path, as ld.so takes it from /proc/self/exe.
-	 */
-	origin = xstrdup(exe);
-	slash = strrchr(origin, '/');
-	if (slash)
-		slash[slash == origin] = 0; /* "/prog" is in "/" */
-	ldo.origin = origin;
-	if (ld_resolve_needed(fdp, &paths, &npaths, &ldo, err, sizeof(err)) < 0) {
-		log_err("cannot resolve the libraries of %s: %s", cmd, err);
-		ret = EXIT_LAUNCH;
-		goto out;
-	}
-	for (size_t i = 0; i < ldo.n_missing; i++)
-		log_warn("%s (needed by %s): %s; the command will probably fail to start",
-			 ldo.missing[i].name,
-			 strcmp(ldo.missing[i].needed_by, fdp) ? ldo.missing[i].needed_by : exe,
-			 ldo.missing[i].reason);
-	if (ldo.cache_error[0])
-		log_verbose("%s", ldo.cache_error);
-	t->exec_check = true;
-	t->exec_dev = st.st_dev;
-	t->exec_ino = st.st_ino;
-
-fork:
-	if (pipe2(release, O_CLOEXEC) < 0 || pipe2(errpipe, O_CLOEXEC) < 0) {
-		log_err("pipe: %s", strerror(errno));
-		ret = EXIT_FAILURE_RUNTIME;
-		goto out;
-	}
-	pid = fork();
-	if (pid < 0) {
-		log_err("fork: %s", strerror(errno));
-		ret = EXIT_FAILURE_RUNTIME;
-		goto out;
-	}
-	if (pid == 0) {
-		close(release[1]);
-		close(errpipe[0]);
-		child_wait_then_exec(l, release[0], errpipe[1], cmd);
-	}
-	close(release[0]);
-	close(errpipe[1]);
-	l->child = pid;
-	l->release_fd = release[1];
-	if (l->forked)
-		l->forked(pid);
-	t->pid = pid;
-	t->launched = true;
-	t->start_ts = now_boottime_ns();
-	t->ppid = getpid();
-	snprintf(t->exe, sizeof(t->exe), "%s", exe);
-	/* The kernel names the process after the path exec'd, as typed (15 bytes kept). */
-	base = strrchr(cmd, '/');
-	snprintf(t->comm, sizeof(t->comm), "%s", base ? base + 1 : cmd);
-	/* The exec error pipe is read after release (by the capture). */
-	l->launch_err_fd = errpipe[0];
-	if (t->via_script)
-		goto out;
-
-	/* The executable, then what ld.so will map, in its order. */
-	attach_note_searched(a, exe);
-	hmap_put(examined(a, t), st.st_dev, st.st_ino, (void *)1);
-	launch_object_fd(a, t, fd, exe, false);
-	launch_needed(a, t, paths, npaths);
-out:
-	if (fd >= 0)
-		close(fd);
-	ld_paths_free(paths, npaths);
-	ld_opts_release(&ldo);
-	free(origin);
-	free(cmd);
-	return ret;
-}
-
-bool attach_launch_exec_is_examined(const struct target *t)
-{
-	char path[64];
-	struct stat st;
-
-	snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
-	if (stat(path, &st) < 0) {
-		log_err("cannot tell which file %s (pid %u) runs: %s: %s", t->comm, t->pid, path,
-			strerror(errno));
-		return false;
-	}
-	if (st.st_dev == t->exec_dev && st.st_ino == t->exec_ino)
-		return true;
-	log_err("%s was replaced between its examination and its exec (it is now device %u:%u "
-		"inode %llu, not %u:%u inode %llu): the program the kernel runs is not the one "
-		"attached to; it is killed before its first instruction. Run the command again, "
-		"from a path no other user can write",
-		t->exe, major(st.st_dev), minor(st.st_dev), (unsigned long long)st.st_ino,
-		major(t->exec_dev), minor(t->exec_dev), (unsigned long long)t->exec_ino);
-	return false;
-}
-
-/*
- * The variables ld.so reads, from the environment the new image was given
- * (a script may set LD_LIBRARY_PATH before its exec): malloc'ed values in
- * lib and preload, "" when unset. False if the environment cannot be read.
- */
-static bool image_ld_env(u32 pid, char **lib, char **preload)
-{
-	char path[64], *buf = NULL;
-	size_t len = 0, cap = 0;
-	ssize_t n;
-	int fd;
-
-	*lib = *preload = NULL;
-	snprintf(path, sizeof(path), "/proc/%u/environ", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return false;
-	do {
-		if (len + 4096 + 1 > cap) {
-			cap = cap ? 2 * cap : 16384;
-			buf = xrealloc(buf, cap);
-		}
-		n = read(fd, buf + len, cap - len - 1);
-		len += n > 0 ? (size_t)n : 0;
-	} while (n > 0);
-	close(fd);
-	if (n < 0) {
-		free(buf);
-		return false;
-	}
-	buf[len] = 0;
-	for (size_t off = 0; off < len; off += strlen(buf + off) + 1) {
-		const char *v = buf + off;
-
-		if (!*lib && !strncmp(v, "LD_LIBRARY_PATH=", 16))
-			*lib = xstrdup(v + 16);
-		else if (!*preload && !strncmp(v, "LD_PRELOAD=", 11))
-			*preload = xstrdup(v + 11);
-	}
-	free(buf);
-	if (!*lib)
-		*lib = xstrdup("");
-	if (!*preload)
-		*preload = xstrdup("");
-	return true;
-}
-
-/* What attaching knew of t's last image, forgotten: its objects may all be new. */
-static void forget_image(struct attach_ctx *a, struct target *t)
-{
-	attach_ctx_detach_since(a, t->image_links[0], t->image_links[1]);
-	attach_target_free(t);
-	hmap_init(&t->objects);
-	t->probe_sites = 0;
-	t->probe_sites_ignored = 0;
-	t->switch_sites = 0;
-	t->switch_mode = false;
-	t->fcontext_calls = false;
-	t->libload_attached = false;
-}
-
-int attach_launch_image(struct attach_ctx *a, struct target *t)
-{
-	char **paths = NULL, err[512], path[64], *lib = NULL, *preload = NULL;
-	struct ld_opts ldo = {0};
-	size_t npaths = 0;
-	ssize_t n;
-	int ret;
-
-	if (!a->opts.follow && t->images)
-		forget_image(a, t);
-	t->image_links[0] = a->nlinks;
-	t->image_links[1] = a->nlink_fds;
-	t->images++;
-	snprintf(path, sizeof(path), "/proc/%u/exe", t->pid);
-	n = readlink(path, t->exe, sizeof(t->exe) - 1);
-	t->exe[n > 0 ? n : 0] = 0;
-	proc_read_comm(t->pid, t->pid, t->comm);
-	log_verbose("process %u execs %s: attaching to it", t->pid, t->exe);
-
-	/* What the kernel mapped, through descriptors of the very files mapped. */
-	ret = attach_scan_process(a, t, false);
-	if (ret)
-		return ret;
-	/* What ld.so will map, in its order (a static program has nothing more). */
-	if (image_ld_env(t->pid, &lib, &preload)) {
-		ldo.library_path = lib;
-		ldo.preload = preload;
-	}
-	if (n > 0 && ld_resolve_needed(t->exe, &paths, &npaths, &ldo, err, sizeof(err)) < 0)
-		log_verbose("cannot resolve the libraries of %s: %s; they are found as ld.so maps "
-			    "them", t->exe, err);
-	launch_needed(a, t, paths, npaths);
-	ld_paths_free(paths, npaths);
-	ld_opts_release(&ldo);
-	free(lib);
-	free(preload);
-	return attach_switch_path(a, t);
 }
 
 void attach_target_free(struct target *t)

@@ -8,8 +8,8 @@
  *   attach_switch_path    then, without probes (or with --switch): its switch functions
  *   attach_scan_global    -a, --follow: an object attached once for every process
  *   attach_exec_object    -a, --follow: a program held at its exec (execgate.h), and its libraries
- *   attach_launch_prepare -- CMD: fork it held, attach to what it will load, before it runs
- *   attach_launch_image   -- SCRIPT: the same for each image it execs, held at that exec
+ *   attach_launch_prepare -- CMD: fork it held, attach to what it will load (launch.h)
+ *   attach_launch_image   -- SCRIPT: the same for each image it execs (launch.h)
  *
  * Everything goes through the attach context (attachctx.h): the programs
  * and budgets it is lent, the links it keeps, and what was attached, which
@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 #include "attachctx.h"
+#include "execgate.h"
 #include "util.h"
 
 /* A traced process (-p, or the launched command): what the capture and attaching know of it. */
@@ -100,50 +101,27 @@ void attach_exec_ucontext(struct attach_ctx *a, u32 pid);
 
 /*
  * -a, --follow, the exec gate (execgate.h): the file process pid is exec'ing
- * (fd, the very file), and what ld.so will map with it, examined and
- * attached for every process, before the program runs. changed: the file
- * was examined before with other change times (rewritten in place).
+ * (fd, the very file), and what ld.so will map with it (libs, as the gate's
+ * examiner found them, each through its descriptor), examined and attached
+ * for every process, before the program runs. changed: the file was examined
+ * before with other change times (rewritten in place).
  */
-void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed);
-
-/* -- CMD: the command, and what attach_launch_prepare gives back of the child it forks. */
-struct attach_launch {
-	char **argv;
-	/* In the child, before its exec: what corobpf changed for itself undone. */
-	void (*before_exec)(void);
-	/* In corobpf, at once after the fork (signals are passed on to the child from then). */
-	void (*forked)(pid_t pid);
-	/* Out: the child (-1 if none), held until release_fd is written to or closed. */
-	pid_t child;
-	int release_fd;	   /* write end of the pipe the child waits on */
-	int launch_err_fd; /* read end: errno if its exec failed, EOF once it succeeded */
-};
+void attach_exec_object(struct attach_ctx *a, int fd, u32 pid, bool changed,
+			const struct execgate_lib *libs, size_t nlibs);
 
 /*
- * Fork the command, held before exec, and attach to everything it will load. Exit code or 0.
- * The child execs the command as a shell would: argv[0] as typed, searched in PATH when it
- * holds no '/', never a resolved path (a symbolic link keeps its name: $0 and comm are the
- * link's). The file is examined through one descriptor, and t->exec_check set: the exec is
- * held until attach_launch_exec_is_examined() said it runs that file.
- * A command that is not an ELF file (a script, a pyenv shim) is forked with nothing attached
- * and t->via_script set: the capture holds it at each exec and calls attach_launch_image.
+ * One object of t: its corobpf probes, else (later, in attach_switch_path)
+ * its switch functions. `path` opens it; when fd >= 0 it is fd's
+ * /proc/self/fd path, and an object kept for the switch-function path
+ * keeps a descriptor of its own. shown: as messages name it; late: mapped
+ * before it was attached (dlopen). The probe sites attached.
  */
-int attach_launch_prepare(struct attach_ctx *a, struct target *t, struct attach_launch *l);
-/*
- * t->exec_check: t, held at its first exec, runs the file that was examined (the same device
- * and inode as what its /proc/PID/exe names). False, said, if it does not or cannot be told.
- */
-bool attach_launch_exec_is_examined(const struct target *t);
-/*
- * via_script: t, stopped at an exec, runs a new image. What was attached for
- * the image before it is detached (without --follow, where attaching is for
- * every process), then the new one is attached as an ELF launch is: what the
- * kernel mapped (the executable, ld.so) through the descriptors of the
- * mapped files, what ld.so will map, then the switch-function path.
- * t->exe and t->comm become the new image's. 0, or an exit code (a --switch
- * uprobe: spec that cannot be placed).
- */
-int attach_launch_image(struct attach_ctx *a, struct target *t);
+u32 attach_object(struct attach_ctx *a, struct target *t, int fd, const char *path,
+		  const char *shown, bool late);
+/* ld.so's dlopen hook in the object at path, once per target. */
+void attach_libload(struct attach_ctx *a, struct target *t, const char *path);
+/* The objects examined for t: its own, or (--follow) every process's. */
+struct hmap *attach_examined(struct attach_ctx *a, struct target *t);
 
 /* Frees what attaching keeps of t (its objects, the descriptors of its switch objects, held records). */
 void attach_target_free(struct target *t);

@@ -21,7 +21,9 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
-#include "raw.h" /* CORO_USTAT_*: the counters attaching adds to */
+#include "capture_info.h" /* CORO_USTAT_*: the counters attaching adds to */
+#include "capture_opts.h"
+#include "records.h" /* the records attaching finds (Go's goroutines) */
 #include "switchfam.h"
 #include "util.h"
 
@@ -51,19 +53,6 @@ enum attach_prog {
 	ATTACH_NPROGS
 };
 
-/* What the run asks of attaching: the capture's options that concern it. */
-struct attach_opts {
-	bool system_wide; /* -a */
-	bool follow;	  /* --follow */
-	/* The switch-function path (struct capture_opts says what they mean). */
-	u32 switch_families;
-	bool switch_forced;
-	bool switch_none;
-	const struct switch_custom *custom;
-	size_t ncustom;
-	bool stacks; /* --stacks: Go's walk at attach reads where each parked goroutine is */
-};
-
 /* One thing attached, in the order found: a record of the capture's. */
 enum attach_found_kind {
 	ATTACH_FOUND_OBJECT, /* an object's probes: a CORO_REC_OBJECT record */
@@ -89,7 +78,7 @@ struct attach_found {
 
 struct attach_ctx {
 	/* Set by the capture before the first attach. */
-	struct attach_opts opts;
+	const struct capture_opts *opts; /* the run's: -a, --follow, --switch, --stacks */
 	struct bpf_program *progs[ATTACH_NPROGS];
 	struct bpf_map *usdt_specs; /* libbpf's __bpf_usdt_specs */
 	bool uprobe_multi;	    /* the kernel has them (6.6+) */

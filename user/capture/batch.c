@@ -1,20 +1,31 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The batched probe path, user side: batches split into the trap path's records. See batch.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <linux/magic.h>
 #include <linux/perf_event.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "attachctx.h"
 #include "batch.h"
 #include "log.h"
 #include "raw.h"
-#include "ringev.h"
 #include "corobpf.skel.h"
+
+/* The end of a run reads threads' last records with a sleepable task iterator (6.0). */
+static bool kernel_reads_tails(void)
+{
+	return libbpf_find_vmlinux_btf_id("bpf_copy_from_user_task", BPF_TRACE_FENTRY) > 0 &&
+	       libbpf_find_vmlinux_btf_id("bpf_iter_task", BPF_TRACE_FENTRY) > 0;
+}
 
 enum probe_path batch_path_choose(enum probe_path asked, bool stacks, const char **why)
 {
@@ -33,6 +44,11 @@ enum probe_path batch_path_choose(enum probe_path asked, bool stacks, const char
 		*why = "--stacks takes each event's stack at its trap";
 		return PROBE_PATH_TRAP;
 	}
+	if (!kernel_reads_tails()) {
+		*why = "this kernel cannot read a thread's last records at the end of a run (a "
+		       "sleepable task iterator and bpf_copy_from_user_task: Linux 6.0)";
+		return PROBE_PATH_TRAP;
+	}
 	return PROBE_PATH_BATCHED;
 }
 
@@ -41,23 +57,46 @@ const char *batch_path_name(enum probe_path p)
 	return p == PROBE_PATH_BATCHED ? "batched" : "trap";
 }
 
-/* A thread of the batched path: its coroutine as the BPF side tracks it, its newest record. */
+/*
+ * A thread of the batched path: its coroutine as the BPF side tracks it, its newest record, and
+ * each buffer's newest record (a record out of that order is the program's doing).
+ */
 struct batch_cur {
 	u64 cur;
 	bool valid;
 	u64 last_ts; /* of its newest record born in the kernel (off-CPU, string probes) */
+	u64 buf[CORO_BATCH_SLOTS];
+	u64 buf_ts[CORO_BATCH_SLOTS]; /* the time its last record was given */
+	u32 buf_next;		      /* the slot a third buffer takes */
 };
 
-static struct batch_cur *cur_of(struct ringev *ev, u32 pid, u32 tid)
+static struct batch_cur *cur_of(struct batch_state *bs, u32 pid, u32 tid)
 {
-	struct batch_cur *c = hmap_get(&ev->batch_cur, pid, tid);
+	struct batch_cur *c = hmap_get(&bs->cur, pid, tid);
 
 	if (!c) {
 		c = xcalloc(1, sizeof(*c));
-		hmap_put(&ev->batch_cur, pid, tid, c);
+		hmap_put(&bs->cur, pid, tid, c);
 	}
 	return c;
 }
+
+/* Where the time of buf's previous record is kept (0 until it has one). */
+static u64 *buf_last_ts(struct batch_cur *c, u64 buf)
+{
+	u32 k;
+
+	for (k = 0; k < CORO_BATCH_SLOTS; k++)
+		if (c->buf[k] == buf)
+			return &c->buf_ts[k];
+	k = c->buf_next++ % CORO_BATCH_SLOTS;
+	c->buf[k] = buf;
+	c->buf_ts[k] = 0;
+	return &c->buf_ts[k];
+}
+
+/* How far a record's time may pass its copy's before it counts as forged (clamped all the same). */
+#define BATCH_CLOCK_SLACK_NS 100000ull
 
 union batch_out {
 	struct coro_event_hdr hdr;
@@ -67,11 +106,16 @@ union batch_out {
 	struct coro_ev_exit exit;
 };
 
-static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
+/*
+ * n records of buffer buf, copied at copy_ts, into the trap path's records. floor: those stamped
+ * earlier are not this session's (coro_ev_batch.floor).
+ */
+static void split_recs(struct batch_state *bs, const struct coro_event_hdr *bh, u64 buf, u64 floor,
 		       const struct corobpf_batch_rec *rec, u32 n)
 {
 	bool no_thread = bh->flags & CORO_EVF_NO_THREAD;
-	struct batch_cur *c = cur_of(ev, bh->pid, bh->tid);
+	struct batch_cur *c = cur_of(bs, bh->pid, bh->tid);
+	u64 *prev = buf_last_ts(c, buf), copy_ts = bh->ts;
 	u32 lost = bh->lost_before;
 
 	/* The BPF side's view before the first record: what this thread's trap would have seen. */
@@ -81,9 +125,12 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 		const struct corobpf_batch_rec *r = &rec[i];
 		union batch_out o;
 		size_t size;
+		u64 ts = r->ts;
 
-		if (r->ts < ev->batch_since)
+		if (ts < floor) {
+			bs->ustats[CORO_USTAT_BATCH_BEFORE]++;
 			continue;
+		}
 		memset(&o, 0, sizeof(o));
 		switch (r->kind) {
 		case CORO_EV_CREATE:
@@ -109,9 +156,22 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 			break;
 		default:
 			/* Not a record the header writes: the buffer was overwritten (a signal handler). */
-			ev->ustats[CORO_USTAT_BAD_RECORDS]++;
+			bs->ustats[CORO_USTAT_BAD_RECORDS]++;
 			continue;
 		}
+		/*
+		 * The time is the thread's to write, so it is held between its buffer's
+		 * previous record and the copy: a time in the future (or far back) would
+		 * reorder every other thread's records, of every program traced, around it.
+		 * The vDSO's clock and the BPF side's may part by a hair: no count for that.
+		 */
+		if (ts > copy_ts || ts < *prev) {
+			if (ts > copy_ts + BATCH_CLOCK_SLACK_NS || ts < *prev)
+				bs->ustats[CORO_USTAT_BATCH_CLAMPED]++;
+			ts = ts > copy_ts ? copy_ts : *prev;
+			ts = ts < *prev ? *prev : ts;
+		}
+		*prev = ts;
 		o.hdr.size = (u16)size;
 		o.hdr.kind = (u8)r->kind;
 		o.hdr.flags = no_thread ? CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD
@@ -127,18 +187,18 @@ static void split_recs(struct ringev *ev, const struct coro_event_hdr *bh,
 		 * off-CPU records are in the ring before it. It counts from when it
 		 * was published, so that the thread's story stays in ring order.
 		 */
-		o.hdr.ts = r->ts < c->last_ts ? c->last_ts : r->ts;
+		o.hdr.ts = ts < c->last_ts ? c->last_ts : ts;
 		o.hdr.cur = no_thread ? 0 : c->cur;
 		/* The trap path tracks the coroutine even when the event is lost; so does this. */
 		if (r->kind == CORO_EV_SWITCH && !no_thread) {
 			c->cur = r->a1;
 			c->valid = true;
 		}
-		ringev_record(ev, &o, size);
+		bs->out(bs->out_ctx, &o, size);
 	}
 }
 
-void batch_note(struct ringev *ev, const struct coro_event_hdr *h)
+void batch_note(struct batch_state *bs, const struct coro_event_hdr *h)
 {
 	struct batch_cur *c;
 
@@ -146,35 +206,34 @@ void batch_note(struct ringev *ev, const struct coro_event_hdr *h)
 	if (h->kind == CORO_EV_CREATE || h->kind == CORO_EV_READY || h->kind == CORO_EV_SWITCH ||
 	    h->kind == CORO_EV_EXIT)
 		return;
-	c = hmap_get(&ev->batch_cur, h->pid, h->tid);
+	c = hmap_get(&bs->cur, h->pid, h->tid);
 	if (c && h->ts > c->last_ts)
 		c->last_ts = h->ts;
 }
 
-int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size)
+int batch_split(struct batch_state *bs, const struct coro_ev_batch *b, size_t size)
 {
 	if (size < sizeof(*b) || b->hdr.size != size || b->n > CORO_BATCH_RECS_MAX ||
 	    sizeof(*b) + (size_t)b->n * sizeof(struct corobpf_batch_rec) != size) {
-		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
+		bs->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed batch record (%zu bytes)", size);
 		return 0;
 	}
-	split_recs(ev, &b->hdr, (const struct corobpf_batch_rec *)(b + 1), b->n);
+	split_recs(bs, &b->hdr, b->buf, b->floor, (const struct corobpf_batch_rec *)(b + 1), b->n);
 	return 0;
 }
 
-/* n records of buf from index first, out of process pid's memory. */
-static bool read_target(u32 pid, u64 addr, void *dst, size_t len)
+u32 batch_events_in(const void *data, size_t size)
 {
-	struct iovec local = {.iov_base = dst, .iov_len = len};
-	struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
+	const struct coro_ev_batch *b = data;
 
-	return process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)len;
+	if (size < sizeof(*b) || b->hdr.kind != CORO_EV_BATCH || !b->n)
+		return 1;
+	return b->n > CORO_BATCH_RECS_MAX ? CORO_BATCH_RECS_MAX : b->n;
 }
 
-
 struct batch_tail {
-	u32 pid, tid, n;
+	struct coro_batch_tail h;
 	struct corobpf_batch_rec rec[CORO_BATCH_RECS_MAX];
 };
 
@@ -183,113 +242,111 @@ struct batch_tails {
 	size_t n;
 };
 
-struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts)
+/*
+ * The iterator's output: each buffer's tail (struct coro_batch_tail, its records) as the BPF
+ * side read it, each record in one piece (a read of the iterator ends between objects).
+ */
+static void tails_parse(struct batch_tails *ts, const u8 *p, size_t len, u64 stop_ts)
+{
+	size_t cap = 0, off = 0;
+
+	while (off + sizeof(struct coro_batch_tail) <= len) {
+		struct coro_batch_tail h;
+		struct batch_tail *t;
+		size_t bytes;
+		u32 n;
+
+		memcpy(&h, p + off, sizeof(h));
+		bytes = (size_t)h.n * sizeof(struct corobpf_batch_rec);
+		if (h.n > CORO_BATCH_RECS_MAX || off + sizeof(h) + bytes > len) {
+			log_debug("the batched path's tails end in a malformed record (%zu bytes in)", off);
+			break;
+		}
+		if (ts->n == cap) {
+			cap = cap ? cap * 2 : 16;
+			ts->t = xrealloc(ts->t, cap * sizeof(*ts->t));
+		}
+		t = &ts->t[ts->n];
+		t->h = h;
+		memcpy(t->rec, p + off + sizeof(h), bytes);
+		off += sizeof(h) + bytes;
+		/* Written after tracing stopped: not part of the trace (the trap path's isn't). */
+		for (n = h.n; n && t->rec[n - 1].ts > stop_ts; n--)
+			;
+		t->h.n = n;
+		if (n)
+			ts->n++;
+	}
+}
+
+struct batch_tails *batch_tails_collect(struct corobpf_bpf *skel, u64 stop_ts)
 {
 	struct batch_tails *ts = xcalloc(1, sizeof(*ts));
-	u32 key, next, *prev = NULL;
-	size_t cap = 0;
-	u64 lost = 0;
+	struct bpf_link *link = bpf_program__attach_iter(skel->progs.coro_batch_tails, NULL);
+	size_t len = 0, cap = 1 << 16;
+	u8 *buf;
+	int fd;
 
-	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-		struct coro_batch_slots v;
-
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(map_fd, &key, &v))
-			continue;
-		for (int k = 0; k < CORO_BATCH_SLOTS; k++) {
-			struct coro_batch_thread bt = v.slot[k];
-			struct batch_tail *t;
-			u64 word;
-			u32 head, n;
-
-			if (!bt.buf || !read_target(bt.pid, bt.buf, &word, sizeof(word)))
-				continue; /* gone: its exit copied it out */
-			head = (u32)word;
-			if (head > CORO_BATCH_RECS_MAX)
-				head = CORO_BATCH_RECS_MAX;
-			if ((u32)(word >> 32) != bt.gen) {
-				/* It filled and started its buffer again after the BPF side fell silent. */
-				lost += CORO_BATCH_RECS_MAX - bt.consumed;
-				continue;
-			}
-			if (head <= bt.consumed)
-				continue;
-			if (ts->n == cap) {
-				cap = cap ? cap * 2 : 16;
-				ts->t = xrealloc(ts->t, cap * sizeof(*ts->t));
-			}
-			t = &ts->t[ts->n];
-			n = head - bt.consumed;
-			if (!read_target(bt.pid, bt.buf + offsetof(struct corobpf_batch, rec) +
-					 (u64)bt.consumed * sizeof(t->rec[0]), t->rec,
-					 n * sizeof(t->rec[0])))
-				continue;
-			/* Written after tracing stopped: not part of the trace (the trap path's isn't). */
-			while (n && t->rec[n - 1].ts > stop_ts)
-				n--;
-			if (!n)
-				continue;
-			t->pid = bt.pid;
-			t->tid = key;
-			t->n = n;
-			ts->n++;
-		}
+	if (!link) {
+		log_warn("batched path: cannot read what threads wrote since their last copy (the "
+			 "task iterator: %s): those records are lost", strerror(errno));
+		return ts;
 	}
-	if (lost)
-		log_warn("batched path: up to %llu records of threads that filled their buffer as "
-			 "tracing stopped were not read", (unsigned long long)lost);
+	fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd < 0) {
+		log_warn("batched path: cannot read what threads wrote since their last copy (the "
+			 "task iterator: %s): those records are lost", strerror(errno));
+		bpf_link__destroy(link);
+		return ts;
+	}
+	buf = xmalloc(cap);
+	for (;;) {
+		ssize_t n;
+
+		if (cap - len < 32768) {
+			cap *= 2;
+			buf = xrealloc(buf, cap);
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			log_warn("batched path: reading threads' last records stopped early: %s",
+				 strerror(errno));
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	close(fd);
+	bpf_link__destroy(link);
+	tails_parse(ts, buf, len, stop_ts);
+	free(buf);
 	return ts;
 }
 
-u64 batch_tails_emit(struct ringev *ev, struct batch_tails *ts, u64 stop_ts)
+u64 batch_tails_emit(struct batch_state *bs, struct batch_tails *ts)
 {
 	u64 total = 0;
 
 	for (size_t i = 0; ts && i < ts->n; i++) {
 		struct batch_tail *t = &ts->t[i];
-		struct batch_cur *c = cur_of(ev, t->pid, t->tid);
+		struct batch_cur *c = cur_of(bs, t->h.pid, t->h.tid);
 		struct coro_event_hdr h = {0};
 
 		h.size = sizeof(struct coro_ev_batch);
 		h.kind = CORO_EV_BATCH;
 		h.flags = c->valid ? 0 : CORO_EVF_CUR_UNKNOWN;
-		h.pid = t->pid;
-		h.tid = t->tid;
-		h.ts = stop_ts;
+		h.pid = t->h.pid;
+		h.tid = t->h.tid;
+		h.ts = t->h.ts;
 		h.cur = c->cur;
-		split_recs(ev, &h, t->rec, t->n);
-		total += t->n;
+		split_recs(bs, &h, t->h.buf, t->h.floor, t->rec, t->h.n);
+		total += t->h.n;
 	}
 	if (ts)
 		free(ts->t);
 	free(ts);
 	return total;
-}
-
-void batch_forget_buffers(int map_fd)
-{
-	u32 key, next, *prev = NULL;
-	unsigned short zero = 0; /* registered alone: busy, next to it, is the thread's */
-
-	while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
-		struct coro_batch_slots v;
-
-		key = next;
-		prev = &key;
-		if (bpf_map_lookup_elem(map_fd, &key, &v))
-			continue;
-		for (int k = 0; k < CORO_BATCH_SLOTS; k++) {
-			struct iovec local = {.iov_base = &zero, .iov_len = sizeof(zero)}, remote;
-
-			if (!v.slot[k].buf)
-				continue;
-			remote.iov_base = (void *)(uintptr_t)(v.slot[k].buf +
-							      offsetof(struct corobpf_batch, registered));
-			remote.iov_len = sizeof(zero);
-			process_vm_writev((pid_t)v.slot[k].pid, &local, 1, &remote, 1, 0);
-		}
-	}
 }
 
 void batch_say_counters(int stats_fd)
@@ -299,37 +356,55 @@ void batch_say_counters(int stats_fd)
 					      "events lost)",
 		[CORO_STAT_BATCH_DEFERRED] = "copies of a thread's buffer deferred (page not "
 					     "present; no loss)",
-		[CORO_STAT_BATCH_UNREAD] = "records lost (their buffer could not be read before "
-					   "the thread reused it or ended)",
 	};
+	u64 sums[CORO_STAT_MAP_MAX];
+
+	batch_stat_sums(stats_fd, sums);
+	for (u32 k = CORO_STAT_MAX; k < CORO_STAT_MAP_MAX; k++) {
+		/* The others are losses every output counts (batch_carry_counters). */
+		if (!sums[k] || !what[k])
+			continue;
+		if (k == CORO_STAT_BATCH_DEFERRED)
+			log_verbose("batched path: %llu %s", (unsigned long long)sums[k], what[k]);
+		else
+			log_warn("batched path: %llu %s", (unsigned long long)sums[k], what[k]);
+	}
+}
+
+void batch_stat_sums(int stats_fd, u64 sums[CORO_STAT_MAP_MAX])
+{
 	int ncpu = libbpf_num_possible_cpus();
 	u64 *vals = xcalloc(ncpu > 0 ? ncpu : 1, sizeof(u64));
 
+	memset(sums, 0, CORO_STAT_MAP_MAX * sizeof(sums[0]));
 	for (u32 k = CORO_STAT_MAX; k < CORO_STAT_MAP_MAX; k++) {
-		u64 sum = 0;
-
 		if (bpf_map_lookup_elem(stats_fd, &k, vals) != 0)
 			continue;
 		for (int i = 0; i < ncpu; i++)
-			sum += vals[i];
-		if (!sum)
-			continue;
-		if (k == CORO_STAT_BATCH_DEFERRED)
-			log_verbose("batched path: %llu %s", (unsigned long long)sum, what[k]);
-		else
-			log_warn("batched path: %llu %s", (unsigned long long)sum, what[k]);
+			sums[k] += vals[i];
 	}
 	free(vals);
 }
 
-void batch_forget_all(struct ringev *ev)
+void batch_carry_counters(int stats_fd, u64 *ustats)
+{
+	u64 sums[CORO_STAT_MAP_MAX];
+
+	batch_stat_sums(stats_fd, sums);
+	ustats[CORO_USTAT_BATCH_UNREAD] = sums[CORO_STAT_BATCH_UNREAD];
+	ustats[CORO_USTAT_BATCH_FINAL_UNREAD] = sums[CORO_STAT_BATCH_FINAL_UNREAD];
+	ustats[CORO_USTAT_BATCH_GEN_JUMPS] = sums[CORO_STAT_BATCH_GEN_JUMPS];
+	ustats[CORO_USTAT_BATCH_UNREGISTERED] = sums[CORO_STAT_BATCH_UNREGISTERED];
+}
+
+void batch_forget_all(struct batch_state *bs)
 {
 	size_t it = 0;
 	void *v;
 
-	while (hmap_next(&ev->batch_cur, &it, NULL, NULL, &v))
+	while (hmap_next(&bs->cur, &it, NULL, NULL, &v))
 		free(v);
-	hmap_free(&ev->batch_cur);
+	hmap_free(&bs->cur);
 }
 
 /*
@@ -364,26 +439,164 @@ void batch_check_elsewhere(enum probe_path path, const char *when)
 	n = batched_session_elsewhere();
 	if (n)
 		log_warn("%s, %u other corobpf session%s trace%s on the batched path: in a process "
-			 "%s traces, create, ready, switch and exit go to %s, not to this trap-path "
+			 "%s trace%s, create, ready, switch and exit go to %s, not to this trap-path "
 			 "session, which misses them uncounted (trace it on the batched path here too, "
 			 "or end the other session)", when, n, n > 1 ? "s" : "", n > 1 ? "" : "s",
-			 n > 1 ? "they" : "it", n > 1 ? "them" : "it");
+			 n > 1 ? "they" : "it", n > 1 ? "" : "s", n > 1 ? "them" : "it");
 }
 
-void batch_setup(struct corobpf_bpf *skel, enum probe_path path)
+/*
+ * The registry of thread buffers (map batch_bufs, bpf/batch.bpf.h) outlives a session: pinned in
+ * a directory of bpffs only root can write, created by the first session, reused by the next.
+ * A thread says where its buffer is only once, at its first record; a session that starts later
+ * (after one that ended, or was killed) learns it here instead, and corobpf never has to write
+ * into the thread to make it say so again. The pin's name carries the layout's version.
+ */
+#define BATCH_REG_MOUNT "/sys/fs/bpf"
+#define BATCH_REG_DIR BATCH_REG_MOUNT "/corobpf"
+#define BATCH_REG_STR2(x) #x
+#define BATCH_REG_STR(x) BATCH_REG_STR2(x)
+#define BATCH_REG_PIN BATCH_REG_DIR "/batch_bufs_v" BATCH_REG_STR(CORO_BATCH_REG_VERSION)
+
+static bool on_bpffs(const char *path)
+{
+	struct statfs f;
+
+	return !statfs(path, &f) && f.f_type == BPF_FS_MAGIC;
+}
+
+/* The registry's directory: on bpffs (mounted if it is not, as bpftool does), root's only. */
+static const char *reg_dir(char *why, size_t len)
+{
+	struct stat st;
+
+	if (!on_bpffs(BATCH_REG_MOUNT) &&
+	    mount("bpf", BATCH_REG_MOUNT, "bpf", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700")) {
+		snprintf(why, len, "bpffs is not mounted at " BATCH_REG_MOUNT " and mounting it "
+			 "failed: %s", strerror(errno));
+		return NULL;
+	}
+	if (mkdir(BATCH_REG_DIR, 0700) && errno != EEXIST) {
+		snprintf(why, len, "cannot create " BATCH_REG_DIR ": %s", strerror(errno));
+		return NULL;
+	}
+	/* Another user's directory (a bpffs mounted writable by all) could swap the pin. */
+	if (lstat(BATCH_REG_DIR, &st) || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+	    (st.st_mode & 022) || !on_bpffs(BATCH_REG_DIR)) {
+		snprintf(why, len, BATCH_REG_DIR " is not a directory of bpffs that only root can "
+			 "write");
+		return NULL;
+	}
+	return BATCH_REG_DIR;
+}
+
+/* Task storage needs a BTF of its key and value: struct coro_batch_reg's, built here. */
+static int reg_create(void)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = BPF_F_NO_PREALLOC);
+	struct btf *btf = btf__new_empty();
+	int i32, u64t, arr, reg, fd = -1;
+
+	if (!btf)
+		return -1;
+	i32 = btf__add_int(btf, "int", 4, BTF_INT_SIGNED);
+	u64t = btf__add_int(btf, "unsigned long long", 8, 0);
+	arr = btf__add_array(btf, i32, u64t, CORO_BATCH_SLOTS);
+	reg = btf__add_struct(btf, "coro_batch_reg", sizeof(struct coro_batch_reg));
+	if (i32 < 0 || u64t < 0 || arr < 0 || reg < 0 ||
+	    btf__add_field(btf, "exec_id", u64t, offsetof(struct coro_batch_reg, exec_id) * 8, 0) ||
+	    btf__add_field(btf, "tp", u64t, offsetof(struct coro_batch_reg, tp) * 8, 0) ||
+	    btf__add_field(btf, "buf", arr, offsetof(struct coro_batch_reg, buf) * 8, 0) ||
+	    btf__load_into_kernel(btf))
+		goto out;
+	o.btf_fd = btf__fd(btf);
+	o.btf_key_type_id = i32;
+	o.btf_value_type_id = reg;
+	fd = bpf_map_create(BPF_MAP_TYPE_TASK_STORAGE, "batch_bufs", sizeof(int),
+			    sizeof(struct coro_batch_reg), 0, &o);
+out:
+	btf__free(btf);
+	return fd;
+}
+
+/* The pinned registry (made and pinned if there is none yet), or -1 having said why in why. */
+static int reg_open(char *why, size_t len)
+{
+	struct bpf_map_info info = {};
+	u32 info_len = sizeof(info);
+	int fd;
+
+	if (!reg_dir(why, len))
+		return -1;
+	fd = bpf_obj_get(BATCH_REG_PIN);
+	if (fd < 0 && errno == ENOENT) {
+		int mine = reg_create();
+
+		if (mine < 0) {
+			snprintf(why, len, "cannot create it: %s", strerror(errno));
+			return -1;
+		}
+		/* Two sessions starting at once: the one whose pin lands first is everyone's. */
+		if (!bpf_obj_pin(mine, BATCH_REG_PIN))
+			return mine;
+		close(mine);
+		fd = bpf_obj_get(BATCH_REG_PIN);
+	}
+	if (fd < 0) {
+		snprintf(why, len, "cannot open " BATCH_REG_PIN ": %s", strerror(errno));
+		return -1;
+	}
+	if (bpf_obj_get_info_by_fd(fd, &info, &info_len) ||
+	    info.type != BPF_MAP_TYPE_TASK_STORAGE || info.key_size != sizeof(int) ||
+	    info.value_size != sizeof(struct coro_batch_reg)) {
+		snprintf(why, len, BATCH_REG_PIN " is not the registry this version keeps (remove it "
+			 "if no older corobpf uses it)");
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+void batch_setup(struct corobpf_bpf *skel, enum probe_path path, bool running_targets)
 {
 	bool on = path == PROBE_PATH_BATCHED;
 
 	skel->rodata->batched = on;
-	skel->rodata->session_start_ts = now_boottime_ns();
 	bpf_program__set_autoload(skel->progs.coro_batch, on);
 	bpf_program__set_autoload(skel->progs.coro_batch_tick, on);
+	bpf_program__set_autoload(skel->progs.coro_batch_tails, on);
 	/* sched_prepare_exec is 6.10's: before it, the buffers are forgotten at sched_process_exec. */
 	bpf_program__set_autoload(skel->progs.coro_batch_exec,
 				  on && libbpf_find_vmlinux_btf_id("sched_prepare_exec",
 								   BPF_TRACE_RAW_TP) > 0);
 	if (!on)
-		bpf_map__set_max_entries(skel->maps.batch_threads, 1);
+		return;
+	{
+		char why[256];
+		int fd = reg_open(why, sizeof(why));
+
+		if (fd >= 0 && !bpf_map__reuse_fd(skel->maps.batch_bufs, fd)) {
+			close(fd);
+			log_verbose("batched path: thread buffers registered in " BATCH_REG_PIN);
+			return;
+		}
+		if (fd >= 0) {
+			snprintf(why, sizeof(why), "cannot use " BATCH_REG_PIN ": %s", strerror(errno));
+			close(fd);
+		}
+		/*
+		 * A launched command's threads all start under this session: nothing
+		 * registered earlier to miss.
+		 */
+		if (running_targets)
+			log_warn("batched path: no shared registry of thread buffers (%s): a thread "
+				 "that told an earlier session where its buffer is is seen only when "
+				 "that buffer fills, and what it writes meanwhile is late, or lost "
+				 "uncounted at its end (mount bpffs at " BATCH_REG_MOUNT ", or "
+				 "--probe-path trap)", why);
+		else
+			log_verbose("batched path: no shared registry of thread buffers (%s)", why);
+	}
 }
 
 int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path path)

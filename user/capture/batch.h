@@ -11,8 +11,14 @@
  * record: the raw capture, the model and the outputs never see a batch.
  *
  * At the end of a run the BPF side is silent; what threads still alive
- * wrote since their last copy is read from their memory (process_vm_readv)
- * and split the same way, up to the moment tracing stopped.
+ * wrote since their last copy is read from their memory (a task iterator,
+ * coro_batch_tails) and split the same way, up to the moment tracing
+ * stopped.
+ *
+ * Where threads' buffers are outlives a session: a registry pinned in
+ * bpffs (batch_setup), so that a later session, or one alongside, learns
+ * them without the threads telling again. corobpf never writes into a
+ * target.
  */
 #ifndef COROBPF_BATCH_H
 #define COROBPF_BATCH_H
@@ -21,7 +27,17 @@
 #include "coro_abi.h"
 #include "util.h"
 
-struct ringev;
+/*
+ * What the user side keeps of the batched path, and where the records it
+ * splits go: the ring's record handler (ringev_record()), which takes each
+ * as it takes a record from the ring.
+ */
+struct batch_state {
+	struct hmap cur; /* (pid, tid) -> the thread's coroutine after its last batch */
+	u64 *ustats;	 /* the capture's CORO_USTAT_* counters */
+	int (*out)(void *ctx, void *rec, size_t size);
+	void *out_ctx;
+};
 
 /* --probe-path. */
 enum probe_path {
@@ -36,40 +52,41 @@ const char *batch_path_name(enum probe_path p);
 
 /*
  * Split a CORO_EV_BATCH record of `size` bytes into the trap path's records,
- * each handed to ringev_record(ev, ...). A malformed one is counted
+ * each handed to bs->out. A malformed one is counted
  * (CORO_USTAT_BAD_RECORDS) and dropped. Remembers each thread's coroutine
- * for batch_read_tails().
+ * for its tail (batch_tails_emit).
  */
-int batch_split(struct ringev *ev, const struct coro_ev_batch *b, size_t size);
+int batch_split(struct batch_state *bs, const struct coro_ev_batch *b, size_t size);
 
 /* Any other record, while some thread has batches: its thread's newest time (see batch_split). */
-void batch_note(struct ringev *ev, const struct coro_event_hdr *h);
+void batch_note(struct batch_state *bs, const struct coro_event_hdr *h);
+
+/* Events a ring record holds (a batch: its records; any other: one), for the read budget. */
+u32 batch_events_in(const void *data, size_t size);
 
 /*
  * At the end of a run, as soon as the BPF side is silent (before threads
- * fill their buffers again): read what each thread in the map
- * batch_threads (fd) wrote after its last copy and before stop_ts, and
- * mark each buffer unknown, so that a later session is told of it again.
- * Then, once the ring is drained (the threads' earlier copies split
- * first), split what was read. Returns the records split.
+ * fill their buffers again): read what each thread this session traces
+ * wrote after its last copy and before stop_ts. Then, once the ring is
+ * drained (the threads' earlier copies split first), split what was read.
+ * Returns the records split.
  */
 struct batch_tails;
-struct batch_tails *batch_tails_collect(int map_fd, u64 stop_ts);
-u64 batch_tails_emit(struct ringev *ev, struct batch_tails *tails, u64 stop_ts);
+struct corobpf_bpf;
+struct batch_tails *batch_tails_collect(struct corobpf_bpf *skel, u64 stop_ts);
+u64 batch_tails_emit(struct batch_state *bs, struct batch_tails *tails);
 
 /*
- * Once the batch probe is detached (its semaphore down, no thread appends
- * any more): mark every buffer in the map unknown, so that each thread
- * fires the batch probe at its first record under a later session. Only
- * the header reads that word (struct corobpf_batch.registered); a thread
- * in the middle of an append at the detach may set it again.
+ * The batched path's BPF counters after CORO_STAT_MAX (enum coro_stat): summed over the CPUs;
+ * those that are no loss (deferred copies) or are counted already (a full ring) said at the end;
+ * the losses carried in the capture's user-space counters (CORO_USTAT_BATCH_*), which every
+ * output reports.
  */
-void batch_forget_buffers(int map_fd);
-
-/* Sums of the batched path's BPF counters after CORO_STAT_MAX (enum coro_stat), said at the end. */
+void batch_stat_sums(int stats_fd, u64 sums[CORO_STAT_MAP_MAX]);
 void batch_say_counters(int stats_fd);
+void batch_carry_counters(int stats_fd, u64 *ustats);
 
-void batch_forget_all(struct ringev *ev);
+void batch_forget_all(struct batch_state *bs);
 
 struct corobpf_bpf;
 struct attach_ctx;
@@ -77,10 +94,16 @@ struct attach_ctx;
 /* CPU-clock ticks per second that copy out threads running without a switch: under the reorder window. */
 #define BATCH_TICK_HZ 250
 
-/* Between open and load: the BPF side's part of the path (its programs load only when batched). */
 /* On the trap path: warn that another session's batched path takes the probes it shares. */
 void batch_check_elsewhere(enum probe_path path, const char *when);
-void batch_setup(struct corobpf_bpf *skel, enum probe_path path);
+
+/*
+ * Between open and load: the BPF side's part of the path (its programs load only when batched),
+ * and the shared registry of thread buffers. running_targets: the session traces processes that
+ * ran before it (-p, -a, --follow), which an earlier session may have met: without the shared
+ * registry (said why) their buffers are learnt only when they fill, which is then a warning.
+ */
+void batch_setup(struct corobpf_bpf *skel, enum probe_path path, bool running_targets);
 
 /*
  * After load, batched: the exit hook and a tick per CPU (links kept by a).

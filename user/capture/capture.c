@@ -2,194 +2,43 @@
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
-#include <linux/capability.h>
-#include <sys/resource.h>
 #include <sys/epoll.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <bpf/bpf.h>
-#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
+#include "gatestats.h"
 #include "interpattach.h"
 #include "gowalk.h"
 #include "liverec.h"
-#include "pipeline.h" /* its reorder window */
+#include "preflight.h"
+#include "procfs.h"
+#include "reorder.h" /* its window */
+#include "signals.h"
 #include "strread.h"
 #include "termsafe.h"
 #include "usdt.h"
 #include "corobpf.skel.h"
 #include "log.h"
 
-volatile sig_atomic_t capture_stop_signal;
-static volatile pid_t signal_child = -1;
-static struct sigaction saved_actions[NSIG];
-
-static void on_signal(int sig, siginfo_t *si, void *uc)
-{
-	pid_t child = signal_child;
-
-	(void)uc;
-	if (capture_stop_signal) {
-		/* The second one: quit now, leaving no half-written file behind. */
-		outfile_emergency_cleanup();
-		_exit(128 + sig);
-	}
-	capture_stop_signal = sig;
-	/* Pass termination on; a keyboard ^C already reached the whole process group. */
-	if (child > 0 && (sig != SIGINT || si->si_code == SI_USER || si->si_code == SI_QUEUE))
-		kill(child, sig);
-}
-
-void capture_install_signals(void)
-{
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-	struct sigaction sa = {0};
-
-	sa.sa_sigaction = on_signal;
-	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: interrupt the poll */
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
-		sigaction(sigs[i], NULL, &saved_actions[sigs[i]]);
-		/* Under nohup, a hangup is not ours to act on. */
-		if (sigs[i] == SIGHUP && saved_actions[SIGHUP].sa_handler == SIG_IGN)
-			continue;
-		sigaction(sigs[i], &sa, NULL);
-	}
-	sigaction(SIGPIPE, NULL, &saved_actions[SIGPIPE]);
-	signal(SIGPIPE, SIG_IGN);
-}
-
-/* In the launched child before exec: the dispositions corobpf was started with. */
-static struct rlimit capture_saved_nofile;
-static bool capture_nofile_raised;
-
-static void capture_restore_limits(void)
-{
-	if (capture_nofile_raised)
-		setrlimit(RLIMIT_NOFILE, &capture_saved_nofile);
-}
-
-static void capture_restore_signals(void)
-{
-	static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-
-	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++)
-		sigaction(sigs[i], &saved_actions[sigs[i]], NULL);
-}
-
-void capture_set_signal_child(pid_t pid)
-{
-	signal_child = pid;
-}
-
-/*
- * Also: if corobpf dies while the command is held at a dlopen (SIGSTOP,
- * switch-function path), the kernel continues it. The death signal goes
- * when the thread that forked dies: the main thread, which lives for the
- * whole run. A command that outlives corobpf (-d, Ctrl-C twice) gets
- * one SIGCONT more, which only a SIGCONT handler notices. The kernel
- * clears the setting at the exec of a set-uid or set-gid program (or one
- * with file capabilities): such a command is not protected.
- * Had corobpf died before this prctl, its BPF programs are gone with it
- * and nothing stops the command any more.
- */
-static void child_before_exec(void)
-{
-	capture_restore_signals();
-	capture_restore_limits();
-	prctl(PR_SET_PDEATHSIG, SIGCONT);
-}
-
 #define POLL_MS 100
-/* Records one read of the ring may take before the loop looks at signals, -d and targets. */
+/* --stacks=fp: entries of the kernel's stack map. */
+#define CAPTURE_STACK_MAP 16384
+/*
+ * Events one read of the ring may take before the loop looks at signals, -d and targets (a
+ * batched ring record holds up to 256).
+ */
 #define RING_READ_BUDGET 65536
 #define STATS_EVERY_NS 1000000000ULL
-
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
-{
-	/* libbpf's messages (the verifier log among them) only when asked for. */
-	if (level == LIBBPF_DEBUG && log_level < LOG_DEBUG)
-		return 0;
-	char msg[4096], safe[TERM_SAFE_MAX(sizeof(msg))];
-	char *line, *save = NULL;
-	int n;
-
-	if (level != LIBBPF_DEBUG && log_level < LOG_VERBOSE)
-		return 0;
-	/* They quote probe names and argument strings from other users' files: escaped, by line. */
-	n = vsnprintf(msg, sizeof(msg), fmt, ap);
-	for (char *p = msg; *p; p++)
-		if (*p == '\t')
-			*p = ' ';
-	if (log_status_shown) {
-		/* Over the status line (log.h): erased first, as log_msg() does. */
-		fputs("\r\033[K", stderr);
-		log_status_shown = false;
-	}
-	for (line = strtok_r(msg, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		fprintf(stderr, "%s\n", term_safe(safe, sizeof(safe), line, strlen(line)));
-	return n;
-}
-
-static bool has_cap(const struct __user_cap_data_struct *d, int cap)
-{
-	return d[cap / 32].effective & (1u << (cap % 32));
-}
-
-static bool kernel_has_uprobe_multi(void);
-
-int capture_preflight(void)
-{
-	struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3};
-	struct __user_cap_data_struct data[2] = {};
-	int ret;
-
-	libbpf_set_print(libbpf_print);
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		log_err("this kernel has no BTF (/sys/kernel/btf/vmlinux: %s): corobpf needs a "
-			"kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.11 or later)",
-			strerror(errno));
-		return EXIT_KERNEL;
-	}
-	if (syscall(SYS_capget, &hdr, data) == 0 && !has_cap(data, CAP_SYS_ADMIN) &&
-	    !(has_cap(data, CAP_BPF) && has_cap(data, CAP_PERFMON))) {
-		log_err("corobpf needs root, or CAP_BPF and CAP_PERFMON (this process lacks %s%s%s): "
-			"run it with sudo",
-			has_cap(data, CAP_BPF) ? "" : "CAP_BPF",
-			!has_cap(data, CAP_BPF) && !has_cap(data, CAP_PERFMON) ? " and " : "",
-			has_cap(data, CAP_PERFMON) ? "" : "CAP_PERFMON");
-		return EXIT_PRIVILEGE;
-	}
-	if (!has_cap(data, CAP_SYS_ADMIN) && !kernel_has_uprobe_multi()) {
-		log_err("this kernel has no uprobe_multi links (Linux 6.6): its uprobes need "
-			"CAP_SYS_ADMIN, which this process lacks; run corobpf with sudo");
-		return EXIT_PRIVILEGE;
-	}
-	ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL);
-	if (ret <= 0) {
-		log_err("this kernel has no BPF ring buffer (%s): corobpf needs Linux 5.8 or later",
-			ret < 0 ? strerror(-ret) : "not supported");
-		return ret == -EPERM ? EXIT_PRIVILEGE : EXIT_KERNEL;
-	}
-	ret = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL);
-	if (ret <= 0) {
-		log_err("this kernel has no BPF task storage (%s): corobpf needs Linux 5.11 or later",
-			ret < 0 ? strerror(-ret) : "not supported");
-		return EXIT_KERNEL;
-	}
-	return 0;
-}
 
 /* The epoll tag of the exec gate's wake descriptor (target indexes and the ring have theirs). */
 #define GATE_EPOLL_TAG (UINT64_MAX - 1)
@@ -204,8 +53,6 @@ static struct target *find_target(struct capture *c, u32 pid)
 	return NULL;
 }
 
-static void say_nothing_seen(struct capture *c, const struct target *t);
-
 /* What attaching found since last time, as records (attachctx.h). */
 static void emit_found(struct capture *c)
 {
@@ -213,21 +60,8 @@ static void emit_found(struct capture *c)
 		struct attach_found *f = &c->attach.found[i];
 		struct target *t = f->kind == ATTACH_FOUND_SWITCH ? find_target(c, f->pid) : NULL;
 
-		if (t && f->kind == ATTACH_FOUND_SWITCH && c->nlooked < 16) {
-			const char *base = strrchr(f->path, '/');
-			size_t vlen = f->site_text ? strcspn(f->site_text, ":") : 0;
-			struct looked_for *l = &c->looked[c->nlooked++];
-
-			/* A version before a ':' (interp.c's "LuaJIT 2.1: ..."), not a site's offset. */
-			if (vlen && f->site_text[vlen] == ':' && !strchr(f->site_text, '+'))
-				snprintf(l->what, sizeof(l->what), "%s (%s: %.*s)",
-					 coro_family_name(f->family), base ? base + 1 : f->path,
-					 (int)vlen, f->site_text);
-			else
-				snprintf(l->what, sizeof(l->what), "%s (%s)", coro_family_name(f->family),
-					 base ? base + 1 : f->path);
-			l->pid = f->pid;
-		}
+		if (t && f->kind == ATTACH_FOUND_SWITCH)
+			unseen_note(&c->unseen, f);
 		if (t && t->hold_switch_recs) {
 			/* Taken over: the target frees it. */
 			t->held = xrealloc(t->held, (t->nheld + 1) * sizeof(*t->held));
@@ -307,6 +141,8 @@ static void emit_stats(struct capture *c)
 		c->ustats[CORO_USTAT_STACK_UNRESOLVED] = st->unresolved;
 		c->ustats[CORO_USTAT_STACK_UNMAPPED] = st->unmapped;
 	}
+	if (c->opts->probe_path == PROBE_PATH_BATCHED)
+		batch_carry_counters(fd, c->ustats);
 	memcpy(r.user, c->ustats, sizeof(r.user));
 	free(vals);
 	record_sink_emit(c->sink, &r.hdr);
@@ -324,19 +160,6 @@ static void emit_end(struct capture *c)
 }
 
 /* ---- setup ---- */
-
-/* The kernel has uprobe_multi links (6.6): its BTF knows their type. */
-static bool kernel_has_uprobe_multi(void)
-{
-	struct btf *btf = btf__load_vmlinux_btf();
-	bool yes;
-
-	if (libbpf_get_error(btf))
-		return false;
-	yes = btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
-	btf__free(btf);
-	return yes;
-}
 
 /* What attaching is lent of the skeleton (attachctx.h). */
 static void lend_skeleton(struct capture *c)
@@ -402,25 +225,15 @@ static int attach_samplers(struct capture *c, u32 hz)
 
 int capture_open(struct capture *c, const struct capture_opts *opts)
 {
-	struct rlimit nofile;
 	int err;
 
-	/*
-	 * A link, a pidfd and an object descriptor per traced process: as many
-	 * descriptors as the hard limit allows (the launched command gets the
-	 * soft limit back, capture_restore_limits).
-	 */
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
-		capture_saved_nofile = nofile;
-		nofile.rlim_cur = nofile.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &nofile) == 0)
-			capture_nofile_raised = true;
-	}
+	capture_raise_nofile();
 	memset(c, 0, sizeof(*c));
 	c->opts = opts;
+	capture_set_child_stdout(opts->stdout_to_stderr);
 	c->launch = (struct attach_launch){
 		.argv = opts->argv,
-		.before_exec = child_before_exec,
+		.before_exec = capture_child_before_exec,
 		.forked = capture_set_signal_child,
 		.child = -1,
 		.release_fd = -1,
@@ -428,22 +241,13 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	};
 	c->epfd = -1;
 	attach_ctx_init(&c->attach);
-	c->attach.opts = (struct attach_opts){
-		.system_wide = opts->system_wide,
-		.follow = opts->follow,
-		.switch_families = opts->switch_families,
-		.switch_forced = opts->switch_forced,
-		.switch_none = opts->switch_none,
-		.custom = opts->custom,
-		.ncustom = opts->ncustom,
-		.stacks = opts->stacks != 0,
-	};
+	c->attach.opts = opts;
 	c->attach.ustats = c->ustats;
 	ringev_init(&c->ev);
-	c->ev.system_wide = opts->system_wide;
+	c->ev.opts = opts;
 	c->ev.global_plans = &c->attach.global_plans;
-	c->ev.follow = opts->follow;
 	c->ev.ustats = c->ustats;
+	c->ev.batch.ustats = c->ustats;
 	c->skel = corobpf_bpf__open();
 	if (!c->skel) {
 		log_err("cannot open the BPF object: %s", strerror(errno));
@@ -474,7 +278,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	c->skel->rodata->stack_bytes = opts->stack_bytes;
 	/* The kernel stack map is preallocated (~1 KiB an entry): none unless asked for. */
 	err = bpf_map__set_max_entries(c->skel->maps.stackmap,
-				       opts->stacks == STACK_MODE_FP ? opts->stack_map : 1);
+				       opts->stacks == STACK_MODE_FP ? CAPTURE_STACK_MAP : 1);
 	if (!err && opts->stacks != STACK_MODE_DWARF)
 		err = bpf_map__set_max_entries(c->skel->maps.stack_scratch, 1);
 	if (err) {
@@ -516,7 +320,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_rt, false);
-	batch_setup(c->skel, opts->probe_path);
+	batch_setup(c->skel, opts->probe_path, opts->system_wide || opts->follow || !opts->argv);
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
@@ -553,7 +357,6 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 			attach_add_link(&c->attach, l);
 		}
 	}
-	c->ev.batch_since = now_boottime_ns();
 	err = batch_attach(c->skel, &c->attach, opts->probe_path);
 	if (err)
 		return err;
@@ -692,11 +495,11 @@ static void attach_all_processes(struct capture *c)
 }
 
 /* The exec gate's examination: a program held at its exec, attached with its libraries. */
-static void gate_examine(void *ctx, int fd, u32 pid, bool changed)
+static void gate_examine(void *ctx, const struct execgate_found *f)
 {
 	struct capture *c = ctx;
 
-	attach_exec_object(&c->attach, fd, pid, changed);
+	attach_exec_object(&c->attach, f->fd, f->pid, f->changed, f->libs, f->nlibs);
 }
 
 /* -a, --follow: new programs held at their exec until attached (execgate.h). */
@@ -741,27 +544,10 @@ static void stop_exec_gate(struct capture *c)
 	execgate_stop(c->gate, &st);
 	c->gate = NULL;
 	c->ustats[CORO_USTAT_GATE_TIMEOUTS] = st.timeouts;
-	log_verbose("exec gate: %llu execs answered, %llu held for %llu examinations (longest "
-		    "hold %llu us), %llu let go unheld (too many waiting), %llu queue overflows",
-		    (unsigned long long)st.events, (unsigned long long)st.held,
-		    (unsigned long long)st.examined, (unsigned long long)st.max_wait_us,
-		    (unsigned long long)st.not_held, (unsigned long long)st.overflow);
-	if (st.poll_error)
-		log_warn("exec gate: poll: %s; it stopped holding execs before the end",
-			 strerror(st.poll_error));
-	if (st.marked_later || st.mark_errors || st.answer_errors)
-		log_verbose("exec gate: %llu filesystems mounted meanwhile marked, %llu could not be; "
-			    "%llu answers refused by the kernel", (unsigned long long)st.marked_later,
-			    (unsigned long long)st.mark_errors, (unsigned long long)st.answer_errors);
-	if (st.timeouts)
-		log_warn("exec gate: %llu exec%s ran after waiting %u ms, before corobpf had "
-			 "examined %s program (corobpf was busy): %s first probes can be missed",
-			 (unsigned long long)st.timeouts, st.timeouts == 1 ? "" : "s",
-			 c->opts->exec_gate_ms, st.timeouts == 1 ? "its" : "their",
-			 st.timeouts == 1 ? "its" : "their");
+	gatestats_say(&st, c->opts->exec_gate_ms);
 }
 
-int capture_attach(struct capture *c)
+static int attach_targets(struct capture *c)
 {
 	u32 sites = 0, via_script = 0;
 
@@ -866,6 +652,21 @@ int capture_attach(struct capture *c)
 	return 0;
 }
 
+int capture_attach(struct capture *c)
+{
+	int ret = attach_targets(c);
+
+	/*
+	 * The batched path's session starts now, attached (its targets' process records are
+	 * earlier): it reads no thread's buffer before, and leaves out what a buffer it meets in
+	 * use holds from before (written while another session raised the semaphore). Copying
+	 * earlier, before its own batch probe was attached, a full buffer's trap could pass it by.
+	 */
+	if (!ret)
+		c->skel->bss->session_start_ts = now_boottime_ns();
+	return ret;
+}
+
 /* ---- the run ---- */
 
 static void release_child(struct capture *c)
@@ -893,8 +694,8 @@ static u64 target_exit_ts(struct capture *c, u32 pid)
 
 	if (bpf_map_lookup_and_delete_elem(fd, &pid, &ts) || !ts || ts > now)
 		return now;
-	if (c->newest_ts > PIPELINE_REORDER_WINDOW_NS / 2)
-		floor = c->newest_ts - PIPELINE_REORDER_WINDOW_NS / 2;
+	if (c->newest_ts > REORDER_WINDOW_NS / 2)
+		floor = c->newest_ts - REORDER_WINDOW_NS / 2;
 	return ts < floor ? floor : ts;
 }
 
@@ -989,6 +790,46 @@ static void script_image(struct capture *c, struct target *t)
 	hold_release(t, "its exec");
 }
 
+/*
+ * -p: each thread of a process attached while it runs, off the CPU now,
+ * starts an off-CPU stretch (coro_attach_offcpu): a coroutine the model
+ * takes for running on a thread blocked since before the attach (a Go
+ * goroutine in read(2), found by the walk) is blocked, not running. After
+ * the tracepoints are attached, so the stretch's end is seen. Without it
+ * (an old kernel) such a thread's time is taken for running until it
+ * returns, as before: said with -v.
+ */
+static void offcpu_at_attach(struct capture *c, u32 pid)
+{
+	DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts);
+	union bpf_iter_link_info linfo;
+	struct bpf_link *link;
+	char buf[64];
+	int fd;
+
+	if (c->opts->no_sched)
+		return;
+	memset(&linfo, 0, sizeof(linfo));
+	linfo.task.pid = pid;
+	opts.link_info = &linfo;
+	opts.link_info_len = sizeof(linfo);
+	link = bpf_program__attach_iter(c->skel->progs.coro_attach_offcpu, &opts);
+	if (!link) {
+		log_verbose("process %u: cannot read its threads' states at the attach: %s; a "
+			    "thread blocked since before is taken for running until it returns",
+			    pid, strerror(errno));
+		return;
+	}
+	fd = bpf_iter_create(bpf_link__fd(link));
+	if (fd >= 0) {
+		/* The program writes to the ring; reading runs it over every thread. */
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		close(fd);
+	}
+	bpf_link__destroy(link);
+}
+
 static void watch_emit(void *ctx, const struct coro_event_hdr *rec)
 {
 	struct capture *c = ctx;
@@ -1008,7 +849,8 @@ static int watch_flush(void *ctx)
 int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
-	u64 deadline = c->opts->duration_ns ? start + c->opts->duration_ns : 0;
+	u64 duration_ns = (u64)(c->opts->duration * 1e9);
+	u64 deadline = duration_ns ? start + duration_ns : 0;
 	struct batch_tails *tails;
 	u64 stop_ts;
 	int ret = 0;
@@ -1030,6 +872,9 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	}
 	/* What capture_attach attached, held until now: after the processes it belongs to. */
 	emit_found(c);
+	for (size_t i = 0; i < c->ntargets; i++)
+		if (!c->targets[i].launched && !c->targets[i].via_script)
+			offcpu_at_attach(c, c->targets[i].pid);
 	release_child(c);
 	if (c->launch.launch_err_fd >= 0) {
 		int e = 0;
@@ -1181,15 +1026,14 @@ out:
 	 */
 	if (c->opts->probe_path == PROBE_PATH_BATCHED)
 		usleep(200);
-	tails = c->opts->probe_path == PROBE_PATH_BATCHED
-			? batch_tails_collect(bpf_map__fd(c->skel->maps.batch_threads), stop_ts)
-			: NULL;
+	tails = c->opts->probe_path == PROBE_PATH_BATCHED ? batch_tails_collect(c->skel, stop_ts)
+							    : NULL;
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
 	ringev_release_walks(&c->ev);
 	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
-		batch_tails_emit(&c->ev, tails, stop_ts);
+		batch_tails_emit(&c->ev.batch, tails);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
 	batch_check_elsewhere(c->opts->probe_path, "at the end");
@@ -1240,41 +1084,13 @@ out:
 		if (!c->targets[i].switch_mode || c->targets[i].probe_sites || c->targets[i].via_script)
 			continue;
 		/* Families attached, nothing seen: say what was looked for, and why it may be missing. */
-		say_nothing_seen(c, &c->targets[i]);
+		unseen_say(&c->unseen, c->targets[i].pid, c->targets[i].comm);
 		break;
 	}
 	emit_stats(c);
 	emit_end(c);
 	capture_detach_async(c);
 	return ret;
-}
-
-/*
- * A target traced through the switch-function path that made no switch
- * seen: which families corobpf looked through (and in which objects), the
- * reasons an interpreter it knows was not traced or may show nothing
- * (interpattach.h), then what to do if the program switches some other way.
- */
-static void say_nothing_seen(struct capture *c, const struct target *t)
-{
-	char list[1024] = "";
-	size_t n = 0;
-	u32 fams = 0;
-
-	for (u32 i = 0; i < c->nlooked && n + 1 < sizeof(list); i++) {
-		if (c->looked[i].pid != t->pid)
-			continue;
-		n += snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "", c->looked[i].what);
-		if (n >= sizeof(list))
-			n = sizeof(list) - 1;
-		fams++;
-	}
-	log_warn("no context switch seen in process %u (%s); corobpf looked for %s", t->pid, t->comm,
-		 fams ? list : "none of its families (none of their functions is in its objects)");
-	interpattach_say_unseen(t->pid);
-	log_warn("if the program has coroutines of another kind, name its switch function with "
-		 "--switch uprobe:PATH:SYMBOL:from=ARG,to=ARG (--switch help lists the families corobpf "
-		 "knows)");
 }
 
 static void *detach_links(void *arg)
@@ -1344,8 +1160,6 @@ void capture_close(struct capture *c)
 		c->detaching = false;
 	}
 	attach_ctx_detach(&c->attach);
-	if (c->opts && c->opts->probe_path == PROBE_PATH_BATCHED && c->skel)
-		batch_forget_buffers(bpf_map__fd(c->skel->maps.batch_threads));
 	ring_buffer__free(c->rb);
 	corobpf_bpf__destroy(c->skel);
 	for (size_t i = 0; i < c->ntargets; i++) {

@@ -5,7 +5,7 @@
  * for corobpf trace, the raw capture and the pipeline). In that order, in
  * one place:
  *
- *   capture_preflight  privileges and kernel features, with exact errors
+ *   capture_preflight  privileges and kernel features, with exact errors (preflight.h)
  *   capture_open       open the skeleton, size the ring, load
  *   capture_targets    -p PIDs: check them; -- CMD: fork it, held before exec
  *   capture_attach     find objects with probes, attach (and ld.so's hook)
@@ -19,55 +19,21 @@
 #include <signal.h>
 #include <sys/types.h>
 #include "attach.h"
+#include "launch.h"
 #include "attachctx.h"
+#include "capture_opts.h"
 #include "execgate.h"
 #include "recsink.h"
 #include "ringev.h"
 #include "stackres.h"
 #include "switchfam.h"
+#include "unseen.h"
 
 struct corobpf_bpf;
 struct ring_buffer;
 
-struct capture_opts {
-	u32 *pids;
-	u32 npids;
-	char **argv; /* launch mode: the command and its arguments */
-	u64 duration_ns; /* 0: until the targets exit or a signal */
-	u64 ring_bytes;
-	bool no_sched;	 /* without the kernel's scheduling view (sched_switch/wakeup) */
-	bool system_wide; /* -a: every process whose objects carry probes (pids: a filter) */
-	/* -a --comm (repeatable): only processes whose name starts with one of these */
-	const char *const *comms;
-	u32 ncomms;
-	/*
-	 * --follow: the targets' probe objects are attached for every process
-	 * (pid -1) and the BPF side admits the targets and, at fork, their
-	 * descendants; exec'd images are scanned like -a's. Probes only.
-	 */
-	bool follow;
-	/*
-	 * The switch-function path (--switch). Automatic by default: a process
-	 * without corobpf probes is traced through every family its libraries
-	 * provide. switch_forced: the families (and custom functions) given,
-	 * even where probes exist (which are then left alone); switch_none: never.
-	 */
-	u32 switch_families; /* 1 << enum coro_ctx_family */
-	bool switch_forced;
-	bool switch_none;
-	struct switch_custom *custom;
-	size_t ncustom;
-	u32 stacks;	  /* enum stack_mode (stacks.h) */
-	u32 stack_bytes;  /* dwarf: bytes of user stack copied per event */
-	u32 stack_map;	  /* fp: entries of the kernel stack map */
-	u32 sample_hz;	  /* --stacks: perf-event samples of running coroutines per second per CPU (0: none) */
-	/* -a, --follow: the exec gate's longest hold (execgate.h); 0: no gate. */
-	u32 exec_gate_ms;
-	u32 probe_path; /* --probe-path: enum probe_path (batch.h), resolved by batch_path_choose() */
-};
-
 struct capture {
-	const struct capture_opts *opts;
+	const struct capture_opts *opts; /* read-only: the session's, lent to attaching too */
 	struct corobpf_bpf *skel;
 	struct ring_buffer *rb;
 	/* Lent to attach.c and usdt.c: the programs, the links, what they attached. */
@@ -96,36 +62,10 @@ struct capture {
 	 */
 	void (*tick)(void *ctx);
 	void *tick_ctx;
-	/*
-	 * What the switch-function path attached for each target ("lua
-	 * (libluajit-5.1.so.2.1.0: LuaJIT 2.1)"): a run that saw no switch says
-	 * what it looked for.
-	 */
-	struct looked_for {
-		u32 pid;
-		char what[128];
-	} looked[16];
-	u32 nlooked;
+	/* What the switch-function path attached for each target (unseen.h). */
+	struct unseen unseen;
 };
 
-/* Set by the signal handlers (the signal number); capture_run stops when it sees it. */
-extern volatile sig_atomic_t capture_stop_signal;
-
-/*
- * SIGINT/SIGTERM/SIGHUP stop tracing (a second one quits at once, removing
- * temporary outputs) and are passed on to the launched command; SIGPIPE is
- * ignored. The launched command gets the original dispositions back.
- */
-void capture_install_signals(void);
-/*
- * From now on (a pid) or no longer (-1), signals are passed on to pid. The
- * launched command gets the dispositions and the descriptor limit corobpf
- * started with back before its exec (capture_open raises the limit), and
- * is continued (SIGCONT) by the kernel if corobpf dies (a dlopen hold).
- */
-void capture_set_signal_child(pid_t pid);
-
-int capture_preflight(void);
 int capture_open(struct capture *c, const struct capture_opts *opts);
 int capture_targets(struct capture *c);
 int capture_attach(struct capture *c);

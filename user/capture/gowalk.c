@@ -7,6 +7,7 @@
 #include <sys/auxv.h>
 #include <sys/uio.h>
 #include "gowalk.h"
+#include "addrnames.h"
 #include "switchfam.h"
 #include "util.h"
 
@@ -117,7 +118,7 @@ static bool name_wrapped(u32 pid, const struct goelf_info *gi, u64 g, u32 status
 	if (ctxt) {
 		f = goelf_wrapper_target(w, ctxt, live_word, &pid);
 		if (f) {
-			switchfam_name_at(pid, f, buf, sizeof(buf));
+			addrname_at(pid, f, buf, sizeof(buf));
 			if (!strncmp(buf, "0x", 2) || strstr(buf, "+0x"))
 				f = 0; /* not a function's entry: not the closure the code says */
 		}
@@ -128,7 +129,7 @@ static bool name_wrapped(u32 pid, const struct goelf_info *gi, u64 g, u32 status
 		f = goelf_wrapper_callee(w, frames, n);
 		free(frames);
 		if (f)
-			switchfam_func_at(pid, f, buf, sizeof(buf));
+			addrname_func_at(pid, f, buf, sizeof(buf));
 	}
 	if (!f)
 		return false;
@@ -216,7 +217,7 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 				r->obj = peek_word(pid, sg + o->sudog_elem);
 		}
 		wg[n].g = gs[i];
-		switchfam_name_goroutine(pid, peek_word(pid, gs[i] + o->g_startpc), r->name,
+		addrname_goroutine(pid, peek_word(pid, gs[i] + o->g_startpc), r->name,
 					 sizeof(r->name), &wg[n].w);
 		if (wg[n].w.n &&
 		    name_wrapped(pid, gi, gs[i], status, &wg[n].w, r->name, sizeof(r->name)))

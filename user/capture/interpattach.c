@@ -134,7 +134,7 @@ u32 interpattach_object(struct attach_ctx *a, int pid, const char *path, const c
 	if (!fam)
 		return 0;
 	fam_name = fam == CORO_FAM_ASYNCIO ? "asyncio" : "Lua";
-	if (a->opts.switch_forced && !(a->opts.switch_families & (1u << fam)))
+	if (a->opts->switch_forced && !(a->opts->switch_families & (1u << fam)))
 		return 0;
 	if (!prog || bpf_program__fd(prog) < 0) {
 		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * liverec.h: the records user space adds to a live capture (raw.h says
+ * liverec.h: the records user space adds to a live capture (records.h says
  * what each holds): a process taken on, a thread first seen, a process's
  * exit, an object or switch functions attached. Each is built here and
- * written into the capture's sink at once; and the /proc readers they are
- * made from.
+ * written into the capture's sink at once (what they read of /proc:
+ * procfs.h).
  */
 #ifndef COROBPF_LIVEREC_H
 #define COROBPF_LIVEREC_H
@@ -24,10 +24,5 @@ void liverec_proc_exit(const struct record_sink *s, u32 pid, int wait_status);
 void liverec_proc_exit_at(const struct record_sink *s, u32 pid, int wait_status, u64 ts);
 /* CORO_REC_OBJECT or CORO_REC_SWITCH: what attaching found (attachctx.h). */
 void liverec_found(const struct record_sink *s, const struct attach_found *f);
-
-/* /proc/PID/status: its thread group and parent. 0 or -errno. */
-int proc_read_status(u32 pid, u32 *tgid, u32 *ppid);
-/* /proc/PID/task/TID/comm, control characters made '?'; empty if gone. */
-void proc_read_comm(u32 pid, u32 tid, char comm[16]);
 
 #endif /* COROBPF_LIVEREC_H */

@@ -6,13 +6,15 @@
 #include <unistd.h>
 #include <sys/sysmacros.h>
 #include "attachctx.h"
-#include "batch.h"
 #include "cxxattach.h"
+#include "kinds.h"
 #include "liverec.h"
+#include "procfs.h"
 #include "log.h"
 #include "ringev.h"
 #include "goelf.h"
 #include "gowalk.h"
+#include "addrnames.h"
 #include "switchfam.h"
 
 /* The largest payload a record with a stack has (before its ref): a span_begin's. */
@@ -26,7 +28,9 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->announced);
 	hmap_init(&ev->rescan_pids);
 	hmap_init(&ev->cxx_named);
-	hmap_init(&ev->batch_cur);
+	hmap_init(&ev->batch.cur);
+	ev->batch.out = ringev_record;
+	ev->batch.out_ctx = ev;
 	hmap_init(&ev->plans_said);
 }
 
@@ -91,7 +95,7 @@ void ringev_free(struct ringev *ev)
 	while (hmap_next(&ev->announced, &it, NULL, NULL, &v))
 		free(v);
 	hmap_free(&ev->announced);
-	batch_forget_all(ev);
+	batch_forget_all(&ev->batch);
 	for (size_t i = 0; i < ev->nwalks; i++)
 		free(ev->walks[i]);
 	free(ev->walks);
@@ -163,7 +167,7 @@ static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h
 			t->rescan = true;
 		if (!t->exited && h->kind == CORO_EV_EXEC)
 			t->execed = true;
-	} else if (ev->system_wide || (ev->follow && hmap_get(&ev->announced, h->pid, 0))) {
+	} else if (ev->opts->system_wide || (ev->opts->follow && hmap_get(&ev->announced, h->pid, 0))) {
 		hmap_put(&ev->rescan_pids, h->pid, 0, (void *)1);
 	}
 }
@@ -176,7 +180,7 @@ static void on_objects_changed(struct ringev *ev, const struct coro_event_hdr *h
  */
 static bool untraced_elsewhere(struct ringev *ev, const struct coro_event_hdr *h)
 {
-	return ev->system_wide && !ringev_find_target(ev, h->pid) &&
+	return ev->opts->system_wide && !ringev_find_target(ev, h->pid) &&
 	       !hmap_get(&ev->announced, h->pid, 0);
 }
 
@@ -184,7 +188,7 @@ static bool untraced_elsewhere(struct ringev *ev, const struct coro_event_hdr *h
 static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
 {
 	const struct coro_event_hdr *h = &e->hdr;
-	struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = ev->follow};
+	struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = ev->opts->follow};
 	char path[64];
 	u32 tgid;
 	ssize_t n;
@@ -206,7 +210,7 @@ static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
 	}
 	hmap_put(&ev->announced, h->pid, 0, xstrdup(t.exe));
 	liverec_process(ev->sink, &t);
-	if (ev->system_wide)
+	if (ev->opts->system_wide)
 		ringev_global_plans_for(ev, h->pid, h->ts);
 }
 
@@ -283,14 +287,14 @@ static int on_ctx_entry(struct ringev *ev, const struct coro_ev_ctx_entry *e)
 
 	n.hdr.size = sizeof(n);
 	n.hdr.kind = CORO_EV_NAME;
-	switchfam_name_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
+	addrname_at(e->hdr.pid, e->addr, n.name, sizeof(n.name));
 	/*
 	 * The process is gone (a short run: qemu-img, qemu-io): named in the
 	 * executable that holds its context functions, where the process had
 	 * it (its code's start, which the BPF side read with the address).
 	 */
 	for (size_t i = 0; t && !strncmp(n.name, "0x", 2) && i < t->nswobjs; i++)
-		if (switchfam_name_in_exe(t->swobjs[i].path, t->swobjs[i].shown, e->start_code,
+		if (addrname_in_exe(t->swobjs[i].path, t->swobjs[i].shown, e->start_code,
 					  e->addr, n.name, sizeof(n.name)))
 			break;
 	if (strlen(n.name) == sizeof(n.name) - 1)
@@ -312,7 +316,7 @@ static bool go_name_gone(struct ringev *ev, u32 pid, u64 addr, char *name, size_
 	u64 b = 0, biases[2] = {0, 0};
 	int nb = 0;
 
-	if (switchfam_bias_of(pid, &b))
+	if (addrname_bias_of(pid, &b))
 		biases[nb++] = b;
 	biases[nb++] = 0;
 	for (int k = 0; k < nb; k++) {
@@ -333,7 +337,7 @@ static void go_name(struct ringev *ev, u32 pid, u64 addr, char *name, size_t len
 {
 	u64 bias;
 
-	switchfam_name_goroutine(pid, addr, name, len, w);
+	addrname_goroutine(pid, addr, name, len, w);
 	if (strncmp(name, "0x", 2) || !go_name_gone(ev, pid, addr, name, len, w, &bias))
 		return;
 	/* The wrapper's code where the process had it. */
@@ -419,7 +423,7 @@ static int on_cxx(struct ringev *ev, const struct coro_ev_cxx *e)
 {
 	u64 had = (u64)(uintptr_t)hmap_get(&ev->cxx_named, e->hdr.pid, e->frame);
 	u64 want = (u64)e->fn + 1;
-	/* Its function's name whole, up to CORO_NAME_MAX - 1 bytes (raw.h). */
+	/* Its function's name whole, up to CORO_NAME_MAX - 1 bytes (coro_name_record()). */
 	union {
 		struct coro_ev_name n;
 		u64 room[CORO_NAME_REC_MAX / 8];
@@ -476,15 +480,15 @@ int ringev_record(void *ctx, void *data, size_t size)
 	    h->size == size)
 		return on_go_entry(ev, data);
 	if (h->kind == CORO_EV_BATCH && size >= sizeof(*h))
-		return batch_split(ev, data, size);
+		return batch_split(&ev->batch, data, size);
 	if (!coro_record_valid(h, size, &why) || h->size != size || h->kind > CORO_EV_BPF_MAX) {
 		ev->ustats[CORO_USTAT_BAD_RECORDS]++;
 		log_debug("dropping a malformed ring buffer record (%zu bytes): %s", size, why);
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
-	if (ev->batch_cur.len)
-		batch_note(ev, h);
+	if (ev->batch.cur.len)
+		batch_note(&ev->batch, h);
 	/* A probe's or an interpreter's switch (interp.bpf.h sends the probe ABI's) counts too. */
 	if (h->kind == CORO_EV_CTX_SWITCH || h->kind == CORO_EV_GO_STATUS || h->kind == CORO_EV_SWITCH)
 		ev->ctx_switches++;
@@ -518,8 +522,15 @@ int ringev_ring_record(void *ctx, void *data, size_t size)
 {
 	struct ringev *ev = ctx;
 	int err = ringev_record(ctx, data, size);
+	u32 events;
 
-	if (err >= 0 && ev->budget && !--ev->budget)
+	if (err < 0 || !ev->budget)
+		return err;
+	events = batch_events_in(data, size);
+	if (events >= ev->budget) {
+		ev->budget = 0;
 		return RINGEV_BUDGET_SPENT;
+	}
+	ev->budget -= events;
 	return err;
 }

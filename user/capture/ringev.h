@@ -36,14 +36,15 @@
 #include <errno.h>
 
 #include "attach.h"
+#include "batch.h"
+#include "capture_opts.h"
 #include "recsink.h"
 #include "stackres.h"
 #include "util.h"
 
 struct ringev {
 	/* Set by the capture: before the run (settings), at its start (sink, targets). */
-	bool system_wide;
-	bool follow;
+	const struct capture_opts *opts; /* -a, --follow */
 	u64 *ustats;			/* the capture's CORO_USTAT_* counters */
 	struct stack_resolver *stk;	/* --stacks, or NULL */
 	const struct record_sink *sink;
@@ -63,16 +64,12 @@ struct ringev {
 	struct hmap plans_said;
 	/* C++20: (pid, frame) -> its coroutine's name index + 1, named already (CXXNAME_DESTROYED). */
 	struct hmap cxx_named;
-	/* Batched path: (pid, tid) -> the thread's coroutine after its last batch (batch.c). */
-	struct hmap batch_cur;
+	/* Batched path: the threads' coroutines, the split records given to ringev_record(). */
+	struct batch_state batch;
 	/*
-	 * Batched path: when this run attached; a buffer first met full holds
-	 * records an earlier session wrote, which are not this run's.
-	 */
-	u64 batch_since;
-	/*
-	 * Set by the capture around a read of the ring: the records that read
-	 * may take before it returns (0: all there are). A producer faster than
+	 * Set by the capture around a read of the ring: the events that read
+	 * may take before it returns (0: all there are; a batched record counts
+	 * the records it holds). A producer faster than
 	 * this reader would otherwise keep one read going for ever, and with it
 	 * -d, the signals and every check between reads.
 	 */
@@ -97,7 +94,7 @@ int ringev_record(void *ctx, void *data, size_t size);
 
 /*
  * The ring buffer's callback (ring_buffer_sample_fn): ringev_record(), then RINGEV_BUDGET_SPENT
- * (which ends libbpf's read, this record taken) once ev->budget records
+ * (which ends libbpf's read, this record taken) once ev->budget events
  * were read.
  */
 #define RINGEV_BUDGET_SPENT (-EAGAIN)

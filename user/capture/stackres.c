@@ -10,9 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "capture_opts.h"
+#include "kinds.h"
 #include "log.h"
-#include "stackres.h"
+#include "raw.h"
 #include "safeopen.h"
+#include "stackres.h"
 
 struct map_ent {
 	u64 start, end, pgoff;

@@ -16,7 +16,8 @@
 #ifndef COROBPF_STACKRES_H
 #define COROBPF_STACKRES_H
 
-#include "stacks.h"
+#include "coro_abi.h"
+#include "util.h"
 
 typedef void (*stack_emit_fn)(void *ctx, const struct coro_event_hdr *rec);
 

@@ -219,7 +219,7 @@ void usdt_object_unreadable(struct attach_ctx *a, int ret, const char *path, con
 
 bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown, u32 need)
 {
-	bool found = a->opts.system_wide || a->opts.follow;
+	bool found = a->opts->system_wide || a->opts->follow;
 	struct stat st;
 	u64 owner = 0, mine = 0;
 	const char *why = NULL;

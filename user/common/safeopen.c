@@ -48,6 +48,11 @@ static int reopen_regular(int pathfd, const dev_t *dev, const uint64_t *ino)
 	return fd >= 0 ? fd : e;
 }
 
+int open_regular_fd(int pathfd)
+{
+	return reopen_regular(pathfd, NULL, NULL);
+}
+
 int open_regular(const char *path)
 {
 	int fd = open(path, O_PATH | O_CLOEXEC);

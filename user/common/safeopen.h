@@ -33,6 +33,12 @@
 /* A regular file by path, resolved as usual (the invoker's own namespace). */
 int open_regular(const char *path);
 
+/*
+ * A regular file named by an O_PATH descriptor (consumed), reopened for reading through it:
+ * the very file the descriptor names, whatever its path names now.
+ */
+int open_regular_fd(int pathfd);
+
 /* A regular file by path inside process pid's root directory (its chroot, if any). */
 int open_regular_in_root(unsigned int pid, const char *path);
 

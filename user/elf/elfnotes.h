@@ -110,33 +110,6 @@ int elf_probe_walk(const char *path, const char *provider, elf_site_fn fn, void 
 /* The entry for probe `name`, or NULL if the object has no site of it. */
 const struct elf_probe_name *elf_probes_find(const struct elf_probes *probes, const char *name);
 
-/*
- * The dynamic-linking facts of an object, read through its program headers
- * the way ld.so reads them (so stripped section headers do not matter).
- * Strings are raw: $ORIGIN and friends are not expanded here.
- */
-struct elf_dyninfo {
-	int elf_type;		/* e_type */
-	bool is_static;		/* no PT_DYNAMIC: nothing is loaded for it */
-	char *interp;		/* PT_INTERP, or NULL */
-	char **needed;		/* DT_NEEDED names, in the order of the dynamic array */
-	size_t n_needed;
-	char *rpath;		/* DT_RPATH, or NULL (kept even when DT_RUNPATH exists) */
-	char *runpath;		/* DT_RUNPATH, or NULL */
-	char *soname;		/* DT_SONAME, or NULL */
-	uint64_t flags_1;	/* DT_FLAGS_1 (DF_1_NODEFLIB changes the library search) */
-};
-
-/*
- * Fill `out` (zeroed first) for `path`. On failure `out` holds nothing to
- * free. Returns 0, -ENOEXEC (not an x86-64 ELF), -EINVAL (malformed dynamic
- * data), -ENOMEM, or the errno of open().
- */
-int elf_dynamic_info(const char *path, struct elf_dyninfo *out, char *err, size_t errlen);
-
-/* Free what elf_dynamic_info() allocated and zero `info`; NULL is fine. */
-void elf_dyninfo_free(struct elf_dyninfo *info);
-
 /* True if `path` can be read and starts with the ELF magic (any class or machine). */
 bool elf_is_elf(const char *path);
 
@@ -159,15 +132,8 @@ bool elf_is_elf(const char *path);
 #define ELF_LOAD_SKIP 1
 int elf_check_loadable(int fd, char *err, size_t errlen);
 
-/*
- * The most corobpf reads whole of one section or table of an object
- * (notes, symbols and their names, the dynamic table and its names, unwind
- * tables): 64 MiB. The largest on this project's machine are a few MiB
- * (libLLVM's .eh_frame: 5 MiB). A size is only what the header declares:
- * a sparse file can declare gigabytes in a few KiB of disk, which a read
- * would turn into as many bytes of memory.
- */
-#define ELF_READ_MAX (64ULL << 20)
+/* ELF_READ_MAX: the most corobpf reads whole of one section or table (elfread.h). */
+#include "elfread.h"
 
 /*
  * Open `path` as an x86-64 ELF (libelf), refusing other classes and

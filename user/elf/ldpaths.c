@@ -60,19 +60,7 @@
  * makes ld.so fail the launch: the name is reported missing with ld.so's
  * reason, and the search for it stops, as in ld.so.
  *
- * /etc/ld.so.cache on Debian 12 is the new format only ("glibc-ld.so.cache"
- * "1.1", 48-byte header, 24-byte entries {int32 flags, uint32 key, uint32
- * value, uint32 osversion, uint64 hwcap}, string offsets relative to the
- * header), written by ldconfig 2.36. Its x86-64 entries have flags 0x0303
- * (FLAG_ELF_LIBC6 | FLAG_X8664_LIB64), /lib32 ones 0x0003, and a few plain
- * ELF ones 0x0001. Every hwcap field is zero and the only extension section
- * is the generator string (no glibc-hwcaps section): ldconfig writes hwcap
- * entries only for libraries inside glibc-hwcaps or legacy hwcap
- * subdirectories, and none of the directories it scans has one. Entries with
- * a nonzero hwcap are therefore ignored here (a limitation: such a library
- * would be found through the directory search instead, if at all). The old
- * "ld.so-1.7.0" format is accepted only as the compat prefix `ldconfig -c
- * compat` writes before a new header.
+ * /etc/ld.so.cache: how it is read is ldcache.h's.
  *
  * Checked as a whole against `ldd` for every dynamically linked executable of
  * a Debian 12 system (675 in /usr/bin, /usr/sbin, /usr/libexec): same
@@ -82,7 +70,6 @@
  * DT_AUXILIARY, GLIBC_TUNABLES hwcap masks, LD_AUDIT, the PT_NOTE ABI tag
  * check, and libraries a program dlopen()s later.
  */
-#include <cpuid.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -97,42 +84,20 @@
 #include <unistd.h>
 #include "util.h"
 
+#include "dynlink.h"
 #include "elfnotes.h"
+#include "ldcache.h"
+#include "ldhwcaps.h"
 #include "ldpaths.h"
 
-#define LD_CACHE_FILE		"/etc/ld.so.cache"
 #define LD_PRELOAD_FILE		"/etc/ld.so.preload"
 #define LD_DST_LIB		"lib/x86_64-linux-gnu"
-#define LD_DEFAULT_PLATFORM	"x86_64"
 
 static const char *const ld_system_dirs[] = {
 	"/lib/x86_64-linux-gnu",
 	"/usr/lib/x86_64-linux-gnu",
 	"/lib",
 	"/usr/lib",
-};
-
-/* ld.so.cache layout (new format) */
-#define CACHE_MAGIC_NEW		"glibc-ld.so.cache"
-#define CACHE_VERSION_NEW	"1.1"
-#define CACHE_MAGIC_OLD		"ld.so-1.7.0"
-#define CACHE_NEW_HDR_SIZE	48
-#define CACHE_NEW_ENTRY_SIZE	24
-#define CACHE_OLD_HDR_SIZE	16
-#define CACHE_OLD_ENTRY_SIZE	12
-#define CACHE_FLAGS_X8664_LIBC6	0x0303
-/* Real caches are tens of kilobytes; refuse to slurp something absurd. */
-#define CACHE_MAX_SIZE		(64u << 20)
-
-/* 3 glibc-hwcaps levels + 2^4 legacy subsets (tls, 2 hwcaps, platform) */
-#define LD_MAX_SUBDIRS		19
-#define LD_SUBDIR_LEN		48
-
-struct ld_cache {
-	char *buf;
-	size_t size;
-	size_t hdr;		/* offset of the new-format header: strings are relative to it */
-	uint32_t nlibs;
 };
 
 struct ld_obj {
@@ -145,6 +110,7 @@ struct ld_obj {
 	struct elf_dyninfo dyn;
 	int loader;		/* the object whose dependency brought it in; -1 for the exe */
 	bool listed;		/* part of the result */
+	int fd;			/* opts->want_fds: the file examined, open; else -1 */
 };
 
 struct ld_state {
@@ -152,9 +118,7 @@ struct ld_state {
 	size_t n_objs, cap_objs;
 	int *queue;		/* breadth-first order of objects whose DT_NEEDED to load */
 	size_t n_queue, cap_queue;
-	char subdirs[LD_MAX_SUBDIRS][LD_SUBDIR_LEN];
-	size_t n_subdirs;
-	char platform[16];
+	struct ld_hwcaps hw;	/* the hwcap subdirectories, $PLATFORM */
 	struct ld_cache cache;
 	bool have_cache;
 	char **llp;		/* LD_LIBRARY_PATH, expanded */
@@ -162,9 +126,60 @@ struct ld_state {
 	char *cwd;
 	struct ld_opts *opts;
 	size_t cap_missing;
+	bool stopped;		/* a bound was reached: nothing more is looked up */
+	unsigned int names;	/* names looked up so far */
 };
 
 enum try_result { TRY_NEXT, TRY_FOUND, TRY_FATAL };
+
+/* The result will not be the whole of what ld.so maps: why (the first reason is kept). */
+static void cut(struct ld_state *st, const char *why)
+{
+	if (st->opts->cut_short)
+		return;
+	st->opts->cut_short = 1;
+	snprintf(st->opts->cut_reason, sizeof(st->opts->cut_reason), "%s", why);
+}
+
+/* Nothing more is looked up: what was found so far is the result. */
+static void stop(struct ld_state *st, const char *why)
+{
+	cut(st, why);
+	st->stopped = true;
+}
+
+/*
+ * One file the search tries: `name` in `dir` (NULL: `name` is the whole path), which `path`
+ * joins. A descriptor open for reading, or -errno.
+ */
+static int ld_open(struct ld_state *st, const char *dir, const char *name, const char *path)
+{
+	int fd;
+
+	if (st->stopped)
+		return -ECANCELED;
+	if (!st->opts->open_file) {
+		/*
+		 * ld.so would block on a FIFO here; we would rather call it
+		 * unreadable (fatal, see elf_check_loadable) than hang.
+		 */
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		return fd < 0 ? -errno : fd;
+	}
+	fd = st->opts->open_file(st->opts->open_ctx, dir, name);
+	if (fd == -ECANCELED)
+		stop(st, "the search's budget of lookups or time was spent");
+	return fd;
+}
+
+/* What the ELF readers are given to read fd: its path, or through the descriptor. */
+static const char *read_path(const struct ld_state *st, int fd, const char *path, char buf[32])
+{
+	if (!st->opts->open_file)
+		return path;
+	snprintf(buf, 32, "/proc/self/fd/%d", fd);
+	return buf;
+}
 
 
 static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -206,251 +221,6 @@ static int strv_push(char ***v, size_t *n, char *s)
 	return 0;
 }
 
-/* ---- the CPU-dependent parts: hwcap subdirectories and $PLATFORM ---- */
-
-/* The CPUID bits glibc 2.36 looks at for hwcap subdirectories and $PLATFORM. */
-struct cpu_caps {
-	bool intel;
-	bool v2, v3, v4;	/* x86-64 psABI levels, as glibc-hwcaps uses them */
-	bool avx512cd, avx512er, avx512pf, avx512_1;
-	bool haswell;		/* glibc's "haswell" platform features */
-};
-
-/*
- * Read CPUID ourselves rather than through __builtin_cpu_supports(): clang
- * 14 knows neither the level names nor lzcnt and movbe. Like glibc, count an
- * AVX or AVX-512 feature only when the kernel saves its register state
- * (XCR0), since ld.so would not consider it usable otherwise.
- */
-static void cpu_caps_read(struct cpu_caps *c)
-{
-	unsigned int a, b, cx, d, ecx1 = 0, ebx7 = 0, ecx_ext = 0, xcr0 = 0, xcr0_hi;
-	bool avx_os = false, avx512_os = false, avx, avx2, fma, f16c, avx512;
-
-	memset(c, 0, sizeof(*c));
-	if (!__get_cpuid(0, &a, &b, &cx, &d))
-		return;
-	/* "GenuineIntel" in EBX, EDX, ECX */
-	c->intel = b == 0x756e6547 && d == 0x49656e69 && cx == 0x6c65746e;
-	if (a >= 1 && __get_cpuid(1, &a, &b, &ecx1, &d) && (ecx1 & (1u << 27))) {
-		__asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
-		avx_os = (xcr0 & 0x6) == 0x6;
-		avx512_os = avx_os && (xcr0 & 0xe0) == 0xe0;
-	}
-	__get_cpuid_count(7, 0, &a, &ebx7, &cx, &d);
-	__get_cpuid(0x80000001, &a, &b, &ecx_ext, &d);
-
-#define BIT(reg, n) (((reg) >> (n)) & 1)
-	avx = avx_os && BIT(ecx1, 28);
-	avx2 = avx && BIT(ebx7, 5);
-	fma = avx && BIT(ecx1, 12);
-	f16c = avx && BIT(ecx1, 29);
-	avx512 = avx512_os && BIT(ebx7, 16);
-	c->v2 = BIT(ecx1, 0) && BIT(ecx1, 9) && BIT(ecx1, 13) && BIT(ecx1, 19) &&
-		BIT(ecx1, 20) && BIT(ecx1, 23) && BIT(ecx_ext, 0);
-	c->v3 = c->v2 && avx && avx2 && fma && f16c && BIT(ebx7, 3) && BIT(ebx7, 8) &&
-		BIT(ecx_ext, 5) && BIT(ecx1, 22);
-	c->avx512cd = avx512 && BIT(ebx7, 28);
-	c->avx512er = avx512 && BIT(ebx7, 27);
-	c->avx512pf = avx512 && BIT(ebx7, 26);
-	c->avx512_1 = c->avx512cd && BIT(ebx7, 30) && BIT(ebx7, 17) && BIT(ebx7, 31);
-	c->v4 = c->v3 && avx512 && c->avx512_1;
-	c->haswell = avx2 && fma && BIT(ebx7, 3) && BIT(ebx7, 8) && BIT(ecx_ext, 5) &&
-		     BIT(ecx1, 22) && BIT(ecx1, 23);
-#undef BIT
-}
-
-static void ld_init_hwcaps(struct ld_state *st)
-{
-	const char *elems[4];
-	const char *platform = NULL;
-	bool avx512_1 = false;
-	struct cpu_caps c;
-	int k = 0, mask, j;
-
-	/* glibc's x86 rules: only Intel CPUs get a platform other than AT_PLATFORM's. */
-	cpu_caps_read(&c);
-	if (c.intel && c.avx512cd) {
-		if (c.avx512er) {
-			if (c.avx512pf)
-				platform = "xeon_phi";
-		} else {
-			avx512_1 = c.avx512_1;
-		}
-	}
-	if (c.intel && !platform && c.haswell)
-		platform = "haswell";
-	snprintf(st->platform, sizeof(st->platform), "%s",
-		 platform ? platform : LD_DEFAULT_PLATFORM);
-
-	st->n_subdirs = 0;
-	if (c.v4)
-		strcpy(st->subdirs[st->n_subdirs++], "glibc-hwcaps/x86-64-v4/");
-	if (c.v3)
-		strcpy(st->subdirs[st->n_subdirs++], "glibc-hwcaps/x86-64-v3/");
-	if (c.v2)
-		strcpy(st->subdirs[st->n_subdirs++], "glibc-hwcaps/x86-64-v2/");
-
-	/* Legacy: hwcap names in bit order (x86_64 is bit 1, avx512_1 bit 2). */
-	elems[k++] = "tls";
-	elems[k++] = "x86_64";
-	if (avx512_1)
-		elems[k++] = "avx512_1";
-	elems[k++] = st->platform;
-	for (mask = (1 << k) - 1; mask >= 0; mask--) {
-		char *d = st->subdirs[st->n_subdirs++];
-
-		d[0] = '\0';
-		for (j = 0; j < k; j++) {
-			if (mask & (1 << (k - 1 - j))) {
-				strcat(d, elems[j]);
-				strcat(d, "/");
-			}
-		}
-	}
-}
-
-/* ---- ld.so.cache ---- */
-
-static bool cache_string_ok(const struct ld_cache *c, uint32_t off)
-{
-	size_t at = c->hdr + off;
-
-	return off < c->size - c->hdr && memchr(c->buf + at, 0, c->size - at) != NULL;
-}
-
-/*
- * Validate everything up front so lookups need no checks: ld.so would fault
- * or misread on a corrupt cache, we refuse it and search without it.
- */
-static int cache_load(struct ld_cache *c, const char *file, char *err, size_t errlen)
-{
-	struct stat sb;
-	size_t entries, i, got = 0;
-	uint8_t flags;
-	int fd, ret;
-
-	memset(c, 0, sizeof(*c));
-	fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "%s: %s", file, strerror(errno));
-		return ret;
-	}
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > CACHE_MAX_SIZE) {
-		errfmt(err, errlen, "%s: not a regular file of at most %u bytes", file,
-		       CACHE_MAX_SIZE);
-		close(fd);
-		return -EINVAL;
-	}
-	c->size = sb.st_size;
-	c->buf = malloc(c->size + 1);
-	if (!c->buf) {
-		close(fd);
-		errfmt(err, errlen, "%s: out of memory", file);
-		return -ENOMEM;
-	}
-	while (got < c->size) {
-		ssize_t n = read(fd, c->buf + got, c->size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += n;
-	}
-	close(fd);
-	c->size = got;
-
-	if (c->size >= CACHE_OLD_HDR_SIZE &&
-	    memcmp(c->buf, CACHE_MAGIC_OLD, sizeof(CACHE_MAGIC_OLD) - 1) == 0) {
-		uint64_t old_n = load_u32(c->buf + 12);
-		uint64_t end = CACHE_OLD_HDR_SIZE + old_n * CACHE_OLD_ENTRY_SIZE;
-
-		/* The new header follows the old table, 8-byte aligned (its entries hold u64s). */
-		c->hdr = (end + 7) & ~(uint64_t)7;
-		if (end > c->size || c->hdr > c->size) {
-			errfmt(err, errlen,
-			       "%s: old-format table of %llu entries is longer than the file", file, (unsigned long long)old_n);
-			goto corrupt;
-		}
-	}
-	if (c->size - c->hdr < CACHE_NEW_HDR_SIZE ||
-	    memcmp(c->buf + c->hdr, CACHE_MAGIC_NEW CACHE_VERSION_NEW,
-		   sizeof(CACHE_MAGIC_NEW CACHE_VERSION_NEW) - 1) != 0) {
-		errfmt(err, errlen, "%s: not a glibc-ld.so.cache1.1 file", file);
-		goto corrupt;
-	}
-	/* Endianness in bits 0-1: 0 unrecorded, 2 little, 3 big. */
-	flags = c->buf[c->hdr + 28];
-	if ((flags & 3) != 0 && (flags & 3) != 2) {
-		errfmt(err, errlen, "%s: not a little-endian cache (flags 0x%x)", file, flags);
-		goto corrupt;
-	}
-	c->nlibs = load_u32(c->buf + c->hdr + 20);
-	entries = c->size - c->hdr - CACHE_NEW_HDR_SIZE;
-	if (c->nlibs > entries / CACHE_NEW_ENTRY_SIZE) {
-		errfmt(err, errlen, "%s: %u entries do not fit in %zu bytes", file, c->nlibs,
-		       c->size);
-		goto corrupt;
-	}
-	for (i = 0; i < c->nlibs; i++) {
-		const char *e = c->buf + c->hdr + CACHE_NEW_HDR_SIZE + i * CACHE_NEW_ENTRY_SIZE;
-
-		if (!cache_string_ok(c, load_u32(e + 4)) || !cache_string_ok(c, load_u32(e + 8))) {
-			errfmt(err, errlen, "%s: entry %zu points outside the file", file, i);
-			goto corrupt;
-		}
-	}
-	return 0;
-corrupt:
-	free(c->buf);
-	memset(c, 0, sizeof(*c));
-	return -EINVAL;
-}
-
-/* The first x86-64 libc6 entry for `name`, in file order as ld.so's search yields it. */
-static const char *cache_find(const struct ld_cache *c, const char *name)
-{
-	uint32_t i;
-
-	for (i = 0; i < c->nlibs; i++) {
-		const char *e = c->buf + c->hdr + CACHE_NEW_HDR_SIZE +
-				(size_t)i * CACHE_NEW_ENTRY_SIZE;
-
-		if ((int32_t)load_u32(e) != CACHE_FLAGS_X8664_LIBC6 || load_u64(e + 16) != 0)
-			continue;
-		if (strcmp(c->buf + c->hdr + load_u32(e + 4), name) == 0)
-			return c->buf + c->hdr + load_u32(e + 8);
-	}
-	return NULL;
-}
-
-int ld_cache_lookup(const char *cache_file, const char *name, char **path_out, char *err,
-		    size_t errlen)
-{
-	struct ld_cache c;
-	const char *p;
-	int ret;
-
-	*path_out = NULL;
-	if (!cache_file)
-		cache_file = LD_CACHE_FILE;
-	ret = cache_load(&c, cache_file, err, errlen);
-	if (ret)
-		return ret;
-	p = cache_find(&c, name);
-	if (p) {
-		*path_out = strdup(p);
-		ret = *path_out ? 0 : -ENOMEM;
-	} else {
-		errfmt(err, errlen, "%s: no x86-64 entry for %s", cache_file, name);
-		ret = -ENOENT;
-	}
-	free(c.buf);
-	return ret;
-}
-
 /* ---- search lists ---- */
 
 /* Length of the token at `s` (after '$') if it is `name`, else 0. */
@@ -484,7 +254,7 @@ static char *expand_dst(const struct ld_state *st, const char *s, const char *or
 			if ((n = dst_match(s + 1, "ORIGIN")))
 				val = origin;
 			else if ((n = dst_match(s + 1, "PLATFORM")))
-				val = st->platform;
+				val = st->hw.platform;
 			else if ((n = dst_match(s + 1, "LIB")))
 				val = LD_DST_LIB;
 		}
@@ -512,17 +282,32 @@ static char *expand_dst(const struct ld_state *st, const char *s, const char *or
 	return out;
 }
 
-/* Split a search list into directories, tokens expanded against `origin`. */
+static u64 str_hash(const char *s)
+{
+	u64 h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ULL;
+	return mix64(h);
+}
+
+/*
+ * Split a search list into directories, tokens expanded against `origin`. A directory listed
+ * again is dropped, as ld.so drops it (fillin_rpath): the same name searched twice finds
+ * nothing new.
+ */
 static int split_list(const struct ld_state *st, const char *list, const char *seps,
 		      const char *origin, char ***dirs, size_t *n)
 {
 	const char *p = list, *end;
 	char *elem, *dir;
+	struct hmap seen;
 	size_t len;
 	int ret;
 
 	*dirs = NULL;
 	*n = 0;
+	hmap_init(&seen);
 	for (;;) {
 		end = p + strcspn(p, seps);
 		len = end - p;
@@ -533,14 +318,29 @@ static int split_list(const struct ld_state *st, const char *list, const char *s
 			goto nomem;
 		dir = expand_dst(st, elem, origin);
 		free(elem);
+		if (dir) {
+			u64 h = str_hash(dir);
+			uintptr_t at = (uintptr_t)hmap_get(&seen, h, strlen(dir));
+
+			if (at && !strcmp((*dirs)[at - 1], dir)) {
+				free(dir);
+				goto next;
+			}
+			if (!at)
+				hmap_put(&seen, h, strlen(dir), (void *)(uintptr_t)(*n + 1));
+		}
 		ret = strv_push(dirs, n, dir);
 		if (ret)
 			goto nomem;
-		if (!*end)
+next:
+		if (!*end) {
+			hmap_free(&seen);
 			return 0;
+		}
 		p = end + 1;
 	}
 nomem:
+	hmap_free(&seen);
 	strv_free(*dirs, *n);
 	*dirs = NULL;
 	*n = 0;
@@ -585,6 +385,7 @@ static int new_obj(struct ld_state *st)
 	}
 	memset(&st->objs[st->n_objs], 0, sizeof(st->objs[0]));
 	st->objs[st->n_objs].loader = -1;
+	st->objs[st->n_objs].fd = -1;
 	return st->n_objs++;
 }
 
@@ -658,20 +459,16 @@ static int add_missing(struct ld_state *st, const char *name, const char *needed
  * already loaded); TRY_FATAL sets *reason; TRY_NEXT means keep searching.
  * Returns -ENOMEM through *oom only.
  */
-static enum try_result try_file(struct ld_state *st, const char *path, int loader, int *idx,
-				char **reason, bool *oom)
+static enum try_result try_file(struct ld_state *st, const char *dir, const char *name,
+				const char *path, int loader, int *idx, char **reason, bool *oom)
 {
-	char why[256], dyn_err[512];
+	char why[256], dyn_err[512], fdp[32];
 	struct ld_obj *o;
 	struct stat sb;
 	size_t i;
 	int fd, ret, n;
 
-	/*
-	 * ld.so would block on a FIFO here; we would rather call it unreadable
-	 * (fatal, see elf_check_loadable) than hang.
-	 */
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	fd = ld_open(st, dir, name, path);
 	if (fd < 0)
 		return TRY_NEXT;
 	ret = elf_check_loadable(fd, why, sizeof(why));
@@ -686,25 +483,33 @@ static enum try_result try_file(struct ld_state *st, const char *path, int loade
 		return TRY_FATAL;
 	}
 	ret = fstat(fd, &sb);
-	close(fd);
-	if (ret < 0)
+	if (ret < 0) {
+		close(fd);
 		return TRY_NEXT;
+	}
 	for (i = 0; i < st->n_objs; i++) {
 		if (st->objs[i].path && st->objs[i].dev == sb.st_dev &&
 		    st->objs[i].ino == sb.st_ino) {
+			close(fd);
 			*idx = i;
 			return TRY_FOUND;
 		}
 	}
 
 	n = new_obj(st);
-	if (n < 0)
+	if (n < 0) {
+		close(fd);
 		goto nomem;
+	}
 	o = &st->objs[n];
 	o->loader = loader;
 	o->dev = sb.st_dev;
 	o->ino = sb.st_ino;
-	ret = elf_dynamic_info(path, &o->dyn, dyn_err, sizeof(dyn_err));
+	ret = elf_dynamic_info(read_path(st, fd, path, fdp), &o->dyn, dyn_err, sizeof(dyn_err));
+	if (ret >= 0 && st->opts->want_fds)
+		o->fd = fd;
+	else
+		close(fd);
 	if (ret == -ENOMEM)
 		goto nomem_obj;
 	if (ret < 0) {
@@ -726,11 +531,15 @@ static enum try_result try_file(struct ld_state *st, const char *path, int loade
 	}
 	/* Not an object after all: drop the slot again. */
 	elf_dyninfo_free(&o->dyn);
+	if (o->fd >= 0)
+		close(o->fd);
 	st->n_objs--;
 	*oom = !*reason;
 	return TRY_FATAL;
 nomem_obj:
 	elf_dyninfo_free(&o->dyn);
+	if (o->fd >= 0)
+		close(o->fd);
 	strv_free(o->names, o->n_names);
 	free(o->path);
 	free(o->origin);
@@ -751,15 +560,22 @@ static enum try_result search_dirs(struct ld_state *st, char **dirs, size_t n_di
 		const char *d = dirs[i];
 		const char *sep = d[0] && d[strlen(d) - 1] != '/' ? "/" : "";
 
-		for (j = 0; j < st->n_subdirs; j++) {
-			char *path = xasprintf("%s%s%s%s", d, sep, st->subdirs[j], name);
+		for (j = 0; j < st->hw.n_subdirs && !st->stopped; j++) {
+			size_t sl = strlen(st->hw.subdirs[j]);
+			char *path = xasprintf("%s%s%s%s", d, sep, st->hw.subdirs[j], name);
+			/* The directory alone, for the opener: the subdirectory without its '/'. */
+			char *dir = sl ? xasprintf("%s%s%.*s", d, sep, (int)(sl - 1), st->hw.subdirs[j])
+				       : strdup(d);
 
-			if (!path) {
+			if (!path || !dir) {
+				free(path);
+				free(dir);
 				*oom = true;
 				return TRY_FATAL;
 			}
-			r = try_file(st, path, loader, idx, reason, oom);
+			r = try_file(st, dir, name, path, loader, idx, reason, oom);
 			free(path);
+			free(dir);
 			if (r != TRY_NEXT)
 				return r;
 		}
@@ -833,10 +649,10 @@ static enum try_result search_name(struct ld_state *st, const char *name, int lo
 			return r;
 	}
 	if (st->have_cache) {
-		const char *cached = cache_find(&st->cache, name);
+		const char *cached = ld_cache_find(&st->cache, name);
 
 		if (cached && !(nodeflib && in_system_dir(cached))) {
-			r = try_file(st, cached, loader, idx, reason, oom);
+			r = try_file(st, NULL, cached, cached, loader, idx, reason, oom);
 			if (r != TRY_NEXT)
 				return r;
 		}
@@ -868,14 +684,31 @@ static int load_name(struct ld_state *st, const char *raw, int loader, const cha
 		free(name);
 		return 0;
 	}
+	if (st->opts->max_names && ++st->names > st->opts->max_names) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "more than %u libraries to look up",
+			 st->opts->max_names);
+		stop(st, why);
+	}
+	if (st->stopped) {
+		free(name);
+		return 0;
+	}
 	if (strchr(name, '/'))
-		r = try_file(st, name, loader, &idx, &reason, &oom);
+		r = try_file(st, NULL, name, name, loader, &idx, &reason, &oom);
 	else
 		r = search_name(st, name, loader, &idx, &reason, &oom);
 	if (oom) {
 		free(reason);
 		free(name);
 		return -ENOMEM;
+	}
+	if (st->stopped && r != TRY_FOUND) {
+		/* Not missing: not looked for to the end. */
+		free(reason);
+		free(name);
+		return 0;
 	}
 	if (r == TRY_FOUND) {
 		ret = obj_add_name(&st->objs[idx], name);
@@ -923,11 +756,15 @@ static int load_preload_file(struct ld_state *st, const char *file)
 	char *buf = NULL, *p;
 	size_t len = 0;
 	FILE *f;
-	int ret;
+	int ret, fd;
 
-	f = fopen(file, "re");
-	if (!f)
+	fd = ld_open(st, NULL, file, file);
+	f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return 0;	/* absent or unreadable: ld.so silently goes on too */
+	}
 	if (getdelim(&buf, &len, '\0', f) < 0) {
 		free(buf);
 		fclose(f);
@@ -945,10 +782,11 @@ static int load_preload_file(struct ld_state *st, const char *file)
 /* Main object (index 0) and interpreter (index 1). */
 static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t errlen)
 {
-	char real[PATH_MAX], dyn_err[512];
+	char real[PATH_MAX], dyn_err[512], fdp[32];
+	const char *interp;
 	struct ld_obj *o;
 	struct stat sb;
-	int ret, n;
+	int ret, n, fd;
 
 	if (stat(exe_path, &sb) < 0 || (!st->opts->origin && !realpath(exe_path, real))) {
 		ret = -errno;
@@ -979,20 +817,30 @@ static int load_exe(struct ld_state *st, const char *exe_path, char *err, size_t
 	if (!o->dyn.interp)
 		return 0;
 
-	if (stat(o->dyn.interp, &sb) < 0) {
-		ret = -errno;
-		errfmt(err, errlen, "%s: interpreter %s: %s", exe_path, o->dyn.interp,
-		       strerror(errno));
+	interp = o->dyn.interp;
+	fd = ld_open(st, NULL, interp, interp);
+	if (fd < 0 || fstat(fd, &sb) < 0) {
+		ret = fd < 0 ? fd : -errno;
+		errfmt(err, errlen, "%s: interpreter %s: %s", exe_path, interp, strerror(-ret));
+		if (fd >= 0)
+			close(fd);
 		return ret;
 	}
 	n = new_obj(st);
-	if (n < 0)
+	if (n < 0) {
+		close(fd);
 		goto nomem;
+	}
 	o = &st->objs[n];
 	o->dev = sb.st_dev;
 	o->ino = sb.st_ino;
 	o->loader = 0;
-	ret = elf_dynamic_info(st->objs[0].dyn.interp, &o->dyn, dyn_err, sizeof(dyn_err));
+	ret = elf_dynamic_info(read_path(st, fd, st->objs[0].dyn.interp, fdp), &o->dyn, dyn_err,
+			       sizeof(dyn_err));
+	if (ret || !st->opts->want_fds)
+		close(fd);
+	else
+		o->fd = fd;
 	if (ret) {
 		errfmt(err, errlen, "%s: interpreter: %s", exe_path, dyn_err);
 		return ret;
@@ -1020,17 +868,27 @@ static void state_free(struct ld_state *st)
 		free(o->origin);
 		strv_free(o->names, o->n_names);
 		elf_dyninfo_free(&o->dyn);
+		if (o->fd >= 0)
+			close(o->fd);
 	}
 	free(st->objs);
 	free(st->queue);
 	strv_free(st->llp, st->n_llp);
-	free(st->cache.buf);
+	ld_cache_free(&st->cache);
 	free(st->cwd);
 }
 
 void ld_paths_free(char **paths, size_t n)
 {
 	strv_free(paths, n);
+}
+
+int ld_path_is_loader(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	return !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
 }
 
 void ld_opts_release(struct ld_opts *opts)
@@ -1048,6 +906,14 @@ void ld_opts_release(struct ld_opts *opts)
 	opts->missing = NULL;
 	opts->n_missing = 0;
 	opts->cache_error[0] = '\0';
+	for (i = 0; i < opts->n_fds; i++)
+		if (opts->fds[i] >= 0)
+			close(opts->fds[i]);
+	free(opts->fds);
+	opts->fds = NULL;
+	opts->n_fds = 0;
+	opts->cut_short = 0;
+	opts->cut_reason[0] = '\0';
 }
 
 int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
@@ -1072,13 +938,13 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 	preload_file = opts->preload_file ? opts->preload_file : LD_PRELOAD_FILE;
 	cache_file = opts->cache_file ? opts->cache_file : LD_CACHE_FILE;
 
-	st.cwd = getcwd(NULL, 0);
+	st.cwd = opts->cwd ? strdup(opts->cwd) : getcwd(NULL, 0);
 	if (!st.cwd) {
 		ret = -errno;
 		errfmt(err, errlen, "cannot get the current directory: %s", strerror(errno));
 		goto out;
 	}
-	ld_init_hwcaps(&st);
+	ld_hwcaps_init(&st.hw);
 
 	ret = load_exe(&st, exe_path, err, errlen);
 	if (ret)
@@ -1089,8 +955,24 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 		goto out;
 	}
 
-	if (cache_file[0]) {
-		ret = cache_load(&st.cache, cache_file, opts->cache_error,
+	if (cache_file[0] && opts->open_file) {
+		int fd = ld_open(&st, NULL, cache_file, cache_file);
+
+		if (fd < 0) {
+			errfmt(opts->cache_error, sizeof(opts->cache_error), "%s: %s", cache_file,
+			       strerror(-fd));
+			ret = fd;
+		} else {
+			ret = ld_cache_load_fd(&st.cache, fd, cache_file, opts->cache_error,
+					    sizeof(opts->cache_error));
+		}
+		if (ret == -ENOMEM)
+			goto nomem;
+		st.have_cache = ret == 0;
+		if (ret == -ENOENT)
+			opts->cache_error[0] = '\0';	/* no cache is a valid setup */
+	} else if (cache_file[0]) {
+		ret = ld_cache_load(&st.cache, cache_file, opts->cache_error,
 				 sizeof(opts->cache_error));
 		if (ret == -ENOMEM)
 			goto nomem;
@@ -1099,7 +981,28 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 			opts->cache_error[0] = '\0';	/* no cache is a valid setup */
 	}
 	if (llp && llp[0]) {
-		ret = split_list(&st, llp, ":;", st.objs[0].origin, &st.llp, &st.n_llp);
+		const char *end = llp;
+		unsigned int entries = 1;
+		char *kept = NULL;
+
+		/* The first max_library_path entries, the rest said to be left out. */
+		for (; *end && (!opts->max_library_path || entries <= opts->max_library_path); end++)
+			entries += *end == ':' || *end == ';';
+		if (*end) {
+			char why[128];
+
+			for (const char *p = end; *p; p++)
+				entries += *p == ':' || *p == ';';
+			snprintf(why, sizeof(why), "LD_LIBRARY_PATH has %u entries: the first %u "
+				 "were searched", entries, opts->max_library_path);
+			cut(&st, why);
+			kept = strndup(llp, end - 1 - llp);
+			if (!kept)
+				goto nomem;
+		}
+		ret = split_list(&st, kept ? kept : llp, ":;", st.objs[0].origin, &st.llp,
+				 &st.n_llp);
+		free(kept);
 		if (ret)
 			goto nomem;
 	}
@@ -1128,11 +1031,11 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 				goto nomem;
 	}
 
-	for (q = 0; q < st.n_queue; q++) {
+	for (q = 0; q < st.n_queue && !st.stopped; q++) {
 		int cur = st.queue[q];
 		size_t k;
 
-		for (k = 0; k < st.objs[cur].dyn.n_needed; k++) {
+		for (k = 0; k < st.objs[cur].dyn.n_needed && !st.stopped; k++) {
 			size_t before = st.n_objs;
 			const char *by = cur == 0 ? exe_path : st.objs[cur].path;
 
@@ -1145,12 +1048,21 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 		}
 	}
 
+	if (opts->want_fds) {
+		opts->fds = malloc((st.n_objs + 1) * sizeof(*opts->fds));
+		if (!opts->fds)
+			goto nomem;
+	}
 	for (i = 0; i < st.n_objs; i++) {
 		if (!st.objs[i].listed)
 			continue;
 		ret = strv_push(&paths, &n_paths, strdup(st.objs[i].path));
 		if (ret)
 			goto nomem;
+		if (opts->want_fds) {
+			opts->fds[opts->n_fds++] = st.objs[i].fd;
+			st.objs[i].fd = -1;
+		}
 	}
 	if (opts == &local_opts && opts->n_missing) {
 		errfmt(err, errlen, "%s (needed by %s): %s", opts->missing[0].name,

@@ -58,6 +58,23 @@ struct ld_opts {
 	const char *origin;
 
 	/*
+	 * In: where files are found. NULL: open(2) here, relative paths from
+	 * this process's current directory. Otherwise every file is opened by
+	 * open_file(open_ctx, dir, name): `name` in directory `dir` (NULL: name
+	 * is the whole path), open for reading, or -errno. -ECANCELED ends the
+	 * whole search (a budget is spent): what was found so far is returned,
+	 * with cut_short set. The executable itself is read by its path.
+	 */
+	int (*open_file)(void *ctx, const char *dir, const char *name);
+	void *open_ctx;
+	const char *cwd;		/* relative paths are shown from it; NULL: getcwd() */
+	/* In: bounds (0: none); past one the search stops there, cut_short set. */
+	unsigned int max_library_path;	/* LD_LIBRARY_PATH entries searched (the first ones) */
+	unsigned int max_names;		/* names looked up */
+	/* In: return each object's descriptor, the file examined (fds, below). */
+	int want_fds;
+
+	/*
 	 * Out, valid after ld_resolve_needed() returned 0; ld_opts_release()
 	 * frees them. Each call first releases what a previous call left here,
 	 * so zero-initialise a new struct ld_opts.
@@ -67,6 +84,16 @@ struct ld_opts {
 	/* Why the cache was not used ("" if it was, or is absent); the search
 	 * then went on without it, as ld.so does. */
 	char cache_error[256];
+	/*
+	 * With want_fds: fds[i] is paths[i] open for reading (-1 if it could
+	 * not be kept); the caller takes one by setting it to -1, and
+	 * ld_opts_release() closes the others.
+	 */
+	int *fds;
+	size_t n_fds;
+	/* The search stopped before its end (a bound, or open_file's -ECANCELED), and why. */
+	int cut_short;
+	char cut_reason[160];
 };
 
 /*
@@ -87,17 +114,10 @@ int ld_resolve_needed(const char *exe_path, char ***paths_out, size_t *n_out,
 
 void ld_paths_free(char **paths, size_t n);
 
+/* The path names the dynamic loader itself (ld-linux-x86-64.so.2, ld64.so.*). */
+int ld_path_is_loader(const char *path);
+
 /* Free the out-fields of `opts` (the in-fields are the caller's). */
 void ld_opts_release(struct ld_opts *opts);
-
-/*
- * Look `name` up in an ld.so.cache file (NULL = /etc/ld.so.cache) as ld.so
- * does: the first x86-64 libc6 entry with that exact key. Returns 0 and a
- * malloc'ed path, -ENOENT if there is no such entry or no cache file, or
- * -EINVAL for a file ld.so would not use (bad magic, offsets out of bounds),
- * with the reason in err.
- */
-int ld_cache_lookup(const char *cache_file, const char *name, char **path_out, char *err,
-		    size_t errlen);
 
 #endif /* COROBPF_LDPATHS_H */

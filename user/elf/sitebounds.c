@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "elfnotes.h"
+#include "elfread.h"
 #include "sitebounds.h"
 #include "util.h"
 #include "x86dec.h"

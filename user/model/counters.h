@@ -42,6 +42,11 @@ enum counter_src {
 #define CF_NOT_READ_BACK (1U << 2)
 /* A headline figure: also in `corobpf report --json`, under its SQL name. */
 #define CF_HEADLINE (1U << 3)
+/*
+ * In the "lost" group of every output, but nothing this session lost (records of before it,
+ * left out): `top`'s total of losses leaves it out.
+ */
+#define CF_NOT_A_LOSS (1U << 4)
 
 struct counter {
 	enum counter_group group;
@@ -62,7 +67,7 @@ struct counter {
 };
 
 /* The table's size at most (counters.c checks): outputs size their arrays with it. */
-#define COUNTERS_MAX 32
+#define COUNTERS_MAX 40
 
 extern const struct counter counters[];
 extern const size_t ncounters;
@@ -72,8 +77,11 @@ extern const char *const counter_group_json[CG_NGROUPS];
 #define for_each_counter(c) for (const struct counter *c = counters; c < counters + ncounters; c++)
 
 u64 counter_value(const struct counter *c, const struct model *m);
-/* Where a stats record carries the counter (CSRC_BPF, CSRC_USER), or NULL. */
-u64 *counter_stat(const struct counter *c, struct coro_rec_stats *st);
+/*
+ * Where a stats record's counters (bpf: CORO_STAT_MAX of them, user:
+ * CORO_USTAT_MAX) carry the counter (CSRC_BPF, CSRC_USER), or NULL.
+ */
+u64 *counter_stat(const struct counter *c, u64 *bpf, u64 *user);
 /* --stacks: events kept without their stack (lost in the kernel, or not resolved). */
 bool counters_stacks_missing(const struct model *m);
 

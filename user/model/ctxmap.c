@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ctxmap.h"
+#include "kinds.h"
+#include "raw.h"
 
 _Static_assert(sizeof(((struct ctxmap *)0)->buf) >= CORO_NAME_REC_MAX, "a long name record fits");
 

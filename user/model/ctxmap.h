@@ -36,7 +36,7 @@
 #ifndef COROBPF_CTXMAP_H
 #define COROBPF_CTXMAP_H
 
-#include "raw.h"
+#include "coro_abi.h"
 #include "util.h"
 
 #define CTXMAP_MAIN_ID(tid) ((1ULL << 63) | (u64)(tid))

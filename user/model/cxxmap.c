@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cxxmap.h"
+#include "kinds.h"
+#include "raw.h"
 
 _Static_assert(sizeof(((struct cxxmap *)0)->buf) >= CORO_NAME_REC_MAX, "a long name record fits");
 

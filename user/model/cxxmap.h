@@ -46,7 +46,7 @@
 #ifndef COROBPF_CXXMAP_H
 #define COROBPF_CXXMAP_H
 
-#include "raw.h"
+#include "coro_abi.h"
 #include "util.h"
 
 struct cxxmap {
@@ -63,7 +63,7 @@ struct cxxmap {
 	bool active;
 	union {
 		struct coro_event_hdr hdr;
-		u8 bytes[512]; /* the longest record: a name made in user space (raw.h) */
+		u8 bytes[512]; /* the longest record: a name made in user space (kinds.h) */
 	} buf;
 	/* What the stage could not make sense of. */
 	u64 frames_reused;  /* creations of a frame whose coroutine never ended */

@@ -10,7 +10,7 @@
 #define COROBPF_FINDING_H
 
 #include "coro_abi.h"
-#include "raw.h"
+#include "event.h" /* CORO_NAME_MAX */
 #include "spans.h"
 #include "util.h"
 
@@ -102,16 +102,57 @@ struct finding_sink {
 	void (*finding)(void *ctx, const struct finding *f);
 };
 
+/*
+ * The fields of struct finding a kind fills besides those every finding has
+ * (its coroutine, thread, times, chain, stack), one table for every writer
+ * (finding.c: finding_kinds[]). A writer asks finding_fields() which of its
+ * kind's fields this finding has values for, and writes those, each in its
+ * own words and order; a new kind of finding is a row there (and its
+ * detector), its fields written by every output without a change to any.
+ */
+enum finding_field {
+	FF_STATE = 1 << 0,	/* state: its state at the end (enum coro_state) */
+	FF_WAIT = 1 << 1,	/* reason, obj: the suspension, when it was suspended */
+	FF_AWAITER = 1 << 2,	/* awaiter: a C++20 wait's awaiter type (a wait's, when known) */
+	FF_WAKER = 1 << 3,	/* waker: who made it ready (has_waker: when known) */
+	FF_SPAN = 1 << 4,	/* span: the span's name */
+	/*
+	 * A slow span's account: span_serial, span_depth, threshold, cause,
+	 * span_in, longest_*.
+	 */
+	FF_SLOW = 1 << 5,
+	FF_CAUSE_WAIT = 1 << 6, /* reason, obj: the suspension that was a slow span's cause */
+	FF_STORM = 1 << 7,	/* count, peak: a parent's children in a storm */
+	FF_PARENT = 1 << 8,	/* id is the parent's (a storm's), with no coroutine of its own */
+	FF_SAMPLES = 1 << 9,	/* samples, samples_kept: the stacks sampled during a run */
+	FF_KEY = 1 << 10,	/* key_frame, key_samples, key_depth: the samples' key frame */
+	FF_OFFCPU = 1 << 11,	/* offcpu_state: how its thread was blocked */
+};
+
+struct finding_kind_def {
+	const char *name;
+	u32 fields; /* enum finding_field: those the kind may fill */
+	/*
+	 * Counted in the JSONL trailer only in a trace with spans: the
+	 * trailers of traces without keep the bytes they had before the kind.
+	 */
+	bool only_with_spans;
+};
+
+extern const struct finding_kind_def finding_kinds[FK_NKINDS];
+
 static inline const char *finding_kind_name(enum finding_kind k)
 {
-	static const char *const names[FK_NKINDS] = {
-		[FK_LOST_WAKEUP] = "lost_wakeup",     [FK_STALL] = "stall",
-		[FK_LONG_RUN] = "long_run",	      [FK_SCHED_LATENCY] = "sched_latency",
-		[FK_LEAK] = "leak",		      [FK_UNMATCHED_SPAN] = "unmatched_span",
-		[FK_SPAWN_STORM] = "spawn_storm",     [FK_BLOCKING] = "blocking",
-		[FK_SLOW_SPAN] = "slow_span",
-	};
-	return (unsigned)k < FK_NKINDS ? names[k] : "?";
+	return (unsigned)k < FK_NKINDS ? finding_kinds[k].name : "?";
+}
+
+/* The fields this finding has values for: its kind's, as its values allow. */
+u32 finding_fields(const struct finding *f);
+
+/* Whether the finding names a coroutine's id (its own, or a storm's parent's). */
+static inline bool finding_names_id(const struct finding *f)
+{
+	return f->uid || (finding_kinds[f->kind].fields & FF_PARENT);
 }
 
 static inline const char *finding_span_cause_name(u32 cause)

@@ -2,6 +2,8 @@
 /* Go's goroutine status changes to coroutine records (see gomodel.h). */
 #include <string.h>
 #include "gomodel.h"
+#include "kinds.h"
+#include "raw.h"
 
 void gomodel_init(struct gomodel *g)
 {

@@ -39,7 +39,7 @@
 #ifndef COROBPF_GOMODEL_H
 #define COROBPF_GOMODEL_H
 
-#include "raw.h"
+#include "coro_abi.h"
 #include "util.h"
 
 struct gomodel {

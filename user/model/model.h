@@ -32,12 +32,14 @@
 #ifndef COROBPF_MODEL_H
 #define COROBPF_MODEL_H
 
+#include "capture_info.h"
 #include "coro_abi.h"
-#include "spans.h"
 #include "event.h"
-#include "raw.h"
-#include "util.h"
+#include "spans.h"
 #include "stacks.h"
+#include "util.h"
+
+struct coro_event_hdr;
 
 enum coro_state {
 	CS_NEW = 0,	  /* created, not yet runnable */
@@ -86,6 +88,12 @@ struct coro {
 	void *priv[MODEL_MAX_OBSERVERS];
 	u64 parent;  /* parent id, 0 = none */
 	u64 parent_uid; /* parent incarnation if it was known when this one was created */
+	/*
+	 * The switch-function path: the context it last switched to, and how
+	 * many times it switched to another than the last (model.c,
+	 * note_scheduler()); `scheduler`: it was some thread's scheduler context.
+	 */
+	u64 last_to;
 	u64 first_ts;	   /* first event about it */
 	u64 created_ts;	   /* valid if created_seen */
 	u64 end_ts;
@@ -136,13 +144,15 @@ struct coro {
 	/* --stacks: capture stack ids (model_stack()), 0 if none. */
 	u32 create_stack; /* where it was created (the spawn site) */
 	u32 park_stack;	  /* where it last switched out (its suspension point) */
+	u32 to_changes;	  /* switches to another context than last_to */
 
-	char *name_long; /* owned: a name longer than name holds (raw.h, CORO_NAME_MAX), or NULL */
+	char *name_long; /* owned: a name longer than name holds (CORO_NAME_MAX), or NULL */
 	char name[CORO_STR_LEN]; /* its name, or the first CORO_STR_LEN - 1 bytes of a longer one */
 	bool name_truncated;
 	bool created_seen; /* false: attached mid-life */
 	bool fiber_dispatcher; /* Boost.Fiber's dispatcher context (model.c, fiber_dispatcher()) */
 	bool uncertain;	   /* some of its time is CS_UNKNOWN */
+	bool scheduler;	   /* it was some thread's scheduler context (last_to, to_changes) */
 	bool ready_pending; /* made ready while still running (a yield, or a wake before sleep) */
 	bool has_waker;
 	bool longest_open; /* the longest suspension was still open at the end */
@@ -167,6 +177,15 @@ struct coro_thread {
 	u64 off_ts;
 	u32 off_state;
 	u32 off_stack;	 /* --stacks: where its coroutine blocked (off since off_ts), or 0 */
+	/* Its process's made_ready and runnable when it left (the evidence of work waiting). */
+	u64 off_made_ready, off_runnable;
+	/*
+	 * The switch-function path: its scheduler context (a hub, a main loop),
+	 * the one of its contexts that most often switched to another context
+	 * than the one it switched to last (sched_changes times); 0: none yet.
+	 */
+	u64 sched_id, sched_uid;
+	u32 sched_changes;
 	struct coro_span *spans; /* spans opened outside any coroutine */
 	u32 nspans, cap_spans;
 	bool spans_indexed;
@@ -184,6 +203,7 @@ struct coro_process {
 	u64 live;     /* coroutines alive now */
 	u64 open_spans; /* spans open now, in its coroutines and threads (model_limit_spans()) */
 	u64 runnable; /* of which runnable */
+	u64 made_ready; /* readies that made a coroutine runnable (not of one running) */
 	u64 created;  /* incarnations seen */
 	/*
 	 * Traced through the switch-function path (uprobes on context functions
@@ -302,7 +322,7 @@ struct model {
 	u64 samples_nostack; /* of them, those that carry no stack (the summary says why) */
 	u64 coroutines;	   /* incarnations seen */
 	u64 live, peak_live;
-	struct coro_rec_stats stats; /* the latest stats record */
+	struct capture_stats stats; /* the latest stats record's counters */
 	bool have_stats;
 	u32 end_reason;	   /* enum coro_end_reason, 0 = no end record */
 	bool finished;
@@ -353,9 +373,28 @@ void model_finish(struct model *m);
 void model_free(struct model *m);
 
 struct coro *model_find(struct model *m, u32 pid, u64 id);
-struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid);
+struct coro_thread *model_thread_lookup(struct model *m, u32 pid, u32 tid);
+struct coro_process *model_proc_lookup(struct model *m, u32 pid);
+
+/*
+ * The thread (made if new) and the process (NULL if unknown), one-entry
+ * caches in front of their maps: records come in runs from one thread.
+ */
+static inline struct coro_thread *model_thread(struct model *m, u32 pid, u32 tid)
+{
+	struct coro_thread *t = m->last_thread;
+
+	return t && t->tid == tid && t->pid == pid ? t : model_thread_lookup(m, pid, tid);
+}
+
+static inline struct coro_process *model_proc_peek(struct model *m, u32 pid)
+{
+	struct coro_process *p = m->last_proc;
+
+	return p && p->pid == pid ? p : model_proc_lookup(m, pid);
+}
+
 struct coro_process *model_process(struct model *m, u32 pid);
-struct coro_process *model_proc_peek(struct model *m, u32 pid); /* NULL if unknown */
 
 /* ---- for observers: lookups and iteration without the model's tables ---- */
 
@@ -417,11 +456,18 @@ static inline void model_set_priv(void *const *priv_of_obj, int slot, void *v)
 		((void **)priv_of_obj)[slot] = v;
 }
 
+/*
+ * Whether c is its thread's scheduler context, whose waits in the kernel are
+ * its scheduler waiting for work: Boost.Fiber's dispatcher, or on the
+ * switch-function path the context through which the thread's others are
+ * switched (gevent's hub, QEMU's main loop, a fiber loop's main fiber).
+ */
+bool model_is_scheduler(const struct coro_thread *t, const struct coro *c);
+/* What such a context is called for its family: "hub", "main loop", "dispatcher"... */
+const char *model_scheduler_role(const struct coro *c);
+
+/* Names in the outputs (those of the values events carry: event.h). */
 const char *coro_state_name(enum coro_state s);
-const char *coro_reason_name(u32 reason);
 const char *coro_end_name(enum coro_end e);
-const char *coro_end_reason_name(u32 reason);
-const char *coro_proc_mode_name(u32 mode);
-const char *coro_offcpu_state_name(u32 state);
 
 #endif

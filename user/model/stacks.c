@@ -11,21 +11,12 @@
 #include <unistd.h>
 #include "goelf.h"
 #include "log.h"
+#include "raw.h"
 #include "stacks.h"
 #include "safeopen.h"
 
 /* libstdc++'s demangler (a C ABI function): C++ names read as written. */
 extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
-
-const char *stack_mode_name(u32 mode)
-{
-	switch (mode) {
-	case STACK_MODE_OFF: return "off";
-	case STACK_MODE_FP: return "fp";
-	case STACK_MODE_DWARF: return "dwarf";
-	}
-	return "?";
-}
 
 struct map_ent {
 	u64 start, end, pgoff;

@@ -16,16 +16,10 @@
 #define COROBPF_STACKS_H
 
 #include "coro_abi.h"
-#include "raw.h"
 #include "util.h"
 
-enum stack_mode {
-	STACK_MODE_OFF = 0,
-	STACK_MODE_FP = 1,    /* the kernel's frame-pointer walk, deduplicated in a BPF stack map */
-	STACK_MODE_DWARF = 2, /* registers and stack bytes, unwound in user space from .eh_frame */
-};
-
-const char *stack_mode_name(u32 mode);
+struct coro_rec_map;
+struct coro_rec_stack;
 
 struct sym_frame {
 	u64 ip;		  /* the address in the process */

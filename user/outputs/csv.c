@@ -1,79 +1,146 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* CSV output: one row per coroutine incarnation (docs/sqlite.md lists the columns). */
+/*
+ * CSV output: the coroutines table (tables.h), one row per coroutine
+ * incarnation, every column in the table's order (docs/sqlite.md says how
+ * its values are written).
+ */
 #include <stdlib.h>
 #include <string.h>
 #include "csv.h"
+#include "tables.h"
 
 struct csv_sink {
 	struct obuf *ob;
+	const struct model *m;
 };
 
-static void csv_field_str(struct obuf *o, const char *s)
+/* RFC 4180: quoted, quotes doubled. */
+static void csv_quoted(struct obuf *o, const char *s, size_t len)
 {
-	char buf[3 * CORO_NAME_MAX + 1];
-
-	/* RFC 4180: quoted, quotes doubled. */
-	utf8_sanitize(buf, sizeof(buf), s, CORO_NAME_MAX);
 	obuf_putc(o, '"');
-	for (const char *p = buf; *p; p++) {
-		if (*p == '"')
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '"')
 			obuf_putc(o, '"');
-		obuf_putc(o, *p);
+		obuf_putc(o, s[i]);
 	}
 	obuf_putc(o, '"');
+}
+
+/* A text as it is: quoted only where it has to be (a comma, a quote, a line end). */
+static void csv_text(struct obuf *o, const char *s, size_t len)
+{
+	if (len && !memchr(s, ',', len) && !memchr(s, '"', len) && !memchr(s, '\r', len) &&
+	    !memchr(s, '\n', len))
+		obuf_write(o, s, len);
+	else if (len)
+		csv_quoted(o, s, len);
+}
+
+/* A name the traced program gave: made valid, always quoted. */
+static void csv_name(struct obuf *o, const char *s, size_t len)
+{
+	char buf[3 * CORO_NAME_MAX + 1], *clean = buf;
+
+	if (3 * len + 1 > sizeof(buf))
+		clean = xmalloc(3 * len + 1);
+	utf8_sanitize(clean, 3 * len + 1, s, len);
+	csv_quoted(o, clean, strlen(clean));
+	if (clean != buf)
+		free(clean);
+}
+
+/* A stack: its frames, innermost first, "func+0x1a (obj) file:line" each, "; " between. */
+static void csv_stack(struct csv_sink *s, u32 id)
+{
+	const struct sym_stack *st = model_stack(s->m, id);
+	struct obuf *o = s->ob;
+	char frame[512];
+	size_t n = 0, cap = 0;
+	char *text = NULL;
+
+	for (u32 i = 0; st && i < st->n; i++) {
+		size_t k;
+
+		sym_frame_format(st->frames[i], frame, sizeof(frame));
+		k = strlen(frame);
+		if (n + k + 3 > cap) {
+			cap = 2 * (n + k + 3);
+			text = xrealloc(text, cap);
+		}
+		if (i) {
+			memcpy(text + n, "; ", 2);
+			n += 2;
+		}
+		memcpy(text + n, frame, k);
+		n += k;
+	}
+	if (n) {
+		text[n] = 0;
+		csv_name(o, text, n);
+	}
+	free(text);
 }
 
 static void csv_begin(void *ctx, const struct capture_info *ci)
 {
 	struct csv_sink *s = ctx;
+	const struct table *t = &tables[T_COROUTINES];
 
-	obuf_puts(s->ob, "uid,id,pid,parent_id,parent_uid,name,status,created_ts,first_seen_ts,"
-			 "exited_ts,ended_ts,end,state_at_end,reason_at_end,running_ns,"
-			 "runnable_ns,suspended_ns,new_ns,unknown_ns,longest_suspended_ns,"
-			 "switch_ins,readies,threads,uncertain\r\n");
+	for (u32 i = 0; i < t->ncols; i++) {
+		if (i)
+			obuf_putc(s->ob, ',');
+		obuf_puts(s->ob, t->cols[i].name);
+	}
+	obuf_puts(s->ob, "\r\n");
 }
 
 static void csv_coroutine_end(void *ctx, const struct coro *c)
 {
-	struct obuf *o = ((struct csv_sink *)ctx)->ob;
+	struct csv_sink *s = ctx;
+	struct obuf *o = s->ob;
+	struct row r;
 
-	obuf_printf(o, "%llu,0x%llx,%u,0x%llx,", (unsigned long long)c->uid,
-		    (unsigned long long)c->id, c->pid, (unsigned long long)c->parent);
-	if (c->parent_uid)
-		obuf_u64(o, c->parent_uid);
-	obuf_putc(o, ',');
-	csv_field_str(o, coro_name(c));
-	obuf_putc(o, ',');
-	if (c->end == CE_EXIT)
-		obuf_s64(o, c->status);
-	obuf_putc(o, ',');
-	if (c->created_seen)
-		obuf_u64(o, c->created_ts);
-	obuf_printf(o, ",%llu,", (unsigned long long)c->first_ts);
-	if (c->end == CE_EXIT)
-		obuf_u64(o, c->end_ts);
-	obuf_printf(o, ",%llu,%s,%s,%s,", (unsigned long long)c->end_ts, coro_end_name(c->end),
-		    c->end == CE_EXIT ? "" : coro_state_name(c->end_state),
-		    c->end != CE_EXIT && c->end_state == CS_SUSPENDED
-			    ? coro_reason_name(c->end_reason)
-			    : "");
-	obuf_printf(o, "%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,\"",
-		    (unsigned long long)c->t_state[CS_RUNNING],
-		    (unsigned long long)c->t_state[CS_RUNNABLE],
-		    (unsigned long long)c->t_state[CS_SUSPENDED],
-		    (unsigned long long)c->t_state[CS_NEW], (unsigned long long)c->t_state[CS_UNKNOWN],
-		    (unsigned long long)c->longest_susp, (unsigned long long)c->switch_ins,
-		    (unsigned long long)c->readies);
-	for (u32 i = 0; i < c->ntids; i++)
-		obuf_printf(o, "%s%u", i ? " " : "", c->tids[i]);
-	obuf_printf(o, "\",%d\r\n", c->uncertain ? 1 : 0);
+	tables_coroutine_row(&r, c);
+	for (u32 i = 0; i < r.t->ncols; i++) {
+		u8 type = r.t->cols[i].type;
+
+		if (i)
+			obuf_putc(o, ',');
+		switch (r.v[i].kind) {
+		case ROW_INT:
+			if (type == COL_ID)
+				obuf_printf(o, "0x%llx", (unsigned long long)r.v[i].i);
+			else if (type == COL_STACK)
+				csv_stack(s, (u32)r.v[i].i);
+			else
+				obuf_s64(o, r.v[i].i);
+			break;
+		case ROW_TEXT:
+			if (type == COL_NAME)
+				csv_name(o, r.v[i].s, r.v[i].len);
+			else
+				csv_text(o, r.v[i].s, r.v[i].len);
+			break;
+		case ROW_TIDS:
+			/* Space separated, always quoted. */
+			obuf_putc(o, '"');
+			for (size_t k = 0; k < r.v[i].len; k++)
+				obuf_printf(o, "%s%u", k ? " " : "", r.v[i].tids[k]);
+			obuf_putc(o, '"');
+			break;
+		default:
+			break;
+		}
+	}
+	obuf_puts(o, "\r\n");
 }
 
-struct csv_sink *csv_sink_new(struct obuf *ob, struct model_observer *obs)
+struct csv_sink *csv_sink_new(struct obuf *ob, const struct model *m, struct model_observer *obs)
 {
 	struct csv_sink *s = xcalloc(1, sizeof(*s));
 
 	s->ob = ob;
+	s->m = m;
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->begin = csv_begin;

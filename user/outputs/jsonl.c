@@ -511,12 +511,11 @@ static void put_slow_span(struct obuf *o, const struct finding *f)
 	const struct span_time *in = &f->span_in;
 	bool first = true;
 
-	put_str(o, "span", f->span, CORO_STR_LEN);
 	put_u64(o, "span_serial", f->span_serial);
 	put_u64(o, "depth", f->span_depth);
 	put_u64(o, "threshold_ns", f->threshold);
 	obuf_printf(o, ",\"cause\":\"%s\"", finding_span_cause_name(f->cause));
-	if (f->cause == SPAN_CAUSE_SUSPENDED) {
+	if (finding_fields(f) & FF_CAUSE_WAIT) {
 		obuf_printf(o, ",\"reason\":\"%s\"", coro_reason_name(f->reason));
 		put_id(o, "obj", f->obj);
 	}
@@ -545,8 +544,14 @@ static void put_slow_span(struct obuf *o, const struct finding *f)
 	}
 }
 
+/*
+ * Its kind's fields (finding.h) in this order; a waker its kind has but
+ * that is not known is null.
+ */
 void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 {
+	u32 have = finding_fields(f);
+
 	obuf_printf(o, "{%s\"kind\":\"%s\"", record ? "\"type\":\"finding\"," : "",
 		    finding_kind_name(f->kind));
 	put_u64(o, "ts", f->ts);
@@ -559,7 +564,7 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 		put_u64(o, "uid", f->uid);
 		put_str(o, "name", f->name, CORO_NAME_MAX);
 		put_id(o, "parent", f->parent);
-	} else if (f->kind == FK_SPAWN_STORM) {
+	} else if (have & FF_PARENT) {
 		put_id(o, "id", f->id); /* the parent (0: the scheduler) */
 	} else {
 		obuf_puts(o, ",\"id\":null");
@@ -576,45 +581,33 @@ void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record)
 		obuf_putc(o, ']');
 	}
 	obuf_puts(o, f->open ? ",\"open\":true" : ",\"open\":false");
-	switch (f->kind) {
-	case FK_LOST_WAKEUP:
-	case FK_LEAK:
-	case FK_STALL:
-		if (f->kind != FK_STALL)
-			obuf_printf(o, ",\"state\":\"%s\"", coro_state_name(f->state));
-		if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
-			obuf_printf(o, ",\"reason\":\"%s\"", coro_reason_name(f->reason));
-			put_id(o, "obj", f->obj);
-			if (f->reason == CORO_R_WAIT && f->awaiter[0])
-				put_str(o, "awaiter", f->awaiter, CORO_STR_LEN);
-		}
-		/* fall through */
-	case FK_SCHED_LATENCY:
-		if (f->has_waker)
-			put_id(o, "waker", f->waker);
-		else if (f->kind != FK_LEAK)
-			obuf_puts(o, ",\"waker\":null");
-		break;
-	case FK_UNMATCHED_SPAN:
+	if (have & FF_STATE)
+		obuf_printf(o, ",\"state\":\"%s\"", coro_state_name(f->state));
+	if (have & FF_WAIT) {
+		obuf_printf(o, ",\"reason\":\"%s\"", coro_reason_name(f->reason));
+		put_id(o, "obj", f->obj);
+		if (have & FF_AWAITER)
+			put_str(o, "awaiter", f->awaiter, CORO_STR_LEN);
+	}
+	if (have & FF_WAKER)
+		put_id(o, "waker", f->waker);
+	else if (finding_kinds[f->kind].fields & FF_WAKER)
+		obuf_puts(o, ",\"waker\":null");
+	if (have & FF_SPAN)
 		put_str(o, "span", f->span, CORO_STR_LEN);
-		break;
-	case FK_SPAWN_STORM:
+	if (have & FF_STORM) {
 		put_u64(o, "count", f->count);
 		put_u64(o, "peak_per_s", f->peak);
-		break;
-	case FK_SLOW_SPAN:
-		put_slow_span(o, f);
-		break;
-	default:
-		break;
 	}
+	if (have & FF_SLOW)
+		put_slow_span(o, f);
 	if (f->stack)
 		put_u64(o, "stack", f->stack);
-	if (f->kind == FK_LONG_RUN && f->samples) {
+	if (have & FF_SAMPLES) {
 		put_u64(o, "samples", f->samples);
 		if (f->samples_kept < f->samples)
 			put_u64(o, "samples_kept", f->samples_kept);
-		if (f->has_key) {
+		if (have & FF_KEY) {
 			put_str(o, "key_frame", f->key_frame, sizeof(f->key_frame));
 			put_u64(o, "key_samples", f->key_samples);
 			put_u64(o, "key_depth", f->key_depth);
@@ -728,8 +721,7 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	put_counters(o, m, CG_LOST);
 	obuf_puts(o, ",\"findings\":{");
 	for (int k = 0; k < FK_NKINDS; k++)
-		/* slow_span only in a trace with spans: traces without keep their bytes. */
-		if (k != FK_SLOW_SPAN || span_stats_any(&m->spans))
+		if (!finding_kinds[k].only_with_spans || span_stats_any(&m->spans))
 			obuf_printf(o, "%s\"%s\":%llu", k ? "," : "", finding_kind_name(k),
 				    (unsigned long long)s->findings[k]);
 	obuf_putc(o, '}');

@@ -9,9 +9,8 @@
 #define COROBPF_JSONL_H
 
 #include "finding.h"
+#include "jsonl_read.h" /* JSONL_SCHEMA_VERSION */
 #include "model.h"
-
-#define JSONL_SCHEMA_VERSION 1
 
 struct jsonl_sink;
 

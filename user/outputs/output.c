@@ -4,6 +4,7 @@
  * one table. A new format is a new module and a row of `kinds`.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -83,7 +84,7 @@ static void sqlite_discard(void *sink)
 static void *csv_create(struct output *o, struct model *m, struct model_observer *obs,
 			struct finding_sink *fs, char *err, size_t errlen)
 {
-	return csv_sink_new(&o->ob, obs);
+	return csv_sink_new(&o->ob, m, obs);
 }
 
 static int csv_finish(void *sink, char *err, size_t errlen)
@@ -264,18 +265,20 @@ int output_open(struct output *o, const char *path, enum output_format forced, b
 	return 0;
 }
 
-int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen)
+int output_observe(struct output *o, struct model *m, struct model_observer *obs,
+		   struct finding_sink *fs, char *err, size_t errlen)
 {
 	const struct output_kind *k = kind_of(o->fmt);
-	struct model_observer obs;
-	struct finding_sink fs;
-	void *sink = k->create(o, &p->model, &obs, &fs, err, errlen);
+	void *sink;
 
+	memset(fs, 0, sizeof(*fs));
+	sink = k->create(o, m, obs, fs, err, errlen);
 	/* A store's sink is open already: output_abort() closes it. */
 	if (!sink)
 		return -1;
 	o->sink = sink;
-	pipeline_add_observer(p, &obs, k->findings ? &fs : NULL);
+	if (!k->findings)
+		memset(fs, 0, sizeof(*fs));
 	return 0;
 }
 

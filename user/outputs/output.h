@@ -2,7 +2,8 @@
 #ifndef COROBPF_OUTPUT_H
 #define COROBPF_OUTPUT_H
 
-#include "pipeline.h"
+#include "finding.h"
+#include "model.h"
 #include "pgstore.h"
 
 /*
@@ -47,7 +48,12 @@ void output_format_error(const char *path, char *err, size_t errlen);
  */
 int output_open(struct output *o, const char *path, enum output_format forced, bool force,
 		const struct pg_opts *store, char *err, size_t errlen);
-int output_attach(struct output *o, struct pipeline *p, char *err, size_t errlen);
+/*
+ * The output's observer of model m, for the session to add to its pipeline: obs, and fs for
+ * the findings (fs->finding NULL: the format takes none). 0, or -1 with the reason in err.
+ */
+int output_observe(struct output *o, struct model *m, struct model_observer *obs,
+		   struct finding_sink *fs, char *err, size_t errlen);
 int output_close(struct output *o, char *err, size_t errlen); /* commit */
 void output_abort(struct output *o);
 /* `path` as messages show it: a URI's password left out (pgstore_shown_uri()). */

@@ -873,8 +873,9 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 	struct pf_proc *pp = proc_ready(s, f->ts, f->pid);
 	const struct coro *c = f->uid ? model_find(s->m, f->pid, f->id) : NULL;
 	struct pf_coro *pc = c && c->uid == f->uid ? coro_of(s, c) : NULL;
-	u64 at = f->kind == FK_UNMATCHED_SPAN && !f->dur ? f->ts : f->ts + f->dur;
+	u64 at = f->ts + f->dur;
 	char name[LABEL_MAX + 64], label[LABEL_MAX], span[LABEL_MAX];
+	u32 have = finding_fields(f);
 	struct pf_arg a[8];
 	int n = 0;
 	u64 flow = 0;
@@ -887,7 +888,7 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 		describe(s, at, &d);
 		pp->findings_described = true;
 	}
-	if (f->uid || f->kind == FK_SPAWN_STORM) {
+	if (finding_names_id(f)) {
 		if (f->name[0])
 			utf8_sanitize(label, sizeof(label), f->name, CORO_STR_LEN);
 		else
@@ -899,24 +900,24 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 	a[n++] = (struct pf_arg){"started_ns", A_UINT, f->ts};
 	a[n++] = (struct pf_arg){"duration_ns", A_UINT, f->dur};
 	a[n++] = (struct pf_arg){"coroutine", A_PTR, f->id};
-	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+	if (have & FF_WAIT) {
 		a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(f->reason)};
 		if (f->obj)
 			a[n++] = (struct pf_arg){"obj", A_PTR, f->obj};
-		if (f->reason == CORO_R_WAIT && f->awaiter[0]) {
+		if (have & FF_AWAITER) {
 			utf8_sanitize(span, sizeof(span), f->awaiter, CORO_STR_LEN);
 			a[n++] = (struct pf_arg){"awaiter", A_STR, 0, span};
 		}
 	}
-	if (f->has_waker)
+	if (have & FF_WAKER)
 		a[n++] = (struct pf_arg){"waker", A_PTR, f->waker};
-	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN) {
+	if (have & FF_SPAN) {
 		utf8_sanitize(span, sizeof(span), f->span, CORO_STR_LEN);
 		a[n++] = (struct pf_arg){"span", A_STR, 0, span};
 	}
-	if (f->kind == FK_SLOW_SPAN) {
+	if (have & FF_SLOW) {
 		a[n++] = (struct pf_arg){"cause", A_STR, 0, finding_span_cause_name(f->cause)};
-		if (f->cause == SPAN_CAUSE_SUSPENDED)
+		if (have & FF_CAUSE_WAIT)
 			a[n++] = (struct pf_arg){"reason", A_STR, 0, coro_reason_name(f->reason)};
 		/* An arrow from here to the span's slice, which its span_end closes next. */
 		if (s->nslow < ARRAY_SIZE(s->slow)) {
@@ -927,11 +928,11 @@ static void perfetto_finding(void *ctx, const struct finding *f)
 			s->slow[s->nslow++].flow = flow;
 		}
 	}
-	if (f->kind == FK_SPAWN_STORM) {
+	if (have & FF_STORM) {
 		a[n++] = (struct pf_arg){"children", A_UINT, f->count};
 		a[n++] = (struct pf_arg){"peak_per_s", A_UINT, f->peak};
 	}
-	if (f->has_key && n < 7) {
+	if ((have & FF_KEY) && n < 7) {
 		a[n++] = (struct pf_arg){"key_frame", A_STR, 0, f->key_frame};
 		a[n++] = (struct pf_arg){"samples", A_UINT, f->samples};
 	}

@@ -14,13 +14,6 @@
 /* Per process, coroutines beyond this many get packed lanes instead of a track each. */
 #define PERFETTO_DEFAULT_MAX_TRACKS 1000
 
-/*
- * Interned strings kept at most (tests lower it): beyond, the next packet
- * clears the sequence's incremental state and interning starts again.
- */
-#define PERFETTO_INTERN_MAX 32768
-extern u32 perfetto_intern_max;
-
 struct perfetto_sink;
 
 /*

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* The Perfetto wire (pf_wire.h): packets, interning, track events and descriptors. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "perfetto.h"
 #include "pf_wire.h"
 #include "stacks.h"
 
 #define PKT_MAX (16 * 1024)
 /* Room a track event may reserve (the output buffer holds 256 KiB; events need a few KiB at most). */
 #define PF_EVENT_ROOM_MAX (64 * 1024)
-/* perfetto.h: the interning limit. Cached iids carry their generation in their top bits. */
+/* pf_wire.h: the interning limit. Cached iids carry their generation in their top bits. */
 u32 perfetto_intern_max = PERFETTO_INTERN_MAX;
 #define IID_GEN_SHIFT 40
 #define IID_MASK ((1ULL << IID_GEN_SHIFT) - 1)

@@ -212,6 +212,11 @@ static inline void pfw_mark_dropped(struct pf_wire *w)
 /* ---- the short path of slice ends and counters, inline: half the packets ---- */
 
 void pfw_intern_restart(struct pf_wire *w);
+/*
+ * Interned strings kept at most (tests lower it): beyond, the next packet
+ * clears the sequence's incremental state and interning starts again.
+ */
+#define PERFETTO_INTERN_MAX 32768
 extern u32 perfetto_intern_max;
 
 /*

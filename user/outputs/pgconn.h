@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The PostgreSQL store's connections (pgstore.c, docs/store.md): libpq, loaded when a store is
- * opened; the connection parameters, and the form messages show them in; and every wait on
- * the server bounded, so that no server, lock or network holds a run.
+ * The PostgreSQL store's connections (pgstore.c, docs/store.md), made with the parameters
+ * pgparams.h parsed, through libpq (pglib.h): every wait on the server bounded, so that no
+ * server, lock or network holds a run.
  *
  * Every call that waits for the server polls its socket 100 ms at a time (libpq's
  * asynchronous API: nothing blocks in libpq) and ends early when
@@ -19,75 +19,20 @@
  * The server's notices and warnings go through the terminal escaping (log.h), at most
  * PG_NOTICES_SHOWN of them per store.
  *
- * Internal to the store: pgstore.c and this module use libpq through the `pq` table below.
+ * Internal to the store: pgstore.c and this module use libpq through the `pq` table (pglib.h).
  */
 #ifndef COROBPF_PGCONN_H
 #define COROBPF_PGCONN_H
 
 #include <signal.h>
 #include <stdatomic.h>
-#include <libpq-fe.h>
-#include "pgstore.h"
+#include "pglib.h"
+#include "pgparams.h"
 
 #define PG_STALL_MS 1000     /* once tracing stopped: no answer for this long ends a wait */
 #define PG_ANSWER_GRACE_MS 1000 /* a server's own timeout answers; one that says nothing is
 				 * given this much more */
 #define PG_NOTICES_SHOWN 20  /* the server's messages shown per store */
-
-/* libpq's functions, loaded by pq_load() (dlopen: the other outputs never load libpq). */
-struct pq_table {
-	__typeof__(&PQclear) clear;
-	__typeof__(&PQconninfoFree) conninfoFree;
-	__typeof__(&PQconninfoParse) conninfoParse;
-	__typeof__(&PQconnectPoll) connectPoll;
-	__typeof__(&PQconnectStartParams) connectStartParams;
-	__typeof__(&PQconsumeInput) consumeInput;
-	__typeof__(&PQcancel) cancel;
-	__typeof__(&PQerrorMessage) errorMessage;
-	__typeof__(&PQfinish) finish;
-	__typeof__(&PQflush) flush;
-	__typeof__(&PQfreeCancel) freeCancel;
-	__typeof__(&PQgetCancel) getCancel;
-	__typeof__(&PQgetResult) getResult;
-	__typeof__(&PQgetvalue) getvalue;
-	__typeof__(&PQisBusy) isBusy;
-	__typeof__(&PQntuples) ntuples;
-	__typeof__(&PQputCopyData) putCopyData;
-	__typeof__(&PQputCopyEnd) putCopyEnd;
-	__typeof__(&PQresetPoll) resetPoll;
-	__typeof__(&PQresetStart) resetStart;
-	__typeof__(&PQresultErrorField) resultErrorField;
-	__typeof__(&PQresultErrorMessage) resultErrorMessage;
-	__typeof__(&PQresultStatus) resultStatus;
-	__typeof__(&PQsendQuery) sendQuery;
-	__typeof__(&PQsendQueryParams) sendQueryParams;
-	__typeof__(&PQsetNoticeReceiver) setNoticeReceiver;
-	__typeof__(&PQsetnonblocking) setnonblocking;
-	__typeof__(&PQsocket) socket;
-	__typeof__(&PQstatus) status;
-	__typeof__(&PQtransactionStatus) transactionStatus;
-};
-
-extern struct pq_table pq;
-
-/* The calls the store makes on results; the rest go through pgc_*() below. */
-#define PQclear (pq.clear)
-#define PQgetvalue (pq.getvalue)
-#define PQntuples (pq.ntuples)
-
-/* 0, or -1 with the reason (libpq is missing) in err. */
-int pq_load(char *err, size_t errlen);
-
-/* What a connection is made with: a conninfo (URI or key=value) parsed by libpq. */
-struct pg_params {
-	const char **keys, **vals; /* NULL-terminated, for PQconnectStartParams() */
-	int connect_timeout_ms;	   /* the conninfo's connect_timeout, or -1 */
-	char shown[512];	   /* as messages show it: pgstore_shown_uri() */
-};
-
-/* 0, or -1 with the reason in err (which never quotes the conninfo: it may hold a password). */
-int pg_params_parse(struct pg_params *p, const char *conninfo, char *err, size_t errlen);
-void pg_params_free(struct pg_params *p);
 
 /* Why a call ended without doing what it was asked. */
 enum pg_end {

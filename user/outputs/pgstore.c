@@ -2,9 +2,9 @@
 /*
  * PostgreSQL output. The pipeline's callbacks format rows in COPY's binary format into one
  * buffer per table; a full buffer is handed to the writer threads through a queue (a mutex held
- * for a pointer swap, never for network time) and sent there as one COPY. Columns are those of
- * the SQLite output (sqlite.c), in the same order, after capture_id; 64-bit values are stored as
- * bigint with the same bits, as there.
+ * for a pointer swap, never for network time) and sent there as one COPY. The tables and their
+ * columns are those of the SQLite output (tables.h), in the same order, after capture_id; 64-bit
+ * values are stored as bigint with the same bits, as there.
  *
  * What the server spends per row decides the rate (docs/store.md, measured on PostgreSQL 15):
  * binary COPY spares it parsing decimal text. A table per capture (partitions) would spare it
@@ -25,6 +25,7 @@
 #include "log.h"
 #include "pgconn.h"
 #include "pgstore.h"
+#include "tables.h"
 
 #define PG_BATCH (1u << 20)	    /* bytes of rows per COPY */
 #define PG_QUEUE_MAX (512ull << 20) /* handed over, not sent: beyond, the store fell behind */
@@ -33,65 +34,27 @@
 #define PG_RETRIES 5		    /* reconnections after a lost one, 0.1 s to 1.6 s apart */
 #define PG_SAY_WAIT_S 3		    /* the end waits this long for the server: said */
 
-/* Version 2 added it; a version 1 store gets it (ensure_schema). */
-#define AWAITERS_SCHEMA                                                                            \
-	"CREATE TABLE awaiters (capture_id bigint, pid bigint, uid bigint, id bigint,\n"           \
-	"  ts bigint, obj bigint, awaiter text);\n"                                                \
-	"CREATE INDEX awaiters_capture ON awaiters (capture_id, uid, ts);\n"
-
-static const char schema[] =
+/* The store's own tables: its schema's version, the captures, their counters. */
+static const char store_tables[] =
 	"CREATE TABLE corobpf_schema (version integer NOT NULL);\n"
 	"CREATE TABLE captures (capture_id bigint PRIMARY KEY, hostname text, kernel text,\n"
 	"  boot_time text, start_ts bigint, start_time text, realtime_offset_ns bigint,\n"
 	"  tool_version text, end_ts bigint, end_reason text, events bigint, samples bigint,\n"
 	"  coroutines bigint, input_error text, complete boolean NOT NULL DEFAULT false,\n"
 	"  stored_at timestamptz NOT NULL DEFAULT now());\n"
-	"CREATE TABLE capture_meta (capture_id bigint, key text, value bigint);\n"
-	"CREATE TABLE processes (capture_id bigint, pid bigint, comm text, exe text, mode text,\n"
-	"  ppid bigint, start_ts bigint, exit_ts bigint, exit_code bigint, signal bigint);\n"
-	"CREATE TABLE threads (capture_id bigint, pid bigint, tid bigint, comm text,\n"
-	"  first_ts bigint);\n"
-	"CREATE TABLE switch_paths (capture_id bigint, pid bigint, ts bigint, family text,\n"
-	"  object text, uprobes bigint, single_stepped bigint, sites text, limits text);\n"
-	"CREATE TABLE coroutines (capture_id bigint, uid bigint, id bigint, pid bigint,\n"
-	"  parent_id bigint, parent_uid bigint, name text, status bigint,\n"
-	"  created_ts bigint, first_seen_ts bigint, exited_ts bigint, ended_ts bigint,\n"
-	"  \"end\" text, state_at_end text, reason_at_end text, obj_at_end bigint,\n"
-	"  running_ns bigint, runnable_ns bigint, suspended_ns bigint, new_ns bigint,\n"
-	"  unknown_ns bigint, longest_suspended_ns bigint, switch_ins bigint,\n"
-	"  readies bigint, threads text, open_spans text, name_truncated bigint,\n"
-	"  uncertain bigint, offcpu_ns bigint, blocked_ns bigint, runq_ns bigint,\n"
-	"  create_stack bigint, park_stack bigint);\n"
-	"CREATE TABLE offcpu (capture_id bigint, pid bigint, tid bigint, uid bigint, id bigint,\n"
-	"  start_ts bigint, end_ts bigint, dur_ns bigint, state text, runq_ns bigint,\n"
-	"  cpu bigint);\n"
-	"CREATE TABLE events (capture_id bigint, ts bigint, pid bigint, tid bigint, ev text,\n"
-	"  id bigint, uid bigint, parent bigint, waker bigint, to_id bigint, to_uid bigint,\n"
-	"  reason text, obj bigint, status bigint, name text, depth bigint,\n"
-	"  lost_before bigint, stack bigint);\n"
-	"CREATE TABLE slices (capture_id bigint, uid bigint, pid bigint, tid bigint, state text,\n"
-	"  reason text, obj bigint, start_ts bigint, end_ts bigint, dur_ns bigint);\n"
-	"CREATE TABLE findings (capture_id bigint, kind text, pid bigint, tid bigint,\n"
-	"  coroutine_uid bigint, coroutine_id bigint, name text, ts bigint, dur_ns bigint,\n"
-	"  open bigint, state text, reason text, obj bigint, waker bigint, span text,\n"
-	"  count bigint, peak_per_s bigint, chain text, stack bigint, samples bigint,\n"
-	"  key_frame text, key_samples bigint);\n"
-	"CREATE TABLE spans (capture_id bigint, serial bigint, parent bigint, name text,\n"
-	"  pid bigint, tid bigint, coroutine_uid bigint, coroutine_id bigint, depth bigint,\n"
-	"  begin_ts bigint, end_ts bigint, dur_ns bigint, closed bigint, slow bigint,\n"
-	"  running_ns bigint, runnable_ns bigint, suspended_ns bigint, offcpu_ns bigint,\n"
-	"  blocked_ns bigint, runq_ns bigint, unknown_ns bigint, longest_suspended_ns bigint,\n"
-	"  longest_reason text, longest_obj bigint, stack bigint);\n"
-	"CREATE TABLE stacks (capture_id bigint, id bigint, pid bigint, nframes bigint);\n"
-	"CREATE TABLE frames (capture_id bigint, stack_id bigint, depth bigint, ip bigint,\n"
-	"  func text, func_off bigint, object text, rel bigint, file text, line bigint);\n"
-	AWAITERS_SCHEMA
-	/*
-	 * The documented queries (docs/store.md) group by process and kind across captures. The
-	 * three tables that take a row per event get BRIN indexes on capture_id: a capture's rows
-	 * arrive together, and a B-tree maintained per row would cost the server twice the time
-	 * per row (a BRIN index a third more).
-	 */
+	"CREATE TABLE capture_meta (capture_id bigint, key text, value bigint);\n";
+
+/* Version 2 added the awaiters table; a version 1 store gets it (ensure_schema()). */
+static const char awaiters_index[] =
+	"CREATE INDEX awaiters_capture ON awaiters (capture_id, uid, ts);\n";
+
+/*
+ * The documented queries (docs/store.md) group by process and kind across captures. The three
+ * tables that take a row per event get BRIN indexes on capture_id: a capture's rows arrive
+ * together, and a B-tree maintained per row would cost the server twice the time per row (a
+ * BRIN index a third more).
+ */
+static const char indexes[] =
 	"CREATE INDEX processes_capture ON processes (capture_id, pid);\n"
 	"CREATE INDEX processes_exe ON processes (exe);\n"
 	"CREATE INDEX threads_capture ON threads (capture_id, pid);\n"
@@ -107,26 +70,50 @@ static const char schema[] =
 	"CREATE INDEX stacks_capture ON stacks (capture_id, id);\n"
 	"CREATE INDEX frames_capture ON frames (capture_id, stack_id, depth);\n";
 
-enum table {
-	T_PROCESS, T_THREAD, T_SWITCH_PATH, T_CORO, T_OFFCPU, T_EVENT, T_SLICE, T_FINDING,
-	T_SPAN, T_STACK, T_FRAME, T_META, T_AWAITER, T_N
-};
+/*
+ * The store's tables: those of tables.h it has (T_NSTORE), then its counters. In the order a
+ * capture's rows are deleted, and the names COPY is given (names_init()).
+ */
+enum { T_META = T_NSTORE, T_N };
+static const char *table_name[T_N];
 
-/* In the order a capture's rows are deleted, and the names COPY is given. */
-static const char *const table_name[T_N] = {
-	[T_PROCESS] = "processes", [T_THREAD] = "threads", [T_SWITCH_PATH] = "switch_paths",
-	[T_CORO] = "coroutines", [T_OFFCPU] = "offcpu", [T_EVENT] = "events",
-	[T_SLICE] = "slices", [T_FINDING] = "findings", [T_SPAN] = "spans",
-	[T_STACK] = "stacks", [T_FRAME] = "frames", [T_META] = "capture_meta",
-	[T_AWAITER] = "awaiters",
-};
+/* capture_meta's row: a counter's key and value. */
+static const struct column meta_cols[] = {{"key", COL_TEXT, 0}, {"value", COL_INT, 0}};
+static const struct table meta_table = {"capture_meta", meta_cols, 2, 0, 0};
+
+/* The schema (schema_sql()) and a version 1 store's change to version 2 (upgrade_sql()). */
+static char *schema_text, *upgrade_text;
+
+static void names_init(void)
+{
+	char *sql;
+	size_t n, cap = 32768;
+
+	if (schema_text)
+		return;
+	for (int t = 0; t < T_NSTORE; t++)
+		table_name[t] = tables[t].name;
+	table_name[T_META] = "capture_meta";
+	sql = xmalloc(cap);
+	n = snprintf(sql, cap, "%s", store_tables);
+	for (int t = 0; t < T_NSTORE; t++) {
+		n += tables_pg_create(&tables[t], sql + n, cap - n);
+		n += snprintf(sql + n, cap - n, ";\n");
+	}
+	snprintf(sql + n, cap - n, "%s%s", awaiters_index, indexes);
+	schema_text = sql;
+	sql = xmalloc(4096);
+	n = tables_pg_create(&tables[T_AWAITERS], sql, 4096);
+	snprintf(sql + n, 4096 - n, ";\n%sUPDATE corobpf_schema SET version = 2", awaiters_index);
+	upgrade_text = sql;
+}
 
 enum msg_kind { MSG_BEGIN, MSG_COPY, MSG_FINISH, MSG_QUIT };
 
 struct msg {
 	struct msg *next;
 	enum msg_kind kind;
-	enum table table;
+	int table;
 	char *data; /* COPY rows, or the captures row's fields (MSG_BEGIN, MSG_FINISH) */
 	size_t len, cap;
 	u64 rows;
@@ -138,27 +125,12 @@ struct pgbuf {
 	u64 rows;
 };
 
-/* A row being formatted: columns count from 1 (after capture_id), unset ones are NULL. */
-#define ROW_MAX 33
-struct row {
-	u8 kind[ROW_MAX + 1]; /* 0 NULL, 1 integer, 2 text */
-	s64 iv[ROW_MAX + 1];
-	const char *tv[ROW_MAX + 1];
-	size_t tl[ROW_MAX + 1];
-};
-
-#define RI(r, i, v) ((r)->kind[i] = 1, (r)->iv[i] = (s64)(v))
-#define RTL(r, i, s, l) ((r)->kind[i] = 2, (r)->tv[i] = (s), (r)->tl[i] = (l))
-#define RT(r, i, s) RTL(r, i, s, strlen(s))
-#define RS(r, i, str) RTL(r, i, (str).s, (str).len)
-
 /* A process's row waits for its exit: written at the end. */
 struct pg_proc {
 	u32 pid;
 	bool exited;
-	u64 exit_ts;
-	s32 status;
-	char *row; /* the fields up to start_ts, formatted */
+	struct row *exit; /* the exit's row (tables.h: PROCESS_EXIT_COL on) */
+	char *row;	  /* the fields up to start_ts, formatted */
 	size_t rowlen;
 };
 
@@ -177,7 +149,7 @@ struct pg_sink {
 	u64 capture_id;
 	struct pg_proc *procs;
 	size_t nprocs, capprocs;
-	u64 slow_serial;
+	struct table_rows tr;
 	bool begun;
 
 	/* Shared: the queue. */
@@ -323,7 +295,7 @@ static void enqueue(struct pg_sink *s, struct msg *msg)
 	pthread_mutex_unlock(&s->lock);
 }
 
-static void send_msg(struct pg_sink *s, enum msg_kind kind, enum table t, char *data, size_t len,
+static void send_msg(struct pg_sink *s, enum msg_kind kind, int t, char *data, size_t len,
 		     u64 rows)
 {
 	struct msg *msg = xcalloc(1, sizeof(*msg));
@@ -336,7 +308,7 @@ static void send_msg(struct pg_sink *s, enum msg_kind kind, enum table t, char *
 	enqueue(s, msg);
 }
 
-static void hand_over(struct pg_sink *s, enum table t)
+static void hand_over(struct pg_sink *s, int t)
 {
 	struct pgbuf *b = &s->buf[t];
 	struct msg *msg;
@@ -361,24 +333,39 @@ static void hand_over(struct pg_sink *s, enum table t)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* The row into b, after the capture id; true when b is a batch to send. */
-static bool row_format(struct pgbuf *b, u64 capture_id, const struct row *r, int ncols)
+/* The row's first ncols values into b, after the capture id; true when b is a batch to send. */
+static bool row_format(struct pgbuf *b, u64 capture_id, const struct row *r, u32 ncols)
 {
-	char *p;
+	char *p, list[1024];
 
 	buf_reserve(b, 2 + 12 * (size_t)(ncols + 1));
 	p = b->p + b->len;
 	p = put_be16(p, (u16)(ncols + 1));
 	p = put_int_field(p, (s64)capture_id);
-	for (int i = 1; i <= ncols; i++) {
-		if (r->kind[i] == 1) {
-			p = put_int_field(p, r->iv[i]);
-		} else if (r->kind[i] == 2) {
+	for (u32 i = 0; i < ncols; i++) {
+		const char *text = r->v[i].s;
+		size_t len = r->v[i].len, n = 0;
+
+		switch (r->v[i].kind) {
+		case ROW_INT:
+			p = put_int_field(p, r->v[i].i);
+			continue;
+		case ROW_TIDS:
+			/* Comma separated, as many as 1 KiB holds. */
+			list[0] = 0;
+			for (u32 k = 0; k < r->v[i].len && n + 16 < sizeof(list); k++)
+				n += snprintf(list + n, sizeof(list) - n, "%s%u", k ? "," : "",
+					      r->v[i].tids[k]);
+			text = list;
+			len = n;
+			/* fall through */
+		case ROW_TEXT:
 			b->len = p - b->p;
-			put_text_field(b, r->tv[i], r->tl[i]);
+			put_text_field(b, text, len);
 			buf_reserve(b, 12 * (size_t)(ncols - i));
 			p = b->p + b->len;
-		} else {
+			continue;
+		default:
 			p = put_be32(p, (u32)-1);
 		}
 	}
@@ -387,9 +374,9 @@ static bool row_format(struct pgbuf *b, u64 capture_id, const struct row *r, int
 	return b->len >= PG_BATCH;
 }
 
-static void row_emit(struct pg_sink *s, enum table t, const struct row *r, int ncols)
+static void row_emit(struct pg_sink *s, int t, const struct row *r)
 {
-	if (row_format(&s->buf[t], s->capture_id, r, ncols))
+	if (row_format(&s->buf[t], s->capture_id, r, r->t->ncols))
 		hand_over(s, t);
 }
 
@@ -397,8 +384,6 @@ static bool formatting(struct pg_sink *s)
 {
 	return s->begun && !atomic_load_explicit(&s->stop_formatting, memory_order_relaxed);
 }
-
-#define ROW_INIT(r, ncols) memset((r)->kind, 0, (ncols) + 1)
 
 /* FNV-1a over what identifies a run: the same in a live run and in a replay of its --raw. */
 static u64 capture_id_of(const struct capture_info *ci)
@@ -448,94 +433,29 @@ static void pg_begin(void *ctx, const struct capture_info *ci)
 	send_msg(s, MSG_BEGIN, T_N, b.p, b.len, 1);
 }
 
-/* A C++20 wait's awaiter type (docs/sqlite.md, the awaiters table). */
-static void pg_awaiter_row(struct pg_sink *s, const struct event *ev)
-{
-	struct row r;
-
-	ROW_INIT(&r, 6);
-	RI(&r, 1, ev->pid);
-	if (ev->c)
-		RI(&r, 2, ev->c->uid);
-	RI(&r, 3, ev->sw.from);
-	RI(&r, 4, ev->ts);
-	RI(&r, 5, ev->sw.obj);
-	RS(&r, 6, ev->sw.awaiter);
-	row_emit(s, T_AWAITER, &r, 6);
-}
-
-static void pg_event_row(struct pg_sink *s, const struct event *ev)
-{
-	struct row r;
-
-	ROW_INIT(&r, 17);
-	RI(&r, 1, ev->ts);
-	RI(&r, 2, ev->pid);
-	RI(&r, 3, ev->tid);
-	RT(&r, 4, event_kind_name(ev->kind));
-	if (ev->c)
-		RI(&r, 6, ev->c->uid);
-	if (ev->lost_before)
-		RI(&r, 16, ev->lost_before);
-	if (ev->stack)
-		RI(&r, 17, ev->stack);
-	switch (ev->kind) {
-	case EV_CREATE:
-		RI(&r, 5, ev->create.id);
-		RI(&r, 7, ev->create.parent);
-		break;
-	case EV_NAME:
-		RI(&r, 5, ev->name.id);
-		RTL(&r, 14, ev->name.name.s, ev->name.name.len);
-		break;
-	case EV_READY:
-		RI(&r, 5, ev->ready.id);
-		if (ev->cur_known)
-			RI(&r, 8, ev->cur);
-		break;
-	case EV_SWITCH:
-		RI(&r, 5, ev->sw.from);
-		RI(&r, 9, ev->sw.to);
-		if (ev->to)
-			RI(&r, 10, ev->to->uid);
-		RT(&r, 11, coro_reason_name(ev->sw.reason));
-		RI(&r, 12, ev->sw.obj);
-		if (ev->sw.awaiter.len)
-			pg_awaiter_row(s, ev);
-		break;
-	case EV_EXIT:
-		RI(&r, 5, ev->exit.id);
-		RI(&r, 13, ev->exit.status);
-		break;
-	case EV_SPAN_BEGIN:
-	case EV_SPAN_END:
-		if (ev->span.owner_known)
-			RI(&r, 5, ev->span.owner);
-		RTL(&r, 14, ev->span.name.s, ev->span.name.len);
-		RI(&r, 15, ev->span.depth);
-		break;
-	default:
-		break;
-	}
-	row_emit(s, T_EVENT, &r, 17);
-}
-
-static void pg_process_row(struct pg_sink *s, const struct event *ev)
+/*
+ * A process's row waits for its exit, written at the end: its columns up to the exit's
+ * formatted now (the count of all), the exit's kept (tables.h, PROCESS_EXIT_COL).
+ */
+static void pg_process_row(struct pg_sink *s, const struct row *r)
 {
 	struct pgbuf b = {0};
-	struct row r;
 	struct pg_proc *p;
 
-	ROW_INIT(&r, 6);
-	RI(&r, 1, ev->pid);
-	RTL(&r, 2, ev->process.comm.s, ev->process.comm.len);
-	RS(&r, 3, ev->process.exe);
-	RT(&r, 4, coro_proc_mode_name(ev->process.mode));
-	RI(&r, 5, ev->process.ppid);
-	RI(&r, 6, ev->ts);
-	/* Formatted into a buffer of its own: exit_ts, exit_code and signal follow at the end. */
-	row_format(&b, s->capture_id, &r, 6);
-	put_be16(b.p, 10);
+	if (r->update) {
+		/* As SQLite's UPDATE: the process's row still without an exit. */
+		for (size_t i = 0; i < s->nprocs; i++) {
+			p = &s->procs[i];
+			if (p->pid == (u32)r->v[0].i && !p->exited) {
+				p->exited = true;
+				p->exit = xmalloc(sizeof(*p->exit));
+				memcpy(p->exit, r, sizeof(*r));
+			}
+		}
+		return;
+	}
+	row_format(&b, s->capture_id, r, PROCESS_EXIT_COL);
+	put_be16(b.p, (u16)(r->t->ncols + 1));
 	if (s->nprocs == s->capprocs) {
 		s->capprocs = s->capprocs ? 2 * s->capprocs : 16;
 		s->procs = realloc(s->procs, s->capprocs * sizeof(*s->procs));
@@ -544,83 +464,29 @@ static void pg_process_row(struct pg_sink *s, const struct event *ev)
 	}
 	p = &s->procs[s->nprocs++];
 	memset(p, 0, sizeof(*p));
-	p->pid = ev->pid;
+	p->pid = (u32)r->v[0].i;
 	p->row = b.p;
 	p->rowlen = b.len;
+}
+
+/* A row of the tables (tables.h): into its table's batch. */
+static void pg_row(void *ctx, const struct row *r)
+{
+	struct pg_sink *s = ctx;
+	int t = (int)(r->t - tables);
+
+	if (t == T_PROCESSES)
+		pg_process_row(s, r);
+	else if (t < T_NSTORE)
+		row_emit(s, t, r);
 }
 
 static void pg_event_cb(void *ctx, const struct event *ev)
 {
 	struct pg_sink *s = ctx;
-	struct row r;
 
-	if (!formatting(s))
-		return;
-	switch (ev->kind) {
-	case EV_CREATE:
-	case EV_NAME:
-	case EV_READY:
-	case EV_SWITCH:
-	case EV_EXIT:
-	case EV_SPAN_BEGIN:
-	case EV_SPAN_END:
-		pg_event_row(s, ev);
-		break;
-	case EV_OFFCPU_END:
-		ROW_INIT(&r, 10);
-		RI(&r, 1, ev->pid);
-		RI(&r, 2, ev->tid);
-		if (ev->c) {
-			RI(&r, 3, ev->c->uid);
-			RI(&r, 4, ev->c->id);
-		}
-		RI(&r, 5, ev->offcpu.start);
-		RI(&r, 6, ev->ts);
-		RI(&r, 7, ev->ts - MIN(ev->offcpu.start, ev->ts));
-		RT(&r, 8, coro_offcpu_state_name(ev->offcpu.state));
-		RI(&r, 9, ev->offcpu.runq_ns);
-		RI(&r, 10, ev->offcpu.cpu);
-		row_emit(s, T_OFFCPU, &r, 10);
-		break;
-	case EV_PROCESS:
-		pg_process_row(s, ev);
-		break;
-	case EV_THREAD:
-		ROW_INIT(&r, 4);
-		RI(&r, 1, ev->pid);
-		RI(&r, 2, ev->tid);
-		RTL(&r, 3, ev->comm.comm.s, ev->comm.comm.len);
-		RI(&r, 4, ev->ts);
-		row_emit(s, T_THREAD, &r, 4);
-		break;
-	case EV_SWITCH_PATH:
-		ROW_INIT(&r, 8);
-		RI(&r, 1, ev->pid);
-		RI(&r, 2, ev->ts);
-		RT(&r, 3, coro_family_name(ev->switch_path.family));
-		RS(&r, 4, ev->switch_path.path);
-		RI(&r, 5, ev->switch_path.uprobes);
-		RI(&r, 6, ev->switch_path.stepped);
-		RS(&r, 7, ev->switch_path.sites);
-		RS(&r, 8, ev->switch_path.limits);
-		row_emit(s, T_SWITCH_PATH, &r, 8);
-		break;
-	case EV_PROC_GONE:
-	case EV_PROC_EXIT:
-		/* As SQLite's UPDATE: the process's row still without an exit. */
-		for (size_t i = 0; i < s->nprocs; i++) {
-			struct pg_proc *p = &s->procs[i];
-
-			if (p->pid == ev->pid && !p->exited) {
-				p->exited = true;
-				p->exit_ts = ev->ts;
-				p->status = ev->proc_exit.status;
-			}
-		}
-		break;
-	default:
-		break;
-	}
+	if (formatting(s))
+		tables_event_rows(&s->tr, ev, pg_row, s);
 }
 
 static void pg_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
@@ -631,209 +497,53 @@ static void pg_interval(void *ctx, const struct coro *c, enum coro_state state, 
 
 	if (!formatting(s))
 		return;
-	ROW_INIT(&r, 9);
-	RI(&r, 1, c->uid);
-	RI(&r, 2, c->pid);
-	if (state == CS_RUNNING && tid)
-		RI(&r, 3, tid);
-	RT(&r, 4, coro_state_name(state));
-	if (state == CS_SUSPENDED) {
-		RT(&r, 5, coro_reason_name(reason));
-		RI(&r, 6, obj);
-	}
-	RI(&r, 7, start);
-	RI(&r, 8, end);
-	RI(&r, 9, end - start);
-	row_emit(s, T_SLICE, &r, 9);
+	tables_slice_row(&r, c, state, start, end, tid, reason, obj);
+	pg_row(s, &r);
 }
 
 static void pg_coroutine_end(void *ctx, const struct coro *c)
 {
 	struct pg_sink *s = ctx;
-	char tids[1024], spans[1024];
 	struct row r;
-	size_t n = 0;
 
 	if (!formatting(s))
 		return;
-	ROW_INIT(&r, 32);
-	RI(&r, 1, c->uid);
-	RI(&r, 2, c->id);
-	RI(&r, 3, c->pid);
-	RI(&r, 4, c->parent);
-	if (c->parent_uid)
-		RI(&r, 5, c->parent_uid);
-	RTL(&r, 6, coro_name(c), CORO_NAME_MAX);
-	if (c->end == CE_EXIT) {
-		RI(&r, 7, c->status);
-		RI(&r, 10, c->end_ts);
-	}
-	if (c->created_seen)
-		RI(&r, 8, c->created_ts);
-	RI(&r, 9, c->first_ts);
-	RI(&r, 11, c->end_ts);
-	RT(&r, 12, coro_end_name(c->end));
-	if (c->end != CE_EXIT) {
-		RT(&r, 13, coro_state_name(c->end_state));
-		if (c->end_state == CS_SUSPENDED) {
-			RT(&r, 14, coro_reason_name(c->end_reason));
-			RI(&r, 15, c->end_obj);
-		}
-	}
-	RI(&r, 16, c->t_state[CS_RUNNING]);
-	RI(&r, 17, c->t_state[CS_RUNNABLE]);
-	RI(&r, 18, c->t_state[CS_SUSPENDED]);
-	RI(&r, 19, c->t_state[CS_NEW]);
-	RI(&r, 20, c->t_state[CS_UNKNOWN]);
-	RI(&r, 21, c->longest_susp);
-	RI(&r, 22, c->switch_ins);
-	RI(&r, 23, c->readies);
-	tids[0] = 0;
-	for (u32 i = 0; i < c->ntids && n + 16 < sizeof(tids); i++)
-		n += snprintf(tids + n, sizeof(tids) - n, "%s%u", i ? "," : "", c->tids[i]);
-	RT(&r, 24, tids);
-	if (c->nspans) {
-		n = 0;
-		spans[0] = 0;
-		for (u32 i = 0; i < c->nspans && n + 3 * CORO_STR_LEN + 2 < sizeof(spans); i++) {
-			if (i)
-				spans[n++] = ',';
-			utf8_sanitize(spans + n, sizeof(spans) - n, c->spans[i].name, CORO_STR_LEN);
-			n += strlen(spans + n);
-		}
-		RT(&r, 25, spans);
-	}
-	RI(&r, 26, c->name_truncated);
-	RI(&r, 27, c->uncertain);
-	RI(&r, 28, c->t_offcpu);
-	RI(&r, 29, c->t_blocked);
-	RI(&r, 30, c->t_runq);
-	if (c->create_stack)
-		RI(&r, 31, c->create_stack);
-	if (c->park_stack)
-		RI(&r, 32, c->park_stack);
-	row_emit(s, T_CORO, &r, 32);
+	tables_coroutine_row(&r, c);
+	pg_row(s, &r);
 }
 
 static void pg_finding(void *ctx, const struct finding *f)
 {
 	struct pg_sink *s = ctx;
-	char chain[FINDING_CHAIN * (3 * CORO_NAME_MAX + 24)];
 	struct row r;
-	size_t n = 0;
 
 	if (!formatting(s))
 		return;
-	ROW_INIT(&r, 21);
-	RT(&r, 1, finding_kind_name(f->kind));
-	RI(&r, 2, f->pid);
-	if (f->tid)
-		RI(&r, 3, f->tid);
-	if (f->uid)
-		RI(&r, 4, f->uid);
-	if (f->uid || f->kind == FK_SPAWN_STORM)
-		RI(&r, 5, f->id);
-	if (f->uid)
-		RTL(&r, 6, f->name, CORO_NAME_MAX);
-	RI(&r, 7, f->ts);
-	RI(&r, 8, f->dur);
-	RI(&r, 9, f->open);
-	if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK)
-		RT(&r, 10, coro_state_name(f->state));
-	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
-		RT(&r, 11, coro_reason_name(f->reason));
-		RI(&r, 12, f->obj);
-	}
-	if (f->has_waker)
-		RI(&r, 13, f->waker);
-	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN)
-		RTL(&r, 14, f->span, CORO_STR_LEN);
-	if (f->kind == FK_SLOW_SPAN) {
-		s->slow_serial = f->span_serial;
-		if (f->cause == SPAN_CAUSE_SUSPENDED) {
-			RT(&r, 11, coro_reason_name(f->reason));
-			RI(&r, 12, f->obj);
-		}
-	}
-	if (f->kind == FK_SPAWN_STORM) {
-		RI(&r, 15, f->count);
-		RI(&r, 16, f->peak);
-	}
-	chain[0] = 0;
-	for (u32 i = 0; i < f->nchain; i++) {
-		n += snprintf(chain + n, sizeof(chain) - n, "%s0x%llx ", i ? " < " : "",
-			      (unsigned long long)f->chain[i].id);
-		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_NAME_MAX);
-		n += strlen(chain + n);
-	}
-	if (n)
-		RT(&r, 17, chain);
-	if (f->stack)
-		RI(&r, 18, f->stack);
-	if (f->kind == FK_LONG_RUN && f->samples) {
-		RI(&r, 19, f->samples);
-		if (f->has_key) {
-			RT(&r, 20, f->key_frame);
-			RI(&r, 21, f->key_samples);
-		}
-	}
-	row_emit(s, T_FINDING, &r, 21);
+	tables_finding_row(&s->tr, &r, f);
+	pg_row(s, &r);
 }
 
 static void pg_span_done(void *ctx, const struct span_done *d)
 {
 	struct pg_sink *s = ctx;
-	const struct coro_span *sp = d->sp;
 	struct row r;
 
 	if (!formatting(s))
 		return;
-	ROW_INIT(&r, 24);
-	RI(&r, 1, sp->serial);
-	if (sp->parent)
-		RI(&r, 2, sp->parent);
-	RTL(&r, 3, sp->name, CORO_STR_LEN);
-	RI(&r, 4, d->pid);
-	if (d->tid)
-		RI(&r, 5, d->tid);
-	if (d->uid) {
-		RI(&r, 6, d->uid);
-		RI(&r, 7, d->id);
-	}
-	RI(&r, 8, d->depth);
-	RI(&r, 9, sp->ts);
-	if (d->closed)
-		RI(&r, 10, d->end);
-	RI(&r, 11, d->dur);
-	RI(&r, 12, d->closed);
-	RI(&r, 13, d->closed && s->slow_serial == sp->serial);
-	if (d->uid) {
-		RI(&r, 14, d->in.running);
-		RI(&r, 15, d->in.runnable);
-		RI(&r, 16, d->in.suspended);
-		RI(&r, 17, d->in.offcpu);
-		RI(&r, 18, d->in.blocked);
-		RI(&r, 19, d->in.runq);
-		RI(&r, 20, d->in.unknown);
-		RI(&r, 21, sp->longest_ns);
-		if (sp->longest_ns) {
-			RT(&r, 22, coro_reason_name(sp->longest_reason));
-			RI(&r, 23, sp->longest_obj);
-		}
-	}
-	if (sp->stack)
-		RI(&r, 24, sp->stack);
-	row_emit(s, T_SPAN, &r, 24);
+	tables_span_row(&s->tr, &r, d);
+	pg_row(s, &r);
 }
 
 static void meta_row(struct pg_sink *s, const char *key, s64 v)
 {
-	struct row r;
+	struct row r = {.t = &meta_table};
 
-	ROW_INIT(&r, 2);
-	RT(&r, 1, key);
-	RI(&r, 2, v);
-	row_emit(s, T_META, &r, 2);
+	r.v[0].kind = ROW_TEXT;
+	r.v[0].s = key;
+	r.v[0].len = strlen(key);
+	r.v[1].kind = ROW_INT;
+	r.v[1].i = v;
+	row_emit(s, T_META, &r);
 }
 
 static void pg_finish(void *ctx, const struct model *m)
@@ -854,64 +564,23 @@ static void pg_finish(void *ctx, const struct model *m)
 			meta_row(s, c->sql, (s64)counter_value(c, m));
 	for (size_t i = 0; i < s->nprocs; i++) {
 		struct pg_proc *p = &s->procs[i];
-		struct pgbuf *pb = &s->buf[T_PROCESS];
-		s32 st = p->status;
-
+		struct pgbuf *pb = &s->buf[T_PROCESSES];
+		u32 ncols = tables[T_PROCESSES].ncols;
 		char *q;
 
-		buf_reserve(pb, p->rowlen + 3 * 12);
+		buf_reserve(pb, p->rowlen + (ncols - PROCESS_EXIT_COL) * 12);
 		q = pb->p + pb->len;
 		memcpy(q, p->row, p->rowlen);
 		q += p->rowlen;
-		if (p->exited)
-			q = put_int_field(q, (s64)p->exit_ts);
-		else
-			q = put_be32(q, (u32)-1);
-		if (p->exited && st >= 0 && WIFEXITED(st))
-			q = put_int_field(q, WEXITSTATUS(st));
-		else
-			q = put_be32(q, (u32)-1);
-		if (p->exited && st >= 0 && WIFSIGNALED(st))
-			q = put_int_field(q, WTERMSIG(st));
-		else
-			q = put_be32(q, (u32)-1);
+		for (u32 k = PROCESS_EXIT_COL; k < ncols; k++)
+			if (p->exit && p->exit->v[k].kind == ROW_INT)
+				q = put_int_field(q, p->exit->v[k].i);
+			else
+				q = put_be32(q, (u32)-1);
 		pb->len = q - pb->p;
 		pb->rows++;
 	}
-	if (m->sym) {
-		const struct sym_stack *stk;
-		size_t it = 0;
-		struct row r;
-
-		while ((stk = symbolizer_next(m->sym, &it))) {
-			ROW_INIT(&r, 3);
-			RI(&r, 1, stk->id);
-			RI(&r, 2, stk->pid);
-			RI(&r, 3, stk->n);
-			row_emit(s, T_STACK, &r, 3);
-			for (u32 i = 0; i < stk->n; i++) {
-				const struct sym_frame *f = stk->frames[i];
-
-				ROW_INIT(&r, 9);
-				RI(&r, 1, stk->id);
-				RI(&r, 2, i);
-				RI(&r, 3, f->ip);
-				if (f->func) {
-					RT(&r, 4, f->func);
-					RI(&r, 5, f->func_off);
-				}
-				if (f->obj) {
-					RT(&r, 6, f->obj);
-					RI(&r, 7, f->rel);
-				}
-				if (f->file) {
-					RT(&r, 8, f->file);
-					RI(&r, 9, f->line);
-				}
-				row_emit(s, T_FRAME, &r, 9);
-			}
-		}
-	}
+	tables_stack_rows(m, pg_row, s);
 	for (int t = 0; t < T_N; t++)
 		hand_over(s, t);
 	/* end_ts, end_reason, events, samples, coroutines, input_error: the captures row's rest. */
@@ -994,7 +663,7 @@ static void writer_fail(struct pg_sink *s, const char *what, const struct pg_lin
 }
 
 /* One COPY: 0, or -1 (the reason in l->why). */
-static int copy_once(struct pg_link *l, enum table t, const char *data, size_t len)
+static int copy_once(struct pg_link *l, int t, const char *data, size_t len)
 {
 	/* The binary format's signature, flags and header extension; the trailer, a -1 count. */
 	static const char header[19] = "PGCOPY\n\377\r\n\0\0\0\0\0\0\0\0\0";
@@ -1274,14 +943,13 @@ static int ensure_schema(struct pg_sink *s, struct pg_link *l, char *err, size_t
 
 		snprintf(ins, sizeof(ins), "INSERT INTO corobpf_schema VALUES (%d)",
 			 PGSTORE_SCHEMA_VERSION);
-		if (!exec_ok(l, schema, -1, NULL, PGRES_COMMAND_OK, NULL) ||
+		if (!exec_ok(l, schema_text, -1, NULL, PGRES_COMMAND_OK, NULL) ||
 		    !exec_ok(l, ins, 0, NULL, PGRES_COMMAND_OK, NULL))
 			goto fail;
 		version = PGSTORE_SCHEMA_VERSION;
 	} else if (version == 1) {
 		/* Version 2 only adds the awaiters table: the store is brought up to it. */
-		if (!exec_ok(l, AWAITERS_SCHEMA "UPDATE corobpf_schema SET version = 2", -1, NULL,
-			     PGRES_COMMAND_OK, NULL))
+		if (!exec_ok(l, upgrade_text, -1, NULL, PGRES_COMMAND_OK, NULL))
 			goto fail;
 		version = 2;
 	}
@@ -1312,8 +980,10 @@ static void pg_free(struct pg_sink *s)
 {
 	for (int t = 0; t < T_N; t++)
 		free(s->buf[t].p);
-	for (size_t i = 0; i < s->nprocs; i++)
+	for (size_t i = 0; i < s->nprocs; i++) {
 		free(s->procs[i].row);
+		free(s->procs[i].exit);
+	}
 	free(s->procs);
 	for (int i = 0; i < s->nspare; i++)
 		free(s->spare[i]);
@@ -1339,6 +1009,8 @@ struct pg_sink *pg_sink_open(const char *conninfo, const struct pg_opts *o, char
 	struct pg_sink *s = xcalloc(1, sizeof(*s));
 	char why[512];
 
+	names_init();
+	s->tr.skip = ~0u << T_NSTORE; /* the tables SQLite alone has */
 	s->opts = *o;
 	s->replay_from = o->replay_from ? xstrdup(o->replay_from) : NULL;
 	s->opts.replay_from = NULL;

@@ -28,26 +28,11 @@
 #include <signal.h>
 #include "finding.h"
 #include "model.h"
+#include "pgparams.h" /* the timeouts, the URIs */
 
 #define PGSTORE_SCHEMA_VERSION 2
 
 struct pg_sink;
-
-/* --store-timeout: how long to wait for the server, in ms (0: for ever). */
-struct pg_timeouts {
-	u32 connect_ms;	  /* to connect (a URI's connect_timeout, unless given here) */
-	u32 lock_ms;	  /* for a lock: the schema's, or a table's another session holds */
-	u32 statement_ms; /* for one command, a COPY batch among them */
-	bool connect_set; /* connect= was given */
-};
-
-#define PG_CONNECT_TIMEOUT_S 10
-#define PG_LOCK_TIMEOUT_S 10
-#define PG_STATEMENT_TIMEOUT_S 60
-
-void pg_timeouts_default(struct pg_timeouts *t);
-/* "connect=SECS,lock=SECS,statement=SECS", any of them: 0, or -1 with the reason in err. */
-int pg_timeouts_parse(struct pg_timeouts *t, const char *arg, char *err, size_t errlen);
 
 /* How a run opens its store. */
 struct pg_opts {
@@ -61,23 +46,6 @@ struct pg_opts {
 	const char *replay_from;
 };
 
-/* Whether `path` is a libpq connection URI this output takes. */
-bool pgstore_is_uri(const char *path);
-/* Whether libpq can be loaded (the store's errors say why not, when it opens). */
-bool pgstore_libpq_loads(void);
-/*
- * `uri` as messages show it: parsed by libpq and written again without the
- * password (user:secret@, password=..., %70assword=..., sslpassword=...,
- * a value that is itself a conninfo holding one). A URI libpq cannot read
- * is not shown at all.
- */
-void pgstore_shown_uri(const char *uri, char *buf, size_t len);
-/*
- * The same, and whether libpq reads the URI: 0, or -1 with the reason in
- * err (which quotes nothing of it). *secret: it holds a password.
- */
-int pgstore_check_uri(const char *uri, char *shown, size_t shownlen, bool *secret, char *err,
-		      size_t errlen);
 
 /*
  * Connects (every writer's connection), creates the schema if missing

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * SQLite and CSV outputs. Every value is bound as a parameter, never pasted
- * into SQL. Coroutine ids, objects and wakers are 64-bit values stored as
- * INTEGER (the same bits, so ids above 2^63 read as negative numbers; show
- * them with printf('0x%x', id)).
+ * SQLite output: a backend of the tables (tables.h), which define the
+ * columns and fill the rows. Every value is bound as a parameter, never
+ * pasted into SQL. Coroutine ids, objects and wakers are 64-bit values
+ * stored as INTEGER (the same bits, so ids above 2^63 read as negative
+ * numbers; show them with printf('0x%x', id)).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,43 +13,13 @@
 #include <unistd.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include "counters.h"
 #include "finding.h"
 #include "sqlite.h"
+#include "tables.h"
 
-static const char schema[] =
-	"CREATE TABLE meta (key TEXT PRIMARY KEY, value);\n"
-	"CREATE TABLE processes (pid INTEGER, comm TEXT, exe TEXT, mode TEXT, ppid INTEGER,\n"
-	"  start_ts INTEGER, exit_ts INTEGER, exit_code INTEGER, signal INTEGER);\n"
-	"CREATE TABLE threads (pid INTEGER, tid INTEGER, comm TEXT, first_ts INTEGER);\n"
-	"CREATE TABLE switch_paths (pid INTEGER, ts INTEGER, family TEXT, object TEXT,\n"
-	"  uprobes INTEGER, single_stepped INTEGER, sites TEXT, limits TEXT);\n"
-	"CREATE TABLE coroutines (uid INTEGER PRIMARY KEY, id INTEGER, pid INTEGER,\n"
-	"  parent_id INTEGER, parent_uid INTEGER, name TEXT, status INTEGER,\n"
-	"  created_ts INTEGER, first_seen_ts INTEGER, exited_ts INTEGER, ended_ts INTEGER,\n"
-	"  end TEXT, state_at_end TEXT, reason_at_end TEXT, obj_at_end INTEGER,\n"
-	"  running_ns INTEGER, runnable_ns INTEGER, suspended_ns INTEGER, new_ns INTEGER,\n"
-	"  unknown_ns INTEGER, longest_suspended_ns INTEGER, switch_ins INTEGER,\n"
-	"  readies INTEGER, threads TEXT, open_spans TEXT, name_truncated INTEGER,\n"
-	"  uncertain INTEGER, offcpu_ns INTEGER, blocked_ns INTEGER, runq_ns INTEGER,\n"
-	"  create_stack INTEGER, park_stack INTEGER);\n"
-	"CREATE TABLE offcpu (pid INTEGER, tid INTEGER, uid INTEGER, id INTEGER, start_ts INTEGER,\n"
-	"  end_ts INTEGER, dur_ns INTEGER, state TEXT, runq_ns INTEGER, cpu INTEGER);\n"
-	"CREATE TABLE events (ts INTEGER, pid INTEGER, tid INTEGER, ev TEXT, id INTEGER,\n"
-	"  uid INTEGER, parent INTEGER, waker INTEGER, to_id INTEGER, to_uid INTEGER,\n"
-	"  reason TEXT, obj INTEGER, status INTEGER, name TEXT, depth INTEGER,\n"
-	"  lost_before INTEGER, stack INTEGER);\n"
-	"CREATE TABLE slices (uid INTEGER, pid INTEGER, tid INTEGER, state TEXT, reason TEXT,\n"
-	"  obj INTEGER, start_ts INTEGER, end_ts INTEGER, dur_ns INTEGER);\n"
-	"CREATE TABLE findings (kind TEXT, pid INTEGER, tid INTEGER, coroutine_uid INTEGER,\n"
-	"  coroutine_id INTEGER, name TEXT, ts INTEGER, dur_ns INTEGER, open INTEGER,\n"
-	"  state TEXT, reason TEXT, obj INTEGER, waker INTEGER, span TEXT, count INTEGER,\n"
-	"  peak_per_s INTEGER, chain TEXT, stack INTEGER, samples INTEGER, key_frame TEXT,\n"
-	"  key_samples INTEGER);\n"
-	"CREATE TABLE stacks (id INTEGER PRIMARY KEY, pid INTEGER, nframes INTEGER);\n"
-	"CREATE TABLE frames (stack_id INTEGER, depth INTEGER, ip INTEGER, func TEXT,\n"
-	"  func_off INTEGER, object TEXT, rel INTEGER, file TEXT, line INTEGER);\n";
+/* SQLite's own: the capture's facts and counters, a key and a value of any type each. */
+static const char meta_schema[] = "CREATE TABLE meta (key TEXT PRIMARY KEY, value);\n";
 
 /* Created after the rows: cheaper than maintaining them during the inserts. */
 static const char indexes[] =
@@ -62,84 +33,43 @@ static const char indexes[] =
 	"CREATE INDEX offcpu_uid ON offcpu (uid, start_ts);\n"
 	"CREATE INDEX frames_stack ON frames (stack_id, depth);\n";
 
-enum stmt {
-	ST_PROCESS, ST_THREAD, ST_CORO, ST_EVENT, ST_SLICE, ST_FINDING, ST_META, ST_OFFCPU,
-	ST_STACK, ST_FRAME, ST_N
-};
-
-static const char *const stmt_sql[ST_N] = {
-	[ST_PROCESS] = "INSERT INTO processes VALUES (?,?,?,?,?,?,NULL,NULL,NULL)",
-	[ST_THREAD] = "INSERT INTO threads VALUES (?,?,?,?)",
-	[ST_CORO] = "INSERT INTO coroutines VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-		    "?,?,?,?,?,?,?,?,?)",
-	[ST_EVENT] = "INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-	[ST_SLICE] = "INSERT INTO slices VALUES (?,?,?,?,?,?,?,?,?)",
-	[ST_FINDING] = "INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-	[ST_STACK] = "INSERT INTO stacks VALUES (?,?,?)",
-	[ST_FRAME] = "INSERT INTO frames VALUES (?,?,?,?,?,?,?,?,?)",
-	[ST_META] = "INSERT OR REPLACE INTO meta VALUES (?,?)",
-	[ST_OFFCPU] = "INSERT INTO offcpu VALUES (?,?,?,?,?,?,?,?,?,?)",
-};
-
 /*
- * The spans table, its index and its view exist only in a trace with spans,
- * made with the first span that ends: a trace without spans keeps the
- * schema it always had.
- */
-static const char spans_schema[] =
-	"CREATE TABLE spans (serial INTEGER PRIMARY KEY, parent INTEGER, name TEXT, pid INTEGER,\n"
-	"  tid INTEGER, coroutine_uid INTEGER, coroutine_id INTEGER, depth INTEGER,\n"
-	"  begin_ts INTEGER, end_ts INTEGER, dur_ns INTEGER, closed INTEGER, slow INTEGER,\n"
-	"  running_ns INTEGER, runnable_ns INTEGER, suspended_ns INTEGER, offcpu_ns INTEGER,\n"
-	"  blocked_ns INTEGER, runq_ns INTEGER, unknown_ns INTEGER, longest_suspended_ns INTEGER,\n"
-	"  longest_reason TEXT, longest_obj INTEGER, stack INTEGER);\n"
-	/* Nearest rank, as the JSONL's span_stats: the ceil(p/100 * N)-th smallest. */
-	"CREATE VIEW span_stats AS\n"
-	"  WITH r AS (SELECT name, dur_ns, suspended_ns, offcpu_ns,\n"
-	"    ROW_NUMBER() OVER (PARTITION BY name ORDER BY dur_ns) AS rn,\n"
-	"    COUNT(*) OVER (PARTITION BY name) AS n FROM spans WHERE closed)\n"
-	"  SELECT name, n AS count, SUM(dur_ns) AS total_ns,\n"
-	"    MIN(CASE WHEN rn >= (50 * n + 99) / 100 THEN dur_ns END) AS p50_ns,\n"
-	"    MIN(CASE WHEN rn >= (95 * n + 99) / 100 THEN dur_ns END) AS p95_ns,\n"
-	"    MIN(CASE WHEN rn >= (99 * n + 99) / 100 THEN dur_ns END) AS p99_ns,\n"
-	"    MAX(dur_ns) AS max_ns, SUM(suspended_ns) AS suspended_ns,\n"
-	"    SUM(offcpu_ns) AS offcpu_ns,\n"
-	"    ROUND(1.0 * SUM(suspended_ns) / MAX(SUM(dur_ns), 1), 4) AS suspended_share,\n"
-	"    ROUND(1.0 * SUM(offcpu_ns) / MAX(SUM(dur_ns), 1), 4) AS offcpu_share\n"
-	"  FROM r GROUP BY name;\n";
-static const char spans_indexes[] = "CREATE INDEX spans_name_dur ON spans (name, dur_ns);\n";
-
-/*
- * The awaiters table likewise exists only in a trace with a C++20 wait whose
- * awaiter's type is known (docs/cxx20.md): one row per such wait, keyed as
+ * The tables SQLite makes with their first row (TABLE_LAZY): spans (its
+ * index and its view with it) in a trace with spans; awaiters in a trace
+ * with a C++20 wait whose awaiter's type is known (docs/cxx20.md), keyed as
  * the rows that wait has elsewhere (events: its switch; slices: the
  * suspended slice it opens; findings: a stall of it), by coroutine uid and
- * the time it began. Every other database keeps the schema it always had.
+ * the time it began; lost in a trace with a hole a thread's later record
+ * carried, one row per hole, as the JSONL's `lost` records, whatever record
+ * came after it (events carry theirs in lost_before too; off-CPU records
+ * and samples have no column for it), its counts adding up to the meta key
+ * lost_attributed. Every other database keeps the schema it always had.
  */
-static const char awaiters_schema[] =
-	"CREATE TABLE awaiters (pid INTEGER, uid INTEGER, id INTEGER, ts INTEGER, obj INTEGER,\n"
-	"  awaiter TEXT);\n";
-
-/*
- * The lost table likewise exists only in a trace with a hole a thread's later
- * record carried: one row per hole, as the JSONL's `lost` records, whatever
- * record came after it (events carry theirs in lost_before too; off-CPU
- * records and samples have no column for it). Its counts add up to the meta
- * key lost_attributed.
- */
-static const char lost_schema[] =
-	"CREATE TABLE lost (ts INTEGER, pid INTEGER, tid INTEGER, count INTEGER);\n";
+static const char *const made_with[T_NTABLES] = {
+	/* Nearest rank, as the JSONL's span_stats: the ceil(p/100 * N)-th smallest. */
+	[T_SPANS] = "CREATE VIEW span_stats AS\n"
+		    "  WITH r AS (SELECT name, dur_ns, suspended_ns, offcpu_ns,\n"
+		    "    ROW_NUMBER() OVER (PARTITION BY name ORDER BY dur_ns) AS rn,\n"
+		    "    COUNT(*) OVER (PARTITION BY name) AS n FROM spans WHERE closed)\n"
+		    "  SELECT name, n AS count, SUM(dur_ns) AS total_ns,\n"
+		    "    MIN(CASE WHEN rn >= (50 * n + 99) / 100 THEN dur_ns END) AS p50_ns,\n"
+		    "    MIN(CASE WHEN rn >= (95 * n + 99) / 100 THEN dur_ns END) AS p95_ns,\n"
+		    "    MIN(CASE WHEN rn >= (99 * n + 99) / 100 THEN dur_ns END) AS p99_ns,\n"
+		    "    MAX(dur_ns) AS max_ns, SUM(suspended_ns) AS suspended_ns,\n"
+		    "    SUM(offcpu_ns) AS offcpu_ns,\n"
+		    "    ROUND(1.0 * SUM(suspended_ns) / MAX(SUM(dur_ns), 1), 4) AS suspended_share,\n"
+		    "    ROUND(1.0 * SUM(offcpu_ns) / MAX(SUM(dur_ns), 1), 4) AS offcpu_share\n"
+		    "  FROM r GROUP BY name;\n",
+};
+static const char spans_indexes[] = "CREATE INDEX spans_name_dur ON spans (name, dur_ns);\n";
 
 struct sqlite_sink {
 	sqlite3 *db;
-	sqlite3_stmt *st[ST_N];
+	sqlite3_stmt *ins[T_NTABLES]; /* INSERT INTO each table (a lazy one's once it exists) */
+	sqlite3_stmt *meta_st;
 	struct model *m;
 	char err[512];
-	u64 rows;
-	sqlite3_stmt *span_st; /* INSERT INTO spans, once the table exists */
-	sqlite3_stmt *awaiter_st; /* INSERT INTO awaiters, once the table exists */
-	sqlite3_stmt *lost_st; /* INSERT INTO lost, once the table exists */
-	u64 slow_serial;       /* the span the last slow_span finding named (before its row) */
+	struct table_rows tr;
 };
 
 static void fail(struct sqlite_sink *s, const char *what)
@@ -148,51 +78,156 @@ static void fail(struct sqlite_sink *s, const char *what)
 		snprintf(s->err, sizeof(s->err), "%s: %s", what, sqlite3_errmsg(s->db));
 }
 
-/* Insert the row bound to st (counted), and leave st clean for the next. */
-static void step_stmt(struct sqlite_sink *s, sqlite3_stmt *st)
+/* Insert the row bound to st, and leave st clean for the next. */
+static void step_stmt(struct sqlite_sink *s, sqlite3_stmt *st, const char *what)
 {
 	if (sqlite3_step(st) != SQLITE_DONE)
-		fail(s, "cannot insert a row");
-	else
-		s->rows++;
+		fail(s, what);
 	sqlite3_reset(st);
 	sqlite3_clear_bindings(st);
-}
-
-static void step(struct sqlite_sink *s, enum stmt k)
-{
-	if (s->st[k])
-		step_stmt(s, s->st[k]);
 }
 
 /* Bind helpers: columns count from 1. */
 #define BI(st, i, v) sqlite3_bind_int64(st, i, (sqlite3_int64)(v))
 #define BT(st, i, t) sqlite3_bind_text(st, i, t, -1, SQLITE_TRANSIENT)
-#define BS(st, i, str) sqlite3_bind_text(st, i, (str).s, (int)(str).len, SQLITE_TRANSIENT)
 
-static void bind_str(sqlite3_stmt *st, int i, const char *str, size_t len)
+/* A name the traced program gave, made valid UTF-8. */
+static void bind_name(sqlite3_stmt *st, int i, const char *str, size_t len)
 {
-	char buf[3 * CORO_NAME_MAX + 1];
+	char buf[3 * CORO_NAME_MAX + 1], *clean = buf;
 
-	utf8_sanitize(buf, sizeof(buf), str, len);
-	BT(st, i, buf);
+	if (3 * len + 1 > sizeof(buf))
+		clean = xmalloc(3 * len + 1);
+	utf8_sanitize(clean, 3 * len + 1, str, len);
+	BT(st, i, clean);
+	if (clean != buf)
+		free(clean);
 }
 
-static void bind_name(sqlite3_stmt *st, int i, const char *name)
+/* A row's values onto st, from parameter `first` (1: the table's first column). */
+static void bind_row(sqlite3_stmt *st, const struct row *r, int from, int to, int first)
 {
-	bind_str(st, i, name, CORO_STR_LEN);
+	char list[1024];
+
+	for (int i = from; i < to; i++) {
+		int p = first + i - from;
+
+		switch (r->v[i].kind) {
+		case ROW_INT:
+			BI(st, p, r->v[i].i);
+			break;
+		case ROW_TEXT:
+			if (r->t->cols[i].type == COL_NAME)
+				bind_name(st, p, r->v[i].s, r->v[i].len);
+			else
+				sqlite3_bind_text(st, p, r->v[i].s, (int)r->v[i].len,
+						  SQLITE_TRANSIENT);
+			break;
+		case ROW_TIDS: {
+			size_t n = 0;
+
+			/* Comma separated, as many as 1 KiB holds. */
+			list[0] = 0;
+			for (u32 k = 0; k < r->v[i].len && n + 16 < sizeof(list); k++)
+				n += snprintf(list + n, sizeof(list) - n, "%s%u", k ? "," : "",
+					      r->v[i].tids[k]);
+			BT(st, p, list);
+			break;
+		}
+		default:
+			break;
+		}
+	}
+}
+
+static int prepare_insert(struct sqlite_sink *s, enum table_id t)
+{
+	char sql[256];
+	size_t n = snprintf(sql, sizeof(sql), "INSERT INTO %s VALUES (", tables[t].name);
+
+	for (u32 i = 0; i < tables[t].ncols; i++)
+		n += snprintf(sql + n, sizeof(sql) - n, i ? ",?" : "?");
+	snprintf(sql + n, sizeof(sql) - n, ")");
+	return sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &s->ins[t], NULL);
+}
+
+/* A lazy table's first row: the table made (and what comes with it), its insert prepared. */
+static __attribute__((noinline, cold)) bool make_table(struct sqlite_sink *s, enum table_id t)
+{
+	const struct table *tb = &tables[t];
+	char sql[8192], *msg = NULL;
+	size_t n;
+
+	if (s->err[0])
+		return false;
+	n = tables_sqlite_create(tb, sql, sizeof(sql));
+	snprintf(sql + n, sizeof(sql) - n, ";\n%s", made_with[t] ? made_with[t] : "");
+	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		snprintf(s->err, sizeof(s->err), "cannot create the %s table: %s", tb->name, msg);
+		sqlite3_free(msg);
+		return false;
+	}
+	if (prepare_insert(s, t) != SQLITE_OK) {
+		fail(s, "cannot prepare a statement");
+		return false;
+	}
+	return true;
+}
+
+/* The exit columns of a process's row still without an exit (tables.h: PROCESS_EXIT_COL). */
+static void update_process(struct sqlite_sink *s, const struct row *r)
+{
+	const struct table *t = r->t;
+	sqlite3_stmt *up;
+	char sql[256];
+	size_t n = snprintf(sql, sizeof(sql), "UPDATE %s SET ", t->name);
+
+	for (u32 i = PROCESS_EXIT_COL; i < t->ncols; i++)
+		n += snprintf(sql + n, sizeof(sql) - n, "%s%s = ?", i > PROCESS_EXIT_COL ? ", " : "",
+			      t->cols[i].name);
+	snprintf(sql + n, sizeof(sql) - n, " WHERE %s = ? AND %s IS NULL", t->cols[0].name,
+		 t->cols[PROCESS_EXIT_COL].name);
+	/* Prepared here: processes end rarely. */
+	if (sqlite3_prepare_v2(s->db, sql, -1, &up, NULL) != SQLITE_OK) {
+		fail(s, "cannot prepare an update");
+		return;
+	}
+	bind_row(up, r, PROCESS_EXIT_COL, t->ncols, 1);
+	bind_row(up, r, 0, 1, t->ncols - PROCESS_EXIT_COL + 1);
+	if (sqlite3_step(up) != SQLITE_DONE)
+		fail(s, "cannot record a process exit");
+	sqlite3_finalize(up);
+}
+
+static void sq_row(void *ctx, const struct row *r)
+{
+	struct sqlite_sink *s = ctx;
+	enum table_id t = (enum table_id)(r->t - tables);
+	sqlite3_stmt *st = s->ins[t];
+
+	if (r->update) {
+		update_process(s, r);
+		return;
+	}
+	if (!st) {
+		if (!(r->t->flags & TABLE_LAZY) || !make_table(s, t))
+			return;
+		st = s->ins[t];
+	}
+	bind_row(st, r, 0, r->t->ncols, 1);
+	step_stmt(s, st, "cannot insert a row");
 }
 
 static void meta(struct sqlite_sink *s, const char *key, const char *text, s64 num, bool is_num)
 {
-	sqlite3_stmt *st = s->st[ST_META];
+	sqlite3_stmt *st = s->meta_st;
 
 	BT(st, 1, key);
 	if (is_num)
 		BI(st, 2, num);
 	else if (text)
 		BT(st, 2, text);
-	step(s, ST_META);
+	step_stmt(s, st, "cannot insert a row");
 }
 
 static void sq_begin(void *ctx, const struct capture_info *ci)
@@ -212,442 +247,47 @@ static void sq_begin(void *ctx, const struct capture_info *ci)
 	meta(s, "hostname", ci->hostname, 0, false);
 }
 
-/* A C++20 wait's awaiter type: its row (the table made with the first). */
-static __attribute__((noinline, cold)) void sq_awaiter(struct sqlite_sink *s,
-							const struct event *ev)
-{
-	sqlite3_stmt *st;
-	char *msg = NULL;
-
-	if (!s->awaiter_st) {
-		if (s->err[0])
-			return;
-		if (sqlite3_exec(s->db, awaiters_schema, NULL, NULL, &msg) != SQLITE_OK) {
-			snprintf(s->err, sizeof(s->err), "cannot create the awaiters table: %s",
-				 msg);
-			sqlite3_free(msg);
-			return;
-		}
-		if (sqlite3_prepare_v3(s->db, "INSERT INTO awaiters VALUES (?,?,?,?,?,?)", -1,
-				       SQLITE_PREPARE_PERSISTENT, &s->awaiter_st,
-				       NULL) != SQLITE_OK) {
-			fail(s, "cannot prepare a statement");
-			return;
-		}
-	}
-	st = s->awaiter_st;
-	BI(st, 1, ev->pid);
-	if (ev->c)
-		BI(st, 2, ev->c->uid);
-	BI(st, 3, ev->sw.from);
-	BI(st, 4, ev->ts);
-	BI(st, 5, ev->sw.obj);
-	bind_str(st, 6, ev->sw.awaiter.s, ev->sw.awaiter.len);
-	step_stmt(s, st);
-}
-
-/* A hole in a thread's events, before ev: its row (the table made with the first). */
-static __attribute__((noinline, cold)) void sq_lost(struct sqlite_sink *s, const struct event *ev)
-{
-	sqlite3_stmt *st;
-	char *msg = NULL;
-
-	if (!s->lost_st) {
-		if (s->err[0])
-			return;
-		if (sqlite3_exec(s->db, lost_schema, NULL, NULL, &msg) != SQLITE_OK) {
-			snprintf(s->err, sizeof(s->err), "cannot create the lost table: %s", msg);
-			sqlite3_free(msg);
-			return;
-		}
-		if (sqlite3_prepare_v3(s->db, "INSERT INTO lost VALUES (?,?,?,?)", -1,
-				       SQLITE_PREPARE_PERSISTENT, &s->lost_st, NULL) != SQLITE_OK) {
-			fail(s, "cannot prepare a statement");
-			return;
-		}
-	}
-	st = s->lost_st;
-	BI(st, 1, ev->ts);
-	BI(st, 2, ev->pid);
-	BI(st, 3, ev->tid);
-	BI(st, 4, ev->lost_before);
-	step_stmt(s, st);
-}
-
-static void sq_event(struct sqlite_sink *s, const struct event *ev)
-{
-	sqlite3_stmt *st = s->st[ST_EVENT];
-
-	BI(st, 1, ev->ts);
-	BI(st, 2, ev->pid);
-	BI(st, 3, ev->tid);
-	BT(st, 4, event_kind_name(ev->kind));
-	if (ev->c)
-		BI(st, 6, ev->c->uid);
-	if (ev->lost_before)
-		BI(st, 16, ev->lost_before);
-	if (ev->stack)
-		BI(st, 17, ev->stack);
-	switch (ev->kind) {
-	case EV_CREATE:
-		BI(st, 5, ev->create.id);
-		BI(st, 7, ev->create.parent);
-		break;
-	case EV_NAME:
-		BI(st, 5, ev->name.id);
-		bind_str(st, 14, ev->name.name.s, ev->name.name.len);
-		break;
-	case EV_READY:
-		BI(st, 5, ev->ready.id);
-		if (ev->cur_known)
-			BI(st, 8, ev->cur);
-		break;
-	case EV_SWITCH:
-		BI(st, 5, ev->sw.from);
-		BI(st, 9, ev->sw.to);
-		if (ev->to)
-			BI(st, 10, ev->to->uid);
-		BT(st, 11, coro_reason_name(ev->sw.reason));
-		BI(st, 12, ev->sw.obj);
-		if (__builtin_expect(ev->sw.awaiter.len != 0, 0))
-			sq_awaiter(s, ev);
-		break;
-	case EV_EXIT:
-		BI(st, 5, ev->exit.id);
-		BI(st, 13, ev->exit.status);
-		break;
-	case EV_SPAN_BEGIN:
-	case EV_SPAN_END:
-		if (ev->span.owner_known)
-			BI(st, 5, ev->span.owner);
-		bind_str(st, 14, ev->span.name.s, ev->span.name.len);
-		BI(st, 15, ev->span.depth);
-		break;
-	default:
-		break;
-	}
-	step(s, ST_EVENT);
-}
-
-static void sq_event_cb(void *ctx, const struct event *ev)
+static void sq_event(void *ctx, const struct event *ev)
 {
 	struct sqlite_sink *s = ctx;
 
-	if (__builtin_expect(ev->lost_before != 0, 0))
-		sq_lost(s, ev);
-	switch (ev->kind) {
-	case EV_CREATE:
-	case EV_NAME:
-	case EV_READY:
-	case EV_SWITCH:
-	case EV_EXIT:
-	case EV_SPAN_BEGIN:
-	case EV_SPAN_END:
-		sq_event(s, ev);
-		break;
-	case EV_OFFCPU_END: {
-		sqlite3_stmt *st = s->st[ST_OFFCPU];
-
-		BI(st, 1, ev->pid);
-		BI(st, 2, ev->tid);
-		if (ev->c) {
-			BI(st, 3, ev->c->uid);
-			BI(st, 4, ev->c->id);
-		}
-		BI(st, 5, ev->offcpu.start);
-		BI(st, 6, ev->ts);
-		BI(st, 7, ev->ts - MIN(ev->offcpu.start, ev->ts));
-		BT(st, 8, coro_offcpu_state_name(ev->offcpu.state));
-		BI(st, 9, ev->offcpu.runq_ns);
-		BI(st, 10, ev->offcpu.cpu);
-		step(s, ST_OFFCPU);
-		break;
-	}
-	case EV_PROCESS: {
-		sqlite3_stmt *st = s->st[ST_PROCESS];
-		char comm[64];
-
-		BI(st, 1, ev->pid);
-		utf8_sanitize(comm, sizeof(comm), ev->process.comm.s, ev->process.comm.len);
-		BT(st, 2, comm);
-		BS(st, 3, ev->process.exe);
-		BT(st, 4, coro_proc_mode_name(ev->process.mode));
-		BI(st, 5, ev->process.ppid);
-		BI(st, 6, ev->ts);
-		step(s, ST_PROCESS);
-		break;
-	}
-	case EV_THREAD: {
-		sqlite3_stmt *st = s->st[ST_THREAD];
-		char comm[64];
-
-		BI(st, 1, ev->pid);
-		BI(st, 2, ev->tid);
-		utf8_sanitize(comm, sizeof(comm), ev->comm.comm.s, ev->comm.comm.len);
-		BT(st, 3, comm);
-		BI(st, 4, ev->ts);
-		step(s, ST_THREAD);
-		break;
-	}
-	case EV_SWITCH_PATH: {
-		sqlite3_stmt *ins;
-
-		/* Prepared here: a few per process at most. */
-		if (sqlite3_prepare_v2(s->db, "INSERT INTO switch_paths VALUES (?,?,?,?,?,?,?,?)",
-				       -1, &ins, NULL) != SQLITE_OK) {
-			fail(s, "cannot prepare an insert");
-			break;
-		}
-		BI(ins, 1, ev->pid);
-		BI(ins, 2, ev->ts);
-		BT(ins, 3, coro_family_name(ev->switch_path.family));
-		BS(ins, 4, ev->switch_path.path);
-		BI(ins, 5, ev->switch_path.uprobes);
-		BI(ins, 6, ev->switch_path.stepped);
-		BS(ins, 7, ev->switch_path.sites);
-		BS(ins, 8, ev->switch_path.limits);
-		if (sqlite3_step(ins) != SQLITE_DONE)
-			fail(s, "cannot record a switch path");
-		sqlite3_finalize(ins);
-		break;
-	}
-	case EV_PROC_GONE:
-	case EV_PROC_EXIT: {
-		s32 status = ev->proc_exit.status;
-		sqlite3_stmt *up;
-
-		/* The one UPDATE: prepared here, processes end rarely. */
-		if (sqlite3_prepare_v2(s->db, "UPDATE processes SET exit_ts = ?, exit_code = ?, "
-				       "signal = ? WHERE pid = ? AND exit_ts IS NULL", -1, &up,
-				       NULL) != SQLITE_OK) {
-			fail(s, "cannot prepare an update");
-			break;
-		}
-		BI(up, 1, ev->ts);
-		if (status >= 0 && WIFEXITED(status))
-			BI(up, 2, WEXITSTATUS(status));
-		if (status >= 0 && WIFSIGNALED(status))
-			BI(up, 3, WTERMSIG(status));
-		BI(up, 4, ev->pid);
-		if (sqlite3_step(up) != SQLITE_DONE)
-			fail(s, "cannot record a process exit");
-		sqlite3_finalize(up);
-		break;
-	}
-	default:
-		break;
-	}
+	tables_event_rows(&s->tr, ev, sq_row, s);
 }
 
 static void sq_interval(void *ctx, const struct coro *c, enum coro_state state, u64 start,
 			u64 end, u32 tid, u32 reason, u64 obj)
 {
-	struct sqlite_sink *s = ctx;
-	sqlite3_stmt *st = s->st[ST_SLICE];
+	struct row r;
 
-	BI(st, 1, c->uid);
-	BI(st, 2, c->pid);
-	if (state == CS_RUNNING && tid)
-		BI(st, 3, tid);
-	BT(st, 4, coro_state_name(state));
-	if (state == CS_SUSPENDED) {
-		BT(st, 5, coro_reason_name(reason));
-		BI(st, 6, obj);
-	}
-	BI(st, 7, start);
-	BI(st, 8, end);
-	BI(st, 9, end - start);
-	step(s, ST_SLICE);
+	tables_slice_row(&r, c, state, start, end, tid, reason, obj);
+	sq_row(ctx, &r);
 }
 
 static void sq_coroutine_end(void *ctx, const struct coro *c)
 {
-	struct sqlite_sink *s = ctx;
-	sqlite3_stmt *st = s->st[ST_CORO];
-	char list[1024];
-	size_t n = 0;
+	struct row r;
 
-	BI(st, 1, c->uid);
-	BI(st, 2, c->id);
-	BI(st, 3, c->pid);
-	BI(st, 4, c->parent);
-	if (c->parent_uid)
-		BI(st, 5, c->parent_uid);
-	bind_str(st, 6, coro_name(c), CORO_NAME_MAX);
-	if (c->end == CE_EXIT) {
-		BI(st, 7, c->status);
-		BI(st, 10, c->end_ts);
-	}
-	if (c->created_seen)
-		BI(st, 8, c->created_ts);
-	BI(st, 9, c->first_ts);
-	BI(st, 11, c->end_ts);
-	BT(st, 12, coro_end_name(c->end));
-	if (c->end != CE_EXIT) {
-		BT(st, 13, coro_state_name(c->end_state));
-		if (c->end_state == CS_SUSPENDED) {
-			BT(st, 14, coro_reason_name(c->end_reason));
-			BI(st, 15, c->end_obj);
-		}
-	}
-	BI(st, 16, c->t_state[CS_RUNNING]);
-	BI(st, 17, c->t_state[CS_RUNNABLE]);
-	BI(st, 18, c->t_state[CS_SUSPENDED]);
-	BI(st, 19, c->t_state[CS_NEW]);
-	BI(st, 20, c->t_state[CS_UNKNOWN]);
-	BI(st, 21, c->longest_susp);
-	BI(st, 22, c->switch_ins);
-	BI(st, 23, c->readies);
-	list[0] = 0;
-	for (u32 i = 0; i < c->ntids && n + 16 < sizeof(list); i++)
-		n += snprintf(list + n, sizeof(list) - n, "%s%u", i ? "," : "", c->tids[i]);
-	BT(st, 24, list);
-	if (c->nspans) {
-		n = 0;
-		list[0] = 0;
-		for (u32 i = 0; i < c->nspans && n + 3 * CORO_STR_LEN + 2 < sizeof(list); i++) {
-			if (i)
-				list[n++] = ',';
-			utf8_sanitize(list + n, sizeof(list) - n, c->spans[i].name, CORO_STR_LEN);
-			n += strlen(list + n);
-		}
-		BT(st, 25, list);
-	}
-	BI(st, 26, c->name_truncated);
-	BI(st, 27, c->uncertain);
-	BI(st, 28, c->t_offcpu);
-	BI(st, 29, c->t_blocked);
-	BI(st, 30, c->t_runq);
-	if (c->create_stack)
-		BI(st, 31, c->create_stack);
-	if (c->park_stack)
-		BI(st, 32, c->park_stack);
-	step(s, ST_CORO);
+	tables_coroutine_row(&r, c);
+	sq_row(ctx, &r);
 }
 
 static void sq_finding(void *ctx, const struct finding *f)
 {
 	struct sqlite_sink *s = ctx;
-	sqlite3_stmt *st = s->st[ST_FINDING];
-	char chain[FINDING_CHAIN * (3 * CORO_NAME_MAX + 24)];
-	size_t n = 0;
+	struct row r;
 
-	BT(st, 1, finding_kind_name(f->kind));
-	BI(st, 2, f->pid);
-	if (f->tid)
-		BI(st, 3, f->tid);
-	if (f->uid)
-		BI(st, 4, f->uid);
-	if (f->uid || f->kind == FK_SPAWN_STORM)
-		BI(st, 5, f->id);
-	if (f->uid)
-		bind_str(st, 6, f->name, CORO_NAME_MAX);
-	BI(st, 7, f->ts);
-	BI(st, 8, f->dur);
-	BI(st, 9, f->open);
-	if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK)
-		BT(st, 10, coro_state_name(f->state));
-	if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
-		BT(st, 11, coro_reason_name(f->reason));
-		BI(st, 12, f->obj);
-	}
-	if (f->has_waker)
-		BI(st, 13, f->waker);
-	if (f->kind == FK_UNMATCHED_SPAN || f->kind == FK_SLOW_SPAN)
-		bind_name(st, 14, f->span);
-	if (f->kind == FK_SLOW_SPAN) {
-		/* The analyzer makes it just before the span's row: marked slow there. */
-		s->slow_serial = f->span_serial;
-		if (f->cause == SPAN_CAUSE_SUSPENDED) {
-			BT(st, 11, coro_reason_name(f->reason));
-			BI(st, 12, f->obj);
-		}
-	}
-	if (f->kind == FK_SPAWN_STORM) {
-		BI(st, 15, f->count);
-		BI(st, 16, f->peak);
-	}
-	chain[0] = 0;
-	for (u32 i = 0; i < f->nchain; i++) {
-		n += snprintf(chain + n, sizeof(chain) - n, "%s0x%llx ", i ? " < " : "",
-			      (unsigned long long)f->chain[i].id);
-		utf8_sanitize(chain + n, sizeof(chain) - n, f->chain[i].name, CORO_NAME_MAX);
-		n += strlen(chain + n);
-	}
-	if (n)
-		BT(st, 17, chain);
-	if (f->stack)
-		BI(st, 18, f->stack);
-	if (f->kind == FK_LONG_RUN && f->samples) {
-		BI(st, 19, f->samples);
-		if (f->has_key) {
-			BT(st, 20, f->key_frame);
-			BI(st, 21, f->key_samples);
-		}
-	}
-	step(s, ST_FINDING);
+	tables_finding_row(&s->tr, &r, f);
+	sq_row(s, &r);
 }
 
 /* A span instance ended: its row (the table made with the first). */
 static void sq_span_done(void *ctx, const struct span_done *d)
 {
 	struct sqlite_sink *s = ctx;
-	const struct coro_span *sp = d->sp;
-	sqlite3_stmt *st;
-	char *msg = NULL;
+	struct row r;
 
-	if (!s->span_st) {
-		if (s->err[0])
-			return;
-		if (sqlite3_exec(s->db, spans_schema, NULL, NULL, &msg) != SQLITE_OK) {
-			snprintf(s->err, sizeof(s->err), "cannot create the spans table: %s", msg);
-			sqlite3_free(msg);
-			return;
-		}
-		if (sqlite3_prepare_v3(s->db, "INSERT INTO spans VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,"
-				       "?,?,?,?,?,?,?,?,?,?,?)", -1, SQLITE_PREPARE_PERSISTENT,
-				       &s->span_st, NULL) != SQLITE_OK) {
-			fail(s, "cannot prepare a statement");
-			return;
-		}
-	}
-	st = s->span_st;
-	BI(st, 1, sp->serial);
-	if (sp->parent)
-		BI(st, 2, sp->parent);
-	bind_name(st, 3, sp->name);
-	BI(st, 4, d->pid);
-	if (d->tid)
-		BI(st, 5, d->tid);
-	if (d->uid) {
-		BI(st, 6, d->uid);
-		BI(st, 7, d->id);
-	}
-	BI(st, 8, d->depth);
-	BI(st, 9, sp->ts);
-	if (d->closed)
-		BI(st, 10, d->end);
-	/* Unclosed: how long it had been open when its owner (or the trace) ended. */
-	BI(st, 11, d->dur);
-	BI(st, 12, d->closed);
-	BI(st, 13, d->closed && s->slow_serial == sp->serial);
-	if (d->uid) {
-		BI(st, 14, d->in.running);
-		BI(st, 15, d->in.runnable);
-		BI(st, 16, d->in.suspended);
-		BI(st, 17, d->in.offcpu);
-		BI(st, 18, d->in.blocked);
-		BI(st, 19, d->in.runq);
-		BI(st, 20, d->in.unknown);
-		BI(st, 21, sp->longest_ns);
-		if (sp->longest_ns) {
-			BT(st, 22, coro_reason_name(sp->longest_reason));
-			BI(st, 23, sp->longest_obj);
-		}
-	}
-	if (sp->stack)
-		BI(st, 24, sp->stack);
-	step_stmt(s, st);
+	tables_span_row(&s->tr, &r, d);
+	sq_row(s, &r);
 }
 
 static void sq_finish(void *ctx, const struct model *m)
@@ -662,45 +302,12 @@ static void sq_finish(void *ctx, const struct model *m)
 	for_each_counter(c)
 		if (c->sql)
 			meta(s, c->sql, NULL, (s64)counter_value(c, m), true);
-	/* Every stack defined, whether or not a row names it (frames innermost first, depth 0). */
-	if (m->sym) {
-		const struct sym_stack *stk;
-		size_t it = 0;
-
-		while ((stk = symbolizer_next(m->sym, &it))) {
-			sqlite3_stmt *st = s->st[ST_STACK];
-
-			BI(st, 1, stk->id);
-			BI(st, 2, stk->pid);
-			BI(st, 3, stk->n);
-			step(s, ST_STACK);
-			for (u32 i = 0; i < stk->n; i++) {
-				const struct sym_frame *f = stk->frames[i];
-
-				st = s->st[ST_FRAME];
-				BI(st, 1, stk->id);
-				BI(st, 2, i);
-				BI(st, 3, f->ip);
-				if (f->func) {
-					BT(st, 4, f->func);
-					BI(st, 5, f->func_off);
-				}
-				if (f->obj) {
-					BT(st, 6, f->obj);
-					BI(st, 7, f->rel);
-				}
-				if (f->file) {
-					BT(st, 8, f->file);
-					BI(st, 9, f->line);
-				}
-				step(s, ST_FRAME);
-			}
-		}
-	}
+	/* Every stack defined, whether or not a row names it. */
+	tables_stack_rows(m, sq_row, s);
 	if (m->input_error)
 		meta(s, "input_error", m->input_error, 0, false);
 	if (sqlite3_exec(s->db, indexes, NULL, NULL, &msg) != SQLITE_OK ||
-	    (s->span_st && sqlite3_exec(s->db, spans_indexes, NULL, NULL, &msg) != SQLITE_OK)) {
+	    (s->ins[T_SPANS] && sqlite3_exec(s->db, spans_indexes, NULL, NULL, &msg) != SQLITE_OK)) {
 		if (!s->err[0])
 			snprintf(s->err, sizeof(s->err), "cannot create the indexes: %s", msg);
 		sqlite3_free(msg);
@@ -930,10 +537,17 @@ struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
 				    size_t errlen)
 {
 	struct sqlite_sink *s = xcalloc(1, sizeof(*s));
-	char name[64], *msg = NULL;
+	char name[64], schema[16384], *msg = NULL;
+	size_t n = snprintf(schema, sizeof(schema), "%s", meta_schema);
 
 	s->m = m;
 	snprintf(name, sizeof(name), FD_DB_PREFIX "%d", fd);
+	for (int t = 0; t < T_NTABLES; t++) {
+		if (tables[t].flags & TABLE_LAZY)
+			continue;
+		n += tables_sqlite_create(&tables[t], schema + n, sizeof(schema) - n);
+		n += snprintf(schema + n, sizeof(schema) - n, ";\n");
+	}
 	if (fd_vfs_register() != SQLITE_OK) {
 		snprintf(err, errlen, "cannot create the database %s: SQLite does not start", path);
 		goto fail;
@@ -952,17 +566,19 @@ struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
 		sqlite3_free(msg);
 		goto fail;
 	}
-	for (int i = 0; i < ST_N; i++) {
-		if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
-				       NULL) != SQLITE_OK) {
-			snprintf(err, errlen, "cannot prepare a statement: %s", sqlite3_errmsg(s->db));
-			goto fail;
-		}
+	for (int t = 0; t < T_NTABLES; t++) {
+		if (tables[t].flags & TABLE_LAZY)
+			continue;
+		if (prepare_insert(s, t) != SQLITE_OK)
+			goto fail_prepare;
 	}
+	if (sqlite3_prepare_v3(s->db, "INSERT OR REPLACE INTO meta VALUES (?,?)", -1,
+			       SQLITE_PREPARE_PERSISTENT, &s->meta_st, NULL) != SQLITE_OK)
+		goto fail_prepare;
 	memset(obs, 0, sizeof(*obs));
 	obs->ctx = s;
 	obs->begin = sq_begin;
-	obs->event = sq_event_cb;
+	obs->event = sq_event;
 	obs->interval = sq_interval;
 	obs->coroutine_end = sq_coroutine_end;
 	obs->finish = sq_finish;
@@ -970,9 +586,12 @@ struct sqlite_sink *sqlite_sink_new(int fd, const char *path, struct model *m,
 	fs->ctx = s;
 	fs->finding = sq_finding;
 	return s;
+fail_prepare:
+	snprintf(err, errlen, "cannot prepare a statement: %s", sqlite3_errmsg(s->db));
 fail:
-	for (int i = 0; i < ST_N; i++)
-		sqlite3_finalize(s->st[i]);
+	for (int t = 0; t < T_NTABLES; t++)
+		sqlite3_finalize(s->ins[t]);
+	sqlite3_finalize(s->meta_st);
 	sqlite3_close(s->db);
 	free(s);
 	return NULL;
@@ -989,11 +608,9 @@ int sqlite_sink_close(struct sqlite_sink *s, char *err, size_t errlen)
 		snprintf(s->err, sizeof(s->err), "cannot commit: %s", msg);
 		sqlite3_free(msg);
 	}
-	for (int i = 0; i < ST_N; i++)
-		sqlite3_finalize(s->st[i]);
-	sqlite3_finalize(s->span_st);
-	sqlite3_finalize(s->awaiter_st);
-	sqlite3_finalize(s->lost_st);
+	for (int t = 0; t < T_NTABLES; t++)
+		sqlite3_finalize(s->ins[t]);
+	sqlite3_finalize(s->meta_st);
 	if (sqlite3_close(s->db) != SQLITE_OK && !s->err[0])
 		snprintf(s->err, sizeof(s->err), "cannot close: %s", sqlite3_errmsg(s->db));
 	if (s->err[0]) {

@@ -38,6 +38,20 @@ static void summary_coroutine_end(void *ctx, const struct coro *c)
 	int i;
 
 	misfit_tally(s, c);
+	if (c->scheduler) {
+		if (s->nsched < SUMMARY_SCHEDULERS) {
+			struct summary_scheduler *e = &s->sched[s->nsched++];
+
+			e->id = c->id;
+			e->pid = c->pid;
+			e->tid = c->tid;
+			e->blocked = c->t_blocked;
+			e->role = model_scheduler_role(c);
+			memcpy(e->name, c->name, CORO_STR_LEN);
+		} else {
+			s->sched_more++;
+		}
+	}
 	if (!c->longest_susp)
 		return;
 	if (s->ntop == SUMMARY_TOP && c->longest_susp <= s->top[SUMMARY_TOP - 1].dur)
@@ -58,11 +72,13 @@ static void summary_coroutine_end(void *ctx, const struct coro *c)
 	e->obj = c->longest_susp_obj;
 	e->open = c->longest_open;
 	memcpy(e->name, c->name, CORO_STR_LEN);
+	/* Still so: its last switch out's awaiter is this suspension's. */
+	snprintf(e->awaiter, sizeof(e->awaiter), "%s", e->open && c->awaiter ? c->awaiter : "");
 }
 
 static u64 finding_weight(const struct finding *f)
 {
-	return f->kind == FK_SPAWN_STORM ? f->count : f->dur;
+	return finding_fields(f) & FF_STORM ? f->count : f->dur;
 }
 
 static void summary_finding(void *ctx, const struct finding *f)
@@ -112,7 +128,7 @@ static void print_slow_span(struct summary *s, const struct finding *f)
 	fmt_duration(t[0], sizeof(t[0]), f->threshold);
 	fprintf(s->out, ", span \"%s\" (over %s): mostly %s", name, t[0],
 		finding_span_cause_name(f->cause));
-	if (f->cause == SPAN_CAUSE_SUSPENDED) {
+	if (finding_fields(f) & FF_CAUSE_WAIT) {
 		fprintf(s->out, " (%s", coro_reason_name(f->reason));
 		if (f->obj)
 			fprintf(s->out, " on 0x%llx", (unsigned long long)f->obj);
@@ -148,10 +164,11 @@ static void print_findings(struct summary *s, const struct model *m)
 		for (int i = 0; i < s->nworst[k]; i++) {
 			const struct finding *f = &s->worst[k][i];
 			char d[32], name[TERM_SAFE_MAX(CORO_STR_LEN)];
+			u32 have = finding_fields(f);
 
 			fmt_duration(d, sizeof(d), f->dur);
 			term_safe(name, sizeof(name), f->name[0] ? f->name : "(unnamed)", CORO_STR_LEN);
-			if (f->kind == FK_SPAWN_STORM) {
+			if (have & FF_STORM) {
 				fprintf(s->out, "      %llu created by 0x%llx %s (pid %u) in %s, "
 					"%llu within one second\n",
 					(unsigned long long)f->count, (unsigned long long)f->id,
@@ -160,31 +177,31 @@ static void print_findings(struct summary *s, const struct model *m)
 			}
 			fprintf(s->out, "      %10s  0x%llx %s (pid %u)", d, (unsigned long long)f->id,
 				f->uid ? name : "(thread)", f->pid);
-			if (f->kind == FK_SLOW_SPAN) {
+			if (have & FF_SLOW) {
 				print_slow_span(s, f);
 				print_stack(s, m, f->stack);
 				continue;
 			}
-			if (f->kind == FK_UNMATCHED_SPAN) {
+			if (have & FF_SPAN) {
 				term_safe(name, sizeof(name), f->span, CORO_STR_LEN);
 				fprintf(s->out, ", span \"%s\"%s", name,
 					f->dur || f->open ? " never closed" : " ended without a begin");
-			} else if (f->kind == FK_STALL || f->state == CS_SUSPENDED) {
+			} else if (have & FF_WAIT) {
 				fprintf(s->out, ", %s", coro_reason_name(f->reason));
 				if (f->obj)
 					fprintf(s->out, " on 0x%llx", (unsigned long long)f->obj);
-				if (f->reason == CORO_R_WAIT && f->awaiter[0]) {
+				if (have & FF_AWAITER) {
 					/* A C++20 wait: the awaiter's type (docs/cxx20.md). */
 					term_safe(name, sizeof(name), f->awaiter, CORO_STR_LEN);
 					fprintf(s->out, ", waiting on %s", name);
 				}
-			} else if (f->kind == FK_LOST_WAKEUP || f->kind == FK_LEAK) {
+			} else if (have & FF_STATE) {
 				fprintf(s->out, ", %s", coro_state_name(f->state));
 			}
-			if (f->has_waker)
+			if (have & FF_WAKER)
 				fprintf(s->out, ", woken by 0x%llx", (unsigned long long)f->waker);
 			fprintf(s->out, "%s\n", f->open ? ", still so at the end" : "");
-			if (f->has_key) {
+			if (have & FF_KEY) {
 				char kf[TERM_SAFE_MAX(sizeof(f->key_frame))];
 
 				term_safe(kf, sizeof(kf), f->key_frame, sizeof(f->key_frame));
@@ -199,6 +216,30 @@ static void print_findings(struct summary *s, const struct model *m)
 			print_stack(s, m, f->stack);
 		}
 	}
+}
+
+/*
+ * The scheduler contexts: each thread's waits for work in the kernel, never
+ * a blocking finding (analyze.h), said as what they are.
+ */
+static void print_schedulers(struct summary *s)
+{
+	if (!s->nsched)
+		return;
+	fprintf(s->out, "  scheduler contexts (their waits in the kernel are their schedulers idle, "
+			"no finding):\n");
+	for (int i = 0; i < s->nsched; i++) {
+		const struct summary_scheduler *e = &s->sched[i];
+		char d[32], name[TERM_SAFE_MAX(CORO_STR_LEN)];
+
+		fmt_duration(d, sizeof(d), e->blocked);
+		term_safe(name, sizeof(name), e->name, CORO_STR_LEN);
+		fprintf(s->out, "    0x%llx %s%s(pid %u, thread %u): %s, %s waiting in the kernel\n",
+			(unsigned long long)e->id, name, name[0] ? " " : "", e->pid, e->tid, e->role,
+			d);
+	}
+	if (s->sched_more)
+		fprintf(s->out, "    ...and %llu more\n", (unsigned long long)s->sched_more);
 }
 
 /* How each process was traced, when any went through the switch-function path. */
@@ -389,6 +430,7 @@ static void summary_finish(void *ctx, const struct model *m)
 	say_counters(s, m);
 	print_paths(s, m);
 	print_findings(s, m);
+	print_schedulers(s);
 	spanrep_print(s->out, m, "  ", SPANREP_SUMMARY_NAMES);
 	if (s->ntop)
 		fprintf(s->out, "  longest suspended:\n");
@@ -402,6 +444,10 @@ static void summary_finish(void *ctx, const struct model *m)
 			name, e->pid, coro_reason_name(e->reason));
 		if (e->obj)
 			fprintf(s->out, " on 0x%llx", (unsigned long long)e->obj);
+		if (e->awaiter[0]) {
+			term_safe(name, sizeof(name), e->awaiter, CORO_STR_LEN);
+			fprintf(s->out, ", waiting on %s", name);
+		}
 		fprintf(s->out, "%s\n", e->open ? ", still suspended at the end" : "");
 	}
 	print_misfits(s, m);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * The short summary printed when a run or a replay ends: processes,
- * coroutines, events, losses, and the longest-suspended coroutines.
+ * coroutines, events, losses, findings, the scheduler contexts idle in the
+ * kernel, and the longest-suspended coroutines.
  */
 #ifndef COROBPF_SUMMARY_H
 #define COROBPF_SUMMARY_H
@@ -17,6 +18,7 @@ struct summary_entry {
 	u32 pid, reason;
 	bool open;
 	char name[CORO_STR_LEN];
+	char awaiter[CORO_STR_LEN]; /* open: a C++20 wait's awaiter type, "" if none */
 };
 
 #define SUMMARY_WORST 3
@@ -33,8 +35,25 @@ struct summary_misfit {
 	u64 incarnations, switched_once, superseded, never_ran, switch_ins;
 };
 
+/*
+ * A scheduler context (model_is_scheduler(): gevent's hub, QEMU's main
+ * loop, Boost.Fiber's dispatcher...), whose waits in the kernel are its
+ * scheduler idle: named for what it is, with its time waiting.
+ */
+#define SUMMARY_SCHEDULERS 8
+
+struct summary_scheduler {
+	u64 id, blocked;
+	u32 pid, tid;
+	const char *role;
+	char name[CORO_STR_LEN];
+};
+
 struct summary {
 	FILE *out;
+	struct summary_scheduler sched[SUMMARY_SCHEDULERS];
+	int nsched;
+	u64 sched_more; /* past the first SUMMARY_SCHEDULERS */
 	struct summary_entry top[SUMMARY_TOP];
 	int ntop;
 	u64 nfindings[FK_NKINDS];

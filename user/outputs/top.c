@@ -245,42 +245,31 @@ static const char *row_reason(const struct top_row *r)
 static void fmt_finding(const struct top *t, const struct finding *f, char *buf, size_t len)
 {
 	char name[TOP_NAME_SAFE], dur[32], extra[TOP_FINDING_LEN / 2] = "";
+	u32 kind = finding_kinds[f->kind].fields;
 
 	term_safe(name, sizeof(name), f->name[0] ? f->name : "(unnamed)", sizeof(f->name));
 	fmt_dur(dur, sizeof(dur), f->dur);
-	switch (f->kind) {
-	case FK_LOST_WAKEUP:
-	case FK_STALL:
-	case FK_LEAK:
+	/* One field of what its kind fills (finding.h), the one that says most. */
+	if (kind & FF_WAIT) {
 		snprintf(extra, sizeof(extra), " %s", coro_reason_name(f->reason));
 		if (f->obj)
 			snprintf(extra, sizeof(extra), " %s on 0x%llx", coro_reason_name(f->reason),
 				 (unsigned long long)f->obj);
-		break;
-	case FK_UNMATCHED_SPAN: {
+	} else if ((kind & FF_SPAN) && !(kind & FF_SLOW)) {
 		char span[TOP_NAME_SAFE];
 
 		snprintf(extra, sizeof(extra), " span %s",
 			 term_safe(span, sizeof(span), f->span, sizeof(f->span)));
-		break;
-	}
-	case FK_SPAWN_STORM:
+	} else if (kind & FF_STORM) {
 		snprintf(extra, sizeof(extra), " %llu children, %llu/s at peak",
 			 (unsigned long long)f->count, (unsigned long long)f->peak);
-		break;
-	case FK_BLOCKING:
+	} else if (kind & FF_OFFCPU) {
 		snprintf(extra, sizeof(extra), " %s", coro_offcpu_state_name(f->offcpu_state));
-		break;
-	case FK_LONG_RUN:
-		if (f->has_key) {
-			char key[TERM_SAFE_MAX(80)];
+	} else if (finding_fields(f) & FF_KEY) {
+		char key[TERM_SAFE_MAX(80)];
 
-			snprintf(extra, sizeof(extra), " in %s",
-				 term_safe(key, sizeof(key), f->key_frame, 80));
-		}
-		break;
-	default:
-		break;
+		snprintf(extra, sizeof(extra), " in %s",
+			 term_safe(key, sizeof(key), f->key_frame, 80));
 	}
 	snprintf(buf, len, "+%.1fs %s pid %u 0x%llx %s for %s%s%s",
 		 f->ts > t->t0 ? (f->ts - t->t0) / 1e9 : 0.0, finding_kind_name(f->kind), f->pid,
@@ -414,7 +403,7 @@ static void take_snapshot(struct top *t)
 	t->prev_ts = now;
 	s->lost = 0;
 	for_each_counter(k)
-		if (k->group == CG_LOST)
+		if (k->group == CG_LOST && !(k->flags & CF_NOT_A_LOSS))
 			s->lost += counter_value(k, m);
 	s->nfindings = t->nfindings;
 	nf = t->nfindings < TOP_FINDINGS ? t->nfindings : TOP_FINDINGS;

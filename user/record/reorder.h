@@ -21,6 +21,12 @@
 #include "coro_abi.h"
 #include "util.h"
 
+/*
+ * The window the pipeline reorders over. The live capture dates the records it
+ * makes itself no older than half of it before the newest record it passed on.
+ */
+#define REORDER_WINDOW_NS (10 * 1000 * 1000ULL)
+
 typedef void (*reorder_emit_fn)(void *ctx, const struct coro_event_hdr *rec);
 
 struct reorder_item {

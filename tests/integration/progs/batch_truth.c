@@ -14,11 +14,17 @@
  * with id = (thread + 1) << 32 | (i + 1).
  *
  * MODE: "sleep" (odd threads sleep 100 us every 50 iterations: harvests at
- * sched_switch), "slow" (every thread, every 5 iterations), "spin" (no system call at all: the tick's harvests),
+ * sched_switch), "slow" (every thread, every 5 iterations), "crawl" (every
+ * thread sleeps 50 ms after each iteration: far fewer records a second than
+ * a buffer holds), "spin" (no system call at all: the tick's harvests),
  * "hang" (then every thread blocks forever: corobpf -d stops it), "kill"
  * (then every thread spins forever: the test kills it), "exec" (thread 0, not
  * the main thread, waits for the others to finish, runs its iterations and
- * execs /bin/true at once: its last records are in memory the exec replaces).
+ * execs /bin/true at once: its last records are in memory the exec replaces),
+ * "fork" (as "crawl"; once FORK_FILE, the sixth argument, exists, thread 0
+ * forks: the child, whose only thread is a copy of thread 0, goes on with
+ * its iterations, publishing its pid as thread 0's tid; thread 0 of the
+ * parent stops for good).
  */
 #include "corobpf.h"
 #include <fcntl.h>
@@ -43,6 +49,7 @@ static struct state *st;
 static long iters;
 static const char *mode;
 static long nthreads;
+static const char *fork_file;
 
 static void *worker(void *arg)
 {
@@ -72,6 +79,17 @@ static void *worker(void *arg)
 		st->done[t] = i + 1;
 		if ((!strcmp(mode, "sleep") && (t & 1) && i % 50 == 0) || (!strcmp(mode, "slow") && i % 5 == 0))
 			usleep(100);
+		if (!strcmp(mode, "crawl") || !strcmp(mode, "fork"))
+			usleep(50000);
+		if (!strcmp(mode, "fork") && t == 0 && fork_file && !access(fork_file, F_OK)) {
+			fork_file = NULL;
+			if (fork() == 0) {
+				st->tid[0] = getpid();
+				continue;
+			}
+			for (;;)
+				pause();
+		}
 		if (!strcmp(mode, "spin") || !strcmp(mode, "kill"))
 			for (int k = 0; k < 2000; k++)
 				spin++;
@@ -110,6 +128,8 @@ int main(int argc, char **argv)
 	n = nthreads = atol(argv[2]);
 	iters = atol(argv[3]);
 	mode = argv[4];
+	if (argc > 6)
+		fork_file = argv[6];
 	if (n < 1 || n > MAXT)
 		return 2;
 	if (argc > 5 && argv[5][0] == '/') {

@@ -7,13 +7,16 @@
  *     bugs lost_wakeup     a coroutine waits on a channel nobody sends to; the
  *                          process exits 1.3 s later with it still waiting
  *     bugs stall           a coroutine sleeps 1.5 s, then finishes
- *     bugs long_run        a coroutine computes 300 ms without yielding
+ *     bugs long_run        a coroutine computes 300 ms (CPU time, as every computing
+ *                          coroutine here) without yielding while a
+ *                          "ticker" is made ready every 5 ms (work that waits)
  *     bugs sched_latency   one worker; a coroutine computes 30 ms while another,
  *                          made ready just before, waits for the worker
  *     bugs unclosed_span   a coroutine opens span "tx" and exits inside it
  *     bugs spawn_storm     a parent spawns 5,000 children as fast as it can
- *     bugs blocking        a coroutine blocks its worker in usleep(200 ms); prints
- *                          "SLEPT <ns>", the time the usleep took by its own clock
+ *     bugs blocking        a coroutine blocks its worker in usleep(200 ms) while a
+ *                          "ticker" is made ready every 5 ms; prints "SLEPT <ns>",
+ *                          the time the usleep took by its own clock
  *     bugs oversubscribed  six workers on fewer CPUs, six coroutines computing
  *                          150 ms each: preempted, waiting for CPUs, never blocking
  *     bugs control         the same kinds of work, all within every threshold
@@ -35,21 +38,29 @@ static void bug(const char *kind, uint64_t id)
 	fflush(stdout);
 }
 
-static uint64_t now_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
-/* Burn CPU for `ms` without yielding (the worker stays on-CPU). */
+static uint64_t now_ns(void)
+{
+	return clock_ns(CLOCK_MONOTONIC);
+}
+
+/*
+ * Burn `ms` of the thread's CPU time without yielding: that long on a CPU
+ * however busy the machine is (a long run counts time on a CPU only).
+ */
 static void compute(unsigned ms)
 {
-	uint64_t end = now_ns() + ms * 1000000ULL;
+	uint64_t end = clock_ns(CLOCK_THREAD_CPUTIME_ID) + ms * 1000000ULL;
 	volatile uint64_t x = 0;
 
-	while (now_ns() < end)
+	while (clock_ns(CLOCK_THREAD_CPUTIME_ID) < end)
 		x++;
 }
 
@@ -80,6 +91,18 @@ static int blocker(void *arg)
 
 	usleep((useconds_t)(uintptr_t)arg);
 	printf("SLEPT %" PRIu64 "\n", now_ns() - t0);
+	return 0;
+}
+
+/*
+ * Made ready by a timer every 5 ms for `arg` ticks, on the other worker: the
+ * work a blocked or long-running worker's scheduler has meanwhile, which
+ * makes its blocking call or long run a finding (analyze.h).
+ */
+static int ticker(void *arg)
+{
+	for (uintptr_t i = 0; i < (uintptr_t)arg; i++)
+		co_sleep_us(5000);
 	return 0;
 }
 
@@ -140,6 +163,7 @@ int main(int argc, char **argv)
 		bug("stall", co_spawn(sleeper, (void *)(uintptr_t)1500000, "slow-sleeper"));
 	} else if (!strcmp(what, "long_run")) {
 		bug("long_run", co_spawn(cruncher, (void *)(uintptr_t)300, "cruncher"));
+		co_spawn(ticker, (void *)(uintptr_t)60, "ticker");
 	} else if (!strcmp(what, "sched_latency")) {
 		co_spawn(latency_pair, (void *)(uintptr_t)30, "holds-worker");
 	} else if (!strcmp(what, "unclosed_span")) {
@@ -148,6 +172,7 @@ int main(int argc, char **argv)
 		bug("spawn_storm", co_spawn(spawner, (void *)(uintptr_t)5000, "spawner"));
 	} else if (!strcmp(what, "blocking")) {
 		bug("blocking", co_spawn(blocker, (void *)(uintptr_t)200000, "blocker"));
+		co_spawn(ticker, (void *)(uintptr_t)40, "ticker");
 	} else if (!strcmp(what, "oversubscribed")) {
 		for (int i = 0; i < 6; i++)
 			bug("preempted", co_spawn(cruncher, (void *)(uintptr_t)150, "cpu-bound"));

@@ -18,7 +18,8 @@
  * corobpf ps); prints "READY <pid>" once they run.
  *
  * stacks spin: one coroutine, "spinner", computes for 300 ms of CPU in spin_here()
- * without yielding (a long_run whose key frame is spin_here).
+ * without yielding while a "ticker" on the other worker is made ready every 5 ms
+ * (work that waits: a long_run whose key frame is spin_here).
  *
  * stacks late: the default run, after 300 ms (a tracer that attaches after
  * the exec, as --follow does for a binary it has not seen, is in place).
@@ -80,6 +81,13 @@ static int spinner(void *arg)
 	return 0;
 }
 
+static int ticker(void *arg)
+{
+	for (int i = 0; i < 60; i++)
+		co_sleep_us(5000);
+	return 0;
+}
+
 static int exe_parker(void *arg)
 {
 	for (int i = 0; serve || i < 3; i++)
@@ -123,9 +131,10 @@ int main(int argc, char **argv)
 		usleep(300000);
 	never = chan_new(0);
 	if (argc > 1 && !strcmp(argv[1], "spin")) {
-		if (sched_start(1))
+		if (sched_start(2))
 			return 1;
 		co_spawn(spinner, NULL, "spinner");
+		co_spawn(ticker, NULL, "ticker");
 		sched_stop();
 		printf("DONE\n");
 		return 0;

@@ -46,14 +46,15 @@ const (
 	ioReads = 10   // reads of the netpoller reader, each a park in the network poller
 	locks   = 10   // rounds of the locker: a park on a channel, then one on a sync.Mutex
 	selects = 10   // selects of the selecter, each a park
-	// The spinner's loop: some 250 ms on this project's test machine, well over the long-run
-	// threshold (50 ms); the test reads how long it took from the truth.
-	spinIters = 40000000
+	// The spinner's loop: some 200 ms of CPU time on this project's test machine, well over
+	// the long-run threshold (50 ms of time on a CPU, however busy the machine); the test
+	// reads how long it took from the truth.
+	spinIters = 160000000
 	// The syscall-blocked goroutine stays in read(2) this long after it is seen there: well
 	// over the `blocking` threshold (10 ms) and under the stall threshold (1 s).
 	blockFor = 300 * time.Millisecond
 	// The leaked goroutine stays parked at least this long before the program ends: over the
-	// stall threshold (1 s), so that a lost wakeup is due.
+	// stall threshold (1 s), so that a leak is due.
 	leakFor = 1500 * time.Millisecond
 )
 
@@ -88,6 +89,11 @@ type truth struct {
 	// holds at most that).
 	SpinNs        int64 `json:"spin_ns,omitempty"`
 	StarvedWaitNs int64 `json:"starved_wait_ns,omitempty"`
+	// From the spinner's start to the starved goroutine's first instruction, which comes
+	// right after the spinner's run ends (at the first call after its loop, where the runtime
+	// takes the P back). SpinNs also holds the starved one's run and the switch back, which
+	// take milliseconds on a loaded machine; this holds neither.
+	SpinRunNs int64 `json:"spin_run_ns,omitempty"`
 }
 
 var (
@@ -268,12 +274,16 @@ func parked(me chan<- int64, c <-chan int) {
 	atomic.AddInt32(&workDone, 1)
 }
 
-var spinSink uint64
+var (
+	spinSink  uint64
+	spinStart time.Time // the spinner's start, for the starved goroutine (one P: no race)
+)
 
 // spinner spins with no call in its loop: under asyncpreemptoff, nothing can take its P.
 func spinner(g *int64, ns *int64, done chan<- struct{}) {
 	*g = goid()
 	start := time.Now()
+	spinStart = start
 	x := uint64(1)
 	for i := uint64(0); i < spinIters; i++ {
 		x = x*6364136223846793005 + i
@@ -284,8 +294,10 @@ func spinner(g *int64, ns *int64, done chan<- struct{}) {
 	close(done)
 }
 
-func starved(g *int64, goAt time.Time, waited *int64, done chan<- struct{}) {
-	*waited = int64(time.Since(goAt))
+func starved(g *int64, goAt time.Time, waited *int64, spunFor *int64, done chan<- struct{}) {
+	now := time.Now()
+	*waited = int64(now.Sub(goAt))
+	*spunFor = int64(now.Sub(spinStart))
 	*g = goid()
 	close(done)
 }
@@ -302,7 +314,7 @@ func spinMain(t *truth) {
 	done, spun := make(chan struct{}), make(chan struct{})
 	goAt := time.Now()
 	// The later `go` takes the P's next slot: the spinner runs first, the starved one waits.
-	go starved(&starvedG, goAt, &t.StarvedWaitNs, done)
+	go starved(&starvedG, goAt, &t.StarvedWaitNs, &t.SpinRunNs, done)
 	go spinner(&spinG, &t.SpinNs, spun)
 	<-done
 	<-spun

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "analyze.h"
+#include "kinds.h"
+#include "output.h"
 #include "pipeline.h"
 
 static void pipeline_model(void *ctx, const struct coro_event_hdr *rec)
@@ -51,7 +53,7 @@ void pipeline_init(struct pipeline *p, struct capture_info *ci, const struct ana
 	cxxmap_init(&p->cxxmap);
 	model_init(&p->model, ci);
 	p->model.cxx_awaiter = &p->cxxmap.awaiter;
-	reorder_init(&p->reorder, PIPELINE_REORDER_WINDOW_NS, pipeline_emit, p);
+	reorder_init(&p->reorder, REORDER_WINDOW_NS, pipeline_emit, p);
 	if (detect) {
 		struct finding_sink to_outputs = {.ctx = p, .finding = pipeline_finding};
 		struct model_observer obs;
@@ -73,6 +75,17 @@ int pipeline_add_observer(struct pipeline *p, const struct model_observer *obs,
 	return slot;
 }
 
+int pipeline_add_output(struct pipeline *p, struct output *o, char *err, size_t errlen)
+{
+	struct model_observer obs;
+	struct finding_sink fs;
+
+	if (output_observe(o, &p->model, &obs, &fs, err, errlen))
+		return -1;
+	pipeline_add_observer(p, &obs, &fs);
+	return 0;
+}
+
 void pipeline_begin(struct pipeline *p)
 {
 	model_begin(&p->model);
@@ -82,7 +95,7 @@ void pipeline_feed(struct pipeline *p, const struct coro_event_hdr *rec)
 {
 	p->fed++;
 	/* Stack definitions are timeless, and come before their first use: no reordering. */
-	if (rec->kind == CORO_REC_MAP || rec->kind == CORO_REC_STACK) {
+	if (record_kind(rec->kind)->flags & RK_DEFINITION) {
 		model_define(&p->model, rec);
 		return;
 	}

@@ -3,19 +3,21 @@
  * The one wiring of a run (session.h): source, pipeline, outputs and view, in
  * the order every command shares, with one path out on failure. The pipeline
  * is built, fed, finished and freed here only (outputs add their observers
- * to it through output_attach()).
+ * to it through pipeline_add_output()).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "batch.h"
 #include "capture.h"
+#include "preflight.h"
+#include "signals.h"
 #include "flight.h"
 #include "jsonl_read.h"
 #include "log.h"
 #include "perfetto.h"
 #include "ps.h"
+#include "raw.h"
 #include "recsink.h"
 #include "report.h"
 #include "ringfill.h"
@@ -45,12 +47,10 @@ struct session {
 	int nouts;
 	struct outfile rawfile; /* --raw */
 	struct raw_writer *raw;
-	/* A live capture's records: the raw copy first, then the pipeline. */
-	struct record_tee tee;
+	/* A live capture's records: the raw copy first, then the pipeline (tee_emit()). */
 	struct record_sink sink;
 
 	/* The source: a live capture or a reader. */
-	struct capture_opts co;
 	struct capture cap;
 	bool cap_open;
 	u32 *pids;
@@ -75,17 +75,41 @@ struct session {
 	struct status *status; /* the status line on a terminal */
 };
 
+/* ---- a live capture's records: the raw capture (--raw), then the pipeline ---- */
+
+static void tee_emit(void *ctx, const struct coro_event_hdr *rec)
+{
+	struct session *s = ctx;
+
+	if (s->raw)
+		raw_writer_append(s->raw, rec);
+	pipeline_feed(&s->p, rec);
+}
+
+static int tee_flush(void *ctx)
+{
+	struct session *s = ctx;
+	int err;
+
+	if (!s->raw)
+		return 0;
+	err = raw_writer_flush(s->raw);
+	if (err < 0)
+		log_err("cannot write the raw capture: %s", strerror(-err));
+	return err < 0 ? err : 0;
+}
+
 /* ---- outputs ---- */
 
 /* " named a, b" for -a's --comm filters, or "" (a static buffer). */
-static const char *comm_list(const struct trace_opts *t)
+static const char *comm_list(const struct capture_opts *co)
 {
 	static char buf[16 * 24];
 	size_t n = 0;
 
 	buf[0] = 0;
-	for (u32 i = 0; i < t->ncomms && n < sizeof(buf); i++)
-		n += snprintf(buf + n, sizeof(buf) - n, "%s%s", i ? ", " : " named ", t->comms[i]);
+	for (u32 i = 0; i < co->ncomms && n < sizeof(buf); i++)
+		n += snprintf(buf + n, sizeof(buf) - n, "%s%s", i ? ", " : " named ", co->comms[i]);
 	return buf;
 }
 
@@ -186,7 +210,7 @@ static int session_open_live(struct session *s)
 		return 128 + capture_stop_signal; /* before any target is touched */
 	if (t->flight)
 		flight_install_signal();
-	ret = capture_open(&s->cap, &s->co);
+	ret = capture_open(&s->cap, &t->cap);
 	s->cap_open = true;
 	if (!ret)
 		ret = capture_targets(&s->cap);
@@ -257,9 +281,9 @@ static void session_add_top(struct session *s)
 	struct finding_sink fs;
 	const struct capture *cap = &s->cap;
 
-	if (s->t->all)
+	if (s->t->cap.system_wide)
 		snprintf(s->top_what, sizeof(s->top_what), "every instrumented process%s",
-			 comm_list(s->t));
+			 comm_list(&s->t->cap));
 	else if (cap->ntargets == 1)
 		snprintf(s->top_what, sizeof(s->top_what), "pid %u (%s)", cap->targets[0].pid,
 			 cap->targets[0].comm);
@@ -267,7 +291,7 @@ static void session_add_top(struct session *s)
 		snprintf(s->top_what, sizeof(s->top_what), "%zu processes", cap->ntargets);
 	cfg.interval_s = s->topo->interval;
 	cfg.text = s->topo->batch;
-	cfg.stacks = s->t->stacks != 0;
+	cfg.stacks = s->t->cap.stacks != 0;
 	cfg.what = s->top_what;
 	cfg.stop = &capture_stop_signal;
 	if (!ring_fill_open(&s->rf, cap)) {
@@ -328,7 +352,7 @@ static int session_start(struct session *s)
 	model_limit_spans(&s->p.model, s->c->max_spans, s->c->max_spans_process);
 	s->pipe_open = true;
 	for (int i = 0; i < s->nouts; i++) {
-		if (output_attach(&s->outs[i], &s->p, err, sizeof(err))) {
+		if (pipeline_add_output(&s->p, &s->outs[i], err, sizeof(err))) {
 			log_err("%s", err);
 			return EXIT_OUTPUT;
 		}
@@ -387,6 +411,22 @@ static void session_tick(void *ctx)
 	status_tick(s->status, bytes);
 }
 
+/* Which path the probes take, and why not the one asked for: said once the targets are attached. */
+static void session_say_probe_path(const struct session *s)
+{
+	const struct capture_opts *o = &s->t->cap;
+	const char *why = o->probe_path_why;
+
+	if (why && o->probe_path_asked == PROBE_PATH_BATCHED)
+		log_warn("--probe-path batched: %s: the trap path is used", why);
+	else if (why)
+		log_info("probe path: trap, not batched: %s", why);
+	if (o->probe_path == PROBE_PATH_BATCHED)
+		log_info("probe path: batched (records kept in each thread, copied out by BPF)");
+	else
+		log_verbose("probe path: trap (a uprobe trap per event)");
+}
+
 /*
  * Until the source ends. Returns an exit code that aborts the session (a
  * command that could not be run, a signal during a replay), or 0 with *code
@@ -398,17 +438,17 @@ static int session_feed_live(struct session *s, int *code)
 	const struct capture *cap = &s->cap;
 	int ret;
 
-	if (t->all)
-		log_info("tracing every instrumented process%s%s", comm_list(t),
-			 t->duration ? "" : "; Ctrl-C to stop");
+	session_say_probe_path(s);
+	if (t->cap.system_wide)
+		log_info("tracing every instrumented process%s%s", comm_list(&t->cap),
+			 t->cap.duration ? "" : "; Ctrl-C to stop");
 	else if (cap->ntargets == 1)
 		log_info("tracing %s (pid %u)%s", cap->targets[0].comm, cap->targets[0].pid,
-			 t->duration ? "" : "; Ctrl-C to stop");
+			 t->cap.duration ? "" : "; Ctrl-C to stop");
 	else
 		log_info("tracing %zu processes%s", cap->ntargets,
-			 t->duration ? "" : "; Ctrl-C to stop");
-	s->tee = (struct record_tee){.raw = s->raw, .pipeline = &s->p};
-	s->sink = record_tee_sink(&s->tee);
+			 t->cap.duration ? "" : "; Ctrl-C to stop");
+	s->sink = (struct record_sink){.emit = tee_emit, .flush = tee_flush, .ctx = s};
 	if (s->flight)
 		s->sink = flight_sink(s->flight, s->sink);
 	if (s->top) {
@@ -487,7 +527,7 @@ static int session_finish(struct session *s, int code)
 
 	pipeline_finish(&s->p);
 	if (s->ps)
-		ps_print(s->ps, s->t->duration, PS_FRAMES);
+		ps_print(s->ps, s->t->cap.duration, PS_FRAMES);
 	ret = session_close_raw(s);
 	if (ret)
 		code = ret;
@@ -552,42 +592,8 @@ static void session_init(struct session *s, const struct common_opts *c, enum se
 
 static void session_init_live(struct session *s, const struct trace_opts *t)
 {
-	struct capture_opts *co = &s->co;
-
 	s->t = t;
-	co->pids = (u32 *)t->pids;
-	co->npids = t->npids;
-	co->argv = t->argv;
-	co->duration_ns = (u64)(t->duration * 1e9);
-	co->ring_bytes = t->ring_bytes;
-	co->stacks = t->stacks;
-	co->stack_bytes = t->stack_bytes ? t->stack_bytes : 4096;
-	co->stack_map = 16384;
-	co->sample_hz = t->sample_hz_set ? t->sample_hz : 99;
-	co->no_sched = t->no_sched;
-	{
-		const char *why;
-
-		co->probe_path = batch_path_choose(t->probe_path, t->stacks != 0, &why);
-		if (why && t->probe_path == PROBE_PATH_BATCHED)
-			log_warn("--probe-path batched: %s: the trap path is used", why);
-		else if (why)
-			log_info("probe path: trap, not batched: %s", why);
-		if (co->probe_path == PROBE_PATH_BATCHED)
-			log_info("probe path: batched (records kept in each thread, copied out by BPF)");
-		else
-			log_verbose("probe path: trap (a uprobe trap per event)");
-	}
-	co->system_wide = t->all;
-	co->follow = t->follow;
-	co->exec_gate_ms = t->exec_gate_ms;
-	co->comms = t->comms;
-	co->ncomms = t->ncomms;
-	co->switch_families = t->switch_families;
-	co->switch_forced = t->switch_given;
-	co->switch_none = t->switch_none;
-	co->custom = (struct switch_custom *)t->custom;
-	co->ncustom = t->ncustom;
+	session_say_probe_path(s);
 }
 
 int session_trace(const struct common_opts *c, const struct trace_opts *t)

@@ -8,21 +8,35 @@
  * exactly the fields the writers use.
  *
  * Kinds keep the numbers of the records they come from (bpf/coro_abi.h,
- * user/record/raw.h; model.c checks it at compile time), so a kind is named the
- * same way in every output; records that never reach observers (contexts of
- * the switch-function path, stack definitions) have no kind here.
+ * user/record/records.h; kinds.c checks each beside its row), so a kind is named
+ * the same way in every output; records that never reach observers (contexts
+ * of the switch-function path, stack definitions) have no kind here.
  *
  * Strings are a pointer and a length, valid during the callback only; the
  * bytes are those the record carried (not sanitized, no NUL inside `len`).
+ * A span's and a comm's point at the record's fixed field of CORO_STR_LEN
+ * (16 for a comm) bytes, which the model copies whole; a name's, at up to
+ * CORO_NAME_MAX - 1 bytes.
  */
 #ifndef COROBPF_EVENT_H
 #define COROBPF_EVENT_H
 
+#include <string.h>
 #include "util.h"
 
 struct coro;
 struct coro_thread;
 struct coro_process;
+
+/*
+ * The longest name a name event carries, its NUL included: one made in user
+ * space (C++20's functions, Go's, QEMU's entries) may be longer than the
+ * CORO_STR_LEN the BPF side reads (kinds.h, coro_name_record()).
+ */
+#define CORO_NAME_MAX 256
+
+/* Kinds up to this one are born in BPF (bpf/coro_abi.h), those above in user space. */
+#define EV_BPF_MAX 127
 
 enum event_kind {
 	EV_CREATE = 1,
@@ -49,13 +63,41 @@ enum event_kind {
 	EV_LOST = 138,	      /* a hole alone: lost_before, before a record of no line (JSONL) */
 };
 
-/* Its name in the outputs ("create", "offcpu", "process_exit", ...). */
+/* How a traced process came to be traced (EV_PROCESS). */
+enum coro_proc_mode {
+	CORO_PROC_ATTACHED = 1, /* -p: attached to a running process */
+	CORO_PROC_LAUNCHED = 2, /* -- CMD: traced from its first instruction */
+	CORO_PROC_FORKED = 3,	/* --follow: forked by a traced process, traced from the fork */
+};
+
+/* Why the capture ended (EV_END). */
+enum coro_end_reason {
+	CORO_END_TARGETS_EXITED = 1,
+	CORO_END_SIGNAL = 2,
+	CORO_END_DURATION = 3,
+	CORO_END_ERROR = 4,
+};
+
+/* Names in the outputs (event.c): "create", "offcpu", "process_exit", ... */
 const char *event_kind_name(enum event_kind kind);
+/* enum coro_ctx_family as text ("ucontext", "boost-context", "pth", "custom"), and back (0: unknown). */
+const char *coro_family_name(u32 family);
+u32 coro_family_parse(const char *name);
+const char *coro_reason_name(u32 reason);	     /* enum coro_switch_reason */
+const char *coro_end_reason_name(u32 reason);   /* enum coro_end_reason */
+const char *coro_proc_mode_name(u32 mode);	     /* enum coro_proc_mode */
+const char *coro_offcpu_state_name(u32 state);  /* enum coro_offcpu_state */
 
 struct ev_str {
 	const char *s;
 	u32 len;
 };
+
+/* A fixed-size field: up to its first NUL. */
+static inline struct ev_str str_field(const char *s, size_t max)
+{
+	return (struct ev_str){s, (u32)strnlen(s, max)};
+}
 
 struct event {
 	enum event_kind kind;
@@ -67,6 +109,10 @@ struct event {
 	bool str_truncated;  /* its string was longer than the probe keeps */
 	bool str_unreadable; /* its string could not be read: empty */
 	bool per_thread;     /* a BPF event about its thread (the thread view follows it) */
+	/* The header's flags the model reads (bpf/coro_abi.h, records.h CORO_EVF_*). */
+	bool no_thread;	     /* no per-thread state: cur and lost_before mean nothing */
+	bool cur_unknown;    /* no switch seen on its thread yet: cur is 0 by default */
+	bool cur_unsaid;     /* read back from JSONL, whose line does not say what ran there */
 	/*
 	 * The coroutine current on the thread before the event (0: none), and
 	 * whether that is certain: the waker of a ready, the creator of a
@@ -152,6 +198,11 @@ struct event {
 		struct {
 			u32 reason; /* enum coro_end_reason */
 		} end;
+		struct {
+			/* CORO_STAT_MAX and nuser <= CORO_USTAT_MAX counters (capture_info.h) */
+			const u64 *bpf, *user;
+			u32 nuser; /* an older capture's are fewer: the others are 0 */
+		} stats;
 	};
 };
 

@@ -11,7 +11,12 @@
 #ifndef COROBPF_JSONL_READ_H
 #define COROBPF_JSONL_READ_H
 
-#include "raw.h"
+#include "capture_info.h"
+
+/* What the JSONL writer (outputs/jsonl.c) writes and this reader reads. */
+#define JSONL_SCHEMA_VERSION 1
+
+struct coro_event_hdr;
 
 struct jsonl_reader;
 

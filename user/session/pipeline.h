@@ -22,8 +22,6 @@
 #include "model.h"
 #include "reorder.h"
 
-#define PIPELINE_REORDER_WINDOW_NS (10 * 1000 * 1000ULL)
-
 struct analyze_opts;
 struct analyzer;
 
@@ -49,6 +47,9 @@ void pipeline_init(struct pipeline *p, struct capture_info *ci, const struct ana
  */
 int pipeline_add_observer(struct pipeline *p, const struct model_observer *obs,
 			  const struct finding_sink *fs);
+/* An output (output.h) as the next observer: its model observer and its findings. 0 or -1, err. */
+struct output;
+int pipeline_add_output(struct pipeline *p, struct output *o, char *err, size_t errlen);
 void pipeline_begin(struct pipeline *p);
 void pipeline_feed(struct pipeline *p, const struct coro_event_hdr *rec);
 void pipeline_finish(struct pipeline *p);

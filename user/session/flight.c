@@ -10,11 +10,12 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include "decode.h"
 #include "flight.h"
+#include "kinds.h"
 #include "log.h"
 #include "output.h"
 #include "perfetto.h"
+#include "raw.h"
 
 #define FLIGHT_CHUNK_BYTES (1u << 20)
 /*
@@ -157,7 +158,7 @@ int flight_check_outputs(const struct common_opts *c)
 
 static bool timeless(const struct coro_event_hdr *h)
 {
-	return h->kind == CORO_REC_MAP || h->kind == CORO_REC_STACK;
+	return record_kind(h->kind)->flags & RK_DEFINITION;
 }
 
 static void queue_push(struct flight *f, const struct coro_event_hdr *rec)
@@ -293,7 +294,7 @@ static void flight_on_finding(void *ctx, const struct finding *fd)
 		if (!memcmp(&f->seen[i], &key, sizeof(key)))
 			return;
 	f->seen[f->nseen++ % FLIGHT_SEEN] = key;
-	if (fd->uid || fd->kind == FK_SPAWN_STORM)
+	if (finding_names_id(fd))
 		/* A message: a long name's first bytes say enough. */
 		snprintf(label, sizeof(label), "%.*s%s0x%llx", CORO_STR_LEN - 1, fd->name,
 			 fd->name[0] ? " " : "", (unsigned long long)fd->id);
@@ -445,7 +446,7 @@ static u32 dump_attach(struct flight *f, struct output *outs, unsigned n, u64 st
 		}
 		outs[i].max_tracks =
 		    c->coroutine_tracks_set ? c->coroutine_tracks : PERFETTO_DEFAULT_MAX_TRACKS;
-		if (output_attach(&outs[i], &f->tail, err, sizeof(err))) {
+		if (pipeline_add_output(&f->tail, &outs[i], err, sizeof(err))) {
 			log_err("%s", err);
 			output_abort(&outs[i]);
 			continue;
@@ -481,7 +482,7 @@ static u32 dump_attach(struct flight *f, struct output *outs, unsigned n, u64 st
 static int dump_write(struct flight *f, unsigned n, u64 start, u64 end)
 {
 	struct output outs[OPTS_MAX_OUTPUTS];
-	struct coro_rec_stats base;
+	struct capture_stats base;
 	struct model *m = &f->tail.model;
 	bool attached = false;
 	u32 open = 0;

@@ -10,13 +10,10 @@
 #define COROBPF_OPTIONS_H
 
 #include "analyze.h"
+#include "capture_opts.h"
 #include "output.h"
-#include "switchfam.h"
 
 #define OPTS_MAX_OUTPUTS 16
-#define OPTS_MAX_PIDS 256
-#define OPTS_MAX_CUSTOM 8
-#define OPTS_MAX_COMMS 16 /* the BPF side's COMM_FILTER_MAX */
 
 /*
  * Every command: -o, -f, --coroutine-tracks, --force, the findings' thresholds, the store's
@@ -37,32 +34,13 @@ struct common_opts {
 	u64 max_spans, max_spans_process;
 };
 
-/* trace and ps: a live capture. */
+/* trace, ps and top: a live capture, and what trace does with it besides its outputs. */
 struct trace_opts {
-	u32 pids[OPTS_MAX_PIDS];
-	u32 npids;
-	char **argv;	     /* after --: the command to launch, or NULL */
-	const char *raw;     /* --raw: also write the raw capture there */
-	double duration;     /* -d, seconds (0: until the targets exit or a signal) */
-	u64 ring_bytes;
-	bool no_sched;
-	bool all;	     /* -a */
-	bool follow;	     /* --follow */
-	const char *comms[OPTS_MAX_COMMS]; /* --comm, repeatable */
-	u32 ncomms;
-	u32 switch_families; /* --switch NAME: 1 << enum coro_ctx_family */
-	bool switch_given, switch_none;
-	struct switch_custom custom[OPTS_MAX_CUSTOM]; /* --switch uprobe:... */
-	size_t ncustom;
-	u32 stacks;	     /* --stacks: enum stack_mode */
-	u32 stack_bytes;     /* --stack-bytes (0: the default) */
-	u32 sample_hz;	     /* --sample-hz */
-	bool sample_hz_set;
-	double flight;	     /* --flight SECS: the flight recorder (flight.h); 0: off */
-	u64 flight_mb;	     /* --flight-mb (0: FLIGHT_DEFAULT_MB) */
-	u32 dump_on;	     /* --dump-on: 1 << enum finding_kind */
-	u32 exec_gate_ms;    /* --exec-gate: -a, --follow: longest hold of a new program's exec (0: off) */
-	u32 probe_path;	     /* --probe-path: enum probe_path (user/capture/batch.h); 0: the default */
+	struct capture_opts cap; /* read-only once parsed: the capture and attaching read it */
+	const char *raw;	 /* --raw: also write the raw capture there */
+	double flight;		 /* --flight SECS: the flight recorder (flight.h); 0: off */
+	u64 flight_mb;		 /* --flight-mb (0: FLIGHT_DEFAULT_MB) */
+	u32 dump_on;		 /* --dump-on: 1 << enum finding_kind */
 };
 
 /* top: a live capture (trace_opts) shown as it runs. */

@@ -13,9 +13,10 @@
 #include <unistd.h>
 #include <zlib.h>
 #include "counters.h"
-#include "jsonl.h"
 #include "jsonl_read.h"
+#include "kinds.h"
 #include "model.h"
+#include "raw.h"
 
 #define JV_MAX 128
 #define POOL_MAX (64 * 1024)
@@ -483,7 +484,7 @@ static bool getid(const struct jobj *o, const char *key, __u64 *out)
 	return !errno && *e == 0 && e != s + 2;
 }
 
-/* What the line does not say: the running coroutine (raw.h). */
+/* What the line does not say: the running coroutine (records.h). */
 #define CUR_UNSAID (CORO_EVF_CUR_UNKNOWN | CORO_EVF_CUR_UNSAID)
 
 /* The running coroutine ("id"), or none known. */
@@ -699,17 +700,21 @@ static void take_lost(struct coro_event_hdr *h, const struct pending_lost *pl)
 static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid, u64 ts)
 {
 	const struct jobj *o = r->o;
+	unsigned kind = record_kind_by_name(ev);
 	struct coro_event_hdr *h;
 	u64 v;
 	void *lost;
 
-	if (!strcmp(ev, "create")) {
+	switch (kind) {
+	case CORO_EV_CREATE: {
 		struct coro_ev_create *e = rec_init(r, sizeof(*e), CORO_EV_CREATE, pid, tid, ts);
 
 		if (!getid(o, "id", &e->id) || !getid(o, "parent", &e->parent))
 			return fail(r, "create without id and parent");
 		e->hdr.flags = CUR_UNSAID;
-	} else if (!strcmp(ev, "name")) {
+		break;
+	}
+	case CORO_EV_NAME: {
 		struct coro_ev_name *e = rec_init(r, sizeof(*e), CORO_EV_NAME, pid, tid, ts);
 		const struct jv *t = get(o, "truncated"), *u = get(o, "unreadable");
 
@@ -717,7 +722,7 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 
 		if (!getid(o, "id", &e->id))
 			return fail(r, "name without id");
-		/* Longer than its field: a name made in user space, as long as it was (raw.h). */
+		/* Longer than its field: a name made in user space, as long as it was (kinds.h). */
 		if (name && strlen(name) >= sizeof(e->name))
 			coro_name_record(e, name);
 		else
@@ -727,7 +732,9 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 			e->hdr.flags |= CORO_EVF_STR_TRUNCATED;
 		if (u && u->type == JV_BOOL && u->b)
 			e->hdr.flags |= CORO_EVF_STR_FAULT;
-	} else if (!strcmp(ev, "ready")) {
+		break;
+	}
+	case CORO_EV_READY: {
 		struct coro_ev_ready *e = rec_init(r, sizeof(*e), CORO_EV_READY, pid, tid, ts);
 
 		if (!getid(o, "id", &e->id))
@@ -736,7 +743,9 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 			e->hdr.flags = 0;
 		else
 			e->hdr.flags = CUR_UNSAID;
-	} else if (!strcmp(ev, "switch")) {
+		break;
+	}
+	case CORO_EV_SWITCH: {
 		struct coro_ev_switch *e = rec_init(r, sizeof(*e), CORO_EV_SWITCH, pid, tid, ts);
 		const char *reason = gets_(o, "reason");
 
@@ -747,21 +756,26 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		for (u32 i = 0; reason && i < CORO_NREASONS; i++)
 			if (!strcmp(reason, coro_reason_name(i)))
 				e->reason = i;
-	} else if (!strcmp(ev, "exit")) {
+		break;
+	}
+	case CORO_EV_EXIT: {
 		struct coro_ev_exit *e = rec_init(r, sizeof(*e), CORO_EV_EXIT, pid, tid, ts);
 
 		if (!getid(o, "id", &e->id) || !getn(o, "status", &v))
 			return fail(r, "exit without id and status");
 		e->status = (s64)v;
 		e->hdr.flags = CUR_UNSAID;
-	} else if (!strcmp(ev, "span_begin") || !strcmp(ev, "span_end")) {
-		struct coro_ev_span *e = rec_init(r, sizeof(*e),
-						  ev[5] == 'b' ? CORO_EV_SPAN_BEGIN : CORO_EV_SPAN_END,
-						  pid, tid, ts);
+		break;
+	}
+	case CORO_EV_SPAN_BEGIN:
+	case CORO_EV_SPAN_END: {
+		struct coro_ev_span *e = rec_init(r, sizeof(*e), kind, pid, tid, ts);
 
 		copy_str(e->name, sizeof(e->name), gets_(o, "name"));
 		set_cur(o, &e->hdr);
-	} else if (!strcmp(ev, "offcpu_begin")) {
+		break;
+	}
+	case CORO_EV_OFFCPU_BEGIN: {
 		struct coro_ev_offcpu_begin *e;
 		u64 cpu = 0;
 
@@ -770,7 +784,9 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		e->cpu = (u32)cpu;
 		e->state = offcpu_state_of(gets_(o, "state"));
 		set_cur(o, &e->hdr);
-	} else if (!strcmp(ev, "offcpu")) {
+		break;
+	}
+	case CORO_EV_OFFCPU_END: {
 		/* A stretch: ts is when it left the CPU; the record is made when it came back. */
 		struct coro_ev_offcpu_end *e;
 		const struct jv *late = get(o, "late");
@@ -787,7 +803,9 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		set_cur(o, &e->hdr);
 		if (late && late->type == JV_BOOL && late->b)
 			e->hdr.flags |= CORO_EVF_OFFCPU_LATE;
-	} else {
+		break;
+	}
+	default:
 		return 0; /* an event kind this version does not know */
 	}
 	h = &r->rec.hdr;
@@ -796,6 +814,53 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 		take_lost(h, lost);
 		free(lost);
 	}
+	return 1;
+}
+
+/* The trailer: the capture's counters (a stats record), then its end, on the next call. */
+static int build_trailer(struct jsonl_reader *r, u64 ts)
+{
+	const struct jobj *o = r->o;
+	struct coro_rec_stats *st;
+	const char *why = gets_(o, "end_reason");
+	struct pending_lost *pl;
+	size_t it = 0;
+	u64 k1, k2;
+
+	if (hmap_next(&r->lost, &it, &k1, &k2, (void **)&pl)) {
+		/*
+		 * A hole whose event line never came (of a kind this version does
+		 * not read): counted all the same, alone where it was; the trailer
+		 * again after it.
+		 */
+		hmap_del(&r->lost, k1, k2);
+		build_lost(r, k1, k2, pl->ts, pl);
+		free(pl);
+		r->again = true;
+		return 1;
+	}
+
+	getn(o, "last_ts", &ts);
+	st = rec_init(r, sizeof(*st), CORO_REC_STATS, 0, 0, ts);
+	/* The capture's own counters; the model counts its anomalies again. */
+	for_each_counter(c) {
+		u64 *slot = counter_stat(c, st->bpf, st->user);
+		char key[64];
+
+		if (!slot || (c->flags & CF_NOT_READ_BACK))
+			continue;
+		snprintf(key, sizeof(key), "%s.%s", counter_group_json[c->group], c->json);
+		getn(o, key, slot);
+	}
+	/* The end record follows the stats, on the next call. */
+	memset(&r->end, 0, sizeof(r->end));
+	r->end.hdr.size = sizeof(r->end);
+	r->end.hdr.kind = CORO_REC_END;
+	r->end.hdr.ts = ts;
+	for (u32 k = CORO_END_TARGETS_EXITED; why && k <= CORO_END_ERROR; k++)
+		if (!strcmp(why, coro_end_reason_name(k)))
+			r->end.reason = k;
+	r->trailer_done = true;
 	return 1;
 }
 
@@ -842,7 +907,11 @@ static int build(struct jsonl_reader *r)
 		}
 		return 0;
 	}
-	if (!strcmp(type, "process")) {
+	if (!strcmp(type, "trailer"))
+		return build_trailer(r, ts);
+	/* The records of a kind of their own, by its name. */
+	switch (record_kind_by_name(type)) {
+	case CORO_REC_PROCESS: {
 		const char *exe = gets_(o, "exe") ? gets_(o, "exe") : "";
 		size_t n = strlen(exe) + 1, size = ROUND_UP(sizeof(struct coro_rec_process) + n, 8);
 		struct coro_rec_process *p;
@@ -861,13 +930,13 @@ static int build(struct jsonl_reader *r)
 			p->ppid = (u32)v;
 		return 1;
 	}
-	if (!strcmp(type, "thread")) {
+	case CORO_REC_THREAD: {
 		struct coro_rec_thread *t = rec_init(r, sizeof(*t), CORO_REC_THREAD, pid, tid, ts);
 
 		copy_str(t->comm, sizeof(t->comm), gets_(o, "comm"));
 		return 1;
 	}
-	if (!strcmp(type, "object")) {
+	case CORO_REC_OBJECT: {
 		const char *path = gets_(o, "path") ? gets_(o, "path") : "";
 		size_t n = strlen(path) + 1, size = ROUND_UP(sizeof(struct coro_rec_object) + n, 8);
 		struct coro_rec_object *ob;
@@ -882,7 +951,7 @@ static int build(struct jsonl_reader *r)
 		ob->late = late && late->type == JV_BOOL && late->b;
 		return 1;
 	}
-	if (!strcmp(type, "switch_path")) {
+	case CORO_REC_SWITCH: {
 		const char *obj = gets_(o, "object") ? gets_(o, "object") : "",
 			   *sites = gets_(o, "sites") ? gets_(o, "sites") : "",
 			   *limits = gets_(o, "limits") ? gets_(o, "limits") : "";
@@ -906,14 +975,14 @@ static int build(struct jsonl_reader *r)
 		memcpy(sw->text + lo + ls, limits, ll);
 		return 1;
 	}
-	if (!strcmp(type, "exec")) {
+	case CORO_EV_EXEC: {
 		struct coro_ev_proc *e = rec_init(r, sizeof(*e), CORO_EV_EXEC, pid, pid, ts);
 
 		e->hdr.flags = CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD;
 		copy_str(e->comm, sizeof(e->comm), gets_(o, "comm"));
 		return 1;
 	}
-	if (!strcmp(type, "process_exit")) {
+	case CORO_REC_PROC_EXIT: {
 		struct coro_rec_proc_exit *e = rec_init(r, sizeof(*e), CORO_REC_PROC_EXIT, pid, pid, ts);
 
 		if (getn(o, "exit_code", &v))
@@ -924,51 +993,12 @@ static int build(struct jsonl_reader *r)
 			e->status = -1;
 		return 1;
 	}
-	if (!strcmp(type, "trailer")) {
-		struct coro_rec_stats *st;
-		const char *why = gets_(o, "end_reason");
-		struct pending_lost *pl;
-		size_t it = 0;
-		u64 k1, k2;
-
-		if (hmap_next(&r->lost, &it, &k1, &k2, (void **)&pl)) {
-			/*
-			 * A hole whose event line never came (of a kind this version does
-			 * not read): counted all the same, alone where it was; the trailer
-			 * again after it.
-			 */
-			hmap_del(&r->lost, k1, k2);
-			build_lost(r, k1, k2, pl->ts, pl);
-			free(pl);
-			r->again = true;
-			return 1;
-		}
-
-		getn(o, "last_ts", &ts);
-		st = rec_init(r, sizeof(*st), CORO_REC_STATS, 0, 0, ts);
-		/* The capture's own counters; the model counts its anomalies again. */
-		for_each_counter(c) {
-			u64 *slot = counter_stat(c, st);
-			char key[64];
-
-			if (!slot || (c->flags & CF_NOT_READ_BACK))
-				continue;
-			snprintf(key, sizeof(key), "%s.%s", counter_group_json[c->group], c->json);
-			getn(o, key, slot);
-		}
-		/* The end record follows the stats, on the next call. */
-		memset(&r->end, 0, sizeof(r->end));
-		r->end.hdr.size = sizeof(r->end);
-		r->end.hdr.kind = CORO_REC_END;
-		r->end.hdr.ts = ts;
-		for (u32 k = CORO_END_TARGETS_EXITED; why && k <= CORO_END_ERROR; k++)
-			if (!strcmp(why, coro_end_reason_name(k)))
-				r->end.reason = k;
-		r->trailer_done = true;
-		return 1;
+	default:
+		/* header again, coroutine, finding, stack records: derived, computed anew */
+		return 0;
 	}
-	return 0; /* header again, coroutine and finding records: derived, computed anew */
 }
+
 
 int jsonl_reader_next(struct jsonl_reader *r, const struct coro_event_hdr **rec)
 {

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * recsink.h: where records go. A live capture writes every record, in
+ * order, into a sink it is handed, and knows nothing of what is behind it
+ * (for `corobpf trace`: the raw capture, then the pipeline, wired by the
+ * session); the flight recorder keeps them on the way. A record is the
+ * sink's only for the call: it copies what it keeps.
+ *
+ * The stack resolver (capture/stackres.h) writes its records (mappings,
+ * stack definitions) into the same sink, ahead of the record that refers
+ * to them: its stack_emit_fn has the shape of emit for that reason.
+ */
+#ifndef COROBPF_RECSINK_H
+#define COROBPF_RECSINK_H
+
+#include "coro_abi.h"
+
+struct record_sink {
+	void (*emit)(void *ctx, const struct coro_event_hdr *rec);
+	/*
+	 * Called about once a second: write out what is buffered. 0, or a
+	 * negative errno (said already) after which the capture stops.
+	 */
+	int (*flush)(void *ctx);
+	void *ctx;
+};
+
+static inline void record_sink_emit(const struct record_sink *s, const struct coro_event_hdr *rec)
+{
+	s->emit(s->ctx, rec);
+}
+
+#endif /* COROBPF_RECSINK_H */
