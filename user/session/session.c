@@ -593,7 +593,6 @@ static void session_init(struct session *s, const struct common_opts *c, enum se
 static void session_init_live(struct session *s, const struct trace_opts *t)
 {
 	s->t = t;
-	session_say_probe_path(s);
 }
 
 int session_trace(const struct common_opts *c, const struct trace_opts *t)
