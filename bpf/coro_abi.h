@@ -92,6 +92,13 @@ enum coro_event_kind {
 	 * captures never hold this kind.
 	 */
 	CORO_EV_BATCH = 24,
+	/*
+	 * What exists when a tracer attaches (usdt/corobpf.h, WHAT EXISTS WHEN A
+	 * TRACER ATTACHES): one coroutine the scheduler listed (struct
+	 * coro_ev_announce), and the end of its list (struct coro_ev_announce_done).
+	 */
+	CORO_EV_ANNOUNCE = 25,
+	CORO_EV_ANNOUNCE_DONE = 26,
 	CORO_EV_BPF_MAX = 127,
 };
 
@@ -165,6 +172,27 @@ struct coro_ev_name {
 	struct coro_event_hdr hdr;
 	__u64 id;
 	char name[CORO_STR_LEN];
+};
+
+/*
+ * CORO_EV_ANNOUNCE: a coroutine alive when the scheduler answered a tracer's
+ * request. reason 0: running now; CORO_R_YIELD: runnable; CORO_R_WAIT,
+ * CORO_R_SLEEP, CORO_R_IO: suspended, waiting on obj.
+ */
+struct coro_ev_announce {
+	struct coro_event_hdr hdr;
+	__u64 id;
+	__u64 parent;
+	__u64 obj;
+	__u32 reason;
+	__u32 __pad;
+	char name[CORO_STR_LEN];
+};
+
+/* CORO_EV_ANNOUNCE_DONE: the list is complete; asked: the request's count it answers. */
+struct coro_ev_announce_done {
+	struct coro_event_hdr hdr;
+	__u64 asked;
 };
 
 struct coro_ev_ready {

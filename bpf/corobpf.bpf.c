@@ -784,6 +784,52 @@ int BPF_USDT(coro_exit, __u64 id, __s64 status)
 	return 0;
 }
 
+/* What exists when a tracer attaches: one coroutine of the scheduler's list. */
+SEC("usdt")
+int BPF_USDT(coro_announce, __u64 id, __u64 parent, __u64 str, __u64 reason, __u64 obj)
+{
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	batch_harvest_current_sleepable(BATCH_COPY);
+	st = task_state_running();
+	struct coro_ev_announce *e = event_reserve(st, sizeof(*e), CORO_EV_ANNOUNCE);
+
+	if (!e)
+		return 0;
+	e->id = id;
+	e->parent = parent;
+	e->obj = obj;
+	e->reason = (__u32)reason;
+	e->__pad = 0;
+	if (str)
+		read_label(e->name, str, &e->hdr, true);
+	else
+		__builtin_memset(e->name, 0, sizeof(e->name));
+	event_submit(e);
+	return 0;
+}
+
+/* ...and its end: every coroutine not listed did not exist when it was given. */
+SEC("usdt")
+int BPF_USDT(coro_announce_done, __u64 asked)
+{
+	struct coro_task_state *st;
+
+	if (!admitted())
+		return 0;
+	batch_harvest_current(BATCH_COPY);
+	st = task_state_running();
+	struct coro_ev_announce_done *e = event_reserve(st, sizeof(*e), CORO_EV_ANNOUNCE_DONE);
+
+	if (!e)
+		return 0;
+	e->asked = asked;
+	event_submit(e);
+	return 0;
+}
+
 static __always_inline int span_event(__u64 str, __u8 kind)
 {
 	struct coro_task_state *st;

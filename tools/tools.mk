@@ -35,7 +35,8 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
        $(OUT)/tests/stacks-lld $(OUT)/tests/hostile $(OUT)/tests/hostile_many \
        $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
-       $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans $(OUT)/tests/gate_flood
+       $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans $(OUT)/tests/gate_flood \
+       $(OUT)/tests/announce $(OUT)/tests/announce_mute
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -164,6 +165,16 @@ $(OUT)/tests/badstr: tests/integration/progs/badstr.c usdt/corobpf.h
 
 # bugs: one bug per run, on purpose, for the detectors; and a control.
 $(OUT)/tests/bugs: tests/integration/progs/bugs.c $(SCHED_OBJS) $(SCHED_DEPS)
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@
+
+# announce_mute: the announce probes, never answered.
+$(OUT)/tests/announce_mute: tests/integration/progs/announce_mute.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -o $@
+
+# announce: a running server's coroutines, told to a tracer that attaches.
+$(OUT)/tests/announce: tests/integration/progs/announce.c $(SCHED_OBJS) $(SCHED_DEPS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@
 

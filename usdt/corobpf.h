@@ -336,7 +336,9 @@ __asm__(".pushsection .probes,\"awG\",\"progbits\",corobpf_probes_page,comdat\n"
 /* A probe whose note names another probe's semaphore (announce_done names announce's). */
 #define __CORO_ASM_NOTE_SEM(name, sem, args) __CORO_SITE __CORO_NOTE_OF(name, sem, args)
 /* The note of the site just before it, labelled 990. */
-#define __CORO_NOTE_OF(name, sem, args)                                                      \
+#define __CORO_NOTE_OF(name, sem, args) __CORO_NOTE_SYM(name, "corobpf_" #sem "_semaphore", args)
+/* The note, its semaphore a symbol's name as a string ("0": none). */
+#define __CORO_NOTE_SYM(name, semsym, args)                                                  \
 	".pushsection .note.stapsdt,\"?\",\"note\"\n"                                       \
 	".balign 4\n"                                                                        \
 	".4byte 992f-991f, 994f-993f, 3\n"                                                   \
@@ -344,7 +346,7 @@ __asm__(".pushsection .probes,\"awG\",\"progbits\",corobpf_probes_page,comdat\n"
 	"992:	.balign 4\n"                                                                 \
 	"993:	.8byte 990b\n"                                                               \
 	".8byte _.stapsdt.base\n"                                                            \
-	".8byte corobpf_" #sem "_semaphore\n"                                                \
+	".8byte " semsym "\n"                                                                 \
 	".asciz \"corobpf\"\n"                                                               \
 	".asciz \"" #name "\"\n"                                                             \
 	".asciz \"" args "\"\n"                                                              \
@@ -563,7 +565,7 @@ static __inline__ __attribute__((always_inline, unused)) int __coro_announce_wan
 #define CORO_ANNOUNCE_DONE()                                                                 \
 	do {                                                                                 \
 		unsigned long long __coro_a = __coro_announce_state.asked;                   \
-		__asm__ __volatile__(__CORO_ASM_NOTE_SEM(announce_done, announce, "8@%[a0]") \
+		__asm__ __volatile__(__CORO_SITE __CORO_NOTE_SYM(announce_done, "0", "8@%[a0]") \
 				     __CORO_SPARES ::[a0] "nr"(__coro_a) : "memory");       \
 		__coro_announce_state.answered = (unsigned short)__coro_a;                   \
 	} while (0)

@@ -176,8 +176,11 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 		struct bpf_link *link;
 
 		if (!prog) {
-			/* The batched path's probe stays untouched on the trap path. */
-			if (strcmp(pn->name, "batch"))
+			/*
+			 * The batched path's probe stays untouched on the trap path; the
+			 * spare announce sites are armed only to ask (announce.h).
+			 */
+			if (strcmp(pn->name, "batch") && strcmp(pn->name, "announce_spare"))
 				log_warn("%s: probe corobpf:%s is not part of probe ABI v1; ignored",
 					 shown, pn->name);
 			continue;

@@ -70,6 +70,7 @@ void attach_ctx_free(struct attach_ctx *a)
 	hmap_free(&a->ctx_pids);
 	hmap_free(&a->ctx_exe_fams);
 	hmap_free(&a->usdt_specs_by_owner);
+	announce_free(&a->announce);
 }
 
 static const char *const prog_names[ATTACH_NPROGS] = {
@@ -86,6 +87,8 @@ static const char *const prog_names[ATTACH_NPROGS] = {
 	[ATTACH_PROG_CXX] = "@cxx",
 	[ATTACH_PROG_RT] = "@rt",
 	[ATTACH_PROG_BATCH] = "batch",
+	[ATTACH_PROG_ANNOUNCE] = "announce",
+	[ATTACH_PROG_ANNOUNCE_DONE] = "announce_done",
 };
 
 struct bpf_program *attach_prog(const struct attach_ctx *a, const char *name)

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include "announce.h"
 #include "capture_info.h" /* CORO_USTAT_*: the counters attaching adds to */
 #include "capture_opts.h"
 #include "records.h" /* the records attaching finds (Go's goroutines) */
@@ -50,6 +51,8 @@ enum attach_prog {
 	ATTACH_PROG_CXX,	/* "@cxx": C++20 coroutine sites, one uprobe session link per object */
 	ATTACH_PROG_RT,		/* "@rt": asyncio's and Lua's functions, one session link per object */
 	ATTACH_PROG_BATCH,	/* "batch": --probe-path batched only (else NULL: not attached) */
+	ATTACH_PROG_ANNOUNCE,	   /* "announce": what exists at the attach (announce.h) */
+	ATTACH_PROG_ANNOUNCE_DONE, /* "announce_done" */
 	ATTACH_NPROGS
 };
 
@@ -85,6 +88,8 @@ struct attach_ctx {
 	u64 *ustats;		    /* the capture's CORO_USTAT_* counters */
 	/* USDT attached by corobpf through uprobe_multi (usdt.h), or NULL: libbpf's. */
 	struct usdt_table *usdt;
+	/* Processes asked what exists at the attach (announce.h). */
+	struct announce_reqs announce;
 	/*
 	 * USDT argument-spec slots (libbpf's spec map, USDT_SPEC_SLOTS) taken so
 	 * far: in all, and per owner of the object file (uid -> count) for the

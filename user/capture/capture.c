@@ -179,6 +179,8 @@ static void lend_skeleton(struct capture *c)
 	a->progs[ATTACH_PROG_CTX_MULTI] = s->progs.coro_ctx_multi;
 	a->progs[ATTACH_PROG_CXX] = s->progs.coro_cxx;
 	a->progs[ATTACH_PROG_RT] = s->progs.coro_rt;
+	a->progs[ATTACH_PROG_ANNOUNCE] = s->progs.coro_announce;
+	a->progs[ATTACH_PROG_ANNOUNCE_DONE] = s->progs.coro_announce_done;
 	a->progs[ATTACH_PROG_BATCH] =
 		c->opts->probe_path == PROBE_PATH_BATCHED ? s->progs.coro_batch : NULL;
 	a->usdt_specs = s->maps.__bpf_usdt_specs;
@@ -863,6 +865,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	c->ev.targets = c->targets;
 	c->ev.ntargets = c->ntargets;
 	c->ev.stk = c->stk;
+	c->ev.announce = &c->attach.announce;
 	for (size_t i = 0; i < c->ntargets; i++) {
 		liverec_process(sink, &c->targets[i]);
 		/* Running ones now; a launched one at its exec (its image is not yet its own). */
@@ -875,6 +878,10 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	for (size_t i = 0; i < c->ntargets; i++)
 		if (!c->targets[i].launched && !c->targets[i].via_script)
 			offcpu_at_attach(c, c->targets[i].pid);
+		else
+			announce_not_asked(&c->attach.announce, c->targets[i].pid);
+	/* What exists in each running target, from its scheduler (announce.h). */
+	announce_request_all(&c->attach, now_boottime_ns());
 	release_child(c);
 	if (c->launch.launch_err_fd >= 0) {
 		int e = 0;
@@ -999,6 +1006,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 			}
 			next_stats = now + STATS_EVERY_NS;
 		}
+		announce_check(&c->attach, now, false);
 		if (c->tick)
 			c->tick(c->tick_ctx);
 		if (!alive) {
@@ -1037,6 +1045,7 @@ out:
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
 	batch_check_elsewhere(c->opts->probe_path, "at the end");
+	announce_check(&c->attach, now_boottime_ns(), true);
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
 		/* A hold the loop did not get to release. */
 		if (c->targets[i].pid == c->skel->bss->hold_tgid)

@@ -487,6 +487,8 @@ int ringev_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
+	if (h->kind == CORO_EV_ANNOUNCE_DONE && ev->announce)
+		announce_answered(ev->announce, h->pid);
 	if (ev->batch.cur.len)
 		batch_note(&ev->batch, h);
 	/* A probe's or an interpreter's switch (interp.bpf.h sends the probe ABI's) counts too. */

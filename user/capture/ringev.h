@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <errno.h>
 
+#include "announce.h"
 #include "attach.h"
 #include "batch.h"
 #include "capture_opts.h"
@@ -64,6 +65,8 @@ struct ringev {
 	struct hmap plans_said;
 	/* C++20: (pid, frame) -> its coroutine's name index + 1, named already (CXXNAME_DESTROYED). */
 	struct hmap cxx_named;
+	/* The processes asked what exists (announce.h): their answers end with announce_done. */
+	struct announce_reqs *announce;
 	/* Batched path: the threads' coroutines, the split records given to ringev_record(). */
 	struct batch_state batch;
 	/*

@@ -39,7 +39,7 @@ static inline bool kernel_has_sleepable_uprobes(void)
 static inline void strread_setup(struct corobpf_bpf *skel)
 {
 	struct bpf_program *progs[] = {skel->progs.coro_name, skel->progs.coro_span_begin,
-				       skel->progs.coro_span_end};
+				       skel->progs.coro_span_end, skel->progs.coro_announce};
 
 	if (!kernel_has_sleepable_uprobes()) {
 		log_verbose("this kernel lets no uprobe program sleep: a string in a page its "

@@ -266,7 +266,14 @@ bool usdt_budget_take(struct attach_ctx *a, const char *path, const char *shown,
  */
 static const char *const probe_names[] = {
 	"batch", "create", "name", "ready", "switch", "exit", "span_begin", "span_end",
+	"announce_done", "announce",
 };
+/*
+ * announce_done before announce: its site counts in no semaphore, announce's
+ * does; once announce's is armed the scheduler answers, and its done is seen.
+ */
+#define PROBE_ANNOUNCE_DONE 8
+#define PROBE_ANNOUNCE 9
 #define NPROBES (sizeof(probe_names) / sizeof(probe_names[0]))
 
 bool usdt_multi_setup(struct attach_ctx *a)
@@ -302,6 +309,9 @@ struct site_vec {
 struct walk {
 	struct attach_ctx *a;
 	struct site_vec v[NPROBES];
+	/* The spare announce sites (announce.h): armed only to ask a running scheduler. */
+	u64 spares[ANNOUNCE_SPARES_MAX];
+	u32 nspares;
 	struct usdt_table local; /* this object's distinct specs */
 	char why[512];
 };
@@ -324,6 +334,10 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 	u64 h;
 	u32 id;
 
+	if (!strcmp(site->name, "announce_spare") && site->off && w->nspares < ANNOUNCE_SPARES_MAX) {
+		w->spares[w->nspares++] = site->off;
+		return;
+	}
 	if (k < 0 || w->why[0] || !attach_prog(w->a, site->name))
 		return;
 	if (!site->off) {
@@ -424,6 +438,13 @@ int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const ch
 			goto out;
 		}
 	}
+	/*
+	 * A scheduler that can say what exists: asked once attached (capture_run()), noted
+	 * before, with its count as it was (announce.h).
+	 */
+	if (pid >= 0 && w.v[PROBE_ANNOUNCE].n && w.v[PROBE_ANNOUNCE_DONE].n)
+		announce_note(a, (u32)pid, path, shown, w.v[PROBE_ANNOUNCE].refs[0], w.spares,
+			      w.nspares, global[w.v[PROBE_ANNOUNCE_DONE].cookies[0]] - 1);
 	for (size_t k = 0; k < NPROBES; k++) {
 		struct site_vec *v = &w.v[k];
 		int fd;

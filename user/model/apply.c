@@ -178,6 +178,68 @@ static void apply_ready(struct model *m, struct event *ev)
 	}
 }
 
+/*
+ * A coroutine its scheduler listed for a tracer that attached
+ * (usdt/corobpf.h, WHAT EXISTS WHEN A TRACER ATTACHES). What the probes
+ * said of it since the attach is newer and kept (the list is given under
+ * the scheduler's lock, in time order with its switches); its name and
+ * parent only the list may know. One the model does not know yet is
+ * followed from here as one seen mid-life, in the state listed: runnable,
+ * or suspended for the reason on the object given. Running: on which
+ * thread is not said, so its state stays unknown until it switches out.
+ * How long it had waited before is not known: no finding rests on that
+ * (analyze.c, since_attach()).
+ */
+static void apply_announce(struct model *m, struct event *ev)
+{
+	const struct ev_str *n = &ev->announce.name;
+	u32 reason = ev->announce.reason;
+	enum coro_state s = CS_UNKNOWN;
+	const struct coro *pc;
+	struct coro *c;
+
+	if (reason == CORO_R_YIELD)
+		s = CS_RUNNABLE;
+	else if (reason == CORO_R_WAIT || reason == CORO_R_SLEEP || reason == CORO_R_IO)
+		s = CS_SUSPENDED;
+	c = coro_get_suspended(m, ev->pid, ev->announce.id, ev->ts, s, reason,
+			       ev->announce.obj);
+
+	if (!c) {
+		m->over_cap = true;
+		return;
+	}
+	ev->c = c;
+	if (!c->announced) {
+		c->announced = true;
+		c->proc->announced++;
+	}
+	if (!c->name[0] && !c->name_long && n->len) {
+		u32 len = MIN(n->len, CORO_STR_LEN - 1);
+
+		memcpy(c->name, n->s, len);
+		c->name[len] = 0;
+		c->name_truncated = ev->str_truncated;
+	}
+	if (!c->parent && ev->announce.parent) {
+		c->parent = ev->announce.parent;
+		pc = model_find(m, ev->pid, c->parent);
+		c->parent_uid = pc ? pc->uid : 0;
+	}
+	/* Known, but in no certain state (events of it lost): the list says which. */
+	if (c->state == CS_UNKNOWN && s != CS_UNKNOWN)
+		set_state(m, c, s, ev->ts, 0, reason, ev->announce.obj);
+}
+
+/* The end of a scheduler's list: counted for the summary. */
+static void apply_announce_done(struct model *m, struct event *ev)
+{
+	struct coro_process *p = model_proc_peek(m, ev->pid);
+
+	if (p)
+		p->announce_lists++;
+}
+
 /* A process with Boost.Fiber's library mapped, traced through Boost.Context. */
 static bool boost_fiber_process(const struct coro_process *p)
 {
@@ -740,6 +802,8 @@ static void (*const appliers[256])(struct model *m, struct event *ev) = {
 	[EV_EXEC] = apply_exec,
 	[EV_PROC_GONE] = apply_process_end,
 	[EV_SAMPLE] = apply_sample,
+	[EV_ANNOUNCE] = apply_announce,
+	[EV_ANNOUNCE_DONE] = apply_announce_done,
 	[EV_PROCESS] = apply_process,
 	[EV_THREAD] = apply_thread,
 	[EV_OBJECT] = apply_nothing,

@@ -231,6 +231,12 @@ const struct counter counters[] = {
 	 .perfetto = "batched buffers unregistered",
 	 .text = "thread buffers could not be registered (no memory): their records were read only "
 		 "when the buffer filled"},
+	{.group = CG_LOST, USER(ANNOUNCE_UNANSWERED), .flags = CF_NOT_A_LOSS,
+	 .json = "announce_unanswered", .sql = "announce_unanswered",
+	 .perfetto = "processes that did not list their coroutines",
+	 .text = "attached processes with the announce probes did not list their coroutines in time "
+		 "(usdt/corobpf.h, CORO_ANNOUNCE_WANTED()): those from before the attach appear when "
+		 "they next run"},
 
 	{.group = CG_ANOMALIES, ANOM(switch_from_mismatch),
 	 .json = "switch_from_mismatch", .say = say_inconsistencies},

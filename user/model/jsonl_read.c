@@ -734,6 +734,34 @@ static int build_event(struct jsonl_reader *r, const char *ev, u64 pid, u64 tid,
 			e->hdr.flags |= CORO_EVF_STR_FAULT;
 		break;
 	}
+	case CORO_EV_ANNOUNCE: {
+		struct coro_ev_announce *e = rec_init(r, sizeof(*e), CORO_EV_ANNOUNCE, pid, tid, ts);
+		const struct jv *t = get(o, "truncated"), *u = get(o, "unreadable");
+		const char *reason = gets_(o, "reason");
+
+		if (!getid(o, "id", &e->id) || !getid(o, "parent", &e->parent))
+			return fail(r, "announce without id and parent");
+		getid(o, "obj", &e->obj);
+		copy_str(e->name, sizeof(e->name), gets_(o, "name"));
+		for (u32 i = 1; reason && i < CORO_NREASONS; i++)
+			if (!strcmp(reason, coro_reason_name(i)))
+				e->reason = i;
+		e->hdr.flags = CUR_UNSAID;
+		if (t && t->type == JV_BOOL && t->b)
+			e->hdr.flags |= CORO_EVF_STR_TRUNCATED;
+		if (u && u->type == JV_BOOL && u->b)
+			e->hdr.flags |= CORO_EVF_STR_FAULT;
+		break;
+	}
+	case CORO_EV_ANNOUNCE_DONE: {
+		struct coro_ev_announce_done *e;
+
+		e = rec_init(r, sizeof(*e), CORO_EV_ANNOUNCE_DONE, pid, tid, ts);
+		if (getn(o, "asked", &v))
+			e->asked = v;
+		e->hdr.flags = CUR_UNSAID;
+		break;
+	}
 	case CORO_EV_READY: {
 		struct coro_ev_ready *e = rec_init(r, sizeof(*e), CORO_EV_READY, pid, tid, ts);
 

@@ -317,11 +317,17 @@ u64 *cap_reached(struct model *m, u32 pid)
 
 struct coro *coro_get(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s)
 {
+	return coro_get_suspended(m, pid, id, ts, s, 0, 0);
+}
+
+struct coro *coro_get_suspended(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s,
+				u32 reason, u64 obj)
+{
 	struct coro *c = model_find(m, pid, id);
 
 	if (c)
 		return c;
-	return cap_reached(m, pid) ? NULL : coro_new(m, pid, id, ts, s, false, 0, 0, 0);
+	return cap_reached(m, pid) ? NULL : coro_new(m, pid, id, ts, s, false, 0, reason, obj);
 }
 
 /* Oldest first: the order in which outputs list them. */

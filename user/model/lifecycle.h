@@ -26,6 +26,9 @@ u64 *cap_reached(struct model *m, u32 pid);
  * NULL when a cap leaves no room to follow it (the caller says so: m->over_cap).
  */
 struct coro *coro_get(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s);
+/* coro_get(), one first seen suspended (s CS_SUSPENDED) for reason on obj. */
+struct coro *coro_get_suspended(struct model *m, u32 pid, u64 id, u64 ts, enum coro_state s,
+				u32 reason, u64 obj);
 /* Close the current state interval at ts and account for it. */
 void close_interval(struct model *m, struct coro *c, u64 ts, bool open_at_end);
 /* Its current state ends at ts, state s begins (on thread tid; suspended for reason on obj). */

@@ -150,6 +150,7 @@ struct coro {
 	char name[CORO_STR_LEN]; /* its name, or the first CORO_STR_LEN - 1 bytes of a longer one */
 	bool name_truncated;
 	bool created_seen; /* false: attached mid-life */
+	bool announced;	   /* listed by its scheduler for a tracer that attached (apply.c) */
 	bool fiber_dispatcher; /* Boost.Fiber's dispatcher context (model.c, fiber_dispatcher()) */
 	bool uncertain;	   /* some of its time is CS_UNKNOWN */
 	bool scheduler;	   /* it was some thread's scheduler context (last_to, to_changes) */
@@ -205,6 +206,12 @@ struct coro_process {
 	u64 runnable; /* of which runnable */
 	u64 made_ready; /* readies that made a coroutine runnable (not of one running) */
 	u64 created;  /* incarnations seen */
+	/*
+	 * What exists when a tracer attaches (usdt/corobpf.h): coroutines its
+	 * scheduler listed, and lists it completed (CORO_ANNOUNCE_DONE()).
+	 */
+	u64 announced;
+	u32 announce_lists;
 	/*
 	 * Traced through the switch-function path (uprobes on context functions
 	 * of unmodified libraries) rather than corobpf probes: the families used

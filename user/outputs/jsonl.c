@@ -266,6 +266,22 @@ static void jsonl_event(struct jsonl_sink *s, const struct event *ev)
 		else
 			J_LIT(",\"waker\":null");
 		break;
+	case EV_ANNOUNCE:
+		J_ID("id", ev->announce.id);
+		J_ID("parent", ev->announce.parent);
+		J_STR("name", ev->announce.name);
+		if (ev->str_truncated)
+			J_LIT(",\"truncated\":true");
+		if (ev->str_unreadable)
+			J_LIT(",\"unreadable\":true");
+		J_LIT(",\"reason\":\"");
+		J_NAME(ev->announce.reason ? coro_reason_name(ev->announce.reason) : "running");
+		*p++ = '"';
+		J_ID("obj", ev->announce.obj);
+		break;
+	case EV_ANNOUNCE_DONE:
+		J_U64("asked", ev->announce_done.asked);
+		break;
 	case EV_SWITCH:
 		J_ID("from", ev->sw.from);
 		J_ID("to", ev->sw.to);
@@ -353,6 +369,8 @@ static void jsonl_event_cb(void *ctx, const struct event *ev)
 	case EV_SPAN_END:
 	case EV_OFFCPU_BEGIN:
 	case EV_OFFCPU_END:
+	case EV_ANNOUNCE:
+	case EV_ANNOUNCE_DONE:
 		jsonl_event(s, ev);
 		return;
 	default:

@@ -371,6 +371,14 @@ static void row_event(struct row *r, const struct event *ev)
 		if (ev->cur_known)
 			set_int(r, EVT_WAKER, ev->cur);
 		break;
+	case EV_ANNOUNCE:
+		set_int(r, EVT_ID, ev->announce.id);
+		set_int(r, EVT_PARENT, ev->announce.parent);
+		set_evstr(r, EVT_NAME, ev->announce.name);
+		set_cstr(r, EVT_REASON, ev->announce.reason ? coro_reason_name(ev->announce.reason)
+							      : "running");
+		set_int(r, EVT_OBJ, ev->announce.obj);
+		break;
 	case EV_SWITCH:
 		set_int(r, EVT_ID, ev->sw.from);
 		set_int(r, EVT_TO_ID, ev->sw.to);
@@ -430,6 +438,7 @@ void tables_event_rows(struct table_rows *tr, const struct event *ev, row_out_fn
 	case EV_EXIT:
 	case EV_SPAN_BEGIN:
 	case EV_SPAN_END:
+	case EV_ANNOUNCE:
 		row_event(&r, ev);
 		out(ctx, &r);
 		break;

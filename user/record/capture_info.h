@@ -55,7 +55,12 @@ enum coro_user_stat {
 	 * previous record (a program writing its own): clamped into that range.
 	 */
 	CORO_USTAT_BATCH_CLAMPED = 13,
-	CORO_USTAT_MAX = 14,
+	/*
+	 * Processes asked what exists at the attach (usdt/corobpf.h) whose
+	 * scheduler did not answer in time (user/capture/announce.h).
+	 */
+	CORO_USTAT_ANNOUNCE_UNANSWERED = 14,
+	CORO_USTAT_MAX = 15,
 };
 
 /* The counters up to CORO_USTAT_GATE_TIMEOUTS: older captures' stats records end there. */

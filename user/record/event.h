@@ -53,6 +53,8 @@ enum event_kind {
 	EV_EXEC = 12,
 	EV_PROC_GONE = 13, /* -a, --follow: the kernel saw a traced process end */
 	EV_SAMPLE = 17,
+	EV_ANNOUNCE = 25,      /* a coroutine the scheduler listed for a tracer that attached */
+	EV_ANNOUNCE_DONE = 26, /* ...and the end of that list */
 	EV_PROCESS = 128,     /* a traced process announced */
 	EV_THREAD = 129,      /* a thread's name */
 	EV_OBJECT = 130,      /* probes attached in an object */
@@ -145,6 +147,15 @@ struct event {
 		struct {
 			u64 id; /* the waker is cur, if cur_known */
 		} ready;
+		struct {
+			u64 id, parent, obj;
+			/* 0: running; CORO_R_YIELD: runnable; CORO_R_WAIT, _SLEEP, _IO: suspended */
+			u32 reason;
+			struct ev_str name;
+		} announce;
+		struct {
+			u64 asked; /* the request's count the list answers (usdt/corobpf.h) */
+		} announce_done;
 		struct {
 			u64 from, to, obj;
 			u32 reason; /* enum coro_switch_reason */

@@ -34,6 +34,22 @@ static void decode_name(struct event *ev, const struct coro_event_hdr *h)
 		ev->name.name.len = CORO_NAME_MAX - 1;
 }
 
+static void decode_announce(struct event *ev, const struct coro_event_hdr *h)
+{
+	const struct coro_ev_announce *e = (const void *)h;
+
+	ev->announce.id = e->id;
+	ev->announce.parent = e->parent;
+	ev->announce.obj = e->obj;
+	ev->announce.reason = e->reason;
+	ev->announce.name = str_field(e->name, sizeof(e->name));
+}
+
+static void decode_announce_done(struct event *ev, const struct coro_event_hdr *h)
+{
+	ev->announce_done.asked = ((const struct coro_ev_announce_done *)h)->asked;
+}
+
 static void decode_ready(struct event *ev, const struct coro_event_hdr *h)
 {
 	ev->ready.id = ((const struct coro_ev_ready *)h)->id;
@@ -190,6 +206,8 @@ static const char *check_stack(const struct coro_event_hdr *h)
 SAME_KIND(EV_CREATE, CORO_EV_CREATE);
 SAME_KIND(EV_NAME, CORO_EV_NAME);
 SAME_KIND(EV_READY, CORO_EV_READY);
+SAME_KIND(EV_ANNOUNCE, CORO_EV_ANNOUNCE);
+SAME_KIND(EV_ANNOUNCE_DONE, CORO_EV_ANNOUNCE_DONE);
 SAME_KIND(EV_SWITCH, CORO_EV_SWITCH);
 SAME_KIND(EV_EXIT, CORO_EV_EXIT);
 SAME_KIND(EV_SPAN_BEGIN, CORO_EV_SPAN_BEGIN);
@@ -252,6 +270,9 @@ const struct record_kind record_kinds[256] = {
 	[CORO_EV_CXX_AWAIT] = {"cxx_await"},
 	[CORO_EV_CXX_AWAITER] = {"cxx_awaiter", SIZE(coro_ev_cxx_awaiter)},
 	[CORO_EV_BATCH] = {"batch"},
+	[CORO_EV_ANNOUNCE] = {"announce", SIZE(coro_ev_announce), .decode = decode_announce},
+	[CORO_EV_ANNOUNCE_DONE] = {"announce_done", SIZE(coro_ev_announce_done),
+				   .decode = decode_announce_done},
 
 	[CORO_REC_PROCESS] = {"process", SIZE(coro_rec_process), .strings = 1,
 			      .decode = decode_process},
