@@ -24,10 +24,12 @@ static bool read_state(u32 pid, u64 addr, struct announce_state *s);
 void announce_note(struct attach_ctx *a, u32 pid, const char *path, const char *shown,
 		   u64 sema_off, const u64 *spares, u32 nspares, u64 cookie)
 {
-	struct announce_reqs *r = &a->announce;
+	struct announce_reqs *r = a->announce;
 	struct announce_req *q;
 	char fdpath[64];
 
+	if (!r)
+		return;
 	for (size_t i = 0; i < r->n; i++)
 		if (r->v[i].pid == pid)
 			return; /* one request a process: its scheduler lists all it runs */
@@ -157,9 +159,11 @@ void announce_not_asked(struct announce_reqs *r, u32 pid)
 
 void announce_request_all(struct attach_ctx *a, u64 now)
 {
-	for (size_t i = 0; i < a->announce.n; i++)
-		if (!a->announce.v[i].deadline)
-			request(a, &a->announce.v[i], now);
+	if (!a->announce)
+		return;
+	for (size_t i = 0; i < a->announce->n; i++)
+		if (!a->announce->v[i].deadline)
+			request(a, &a->announce->v[i], now);
 }
 
 void announce_answered(struct announce_reqs *r, u32 pid)
@@ -171,8 +175,10 @@ void announce_answered(struct announce_reqs *r, u32 pid)
 
 void announce_check(struct attach_ctx *a, u64 now, bool end)
 {
-	for (size_t i = 0; i < a->announce.n; i++) {
-		struct announce_req *q = &a->announce.v[i];
+	if (!a->announce)
+		return;
+	for (size_t i = 0; i < a->announce->n; i++) {
+		struct announce_req *q = &a->announce->v[i];
 
 		if (!q->deadline || q->answered || q->unanswered || (!end && now < q->deadline))
 			continue;

@@ -70,7 +70,6 @@ void attach_ctx_free(struct attach_ctx *a)
 	hmap_free(&a->ctx_pids);
 	hmap_free(&a->ctx_exe_fams);
 	hmap_free(&a->usdt_specs_by_owner);
-	announce_free(&a->announce);
 }
 
 static const char *const prog_names[ATTACH_NPROGS] = {

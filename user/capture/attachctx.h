@@ -21,7 +21,6 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
-#include "announce.h"
 #include "capture_info.h" /* CORO_USTAT_*: the counters attaching adds to */
 #include "capture_opts.h"
 #include "records.h" /* the records attaching finds (Go's goroutines) */
@@ -79,6 +78,8 @@ struct attach_found {
 	u32 ngo_gs;
 };
 
+struct announce_reqs;
+
 struct attach_ctx {
 	/* Set by the capture before the first attach. */
 	const struct capture_opts *opts; /* the run's: -a, --follow, --switch, --stacks */
@@ -88,8 +89,8 @@ struct attach_ctx {
 	u64 *ustats;		    /* the capture's CORO_USTAT_* counters */
 	/* USDT attached by corobpf through uprobe_multi (usdt.h), or NULL: libbpf's. */
 	struct usdt_table *usdt;
-	/* Processes asked what exists at the attach (announce.h). */
-	struct announce_reqs announce;
+	/* Processes to ask what exists at the attach (announce.h; the capture's). */
+	struct announce_reqs *announce;
 	/*
 	 * USDT argument-spec slots (libbpf's spec map, USDT_SPEC_SLOTS) taken so
 	 * far: in all, and per owner of the object file (uid -> count) for the

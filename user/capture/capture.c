@@ -245,6 +245,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	attach_ctx_init(&c->attach);
 	c->attach.opts = opts;
 	c->attach.ustats = c->ustats;
+	c->attach.announce = &c->announce;
 	ringev_init(&c->ev);
 	c->ev.opts = opts;
 	c->ev.global_plans = &c->attach.global_plans;
@@ -865,7 +866,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	c->ev.targets = c->targets;
 	c->ev.ntargets = c->ntargets;
 	c->ev.stk = c->stk;
-	c->ev.announce = &c->attach.announce;
+	c->ev.announce = &c->announce;
 	for (size_t i = 0; i < c->ntargets; i++) {
 		liverec_process(sink, &c->targets[i]);
 		/* Running ones now; a launched one at its exec (its image is not yet its own). */
@@ -879,7 +880,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		if (!c->targets[i].launched && !c->targets[i].via_script)
 			offcpu_at_attach(c, c->targets[i].pid);
 		else
-			announce_not_asked(&c->attach.announce, c->targets[i].pid);
+			announce_not_asked(&c->announce, c->targets[i].pid);
 	/* What exists in each running target, from its scheduler (announce.h). */
 	announce_request_all(&c->attach, now_boottime_ns());
 	release_child(c);
@@ -1179,6 +1180,7 @@ void capture_close(struct capture *c)
 	free(c->targets);
 	usdt_free(&c->attach);
 	attach_ctx_free(&c->attach);
+	announce_free(&c->announce);
 	cxxattach_free();
 	interpattach_free();
 	if (c->stk) {

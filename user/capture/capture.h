@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
+#include "announce.h"
 #include "attach.h"
 #include "launch.h"
 #include "attachctx.h"
@@ -38,6 +39,7 @@ struct capture {
 	struct ring_buffer *rb;
 	/* Lent to attach.c and usdt.c: the programs, the links, what they attached. */
 	struct attach_ctx attach;
+	struct announce_reqs announce; /* the processes asked what exists (announce.h) */
 	/* The ring buffer's record handlers (ringev.h) and what they keep. */
 	struct ringev ev;
 	pthread_t detacher; /* destroys the links while the outputs are finished */

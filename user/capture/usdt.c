@@ -11,6 +11,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "log.h"
+#include "announce.h"
 #include "usdt.h"
 
 /* ---- argument strings ---- */
