@@ -197,8 +197,9 @@ const struct counter counters[] = {
 		 "start say why)"},
 	{.group = CG_LOST, USER(ATTACH_REFUSED),
 	 .json = "attach_refused", .sql = "attach_refused", .perfetto = "objects refused",
-	 .text = "objects were refused: their probes would harm the target, or they were past "
-		 "their share of USDT spec slots (the warnings name them)"},
+	 .text = "objects were refused: their probes would harm the target, they were past "
+		 "their share of USDT spec slots, or their filesystem may hang (the warnings name "
+		 "them)"},
 	{.group = CG_LOST, BPF(GO_FAULT),
 	 .json = "go_unreadable", .sql = "go_unreadable", .perfetto = "Go status changes unread",
 	 .text = "Go status changes whose goroutine could not be read: kept with zeros "
