@@ -199,13 +199,15 @@ def hostile_gate_search_flood_holds_no_one_else():
           "the searches cut short are not said:\n" + stderr[-3000:])
 
 
-def fuse_mount(name):
-    """hangfs mounted on a fresh directory, for the attacker, allow_other; (daemon, path)."""
+def fuse_mount(name, serve=None):
+    """hangfs mounted on a fresh directory, for the attacker, allow_other (serving the file
+    `serve` as lib.so, if given); (daemon, path)."""
     d = attacker_dir(name)
     mnt = os.path.join(d, "mnt")
     os.mkdir(mnt)
     uid, gid = attacker()
-    daemon = subprocess.Popen([sys.executable, HANGFS, mnt, str(uid), str(gid)],
+    daemon = subprocess.Popen([sys.executable, HANGFS, mnt, str(uid), str(gid)]
+                              + ([serve] if serve else []),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = daemon.stdout.readline().strip()
     if line != "READY":
@@ -285,6 +287,55 @@ def hostile_gate_fuse_directory_that_never_answers():
                 ef.close()
             check(max(took) < ROOT_EXEC_MAX, "root's execs took up to %.3f s" % max(took))
     finally:
+        fuse_unmount(daemon, mnt)
+
+
+@test
+def hostile_gate_rescan_of_a_library_on_fuse_that_never_answers():
+    """A user's program dlopens a library from a FUSE filesystem that answers the user and
+    never root: -a's rescan of its mappings (not the gate: a dlopen is not an exec) must not
+    open it, and says so; -d ends the run on time. (Before: the capture thread hung in the
+    open of the mapped file, unkillably, and with it -d and SIGINT.)"""
+    lib = os.path.join(tempfile.mkdtemp(prefix="rescan-fuse-", dir=WORK), "lib.so")
+    r = run(["cc", "-shared", "-fPIC", "-x", "c", "/dev/null", "-o", lib])
+    eq(r.returncode, 0, "cc (%s)" % r.stderr)
+    daemon, mnt = fuse_mount("rescan-fuse", serve=lib)
+    cleanup = lambda: fuse_unmount(daemon, mnt)  # noqa: E731
+    user = None
+    try:
+        secs = 3
+        tr, ef, err, _ = start_all(NO_COMM + ["-d", str(secs), "-o",
+                                              work("rescan-fuse.jsonl")], "rescan-fuse")
+        try:
+            # The attacker's own process maps it (its requests are answered) and stays.
+            user = subprocess.Popen(as_attacker([
+                sys.executable, "-c", "import ctypes, sys, time; ctypes.CDLL(sys.argv[1]); "
+                "print('MAPPED', flush=True); time.sleep(60)", os.path.join(mnt, "lib.so")]),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = user.stdout.readline().strip()
+            eq(line, "MAPPED", "the attacker's dlopen (%s)" % (line or user.stderr.read()))
+            # Not a tight bound: -d plus a generous time to stop and exit, else it hung.
+            try:
+                tr.wait(timeout=secs + 20)
+            except subprocess.TimeoutExpired:
+                raise Failure("corobpf was still running 20 s after -d %d:\n%s"
+                              % (secs, open(err).read()[-3000:]))
+        finally:
+            if tr.poll() is None:
+                cleanup()
+                tr.kill()
+                tr.wait()
+            ef.close()
+        stderr = open(err).read()
+        check(re.search(r"not opened, on a filesystem that may hang.*first .*lib\.so "
+                        r"\(fuse\.hangfs", stderr),
+              "the refusal is not said:\n" + stderr[-3000:])
+        trace = Trace(work("rescan-fuse.jsonl"))
+        check(trace.trailer["lost"]["attach_refused"] >= 1, "attach_refused not counted")
+    finally:
+        if user:
+            user.kill()
+            user.wait()
         fuse_unmount(daemon, mnt)
 
 

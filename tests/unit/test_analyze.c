@@ -12,9 +12,11 @@ static struct pipeline P;
 static union rec_buf B;
 static struct finding F[64];
 static int NF;
+static int NALL; /* every finding, F[] keeping the first 64 */
 
 static void on_finding(void *ctx, const struct finding *f)
 {
+	NALL++;
 	if (NF < 64)
 		F[NF++] = *f;
 }
@@ -27,6 +29,7 @@ static void start(void)
 
 	memset(&ci, 0, sizeof(ci));
 	NF = 0;
+	NALL = 0;
 	analyze_opts_default(&o);
 	pipeline_init(&P, &ci, &o);
 	pipeline_add_observer(&P, &obs, &fs);
@@ -659,6 +662,63 @@ TEST(go_goroutines_parked_at_exit_leak)
 	CHECK_EQ(NF, 0);
 }
 
+/*
+ * More blocking calls with no ready seen meanwhile than a process holds for
+ * a late one (64): the oldest are let go unconfirmed, each counted; a late
+ * ready still confirms one of those held.
+ */
+TEST(held_findings_let_go_are_counted)
+{
+	start();
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_create(&B, 1, 1000, 0, 8, 0));
+	feed(mk_switch(&B, 1, 2000, 0, 7, 0, 0));
+	for (u64 i = 0; i < 70; i++) {
+		feed(mk_off_begin(&B, 1, S + i * 20 * MS, 7, CORO_OFF_SLEEPING));
+		feed(mk_off_end(&B, 1, S + i * 20 * MS, S + i * 20 * MS + 15 * MS, 7,
+				CORO_OFF_SLEEPING, 0));
+	}
+	feed(mk_create(&B, 1, 3 * S, 0, 9, 0)); /* past the reorder window: all applied */
+	CHECK_EQ(NF, 0);
+	CHECK_EQ(P.model.anom.findings_unheld, 6);
+	/* The 6th call (let go) gets no finding from a late ready; the 7th (held) does. */
+	feed(mk_ready(&B, 2, S + 5 * 20 * MS + MS, 0, 8));
+	CHECK_EQ(NF, 0);
+	feed(mk_ready(&B, 2, S + 6 * 20 * MS + MS, 0, 8));
+	CHECK_EQ(count(FK_BLOCKING), 1);
+	CHECK(find(FK_BLOCKING) && find(FK_BLOCKING)->ts == S + 6 * 20 * MS);
+	stop();
+
+	/* Exactly as many as are held: none let go. */
+	start();
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_switch(&B, 1, 2000, 0, 7, 0, 0));
+	for (u64 i = 0; i < 64; i++)
+		blocked(S + i * 20 * MS, 15 * MS, 7);
+	feed(mk_create(&B, 1, 3 * S, 0, 9, 0));
+	CHECK_EQ(P.model.anom.findings_unheld, 0);
+	stop();
+
+	/*
+	 * The switch-function path: a greenlet's blocking calls held per thread
+	 * until the thread shows whether work waited (256 at most); past that,
+	 * counted (4 blocking calls, then its 7 s run, a long run, at its switch
+	 * out), and the first 256 still made when the evidence comes.
+	 */
+	start();
+	hub_start();
+	feed(mk_switch(&B, 1, 5000, 1, 2, 0, 0));
+	for (u64 i = 0; i < 260; i++)
+		blocked(S + i * 20 * MS, 15 * MS, 2);
+	feed(mk_switch(&B, 1, 7 * S, 2, 1, 0, 0));
+	CHECK_EQ(NALL, 0);
+	feed(mk_switch(&B, 1, 7 * S + 1000, 1, 3, 0, 0));
+	feed(mk_create(&B, 1, 8 * S, 0, 9, 0)); /* past the reorder window: all applied */
+	CHECK_EQ(P.model.anom.findings_unheld_thread, 5);
+	CHECK_EQ(NALL, 256);
+	stop();
+}
+
 int main(void)
 {
 	RUN(stall_at_the_threshold);
@@ -674,5 +734,6 @@ int main(void)
 	RUN(blocked_at_the_end_is_not_running);
 	RUN(suspended_since_before_the_attach);
 	RUN(go_goroutines_parked_at_exit_leak);
+	RUN(held_findings_let_go_are_counted);
 	return unit_done();
 }

@@ -278,6 +278,29 @@ TEST(summary_says_late_offcpu_ends_in_their_number)
 	free(t);
 }
 
+/* The line for findings let go: both causes in their numbers, and what holds fewer. */
+TEST(summary_says_findings_let_go_by_cause)
+{
+	static struct model m;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	memset(&m, 0, sizeof(m));
+	m.anom.findings_unheld = 6;
+	m.anom.findings_unheld_thread = 5;
+	f = open_memstream(&text, &len);
+	for_each_counter(c)
+		if (c->say)
+			c->say(f, &m);
+	fclose(f);
+	CHECK_CONTAINS(text, "  11 blocking calls or long runs were let go before their evidence "
+			     "came (6: a process already held 64 ");
+	CHECK_CONTAINS(text, "; 5: a thread already held 256 ");
+	CHECK_CONTAINS(text, "raise --blocking and --long-run");
+	free(text);
+}
+
 int main(void)
 {
 	if (!mkdtemp(dir))
@@ -287,6 +310,7 @@ int main(void)
 	RUN(summary_says_every_counter_with_a_line);
 	RUN(summary_says_stack_samples_apart_from_events);
 	RUN(summary_says_late_offcpu_ends_in_their_number);
+	RUN(summary_says_findings_let_go_by_cause);
 	if (!unit_failed_checks) {
 		char cmd[128];
 

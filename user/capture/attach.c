@@ -21,6 +21,7 @@
 #include "gowalk.h"
 #include "ldpaths.h"
 #include "log.h"
+#include "procview.h"
 #include "safeopen.h"
 #include "addrnames.h"
 #include "switchfam.h"
@@ -656,6 +657,17 @@ static void object_open_failed(struct attach_ctx *a, u32 pid, const char *shown,
 	}
 }
 
+/* An object on a filesystem that may hang: refused, counted, the first one kept to be said. */
+static void object_may_hang(struct attach_ctx *a, u32 pid, const char *shown, const char *type)
+{
+	a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+	if (!a->may_hang_refused++)
+		snprintf(a->may_hang_first, sizeof(a->may_hang_first), "%.400s (%s, mapped by "
+			 "process %u)", shown, type, pid);
+	log_debug("process %u maps %s, on %s, a filesystem that may hang: not opened", pid, shown,
+		  type);
+}
+
 /*
  * Calls fn once for every executable file mapping of pid not yet in seen
  * (keyed by device and inode), with a descriptor of the exact file mapped
@@ -669,7 +681,7 @@ typedef bool (*object_fn)(struct attach_ctx *a, void *arg, int fd, const char *s
 static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct attach_ctx *a,
 			       void *arg)
 {
-	char path[64], line[4096 + 128];
+	char path[64], line[4096 + 128], fstype[64];
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
@@ -693,6 +705,16 @@ static int for_each_new_object(u32 pid, struct hmap *seen, object_fn fn, struct 
 		if (hmap_get(seen, makedev(maj, min), ino))
 			continue;
 		hmap_put(seen, makedev(maj, min), ino, (void *)1);
+		/*
+		 * Every open and read of the file calls into its filesystem, and one that never
+		 * answers (a user's FUSE daemon, a server gone) would hold this thread, and the
+		 * capture with it, unkillably: decided by its mount's type first, and not opened
+		 * (remembered as seen: refused once).
+		 */
+		if (dev_may_hang(pid, makedev(maj, min), fstype, sizeof(fstype))) {
+			object_may_hang(a, pid, p, fstype);
+			continue;
+		}
 		fd = open_mapped_object(pid, start, end, makedev(maj, min), ino, p);
 		if (fd < 0) {
 			object_open_failed(a, pid, p, -fd);
@@ -880,12 +902,55 @@ static void exec_ucontext_at(struct attach_ctx *a, u32 pid, const char *exe)
 	}
 }
 
+/*
+ * The device of the program process pid runs, from its mappings (no call into the program's
+ * filesystem, as a stat would make): false if its exe link or its mapping cannot be read.
+ */
+static bool exe_device(u32 pid, dev_t *dev, char *shown, size_t len)
+{
+	char path[64], line[4096 + 128];
+	bool found = false;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+	n = readlink(path, shown, len - 1);
+	if (n <= 0)
+		return false;
+	shown[n] = 0;
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		int off = 0;
+
+		line[strcspn(line, "\n")] = 0;
+		if (sscanf(line, "%*x-%*x %*7s %*x %x:%x %*u %n", &maj, &min, &off) < 2 || !off ||
+		    strcmp(line + off, shown))
+			continue;
+		*dev = makedev(maj, min);
+		found = true;
+	}
+	fclose(f);
+	return found;
+}
+
 void attach_exec_ucontext(struct attach_ctx *a, u32 pid)
 {
-	char exe[64], fdp[32];
+	char exe[64], fdp[32], shown[4096], fstype[64];
+	dev_t dev;
 	int fd;
 
 	if (!a->opts->system_wide || !a->nctx_providers)
+		return;
+	/*
+	 * Its program is opened and read: not on a filesystem that may hang. The scan of its
+	 * mappings just before counted it refused, once.
+	 */
+	if (!exe_device(pid, &dev, shown, sizeof(shown)) ||
+	    dev_may_hang(pid, dev, fstype, sizeof(fstype)))
 		return;
 	/* The exact file the process runs, whatever its path says now. */
 	snprintf(exe, sizeof(exe), "/proc/%u/exe", pid);

@@ -112,6 +112,9 @@ struct attach_ctx {
 	/* Objects a process maps that corobpf was not allowed to open, and why. */
 	u32 open_denied;
 	int open_denied_errno;
+	/* Objects not opened: on a filesystem that may hang (FUSE, NFS...); the first, said. */
+	u32 may_hang_refused;
+	char may_hang_first[512];
 	/* Objects searched, for the "no probes" error. */
 	char **searched;
 	size_t nsearched;

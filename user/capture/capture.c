@@ -1046,6 +1046,12 @@ out:
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
 	batch_check_elsewhere(c->opts->probe_path, "at the end");
+	if (c->attach.may_hang_refused)
+		log_warn("%u mapped object%s not opened, on a filesystem that may hang (FUSE, a "
+			 "network filesystem), first %s: %s probes are not attached; to trace it, "
+			 "copy it to a local filesystem", c->attach.may_hang_refused,
+			 c->attach.may_hang_refused == 1 ? "" : "s", c->attach.may_hang_first,
+			 c->attach.may_hang_refused == 1 ? "its" : "their");
 	announce_check(&c->attach, now_boottime_ns(), true);
 	for (size_t i = 0; i < c->ntargets && c->skel->bss->hold_tgid; i++) {
 		/* A hold the loop did not get to release. */

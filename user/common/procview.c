@@ -9,8 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/openat2.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include "procview.h"
 #include "safeopen.h"
 
@@ -47,6 +49,71 @@ bool fs_type_may_hang(const char *type)
 	for (size_t i = 0; i < ARRAY_SIZE(local); i++)
 		if (!strcmp(type, local[i]))
 			return false;
+	return true;
+}
+
+/* The type of a mount of dev in a mountinfo file: 1 found, 0 not listed, -1 unreadable. */
+static int mountinfo_dev_type(const char *path, dev_t dev, char *type, size_t len)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+	FILE *f;
+
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (!found && getline(&line, &cap, f) > 0) {
+		unsigned maj, min;
+		char t[40];
+		char *sep = strstr(line, " - ");
+
+		if (!sep || sscanf(line, "%*u %*u %u:%u", &maj, &min) != 2 ||
+		    makedev(maj, min) != dev || sscanf(sep + 3, "%39s", t) != 1)
+			continue;
+		snprintf(type, len, "%s", t);
+		found = 1;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/*
+ * The kernel's own tmpfs mount, which memfd_create() and shared anonymous memory use and no
+ * mountinfo lists: its device, found from a memfd of corobpf's own; 0 if none could be made.
+ */
+static dev_t internal_shm_dev(void)
+{
+	static dev_t dev;
+	static bool known;
+	struct stat st;
+	int fd;
+
+	if (known)
+		return dev;
+	known = true;
+	fd = memfd_create("corobpf-shm-dev", MFD_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &st) == 0)
+		dev = st.st_dev;
+	if (fd >= 0)
+		close(fd);
+	return dev;
+}
+
+bool dev_may_hang(u32 pid, dev_t dev, char *type, size_t len)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%u/mountinfo", pid);
+	if (mountinfo_dev_type(path, dev, type, len) == 1 ||
+	    mountinfo_dev_type("/proc/self/mountinfo", dev, type, len) == 1)
+		return fs_type_may_hang(type);
+	if (dev && dev == internal_shm_dev()) {
+		snprintf(type, len, "tmpfs");
+		return false;
+	}
+	snprintf(type, len, "a mount no mountinfo lists");
 	return true;
 }
 

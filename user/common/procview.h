@@ -74,4 +74,13 @@ bool proc_view_spent(struct proc_view *v);
  */
 bool fs_type_may_hang(const char *type);
 
+/*
+ * Whether a file on device dev (as /proc/PID/maps gives it: the superblock's) lives on a
+ * filesystem that may hang, decided from process pid's mountinfo, then corobpf's own, without
+ * a call into any filesystem: true (type names it) if its type may hang, or if no mount of dev
+ * is listed (a mount detached since, whose type cannot be told) and it is not the kernel's own
+ * tmpfs of memfds; false if it cannot hang.
+ */
+bool dev_may_hang(u32 pid, dev_t dev, char *type, size_t len);
+
 #endif /* COROBPF_PROCVIEW_H */

@@ -29,12 +29,12 @@
  * lock, a GIL handed between threads).
  */
 #define IDLE_WAIT_NS 1000000ULL
-/* Findings kept per thread for want of evidence yet (beyond: not made). */
+/* Findings kept per thread for want of evidence yet (beyond: not made, counted). */
 #define PENDING_MAX 256
 /*
  * Findings kept per process for a ready that comes late (the batched path
  * copies a thread's records out when it leaves the CPU or on a tick: under
- * --no-sched, only on the tick), the oldest let go first.
+ * --no-sched, only on the tick), the oldest let go first (counted).
  */
 #define HELD_MAX 64
 
@@ -265,8 +265,8 @@ static void finding_init(struct analyzer *a, struct finding *f, enum finding_kin
  * whether work waited (pending_switch()); a finding of another coroutine
  * still held found none.
  */
-static void pend_add(struct athread *at, const struct coro *c, const struct finding *f,
-		     bool out, u64 out_ts)
+static void pend_add(struct analyzer *a, struct athread *at, const struct coro *c,
+		     const struct finding *f, bool out, u64 out_ts)
 {
 	if (at->npend && at->pend_uid != c->uid)
 		at->npend = 0;
@@ -279,8 +279,11 @@ static void pend_add(struct athread *at, const struct coro *c, const struct find
 		at->pend_out = true;
 		at->pend_out_ts = out_ts;
 	}
-	if (at->npend == PENDING_MAX)
+	if (at->npend == PENDING_MAX) {
+		/* Not held: a finding not made if the thread then shows that work waited. */
+		a->m->anom.findings_unheld_thread++;
 		return;
+	}
 	if (at->npend == at->cap_pend) {
 		at->cap_pend = at->cap_pend ? at->cap_pend * 2 : 4;
 		at->pend = xrealloc(at->pend, at->cap_pend * sizeof(*at->pend));
@@ -359,8 +362,15 @@ static void readies_decide(struct analyzer *a, const struct coro *c, const struc
 		ap = xcalloc(1, sizeof(*ap));
 		hmap_put(&a->procs, c->pid, 0, ap);
 	}
-	/* A slot in use is the oldest: let go. */
-	ap->nheld += !ap->held[ap->next].ts;
+	/*
+	 * A slot in use is the oldest: let go unconfirmed, a finding not made
+	 * if its ready was still to come. Counted: most never get one, but the
+	 * count bounds what a late ready could have confirmed.
+	 */
+	if (ap->held[ap->next].ts)
+		a->m->anom.findings_unheld++;
+	else
+		ap->nheld++;
 	ap->held[ap->next] = *f;
 	ap->next = (ap->next + 1) % HELD_MAX;
 }
@@ -579,7 +589,7 @@ static void run_ended(struct analyzer *a, const struct coro *c, u64 start, u64 e
 	if (view_of(c->proc) == RV_SWITCH) {
 		/* Its switch out is now: whether work waited shows next (pending_switch()). */
 		if (at)
-			pend_add(at, c, &f, true, end);
+			pend_add(a, at, c, &f, true, end);
 		return;
 	}
 	readies_decide(a, c, &f,
@@ -822,7 +832,7 @@ static void offcpu_ended(struct analyzer *a, const struct event *ev)
 	/* Where the coroutine made the call that blocked (--stacks), if its begin carried it. */
 	f.stack = began ? t->off_stack : 0;
 	if (view_of(c->proc) == RV_SWITCH) {
-		pend_add(athread_get(a, ev->pid, ev->tid), c, &f, false, 0);
+		pend_add(a, athread_get(a, ev->pid, ev->tid), c, &f, false, 0);
 		return;
 	}
 	readies_decide(a, c, &f,

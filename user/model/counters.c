@@ -126,6 +126,27 @@ static void say_offcpu_late(FILE *out, const struct model *m)
 		n == 1 ? "it reads" : "they read");
 }
 
+/*
+ * The detectors' blocking calls and long runs let go for want of room while their evidence was
+ * still to come (user/model/analyze.c): said as candidates, since most would never have been
+ * confirmed, with what makes fewer of them.
+ */
+static void say_findings_unheld(FILE *out, const struct model *m)
+{
+	const struct model_anomalies *a = &m->anom;
+
+	if (!a->findings_unheld && !a->findings_unheld_thread)
+		return;
+	fprintf(out, "  %llu blocking calls or long runs were let go before their evidence came "
+		"(%llu: a process already held 64 waiting for a ready that comes late; %llu: a "
+		"thread already held 256 waiting to show whether work waited): any that evidence "
+		"would have confirmed is a finding not made\n"
+		"    most were never to be confirmed; to hold fewer, raise --blocking and --long-run "
+		"(a process's late readies come from the batched path: --probe-path trap has none)\n",
+		(unsigned long long)(a->findings_unheld + a->findings_unheld_thread),
+		(unsigned long long)a->findings_unheld, (unsigned long long)a->findings_unheld_thread);
+}
+
 #define BPF(i) .src = CSRC_BPF, .index = CORO_STAT_##i
 #define USER(i) .src = CSRC_USER, .index = CORO_USTAT_##i
 #define ANOM(f) .src = CSRC_ANOM, .index = offsetof(struct model_anomalies, f)
@@ -176,8 +197,9 @@ const struct counter counters[] = {
 		 "start say why)"},
 	{.group = CG_LOST, USER(ATTACH_REFUSED),
 	 .json = "attach_refused", .sql = "attach_refused", .perfetto = "objects refused",
-	 .text = "objects were refused: their probes would harm the target, or they were past "
-		 "their share of USDT spec slots (the warnings name them)"},
+	 .text = "objects were refused: their probes would harm the target, they were past "
+		 "their share of USDT spec slots, or their filesystem may hang (the warnings name "
+		 "them)"},
 	{.group = CG_LOST, BPF(GO_FAULT),
 	 .json = "go_unreadable", .sql = "go_unreadable", .perfetto = "Go status changes unread",
 	 .text = "Go status changes whose goroutine could not be read: kept with zeros "
@@ -231,6 +253,12 @@ const struct counter counters[] = {
 	 .perfetto = "batched buffers unregistered",
 	 .text = "thread buffers could not be registered (no memory): their records were read only "
 		 "when the buffer filled"},
+	{.group = CG_LOST, ANOM(findings_unheld),
+	 .json = "findings_unheld", .sql = "findings_unheld",
+	 .perfetto = "findings let go awaiting a late ready", .say = say_findings_unheld},
+	{.group = CG_LOST, ANOM(findings_unheld_thread),
+	 .json = "findings_unheld_thread", .sql = "findings_unheld_thread",
+	 .perfetto = "findings let go awaiting a thread's switch"},
 	{.group = CG_LOST, USER(ANNOUNCE_UNANSWERED), .flags = CF_NOT_A_LOSS,
 	 .json = "announce_unanswered", .sql = "announce_unanswered",
 	 .perfetto = "processes that did not list their coroutines",

@@ -259,6 +259,15 @@ struct model_anomalies {
 	 */
 	u64 spans_over_process_cap;
 	u64 spans_over_cap;
+	/*
+	 * The detectors' blocking calls and long runs let go unconfirmed for
+	 * want of room while they awaited their evidence (user/model/analyze.c):
+	 * a process's that awaited a ready that comes late (the last 64 held),
+	 * and a thread's on the switch-function path that awaited whether work
+	 * waited (the first 256 held). Each may be a finding not made.
+	 */
+	u64 findings_unheld;
+	u64 findings_unheld_thread;
 };
 
 struct model;

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """hangfs: a FUSE filesystem that never answers root.
 
-    hangfs.py MOUNTPOINT UID GID     (run as root) mount it on MOUNTPOINT for user UID:GID,
-                                     allow_other, print "READY", serve until killed
+    hangfs.py MOUNTPOINT UID GID [FILE]
+                                     (run as root) mount it on MOUNTPOINT for user UID:GID,
+                                     allow_other, print "READY", serve until killed; with
+                                     FILE, its content is served as MOUNTPOINT/lib.so
 
 An empty directory to everyone but root: a lookup is answered "no such file", the root
 directory's attributes are given. A request root makes (uid 0) is read and never answered: the
@@ -19,6 +21,7 @@ import struct
 import sys
 
 FUSE_LOOKUP, FUSE_FORGET, FUSE_GETATTR, FUSE_STATFS = 1, 2, 3, 17
+FUSE_OPEN, FUSE_READ, FUSE_RELEASE, FUSE_FLUSH = 14, 15, 18, 25
 FUSE_INIT, FUSE_INTERRUPT, FUSE_DESTROY, FUSE_BATCH_FORGET = 26, 36, 38, 42
 NO_REPLY = (FUSE_FORGET, FUSE_BATCH_FORGET, FUSE_INTERRUPT)
 IN_HEADER = struct.Struct("<IIQQIIIHH")   # len, opcode, unique, nodeid, uid, gid, pid, extlen, pad
@@ -34,8 +37,14 @@ def root_attr(uid, gid):
     return ATTR.pack(1, 0, 0, 0, 0, 0, 0, 0, 0, 0o40755, 2, uid, gid, 0, 4096, 0)
 
 
+def file_attr(size, uid, gid):
+    return ATTR.pack(2, size, (size + 511) // 512, 0, 0, 0, 0, 0, 0, 0o100755, 1, uid, gid, 0,
+                     4096, 0)
+
+
 def main():
     mnt, uid, gid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    data = open(sys.argv[4], "rb").read() if len(sys.argv) > 4 else None
     fd = os.open("/dev/fuse", os.O_RDWR)
     libc = ctypes.CDLL(None, use_errno=True)
     opts = "fd=%d,rootmode=40000,user_id=%d,group_id=%d,allow_other" % (fd, uid, gid)
@@ -71,6 +80,20 @@ def main():
         elif op == FUSE_STATFS:
             reply(fd, unique, 0, struct.pack("<QQQQQIIII6I", 0, 0, 0, 0, 0, 4096, 255, 4096,
                                              0, *([0] * 6)))
+        elif data is not None and op == FUSE_LOOKUP and req[IN_HEADER.size:].split(b"\0")[0] \
+                == b"lib.so":
+            # nodeid, generation, entry_valid, attr_valid (0: asked again each time), nsecs
+            reply(fd, unique, 0, struct.pack("<QQQQII", 2, 0, 0, 0, 0, 0)
+                  + file_attr(len(data), uid, gid))
+        elif data is not None and op == FUSE_GETATTR and node == 2:
+            reply(fd, unique, 0, struct.pack("<QII", 0, 0, 0) + file_attr(len(data), uid, gid))
+        elif data is not None and op == FUSE_OPEN and node == 2:
+            reply(fd, unique, 0, struct.pack("<QII", 0, 0, 0))
+        elif data is not None and op == FUSE_READ and node == 2:
+            _, off, size = struct.unpack_from("<QQI", req, IN_HEADER.size)
+            reply(fd, unique, 0, data[off:off + size])
+        elif op in (FUSE_RELEASE, FUSE_FLUSH):
+            reply(fd, unique)
         elif op == FUSE_LOOKUP:
             reply(fd, unique, -2)  # ENOENT
         else:
