@@ -56,7 +56,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c pro
 		 user/session/pipeline.c
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c attach.c \
 		    attachctx.c usdt.c execgate.c execsearch.c gatewatch.c ringfill.c gowalk.c cxxattach.c \
-		    interpattach.c batch.c signals.c preflight.c unseen.c gatestats.c launch.c announce.c) \
+		    interpattach.c batch.c signals.c preflight.c unseen.c gatestats.c launch.c announce.c atattach.c) \
 		  user/outputs/top.c user/outputs/status.c $(addprefix user/session/,flight.c session.c) \
 		  user/main.c
 USER_LIB_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIB_SRCS)))

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "atattach.h"
 #include "batch.h"
 #include "capture.h"
 #include "cxxattach.h"
@@ -793,46 +794,6 @@ static void script_image(struct capture *c, struct target *t)
 	hold_release(t, "its exec");
 }
 
-/*
- * -p: each thread of a process attached while it runs, off the CPU now,
- * starts an off-CPU stretch (coro_attach_offcpu): a coroutine the model
- * takes for running on a thread blocked since before the attach (a Go
- * goroutine in read(2), found by the walk) is blocked, not running. After
- * the tracepoints are attached, so the stretch's end is seen. Without it
- * (an old kernel) such a thread's time is taken for running until it
- * returns, as before: said with -v.
- */
-static void offcpu_at_attach(struct capture *c, u32 pid)
-{
-	DECLARE_LIBBPF_OPTS(bpf_iter_attach_opts, opts);
-	union bpf_iter_link_info linfo;
-	struct bpf_link *link;
-	char buf[64];
-	int fd;
-
-	if (c->opts->no_sched)
-		return;
-	memset(&linfo, 0, sizeof(linfo));
-	linfo.task.pid = pid;
-	opts.link_info = &linfo;
-	opts.link_info_len = sizeof(linfo);
-	link = bpf_program__attach_iter(c->skel->progs.coro_attach_offcpu, &opts);
-	if (!link) {
-		log_verbose("process %u: cannot read its threads' states at the attach: %s; a "
-			    "thread blocked since before is taken for running until it returns",
-			    pid, strerror(errno));
-		return;
-	}
-	fd = bpf_iter_create(bpf_link__fd(link));
-	if (fd >= 0) {
-		/* The program writes to the ring; reading runs it over every thread. */
-		while (read(fd, buf, sizeof(buf)) > 0)
-			;
-		close(fd);
-	}
-	bpf_link__destroy(link);
-}
-
 static void watch_emit(void *ctx, const struct coro_event_hdr *rec)
 {
 	struct capture *c = ctx;
@@ -878,7 +839,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	emit_found(c);
 	for (size_t i = 0; i < c->ntargets; i++)
 		if (!c->targets[i].launched && !c->targets[i].via_script)
-			offcpu_at_attach(c, c->targets[i].pid);
+			offcpu_at_attach(c->skel, c->opts->no_sched, c->targets[i].pid);
 		else
 			announce_not_asked(&c->announce, c->targets[i].pid);
 	/* What exists in each running target, from its scheduler (announce.h). */
