@@ -133,6 +133,10 @@ def probe_costs(res):
     loop5 = os.path.join(BUILD, "bench/probe_loop_nop5")
     on5 = [per_iter(sh([loop5, str(n_fast)]).stdout) for _ in range(RUNS)]
     res["probe"]["untraced_site_nop5_ns"] = median(on5) - median(off)
+    # CORO_ANNOUNCE_WANTED() in a scheduler's loop, nothing tracing it (usdt/corobpf.h).
+    on_a = [per_iter(sh([loop, str(n_fast), "announce"]).stdout) for _ in range(RUNS)]
+    off_a = [per_iter(sh([loop_off, str(n_fast), "announce"]).stdout) for _ in range(RUNS)]
+    res["probe"]["announce_wanted_untraced_ns"] = median(on_a) - median(off_a)
     n = 2000 if QUICK else 200000
     rows = {"floor": [], "args": [], "counting": [], "corobpf": [], "corobpf_sched": [], "floor_nop5": [],
             "corobpf_nop5": []}
@@ -1055,6 +1059,9 @@ def table(res):
                       "has" if p["kernel_optimizes_uprobes"] else "lacks", p["untraced_site_nop5_ns"],
                       p["floor_nop5_ns_per_hit"], p["corobpf_nop5_ns_per_hit"],
                       p["corobpf_nop5_over_floor_nop5"], p["corobpf_nop1_over_nop5"])]
+        if "announce_wanted_untraced_ns" in p:
+            lines.append("CORO_ANNOUNCE_WANTED(), not traced %.2f ns per call" %
+                         p["announce_wanted_untraced_ns"])
     if p and "bpftrace_ns_per_event" in p:
         lines.append("per event: bpftrace printf      %8.0f ns   %.1fx corobpf" % (p["bpftrace_ns_per_event"], p["bpftrace_over_corobpf"]))
         lines.append("added beyond the floor: corobpf %.0f ns, bpftrace %.0f ns (%.1fx)" % (
