@@ -89,6 +89,8 @@ def announce_attach_lists_what_exists():
     listed = [e for e in trace.by_ev("announce") if e["pid"] == p.pid]
     eq(len({e["id"] for e in listed}), 200, "coroutines announced")
     eq(ps.returncode, 0, "ps exit code (%s)" % ps.stderr.strip()[-300:])
+    check("the scheduler listed what existed" in ps.stdout,
+          "ps does not say the scheduler listed what existed:\n" + ps.stdout[-500:])
     for i in (0, 59):
         check("parker-%d " % i in ps.stdout or ps.stdout.rstrip().endswith("parker-%d" % i),
               "ps does not list parker-%d:\n%s" % (i, ps.stdout))

@@ -120,6 +120,7 @@ static void print_frames(struct ps *ps, u32 id, u32 max)
 
 void ps_print(struct ps *ps, double window_s, u32 frames)
 {
+	bool listed = ps->n != 0; /* every process's scheduler listed what existed */
 	u32 pid = 0;
 
 	qsort(ps->rows, ps->n, sizeof(*ps->rows), row_cmp);
@@ -133,6 +134,7 @@ void ps_print(struct ps *ps, double window_s, u32 frames)
 			size_t n = 0;
 
 			pid = r->pid;
+			listed = listed && p && p->announce_lists;
 			for (size_t j = i; j < ps->n && ps->rows[j].pid == pid; j++)
 				n++;
 			term_safe(comm, sizeof(comm), p && p->comm[0] ? p->comm : "?", sizeof(p->comm));
@@ -171,8 +173,14 @@ void ps_print(struct ps *ps, double window_s, u32 frames)
 	if (!ps->n)
 		fprintf(ps->out, "no live coroutine fired a probe during the %.1f s window\n",
 			window_s);
-	fprintf(ps->out, "\n(coroutines that fired no probe during the window are not listed: "
-		"parked since before it, they are invisible to a snapshot; -d SECS waits longer)\n");
+	if (listed)
+		fprintf(ps->out, "\n(the scheduler listed what existed when corobpf attached: "
+			"coroutines parked since before the window are listed too, without the "
+			"stack of their park)\n");
+	else
+		fprintf(ps->out, "\n(coroutines that fired no probe during the window are not "
+			"listed: parked since before it, they are invisible to a snapshot, unless "
+			"their scheduler lists what exists (docs/probes.md); -d SECS waits longer)\n");
 }
 
 void ps_free(struct ps *ps)
