@@ -147,6 +147,19 @@ static void say_findings_unheld(FILE *out, const struct model *m)
 		(unsigned long long)a->findings_unheld, (unsigned long long)a->findings_unheld_thread);
 }
 
+/* Attached processes asked what exists, and silent (user/capture/announce.h). */
+static void say_unanswered(FILE *out, const struct model *m)
+{
+	u64 n = m->stats.user[CORO_USTAT_ANNOUNCE_UNANSWERED];
+
+	if (!n)
+		return;
+	fprintf(out, "  %llu attached process%s with the announce probes did not list %s coroutines "
+		"in time: is CORO_ANNOUNCE_WANTED() called from %s scheduler's loop? (docs/probes.md, "
+		"\"What exists when a tracer attaches\")\n", (unsigned long long)n,
+		n == 1 ? "" : "es", n == 1 ? "its" : "their", n == 1 ? "its" : "each");
+}
+
 #define BPF(i) .src = CSRC_BPF, .index = CORO_STAT_##i
 #define USER(i) .src = CSRC_USER, .index = CORO_USTAT_##i
 #define ANOM(f) .src = CSRC_ANOM, .index = offsetof(struct model_anomalies, f)
@@ -261,10 +274,7 @@ const struct counter counters[] = {
 	 .perfetto = "findings let go awaiting a thread's switch"},
 	{.group = CG_LOST, USER(ANNOUNCE_UNANSWERED), .flags = CF_NOT_A_LOSS,
 	 .json = "announce_unanswered", .sql = "announce_unanswered",
-	 .perfetto = "processes that did not list their coroutines",
-	 .text = "attached processes with the announce probes did not list their coroutines in time "
-		 "(usdt/corobpf.h, CORO_ANNOUNCE_WANTED()): those from before the attach appear when "
-		 "they next run"},
+	 .perfetto = "processes that did not list their coroutines", .say = say_unanswered},
 
 	{.group = CG_ANOMALIES, ANOM(switch_from_mismatch),
 	 .json = "switch_from_mismatch", .say = say_inconsistencies},

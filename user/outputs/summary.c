@@ -288,6 +288,29 @@ static void print_paths(struct summary *s, const struct model *m)
 	}
 }
 
+/*
+ * Processes attached while they ran (-p) through their corobpf probes, whose
+ * scheduler gave no list of what existed (docs/probes.md, "What exists when a
+ * tracer attaches"): what the trace cannot know of them, said once.
+ */
+static void print_unlisted(struct summary *s, const struct model *m)
+{
+	const struct coro_process *p;
+	size_t it = 0, n = 0;
+	u32 first = 0;
+
+	while ((p = model_next_process(m, &it)))
+		if (p->mode == CORO_PROC_ATTACHED && !p->switch_families && !p->announce_lists &&
+		    !n++)
+			first = p->pid;
+	if (n)
+		fprintf(s->out, "  %s %u%s attached while running: coroutines from before the "
+			"attach appear when they next run, unnamed unless named again (%s "
+			"scheduler listed none: docs/probes.md, \"What exists when a tracer "
+			"attaches\")\n", n == 1 ? "pid" : "pids", first, n == 1 ? "" : " and others",
+			n == 1 ? "its" : "their");
+}
+
 /* Traced processes a signal killed: their coroutines end with them, mid-state. */
 static void print_crashes(struct summary *s, const struct model *m)
 {
@@ -427,6 +450,7 @@ static void summary_finish(void *ctx, const struct model *m)
 		free(safe);
 	}
 	print_crashes(s, m);
+	print_unlisted(s, m);
 	say_counters(s, m);
 	print_paths(s, m);
 	print_findings(s, m);
