@@ -274,7 +274,8 @@ $(OUT)/tests/pth: tests/integration/progs/pth.c
 # Benchmarks (make bench): the floor (an empty BPF program on the same site), a probe loop
 # with and without probes, and a synthetic raw capture generator for the replay path.
 BENCH_BINS := $(OUT)/bench/floor $(OUT)/bench/probe_loop $(OUT)/bench/probe_loop_off \
-	      $(OUT)/bench/probe_loop_nop5 $(OUT)/bench/probe_loop_fp $(OUT)/bench/gen_raw
+	      $(OUT)/bench/probe_loop_nop5 $(OUT)/bench/probe_loop_fp $(OUT)/bench/gen_raw \
+	      $(OUT)/bench/flood
 
 bench-tools: $(BENCH_BINS)
 
@@ -303,6 +304,12 @@ $(OUT)/bench/probe_loop: tools/bench/probe_loop.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -Iusdt $< -o $@
+
+# The flood section's producer (threads firing ready flat out) and its in-target limit.
+$(OUT)/bench/flood: tools/bench/flood.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra -pthread -Iusdt $< -o $@
 
 $(OUT)/bench/probe_loop_nop5: tools/bench/probe_loop.c usdt/corobpf.h
 	$(call msg,CC,$@)

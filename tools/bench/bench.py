@@ -33,6 +33,10 @@ Sections:
   cxx20      C++20 coroutines through the promise adapter: CPU time per resume untraced,
              compiled out, traced by corobpf and by an empty program on the same probes
   replay     events/s and peak RSS replaying synthetic captures to each output
+  flood      threads firing ready flat out on the batched path (1, 2, 4; default and 512 MiB
+             ring; to JSONL and to a raw capture): events made, traced and lost, the reader's
+             records per CPU second, time per event against the in-target limit (FLOOD_BASE=PATH
+             interleaves another build)
   size       bytes per event of each output
   loss       events lost at full probe rate with the default ring
   exec_cost  what -a adds to an exec: a loop of /bin/true without corobpf, under -a with
@@ -239,6 +243,97 @@ def batch_costs(res):
     if "bpftrace_ns_per_event" in p:
         b["bpftrace_ns_per_event"] = p["bpftrace_ns_per_event"]
     res["batch"] = b
+
+
+def flood_run(corobpf, threads, n, ring, raw_only):
+    """One traced flood: the program's own count and time per event, what the trace holds and
+    lost, and corobpf's CPU seconds (user + system) for the whole run."""
+    flood = os.path.join(BUILD, "bench/flood")
+    base = os.path.join(WORK, "flood")
+    for ext in (".jsonl", ".raw"):
+        if os.path.exists(base + ext):
+            os.unlink(base + ext)
+    out = ["--raw", base + ".raw"] if raw_only else ["-o", base + ".jsonl"]
+    cmd = [corobpf, "-q", "--force", "--probe-path", "batched"] + out
+    if ring:
+        cmd += ["--ring-size", str(ring)]
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd + ["--", flood, str(threads), str(n)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    text = p.stdout.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("%s failed: %s" % (cmd, p.stderr.read()))
+    produced = int(re.search(r"produced (\d+)", text).group(1)) if n else 0
+    r = {"produced": produced, "ns_per_event": per_iter(text) if n else 0.0,
+         "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall}
+    if raw_only:
+        j = json.loads(sh([corobpf, "report", "--json", base + ".raw"]).stdout)
+        r["drained"], r["lost"] = j["events"], j["lost_events"]
+    else:
+        t = trailer_of(base + ".jsonl")
+        r["drained"], r["lost"] = t["events_by_kind"]["ready"], t["lost"]["events"]
+    return r
+
+
+def flood_costs(res):
+    """Threads firing ready flat out on the batched path (docs/performance.md, "Flood"): per 1, 2
+    and 4 threads, the default and a 512 MiB ring, to JSONL and to a raw capture only, the events
+    the program made, the trace held and lost, the reader's records per CPU second (corobpf's CPU
+    beyond an empty run's), and the program's time per event against the in-target limit (the
+    same 40-byte record into a thread-local buffer with a vDSO timestamp, no corobpf). FLOOD_BASE
+    names another build of corobpf to interleave with this one (before and after, one run)."""
+    flood = os.path.join(BUILD, "bench/flood")
+    n = 20000 if QUICK else 2000000
+    runs = 1 if QUICK else 3
+    builds = [("new", COROBPF)]
+    if os.environ.get("FLOOD_BASE"):
+        builds.append(("base", os.environ["FLOOD_BASE"]))
+    configs = [(t, ring, raw) for t in (1, 2, 4) for ring in (0, 512) for raw in (False, True)]
+    rows = {}
+    limits = {t: {"limit": [], "limit_tsc": [], "untraced": []} for t in (1, 2, 4)}
+    for _ in range(runs):
+        for t in (1, 2, 4):
+            for mode in ("limit", "limit_tsc"):
+                limits[t][mode].append(per_iter(sh([flood, str(t), str(n), mode]).stdout))
+            limits[t]["untraced"].append(per_iter(sh([flood, str(t), str(n)]).stdout))
+        for name, bin_ in builds:
+            # An empty run (no event) per output and ring: start-up, attach and exit.
+            for ring in (0, 512):
+                for raw in (False, True):
+                    key = (name, "idle", ring, raw)
+                    rows.setdefault(key, []).append(flood_run(bin_, 1, 0, ring, raw))
+            for t, ring, raw in configs:
+                rows.setdefault((name, t, ring, raw), []).append(flood_run(bin_, t, n, ring, raw))
+    f = {"events_per_thread": n, "runs": runs, "rows": []}
+    for t in (1, 2, 4):
+        f["limit_%d_ns_per_event" % t] = median(limits[t]["limit"])
+        f["limit_tsc_%d_ns_per_event" % t] = median(limits[t]["limit_tsc"])
+        f["untraced_%d_ns_per_event" % t] = median(limits[t]["untraced"])
+    for name, _ in builds:
+        for t, ring, raw in configs:
+            rs = rows[(name, t, ring, raw)]
+            idle = median([r["cpu_s"] for r in rows[(name, "idle", ring, raw)]])
+            reader = [r["drained"] / max(r["cpu_s"] - idle, 1e-3) for r in rs]
+            row = {"build": name, "threads": t, "ring_mib": ring or 16,
+                   "output": "raw" if raw else "jsonl",
+                   "produced": median([r["produced"] for r in rs]),
+                   "drained": median([r["drained"] for r in rs]),
+                   "lost": median([r["lost"] for r in rs]),
+                   "lost_share": median([r["lost"] / max(r["produced"], 1) for r in rs]),
+                   "reader_records_per_cpu_s": median(reader),
+                   "ns_per_event": median([r["ns_per_event"] for r in rs])}
+            row["over_limit"] = row["ns_per_event"] / f["limit_%d_ns_per_event" % t]
+            # Every event made is in the trace or counted lost (the sched view's own are apart).
+            row["accounted"] = all(r["drained"] + r["lost"] >= r["produced"] for r in rs)
+            f["rows"].append(row)
+    if len(builds) > 1:
+        by = {(r["build"], r["threads"], r["ring_mib"], r["output"]): r for r in f["rows"]}
+        f["new_over_base_records_per_cpu_s"] = median(
+            [by[("new",) + k[1:]]["reader_records_per_cpu_s"] /
+             by[("base",) + k[1:]]["reader_records_per_cpu_s"] for k in by if k[0] == "new"])
+    res["flood"] = f
 
 
 def stacks_cost(res):
@@ -1085,6 +1180,21 @@ def table(res):
                                                                           b["batched_ring512_lost"]))
         if "bpftrace_ns_per_event" in b:
             lines.append("  bpftrace printf               %7.0f ns" % b["bpftrace_ns_per_event"])
+    fl = res.get("flood")
+    if fl:
+        lines.append("flood, ready flat out on the batched path, %d events per thread (medians of %d; "
+                     "in-target limit: 1 thread %.1f ns, TSC stamp %.1f ns):" % (
+                         fl["events_per_thread"], fl["runs"], fl["limit_1_ns_per_event"],
+                         fl["limit_tsc_1_ns_per_event"]))
+        for r in fl["rows"]:
+            lines.append("  %-4s %d thr, ring %3d MiB, %-5s: made %9d, traced %9d, lost %9d (%4.1f%%); "
+                         "reader %5.2f M rec/CPU-s; %.1f ns/event = %.2fx the limit" % (
+                             r["build"], r["threads"], r["ring_mib"], r["output"], r["produced"],
+                             r["drained"], r["lost"], 100 * r["lost_share"],
+                             r["reader_records_per_cpu_s"] / 1e6, r["ns_per_event"], r["over_limit"]))
+        if "new_over_base_records_per_cpu_s" in fl:
+            lines.append("  reader records per CPU second, this build over FLOOD_BASE: %.2fx (median "
+                         "over the rows)" % fl["new_over_base_records_per_cpu_s"])
     st = res.get("stacks")
     if st:
         lines.append("--stacks, per create (a stack each): none %.0f ns; fp %.0f ns (+%.0f, %.2fx); "
@@ -1233,7 +1343,7 @@ def main():
         return 1
     res = {"machine": machine()}
     only = set(filter(None, os.environ.get("BENCH_ONLY", "").split(",")))
-    for step in (probe_costs, batch_costs, stacks_cost, sched_cost, switch_costs, interp_costs, go_costs,
+    for step in (probe_costs, batch_costs, flood_costs, stacks_cost, sched_cost, switch_costs, interp_costs, go_costs,
                  cxx20_costs, replay,
                  pgstore, loss, scale, exec_cost):
         # A step by its function's name or its section's (BENCH_ONLY=switch: switch_costs).

@@ -21,6 +21,8 @@
 #define STACK_REC_COPY_MAX 96
 _Static_assert(sizeof(struct coro_ev_span) <= STACK_REC_COPY_MAX, "a span_begin fits");
 
+static int ringev_split_record(void *ctx, void *data, size_t size);
+
 void ringev_init(struct ringev *ev)
 {
 	memset(ev, 0, sizeof(*ev));
@@ -29,7 +31,7 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->rescan_pids);
 	hmap_init(&ev->cxx_named);
 	hmap_init(&ev->batch.cur);
-	ev->batch.out = ringev_record;
+	ev->batch.out = ringev_split_record;
 	ev->batch.out_ctx = ev;
 	hmap_init(&ev->plans_said);
 }
@@ -245,6 +247,12 @@ static void on_stacks(struct ringev *ev, const struct coro_event_hdr *h)
 /* `known`: the name the BPF side read (process records), for a thread already gone from /proc. */
 static void on_first_thread(struct ringev *ev, const struct coro_event_hdr *h)
 {
+	/* A batch is one thread's records: the previous lookup answers most without a hash. */
+	if (ev->seen_any && h->pid == ev->seen_pid && h->tid == ev->seen_tid)
+		return;
+	ev->seen_pid = h->pid;
+	ev->seen_tid = h->tid;
+	ev->seen_any = true;
 	if (hmap_get(&ev->seen_threads, h->pid, h->tid))
 		return;
 	hmap_put(&ev->seen_threads, h->pid, h->tid, (void *)1);
@@ -517,6 +525,30 @@ int ringev_record(void *ctx, void *data, size_t size)
 		on_cxx_await(ev, data);
 	else
 		record_sink_emit(ev->sink, h);
+	return 0;
+}
+
+/*
+ * A record split from a batch (batch.c): create, ready, switch or exit of one thread, made whole
+ * there, so none of the checks ringev_record() makes of what the ring holds can fail. What the
+ * ring's record of the same kind would get: counted, the held records of a launched script let
+ * go at its first switch or create, the thread announced, then the sink.
+ */
+static int ringev_split_record(void *ctx, void *data, size_t size)
+{
+	struct ringev *ev = ctx;
+	const struct coro_event_hdr *h = data;
+
+	(void)size;
+	if (ev->nwalks && h->ts >= ev->walks_ts)
+		ringev_release_walks(ev);
+	ev->ustats[CORO_USTAT_RECORDS]++;
+	if (h->kind == CORO_EV_SWITCH)
+		ev->ctx_switches++;
+	if (h->kind == CORO_EV_SWITCH || h->kind == CORO_EV_CREATE)
+		on_context_record(ev, h);
+	on_first_thread(ev, h);
+	record_sink_emit(ev->sink, h);
 	return 0;
 }
 

@@ -53,6 +53,8 @@ struct ringev {
 	size_t ntargets;
 	/* Kept here, read by the capture. */
 	struct hmap seen_threads; /* (pid, tid) already announced by a thread record */
+	u32 seen_pid, seen_tid;	  /* the last thread found there (a run of one thread's records) */
+	bool seen_any;
 	struct hmap announced;	  /* -a, --follow: admitted processes, pid -> its exe (owned) */
 	struct hmap rescan_pids;  /* -a, --follow: processes whose maps changed */
 	u64 ctx_switches;	  /* switch-function path: switch records read */
