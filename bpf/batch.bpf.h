@@ -351,7 +351,7 @@ static __always_inline void batch_harvest_slot(struct coro_batch_thread *bt,
  */
 static __always_inline struct coro_batch_reg *batch_reg_inherit(struct task_struct *task)
 {
-	struct coro_batch_reg *from = NULL, *reg;
+	struct coro_batch_reg *from = NULL, *reg, init = {};
 	struct task_struct *t = task, *p;
 	__u64 tp = task_tp(task);
 
@@ -373,15 +373,14 @@ static __always_inline struct coro_batch_reg *batch_reg_inherit(struct task_stru
 	if (!from || from->exec_id != t->parent_exec_id || from->tp != tp ||
 	    (!from->buf[0] && !from->buf[1]))
 		return NULL;
-	reg = bpf_task_storage_get(&batch_bufs, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!reg) {
+	init.exec_id = task->self_exec_id;
+	init.tp = tp;
+	init.buf[0] = from->buf[0];
+	init.buf[1] = from->buf[1];
+	/* Made whole (batch_register says why). */
+	reg = bpf_task_storage_get(&batch_bufs, task, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!reg)
 		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
-		return NULL;
-	}
-	reg->exec_id = task->self_exec_id;
-	reg->tp = tp;
-	reg->buf[0] = from->buf[0];
-	reg->buf[1] = from->buf[1];
 	return reg;
 }
 
@@ -456,21 +455,35 @@ enum batch_op {
  * The batch probe's registration of buf, for this image (another image's
  * entry is forgotten): in a free slot, else the last one. Any address the
  * thread gives is only ever read in its own memory.
+ *
+ * batch_bufs is every session's: the lock of this one (batch_lock) does not
+ * keep another session's tick out of this program. So an entry is never
+ * seen half made: it is made with its contents (an entry made empty, its
+ * exec id 0 for an instant, was another image's to such a tick, which
+ * deleted it; the thread's registration went with it, and its records
+ * after this trap were never read, uncounted), and another image's entry
+ * is deleted and made again rather than rewritten in place.
  */
 static __always_inline void batch_register(struct task_struct *task, __u64 buf)
 {
-	struct coro_batch_reg *reg;
+	struct coro_batch_reg *reg, init = {};
 	int k = CORO_BATCH_SLOTS - 1;
 
-	reg = bpf_task_storage_get(&batch_bufs, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	reg = bpf_task_storage_get(&batch_bufs, task, 0, 0);
+	if (reg && reg->exec_id != task->self_exec_id) {
+		bpf_task_storage_delete(&batch_bufs, task);
+		reg = NULL;
+	}
+	if (!reg) {
+		init.exec_id = task->self_exec_id;
+		init.tp = task_tp(task);
+		init.buf[0] = buf;
+		reg = bpf_task_storage_get(&batch_bufs, task, &init,
+					   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
 	if (!reg) {
 		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
 		return;
-	}
-	if (reg->exec_id != task->self_exec_id) {
-		reg->exec_id = task->self_exec_id;
-		reg->buf[0] = 0;
-		reg->buf[1] = 0;
 	}
 	reg->tp = task_tp(task);
 	if (reg->buf[0] == buf || !reg->buf[0])
