@@ -132,40 +132,51 @@ enum batch_copy {
 extern void bpf_preempt_disable(void) __weak __ksym;
 extern void bpf_preempt_enable(void) __weak __ksym;
 
-static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
-					   struct coro_task_state *st, __u32 pid, __u32 tid,
-					   int how);
-
 /*
- * Copy out what the current thread (pid, tid) wrote in bt's buffer since this session's last
- * copy. A global function: the verifier checks it once, not at every call.
+ * One program at a time works on the current thread's entry in batch_bufs
+ * and its positions in batch_threads: it holds the CPU's scratch buffer
+ * (busy), with preemption off, from its lookups to the last write that
+ * makes them whole (batch_begin), and again for each copy (batch_harvest).
+ * Only the thread's own programs touch them, on its CPU: what interrupts
+ * one (the CPU-clock tick, a hard interrupt) finds the scratch buffer held
+ * and leaves the thread to it. The lock once covered the copy alone: a tick
+ * that came while the batch trap made the positions (an entry made but not
+ * yet valid, a slot given its buffer but not yet reset) made them again and
+ * copied the records out, then the trap reset them and copied the same
+ * records again (a thread's first record, its create, twice in the ring:
+ * fault_ten_thousand_threads). A preemptible program, preempted there, did
+ * the same with the thread's sched_switch.
  */
-__noinline int batch_harvest(struct coro_batch_thread *bt, struct coro_task_state *st, __u32 pid,
-			     __u32 tid, int how)
-{
-	if (bpf_ksym_exists(bpf_preempt_disable)) {
-		bpf_preempt_disable();
-		batch_harvest_locked(bt, st, pid, tid, how);
-		bpf_preempt_enable();
-		return 0;
-	}
-	return batch_harvest_locked(bt, st, pid, tid, how);
-}
-
-static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
-					   struct coro_task_state *st, __u32 pid, __u32 tid,
-					   int how)
+static __always_inline struct batch_scratch *batch_lock(void)
 {
 	struct batch_scratch *s;
-	__u32 zero = 0, head, gen, n, first;
+	__u32 zero = 0;
+
+	s = bpf_map_lookup_elem(&batch_scratch, &zero);
+	if (!s || __sync_lock_test_and_set(&s->busy, 1ULL))
+		return NULL;
+	return s;
+}
+
+static __always_inline void batch_unlock(struct batch_scratch *s)
+{
+	s->busy = 0;
+}
+
+/*
+ * Copy out what the current thread wrote in bt's buffer since this session's last copy, into
+ * the ring through s (held).
+ */
+static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thread *bt,
+				 struct coro_task_state *st, int how)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
+	__u32 head, gen, n, first;
 	__u64 word, buf, bytes, size, floor;
 	bool lost_if_unread;
 
-	if (!bt || stopped)
-		return 0;
-	s = bpf_map_lookup_elem(&batch_scratch, &zero);
-	/* A program this one interrupted on this CPU holds it: the next harvest takes these. */
-	if (!s || __sync_lock_test_and_set(&s->busy, 1ULL))
+	if (!s || !bt)
 		return 0;
 	buf = bt->buf;
 	if (bpf_probe_read_user(&word, sizeof(word), (const void *)buf)) {
@@ -174,7 +185,7 @@ static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 			stat_inc(CORO_STAT_BATCH_FINAL_UNREAD);
 		else
 			stat_inc(CORO_STAT_BATCH_DEFERRED);
-		goto out;
+		return 0;
 	}
 	gen = word >> 32;
 	head = (__u32)word;
@@ -198,10 +209,10 @@ static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 	lost_if_unread = how == BATCH_LAST || (how == BATCH_TRAP && head == CORO_BATCH_RECS_MAX);
 	first = bt->consumed;
 	if (head <= first)
-		goto out;
+		return 0;
 	n = head - first;
 	if (first >= CORO_BATCH_RECS_MAX || n > CORO_BATCH_RECS_MAX)
-		goto out;
+		return 0;
 	bytes = (__u64)n * BATCH_REC_SIZE;
 	/* What the verifier follows: the read stays in the scratch buffer. */
 	asm volatile("" : "+r"(bytes));
@@ -217,7 +228,7 @@ static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 		} else {
 			stat_inc(CORO_STAT_BATCH_DEFERRED);
 		}
-		goto out;
+		return 0;
 	}
 	bt->consumed = head;
 	floor = bt->floor;
@@ -254,35 +265,80 @@ static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
 		if (st)
 			st->lost += s->ev.hdr.lost_before + n;
 	}
-out:
-	s->busy = 0;
 	return 0;
 }
 
-/*
- * This session's position in the buffer the thread registered in slot i:
- * met now if the slot is new to the session, or holds another buffer than
- * it did (what the session had not read of that one is copied out first).
- */
-static __always_inline struct coro_batch_thread *
-batch_slot(struct coro_batch_slots *v, int i, __u64 buf, struct coro_task_state *st, __u32 pid,
-	   __u32 tid, __u64 floor)
+/* bt, a slot of this session's positions, set to the buffer buf: met now. */
+static __always_inline void batch_slot_set(struct coro_batch_thread *bt, __u64 buf, __u64 floor)
 {
-	struct coro_batch_thread *bt = &v->slot[i & (CORO_BATCH_SLOTS - 1)];
-
-	if (bt->buf == buf)
-		return bt;
-	if (bt->buf)
-		batch_harvest(bt, st, pid, tid, BATCH_COPY);
 	bt->buf = buf;
-	bt->pid = pid;
+	bt->pid = bpf_get_current_pid_tgid() >> 32;
 	bt->gen = 0;
 	bt->consumed = 0;
 	bt->fresh = 1;
 	bt->floor = floor;
-	return bt;
 }
-_Static_assert(CORO_BATCH_SLOTS == 2, "batch_slot masks the slot index");
+
+/* With a batch_copy: buf is the buffer the slot held, copied only if it still holds it. */
+#define BATCH_HELD 4
+
+/*
+ * Copy out what the current thread wrote in buf, the buffer it registered in
+ * bt's slot, since this session's last copy: a slot new to the session, or
+ * that held another buffer, is set to buf first.
+ */
+static __noinline int batch_harvest_locked(struct coro_batch_thread *bt,
+					   struct coro_task_state *st, __u64 buf, __u64 floor,
+					   int how)
+{
+	struct batch_scratch *s;
+
+	if (!bt || !buf || stopped)
+		return 0;
+	/* A program this one interrupted on this CPU holds it: the next harvest takes these. */
+	s = batch_lock();
+	if (!s)
+		return 0;
+	if (bt->buf != buf) {
+		if (how & BATCH_HELD)
+			goto out;
+		batch_slot_set(bt, buf, floor);
+	}
+	/* One call, whatever the way here: the verifier checks the copy once. */
+	batch_copy(s, bt, st, how & ~BATCH_HELD);
+out:
+	batch_unlock(s);
+	return 0;
+}
+
+/* A global function: the verifier checks it once, not at every call. */
+__noinline int batch_harvest(struct coro_batch_thread *bt, struct coro_task_state *st, __u64 buf,
+			     __u64 floor, int how)
+{
+	if (bpf_ksym_exists(bpf_preempt_disable)) {
+		bpf_preempt_disable();
+		batch_harvest_locked(bt, st, buf, floor, how);
+		bpf_preempt_enable();
+		return 0;
+	}
+	return batch_harvest_locked(bt, st, buf, floor, how);
+}
+
+/*
+ * The thread's records in buf, whose positions are in slot bt. A slot that
+ * held another buffer (a third replaced the second) has what this session
+ * had not read of that one copied out first.
+ */
+static __always_inline void batch_harvest_slot(struct coro_batch_thread *bt,
+					       struct coro_task_state *st, __u64 buf, __u64 floor,
+					       int how)
+{
+	__u64 held = bt->buf;
+
+	if (held && held != buf)
+		batch_harvest(bt, st, held, floor, BATCH_COPY | BATCH_HELD);
+	batch_harvest(bt, st, buf, floor, how);
+}
 
 /*
  * The first thread of a process forked (not exec'd since) from a thread
@@ -295,7 +351,7 @@ _Static_assert(CORO_BATCH_SLOTS == 2, "batch_slot masks the slot index");
  */
 static __always_inline struct coro_batch_reg *batch_reg_inherit(struct task_struct *task)
 {
-	struct coro_batch_reg *from = NULL, *reg;
+	struct coro_batch_reg *from = NULL, *reg, init = {};
 	struct task_struct *t = task, *p;
 	__u64 tp = task_tp(task);
 
@@ -317,15 +373,14 @@ static __always_inline struct coro_batch_reg *batch_reg_inherit(struct task_stru
 	if (!from || from->exec_id != t->parent_exec_id || from->tp != tp ||
 	    (!from->buf[0] && !from->buf[1]))
 		return NULL;
-	reg = bpf_task_storage_get(&batch_bufs, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!reg) {
+	init.exec_id = task->self_exec_id;
+	init.tp = tp;
+	init.buf[0] = from->buf[0];
+	init.buf[1] = from->buf[1];
+	/* Made whole (batch_register says why). */
+	reg = bpf_task_storage_get(&batch_bufs, task, &init, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!reg)
 		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
-		return NULL;
-	}
-	reg->exec_id = task->self_exec_id;
-	reg->tp = tp;
-	reg->buf[0] = from->buf[0];
-	reg->buf[1] = from->buf[1];
 	return reg;
 }
 
@@ -390,47 +445,164 @@ static __always_inline struct coro_batch_slots *batch_positions(struct task_stru
 	return v;
 }
 
-/* The current thread's records, for its registered buffers: before anything else of it is sent. */
-static __always_inline int batch_harvest_task(bool inherit, int how)
+enum batch_op {
+	BATCH_OP_THREAD,	   /* a harvest: a forked child's entry may be inherited */
+	BATCH_OP_THREAD_SLEEPABLE, /* the same in a program that may sleep: nothing inherited */
+	BATCH_OP_TRAP,		   /* the batch probe: its buffer registered first */
+};
+
+/*
+ * The batch probe's registration of buf, for this image (another image's
+ * entry is forgotten): in a free slot, else the last one. Any address the
+ * thread gives is only ever read in its own memory.
+ *
+ * batch_bufs is every session's: the lock of this one (batch_lock) does not
+ * keep another session's tick out of this program. So an entry is never
+ * seen half made: it is made with its contents (an entry made empty, its
+ * exec id 0 for an instant, was another image's to such a tick, which
+ * deleted it; the thread's registration went with it, and its records
+ * after this trap were never read, uncounted), and another image's entry
+ * is deleted and made again rather than rewritten in place.
+ */
+static __always_inline void batch_register(struct task_struct *task, __u64 buf)
+{
+	struct coro_batch_reg *reg, init = {};
+	int k = CORO_BATCH_SLOTS - 1;
+
+	reg = bpf_task_storage_get(&batch_bufs, task, 0, 0);
+	if (reg && reg->exec_id != task->self_exec_id) {
+		bpf_task_storage_delete(&batch_bufs, task);
+		reg = NULL;
+	}
+	if (!reg) {
+		init.exec_id = task->self_exec_id;
+		init.tp = task_tp(task);
+		init.buf[0] = buf;
+		reg = bpf_task_storage_get(&batch_bufs, task, &init,
+					   BPF_LOCAL_STORAGE_GET_F_CREATE);
+	}
+	if (!reg) {
+		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
+		return;
+	}
+	reg->tp = task_tp(task);
+	if (reg->buf[0] == buf || !reg->buf[0])
+		k = 0;
+	else if (reg->buf[1] == buf || !reg->buf[1])
+		k = 1;
+	reg->buf[k & (CORO_BATCH_SLOTS - 1)] = buf;
+}
+
+/*
+ * The current thread's entry in batch_bufs and this session's positions for
+ * it, made whole under the lock (batch_lock): registered first at its batch
+ * trap (buf), inherited by a forked child, forgotten after an exec, the
+ * positions made for a thread met now. 1 if the thread has positions to copy
+ * with; the copies themselves take the lock each (batch_harvest).
+ */
+static __noinline int batch_begin_locked(int op, __u64 buf)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
-	struct coro_task_state *st;
+	__u32 pid = bpf_get_current_pid_tgid() >> 32;
+	struct coro_batch_slots *v;
+	struct coro_batch_reg *reg;
+	struct batch_scratch *s;
+	int ret = 0;
+
+	s = batch_lock();
+	if (!s)
+		return 0;
+	if (op == BATCH_OP_TRAP) {
+		batch_register(task, buf);
+		/* Registered whenever (for the sessions to come); copied once this one has started. */
+		if (!session_start_ts)
+			goto out;
+		v = batch_positions(task, true);
+		if (v && !v->done)
+			ret = 1;
+		goto out;
+	}
+	if (!session_start_ts)
+		goto out;
+	reg = bpf_task_storage_get(&batch_bufs, task, 0, 0);
+	if (!reg && op == BATCH_OP_THREAD)
+		reg = batch_reg_inherit(task);
+	if (!reg)
+		goto out;
+	if (reg->exec_id != task->self_exec_id) {
+		/* Registered by the image before an exec: its addresses mean nothing now. */
+		bpf_task_storage_delete(&batch_bufs, task);
+		goto out;
+	}
+	v = batch_positions(task, false);
+	if (!v)
+		v = batch_positions(task, batch_admitted(reg, pid, batch_floor(task)));
+	if (v && !v->done)
+		ret = 1;
+out:
+	batch_unlock(s);
+	return ret;
+}
+
+static __always_inline int batch_begin(int op, __u64 buf)
+{
+	if (bpf_ksym_exists(bpf_preempt_disable)) {
+		int ret;
+
+		bpf_preempt_disable();
+		ret = batch_begin_locked(op, buf);
+		bpf_preempt_enable();
+		return ret;
+	}
+	return batch_begin_locked(op, buf);
+}
+
+/*
+ * The current thread's records, for its registered buffers (at its batch trap, buf only):
+ * before anything else of it is sent.
+ */
+static __always_inline int batch_harvest_task(int op, int how, __u64 buf,
+					      struct coro_task_state *st)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct coro_batch_slots *v;
 	struct coro_batch_reg *reg;
 	__u64 floor;
 
-	if (!batched || stopped || !session_start_ts)
+	if (!batch_begin(op, buf))
+		return 0;
+	/* Whole now, whatever ran in the thread since: only looked up. */
+	v = bpf_task_storage_get(&batch_threads, task, 0, 0);
+	if (!v || !v->valid || v->exec_id != task->self_exec_id || v->done)
 		return 0;
 	reg = bpf_task_storage_get(&batch_bufs, task, 0, 0);
-	if (!reg && inherit)
-		reg = batch_reg_inherit(task);
-	if (!reg)
-		return 0;
-	if (reg->exec_id != task->self_exec_id) {
-		/* Registered by the image before an exec: its addresses mean nothing now. */
-		bpf_task_storage_delete(&batch_bufs, task);
+	if (reg && reg->exec_id != task->self_exec_id)
+		reg = NULL;
+	floor = batch_floor(task);
+	if (op == BATCH_OP_TRAP) {
+		/* Its slot (the last one if it could not be registered: read at this trap only). */
+		int k = CORO_BATCH_SLOTS - 1;
+
+		if (reg && reg->buf[0] == buf)
+			k = 0;
+		batch_harvest_slot(&v->slot[k & (CORO_BATCH_SLOTS - 1)], st, buf, floor, how);
 		return 0;
 	}
-	floor = batch_floor(task);
-	v = batch_positions(task, false);
-	if (!v && !(v = batch_positions(task, batch_admitted(reg, pid, floor))))
-		return 0;
-	if (v->done)
+	if (!reg)
 		return 0;
 	/* Traced from now, as by a probe of its own: the waker, the off-CPU view. */
 	st = bpf_task_storage_get(&task_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	for (int i = 0; i < CORO_BATCH_SLOTS; i++) {
-		__u64 buf = reg->buf[i];
+		__u64 b = reg->buf[i];
 
-		if (buf)
-			batch_harvest(batch_slot(v, i, buf, st, pid, tid, floor), st, pid, tid, how);
+		if (b)
+			batch_harvest_slot(&v->slot[i], st, b, floor, how);
 	}
 	if (how == BATCH_LAST)
 		v->done = 1;
 	return 0;
 }
+_Static_assert(CORO_BATCH_SLOTS == 2, "batch_harvest_task masks the slot index");
 
 /*
  * The current thread's records, if it has buffers: before anything else of it enters the
@@ -441,12 +613,16 @@ static __always_inline int batch_harvest_task(bool inherit, int how)
  */
 __noinline int batch_harvest_thread(int how)
 {
-	return batch_harvest_task(true, how);
+	if (!batched || stopped)
+		return 0;
+	return batch_harvest_task(BATCH_OP_THREAD, how, 0, NULL);
 }
 
 __noinline int batch_harvest_thread_sleepable(int how)
 {
-	return batch_harvest_task(false, how);
+	if (!batched || stopped)
+		return 0;
+	return batch_harvest_task(BATCH_OP_THREAD_SLEEPABLE, how, 0, NULL);
 }
 
 static __always_inline void batch_harvest_current(int how)
@@ -468,14 +644,8 @@ static __always_inline void batch_harvest_current_sleepable(int how)
 SEC("usdt")
 int BPF_USDT(coro_batch, __u64 buf)
 {
-	struct coro_batch_slots *v;
 	struct corobpf_batch_rec first = {};
 	struct coro_task_state *st;
-	struct coro_batch_reg *reg;
-	struct task_struct *task;
-	__u64 pid_tgid;
-	__u32 tid, pid;
-	int k = CORO_BATCH_SLOTS - 1;
 
 	if (!batched)
 		return 0;
@@ -485,40 +655,7 @@ int BPF_USDT(coro_batch, __u64 buf)
 	if (!admitted_at(first.ts))
 		return 0;
 	st = task_state_running();
-	task = bpf_get_current_task_btf();
-	pid_tgid = bpf_get_current_pid_tgid();
-	tid = (__u32)pid_tgid;
-	pid = pid_tgid >> 32;
-	/*
-	 * Registered for this image (another image's entry is forgotten): in a
-	 * free slot, else the last one. Any address the thread gives is only
-	 * ever read in its own memory.
-	 */
-	reg = bpf_task_storage_get(&batch_bufs, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (reg) {
-		if (reg->exec_id != task->self_exec_id) {
-			reg->exec_id = task->self_exec_id;
-			reg->buf[0] = 0;
-			reg->buf[1] = 0;
-		}
-		reg->tp = task_tp(task);
-		if (reg->buf[0] == buf || !reg->buf[0])
-			k = 0;
-		else if (reg->buf[1] == buf || !reg->buf[1])
-			k = 1;
-		reg->buf[k & (CORO_BATCH_SLOTS - 1)] = buf;
-	} else {
-		stat_inc(CORO_STAT_BATCH_UNREGISTERED);
-	}
-	/* Registered whenever (for the sessions to come); copied once this one has started. */
-	if (!session_start_ts)
-		return 0;
-	v = batch_positions(task, true);
-	if (!v || v->done)
-		return 0;
-	batch_harvest(batch_slot(v, k, buf, st, pid, tid, batch_floor(task)), st, pid, tid,
-		      BATCH_TRAP);
-	return 0;
+	return batch_harvest_task(BATCH_OP_TRAP, BATCH_TRAP, buf, st);
 }
 
 /* Threads that run without leaving the CPU: a CPU-clock tick copies out the one it interrupted. */
