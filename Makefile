@@ -93,6 +93,7 @@ $(USER_LIB_OBJS) $(USER_LIVE_OBJS): $(OUT)/%.o: %.c $(USER_HDRS) bpf/coro_abi.h 
 $(OUT)/capture.o: $(OUT)/corobpf.skel.h
 $(OUT)/ringfill.o: $(OUT)/corobpf.skel.h
 $(OUT)/batch.o: $(OUT)/corobpf.skel.h
+$(OUT)/atattach.o: $(OUT)/corobpf.skel.h
 
 corobpf: $(USER_LIB_OBJS) $(USER_LIVE_OBJS)
 	$(call msg,LINK,$@)
