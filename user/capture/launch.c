@@ -298,14 +298,7 @@ static bool image_ld_env(u32 pid, char **lib, char **preload)
 		return false;
 	}
 	buf[len] = 0;
-	for (size_t off = 0; off < len; off += strlen(buf + off) + 1) {
-		const char *v = buf + off;
-
-		if (!*lib && !strncmp(v, "LD_LIBRARY_PATH=", 16))
-			*lib = xstrdup(v + 16);
-		else if (!*preload && !strncmp(v, "LD_PRELOAD=", 11))
-			*preload = xstrdup(v + 11);
-	}
+	ld_env_vars(buf, len, lib, preload);
 	free(buf);
 	if (!*lib)
 		*lib = xstrdup("");

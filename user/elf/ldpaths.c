@@ -1087,3 +1087,15 @@ out:
 	state_free(&st);
 	return ret;
 }
+
+void ld_env_vars(const char *env, size_t len, char **lib, char **preload)
+{
+	for (size_t off = 0; off < len; off += strlen(env + off) + 1) {
+		const char *v = env + off;
+
+		if (!*lib && !strncmp(v, "LD_LIBRARY_PATH=", 16))
+			*lib = xstrdup(v + 16);
+		else if (!*preload && !strncmp(v, "LD_PRELOAD=", 11))
+			*preload = xstrdup(v + 11);
+	}
+}

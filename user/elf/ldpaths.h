@@ -120,4 +120,11 @@ int ld_path_is_loader(const char *path);
 /* Free the out-fields of `opts` (the in-fields are the caller's). */
 void ld_opts_release(struct ld_opts *opts);
 
+/*
+ * The first LD_LIBRARY_PATH and LD_PRELOAD of an environment block (len bytes of
+ * NUL-terminated "NAME=value" strings, env[len] a NUL), malloc'ed into *lib and
+ * *preload where those are still NULL.
+ */
+void ld_env_vars(const char *env, size_t len, char **lib, char **preload);
+
 #endif /* COROBPF_LDPATHS_H */
