@@ -478,6 +478,11 @@ int ringev_record(void *ctx, void *data, size_t size)
 	struct ringev *ev = ctx;
 	const struct coro_event_hdr *h = data;
 	const char *why = "kind not born in BPF";
+	union {
+		struct coro_event_hdr hdr;
+		struct coro_ev_announce a;
+		struct coro_ev_announce_done d;
+	} list;
 
 	if (ev->nwalks && size >= sizeof(*h) && h->ts >= ev->walks_ts)
 		ringev_release_walks(ev);
@@ -495,8 +500,20 @@ int ringev_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	ev->ustats[CORO_USTAT_RECORDS]++;
-	if (h->kind == CORO_EV_ANNOUNCE_DONE && ev->announce)
-		announce_answered(ev->announce, h->pid);
+	if ((h->kind == CORO_EV_ANNOUNCE || h->kind == CORO_EV_ANNOUNCE_DONE) &&
+	    size <= sizeof(list)) {
+		/*
+		 * A list is about the scheduler's coroutines, not its thread: the thread's view
+		 * learns nothing from it (its cur may be older than the thread's records not yet
+		 * copied out), as when read back from JSONL. A copy: the ring is read-only.
+		 */
+		memcpy(&list, data, size);
+		list.hdr.flags |= CORO_EVF_CUR_UNSAID;
+		data = &list;
+		h = &list.hdr;
+		if (h->kind == CORO_EV_ANNOUNCE_DONE && ev->announce)
+			announce_answered(ev->announce, h->pid);
+	}
 	if (ev->batch.cur.len)
 		batch_note(&ev->batch, h);
 	/* A probe's or an interpreter's switch (interp.bpf.h sends the probe ABI's) counts too. */

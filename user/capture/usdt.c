@@ -341,6 +341,10 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 	}
 	if (k < 0 || w->why[0] || !attach_prog(w->a, site->name))
 		return;
+	/* A launched command is traced from its start: nothing existed before to ask about. */
+	if ((k == PROBE_ANNOUNCE || k == PROBE_ANNOUNCE_DONE) && w->a->opts->argv &&
+	    !w->a->opts->system_wide)
+		return;
 	if (!site->off) {
 		snprintf(w->why, sizeof(w->why), "site of corobpf:%s at 0x%llx is in no "
 			 "executable segment", site->name, (unsigned long long)site->pc);

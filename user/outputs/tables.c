@@ -439,6 +439,7 @@ void tables_event_rows(struct table_rows *tr, const struct event *ev, row_out_fn
 	case EV_SPAN_BEGIN:
 	case EV_SPAN_END:
 	case EV_ANNOUNCE:
+	case EV_ANNOUNCE_DONE:
 		row_event(&r, ev);
 		out(ctx, &r);
 		break;

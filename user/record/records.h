@@ -20,11 +20,13 @@
 #include "util.h"
 
 /*
- * A coro_event_hdr.flags bit of records read back from JSONL only (the event
- * ABI's flags grow from bit 0): the record had its thread's state, but its
- * line does not say what ran there (create, name, exit; a ready of unknown
- * waker; a span or off-CPU line of no coroutine). The thread's view takes its
- * time, so that a hole after it starts there, and learns nothing of hdr.cur.
+ * A coro_event_hdr.flags bit of records read back from JSONL, and of a
+ * scheduler's list (announce, announce_done: set as they come from the ring)
+ * (the event ABI's flags grow from bit 0): the record had its thread's state,
+ * but does not say what ran there (create, name, exit; a ready of unknown
+ * waker; a span or off-CPU line of no coroutine; a list, about the scheduler's
+ * coroutines). The thread's view takes its time, so that a hole after it
+ * starts there, and learns nothing of hdr.cur.
  */
 #define CORO_EVF_CUR_UNSAID (1u << 7)
 
