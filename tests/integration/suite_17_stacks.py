@@ -290,20 +290,26 @@ def ps_lists_live_coroutines_where_they_park():
         eq(p.returncode, 0, "corobpf ps exit code (%s)" % p.stderr.strip())
         out = p.stdout
         check("process %d (stacks-nofp)" % pid in out, "no process header:\n" + out)
-        # Attached mid-life, names fired at creation are not seen: found by where they park.
+        # Attached mid-life: named by the scheduler's list of what exists (docs/probes.md).
         blocks = out.split("\n  0x")[1:]
         for fn in ("exe_park_here", "lib_park_here"):
             mine = [b for b in blocks if fn in b]
             eq(len(mine), 1, "coroutines parked in %s:\n%s" % (fn, out))
             b = mine[0]
             check("suspended: sleep for " in b.splitlines()[0], "state: %s" % b.splitlines()[0])
+            want = "exe-parker" if fn == "exe_park_here" else "lib-parker"
+            check(b.splitlines()[0].split()[1] == want, "name: %s" % b.splitlines()[0])
             check("at switch_out_locked" in b and "co_sleep_us" in b, "where it parks:\n" + b)
             if fn == "lib_park_here":
                 check("libstackslib-nofp.so" in b, "the library is named:\n" + b)
-        # Parked since before the window, the forgotten one fired nothing: not listed, and the
-        # output says such coroutines are invisible.
-        eq(len(blocks), 2, "coroutines listed")
-        check("not listed" in out, "no note about unseen coroutines:\n" + out)
+        # Parked since before the window, the forgotten one fired nothing: listed all the same,
+        # as its scheduler listed it, with what it waits on and no stack; the output says so.
+        eq(len(blocks), 3, "coroutines listed")
+        forgotten = [b for b in blocks if b.splitlines()[0].split()[1] == "forgotten"]
+        eq(len(forgotten), 1, "the forgotten coroutine listed:\n" + out)
+        check("suspended: wait on 0x" in forgotten[0] and "its scheduler listed it" in
+              forgotten[0], "the forgotten one:\n" + forgotten[0])
+        check("the scheduler listed what existed" in out, "no note about the list:\n" + out)
         check(prog.poll() is None, "the process did not survive corobpf ps")
     finally:
         prog.kill()

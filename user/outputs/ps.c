@@ -16,6 +16,7 @@ struct ps_row {
 	bool since_known; /* false: in it already when first seen */
 	u32 park_stack, create_stack;
 	u32 run_stack; /* running: its latest sampled stack (--sample-hz), or 0 */
+	bool announced; /* listed by its scheduler at the attach (docs/probes.md) */
 };
 
 struct ps {
@@ -66,6 +67,7 @@ static void ps_coroutine_end(void *ctx, const struct coro *c)
 	r->since_known = c->created_seen || r->since > c->first_ts;
 	r->park_stack = c->park_stack;
 	r->create_stack = c->create_stack;
+	r->announced = c->announced;
 	r->run_stack = c->nrun_samples ? c->run_samples[c->nrun_samples - 1] : 0;
 }
 
@@ -165,6 +167,9 @@ void ps_print(struct ps *ps, double window_s, u32 frames)
 		} else if (r->state == CS_NEW && r->create_stack) {
 			fprintf(ps->out, "      never ran; created\n");
 			print_frames(ps, r->create_stack, frames);
+		} else if (r->announced && !r->since_known && r->state == CS_SUSPENDED) {
+			fprintf(ps->out, "      parked since before the window (its scheduler listed "
+				"it): where it parks is unknown\n");
 		} else {
 			fprintf(ps->out, "      not seen switching out during the window: where it "
 				"parks is unknown\n");
