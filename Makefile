@@ -116,7 +116,8 @@ unit: $(UNIT_BINS)
 # LOAD=1: the suite under load (CPU hogs and an unrelated instrumented program). The whole
 # suite runs on the default probe path (batched); then the tests of what the probes carry run
 # again on the per-event trap path (--probe-path trap, still an option).
-TRAP_PASS := scenarios_ usdt_ finding launch_ dlopen early all_mode batch_ sigint flight_
+TRAP_PASS := scenarios_ usdt_ finding launch_ dlopen early all_mode batch_ sigint flight_ \
+	     announce_attach announce_unanswered
 integration: corobpf tools bench-tools
 	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py
 	$(Q)LOAD=$(LOAD) COROBPF_PROBE_PATH=trap python3 tests/integration/run.py $(TRAP_PASS)
