@@ -47,6 +47,7 @@ def check_listed(trace, stderr, pid, truth, what):
     eq(trace.trailer["lost"]["events"], 0, "events lost (%s)" % what)
     eq(trace.trailer["lost"]["announce_unanswered"], 0, "unanswered requests (%s)" % what)
     check("did not list its coroutines" not in stderr, "%s: said unanswered:\n%s" % (what, stderr))
+    check("attached while running" not in stderr, "%s: said unlisted:\n%s" % (what, stderr))
     mine = {c["id"]: c for c in trace.coroutines if c["pid"] == pid}
     eq(len(truth), 200, "the program's coroutines")
     by_name = {t["name"]: t for t in truth.values()}
@@ -139,4 +140,6 @@ def announce_unanswered_is_counted_and_said():
     eq(trace.trailer["lost"]["announce_unanswered"], 1, "unanswered requests")
     check("did not list its coroutines within a second of the attach" in stderr,
           "the unanswered request is not said:\n" + stderr)
+    check("attached while running: coroutines from before the attach" in stderr,
+          "the summary does not say what the attach cannot know:\n" + stderr)
     eq(len([c for c in trace.coroutines if c["pid"] == p.pid]), 1, "its coroutine, traced")

@@ -288,6 +288,15 @@ static void print_paths(struct summary *s, const struct model *m)
 	}
 }
 
+/* pid was named with -p: running when the capture began (not a process -a admitted later). */
+static bool named_pid(const struct model *m, u32 pid)
+{
+	for (u32 i = 0; m->ci && i < m->ci->npids; i++)
+		if (m->ci->pids[i] == pid)
+			return true;
+	return false;
+}
+
 /*
  * Processes attached while they ran (-p) through their corobpf probes, whose
  * scheduler gave no list of what existed (docs/probes.md, "What exists when a
@@ -301,7 +310,7 @@ static void print_unlisted(struct summary *s, const struct model *m)
 
 	while ((p = model_next_process(m, &it)))
 		if (p->mode == CORO_PROC_ATTACHED && !p->switch_families && !p->announce_lists &&
-		    !n++)
+		    named_pid(m, p->pid) && !n++)
 			first = p->pid;
 	if (n)
 		fprintf(s->out, "  %s %u%s attached while running: coroutines from before the "
