@@ -10,6 +10,7 @@
 #   make soak            an hour of steady tracing; corobpf's memory must stay flat
 #   make soak-flight     the same under --flight 2, a dump every minute
 #   make asan-test       unit tests and replays under AddressSanitizer and UBSan
+#   make tsan-test       the reader and the model thread under ThreadSanitizer (live, as root)
 #   make fuzz            the capture and JSONL readers under libFuzzer (FUZZ_SECONDS=60 each)
 
 PREFIX ?= /usr/local
@@ -53,7 +54,7 @@ USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c pro
 		   counters.c finding.c gomodel.c jsonl_read.c) \
 		 $(addprefix user/outputs/,output.c jsonl.c pf_wire.c perfetto.c sqlite.c csv.c summary.c \
 		   report.c ps.c spanrep.c pgstore.c pgconn.c pgparams.c pglib.c tables.c) \
-		 user/session/pipeline.c
+		 user/session/pipeline.c user/session/modelq.c
 USER_LIVE_SRCS := $(addprefix user/capture/,stackres.c capture.c ringev.c liverec.c attach.c \
 		    attachctx.c usdt.c execgate.c execsearch.c gatewatch.c ringfill.c gowalk.c cxxattach.c \
 		    interpattach.c batch.c signals.c preflight.c unseen.c gatestats.c launch.c announce.c atattach.c) \
@@ -64,7 +65,7 @@ USER_LIVE_OBJS := $(patsubst %.c,$(OUT)/%.o,$(notdir $(USER_LIVE_SRCS)))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUT)/tests/%,$(UNIT_SRCS))
 
-.PHONY: all clean install test unit integration demo bench soak soak-flight tools bench-tools asan asan-test \
+.PHONY: all clean install test unit integration demo bench soak soak-flight tools bench-tools asan asan-test tsan tsan-test \
 	fuzz fuzz-build fuzz-short structure
 .DELETE_ON_ERROR:
 
@@ -128,7 +129,7 @@ structure:
 
 # The README's test command. The structure check and unit tests need no root; integration
 # tests do. Then the sanitizer build (unit tests and replays) and a short run of each fuzzer.
-test: structure unit integration asan-test fuzz-short
+test: structure unit integration asan-test tsan-test fuzz-short
 
 # AddressSanitizer and UndefinedBehaviorSanitizer: corobpf and the unit tests built into
 # build-asan/, the unit tests run, and captures of every kind replayed through it.
@@ -140,6 +141,17 @@ asan:
 asan-test: asan corobpf tools bench-tools
 	$(Q)for t in $(patsubst $(OUT)/%,build-asan/%,$(UNIT_BINS)); do $$t || exit 1; done
 	$(Q)tests/fuzz/replay_asan.sh build-asan/corobpf
+
+# ThreadSanitizer: corobpf and the queue's unit test built into build-tsan/; the unit test
+# runs, then live captures whose reader and model thread run side by side (tests/tsan_live.sh).
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer -Wno-tsan
+tsan:
+	$(Q)$(MAKE) -s OUT=build-tsan CFLAGS="-O1 -g" SAN="$(TSAN_FLAGS)" \
+		build-tsan/corobpf build-tsan/tests/test_modelq
+
+tsan-test: tsan corobpf tools bench-tools
+	$(Q)build-tsan/tests/test_modelq
+	$(Q)tests/tsan_live.sh build-tsan/corobpf
 
 # libFuzzer (clang): the raw capture reader and the JSONL reader, each followed by the
 # whole replay pipeline. FUZZ_SECONDS per target (default 60); a crash fails and leaves
@@ -191,4 +203,4 @@ install: corobpf
 	install -m 0644 usdt/corobpf_coro.hpp $(DESTDIR)$(PREFIX)/include/corobpf_coro.hpp
 
 clean:
-	rm -rf $(OUT) build-asan corobpf
+	rm -rf $(OUT) build-asan build-tsan corobpf

@@ -164,6 +164,7 @@ enum {
 	OPT_FLIGHT,
 	OPT_FLIGHT_MB,
 	OPT_DUMP_ON,
+	OPT_QUEUE_MEM,
 	OPT_PROBE_PATH,
 	OPT_STORE_TIMEOUT,
 	OPT_MAX_LIVE,
@@ -243,6 +244,10 @@ static const struct argp_option trace_options[] = {
 	{"raw", OPT_RAW, "FILE", 0, "Also write the raw capture, for corobpf report", 0},
 	{"duration", 'd', "SECS", 0, "Stop tracing after SECS seconds", 0},
 	{"ring-size", OPT_RING, "MB", 0, "BPF ring buffer size in MiB, a power of 2 (default 16)",
+	 0},
+	{"queue-memory", OPT_QUEUE_MEM, "MB", 0,
+	 "Memory in MiB for records read but not yet modelled (default 128); beyond it they "
+	 "wait in an unnamed temporary file in $TMPDIR or /var/tmp",
 	 0},
 	{"switch", OPT_SWITCH, "FAMILY", 0,
 	 "Trace coroutines through the context-switch functions of an unmodified library: "
@@ -608,6 +613,9 @@ static error_t parse_trace(int key, char *arg, struct argp_state *state)
 		return 0;
 	case OPT_FLIGHT_MB:
 		t->flight_mb = parse_count(state, "flight-mb", arg, 1, 65536);
+		return 0;
+	case OPT_QUEUE_MEM:
+		t->queue_mb = parse_count(state, "queue-memory", arg, 2, 65536);
 		return 0;
 	case OPT_DUMP_ON: {
 		char buf[256], *tok, *save;

@@ -1,8 +1,8 @@
 """A flood on the batched path (docs/performance.md, "Flood"): one thread firing `ready` as fast
-as it can (tools/bench/flood.c, which counts its own events) makes events far faster than
-corobpf's reader takes them in with the default ring. Whatever the reader keeps up with, nothing
-may be lost silently: every event the program made is in the trace or counted lost, and -d still
-ends the run."""
+as it can (tools/bench/flood.c, which counts its own events), about 20 million a second. The
+reader keeps up with it on the default ring and hands the records to the model thread, which
+follows behind (user/session/modelq.h): every event the program made is in the trace, none lost;
+and -d stops the capture at its time however far behind the model is."""
 import json
 
 from harness import *  # noqa: F401,F403
@@ -35,11 +35,11 @@ def ready_lines(path, pid):
 
 
 @test
-def flood_one_thread_every_event_traced_or_counted():
+def flood_one_thread_every_event_traced():
     """One thread, two million readies flat out, the default 16 MiB ring, no scheduling view (so
-    that the only records are the program's): the events traced plus the events counted lost
-    are exactly the events the program says it made; the count said on stderr is the trailer's;
-    and every ready traced is one the program made, in the thread's order."""
+    that the only records are the program's): every event the program says it made is in the
+    trace, none lost (before the model had a thread of its own, two thirds were lost), the
+    trailer agrees, and every ready traced is one the program made, in the thread's order."""
     exe = flood_prog()
     out = work("flood1.jsonl")
     p = corobpf(["--probe-path", "batched", "--no-sched", "-o", out, "--", exe, "1", str(EVENTS)],
@@ -55,12 +55,11 @@ def flood_one_thread_every_event_traced_or_counted():
                 break
     check(pid, "no process record in the trace")
     readies, trailer = ready_lines(out, pid)
-    lost = trailer["lost"]["events"]
+    os.unlink(out)  # 250 MB
+    eq(trailer["lost"]["events"], 0, "events lost (%s)" % p.stderr.strip()[-600:])
     eq(trailer["events_by_kind"]["ready"], len(readies), "the trailer's ready count")
-    eq(len(readies) + lost, made, "ready events traced (%d) + counted lost (%d)" % (
-        len(readies), lost))
-    said = re.search(r"batched path: (\d+) records dropped", p.stderr)
-    eq(int(said.group(1)) if said else 0, lost, "records dropped said on stderr")
+    eq(len(readies), made, "ready events traced")
+    check("dropped" not in p.stderr, "a drop said: %s" % p.stderr.strip()[-600:])
     # The program readies ids 1..1024 of its thread 1 in turn: what was kept keeps that order.
     tids = {r[0] for r in readies}
     eq(len(tids), 1, "threads with readies")
@@ -74,43 +73,46 @@ def flood_one_thread_every_event_traced_or_counted():
     check(prev_k is not None, "no ready traced")
 
 
+def capture_end(err_path):
+    """(end reason, stop time, newest record's time), in s of CLOCK_BOOTTIME, from -v's line."""
+    with open(err_path) as f:
+        text = f.read()
+    m = re.search(r"capture ended \((\w+)\) at (\d+) ns CLOCK_BOOTTIME; its newest record at "
+                  r"(\d+) ns", text)
+    check(m, "no capture-ended line in %s" % text[-800:])
+    return m.group(1), int(m.group(2)) / 1e9, int(m.group(3)) / 1e9, text
+
+
 @test
 def flood_one_thread_stops_at_its_duration():
-    """The same flood without end: -d 1 ends the trace at its second (no event a second past
-    it), the run itself within a generous bound (liveness, not speed: the drain and the outputs
-    come after the stop), and the end reason says so."""
+    """The same flood without end, traced with -p for -d 1 (the summary alone: a second of it is
+    30 million events): the capture stops within a second of the moment it was due, no record
+    of the trace is later, and the end reason says so; then the model catches up with what it
+    had not yet followed (liveness, not speed), says it, and the program runs on."""
     exe = flood_prog()
-    out = work("flood1-d.jsonl")
     prog = subprocess.Popen([exe, "1", "4000000000000"], stdout=subprocess.DEVNULL)
     try:
-        tr, ef, err = start_tracer(["--probe-path", "batched", "-d", "1", "-p", str(prog.pid),
-                                    "-o", out], "flood1-d")
+        tr, ef, err = start_tracer(["-v", "--probe-path", "batched", "-d", "1", "-p",
+                                    str(prog.pid)], "flood1-d")
         try:
             wait_for(err, "tracing ")
             told = time.clock_gettime(time.CLOCK_BOOTTIME)
-            rc = tr.wait(timeout=120)
+            rc = tr.wait(timeout=240)
         except subprocess.TimeoutExpired:
             tr.kill()
             tr.wait()
             rc = None
         finally:
             ef.close()
-        eq(rc, 0, "corobpf exit code (None: still running 120 s on)")
-        ended = time.clock_gettime(time.CLOCK_BOOTTIME)
-        check(ended - told < 60, "the run ended %.1f s after its start, -d 1" % (ended - told))
-        print("    -d 1: the run ended %.1f s after its start" % (ended - told))
-        # Millions of events: read for their times alone.
-        last, trailer = 0, None
-        with open(out) as f:
-            for line in f:
-                if line.startswith('{"type":"event"'):
-                    last = max(last, int(re.search(r'"ts":(\d+)', line).group(1)))
-                elif line.startswith('{"type":"trailer"'):
-                    trailer = json.loads(line)
-        eq(trailer["end_reason"], "duration", "end reason")
-        check(trailer["events_by_kind"]["ready"], "no ready traced")
-        late = last / 1e9 - (told + 1)
-        check(late <= 1.0, "the trace runs %.1f s past the moment it had to stop" % late)
+        eq(rc, 0, "corobpf exit code (None: still running 240 s on)")
+        reason, stopped, newest, text = capture_end(err)
+        eq(reason, "duration", "end reason")
+        late = stopped - (told + 1)
+        print("    -d 1: the capture stopped %.3f s after it was due" % late)
+        check(late <= 1.0, "the capture stopped %.1f s after it was due" % late)
+        check(newest <= stopped + 0.001, "a record %.3f s after the stop" % (newest - stopped))
+        ev = re.search(r"(\d+) events over", text)
+        check(ev and int(ev.group(1)) > 1000000, "a flood of events traced: %s" % text[-800:])
         check(prog.poll() is None, "the program did not survive the trace")
     finally:
         prog.kill()

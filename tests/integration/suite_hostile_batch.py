@@ -51,7 +51,7 @@ def hostile_batch_setuid_flag_unchanged():
         # once this session has ended.
         ended = work("liar-ended" + mode)
         flood = subprocess.Popen([busy, work("liar-busy%s.state" % mode), "2", "2000000000",
-                                  "flood"])
+                                  "slow"])
         liars = [subprocess.Popen(as_attacker([liar, "%x" % (flag - 8), str(ms), ended, victim,
                                                go]),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -254,20 +254,27 @@ def flood_run(corobpf, threads, n, ring, raw_only):
         if os.path.exists(base + ext):
             os.unlink(base + ext)
     out = ["--raw", base + ".raw"] if raw_only else ["-o", base + ".jsonl"]
-    cmd = [corobpf, "-q", "--force", "--probe-path", "batched"] + out
+    cmd = [corobpf, "-v", "--force", "--probe-path", "batched"] + out
     if ring:
         cmd += ["--ring-size", str(ring)]
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd + ["--", flood, str(threads), str(n)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    _, status, usage = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    text = p.stdout.read()
+    with open(base + ".err", "w+") as ef:
+        p = subprocess.Popen(cmd + ["--", flood, str(threads), str(n)], stdout=subprocess.PIPE,
+                             stderr=ef, text=True)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        text = p.stdout.read()
+        ef.seek(0)
+        err = ef.read()
     if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError("%s failed: %s" % (cmd, p.stderr.read()))
+        raise RuntimeError("%s failed: %s" % (cmd, err))
     produced = int(re.search(r"produced (\d+)", text).group(1)) if n else 0
     r = {"produced": produced, "ns_per_event": per_iter(text) if n else 0.0,
          "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall}
+    # The reader's own pace (its -v line): records per second of reading the ring, the model
+    # thread's work apart. A build from before the line has none.
+    m = re.search(r"reader: \d+ records in [\d.]+ ms of reading the ring \(([\d.]+) M", err)
+    r["reader_records_per_s"] = float(m.group(1)) * 1e6 if m else None
     if raw_only:
         j = json.loads(sh([corobpf, "report", "--json", base + ".raw"]).stdout)
         r["drained"], r["lost"] = j["events"], j["lost_events"]
@@ -323,6 +330,9 @@ def flood_costs(res):
                    "lost": median([r["lost"] for r in rs]),
                    "lost_share": median([r["lost"] / max(r["produced"], 1) for r in rs]),
                    "reader_records_per_cpu_s": median(reader),
+                   "reader_records_per_s": (median([r["reader_records_per_s"] for r in rs])
+                                            if all(r["reader_records_per_s"] for r in rs)
+                                            else None),
                    "ns_per_event": median([r["ns_per_event"] for r in rs])}
             row["over_limit"] = row["ns_per_event"] / f["limit_%d_ns_per_event" % t]
             # Every event made is in the trace or counted lost (the sched view's own are apart).
@@ -1187,10 +1197,13 @@ def table(res):
                          fl["events_per_thread"], fl["runs"], fl["limit_1_ns_per_event"],
                          fl["limit_tsc_1_ns_per_event"]))
         for r in fl["rows"]:
+            pace = r.get("reader_records_per_s")
             lines.append("  %-4s %d thr, ring %3d MiB, %-5s: made %9d, traced %9d, lost %9d (%4.1f%%); "
-                         "reader %5.2f M rec/CPU-s; %.1f ns/event = %.2fx the limit" % (
+                         "reader %s M rec/s reading, %5.2f M rec/CPU-s in all; %.1f ns/event = "
+                         "%.2fx the limit" % (
                              r["build"], r["threads"], r["ring_mib"], r["output"], r["produced"],
                              r["drained"], r["lost"], 100 * r["lost_share"],
+                             "%5.1f" % (pace / 1e6) if pace else "  -  ",
                              r["reader_records_per_cpu_s"] / 1e6, r["ns_per_event"], r["over_limit"]))
         if "new_over_base_records_per_cpu_s" in fl:
             lines.append("  reader records per CPU second, this build over FLOOD_BASE: %.2fx (median "

@@ -810,17 +810,25 @@ static int watch_flush(void *ctx)
 	return c->outer->flush ? c->outer->flush(c->outer->ctx) : 0;
 }
 
+static void watch_idle(void *ctx)
+{
+	struct capture *c = ctx;
+
+	record_sink_idle(c->outer);
+}
+
 int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
 	u64 duration_ns = (u64)(c->opts->duration * 1e9);
 	u64 deadline = duration_ns ? start + duration_ns : 0;
 	struct batch_tails *tails;
-	u64 stop_ts;
+	u64 stop_ts, newest;
 	int ret = 0;
 
 	c->outer = sink;
-	c->watch = (struct record_sink){.emit = watch_emit, .flush = watch_flush, .ctx = c};
+	c->watch = (struct record_sink){.emit = watch_emit, .flush = watch_flush, .idle = watch_idle,
+					.ctx = c};
 	sink = &c->watch;
 	c->sink = sink;
 	c->ev.sink = sink;
@@ -881,7 +889,7 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	for (;;) {
 		struct epoll_event evs[16];
 		size_t alive = 0;
-		u64 now;
+		u64 now, t0;
 		int n;
 
 		if (capture_stop_signal) {
@@ -900,10 +908,14 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 		 * A bounded read: what it left is read next time round, with no wait.
 		 */
 		c->ev.budget = RING_READ_BUDGET;
+		t0 = now_boottime_ns();
 		more = ring_buffer__consume(c->rb) == RINGEV_BUDGET_SPENT;
+		c->read_ns += now_boottime_ns() - t0;
 		c->ev.budget = 0;
-		if (!more)
+		if (!more) {
 			ringev_release_walks(&c->ev);
+			record_sink_idle(sink);
+		}
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == GATE_EPOLL_TAG && c->gate) {
 				/* Programs held at their exec: attached, then let go. */
@@ -1064,8 +1076,17 @@ out:
 		unseen_say(&c->unseen, c->targets[i].pid, c->targets[i].comm);
 		break;
 	}
+	newest = c->newest_ts;
 	emit_stats(c);
 	emit_end(c);
+	/* When it stopped, on the trace's clock (a flood's tests and make bench read it). */
+	log_verbose("capture ended (%s) at %llu ns CLOCK_BOOTTIME; its newest record at %llu ns",
+		    coro_end_reason_name(c->end_reason), (unsigned long long)stop_ts,
+		    (unsigned long long)newest);
+	/* The reader's own pace (make bench's flood): records out of the ring, per second reading. */
+	log_verbose("reader: %llu records in %.1f ms of reading the ring (%.1f M records/s)",
+		    (unsigned long long)c->ev.ustats[CORO_USTAT_RECORDS], c->read_ns / 1e6,
+		    c->read_ns ? c->ev.ustats[CORO_USTAT_RECORDS] * 1e3 / c->read_ns : 0.0);
 	capture_detach_async(c);
 	return ret;
 }

@@ -52,6 +52,7 @@ struct capture {
 	const struct record_sink *sink; /* capture_run's, through `watch` */
 	/* In front of capture_run's sink: the newest ts given it (a target's exit record, capture.c). */
 	struct record_sink watch;
+	u64 read_ns; /* time spent reading the ring (and handing its records on) */
 	const struct record_sink *outer;
 	u64 newest_ts;
 	u32 end_reason;

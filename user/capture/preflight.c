@@ -43,11 +43,9 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	for (char *p = msg; *p; p++)
 		if (*p == '\t')
 			*p = ' ';
-	if (log_status_shown) {
-		/* Over the status line (log.h): erased first, as log_msg() does. */
+	/* Over the status line (log.h): erased first, as log_msg() does. */
+	if (__atomic_exchange_n(&log_status_shown, false, __ATOMIC_RELAXED))
 		fputs("\r\033[K", stderr);
-		log_status_shown = false;
-	}
 	for (line = strtok_r(msg, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		fprintf(stderr, "%s\n", term_safe(safe, sizeof(safe), line, strlen(line)));
 	return n;

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "log.h"
 #include "termsafe.h"
 
@@ -22,13 +24,30 @@ void log_msg(const char *prefix, const char *fmt, ...)
 	 * probe names. Escaped here, so no caller can forget it on one message.
 	 */
 	/* Over the status line, erased in the same write: the two never share a line. */
-	n = snprintf(buf, sizeof(buf), "%scorobpf: %s", log_status_shown ? "\r\033[K" : "",
+	n = snprintf(buf, sizeof(buf), "%scorobpf: %s",
+		     __atomic_exchange_n(&log_status_shown, false, __ATOMIC_RELAXED) ? "\r\033[K" : "",
 		     prefix);
-	log_status_shown = false;
 	term_safe(buf + n, sizeof(buf) - n - 1, msg, sizeof(msg));
 	n = strlen(buf);
-	/* One write per message, so lines from the target and from us do not interleave. */
+	/*
+	 * One write per message, so lines from the target and from us do not
+	 * interleave; write(2), not stdio: messages come from the reader and the
+	 * model thread, and the flight recorder forks from the latter.
+	 */
 	buf[n++] = '\n';
-	fwrite(buf, 1, n, stderr);
-	fflush(stderr);
+	log_write_all(buf, (size_t)n);
+}
+
+void log_write_all(const char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, buf, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		buf += w;
+		n -= (size_t)w;
+	}
 }

@@ -18,7 +18,10 @@ extern int log_level;
  * A status line (status.h) is drawn on stderr's last line, without its
  * newline: the next message erases it first, and it is drawn again later.
  */
-extern bool log_status_shown;
+extern bool log_status_shown; /* read and written with __atomic builtins (two threads) */
+
+/* n bytes on stderr, by write(2) (no stdio lock): a message, or the status line. */
+void log_write_all(const char *buf, size_t n);
 
 void log_msg(const char *prefix, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

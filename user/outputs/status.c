@@ -84,20 +84,16 @@ void status_tick(struct status *s, u64 bytes_written)
 	if (n >= (int)sizeof(line))
 		n = sizeof(line) - 1;
 	/* One write, as log_msg() does, and after it a message must erase us first. */
-	fwrite(line, 1, n, stderr);
-	fflush(stderr);
-	log_status_shown = true;
+	log_write_all(line, (size_t)n);
+	__atomic_store_n(&log_status_shown, true, __ATOMIC_RELAXED);
 }
 
 void status_end(struct status *s)
 {
 	if (!s)
 		return;
-	if (log_status_shown) {
-		fputs("\r\033[K", stderr);
-		fflush(stderr);
-		log_status_shown = false;
-	}
+	if (__atomic_exchange_n(&log_status_shown, false, __ATOMIC_RELAXED))
+		log_write_all("\r\033[K", sizeof("\r\033[K") - 1);
 	free(s);
 }
 

@@ -22,12 +22,23 @@ struct record_sink {
 	 * negative errno (said already) after which the capture stops.
 	 */
 	int (*flush)(void *ctx);
+	/*
+	 * Or NULL. Called when the source has nothing more for now (the ring
+	 * is empty): hand on what is held back for batching.
+	 */
+	void (*idle)(void *ctx);
 	void *ctx;
 };
 
 static inline void record_sink_emit(const struct record_sink *s, const struct coro_event_hdr *rec)
 {
 	s->emit(s->ctx, rec);
+}
+
+static inline void record_sink_idle(const struct record_sink *s)
+{
+	if (s->idle)
+		s->idle(s->ctx);
 }
 
 #endif /* COROBPF_RECSINK_H */

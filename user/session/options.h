@@ -41,6 +41,7 @@ struct trace_opts {
 	double flight;		 /* --flight SECS: the flight recorder (flight.h); 0: off */
 	u64 flight_mb;		 /* --flight-mb (0: FLIGHT_DEFAULT_MB) */
 	u32 dump_on;		 /* --dump-on: 1 << enum finding_kind */
+	u64 queue_mb;		 /* --queue-memory (0: MODELQ_DEFAULT_MEM) */
 };
 
 /* top: a live capture (trace_opts) shown as it runs. */

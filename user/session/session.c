@@ -18,6 +18,7 @@
 #include "perfetto.h"
 #include "ps.h"
 #include "raw.h"
+#include "modelq.h"
 #include "recsink.h"
 #include "report.h"
 #include "ringfill.h"
@@ -72,6 +73,7 @@ struct session {
 	char top_what[160];
 	struct record_sink top_inner;
 	struct flight *flight; /* --flight: the -o outputs are its dumps */
+	struct modelq *q;      /* a live capture: the reader's records to the model thread */
 	struct status *status; /* the status line on a terminal */
 };
 
@@ -436,7 +438,9 @@ static int session_feed_live(struct session *s, int *code)
 {
 	const struct trace_opts *t = s->t;
 	const struct capture *cap = &s->cap;
-	int ret;
+	struct record_sink qsink;
+	char err[256];
+	int ret, qret;
 
 	session_say_probe_path(s);
 	if (t->cap.system_wide)
@@ -463,14 +467,25 @@ static int session_feed_live(struct session *s, int *code)
 	}
 	if (s->view == VIEW_SUMMARY)
 		s->status = status_new(&s->p.model);
-	s->cap.tick = session_tick;
-	s->cap.tick_ctx = s;
-	ret = capture_run(&s->cap, &s->sink);
+	/* Everything behind the sink runs on the model thread, ticked there (modelq.h). */
+	s->q = modelq_start(s->sink, session_tick, s,
+			    t->queue_mb ? t->queue_mb << 20 : MODELQ_DEFAULT_MEM, err, sizeof(err));
+	if (!s->q) {
+		log_err("%s", err);
+		return EXIT_FAILURE_RUNTIME;
+	}
+	qsink = modelq_sink(s->q);
+	ret = capture_run(&s->cap, &qsink);
 	top_stop(s->top); /* q stops the capture as Ctrl-C does; the screen goes first */
+	/* What the model thread has not yet followed, processed now; the status line shows it. */
+	qret = modelq_finish(s->q);
 	status_end(s->status); /* before the summary and any message of the end */
 	s->status = NULL;
+	modelq_say(s->q);
 	if (ret == EXIT_LAUNCH)
 		return ret;
+	if (qret < 0 && !ret)
+		ret = EXIT_OUTPUT;
 	*code = ret;
 	return 0;
 }
@@ -503,6 +518,7 @@ static int session_feed_replay(struct session *s, int *code)
 static void session_release(struct session *s)
 {
 	top_stop(s->top); /* its thread reads the pipeline */
+	modelq_free(s->q); /* its thread feeds the pipeline */
 	flight_free(s->flight);
 	status_end(s->status);
 	if (s->pipe_open)
