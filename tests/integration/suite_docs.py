@@ -40,8 +40,10 @@ def doc_traces():
         return _traces
     # The demo's requests take a few ms: --slow-span 2 makes some of them slow_span findings.
     runs = [("demo", ["--stacks", "--sample-hz", "199", "--slow-span", "2"], [DEMO, "-d", "2"])]
-    # A lossy capture with stacks: the smallest ring under 15 times the demo's default load.
-    runs.append(("demo-lossy", ["--stacks", "--ring-size", "1"], [DEMO, "-d", "2", "-r", "3000"]))
+    # A lossy capture with stacks: the smallest ring, the largest stack copies, 15 times the
+    # demo's default load (the reader, on its own thread, keeps up with 4 KiB copies).
+    runs.append(("demo-lossy", ["--stacks", "--stack-bytes", "16384", "--ring-size", "1"],
+                 [DEMO, "-d", "2", "-r", "3000"]))
     quiet = ["--sched-latency", "600000", "--blocking", "600000"]
     for prog_arg in ("lost_wakeup", "spawn_storm", "unclosed_span", "stall"):
         runs.append(("bug-" + prog_arg, quiet + ["--long-run", "600000"],
@@ -300,7 +302,7 @@ def docs_report_of_jsonl_is_report_of_raw():
                                                 map(json.loads, open(out))):
             lossy += 1
     check(lossy, "no capture of the docs traces lost events with stacks on: the comparison "
-          "needs one (the ring, --ring-size 1, did not fill)")
+          "needs one (the ring, --ring-size 1 with --stack-bytes 16384, did not fill)")
 
 
 @test

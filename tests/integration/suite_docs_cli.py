@@ -43,7 +43,7 @@ VALUES = {"pid": None, "comm": "x", "exec-gate": "5", "output": "NEW.jsonl", "fo
           "stall": "2", "long-run": "60", "sched-latency": "20", "blocking": "20",
           "spawn-storm": "50", "slow-span": "db=5", "interval": "2", "max-coroutines": "1000",
           "max-coroutines-per-process": "1000", "max-open-spans": "1000",
-          "max-open-spans-per-process": "1000",
+          "max-open-spans-per-process": "1000", "queue-memory": "64",
           "store-timeout": "connect=5"}
 NEEDS = {"comm": ["-a"], "sample-hz": ["--stacks"], "stack-bytes": ["--stacks"],
          "flight-mb": ["--flight", "1"], "dump-on": ["--flight", "1"]}

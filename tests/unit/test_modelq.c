@@ -74,8 +74,9 @@ static struct modelq_stats pump(struct inner *in, u64 n, u64 mem, int *finish_re
 	char err[256];
 
 	in->reader = pthread_self();
-	q = modelq_start(inner, inner_tick, in, mem << 20, err, sizeof(err));
+	q = modelq_new(mem << 20, err, sizeof(err));
 	CHECK(q != NULL);
+	modelq_begin(q, inner, inner_tick, in);
 	s = modelq_sink(q);
 	for (u64 i = 0; i < n; i++) {
 		u32 words = (u32)(i * 7919 % 301);
@@ -152,7 +153,8 @@ TEST(modelq_flush_error_comes_back_to_the_reader)
 	int got = 0;
 
 	in.reader = pthread_self();
-	q = modelq_start(inner, inner_tick, &in, 4 << 20, err, sizeof(err));
+	q = modelq_new(4 << 20, err, sizeof(err));
+	modelq_begin(q, inner, inner_tick, &in);
 	s = modelq_sink(q);
 	s.emit(s.ctx, &h);
 	/* The first flush asks; a later one returns what the model thread's flush said. */
@@ -178,7 +180,8 @@ TEST(modelq_freed_unfinished_stops_its_thread)
 	char err[256];
 
 	in.reader = pthread_self();
-	q = modelq_start(inner, NULL, NULL, 4 << 20, err, sizeof(err));
+	q = modelq_new(4 << 20, err, sizeof(err));
+	modelq_begin(q, inner, NULL, NULL);
 	s = modelq_sink(q);
 	for (u64 i = 0; i < 200000; i++) {
 		h.ts = i;
@@ -190,6 +193,16 @@ TEST(modelq_freed_unfinished_stops_its_thread)
 	CHECK_EQ(in.bad, 0);
 }
 
+TEST(modelq_freed_before_it_began)
+{
+	/* The capture could not attach: the queue freed before any record, its thread stopped. */
+	char err[256];
+	struct modelq *q = modelq_new(4 << 20, err, sizeof(err));
+
+	CHECK(q != NULL);
+	modelq_free(q);
+}
+
 int main(void)
 {
 	log_level = LOG_QUIET;
@@ -198,5 +211,6 @@ int main(void)
 	RUN(modelq_without_a_file_the_reader_waits);
 	RUN(modelq_flush_error_comes_back_to_the_reader);
 	RUN(modelq_freed_unfinished_stops_its_thread);
+	RUN(modelq_freed_before_it_began);
 	return unit_done();
 }

@@ -22,6 +22,8 @@
 /* A backlog worth saying at the end: the model then takes about a second or more to catch up. */
 #define SAY_BEHIND (256ull << 20)
 #define SAY_CATCH_UP_NS 1000000000ull
+/* Faulted in at the start: the default, and no more (a larger --queue-memory faults as used). */
+#define PREFAULT_BUFS (MODELQ_DEFAULT_MEM / MODELQ_CHUNK)
 
 struct chunk {
 	struct chunk *next;
@@ -45,6 +47,8 @@ struct modelq {
 	struct chunk *free_bufs;   /* buffers given back */
 	u32 nbufs, max_bufs;	   /* buffers allocated, at most */
 	bool closed;		   /* modelq_finish(): no more chunks */
+	bool prefaulted;	   /* the model thread has faulted its buffers in */
+	bool begun;		   /* modelq_begin(): inner and tick are set */
 	bool model_waits;	   /* the model thread sleeps on avail */
 	bool reader_waits;	   /* the reader sleeps on space */
 
@@ -88,8 +92,8 @@ static struct chunk *chunk_new_buf_locked(struct modelq *q)
 static int mem_map(struct modelq *q)
 {
 	size_t len = (size_t)q->max_bufs * MODELQ_CHUNK;
-	u8 *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-		     -1, 0);
+	/* Reserved (no MAP_NORESERVE): a size the machine cannot hold is refused here, said. */
+	u8 *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 	if (p == MAP_FAILED)
 		return -errno;
@@ -110,7 +114,7 @@ static void prefault(struct modelq *q)
 		struct chunk *c;
 
 		pthread_mutex_lock(&q->lock);
-		if (q->nbufs == q->max_bufs || q->closed || q->head) {
+		if (q->nbufs == q->max_bufs || q->nbufs >= PREFAULT_BUFS || q->closed || q->head) {
 			pthread_mutex_unlock(&q->lock);
 			return;
 		}
@@ -215,6 +219,12 @@ static void *model_thread(void *arg)
 	__atomic_store_n(&q->model_tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), q->base_nice + MODEL_NICE);
 	prefault(q);
+	pthread_mutex_lock(&q->lock);
+	q->prefaulted = true;
+	pthread_cond_broadcast(&q->space);
+	while (!q->begun && !q->closed)
+		pthread_cond_wait(&q->avail, &q->lock);
+	pthread_mutex_unlock(&q->lock);
 	for (;;) {
 		struct chunk *c;
 		const u8 *p;
@@ -367,9 +377,19 @@ static void q_emit(void *ctx, const struct coro_event_hdr *rec)
 	struct modelq *q = ctx;
 	u32 n = (rec->size + 7u) & ~7u;
 
+	u8 *dst;
+
 	if (q->cur->len + n > MODELQ_CHUNK)
 		publish(q);
-	memcpy(q->cur->data + q->cur->len, rec, rec->size);
+	dst = q->cur->data + q->cur->len;
+	/* The batched path's records (40 to 64 bytes) by constant-size copies, inlined. */
+	switch (rec->size) {
+	case 40: memcpy(dst, rec, 40); break;
+	case 48: memcpy(dst, rec, 48); break;
+	case 56: memcpy(dst, rec, 56); break;
+	case 64: memcpy(dst, rec, 64); break;
+	default: memcpy(dst, rec, rec->size); break;
+	}
 	q->cur->len += n;
 }
 
@@ -396,16 +416,12 @@ struct record_sink modelq_sink(struct modelq *q)
 	return (struct record_sink){.emit = q_emit, .idle = q_idle, .flush = q_flush, .ctx = q};
 }
 
-struct modelq *modelq_start(struct record_sink inner, void (*tick)(void *), void *tick_ctx,
-			    u64 mem_limit, char *err, size_t errlen)
+struct modelq *modelq_new(u64 mem_limit, char *err, size_t errlen)
 {
 	struct modelq *q = xcalloc(1, sizeof(*q));
 	sigset_t all, old;
 	int e;
 
-	q->inner = inner;
-	q->tick = tick;
-	q->tick_ctx = tick_ctx;
 	q->max_bufs = mem_limit / MODELQ_CHUNK < 2 ? 2 : (u32)(mem_limit / MODELQ_CHUNK);
 	e = mem_map(q);
 	if (e) {
@@ -437,6 +453,20 @@ struct modelq *modelq_start(struct record_sink inner, void (*tick)(void *), void
 		return NULL;
 	}
 	return q;
+}
+
+void modelq_begin(struct modelq *q, struct record_sink inner, void (*tick)(void *), void *tick_ctx)
+{
+	pthread_mutex_lock(&q->lock);
+	q->inner = inner;
+	q->tick = tick;
+	q->tick_ctx = tick_ctx;
+	/* Its buffers faulted in first (while the capture attached, as a rule: no wait). */
+	while (!q->prefaulted)
+		pthread_cond_wait(&q->space, &q->lock);
+	q->begun = true;
+	pthread_cond_signal(&q->avail);
+	pthread_mutex_unlock(&q->lock);
 }
 
 int modelq_finish(struct modelq *q)
@@ -528,7 +558,7 @@ void modelq_free(struct modelq *q)
 		}
 		q->head = q->tail = NULL;
 		q->closed = true;
-		pthread_cond_signal(&q->avail);
+		pthread_cond_broadcast(&q->avail);
 		pthread_mutex_unlock(&q->lock);
 		pthread_join(q->thread, NULL);
 	}

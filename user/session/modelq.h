@@ -10,9 +10,10 @@
  * The model thread takes chunks in order and hands each record to the inner
  * sink, exactly as the capture would have.
  *
- * Bounded: at most `mem_limit` bytes of chunks wait in memory, all of it
- * faulted in by the model thread as the capture starts (a page fault per
- * 4 KiB taken by the reader in a flood halves its pace). Beyond it a
+ * Bounded: at most `mem_limit` bytes of chunks wait in memory, reserved at
+ * the start and faulted in by the model thread as the capture starts, up
+ * to the default's 128 MiB (a page fault per 4 KiB taken by the reader in
+ * a flood halves its pace). Beyond it a
  * full chunk is written to a temporary file (unnamed, O_TMPFILE, in
  * $TMPDIR or /var/tmp) and read back, in its turn, by the model thread;
  * the file's space is given back as it is read. The file may hold at most
@@ -58,13 +59,18 @@ struct modelq_stats {
 };
 
 /*
- * A queue in front of `inner`, its model thread started. tick (or NULL) is
- * called on the model thread about every 20 ms, and at once after each
- * flush. mem_limit: bytes of chunks in memory, at least 2 chunks. NULL and
- * err said on failure.
+ * A queue of mem_limit bytes of chunks (at least 2), its model thread
+ * started: it faults the memory in, then waits for modelq_begin(). Made
+ * before the capture attaches, so that the faults are done by the time
+ * records come. NULL and err said on failure.
  */
-struct modelq *modelq_start(struct record_sink inner, void (*tick)(void *), void *tick_ctx,
-			    u64 mem_limit, char *err, size_t errlen);
+struct modelq *modelq_new(u64 mem_limit, char *err, size_t errlen);
+/*
+ * Records from now on go to `inner`, on the model thread; tick (or NULL)
+ * is called there about every 20 ms. Waits for the memory to be faulted
+ * in, if it is not yet.
+ */
+void modelq_begin(struct modelq *q, struct record_sink inner, void (*tick)(void *), void *tick_ctx);
 /* The reader's sink: records in (copied), idle, flush. */
 struct record_sink modelq_sink(struct modelq *q);
 /*

@@ -212,6 +212,12 @@ static int session_open_live(struct session *s)
 		return 128 + capture_stop_signal; /* before any target is touched */
 	if (t->flight)
 		flight_install_signal();
+	/* The model thread's queue, its memory faulted in while the capture attaches (modelq.h). */
+	s->q = modelq_new(t->queue_mb ? t->queue_mb << 20 : MODELQ_DEFAULT_MEM, err, sizeof(err));
+	if (!s->q) {
+		log_err("%s", err);
+		return EXIT_FAILURE_RUNTIME;
+	}
 	ret = capture_open(&s->cap, &t->cap);
 	s->cap_open = true;
 	if (!ret)
@@ -439,7 +445,6 @@ static int session_feed_live(struct session *s, int *code)
 	const struct trace_opts *t = s->t;
 	const struct capture *cap = &s->cap;
 	struct record_sink qsink;
-	char err[256];
 	int ret, qret;
 
 	session_say_probe_path(s);
@@ -468,12 +473,7 @@ static int session_feed_live(struct session *s, int *code)
 	if (s->view == VIEW_SUMMARY)
 		s->status = status_new(&s->p.model);
 	/* Everything behind the sink runs on the model thread, ticked there (modelq.h). */
-	s->q = modelq_start(s->sink, session_tick, s,
-			    t->queue_mb ? t->queue_mb << 20 : MODELQ_DEFAULT_MEM, err, sizeof(err));
-	if (!s->q) {
-		log_err("%s", err);
-		return EXIT_FAILURE_RUNTIME;
-	}
+	modelq_begin(s->q, s->sink, session_tick, s);
 	qsink = modelq_sink(s->q);
 	ret = capture_run(&s->cap, &qsink);
 	top_stop(s->top); /* q stops the capture as Ctrl-C does; the screen goes first */
