@@ -2,8 +2,8 @@
 # tests/tsan_live.sh BIN: live captures through BIN (corobpf built with ThreadSanitizer, `make
 # tsan`), each with the reader and the model thread running side by side: a scenario to every
 # output and the raw capture, a flood through a queue of 2 MiB (so that records wait in the
-# temporary file, and the reader waits too when there is no file), top's text snapshots, and the
-# flight recorder dumping from the model thread. Any report fails (exit 66). As root; skipped,
+# temporary file, and the reader waits too when there is no file), a flood stopped by -d (the
+# stopper thread), top's text snapshots, and the flight recorder dumping from the model thread. Any report fails (exit 66). As root; skipped,
 # saying so, otherwise.
 set -e
 bin=$1
@@ -33,7 +33,11 @@ rm -f "$tmp/f.jsonl"
 TMPDIR=/nonexistent-corobpf-tsan run "flood with no file" --queue-memory 2 --no-sched \
 	-o "$tmp/g.jsonl" -- "$tmp/flood" 1 300000
 rm -f "$tmp/g.jsonl"
+"$tmp/flood" 1 4000000000000 >/dev/null &
+fp=$!
+run "a flood stopped by -d (the stopper thread)" -d 1 --no-sched -p "$fp"
+kill "$fp"
 run "top's snapshots" top --batch -d 2 --interval 0.5 -- build/tests/scenarios mixed
 run "flight dumps" --flight 2 --dump-on spawn_storm -o "$tmp/fl.jsonl" -- build/tests/bugs spawn_storm
 ls "$tmp"/fl.1.jsonl >/dev/null 2>&1 || fail "flight dumps: no dump written"
-echo "tsan_live: 5 live captures, no ThreadSanitizer report"
+echo "tsan_live: 6 live captures, no ThreadSanitizer report"

@@ -293,6 +293,12 @@ def cli_signals_as_the_readme_says():
         wait_for(err, "tracing")
         with open(err) as f:
             child = int(re.search(r"\(pid (\d+)\)", f.read()).group(1))
+        # Once it ignores SIGTERM: its shell set the trap and became sleep.
+        for _ in range(500):
+            with open("/proc/%d/comm" % child) as f:
+                if f.read().strip() == "sleep":
+                    break
+            time.sleep(0.01)
         tr.send_signal(signal.SIGTERM)  # passed on to the command, which ignores it (and the
         # same pid runs sleep after the exec: killed below)
         wait_for(err, "waiting for")

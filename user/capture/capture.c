@@ -25,6 +25,7 @@
 #include "procfs.h"
 #include "reorder.h" /* its window */
 #include "signals.h"
+#include "stopper.h"
 #include "strread.h"
 #include "termsafe.h"
 #include "usdt.h"
@@ -232,6 +233,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 
 	capture_raise_nofile();
 	memset(c, 0, sizeof(*c));
+	c->stopper.efd = -1;
 	c->opts = opts;
 	capture_set_child_stdout(opts->stdout_to_stderr);
 	c->launch = (struct attach_launch){
@@ -886,6 +888,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 
 	bool more = false; /* the last read of the ring left records in it */
 
+	stopper_start(&c->stopper, deadline, &c->skel->bss->stopped);
+
 	for (;;) {
 		struct epoll_event evs[16];
 		size_t alive = 0;
@@ -998,7 +1002,7 @@ out:
 	 * under a microsecond), and take what the ring holds: that is all there
 	 * will be. Detaching is slow and happens behind the outputs' work.
 	 */
-	stop_ts = now_boottime_ns();
+	stop_ts = stopper_end(&c->stopper);
 	c->skel->bss->stopped = 1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	/*

@@ -15,7 +15,6 @@
 #ifndef COROBPF_CAPTURE_H
 #define COROBPF_CAPTURE_H
 
-#include <pthread.h>
 #include <signal.h>
 #include <sys/types.h>
 #include "announce.h"
@@ -27,6 +26,7 @@
 #include "recsink.h"
 #include "ringev.h"
 #include "stackres.h"
+#include "stopper.h"
 #include "switchfam.h"
 #include "unseen.h"
 
@@ -53,6 +53,7 @@ struct capture {
 	/* In front of capture_run's sink: the newest ts given it (a target's exit record, capture.c). */
 	struct record_sink watch;
 	u64 read_ns; /* time spent reading the ring (and handing its records on) */
+	struct stopper stopper; /* the probes silenced at -d or a signal, on time */
 	const struct record_sink *outer;
 	u64 newest_ts;
 	u32 end_reason;

@@ -9,6 +9,7 @@
 #include "util.h"
 
 volatile sig_atomic_t capture_stop_signal;
+volatile int capture_stop_wake_fd = -1;
 static volatile pid_t signal_child = -1;
 static struct sigaction saved_actions[NSIG];
 
@@ -23,6 +24,12 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 		_exit(128 + sig);
 	}
 	capture_stop_signal = sig;
+	if (capture_stop_wake_fd >= 0) {
+		u64 one = 1;
+		ssize_t n = write(capture_stop_wake_fd, &one, sizeof(one));
+
+		(void)n;
+	}
 	/* Pass termination on; a keyboard ^C already reached the whole process group. */
 	if (child > 0 && (sig != SIGINT || si->si_code == SI_USER || si->si_code == SI_QUEUE))
 		kill(child, sig);

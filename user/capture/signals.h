@@ -14,6 +14,12 @@
 
 /* Set by the signal handlers (the signal number); capture_run stops when it sees it. */
 extern volatile sig_atomic_t capture_stop_signal;
+/*
+ * An eventfd the first stopping signal also writes to (or -1): capture_run's
+ * stopper thread waits on it, so that the probes are silenced at the
+ * signal, whatever the reader is doing.
+ */
+extern volatile int capture_stop_wake_fd;
 
 /*
  * SIGINT/SIGTERM/SIGHUP stop tracing (a second one quits at once, removing

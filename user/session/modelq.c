@@ -47,7 +47,6 @@ struct modelq {
 	struct chunk *free_bufs;   /* buffers given back */
 	u32 nbufs, max_bufs;	   /* buffers allocated, at most */
 	bool closed;		   /* modelq_finish(): no more chunks */
-	bool prefaulted;	   /* the model thread has faulted its buffers in */
 	bool begun;		   /* modelq_begin(): inner and tick are set */
 	bool model_waits;	   /* the model thread sleeps on avail */
 	bool reader_waits;	   /* the reader sleeps on space */
@@ -217,11 +216,10 @@ static void *model_thread(void *arg)
 	u64 next_tick = 0;
 
 	__atomic_store_n(&q->model_tid, (int)syscall(SYS_gettid), __ATOMIC_RELEASE);
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), q->base_nice + MODEL_NICE);
+	/* At the process's priority while the capture attaches: then under the reader's. */
 	prefault(q);
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), q->base_nice + MODEL_NICE);
 	pthread_mutex_lock(&q->lock);
-	q->prefaulted = true;
-	pthread_cond_broadcast(&q->space);
 	while (!q->begun && !q->closed)
 		pthread_cond_wait(&q->avail, &q->lock);
 	pthread_mutex_unlock(&q->lock);
@@ -461,9 +459,7 @@ void modelq_begin(struct modelq *q, struct record_sink inner, void (*tick)(void 
 	q->inner = inner;
 	q->tick = tick;
 	q->tick_ctx = tick_ctx;
-	/* Its buffers faulted in first (while the capture attached, as a rule: no wait). */
-	while (!q->prefaulted)
-		pthread_cond_wait(&q->space, &q->lock);
+	/* Not waiting for the faults: a buffer not yet faulted in is the reader's to fault. */
 	q->begun = true;
 	pthread_cond_signal(&q->avail);
 	pthread_mutex_unlock(&q->lock);

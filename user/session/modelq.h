@@ -67,8 +67,7 @@ struct modelq_stats {
 struct modelq *modelq_new(u64 mem_limit, char *err, size_t errlen);
 /*
  * Records from now on go to `inner`, on the model thread; tick (or NULL)
- * is called there about every 20 ms. Waits for the memory to be faulted
- * in, if it is not yet.
+ * is called there about every 20 ms.
  */
 void modelq_begin(struct modelq *q, struct record_sink inner, void (*tick)(void *), void *tick_ctx);
 /* The reader's sink: records in (copied), idle, flush. */
