@@ -1531,17 +1531,20 @@ int coro_libload(struct pt_regs *ctx)
 	e = event_reserve(NULL, sizeof(*e), CORO_EV_LIBLOAD);
 	if (!e)
 		return 0;
-	/* User space must react soon: probes in the new object fire meanwhile. */
-	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	/*
 	 * A launched command on the switch-function path waits until its new
 	 * objects are attached: a runtime's extension module (greenlet) starts
-	 * switching microseconds after its dlopen. Only once the event is in
-	 * the ring, so user space always sees it and sends SIGCONT (which also
-	 * cancels this stop if it comes first).
+	 * switching microseconds after its dlopen. Held only with its record
+	 * sure to reach the ring (reserved: user space always sees why it
+	 * stopped and sends SIGCONT), and stopped before the record can be
+	 * read: a reader quick enough to send its SIGCONT between the record
+	 * and the stop left the program stopped for good (as the exec hold
+	 * below already knew).
 	 */
 	if (hold_tgid && (__u32)(bpf_get_current_pid_tgid() >> 32) == hold_tgid)
 		bpf_send_signal(19 /* SIGSTOP */);
+	/* User space must react soon: probes in the new object fire meanwhile. */
+	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 

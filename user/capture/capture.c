@@ -920,6 +920,10 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 			ringev_release_walks(&c->ev);
 			record_sink_idle(sink);
 		}
+		if (stopper_fired(&c->stopper)) { /* -d or a signal: no record of ours after it */
+			c->end_reason = capture_stop_signal ? CORO_END_SIGNAL : CORO_END_DURATION;
+			break;
+		}
 		for (int i = 0; i < n; i++) {
 			if (evs[i].data.u64 == GATE_EPOLL_TAG && c->gate) {
 				/* Programs held at their exec: attached, then let go. */
@@ -1083,11 +1087,10 @@ out:
 	newest = c->newest_ts;
 	emit_stats(c);
 	emit_end(c);
-	/* When it stopped, on the trace's clock (a flood's tests and make bench read it). */
+	/* When it stopped, on the trace's clock, and the reader's pace (flood tests, make bench). */
 	log_verbose("capture ended (%s) at %llu ns CLOCK_BOOTTIME; its newest record at %llu ns",
 		    coro_end_reason_name(c->end_reason), (unsigned long long)stop_ts,
 		    (unsigned long long)newest);
-	/* The reader's own pace (make bench's flood): records out of the ring, per second reading. */
 	log_verbose("reader: %llu records in %.1f ms of reading the ring (%.1f M records/s)",
 		    (unsigned long long)c->ev.ustats[CORO_USTAT_RECORDS], c->read_ns / 1e6,
 		    c->read_ns ? c->ev.ustats[CORO_USTAT_RECORDS] * 1e3 / c->read_ns : 0.0);

@@ -56,6 +56,11 @@ void stopper_start(struct stopper *s, u64 deadline, volatile u32 *flag)
 		capture_stop_wake_fd = s->efd;
 }
 
+bool stopper_fired(struct stopper *s)
+{
+	return __atomic_load_n(&s->stopped_at, __ATOMIC_ACQUIRE) != 0;
+}
+
 u64 stopper_end(struct stopper *s)
 {
 	u64 one = 1, at;

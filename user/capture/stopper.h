@@ -28,6 +28,8 @@ struct stopper {
 
 /* Waits for deadline (0: none) or a stopping signal, then sets *flag. */
 void stopper_start(struct stopper *s, u64 deadline, volatile u32 *flag);
+/* Whether the thread has silenced the probes (the loop then ends the capture). */
+bool stopper_fired(struct stopper *s);
 /* The thread gone; when the probes were silenced: by it, or now (the caller silences them). */
 u64 stopper_end(struct stopper *s);
 
