@@ -180,6 +180,9 @@ static void model_records(struct modelq *q, const u8 *p, u32 len)
 	for (u32 off = 0; off < len;) {
 		const struct coro_event_hdr *h = (const void *)(p + off);
 
+		/* The capture hands on only records it checked: never one shorter than its header. */
+		if (h->size < sizeof(*h))
+			break;
 		record_sink_emit(&q->inner, h);
 		q->records++;
 		off += (h->size + 7u) & ~7u;
@@ -374,7 +377,6 @@ static void q_emit(void *ctx, const struct coro_event_hdr *rec)
 {
 	struct modelq *q = ctx;
 	u32 n = (rec->size + 7u) & ~7u;
-
 	u8 *dst;
 
 	if (q->cur->len + n > MODELQ_CHUNK)
