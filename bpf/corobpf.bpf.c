@@ -66,6 +66,25 @@ volatile __u32 exec_hold_tgid;
  */
 volatile __u32 exec_check_tgid;
 volatile __u32 exec_check_held;
+/* corobpf's own process: the parent of what it launched (see held_by_live_tracer()). */
+volatile __u32 tracer_tgid;
+
+/*
+ * A hold's SIGSTOP is answered by corobpf's SIGCONT, or, if corobpf dies,
+ * by the parent-death SIGCONT the launched program gets when it is
+ * reparented. corobpf has several threads: the thread that launched the
+ * program may exit (and the program be reparented, continued) while
+ * another thread still keeps the probes attached; a hold after that would
+ * never be answered. So a program is held only while its parent is a
+ * corobpf thread that is not exiting (PF_EXITING).
+ */
+static __always_inline bool held_by_live_tracer(struct task_struct *task)
+{
+	if (!tracer_tgid)
+		return true;
+	return BPF_CORE_READ(task, real_parent, tgid) == (int)tracer_tgid &&
+	       !(BPF_CORE_READ(task, real_parent, flags) & 0x4 /* PF_EXITING */);
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -1541,7 +1560,8 @@ int coro_libload(struct pt_regs *ctx)
 	 * and the stop left the program stopped for good (as the exec hold
 	 * below already knew).
 	 */
-	if (hold_tgid && (__u32)(bpf_get_current_pid_tgid() >> 32) == hold_tgid)
+	if (hold_tgid && (__u32)(bpf_get_current_pid_tgid() >> 32) == hold_tgid &&
+	    held_by_live_tracer(bpf_get_current_task_btf()))
 		bpf_send_signal(19 /* SIGSTOP */);
 	/* User space must react soon: probes in the new object fire meanwhile. */
 	bpf_ringbuf_submit(e, BPF_RB_FORCE_WAKEUP);
@@ -1715,10 +1735,11 @@ int BPF_PROG(coro_exec, struct task_struct *p, pid_t old_pid, struct linux_binpr
 	 * run unheld), and stopped before the record is there to be read, so
 	 * that a SIGCONT never comes ahead of the SIGSTOP it answers.
 	 */
-	if (check) {
+	if (check && held_by_live_tracer(bpf_get_current_task_btf())) {
 		exec_check_held = pid;
 		bpf_send_signal(19 /* SIGSTOP */);
-	} else if (exec_hold_tgid && pid == exec_hold_tgid) {
+	} else if (exec_hold_tgid && pid == exec_hold_tgid &&
+		   held_by_live_tracer(bpf_get_current_task_btf())) {
 		bpf_send_signal(19 /* SIGSTOP */);
 	}
 	proc_submit(e, CORO_EV_EXEC, p, 0);

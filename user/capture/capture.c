@@ -575,6 +575,7 @@ static int attach_targets(struct capture *c)
 		struct target *t = &c->targets[i];
 		int ret;
 
+		c->skel->bss->tracer_tgid = (u32)getpid(); /* the holds' parent (corobpf.bpf.c) */
 		if (t->via_script) {
 			/* Its images are attached at their execs, each held there. */
 			c->skel->bss->exec_hold_tgid = t->pid;
@@ -1010,9 +1011,8 @@ out:
 	c->skel->bss->stopped = 1;
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	/*
-	 * What live threads wrote since their last copy, read from their memory
-	 * once the copies under way have finished (microseconds, with preemption
-	 * off), before the threads fill and start their buffers again.
+	 * What live threads wrote since their last copy, read from their memory once the copies
+	 * under way have finished (microseconds, preemption off), before the threads start again.
 	 */
 	if (c->opts->probe_path == PROBE_PATH_BATCHED)
 		usleep(200);
