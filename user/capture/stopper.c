@@ -20,9 +20,13 @@ static void *stopper_thread(void *arg)
 		u64 now = now_boottime_ns();
 
 		if (s->deadline) {
+			u64 ms;
+
 			if (now >= s->deadline)
 				break;
-			timeout = (int)((s->deadline - now) / 1000000) + 1;
+			/* -d takes up to 10^7 s: waited for in steps an int of ms holds. */
+			ms = (s->deadline - now) / 1000000 + 1;
+			timeout = ms > 60000 ? 60000 : (int)ms;
 		}
 		if (poll(&p, 1, timeout) > 0) {
 			if (__atomic_load_n(&s->quit, __ATOMIC_ACQUIRE))

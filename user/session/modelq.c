@@ -102,9 +102,9 @@ static int mem_map(struct modelq *q)
 }
 
 /*
- * On the model thread, at its start: every buffer faulted in and given to
- * the free list, while the capture attaches. A page fault per 4 KiB of a
- * buffer the reader takes for the first time in a flood halves its pace
+ * On the model thread, at its start: the buffers, up to the default's
+ * 128 MiB, faulted in and given to the free list while the capture attaches. A page fault per 4 KiB of a
+ * buffer the reader takes for the first time in a flood costs it events
  * (the kernel clears each page); huge pages were slower still here.
  */
 static void prefault(struct modelq *q)

@@ -13,7 +13,7 @@
  * Bounded: at most `mem_limit` bytes of chunks wait in memory, reserved at
  * the start and faulted in by the model thread as the capture starts, up
  * to the default's 128 MiB (a page fault per 4 KiB taken by the reader in
- * a flood halves its pace). Beyond it a
+ * a flood costs it events). Beyond it a
  * full chunk is written to a temporary file (unnamed, O_TMPFILE, in
  * $TMPDIR or /var/tmp) and read back, in its turn, by the model thread;
  * the file's space is given back as it is read. The file may hold at most
@@ -23,7 +23,7 @@
  * drops, as it always does. modelq_say() names that cause and its remedy.
  *
  * The model thread runs at a lower priority than the reader while the
- * capture runs (nice +5 over the process's), so that on a busy machine it
+ * capture runs (nice +19 over the process's), so that on a busy machine it
  * is the model, not the ring, that falls behind; at the end of the capture
  * it is raised back and what it has not yet followed is processed after.
  *
