@@ -168,6 +168,12 @@ $(OUT)/tests/bugs: tests/integration/progs/bugs.c $(SCHED_OBJS) $(SCHED_DEPS)
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(TOOLS_CFLAGS) $< $(SCHED_OBJS) $(TOOLS_LDFLAGS) -o $@
 
+# span_attach: spans open when a tracer attaches, and one real orphan span_end.
+tools: $(OUT)/tests/span_attach
+$(OUT)/tests/span_attach: tests/integration/progs/span_attach.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -pthread $< -o $@
+
 # announce_mute: the announce probes, never answered.
 $(OUT)/tests/announce_mute: tests/integration/progs/announce_mute.c usdt/corobpf.h
 	$(call msg,CC,$@)

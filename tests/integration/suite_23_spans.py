@@ -269,3 +269,84 @@ def spans_slow_span_names_where_it_began_with_stacks():
         n = rows(db, "SELECT count(*) AS n FROM spans s JOIN frames f ON f.stack_id = s.stack "
                  "WHERE s.name = 'query' AND f.func = 'queries'")[0]["n"]
         check(n >= 900, mode + ": query spans whose stack names queries(): %d" % n)
+
+
+SPAN_ATTACH = os.path.join(TESTS_BIN, "span_attach")
+
+
+def span_attach_session(name, pid, orphan_file, truth, path):
+    """corobpf -p PID on span_attach: once it says it is tracing, the orphan is asked for; the
+    trace ends soon after the program says it fired it."""
+    out, raw, err = work(name + ".jsonl"), work(name + ".raw"), work(name + ".err")
+    with open(err, "w") as ef:
+        tr = subprocess.Popen([COROBPF, "-p", str(pid), "--probe-path", path, "-o", out,
+                               "--raw", raw], stdout=ef, stderr=ef)
+        try:
+            end = time.time() + 60
+            while time.time() < end and tr.poll() is None and "tracing " not in open(err).read():
+                time.sleep(0.02)
+            check(tr.poll() is None, "corobpf ended before tracing: " + open(err).read())
+            # Every probe was attached before it said so: a coroutine created from here on has
+            # all of its spans in the trace.
+            open(orphan_file, "w").close()
+            while time.time() < end and not os.path.exists(truth):
+                time.sleep(0.02)
+            time.sleep(0.2)
+            tr.send_signal(signal.SIGINT)
+            tr.wait(timeout=60)
+        finally:
+            if tr.poll() is None:
+                tr.kill()
+                tr.wait()
+    eq(tr.returncode, 0, "corobpf -p exit code (%s)" % open(err).read().strip())
+    return out, raw
+
+
+@test
+def spans_open_at_the_attach_are_no_finding():
+    """corobpf -p on a program whose coroutines and threads are inside spans when it attaches
+    (progs/span_attach.c): the span_end of a span begun before the trace is no unmatched_span
+    and no anomaly, only counted (span_begun_before_trace); a coroutine created after the
+    attach that ends a span it never began is still one unmatched_span finding. Both probe
+    paths; the raw capture and the JSONL replay to the same."""
+    for path in ("batched", "trap"):
+        orphan_file, truth = work("span_attach-%s.go" % path), work("span_attach-%s.truth" % path)
+        prog = subprocess.Popen([SPAN_ATTACH, truth, orphan_file], stdout=subprocess.PIPE,
+                                text=True)
+        try:
+            line = prog.stdout.readline().split()
+            check(line and line[0] == "READY", "span_attach did not start: %r" % line)
+            time.sleep(0.2)
+            out, raw = span_attach_session("span_attach-" + path, prog.pid, orphan_file, truth,
+                                           path)
+        finally:
+            prog.kill()
+            prog.wait()
+        with open(truth) as f:
+            orphan = "0x" + f.read().split()[1]
+        trace = Trace(out)
+        eq(trace.trailer["lost"]["events"], 0, path + ": events lost")
+        got = [(f["id"], f["span"]) for f in findings(trace, "unmatched_span")]
+        eq(got, [(orphan, "orphan")], path + ": unmatched_span findings")
+        eq(trace_anomalies(trace.trailer), {"span_unmatched_end": 1}, path + ": anomalies")
+        # Every other span_end that closed nothing: of a span begun before the trace.
+        creates = {e["id"] for e in trace.by_ev("create")}
+        unmatched = [e for e in trace.by_ev("span_end") if e.get("matched") is False]
+        before = [e for e in unmatched if e["id"] != orphan]
+        eq(trace.trailer["lost"]["span_begun_before_trace"], len(before),
+           path + ": span_begun_before_trace")
+        check(before, path + ": no span was open at the attach (the program holds one nearly "
+              "all the time in each thread)")
+        for e in before:
+            check(e["id"] is None or e["name"] in ("req", "tick"),
+                  path + ": a span begun before the trace: %r" % e)
+        check(orphan in creates, path + ": the orphan's create is not in the trace")
+        check_replay(out, raw)
+        again = work("span_attach-%s.replay2.jsonl" % path)
+        p = corobpf(["report", "-q", out, "-o", again])
+        eq(p.returncode, 0, "corobpf report of the JSONL (%s)" % p.stderr.strip())
+        back = Trace(again)
+        eq([(f["id"], f["span"]) for f in findings(back, "unmatched_span")], got,
+           path + ": the JSONL's replay, unmatched_span findings")
+        eq(back.trailer["lost"]["span_begun_before_trace"], len(before),
+           path + ": the JSONL's replay, span_begun_before_trace")

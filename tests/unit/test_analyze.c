@@ -334,6 +334,38 @@ TEST(unmatched_spans)
 	}
 }
 
+/*
+ * Spans open when the trace ends, in a live coroutine and a thread: in progress, no finding,
+ * unless open for the slow-span threshold (100 ms) already. One its coroutine's exit left
+ * open is a finding however short.
+ */
+TEST(spans_open_at_the_trace_end)
+{
+	start();
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_switch(&B, 1, 2000, 0, 7, 0, 0));
+	feed(mk_span(&B, true, 1, 3000, 7, "long"));
+	feed(mk_span(&B, true, 1, 3000 + 50 * MS, 7, "short"));
+	feed(mk_span(&B, true, 2, 3000, 0, "tlong"));
+	feed(mk_span(&B, true, 2, 3000 + 60 * MS, 0, "tshort"));
+	feed(mk_create(&B, 3, 1000, 0, 9, 0));
+	feed(mk_switch(&B, 3, 2000, 0, 9, 0, 0));
+	feed(mk_span(&B, true, 3, 3000 + 90 * MS, 9, "left"));
+	feed(mk_exit(&B, 3, 3000 + 91 * MS, 9, 9, 0));
+	feed(mk_switch(&B, 3, 3000 + 92 * MS, 9, 0, CORO_R_DONE, 0));
+	feed(mk_switch(&B, 1, 3000 + 100 * MS, 7, 7, CORO_R_YIELD, 0)); /* the trace's last record */
+	stop();
+	CHECK_EQ(count(FK_UNMATCHED_SPAN), 3);
+	for (int i = 0; i < NF; i++) {
+		if (F[i].kind != FK_UNMATCHED_SPAN)
+			continue;
+		if (!strcmp(F[i].span, "long") || !strcmp(F[i].span, "tlong"))
+			CHECK(F[i].open && F[i].dur == 100 * MS);
+		else
+			CHECK(!strcmp(F[i].span, "left") && !F[i].open && F[i].dur == MS);
+	}
+}
+
 TEST(spawn_storm_edges)
 {
 	/* 1000 children within a second: at the threshold, not above it. */
@@ -728,6 +760,7 @@ int main(void)
 	RUN(long_run_and_sched_latency_edges);
 	RUN(exit_or_reuse_while_suspended_is_not_a_stall);
 	RUN(unmatched_spans);
+	RUN(spans_open_at_the_trace_end);
 	RUN(spawn_storm_edges);
 	RUN(blocking_edges_and_long_run_without_it);
 	RUN(switch_path_blocking_needs_work_waiting);

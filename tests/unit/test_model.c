@@ -309,6 +309,47 @@ TEST(spans_follow_migration)
 	done();
 }
 
+/*
+ * Span ends that close nothing, in a process taken on running whose trace is whole from 200:
+ * of a coroutine seen mid-life, of one created before 200 and of a thread, its begin may be
+ * older than the trace (no anomaly); of a coroutine created after 200, a bug. Launched, all
+ * four are.
+ */
+static void span_ends_before_and_after(u32 mode)
+{
+	struct coro_event_hdr *h;
+
+	memset(&ci, 0, sizeof(ci));
+	pipeline_init(&P, &ci, NULL);
+	seen_attach(&P, &S);
+	pipeline_begin(&P);
+	h = mk_process(&B, 1, mode);
+	h->cur = 200;
+	feed(h);
+	feed(mk_switch(&B, 1, 100, 0, 7, 0, 0));
+	feed(mk_span(&B, false, 1, 110, 7, "a"));
+	feed(mk_create(&B, 2, 150, 0, 8, 0));
+	feed(mk_switch(&B, 2, 160, 0, 8, 0, 0));
+	feed(mk_span(&B, false, 2, 170, 8, "b"));
+	feed(mk_create(&B, 3, 300, 0, 9, 0));
+	feed(mk_switch(&B, 3, 310, 0, 9, 0, 0));
+	feed(mk_span(&B, false, 3, 320, 9, "c"));
+	feed(mk_span(&B, false, 4, 330, 0, "d"));
+	stop();
+}
+
+TEST(span_end_begun_before_the_trace)
+{
+	span_ends_before_and_after(CORO_PROC_ATTACHED);
+	CHECK_EQ(P.model.anom.span_begun_before_trace, 3);
+	CHECK_EQ(P.model.anom.span_unmatched_end, 1);
+	done();
+	span_ends_before_and_after(CORO_PROC_LAUNCHED);
+	CHECK_EQ(P.model.anom.span_begun_before_trace, 0);
+	CHECK_EQ(P.model.anom.span_unmatched_end, 4);
+	done();
+}
+
 /* ---- spans, searched and indexed alike ---- */
 
 /* What apply_span() told the observers, per span record in order. */
@@ -710,6 +751,7 @@ int main(void)
 	RUN(ready_while_running_keeps_it_runnable);
 	RUN(lost_events_make_state_unknown);
 	RUN(spans_follow_migration);
+	RUN(span_end_begun_before_the_trace);
 	RUN(spans_deep_stack_ends_cost_no_search);
 	RUN(spans_indexed_agree_with_a_search);
 	RUN(process_exit_closes_everything);

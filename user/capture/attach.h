@@ -78,6 +78,12 @@ struct target {
 	s64 fc_delta_jump, fc_delta_ontop;
 	u32 switch_sites;
 	u64 start_ts; /* when corobpf took it on, before attaching */
+	/*
+	 * Taken on running (-p, -a): when its probes were all attached, the
+	 * session's start (its process record says it); 0 for one traced from its
+	 * first instruction.
+	 */
+	u64 traced_from;
 	char comm[16];
 	char exe[4096];
 	u32 ppid;

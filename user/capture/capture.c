@@ -86,9 +86,9 @@ static void emit_found(struct capture *c)
 }
 
 /*
- * --follow: a followed process's exit comes from the BPF side, with its
- * status. Should that record have been lost (a full ring), a process found
- * gone here ends anyway, status unknown, so the run is not held open.
+ * --follow: a followed process's exit comes from the BPF side, with its status. Should that record
+ * have been lost (a full ring), a process found gone here ends anyway, status unknown, so the run
+ * is not held open.
  */
 static void reap_followed(struct capture *c)
 {
@@ -292,11 +292,10 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 		return EXIT_FAILURE_RUNTIME;
 	}
 	/*
-	 * libbpf's USDT spec map: one slot per distinct argument string of a
-	 * probe, per attach, held until the end. Larger than libbpf's 256, and
-	 * shared out by usdt.c (usdt_budget_take) so that no object or user can
-	 * take the slots others need (libbpf 1.1.2 also double-frees when it
-	 * runs out).
+	 * libbpf's USDT spec map: one slot per distinct argument string of a probe, per attach,
+	 * held until the end. Larger than libbpf's 256, and shared out by usdt.c
+	 * (usdt_budget_take) so that no object or user can take the slots others need (libbpf
+	 * 1.1.2 also double-frees when it runs out).
 	 */
 	if (!err)
 		err = bpf_map__set_max_entries(c->skel->maps.__bpf_usdt_specs, USDT_SPEC_SLOTS);
@@ -664,13 +663,15 @@ int capture_attach(struct capture *c)
 	int ret = attach_targets(c);
 
 	/*
-	 * The batched path's session starts now, attached (its targets' process records are
-	 * earlier): it reads no thread's buffer before, and leaves out what a buffer it meets in
-	 * use holds from before (written while another session raised the semaphore). Copying
+	 * The session starts now, every probe attached: a process taken on running is traced whole
+	 * from now (records.h). The batched path reads no thread's buffer before, and leaves out
+	 * what a buffer met in use holds from before (another session raised the semaphore); copying
 	 * earlier, before its own batch probe was attached, a full buffer's trap could pass it by.
 	 */
 	if (!ret)
-		c->skel->bss->session_start_ts = now_boottime_ns();
+		c->ev.session_start = c->skel->bss->session_start_ts = now_boottime_ns();
+	for (size_t i = 0; !ret && i < c->ntargets; i++)
+		c->targets[i].traced_from = c->targets[i].launched ? 0 : c->ev.session_start;
 	return ret;
 }
 
@@ -687,12 +688,11 @@ static void release_child(struct capture *c)
 }
 
 /*
- * When target pid ended: as the BPF side saw its last thread exit, not
- * when its pidfd told us (after the ring was drained: a coroutine running
- * at the exit, as Go's runtime.main always is, would run until then). Not
- * older than half the pipeline's reorder window before the newest record
- * given so far, so the exit record never arrives late (behind records the
- * reorder buffer has let go).
+ * When target pid ended: as the BPF side saw its last thread exit, not when its pidfd told us
+ * (after the ring was drained: a coroutine running at the exit, as Go's runtime.main always is,
+ * would run until then). Not older than half the pipeline's reorder window before the newest
+ * record given so far, so the exit record never arrives late (behind records the reorder buffer
+ * has let go).
  */
 static u64 target_exit_ts(struct capture *c, u32 pid)
 {
@@ -738,9 +738,9 @@ static void target_exited(struct capture *c, struct target *t)
 }
 
 /*
- * Continue a target held at a dlopen (bss hold_tgid) or an exec
- * (exec_hold_tgid), through its pidfd: a pid reaped and reused meanwhile is
- * never signalled. An exited target has no pidfd and nothing to continue.
+ * Continue a target held at a dlopen (bss hold_tgid) or an exec (exec_hold_tgid), through its
+ * pidfd: a pid reaped and reused meanwhile is never signalled. An exited target has no pidfd and
+ * nothing to continue.
  */
 static void hold_release(const struct target *t, const char *where)
 {

@@ -22,6 +22,8 @@ void liverec_process(const struct record_sink *s, const struct target *t)
 	r->hdr.ts = t->start_ts; /* before its probes were attached: first in time */
 	r->mode = t->launched ? CORO_PROC_LAUNCHED : t->forked ? CORO_PROC_FORKED : CORO_PROC_ATTACHED;
 	r->ppid = t->ppid;
+	if (r->mode == CORO_PROC_ATTACHED)
+		r->hdr.cur = t->traced_from; /* records.h */
 	memcpy(r->comm, t->comm, sizeof(r->comm));
 	memcpy(r->exe, t->exe, len);
 	record_sink_emit(s, &r->hdr);

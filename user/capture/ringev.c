@@ -190,7 +190,8 @@ static bool untraced_elsewhere(struct ringev *ev, const struct coro_event_hdr *h
 static void on_process_new(struct ringev *ev, const struct coro_ev_proc *e)
 {
 	const struct coro_event_hdr *h = &e->hdr;
-	struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = ev->opts->follow};
+	struct target t = {.pid = h->pid, .start_ts = h->ts, .forked = ev->opts->follow,
+			   .traced_from = ev->session_start};
 	char path[64];
 	u32 tgid;
 	ssize_t n;

@@ -51,6 +51,7 @@ struct ringev {
 	const struct record_sink *sink;
 	struct target *targets;		/* -p, -- CMD: flagged for rescans */
 	size_t ntargets;
+	u64 session_start; /* every probe attached (target.traced_from) */
 	/* Kept here, read by the capture. */
 	struct hmap seen_threads; /* (pid, tid) already announced by a thread record */
 	u32 seen_pid, seen_tid;	  /* the last thread found there (a run of one thread's records) */

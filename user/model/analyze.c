@@ -668,6 +668,16 @@ static u64 slow_threshold(const struct analyzer *a, const char *name)
 	return a->o.slow_span_ns;
 }
 
+/*
+ * A span open when the trace ended, in a live coroutine or thread: in progress
+ * (a request the capture stopped in the middle of), no finding, unless open
+ * for its slow-span threshold already: then it is left open too long.
+ */
+static bool in_progress(const struct analyzer *a, const char *name, u64 begin, u64 end)
+{
+	return end - begin < slow_threshold(a, name);
+}
+
 /* A span closed: slow if it lasted its threshold, with what most of its time was. */
 static void analyze_span_done(void *ctx, const struct span_done *d)
 {
@@ -859,7 +869,7 @@ static void analyze_event(void *ctx, const struct event *ev)
 		readies_late(a, ev);
 		break;
 	case EV_SPAN_END:
-		if (!ev->span.matched)
+		if (!ev->span.matched && !ev->span.before_trace)
 			span_finding(a, ev->c, ev->pid, ev->tid, ev->span.name.s, ev->span.name.len,
 				     ev->ts, 0, false);
 		break;
@@ -905,10 +915,14 @@ static void analyze_coroutine_end(void *ctx, const struct coro *c)
 		at->pend_out_ts = c->end_ts;
 	}
 
-	for (u32 i = 0; i < c->nspans; i++)
-		span_finding(a, c, c->pid, c->tid, c->spans[i].name,
-			     strnlen(c->spans[i].name, CORO_STR_LEN), c->spans[i].ts,
-			     c->end_ts - c->spans[i].ts, c->end != CE_EXIT);
+	for (u32 i = 0; i < c->nspans; i++) {
+		const struct coro_span *sp = &c->spans[i];
+
+		if (c->end == CE_TRACE_END && in_progress(a, sp->name, sp->ts, c->end_ts))
+			continue;
+		span_finding(a, c, c->pid, c->tid, sp->name, strnlen(sp->name, CORO_STR_LEN), sp->ts,
+			     c->end_ts - sp->ts, c->end != CE_EXIT);
+	}
 	/* A parent's storm ends with it. */
 	st = hmap_get(&a->storms, c->pid, c->id);
 	if (st)
@@ -922,12 +936,15 @@ static void analyze_finish(void *ctx, const struct model *m)
 	size_t it = 0;
 	void *v;
 
-	/* Spans opened by threads outside any coroutine and never closed. */
+	/* Spans opened by threads outside any coroutine, still open (threads of live processes). */
 	while ((t = model_next_thread(m, &it))) {
-		for (u32 i = 0; i < t->nspans; i++)
+		for (u32 i = 0; i < t->nspans; i++) {
+			if (in_progress(a, t->spans[i].name, t->spans[i].ts, m->last_ts))
+				continue;
 			span_finding(a, NULL, t->pid, t->tid, t->spans[i].name,
 				     strnlen(t->spans[i].name, CORO_STR_LEN), t->spans[i].ts,
 				     m->last_ts - t->spans[i].ts, true);
+		}
 	}
 	it = 0;
 	while (hmap_next(&a->storms, &it, NULL, NULL, &v)) {

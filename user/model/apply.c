@@ -533,6 +533,21 @@ static bool end_refused(struct model *m, const void *owner, struct span_refused 
 	return false;
 }
 
+/*
+ * A span_end that closed nothing, in a process taken on running: its begin may
+ * be older than the trace, no bug, if its owner may have begun a span before
+ * the trace was whole (docs/jsonl.md, span_begun_before_trace). A thread did
+ * (its start is not known); a coroutine did unless created after that.
+ */
+static bool begun_before(struct model *m, u32 pid, const struct coro *c)
+{
+	const struct coro_process *p = model_proc_peek(m, pid);
+
+	if (!p || p->mode != CORO_PROC_ATTACHED)
+		return false;
+	return !c || !c->created_seen || c->created_ts < p->traced_from;
+}
+
 static void apply_span(struct model *m, struct event *ev)
 {
 	struct coro_thread *t = model_thread(m, ev->pid, ev->tid);
@@ -608,6 +623,9 @@ static void apply_span(struct model *m, struct event *ev)
 		if (ev->span.matched && refused) {
 			/* A kept span closed: those refused inside it end with it. */
 			refused_free(m, st.owner);
+		} else if (!ev->span.matched && begun_before(m, ev->pid, c)) {
+			ev->span.before_trace = true;
+			m->anom.span_begun_before_trace++;
 		} else if (!ev->span.matched) {
 			m->anom.span_unmatched_end++;
 			if (c)
@@ -674,6 +692,7 @@ static void apply_process(struct model *m, struct event *ev)
 	free(p->exe);
 	p->exe = xstrdup(ev->process.exe.s);
 	p->start_ts = ev->ts;
+	p->traced_from = ev->process.traced_from;
 	for (size_t i = 0; i < m->nobs; i++)
 		if (m->obs[i].process)
 			m->obs[i].process(m->obs[i].ctx, p);

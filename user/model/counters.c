@@ -275,6 +275,11 @@ const struct counter counters[] = {
 	{.group = CG_LOST, USER(ANNOUNCE_UNANSWERED), .flags = CF_NOT_A_LOSS,
 	 .json = "announce_unanswered", .sql = "announce_unanswered",
 	 .perfetto = "processes that did not list their coroutines", .say = say_unanswered},
+	{.group = CG_LOST, ANOM(span_begun_before_trace), .flags = CF_NOT_A_LOSS,
+	 .json = "span_begun_before_trace", .sql = "span_begun_before_trace",
+	 .perfetto = "span ends of spans begun before the trace",
+	 .text = "span ends closed a span begun before the trace (a process taken on running): "
+		 "no finding"},
 
 	{.group = CG_ANOMALIES, ANOM(switch_from_mismatch),
 	 .json = "switch_from_mismatch", .say = say_inconsistencies},

@@ -956,6 +956,8 @@ static int build(struct jsonl_reader *r)
 						      : CORO_PROC_ATTACHED;
 		if (getn(o, "ppid", &v))
 			p->ppid = (u32)v;
+		if (p->mode == CORO_PROC_ATTACHED && getn(o, "traced_from", &v))
+			p->hdr.cur = v; /* records.h */
 		return 1;
 	}
 	case CORO_REC_THREAD: {

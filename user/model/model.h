@@ -201,6 +201,12 @@ struct coro_process {
 	bool exited;
 	s32 exit_status;
 	u64 start_ts, exit_ts;
+	/*
+	 * Taken on running (mode CORO_PROC_ATTACHED): from when its trace is
+	 * whole, every probe attached (0: not known, a capture older than this).
+	 * A span_end whose begin may be older is no bug (apply.c, begun_before()).
+	 */
+	u64 traced_from;
 	u64 live;     /* coroutines alive now */
 	u64 open_spans; /* spans open now, in its coroutines and threads (model_limit_spans()) */
 	u64 runnable; /* of which runnable */
@@ -259,6 +265,12 @@ struct model_anomalies {
 	 */
 	u64 spans_over_process_cap;
 	u64 spans_over_cap;
+	/*
+	 * Span ends that closed nothing, in a process taken on running, whose
+	 * begin may be older than the trace (apply.c, begun_before()): no
+	 * anomaly, no finding.
+	 */
+	u64 span_begun_before_trace;
 	/*
 	 * The detectors' blocking calls and long runs let go unconfirmed for
 	 * want of room while they awaited their evidence (user/model/analyze.c):

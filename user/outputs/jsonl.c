@@ -387,6 +387,8 @@ static void jsonl_event_cb(void *ctx, const struct event *ev)
 		put_evstr(o, "exe", ev->process.exe);
 		obuf_printf(o, ",\"mode\":\"%s\"", coro_proc_mode_name(ev->process.mode));
 		put_u64(o, "ppid", ev->process.ppid);
+		if (ev->process.traced_from)
+			put_u64(o, "traced_from", ev->process.traced_from);
 		obuf_puts(o, "}\n");
 		break;
 	case EV_THREAD:

@@ -177,6 +177,7 @@ struct event {
 			bool owner_known;
 			u32 depth;	  /* after a begin, before an end */
 			bool matched;	  /* EV_SPAN_END closed an open span */
+			bool before_trace; /* ...or not, its begin perhaps older than the trace */
 		} span;
 		struct {
 			u64 start;   /* EV_OFFCPU_END: when it left the CPU (ts: when it came back) */
@@ -189,6 +190,7 @@ struct event {
 			struct ev_str comm, exe;
 			u32 mode; /* enum coro_proc_mode */
 			u32 ppid;
+			u64 traced_from; /* CORO_PROC_ATTACHED: its trace is whole from then (0: unknown) */
 		} process;
 		struct {
 			struct ev_str comm; /* EV_THREAD: the thread's; EV_EXEC: the new program's */

@@ -81,6 +81,7 @@ static void decode_span(struct event *ev, const struct coro_event_hdr *h)
 	ev->span.owner_known = false;
 	ev->span.depth = 0;
 	ev->span.matched = false;
+	ev->span.before_trace = false;
 }
 
 static void decode_offcpu_begin(struct event *ev, const struct coro_event_hdr *h)
@@ -127,6 +128,7 @@ static void decode_process(struct event *ev, const struct coro_event_hdr *h)
 	ev->process.exe = str_tail(h, r->exe);
 	ev->process.mode = r->mode;
 	ev->process.ppid = r->ppid;
+	ev->process.traced_from = r->mode == CORO_PROC_ATTACHED ? h->cur : 0;
 }
 
 static void decode_thread(struct event *ev, const struct coro_event_hdr *h)

@@ -57,8 +57,15 @@ enum coro_rec_kind {
 	CORO_REC_LOST = 138,
 };
 
+/*
+ * hdr.cur: of a process taken on running (CORO_PROC_ATTACHED), the time
+ * (CLOCK_BOOTTIME) its probes were all attached, the session's start: from
+ * then on its trace is whole, so a coroutine created later has all its spans
+ * in it (before, a span_begin could fire before its probe was attached). 0
+ * otherwise, and in captures older than this.
+ */
 struct coro_rec_process {
-	struct coro_event_hdr hdr; /* pid, ts */
+	struct coro_event_hdr hdr; /* pid, ts; cur: above */
 	u32 mode;		   /* enum coro_proc_mode (event.h) */
 	u32 ppid;
 	char comm[16];
