@@ -151,8 +151,10 @@ def offcpu_blocked_at_the_attach_and_at_the_end_is_not_running():
         print("     skipped: ruby3.1 or build/tests/go/goserver missing", flush=True)
         return
     out = work("blocked-end.jsonl")
-    p = corobpf(["-o", out, "-d", "1.5", "--", ruby, "-e",
-                 "f = Fiber.new { Fiber.yield }; f.resume; sleep 4"])
+    # -d 3: the run at the end lasts over a second even when Ruby takes seconds to start (a
+    # loaded machine: 0.78 s of a -d 1.5 was left once).
+    p = corobpf(["-o", out, "-d", "3", "--", ruby, "-e",
+                 "f = Fiber.new { Fiber.yield }; f.resume; sleep 6"])
     eq(p.returncode, 0, "exit code (%s)" % p.stderr.strip())
     trace = Trace(out)
     eq([f["kind"] for f in trace.records if f["type"] == "finding"], [], "findings")

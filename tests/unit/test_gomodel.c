@@ -202,6 +202,33 @@ TEST(walk_of_an_ended_goroutine_gives_nothing)
 	CHECK_EQ(out[5].name.id, 41);
 }
 
+TEST(creation_stamped_after_the_walk_found_it_runnable)
+{
+	nout = 0;
+	/*
+	 * newproc1 gave 60 its status and goid, then its thread was held before the probe on its
+	 * ret: the walk read 60 runnable, and the creation is stamped after the walk. One
+	 * goroutine, the walk's: no create. Its run after is the probes' as ever.
+	 */
+	walked(0, 500, 60, CORO_GO_RUNNABLE, 0, 0);
+	CHECK_EQ(nout, 2);
+	CHECK_EQ(out[1].hdr.kind, CORO_EV_READY);
+	status(T1, 501, 1, 60, CORO_GO_DEAD, CORO_GO_RUNNABLE, 0, 0);
+	CHECK_EQ(nout, 2);
+	status(T1 + 10, 502, 0, 60, CORO_GO_RUNNABLE, CORO_GO_RUNNING, 0, 0);
+	CHECK_EQ(nout, 3);
+	CHECK_EQ(out[2].hdr.kind, CORO_EV_SWITCH);
+	CHECK_EQ(out[2].sw.to, 60);
+	/* Found runnable, then run, then its id made again (a forged stream): that create stands. */
+	walked(0, 503, 61, CORO_GO_RUNNABLE, 0, 0);
+	status(T1 + 11, 504, 0, 61, CORO_GO_RUNNABLE, CORO_GO_RUNNING, 0, 0);
+	CHECK_EQ(nout, 6);
+	status(T1 + 11, 505, 61, 61, CORO_GO_RUNNING, CORO_GO_DEAD, 0, 0);
+	status(T1, 506, 1, 61, CORO_GO_DEAD, CORO_GO_RUNNABLE, 0, 0);
+	CHECK_EQ(out[nout - 1].hdr.kind, CORO_EV_READY);
+	CHECK_EQ(out[nout - 2].hdr.kind, CORO_EV_CREATE);
+}
+
 TEST(walked_running_goroutine_leaves_its_thread)
 {
 	nout = 0;
@@ -240,6 +267,7 @@ int main(void)
 	RUN(gc_parked_goroutine_leaves_its_thread);
 	RUN(walk_at_attach);
 	RUN(walk_of_an_ended_goroutine_gives_nothing);
+	RUN(creation_stamped_after_the_walk_found_it_runnable);
 	RUN(walked_running_goroutine_leaves_its_thread);
 	RUN(other_records_pass_untouched);
 	gomodel_free(&G);

@@ -264,7 +264,9 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 	 * Every record is stamped after the last read: the probes' records of
 	 * anything that changed while the walk read (before this instant) come
 	 * first in time order, and gomodel.c keeps their view; whatever they
-	 * say later happened after the walk read it.
+	 * say later happened after the walk read it, but for newproc1's
+	 * return (gomodel.c, apply_status): a runnable g read after it had its
+	 * goid, before its thread reached the probe on newproc1's ret.
 	 */
 	now = now_boottime_ns();
 	from = recs;

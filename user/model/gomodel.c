@@ -23,6 +23,8 @@ void gomodel_free(struct gomodel *g)
 /* What the probes said of a goroutine (the value in `seen`). */
 #define SEEN_ALIVE ((void *)1)
 #define SEEN_ENDED ((void *)2)
+/* The walk found it runnable, and the probes have said nothing of it since. */
+#define SEEN_WALKED_RUNNABLE ((void *)3)
 
 /* A header for a record implied by `h`: its losses are reported once, by the first. */
 static struct coro_event_hdr implied(const struct coro_event_hdr *h, u8 kind, u16 size,
@@ -147,10 +149,23 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 	const struct coro_event_hdr *h = &e->hdr;
 	u32 o = e->old_status, n = e->new_status;
 	u64 id = e->goid;
+	void *seen;
 
 	if (!id)
 		return;
+	seen = hmap_get(&g->seen, h->pid, id);
 	hmap_put(&g->seen, h->pid, id, n == CORO_GO_DEAD ? SEEN_ENDED : SEEN_ALIVE);
+	/*
+	 * newproc1's return, for a goroutine the walk found runnable first:
+	 * newproc1 gives the g its status and goid before it returns, so the
+	 * walk can read them before the probe on its ret stamps the creation
+	 * (the thread held in between past the walk's last read). Goids are
+	 * never reused and the new g runs nowhere until newproc1 has returned:
+	 * this is the creation the walk saw the end of. The walk's view stands
+	 * (runnable since the walk, no parent, as any goroutine found there).
+	 */
+	if (o == CORO_GO_DEAD && n == CORO_GO_RUNNABLE && seen == SEEN_WALKED_RUNNABLE)
+		return;
 	if (o == CORO_GO_DEAD && n == CORO_GO_RUNNABLE) {
 		struct coro_ev_create c = {.hdr = implied(h, CORO_EV_CREATE, sizeof(c), true)};
 
@@ -215,6 +230,7 @@ static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomod
 	hmap_put(&g->seen, h.pid, r->goid, SEEN_ALIVE);
 	switch (r->status) {
 	case CORO_GO_RUNNABLE:
+		hmap_put(&g->seen, h.pid, r->goid, SEEN_WALKED_RUNNABLE);
 		emit(ctx, &nm.hdr);
 		emit_id(&h, false, CORO_EV_READY, r->goid, emit, ctx);
 		break;

@@ -29,10 +29,11 @@
  * records are stamped after its last read: a walk record of a goroutine the
  * probes already reported gives its name only (the probes' state is newer),
  * and one of a goroutine they saw end gives nothing (it was read as it
- * ended, or its g as newproc1 reused it). A goroutine found parked is
- * switched in and out at the instant of the walk on thread 0 (its last
- * thread is not known; no real thread is 0), so it is suspended, with its
- * reason and object, from there.
+ * ended, or its g as newproc1 reused it); newproc1's return after the walk
+ * found its g runnable (with its goid) gives nothing either. A goroutine
+ * found parked is switched in and out at the instant of the walk on thread
+ * 0 (its last thread is not known; no real thread is 0), so it is
+ * suspended, with its reason and object, from there.
  *
  * Every other record passes untouched.
  */
