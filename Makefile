@@ -47,7 +47,7 @@ USER_HDRS := $(foreach d,$(USER_DIRS),$(wildcard $(d)/*.h))
 vpath %.c $(USER_DIRS)
 
 USER_LIB_SRCS := $(addprefix user/common/,log.c util.c termsafe.c safeopen.c procfs.c procview.c) \
-		 $(addprefix user/record/,kinds.c raw.c reorder.c) \
+		 $(addprefix user/record/,kinds.c raw.c recsink.c reorder.c) \
 		 $(addprefix user/elf/,elfnotes.c dynlink.c sitebounds.c ldpaths.c ldcache.c ldhwcaps.c x86dec.c switchfam.c addrnames.c \
 		   switchspec.c fam_runtimes.c goelf.c interp.c cxxcoro.c) \
 		 $(addprefix user/model/,ctxmap.c cxxmap.c spans.c model.c lifecycle.c apply.c analyze.c stacks.c \

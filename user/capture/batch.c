@@ -107,8 +107,9 @@ union batch_out {
 };
 
 /*
- * n records of buffer buf, copied at copy_ts, into the trap path's records. floor: those stamped
- * earlier are not this session's (coro_ev_batch.floor).
+ * n records of buffer buf, copied at copy_ts, into the trap path's records, back to back in
+ * bs->split, then handed to bs->out together. floor: those stamped earlier are not this
+ * session's (coro_ev_batch.floor).
  */
 static void split_recs(struct batch_state *bs, const struct coro_event_hdr *bh, u64 buf, u64 floor,
 		       const struct corobpf_batch_rec *rec, u32 n)
@@ -117,13 +118,15 @@ static void split_recs(struct batch_state *bs, const struct coro_event_hdr *bh, 
 	struct batch_cur *c = cur_of(bs, bh->pid, bh->tid);
 	u64 *prev = buf_last_ts(c, buf), copy_ts = bh->ts;
 	u32 lost = bh->lost_before;
+	struct batch_split sp = {0};
+	u8 *dst = bs->split;
 
 	/* The BPF side's view before the first record: what this thread's trap would have seen. */
 	c->cur = bh->cur;
 	c->valid = !(bh->flags & CORO_EVF_CUR_UNKNOWN);
-	for (u32 i = 0; i < n; i++) {
+	for (u32 i = 0; i < n && i < CORO_BATCH_RECS_MAX; i++) {
 		const struct corobpf_batch_rec *r = &rec[i];
-		union batch_out o;
+		union batch_out *o = (union batch_out *)dst;
 		size_t size;
 		u64 ts = r->ts;
 
@@ -131,28 +134,29 @@ static void split_recs(struct batch_state *bs, const struct coro_event_hdr *bh, 
 			bs->ustats[CORO_USTAT_BATCH_BEFORE]++;
 			continue;
 		}
-		memset(&o, 0, sizeof(o));
 		switch (r->kind) {
 		case CORO_EV_CREATE:
-			size = sizeof(o.create);
-			o.create.id = r->a0;
-			o.create.parent = r->a1;
+			size = sizeof(o->create);
+			o->create.id = r->a0;
+			o->create.parent = r->a1;
 			break;
 		case CORO_EV_READY:
-			size = sizeof(o.ready);
-			o.ready.id = r->a0;
+			size = sizeof(o->ready);
+			o->ready.id = r->a0;
 			break;
 		case CORO_EV_SWITCH:
-			size = sizeof(o.sw);
-			o.sw.from = r->a0;
-			o.sw.to = r->a1;
-			o.sw.obj = r->a2;
-			o.sw.reason = r->aux;
+			size = sizeof(o->sw);
+			o->sw.from = r->a0;
+			o->sw.to = r->a1;
+			o->sw.obj = r->a2;
+			o->sw.reason = r->aux;
+			o->sw.__pad = 0;
+			sp.switches++;
 			break;
 		case CORO_EV_EXIT:
-			size = sizeof(o.exit);
-			o.exit.id = r->a0;
-			o.exit.status = (s64)r->a1;
+			size = sizeof(o->exit);
+			o->exit.id = r->a0;
+			o->exit.status = (s64)r->a1;
 			break;
 		default:
 			/* Not a record the header writes: the buffer was overwritten (a signal handler). */
@@ -172,30 +176,35 @@ static void split_recs(struct batch_state *bs, const struct coro_event_hdr *bh, 
 			ts = ts < *prev ? *prev : ts;
 		}
 		*prev = ts;
-		o.hdr.size = (u16)size;
-		o.hdr.kind = (u8)r->kind;
-		o.hdr.flags = no_thread ? CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD
-			      : c->valid ? 0
-					 : CORO_EVF_CUR_UNKNOWN;
-		o.hdr.lost_before = lost;
+		o->hdr.size = (u16)size;
+		o->hdr.kind = (u8)r->kind;
+		o->hdr.flags = no_thread ? CORO_EVF_CUR_UNKNOWN | CORO_EVF_NO_THREAD
+			       : c->valid ? 0
+					  : CORO_EVF_CUR_UNKNOWN;
+		o->hdr.lost_before = lost;
 		lost = 0;
-		o.hdr.pid = bh->pid;
-		o.hdr.tid = bh->tid;
+		o->hdr.pid = bh->pid;
+		o->hdr.tid = bh->tid;
 		/*
 		 * A thread preempted between its record's clock read and the store
 		 * that publishes it: its sched_switch could not see the record, whose
 		 * off-CPU records are in the ring before it. It counts from when it
 		 * was published, so that the thread's story stays in ring order.
 		 */
-		o.hdr.ts = ts < c->last_ts ? c->last_ts : ts;
-		o.hdr.cur = no_thread ? 0 : c->cur;
+		o->hdr.ts = ts < c->last_ts ? c->last_ts : ts;
+		o->hdr.cur = no_thread ? 0 : c->cur;
+		if (o->hdr.ts > sp.newest_ts)
+			sp.newest_ts = o->hdr.ts;
 		/* The trap path tracks the coroutine even when the event is lost; so does this. */
 		if (r->kind == CORO_EV_SWITCH && !no_thread) {
 			c->cur = r->a1;
 			c->valid = true;
 		}
-		bs->out(bs->out_ctx, &o, size);
+		sp.n++;
+		dst += size;
 	}
+	if (sp.n)
+		bs->out(bs->out_ctx, bs->split, (size_t)(dst - bs->split), &sp);
 }
 
 void batch_note(struct batch_state *bs, const struct coro_event_hdr *h)

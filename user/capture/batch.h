@@ -32,11 +32,23 @@
  * splits go: the ring's record handler (ringev_record()), which takes each
  * as it takes a record from the ring.
  */
+/* What a batch split into (batch_state.out). */
+struct batch_split {
+	u32 n;	       /* records */
+	u32 switches;  /* of which switches */
+	u64 newest_ts; /* the newest record's time */
+};
+
+/* The largest record a batch splits into: a switch. */
+#define BATCH_OUT_MAX sizeof(struct coro_ev_switch)
+
 struct batch_state {
 	struct hmap cur; /* (pid, tid) -> the thread's coroutine after its last batch */
 	u64 *ustats;	 /* the capture's CORO_USTAT_* counters */
-	int (*out)(void *ctx, void *rec, size_t size);
+	/* A batch's records, back to back in `split` (len bytes): one thread's, in order. */
+	void (*out)(void *ctx, const u8 *recs, size_t len, const struct batch_split *sp);
 	void *out_ctx;
+	u8 split[CORO_BATCH_RECS_MAX * BATCH_OUT_MAX] __attribute__((aligned(8)));
 };
 
 /* --probe-path. */
@@ -52,7 +64,7 @@ const char *batch_path_name(enum probe_path p);
 
 /*
  * Split a CORO_EV_BATCH record of `size` bytes into the trap path's records,
- * each handed to bs->out. A malformed one is counted
+ * handed to bs->out together. A malformed one is counted
  * (CORO_USTAT_BAD_RECORDS) and dropped. Remembers each thread's coroutine
  * for its tail (batch_tails_emit).
  */

@@ -701,8 +701,8 @@ static u64 target_exit_ts(struct capture *c, u32 pid)
 
 	if (bpf_map_lookup_and_delete_elem(fd, &pid, &ts) || !ts || ts > now)
 		return now;
-	if (c->newest_ts > REORDER_WINDOW_NS / 2)
-		floor = c->newest_ts - REORDER_WINDOW_NS / 2;
+	if (c->watch.newest_ts > REORDER_WINDOW_NS / 2)
+		floor = c->watch.newest_ts - REORDER_WINDOW_NS / 2;
 	return ts < floor ? floor : ts;
 }
 
@@ -797,29 +797,6 @@ static void script_image(struct capture *c, struct target *t)
 	hold_release(t, "its exec");
 }
 
-static void watch_emit(void *ctx, const struct coro_event_hdr *rec)
-{
-	struct capture *c = ctx;
-
-	if (rec->ts > c->newest_ts)
-		c->newest_ts = rec->ts;
-	record_sink_emit(c->outer, rec);
-}
-
-static int watch_flush(void *ctx)
-{
-	struct capture *c = ctx;
-
-	return c->outer->flush ? c->outer->flush(c->outer->ctx) : 0;
-}
-
-static void watch_idle(void *ctx)
-{
-	struct capture *c = ctx;
-
-	record_sink_idle(c->outer);
-}
-
 int capture_run(struct capture *c, const struct record_sink *sink)
 {
 	u64 start = now_boottime_ns(), next_stats = start + STATS_EVERY_NS;
@@ -829,10 +806,8 @@ int capture_run(struct capture *c, const struct record_sink *sink)
 	u64 stop_ts, newest;
 	int ret = 0;
 
-	c->outer = sink;
-	c->watch = (struct record_sink){.emit = watch_emit, .flush = watch_flush, .idle = watch_idle,
-					.ctx = c};
-	sink = &c->watch;
+	record_watch_init(&c->watch, sink);
+	sink = &c->watch.sink;
 	c->sink = sink;
 	c->ev.sink = sink;
 	c->ev.targets = c->targets;
@@ -1084,7 +1059,7 @@ out:
 		unseen_say(&c->unseen, c->targets[i].pid, c->targets[i].comm);
 		break;
 	}
-	newest = c->newest_ts;
+	newest = c->watch.newest_ts;
 	emit_stats(c);
 	emit_end(c);
 	/* When it stopped, on the trace's clock, and the reader's pace (flood tests, make bench). */

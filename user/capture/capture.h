@@ -51,11 +51,9 @@ struct capture {
 	u64 ustats[CORO_USTAT_MAX];
 	const struct record_sink *sink; /* capture_run's, through `watch` */
 	/* In front of capture_run's sink: the newest ts given it (a target's exit record, capture.c). */
-	struct record_sink watch;
+	struct record_watch watch;
 	u64 read_ns; /* time spent reading the ring (and handing its records on) */
 	struct stopper stopper; /* the probes silenced at -d or a signal, on time */
-	const struct record_sink *outer;
-	u64 newest_ts;
 	u32 end_reason;
 	struct stack_resolver *stk; /* --stacks */
 	struct execgate *gate; /* -a, --follow: execs held until attached (execgate.h), or NULL */

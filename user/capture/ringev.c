@@ -21,7 +21,7 @@
 #define STACK_REC_COPY_MAX 96
 _Static_assert(sizeof(struct coro_ev_span) <= STACK_REC_COPY_MAX, "a span_begin fits");
 
-static int ringev_split_record(void *ctx, void *data, size_t size);
+static void ringev_split_batch(void *ctx, const u8 *recs, size_t len, const struct batch_split *sp);
 
 void ringev_init(struct ringev *ev)
 {
@@ -31,7 +31,7 @@ void ringev_init(struct ringev *ev)
 	hmap_init(&ev->rescan_pids);
 	hmap_init(&ev->cxx_named);
 	hmap_init(&ev->batch.cur);
-	ev->batch.out = ringev_split_record;
+	ev->batch.out = ringev_split_batch;
 	ev->batch.out_ctx = ev;
 	hmap_init(&ev->plans_said);
 }
@@ -547,27 +547,34 @@ int ringev_record(void *ctx, void *data, size_t size)
 }
 
 /*
- * A record split from a batch (batch.c): create, ready, switch or exit of one thread, made whole
+ * A batch's records (batch.c): creates, readies, switches and exits of one thread, made whole
  * there, so none of the checks ringev_record() makes of what the ring holds can fail. What the
- * ring's record of the same kind would get: counted, the held records of a launched script let
- * go at its first switch or create, the thread announced, then the sink.
+ * ring's records of the same kinds would get: counted, the held records of a launched script let
+ * go at its first switch or create, the thread announced, then the sink. Without walks or held
+ * records to let go, in one piece.
  */
-static int ringev_split_record(void *ctx, void *data, size_t size)
+static void ringev_split_batch(void *ctx, const u8 *recs, size_t len, const struct batch_split *sp)
 {
 	struct ringev *ev = ctx;
-	const struct coro_event_hdr *h = data;
+	const struct coro_event_hdr *h = (const void *)recs;
+	const struct target *t = ringev_find_target(ev, h->pid);
 
-	(void)size;
-	if (ev->nwalks && h->ts >= ev->walks_ts)
-		ringev_release_walks(ev);
-	ev->ustats[CORO_USTAT_RECORDS]++;
-	if (h->kind == CORO_EV_SWITCH)
-		ev->ctx_switches++;
-	if (h->kind == CORO_EV_SWITCH || h->kind == CORO_EV_CREATE)
-		on_context_record(ev, h);
-	on_first_thread(ev, h);
-	record_sink_emit(ev->sink, h);
-	return 0;
+	ev->ustats[CORO_USTAT_RECORDS] += sp->n;
+	ev->ctx_switches += sp->switches;
+	if (!ev->nwalks && !(t && t->hold_switch_recs)) {
+		on_first_thread(ev, h);
+		record_sink_emit_many(ev->sink, recs, len, sp->newest_ts);
+		return;
+	}
+	for (const u8 *p = recs, *end = recs + len; p < end; p += h->size) {
+		h = (const void *)p;
+		if (ev->nwalks && h->ts >= ev->walks_ts)
+			ringev_release_walks(ev);
+		if (h->kind == CORO_EV_SWITCH || h->kind == CORO_EV_CREATE)
+			on_context_record(ev, h);
+		on_first_thread(ev, h);
+		record_sink_emit(ev->sink, h);
+	}
 }
 
 int ringev_ring_record(void *ctx, void *data, size_t size)

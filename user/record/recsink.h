@@ -13,7 +13,9 @@
 #ifndef COROBPF_RECSINK_H
 #define COROBPF_RECSINK_H
 
+#include <stddef.h>
 #include "coro_abi.h"
+#include "util.h"
 
 struct record_sink {
 	void (*emit)(void *ctx, const struct coro_event_hdr *rec);
@@ -27,6 +29,12 @@ struct record_sink {
 	 * is empty): hand on what is held back for batching.
 	 */
 	void (*idle)(void *ctx);
+	/*
+	 * Or NULL. len bytes of records back to back, each whole (its size a
+	 * multiple of 8), as emit would be given them one by one; the newest ts
+	 * among them.
+	 */
+	void (*emit_many)(void *ctx, const void *recs, size_t len, u64 newest_ts);
 	void *ctx;
 };
 
@@ -34,6 +42,23 @@ static inline void record_sink_emit(const struct record_sink *s, const struct co
 {
 	s->emit(s->ctx, rec);
 }
+
+/* Records back to back (emit_many): in one call where the sink takes them so. */
+void record_sink_emit_many(const struct record_sink *s, const void *recs, size_t len,
+			   u64 newest_ts);
+
+/*
+ * A sink in front of another that keeps the newest ts it was given (the
+ * capture's: a target's exit record is not stamped older than half the
+ * reorder window before it). record_watch_init() points w->sink at it.
+ */
+struct record_watch {
+	struct record_sink sink;
+	const struct record_sink *outer;
+	u64 newest_ts;
+};
+
+void record_watch_init(struct record_watch *w, const struct record_sink *outer);
 
 static inline void record_sink_idle(const struct record_sink *s)
 {

@@ -96,6 +96,11 @@ static int mem_map(struct modelq *q)
 
 	if (p == MAP_FAILED)
 		return -errno;
+	/*
+	 * Not shared with a child (the command launched, forked after): a fork would leave every
+	 * page write-protected, and the reader's first write to each would fault (copy on write).
+	 */
+	madvise(p, len, MADV_DONTFORK);
 	q->mem = p;
 	q->map_len = len;
 	return 0;
@@ -393,6 +398,25 @@ static void q_emit(void *ctx, const struct coro_event_hdr *rec)
 	q->cur->len += n;
 }
 
+static void q_emit_many(void *ctx, const void *recs, size_t len, u64 newest_ts)
+{
+	struct modelq *q = ctx;
+
+	(void)newest_ts;
+	/* A batch's records (at most 16 KiB) fit in a chunk: never split. */
+	if (len > MODELQ_CHUNK) {
+		const u8 *p = recs, *end = p + len;
+
+		for (; p < end; p += ((const struct coro_event_hdr *)p)->size)
+			q_emit(q, (const void *)p);
+		return;
+	}
+	if (q->cur->len + len > MODELQ_CHUNK)
+		publish(q);
+	memcpy(q->cur->data + q->cur->len, recs, len);
+	q->cur->len += len;
+}
+
 static void q_idle(void *ctx)
 {
 	publish(ctx);
@@ -413,7 +437,8 @@ static int q_flush(void *ctx)
 
 struct record_sink modelq_sink(struct modelq *q)
 {
-	return (struct record_sink){.emit = q_emit, .idle = q_idle, .flush = q_flush, .ctx = q};
+	return (struct record_sink){.emit = q_emit, .idle = q_idle, .flush = q_flush,
+				    .emit_many = q_emit_many, .ctx = q};
 }
 
 struct modelq *modelq_new(u64 mem_limit, char *err, size_t errlen)
