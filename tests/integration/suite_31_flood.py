@@ -2,7 +2,8 @@
 as it can (tools/bench/flood.c, which counts its own events), about 20 million a second. The
 reader keeps up with it on the default ring and hands the records to the model thread, which
 follows behind (user/session/modelq.h): every event the program made is in the trace, none lost;
-and -d stops the capture at its time however far behind the model is."""
+-d stops the capture at its time however far behind the model is, and the program's exit ends
+it at once under a four-thread flood."""
 import json
 
 from harness import *  # noqa: F401,F403
@@ -119,3 +120,28 @@ def flood_one_thread_stops_at_its_duration():
     finally:
         prog.kill()
         prog.wait()
+
+
+@test
+def flood_four_threads_end_when_the_program_exits():
+    """Four threads flooding two CPUs (the default ring fills; the summary alone): the capture
+    ends when the program exits, its end reason says so, and it ends within a second of the
+    trace's newest record, which the flood makes up to its exit."""
+    exe = flood_prog()
+    tr, ef, err = start_tracer(["-v", "--probe-path", "batched", "--", exe, "4", str(EVENTS)],
+                               "flood4-exit")
+    try:
+        rc = tr.wait(timeout=240)
+    except subprocess.TimeoutExpired:
+        tr.kill()
+        tr.wait()
+        rc = None
+    finally:
+        ef.close()
+    eq(rc, 0, "corobpf exit code (None: still running 240 s on)")
+    reason, stopped, newest, text = capture_end(err)
+    eq(reason, "targets_exited", "end reason")
+    late = stopped - newest
+    print("    the capture ended %.3f s after its newest record" % late)
+    check(late <= 1.0, "the capture ended %.1f s after its newest record" % late)
+    check("events over" in text, "no summary: %s" % text[-800:])
