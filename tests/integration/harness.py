@@ -323,6 +323,19 @@ def start_tracer(args, name):
     return tr, ef, err
 
 
+def tracer_wait(tr, ef, timeout=240):
+    """A tracer start_tracer() started: its exit code, or None if it was still running timeout
+    seconds on (then killed). Its output file is closed either way."""
+    try:
+        return tr.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tr.kill()
+        tr.wait()
+        return None
+    finally:
+        ef.close()
+
+
 def faults_ids(trace, pid):
     return sorted(c["id"] for c in trace.coroutines if c["pid"] == pid)
 

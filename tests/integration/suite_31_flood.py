@@ -100,13 +100,8 @@ def flood_one_thread_stops_at_its_duration():
         try:
             wait_for(err, "tracing ")
             told = time.clock_gettime(time.CLOCK_BOOTTIME)
-            rc = tr.wait(timeout=240)
-        except subprocess.TimeoutExpired:
-            tr.kill()
-            tr.wait()
-            rc = None
         finally:
-            ef.close()
+            rc = tracer_wait(tr, ef)
         eq(rc, 0, "corobpf exit code (None: still running 240 s on)")
         reason, stopped, newest, text = capture_end(err)
         eq(reason, "duration", "end reason")
@@ -130,15 +125,7 @@ def flood_four_threads_end_when_the_program_exits():
     exe = flood_prog()
     tr, ef, err = start_tracer(["-v", "--probe-path", "batched", "--", exe, "4", str(EVENTS)],
                                "flood4-exit")
-    try:
-        rc = tr.wait(timeout=240)
-    except subprocess.TimeoutExpired:
-        tr.kill()
-        tr.wait()
-        rc = None
-    finally:
-        ef.close()
-    eq(rc, 0, "corobpf exit code (None: still running 240 s on)")
+    eq(tracer_wait(tr, ef), 0, "corobpf exit code (None: still running 240 s on)")
     reason, stopped, newest, text = capture_end(err)
     eq(reason, "targets_exited", "end reason")
     late = stopped - newest
