@@ -149,11 +149,12 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 	const struct coro_event_hdr *h = &e->hdr;
 	u32 o = e->old_status, n = e->new_status;
 	u64 id = e->goid;
-	void *seen;
+	bool walked;
 
 	if (!id)
 		return;
-	seen = hmap_get(&g->seen, h->pid, id);
+	walked = o == CORO_GO_DEAD && n == CORO_GO_RUNNABLE &&
+		 hmap_get(&g->seen, h->pid, id) == SEEN_WALKED_RUNNABLE;
 	hmap_put(&g->seen, h->pid, id, n == CORO_GO_DEAD ? SEEN_ENDED : SEEN_ALIVE);
 	/*
 	 * newproc1's return, for a goroutine the walk found runnable first:
@@ -164,7 +165,7 @@ static void apply_status(struct gomodel *g, const struct coro_ev_go_status *e,
 	 * this is the creation the walk saw the end of. The walk's view stands
 	 * (runnable since the walk, no parent, as any goroutine found there).
 	 */
-	if (o == CORO_GO_DEAD && n == CORO_GO_RUNNABLE && seen == SEEN_WALKED_RUNNABLE)
+	if (walked)
 		return;
 	if (o == CORO_GO_DEAD && n == CORO_GO_RUNNABLE) {
 		struct coro_ev_create c = {.hdr = implied(h, CORO_EV_CREATE, sizeof(c), true)};
@@ -227,10 +228,10 @@ static void apply_walked(struct gomodel *g, const struct coro_rec_go_g *r, gomod
 		emit(ctx, &nm.hdr);
 		return;
 	}
-	hmap_put(&g->seen, h.pid, r->goid, SEEN_ALIVE);
+	hmap_put(&g->seen, h.pid, r->goid,
+		 r->status == CORO_GO_RUNNABLE ? SEEN_WALKED_RUNNABLE : SEEN_ALIVE);
 	switch (r->status) {
 	case CORO_GO_RUNNABLE:
-		hmap_put(&g->seen, h.pid, r->goid, SEEN_WALKED_RUNNABLE);
 		emit(ctx, &nm.hdr);
 		emit_id(&h, false, CORO_EV_READY, r->goid, emit, ctx);
 		break;
