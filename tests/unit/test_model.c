@@ -578,7 +578,7 @@ TEST(memory_bounded_by_live_coroutines)
 {
 	start(CORO_PROC_LAUNCHED);
 	for (u64 i = 1; i <= 20000; i++) {
-		u64 ts = i * 100000; /* 100 us apart: the 10 ms window holds ~100 of them */
+		u64 ts = i * 500000; /* 500 us apart: the 50 ms window holds ~100 of them */
 
 		feed(mk_create(&B, 1, ts, 0, i, 0));
 		feed(mk_switch(&B, 1, ts + 10, 0, i, 0, 0));
@@ -712,6 +712,70 @@ TEST(reorder_random_jitter)
 	reorder_free(&r);
 }
 
+/*
+ * The pipeline's window holds a thread whose records reach the ring 45 ms
+ * after the others' (a batched thread on a virtual CPU the host stopped):
+ * in time order, none late. Records 60 ms behind are late, and counted.
+ */
+TEST(reorder_holds_a_thread_stalled_for_45_ms)
+{
+	struct reorder r;
+	union rec_buf b;
+	u64 id = 0;
+
+	ro_last_ts = ro_last_id = ro_count = ro_bad = 0;
+	reorder_init(&r, REORDER_WINDOW_NS, ro_emit, NULL);
+	for (u64 t = 0; t < 200; t++) {
+		u64 now = 1000000000ULL + t * 500000; /* thread 1: a record every 0.5 ms */
+
+		mk_create(&b, 1, now, 0, ++id, 0);
+		reorder_push(&r, &b.hdr);
+		/* At 65 ms, thread 2's records of 20.0 to 20.5 ms arrive. */
+		if (t == 130)
+			for (u64 k = 0; k < 50; k++) {
+				mk_create(&b, 2, 1000000000ULL + 20000000 + k * 10000, 0, ++id, 0);
+				reorder_push(&r, &b.hdr);
+			}
+	}
+	CHECK_EQ(r.late, 0);
+	CHECK_EQ(ro_bad, 0);
+	/* 60 ms behind the newest (and 10 ms behind what has left): late. */
+	mk_create(&b, 2, 1000000000ULL + 199 * 500000 - 60000000, 0, ++id, 0);
+	reorder_push(&r, &b.hdr);
+	reorder_drain(&r);
+	CHECK_EQ(r.late, 1);
+	CHECK_EQ(ro_count, 251);
+	CHECK_EQ(r.cut, 0);
+	reorder_free(&r);
+}
+
+/* What the window holds is capped in bytes: a flood is cut to it, in order, none lost. */
+TEST(reorder_window_cut_to_its_bytes)
+{
+	struct reorder r;
+	union rec_buf b;
+	u64 held = 0;
+
+	ro_last_ts = ro_last_id = ro_count = ro_bad = 0;
+	reorder_init(&r, REORDER_WINDOW_NS, ro_emit, NULL);
+	r.max_bytes = 64 << 10;
+	for (u64 i = 1; i <= 100000; i++) {
+		mk_create(&b, 1, 1000000 + i, 0, i, 0); /* a record a nanosecond: all in the window */
+		reorder_push(&r, &b.hdr);
+		if (r.bytes > held)
+			held = r.bytes;
+	}
+	CHECK(held <= 64 << 10);
+	CHECK(held > 60 << 10);
+	CHECK(r.cut > 90000);
+	reorder_drain(&r);
+	CHECK_EQ(ro_count, 100000);
+	CHECK_EQ(ro_bad, 0);
+	CHECK_EQ(r.late, 0);
+	CHECK_EQ(r.bytes, 0);
+	reorder_free(&r);
+}
+
 TEST(offcpu_time_goes_to_the_running_coroutine)
 {
 	const struct coro *c;
@@ -761,6 +825,8 @@ int main(void)
 	RUN(live_cap_follows_what_it_can_and_counts_the_rest);
 	RUN(span_cap_keeps_the_outer_spans_exact);
 	RUN(reorder_random_jitter);
+	RUN(reorder_holds_a_thread_stalled_for_45_ms);
+	RUN(reorder_window_cut_to_its_bytes);
 	RUN(offcpu_time_goes_to_the_running_coroutine);
 	return unit_done();
 }

@@ -690,7 +690,7 @@ static void release_child(struct capture *c)
 /*
  * When target pid ended: as the BPF side saw its last thread exit, not when its pidfd told us
  * (after the ring was drained: a coroutine running at the exit, as Go's runtime.main always is,
- * would run until then). Not older than half the pipeline's reorder window before the newest
+ * would run until then). Not older than REORDER_LIVE_FLOOR_NS before the newest
  * record given so far, so the exit record never arrives late (behind records the reorder buffer
  * has let go).
  */
@@ -701,8 +701,8 @@ static u64 target_exit_ts(struct capture *c, u32 pid)
 
 	if (bpf_map_lookup_and_delete_elem(fd, &pid, &ts) || !ts || ts > now)
 		return now;
-	if (c->watch.newest_ts > REORDER_WINDOW_NS / 2)
-		floor = c->watch.newest_ts - REORDER_WINDOW_NS / 2;
+	if (c->watch.newest_ts > REORDER_LIVE_FLOOR_NS)
+		floor = c->watch.newest_ts - REORDER_LIVE_FLOOR_NS;
 	return ts < floor ? floor : ts;
 }
 

@@ -49,8 +49,8 @@ void record_sink_emit_many(const struct record_sink *s, const void *recs, size_t
 
 /*
  * A sink in front of another that keeps the newest ts it was given (the
- * capture's: a target's exit record is not stamped older than half the
- * reorder window before it). record_watch_init() points w->sink at it.
+ * capture's: a target's exit record is not stamped older than
+ * REORDER_LIVE_FLOOR_NS, 5 ms, before it). record_watch_init() points w->sink at it.
  */
 struct record_watch {
 	struct record_sink sink;

@@ -9,6 +9,7 @@ void reorder_init(struct reorder *r, u64 window_ns, reorder_emit_fn emit, void *
 {
 	memset(r, 0, sizeof(*r));
 	r->window = window_ns;
+	r->max_bytes = REORDER_MAX_BYTES;
 	r->emit = emit;
 	r->ctx = ctx;
 	r->hcap = 1024;
@@ -192,6 +193,7 @@ static void emit_one(struct reorder *r)
 	else
 		it = heap_pop(r);
 	r->len--;
+	r->bytes -= ENTRY_BYTES(rec->size);
 	if (r->hlen)
 		__builtin_prefetch(r->heap[0].rec);
 	if (rec->ts < r->last_out_ts)
@@ -224,10 +226,15 @@ void reorder_push(struct reorder *r, const struct coro_event_hdr *rec)
 	}
 	if (++r->len > r->peak)
 		r->peak = r->len;
+	r->bytes += ENTRY_BYTES(rec->size);
 	if (rec->ts > r->max_ts)
 		r->max_ts = rec->ts;
 	while ((oldest = peek(r, &from_ring)) && oldest->ts + r->window < r->max_ts)
 		emit_one(r);
+	while (r->bytes > r->max_bytes) {
+		r->cut++;
+		emit_one(r);
+	}
 }
 
 void reorder_drain(struct reorder *r)

@@ -22,10 +22,26 @@
 #include "util.h"
 
 /*
- * The window the pipeline reorders over. The live capture dates the records it
- * makes itself no older than half of it before the newest record it passed on.
+ * The window the pipeline reorders over. The batched path's records wait in
+ * their thread until a copy (a switch, the 4 ms tick): a virtual CPU the
+ * host did not run for 10 ms held a thread's records past a 10 ms window
+ * while the other CPU's records went on (batch_killed_mid_run, once in a
+ * CI run). 50 ms holds such a stall of up to about 45 ms.
  */
-#define REORDER_WINDOW_NS (10 * 1000 * 1000ULL)
+#define REORDER_WINDOW_NS (50 * 1000 * 1000ULL)
+/*
+ * What the window may hold, in bytes of records: beyond some 3.5 million
+ * records a second (a flood) the window is cut to what fits, about 175,000
+ * records of 40 bytes (10 ms at 17 million a second: no shorter than the
+ * window of before, and its ring no larger), and what arrives later than
+ * that counts as late.
+ */
+#define REORDER_MAX_BYTES (8ULL << 20)
+/*
+ * The live capture dates the records it makes itself no older than this
+ * before the newest record it passed on: well inside the window, cut or not.
+ */
+#define REORDER_LIVE_FLOOR_NS (5 * 1000 * 1000ULL)
 
 typedef void (*reorder_emit_fn)(void *ctx, const struct coro_event_hdr *rec);
 
@@ -38,6 +54,9 @@ struct reorder_item {
 
 struct reorder {
 	u64 window;
+	u64 max_bytes;	 /* held beyond this, the oldest leave whatever the window */
+	u64 bytes;	 /* held now */
+	u64 cut;	 /* records that left before the window, to keep within max_bytes */
 	u64 max_ts;	 /* newest timestamp pushed */
 	u64 last_out_ts; /* timestamp of the last record emitted */
 	u64 seq;

@@ -455,7 +455,7 @@ static u32 dump_attach(struct flight *f, struct output *outs, unsigned n, u64 st
 	}
 	/*
 	 * The model is where the reorder has released records up to: its last
-	 * record, just before `start` (records stamped up to 10 ms earlier may
+	 * record, just before `start` (records stamped up to the 50 ms window earlier may
 	 * still wait there and come next). The dump starts there, so nothing
 	 * in it is older than its start.
 	 */

@@ -41,8 +41,8 @@
  * the log); spans open at the window's start are not in the dump (their
  * ends are dropped by the outputs as for a coroutine attached mid-life),
  * nor are the object and switch-path records of attaches before it;
- * records straggling in the 10 ms reorder window at its start may begin it
- * up to 10 ms early.
+ * records straggling in the 50 ms reorder window at its start may begin it
+ * up to 50 ms early.
  */
 #ifndef COROBPF_FLIGHT_H
 #define COROBPF_FLIGHT_H

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "analyze.h"
 #include "kinds.h"
+#include "log.h"
 #include "output.h"
 #include "pipeline.h"
 
@@ -106,6 +107,13 @@ void pipeline_finish(struct pipeline *p)
 {
 	reorder_drain(&p->reorder);
 	p->model.anom.late_records = p->reorder.late;
+	if (p->reorder.cut)
+		log_verbose("reordering: %llu records left the window before %llu ms had passed, "
+			    "to hold at most %llu MiB (a flood); %llu arrived late",
+			    (unsigned long long)p->reorder.cut,
+			    (unsigned long long)(p->reorder.window / 1000000),
+			    (unsigned long long)(p->reorder.max_bytes >> 20),
+			    (unsigned long long)p->reorder.late);
 	model_finish(&p->model);
 }
 
