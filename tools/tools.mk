@@ -36,7 +36,7 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/stacks-lld $(OUT)/tests/hostile $(OUT)/tests/hostile_many \
        $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
        $(OUT)/tests/attach_target-specs600 $(OUT)/tests/spans $(OUT)/tests/gate_flood \
-       $(OUT)/tests/announce $(OUT)/tests/announce_mute
+       $(OUT)/tests/announce $(OUT)/tests/announce_mute $(OUT)/tests/announce_eager
 
 # Only the API is exported from libcorosched.so; the probe semaphores stay hidden (corobpf.h).
 $(OUT)/tools/sched/corosched.o $(OUT)/tools/sched/pic/corosched.o: tools/sched/corosched.c \
@@ -178,6 +178,11 @@ $(OUT)/tests/span_attach: tests/integration/progs/span_attach.c usdt/corobpf.h
 $(OUT)/tests/announce_mute: tests/integration/progs/announce_mute.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(MATRIX_FLAGS) -O2 $< -o $@
+
+# announce_eager: a scheduler that answers while the tracer is still attaching.
+$(OUT)/tests/announce_eager: tests/integration/progs/announce_eager.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(MATRIX_FLAGS) -O2 -pthread $< -o $@
 
 # announce: a running server's coroutines, told to a tracer that attaches.
 $(OUT)/tests/announce: tests/integration/progs/announce.c $(SCHED_OBJS) $(SCHED_DEPS)

@@ -143,3 +143,43 @@ def announce_unanswered_is_counted_and_said():
     check("attached while running: coroutines from before the attach" in stderr,
           "the summary does not say what the attach cannot know:\n" + stderr)
     eq(len([c for c in trace.coroutines if c["pid"] == p.pid]), 1, "its coroutine, traced")
+
+
+EAGER = os.path.join(TESTS_BIN, "announce_eager")
+
+
+@test
+def announce_answer_given_while_attaching_is_asked_again():
+    """A scheduler that answers the moment its count moves (progs/announce_eager.c) answers
+    while corobpf is still attaching: the kernel raises the count before it writes a site's
+    breakpoint, so that list passed the announce site unarmed and only its done was seen (every
+    time, before: 0 of 50 listed). corobpf asks again once every site is armed: all 50 listed,
+    named, parked on their object, in each of two sessions."""
+    stop = work("announce-eager.stop")
+    p = subprocess.Popen([EAGER, stop, "50"], stdout=subprocess.PIPE, text=True)
+    results = []
+    try:
+        line = p.stdout.readline().split()
+        check(line and line[0] == "READY", "announce_eager did not start: %r" % line)
+        for session in (1, 2):
+            results.append(attach(p.pid, "announce-eager-%d" % session, 0.5))
+    finally:
+        open(stop, "w").close()
+        out, _ = p.communicate(timeout=60)
+    answers = re.search(r"ANSWERS (\d+)", out)
+    check(answers and int(answers.group(1)) >= 2, "announce_eager's answers: %r" % out)
+    for session, (trace, stderr) in enumerate(results, 1):
+        what = "session %d" % session
+        eq(trace.trailer["lost"]["announce_unanswered"], 0, "unanswered requests (%s)" % what)
+        mine = {c["id"]: c for c in trace.coroutines if c["pid"] == p.pid}
+        eq(len(mine), 50, "%s: coroutines in the trace (%s)" % (what, stderr.strip()[-600:]))
+        for i in range(1, 51):
+            c = mine.get("0x%x" % i)
+            check(c is not None, "%s: eager-%d not in the trace" % (what, i))
+            eq((c["name"], c["state_at_end"], c["reason_at_end"], c["obj_at_end"]),
+               ("eager-%d" % i, "suspended", "wait", "0x77"), "%s: eager-%d" % (what, i))
+        listed = {e["id"] for e in trace.by_ev("announce") if e["pid"] == p.pid}
+        eq(len(listed), 50, "%s: coroutines announced" % what)
+    check("answered as corobpf attached" in results[0][1],
+          "the first session does not say the scheduler answered as it attached:\n"
+          + results[0][1][-800:])

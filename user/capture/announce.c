@@ -102,11 +102,22 @@ static bool read_state(u32 pid, u64 addr, struct announce_state *s)
 	return process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(*s);
 }
 
+/*
+ * The scheduler will answer (again) with every site armed: its count differs from the one it
+ * last answered, and, when an answer was begun during the attach, from the one that answer was
+ * asked for (which it stores as answered when done).
+ */
+static bool will_answer(const struct announce_state *s, bool began)
+{
+	return s->semaphore != s->answered && !(began && s->semaphore == s->asked);
+}
+
 /* Ask one process: make its count differ from the one it last answered. */
 static void request(struct attach_ctx *a, struct announce_req *q, u64 now)
 {
 	const struct bpf_program *prog = attach_prog(a, "announce_done");
 	struct announce_state s;
+	bool began, asked;
 	u64 addr = q->addr ? q->addr : address_of(q->pid, q->fd, q->sema_off);
 
 	q->deadline = now + ANNOUNCE_WAIT_NS;
@@ -118,14 +129,23 @@ static void request(struct attach_ctx *a, struct announce_req *q, u64 now)
 			    q->shown, addr ? strerror(errno) : "not mapped");
 		return;
 	}
-	/* Answered already since our sites were armed (a scheduler quick to look): asked. */
-	if (q->have_before && s.answered != q->before.answered) {
-		log_verbose("process %u: its scheduler answered as corobpf attached (count %u, "
-			    "was %u)", q->pid, s.answered, q->before.answered);
-		return;
-	}
-	while (s.semaphore == s.answered && q->armed < q->nspares && prog) {
+	/*
+	 * An answer begun since our sites began to be armed (a scheduler quick to look): the
+	 * kernel raises the count before it writes a site's breakpoint, so that answer may have
+	 * gone through an announce site not armed yet, its done alone seen (announce_eager lost
+	 * every list so, and a CI run 200 of a server's). Asked again now that every site is
+	 * armed, whether that answer is over or still being given (then the count it will store
+	 * as answered is the one it was asked for): one more list at worst.
+	 */
+	began = q->have_before && s.asked != q->before.asked;
+	if (began)
+		log_verbose("process %u: its scheduler answered as corobpf attached (asked %u, "
+			    "was %u): asked again, that list may have passed sites not yet armed",
+			    q->pid, s.asked, q->before.asked);
+	asked = will_answer(&s, began);
+	while (!asked && q->armed < q->nspares && prog) {
 		u64 ref = q->sema_off;
+		u16 was = s.asked;
 		int fd = attach_uprobe_multi(a, prog, q->pid, q->path, &q->spares[q->armed], &ref,
 					     &q->cookie, 1);
 
@@ -137,8 +157,10 @@ static void request(struct attach_ctx *a, struct announce_req *q, u64 now)
 		}
 		if (!read_state(q->pid, addr, &s))
 			break;
+		/* Every announce site is armed by now: an answer begun since is whole. */
+		asked = s.asked != was || will_answer(&s, false);
 	}
-	if (s.semaphore == s.answered)
+	if (!asked)
 		log_verbose("process %u: the announce count of %s stays %u, as last answered: "
 			    "all %u spare sites are armed by other sessions", q->pid, q->shown,
 			    s.semaphore, q->nspares);
