@@ -683,14 +683,19 @@ static void ro_emit(void *ctx, const struct coro_event_hdr *h)
 	ro_count++;
 }
 
+static void ro_start(struct reorder *r, u64 window)
+{
+	ro_last_ts = ro_last_id = ro_count = ro_bad = 0;
+	reorder_init(r, window, ro_emit, NULL);
+}
+
 TEST(reorder_random_jitter)
 {
 	struct reorder r;
 	union rec_buf b;
 	u64 seed = 7, late_jitter = 0;
 
-	ro_last_ts = ro_last_id = ro_count = ro_bad = 0;
-	reorder_init(&r, 10000, ro_emit, NULL);
+	ro_start(&r, 10000);
 	for (u64 i = 1; i <= 300000; i++) {
 		u64 ts = 1000000 + i * 100, jitter;
 
@@ -723,8 +728,7 @@ TEST(reorder_holds_a_thread_stalled_for_45_ms)
 	union rec_buf b;
 	u64 id = 0;
 
-	ro_last_ts = ro_last_id = ro_count = ro_bad = 0;
-	reorder_init(&r, REORDER_WINDOW_NS, ro_emit, NULL);
+	ro_start(&r, REORDER_WINDOW_NS);
 	for (u64 t = 0; t < 200; t++) {
 		u64 now = 1000000000ULL + t * 500000; /* thread 1: a record every 0.5 ms */
 
@@ -756,8 +760,7 @@ TEST(reorder_window_cut_to_its_bytes)
 	union rec_buf b;
 	u64 held = 0;
 
-	ro_last_ts = ro_last_id = ro_count = ro_bad = 0;
-	reorder_init(&r, REORDER_WINDOW_NS, ro_emit, NULL);
+	ro_start(&r, REORDER_WINDOW_NS);
 	r.max_bytes = 64 << 10;
 	for (u64 i = 1; i <= 100000; i++) {
 		mk_create(&b, 1, 1000000 + i, 0, i, 0); /* a record a nanosecond: all in the window */
@@ -769,10 +772,10 @@ TEST(reorder_window_cut_to_its_bytes)
 	CHECK(held > 60 << 10);
 	CHECK(r.cut > 90000);
 	reorder_drain(&r);
+	CHECK_EQ(r.bytes, 0);
 	CHECK_EQ(ro_count, 100000);
 	CHECK_EQ(ro_bad, 0);
 	CHECK_EQ(r.late, 0);
-	CHECK_EQ(r.bytes, 0);
 	reorder_free(&r);
 }
 

@@ -89,6 +89,12 @@ def per_iter(out):
     return float(re.search(r"([\d.]+) ns/iter", out).group(1))
 
 
+def cpu_per_iter(out):
+    """tools/bench/flood's CPU time per event: its threads' own, not the time others held their
+    CPUs."""
+    return float(re.search(r"([\d.]+) cpu-ns/iter", out).group(1))
+
+
 def trailer_of(path):
     """The last line of a JSONL trace, read from its end: reading the whole file would grow
     this process, and every child forked after it starts with that peak RSS."""
@@ -270,6 +276,7 @@ def flood_run(corobpf, threads, n, ring, raw_only):
         raise RuntimeError("%s failed: %s" % (cmd, err))
     produced = int(re.search(r"produced (\d+)", text).group(1)) if n else 0
     r = {"produced": produced, "ns_per_event": per_iter(text) if n else 0.0,
+         "cpu_ns_per_event": cpu_per_iter(text) if n else 0.0,
          "cpu_s": usage.ru_utime + usage.ru_stime, "wall_s": wall}
     # The reader's own pace (its -v line): records per second of reading the ring, the model
     # thread's work apart. A build from before the line has none.
@@ -299,11 +306,15 @@ def flood_costs(res):
         builds.append(("base", os.environ["FLOOD_BASE"]))
     configs = [(t, ring, raw) for t in (1, 2, 4) for ring in (0, 512) for raw in (False, True)]
     rows = {}
-    limits = {t: {"limit": [], "limit_tsc": [], "untraced": []} for t in (1, 2, 4)}
+    limits = {t: {"limit": [], "limit_tsc": [], "untraced": [], "limit_cpu": []}
+              for t in (1, 2, 4)}
     for _ in range(runs):
         for t in (1, 2, 4):
             for mode in ("limit", "limit_tsc"):
-                limits[t][mode].append(per_iter(sh([flood, str(t), str(n), mode]).stdout))
+                out = sh([flood, str(t), str(n), mode]).stdout
+                limits[t][mode].append(per_iter(out))
+                if mode == "limit":
+                    limits[t]["limit_cpu"].append(cpu_per_iter(out))
             limits[t]["untraced"].append(per_iter(sh([flood, str(t), str(n)]).stdout))
         for name, bin_ in builds:
             # An empty run (no event) per output and ring: start-up, attach and exit.
@@ -316,6 +327,7 @@ def flood_costs(res):
     f = {"events_per_thread": n, "runs": runs, "rows": []}
     for t in (1, 2, 4):
         f["limit_%d_ns_per_event" % t] = median(limits[t]["limit"])
+        f["limit_%d_cpu_ns_per_event" % t] = median(limits[t]["limit_cpu"])
         f["limit_tsc_%d_ns_per_event" % t] = median(limits[t]["limit_tsc"])
         f["untraced_%d_ns_per_event" % t] = median(limits[t]["untraced"])
     for name, _ in builds:
@@ -333,8 +345,14 @@ def flood_costs(res):
                    "reader_records_per_s": (median([r["reader_records_per_s"] for r in rs])
                                             if all(r["reader_records_per_s"] for r in rs)
                                             else None),
-                   "ns_per_event": median([r["ns_per_event"] for r in rs])}
+                   "ns_per_event": median([r["ns_per_event"] for r in rs]),
+                   "cpu_ns_per_event": median([r["cpu_ns_per_event"] for r in rs])}
             row["over_limit"] = row["ns_per_event"] / f["limit_%d_ns_per_event" % t]
+            # The program's own CPU per event (the BPF copies it traps into among it) over the
+            # limit's: what tracing costs the program, apart from the CPUs corobpf's reader and
+            # model thread share with it.
+            row["cpu_over_limit"] = (row["cpu_ns_per_event"] /
+                                     f["limit_%d_cpu_ns_per_event" % t])
             # Every event made is in the trace or counted lost (the sched view's own are apart).
             row["accounted"] = all(r["drained"] + r["lost"] >= r["produced"] for r in rs)
             f["rows"].append(row)
@@ -1193,18 +1211,19 @@ def table(res):
     fl = res.get("flood")
     if fl:
         lines.append("flood, ready flat out on the batched path, %d events per thread (medians of %d; "
-                     "in-target limit: 1 thread %.1f ns, TSC stamp %.1f ns):" % (
+                     "in-target limit: 1 thread %.1f ns, %.1f ns of CPU, TSC stamp %.1f ns):" % (
                          fl["events_per_thread"], fl["runs"], fl["limit_1_ns_per_event"],
-                         fl["limit_tsc_1_ns_per_event"]))
+                         fl["limit_1_cpu_ns_per_event"], fl["limit_tsc_1_ns_per_event"]))
         for r in fl["rows"]:
             pace = r.get("reader_records_per_s")
             lines.append("  %-4s %d thr, ring %3d MiB, %-5s: made %9d, traced %9d, lost %9d (%4.1f%%); "
                          "reader %s M rec/s reading, %5.2f M rec/CPU-s in all; %.1f ns/event = "
-                         "%.2fx the limit" % (
+                         "%.2fx the limit, CPU %.1f ns/event = %.2fx" % (
                              r["build"], r["threads"], r["ring_mib"], r["output"], r["produced"],
                              r["drained"], r["lost"], 100 * r["lost_share"],
                              "%5.1f" % (pace / 1e6) if pace else "  -  ",
-                             r["reader_records_per_cpu_s"] / 1e6, r["ns_per_event"], r["over_limit"]))
+                             r["reader_records_per_cpu_s"] / 1e6, r["ns_per_event"], r["over_limit"],
+                             r["cpu_ns_per_event"], r["cpu_over_limit"]))
         if "new_over_base_records_per_cpu_s" in fl:
             lines.append("  reader records per CPU second, this build over FLOOD_BASE: %.2fx (median "
                          "over the rows)" % fl["new_over_base_records_per_cpu_s"])
