@@ -211,11 +211,7 @@ struct batch_whole {
 
 /*
  * A whole buffer (the copy at its full trap: nearly every copy in a flood), read straight into
- * the ring: one copy of its records, not two (into the scratch buffer, then the ring). 0 when
- * the ring has no room: the scratch path reads the records all the same, for the thread's
- * coroutine as they leave it (the kernel's next records of the thread carry it), and counts
- * them lost (overload_every_lost_event_is_counted: without that read, the hole's coroutine
- * was not the one marked uncertain).
+ * the ring: one copy of its records, not two (into the scratch buffer, then the ring).
  */
 static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro_task_state *st,
 				       __u64 buf, __u32 head, bool lost_if_unread)
@@ -224,15 +220,22 @@ static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro
 	struct batch_whole *w;
 
 	if (!bt)
-		return 1;
-	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
-	if (!w)
 		return 0;
+	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
+	if (!w) {
+		/* As a copy the ring refused: read past, counted lost on the thread. */
+		stat_add(CORO_STAT_RING_FULL, CORO_BATCH_RECS_MAX);
+		stat_add(CORO_STAT_BATCH_RING_FULL, CORO_BATCH_RECS_MAX);
+		bt->consumed = head;
+		if (st)
+			st->lost += CORO_BATCH_RECS_MAX;
+		return 0;
+	}
 	if (bpf_probe_read_user(w->rec, sizeof(w->rec),
 				(const void *)(buf + offsetof(struct corobpf_batch, rec)))) {
 		bpf_ringbuf_discard(w, BPF_RB_NO_WAKEUP);
 		batch_unreadable(bt, st, head, CORO_BATCH_RECS_MAX, lost_if_unread);
-		return 1;
+		return 0;
 	}
 	bt->consumed = head;
 	floor = bt->floor;
@@ -244,7 +247,7 @@ static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro
 	w->ev.floor = floor;
 	batch_note_cur(st, w->rec, CORO_BATCH_RECS_MAX, floor);
 	bpf_ringbuf_submit(w, submit_flags(w->ev.hdr.ts));
-	return 1;
+	return 0;
 }
 
 /*
@@ -297,8 +300,8 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	n = head - first;
 	if (first >= CORO_BATCH_RECS_MAX || n > CORO_BATCH_RECS_MAX)
 		return 0;
-	if (n == CORO_BATCH_RECS_MAX && batch_copy_whole(bt, st, buf, head, lost_if_unread))
-		return 0;
+	if (n == CORO_BATCH_RECS_MAX)
+		return batch_copy_whole(bt, st, buf, head, lost_if_unread);
 	bytes = (__u64)n * BATCH_REC_SIZE;
 	/* What the verifier follows: the read stays in the scratch buffer. */
 	asm volatile("" : "+r"(bytes));
