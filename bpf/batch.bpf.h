@@ -164,93 +164,6 @@ static __always_inline void batch_unlock(struct batch_scratch *s)
 }
 
 /*
- * The thread's coroutine, as the trap path tracks it: for the kernel's
- * records that follow. Not from a switch user space leaves out (before
- * the floor).
- */
-static __always_inline void batch_note_cur(struct coro_task_state *st,
-					   const struct corobpf_batch_rec *rec, __u32 n, __u64 floor)
-{
-	if (!st)
-		return;
-	for (int i = 0; i < CORO_BATCH_RECS_MAX; i++) {
-		int j = (int)n - 1 - i;
-		const struct corobpf_batch_rec *r;
-
-		if (j < 0)
-			break;
-		r = &rec[j & (CORO_BATCH_RECS_MAX - 1)];
-		if (r->kind == CORO_EV_SWITCH && r->ts >= floor) {
-			st->cur = r->a1;
-			st->cur_valid = 1;
-			break;
-		}
-	}
-}
-
-/* The records could not be read: lost if the thread moves past them, else read later. */
-static __always_inline void batch_unreadable(struct coro_batch_thread *bt,
-					     struct coro_task_state *st, __u32 head, __u32 n,
-					     bool lost_if_unread)
-{
-	if (lost_if_unread) {
-		stat_add(CORO_STAT_BATCH_UNREAD, n);
-		bt->consumed = head;
-		if (st)
-			st->lost += n;
-	} else {
-		stat_inc(CORO_STAT_BATCH_DEFERRED);
-	}
-}
-
-/* A whole buffer's copy, as it enters the ring. */
-struct batch_whole {
-	struct coro_ev_batch ev;
-	struct corobpf_batch_rec rec[CORO_BATCH_RECS_MAX];
-};
-
-/*
- * A whole buffer (the copy at its full trap: nearly every copy in a flood), read straight into
- * the ring: one copy of its records, not two (into the scratch buffer, then the ring).
- */
-static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro_task_state *st,
-				       __u64 buf, __u32 head, bool lost_if_unread)
-{
-	__u64 pid_tgid = bpf_get_current_pid_tgid(), floor;
-	struct batch_whole *w;
-
-	if (!bt)
-		return 0;
-	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
-	if (!w) {
-		/* As a copy the ring refused: read past, counted lost on the thread. */
-		stat_add(CORO_STAT_RING_FULL, CORO_BATCH_RECS_MAX);
-		stat_add(CORO_STAT_BATCH_RING_FULL, CORO_BATCH_RECS_MAX);
-		bt->consumed = head;
-		if (st)
-			st->lost += CORO_BATCH_RECS_MAX;
-		return 0;
-	}
-	if (bpf_probe_read_user(w->rec, sizeof(w->rec),
-				(const void *)(buf + offsetof(struct corobpf_batch, rec)))) {
-		bpf_ringbuf_discard(w, BPF_RB_NO_WAKEUP);
-		batch_unreadable(bt, st, head, CORO_BATCH_RECS_MAX, lost_if_unread);
-		return 0;
-	}
-	bt->consumed = head;
-	floor = bt->floor;
-	bt->floor = 0;
-	fill_hdr(&w->ev.hdr, st, sizeof(*w), CORO_EV_BATCH, pid_tgid >> 32, (__u32)pid_tgid);
-	w->ev.n = CORO_BATCH_RECS_MAX;
-	w->ev.first = 0;
-	w->ev.buf = buf;
-	w->ev.floor = floor;
-	batch_note_cur(st, w->rec, CORO_BATCH_RECS_MAX, floor);
-	bpf_ringbuf_submit(w, submit_flags(w->ev.hdr.ts));
-	return 0;
-}
-
-/*
  * Copy out what the current thread wrote in bt's buffer since this session's last copy, into
  * the ring through s (held).
  */
@@ -300,8 +213,6 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	n = head - first;
 	if (first >= CORO_BATCH_RECS_MAX || n > CORO_BATCH_RECS_MAX)
 		return 0;
-	if (n == CORO_BATCH_RECS_MAX)
-		return batch_copy_whole(bt, st, buf, head, lost_if_unread);
 	bytes = (__u64)n * BATCH_REC_SIZE;
 	/* What the verifier follows: the read stays in the scratch buffer. */
 	asm volatile("" : "+r"(bytes));
@@ -309,7 +220,14 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	if (bpf_probe_read_user(s->rec, bytes,
 				(const void *)(buf + offsetof(struct corobpf_batch, rec) +
 					       (__u64)first * BATCH_REC_SIZE))) {
-		batch_unreadable(bt, st, head, n, lost_if_unread);
+		if (lost_if_unread) {
+			stat_add(CORO_STAT_BATCH_UNREAD, n);
+			bt->consumed = head;
+			if (st)
+				st->lost += n;
+		} else {
+			stat_inc(CORO_STAT_BATCH_DEFERRED);
+		}
 		return 0;
 	}
 	bt->consumed = head;
@@ -321,7 +239,26 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	s->ev.first = first;
 	s->ev.buf = buf;
 	s->ev.floor = floor;
-	batch_note_cur(st, s->rec, n, floor);
+	/*
+	 * The thread's coroutine, as the trap path tracks it: for the kernel's
+	 * records that follow. Not from a switch user space leaves out (before
+	 * the floor).
+	 */
+	if (st) {
+		for (int i = 0; i < CORO_BATCH_RECS_MAX; i++) {
+			int j = (int)n - 1 - i;
+			struct corobpf_batch_rec *r;
+
+			if (j < 0)
+				break;
+			r = &s->rec[j & (CORO_BATCH_RECS_MAX - 1)];
+			if (r->kind == CORO_EV_SWITCH && r->ts >= floor) {
+				st->cur = r->a1;
+				st->cur_valid = 1;
+				break;
+			}
+		}
+	}
 	if (bpf_ringbuf_output(&events, &s->ev, size, submit_flags(s->ev.hdr.ts))) {
 		stat_add(CORO_STAT_RING_FULL, n);
 		stat_add(CORO_STAT_BATCH_RING_FULL, n);
