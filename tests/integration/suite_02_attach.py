@@ -26,7 +26,7 @@ def attach_to_running_process():
 @test
 def attach_mid_life_and_stop_by_duration():
     """Attach while coroutines live: they appear with created null; -d ends the trace."""
-    target, pid = start_waiting("scenarios", "stress1000", extra=["--linger", "3000"])
+    target, pid = start_waiting("scenarios", "stress1000", extra=["--linger", "30000"])
     target.send_signal(signal.SIGUSR1)
     time.sleep(0.3)
     out = work("midlife.jsonl")

@@ -4,7 +4,7 @@ from harness import *  # noqa: F401,F403
 
 @test
 def sigint_finishes_outputs_and_leaves_target_running():
-    target, pid = start_waiting("scenarios", "yield", extra=["--linger", "4000"])
+    target, pid = start_waiting("scenarios", "yield", extra=["--linger", "30000"])
     target.send_signal(signal.SIGUSR1)
     out = work("sigint.jsonl")
     tr, ef, err = start_tracer(["-o", out, "-p", str(pid)], "sigint")
