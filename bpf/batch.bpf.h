@@ -163,6 +163,113 @@ static __always_inline void batch_unlock(struct batch_scratch *s)
 	s->busy = 0;
 }
 
+/* A buffer's records, as one object: what batch_last_switch reads. */
+struct batch_recs {
+	struct corobpf_batch_rec rec[CORO_BATCH_RECS_MAX];
+};
+
+/*
+ * The index of the last switch among a copy's n records stamped at floor or
+ * later, or -1. A global function: the verifier checks its loop once, not
+ * once for each copy that calls it (its records in the ring or in the
+ * scratch buffer).
+ */
+__noinline int batch_last_switch(const struct batch_recs *r, __u32 n, __u64 floor)
+{
+	if (!r)
+		return -1;
+	for (int i = 0; i < CORO_BATCH_RECS_MAX; i++) {
+		int j = (int)n - 1 - i;
+		const struct corobpf_batch_rec *rec;
+
+		if (j < 0)
+			break;
+		rec = &r->rec[j & (CORO_BATCH_RECS_MAX - 1)];
+		if (rec->kind == CORO_EV_SWITCH && rec->ts >= floor)
+			return j;
+	}
+	return -1;
+}
+
+/*
+ * The thread's coroutine, as the trap path tracks it: for the kernel's
+ * records that follow. Not from a switch user space leaves out (before
+ * the floor).
+ */
+static __always_inline void batch_note_cur(struct coro_task_state *st, const struct batch_recs *r,
+					   __u32 n, __u64 floor)
+{
+	int j;
+
+	if (!st)
+		return;
+	j = batch_last_switch(r, n, floor);
+	if (j < 0)
+		return;
+	st->cur = r->rec[j & (CORO_BATCH_RECS_MAX - 1)].a1;
+	st->cur_valid = 1;
+}
+
+/* The records could not be read: lost if the thread moves past them, else read at the next copy. */
+static __always_inline void batch_unreadable(struct coro_batch_thread *bt,
+					     struct coro_task_state *st, __u32 head, __u32 n,
+					     bool lost_if_unread)
+{
+	if (lost_if_unread) {
+		stat_add(CORO_STAT_BATCH_UNREAD, n);
+		bt->consumed = head;
+		if (st)
+			st->lost += n;
+	} else {
+		stat_inc(CORO_STAT_BATCH_DEFERRED);
+	}
+}
+
+/* A whole buffer's copy, as it enters the ring. */
+struct batch_whole {
+	struct coro_ev_batch ev;
+	struct batch_recs recs;
+};
+
+/*
+ * A whole buffer (the copy at its full trap: nearly every copy in a flood),
+ * read straight into the ring: one copy of its records, not two (into the
+ * scratch buffer, then the ring). 1 when done with it; 0 when the ring has
+ * no room: the scratch path then reads the records all the same, for the
+ * thread's coroutine as they leave it (the kernel's next records of the
+ * thread carry it), and counts them lost (without that read, the coroutine
+ * overload_every_lost_event_is_counted found uncertain was the one before).
+ */
+static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro_task_state *st,
+				       __u64 buf, __u32 head, bool lost_if_unread)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), floor;
+	struct batch_whole *w;
+
+	if (!bt)
+		return 1;
+	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
+	if (!w)
+		return 0;
+	if (bpf_probe_read_user(&w->recs, sizeof(w->recs),
+				(const void *)(buf + offsetof(struct corobpf_batch, rec)))) {
+		bpf_ringbuf_discard(w, BPF_RB_NO_WAKEUP);
+		batch_unreadable(bt, st, head, CORO_BATCH_RECS_MAX, lost_if_unread);
+		return 1;
+	}
+	bt->consumed = head;
+	floor = bt->floor;
+	bt->floor = 0;
+	fill_hdr(&w->ev.hdr, st, sizeof(*w), CORO_EV_BATCH, pid_tgid >> 32, (__u32)pid_tgid);
+	w->ev.n = CORO_BATCH_RECS_MAX;
+	w->ev.first = 0;
+	w->ev.buf = buf;
+	w->ev.floor = floor;
+	batch_note_cur(st, &w->recs, CORO_BATCH_RECS_MAX, floor);
+	bpf_ringbuf_submit(w, submit_flags(w->ev.hdr.ts));
+	return 1;
+}
+
 /*
  * Copy out what the current thread wrote in bt's buffer since this session's last copy, into
  * the ring through s (held).
@@ -213,6 +320,8 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	n = head - first;
 	if (first >= CORO_BATCH_RECS_MAX || n > CORO_BATCH_RECS_MAX)
 		return 0;
+	if (n == CORO_BATCH_RECS_MAX && batch_copy_whole(bt, st, buf, head, lost_if_unread))
+		return 0;
 	bytes = (__u64)n * BATCH_REC_SIZE;
 	/* What the verifier follows: the read stays in the scratch buffer. */
 	asm volatile("" : "+r"(bytes));
@@ -220,14 +329,7 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	if (bpf_probe_read_user(s->rec, bytes,
 				(const void *)(buf + offsetof(struct corobpf_batch, rec) +
 					       (__u64)first * BATCH_REC_SIZE))) {
-		if (lost_if_unread) {
-			stat_add(CORO_STAT_BATCH_UNREAD, n);
-			bt->consumed = head;
-			if (st)
-				st->lost += n;
-		} else {
-			stat_inc(CORO_STAT_BATCH_DEFERRED);
-		}
+		batch_unreadable(bt, st, head, n, lost_if_unread);
 		return 0;
 	}
 	bt->consumed = head;
@@ -239,26 +341,7 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	s->ev.first = first;
 	s->ev.buf = buf;
 	s->ev.floor = floor;
-	/*
-	 * The thread's coroutine, as the trap path tracks it: for the kernel's
-	 * records that follow. Not from a switch user space leaves out (before
-	 * the floor).
-	 */
-	if (st) {
-		for (int i = 0; i < CORO_BATCH_RECS_MAX; i++) {
-			int j = (int)n - 1 - i;
-			struct corobpf_batch_rec *r;
-
-			if (j < 0)
-				break;
-			r = &s->rec[j & (CORO_BATCH_RECS_MAX - 1)];
-			if (r->kind == CORO_EV_SWITCH && r->ts >= floor) {
-				st->cur = r->a1;
-				st->cur_valid = 1;
-				break;
-			}
-		}
-	}
+	batch_note_cur(st, (struct batch_recs *)s->rec, n, floor);
 	if (bpf_ringbuf_output(&events, &s->ev, size, submit_flags(s->ev.hdr.ts))) {
 		stat_add(CORO_STAT_RING_FULL, n);
 		stat_add(CORO_STAT_BATCH_RING_FULL, n);
