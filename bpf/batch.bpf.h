@@ -178,15 +178,18 @@ __noinline int batch_last_switch(const struct batch_recs *r, __u32 n, __u64 floo
 {
 	if (!r)
 		return -1;
-	for (int i = 0; i < CORO_BATCH_RECS_MAX; i++) {
-		int j = (int)n - 1 - i;
-		const struct corobpf_batch_rec *rec;
+	for (int i = 0; i < CORO_BATCH_RECS_MAX; i += 8) {
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			int j = (int)n - 1 - i - k;
+			const struct corobpf_batch_rec *rec;
 
-		if (j < 0)
-			break;
-		rec = &r->rec[j & (CORO_BATCH_RECS_MAX - 1)];
-		if (rec->kind == CORO_EV_SWITCH && rec->ts >= floor)
-			return j;
+			if (j < 0)
+				return -1;
+			rec = &r->rec[j & (CORO_BATCH_RECS_MAX - 1)];
+			if (rec->kind == CORO_EV_SWITCH && rec->ts >= floor)
+				return j;
+		}
 	}
 	return -1;
 }
