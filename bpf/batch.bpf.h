@@ -233,6 +233,10 @@ struct batch_whole {
 	struct coro_ev_batch ev;
 	struct batch_recs recs;
 };
+_Static_assert(__builtin_offsetof(struct batch_whole, recs) == sizeof(struct coro_ev_batch) &&
+		       __builtin_offsetof(struct batch_scratch, rec) ==
+			       __builtin_offsetof(struct batch_scratch, ev) + sizeof(struct coro_ev_batch),
+	       "a copy's records follow its header, as user space splits them");
 
 /*
  * A whole buffer (the copy at its full trap: nearly every copy in a flood),
