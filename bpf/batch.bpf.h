@@ -194,19 +194,64 @@ __noinline int batch_last_switch(const struct batch_recs *r, __u32 n, __u64 floo
 	return -1;
 }
 
+/* Where a copy's last switch is (batch_switch_hint), when not an index into the copy. */
+#define BATCH_NO_SWITCH (-1) /* none among its records */
+#define BATCH_SCAN (-2)	     /* not said: read its records back (batch_last_switch) */
+
+_Static_assert(__builtin_offsetof(struct corobpf_batch, rec) == 16 &&
+		       __builtin_offsetof(struct corobpf_batch, flags) < 16,
+	       "one read of 16 bytes has a buffer's word and flags");
+
+/*
+ * Where the last switch among the records [first, head) of generation gen
+ * is, as the thread says (last_switch, usdt/corobpf.h): so the copy need not
+ * read its records back. A switch being appended when a tick interrupted
+ * the thread has overwritten last_switch before its word published it:
+ * the copy's own last switch is then not said.
+ */
+static __always_inline int batch_switch_hint(__u64 buf, __u8 flags, __u32 gen, __u32 first,
+					     __u32 head)
+{
+	__u64 ls = 0;
+	__u32 at;
+
+	if (!(flags & __CORO_BF_LAST_SWITCH) ||
+	    bpf_probe_read_user(&ls, sizeof(ls),
+				(const void *)(buf + offsetof(struct corobpf_batch, last_switch))))
+		return BATCH_SCAN;
+	if ((__u32)(ls >> 32) != gen)
+		return (__u32)(ls >> 32) == gen + 1 ? BATCH_SCAN : BATCH_NO_SWITCH;
+	at = (__u32)ls; /* its index + 1 */
+	if (at > head)
+		return BATCH_SCAN;
+	if (at <= first)
+		return BATCH_NO_SWITCH;
+	return (int)(at - 1 - first);
+}
+
 /*
  * The thread's coroutine, as the trap path tracks it: for the kernel's
  * records that follow. Not from a switch user space leaves out (before
- * the floor).
+ * the floor): if the last one is, every one before it is too.
  */
 static __always_inline void batch_note_cur(struct coro_task_state *st, const struct batch_recs *r,
-					   __u32 n, __u64 floor)
+					   __u32 n, __u64 floor, int hint)
 {
-	int j;
+	const struct corobpf_batch_rec *rec;
+	int j = hint;
 
-	if (!st)
+	if (!st || j == BATCH_NO_SWITCH)
 		return;
-	j = batch_last_switch(r, n, floor);
+	if (j >= 0) {
+		rec = &r->rec[j & (CORO_BATCH_RECS_MAX - 1)];
+		/* What the thread said is its own to get wrong: then the records decide. */
+		if ((__u32)j >= n || rec->kind != CORO_EV_SWITCH)
+			j = BATCH_SCAN;
+		else if (rec->ts < floor)
+			return;
+	}
+	if (j == BATCH_SCAN)
+		j = batch_last_switch(r, n, floor);
 	if (j < 0)
 		return;
 	st->cur = r->rec[j & (CORO_BATCH_RECS_MAX - 1)].a1;
@@ -239,8 +284,8 @@ _Static_assert(__builtin_offsetof(struct batch_whole, recs) == sizeof(struct cor
 	       "a copy's records follow its header, as user space splits them");
 
 /*
- * A whole buffer (the copy at its full trap: nearly every copy in a flood),
- * read straight into the ring: one copy of its records, not two (into the
+ * A whole buffer (records 0 to 255: the copy at its full trap, nearly
+ * every copy in a flood), read straight into the ring: one copy of its records, not two (into the
  * scratch buffer, then the ring). 1 when done with it; 0 when the ring has
  * no room: the scratch path then reads the records all the same, for the
  * thread's coroutine as they leave it (the kernel's next records of the
@@ -248,12 +293,12 @@ _Static_assert(__builtin_offsetof(struct batch_whole, recs) == sizeof(struct cor
  * overload_every_lost_event_is_counted found uncertain was the one before).
  */
 static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro_task_state *st,
-				       __u64 buf, __u32 head, bool lost_if_unread)
+				       __u64 buf, bool lost_if_unread, int hint)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), floor;
 	struct batch_whole *w;
 
-	if (!bt)
+	if (!bt) /* never: batch_copy's, for the verifier */
 		return 1;
 	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
 	if (!w)
@@ -261,10 +306,10 @@ static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro
 	if (bpf_probe_read_user(&w->recs, sizeof(w->recs),
 				(const void *)(buf + offsetof(struct corobpf_batch, rec)))) {
 		bpf_ringbuf_discard(w, BPF_RB_NO_WAKEUP);
-		batch_unreadable(bt, st, head, CORO_BATCH_RECS_MAX, lost_if_unread);
+		batch_unreadable(bt, st, CORO_BATCH_RECS_MAX, CORO_BATCH_RECS_MAX, lost_if_unread);
 		return 1;
 	}
-	bt->consumed = head;
+	bt->consumed = CORO_BATCH_RECS_MAX;
 	floor = bt->floor;
 	bt->floor = 0;
 	fill_hdr(&w->ev.hdr, st, sizeof(*w), CORO_EV_BATCH, pid_tgid >> 32, (__u32)pid_tgid);
@@ -272,7 +317,7 @@ static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro
 	w->ev.first = 0;
 	w->ev.buf = buf;
 	w->ev.floor = floor;
-	batch_note_cur(st, &w->recs, CORO_BATCH_RECS_MAX, floor);
+	batch_note_cur(st, &w->recs, CORO_BATCH_RECS_MAX, floor, hint);
 	bpf_ringbuf_submit(w, submit_flags(w->ev.hdr.ts));
 	return 1;
 }
@@ -287,13 +332,16 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
 	__u32 head, gen, n, first;
-	__u64 word, buf, bytes, size, floor;
+	__u64 word, buf, bytes, size, floor, top[2];
 	bool lost_if_unread;
+	int hint = BATCH_SCAN;
+	__u8 flags;
 
 	if (!s || !bt)
 		return 0;
 	buf = bt->buf;
-	if (bpf_probe_read_user(&word, sizeof(word), (const void *)buf)) {
+	/* The word and the flags (batch_switch_hint), in one read. */
+	if (bpf_probe_read_user(top, sizeof(top), (const void *)buf)) {
 		/* Its last copy: whatever it wrote since the one before is gone, count unknown. */
 		if (how == BATCH_LAST)
 			stat_inc(CORO_STAT_BATCH_FINAL_UNREAD);
@@ -301,6 +349,8 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 			stat_inc(CORO_STAT_BATCH_DEFERRED);
 		return 0;
 	}
+	word = top[0];
+	flags = ((const __u8 *)top)[offsetof(struct corobpf_batch, flags) & 15];
 	gen = word >> 32;
 	head = (__u32)word;
 	if (bt->fresh) {
@@ -327,7 +377,9 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	n = head - first;
 	if (first >= CORO_BATCH_RECS_MAX || n > CORO_BATCH_RECS_MAX)
 		return 0;
-	if (n == CORO_BATCH_RECS_MAX && batch_copy_whole(bt, st, buf, head, lost_if_unread))
+	if (st)
+		hint = batch_switch_hint(buf, flags, gen, first, head);
+	if (n == CORO_BATCH_RECS_MAX && batch_copy_whole(bt, st, buf, lost_if_unread, hint))
 		return 0;
 	bytes = (__u64)n * BATCH_REC_SIZE;
 	/* What the verifier follows: the read stays in the scratch buffer. */
@@ -348,7 +400,7 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 	s->ev.first = first;
 	s->ev.buf = buf;
 	s->ev.floor = floor;
-	batch_note_cur(st, (struct batch_recs *)s->rec, n, floor);
+	batch_note_cur(st, (struct batch_recs *)s->rec, n, floor, hint);
 	if (bpf_ringbuf_output(&events, &s->ev, size, submit_flags(s->ev.hdr.ts))) {
 		stat_add(CORO_STAT_RING_FULL, n);
 		stat_add(CORO_STAT_BATCH_RING_FULL, n);

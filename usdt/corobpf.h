@@ -159,7 +159,10 @@
  *	thread's events stay in order). Not traced, the four probes cost a
  *	load of the batch semaphore and a branch more than a nop. Costs and
  *	limits: docs/probes.md, docs/performance.md. Define
- *	COROBPF_NO_BATCH to build the trap-only probes of earlier versions.
+ *	COROBPF_NO_BATCH to build the trap-only probes of earlier versions,
+ *	COROBPF_BATCH_NO_LAST_SWITCH the buffer of headers before December
+ *	2026 (no last_switch: corobpf reads back each copy's records for the
+ *	thread's last switch; its tests use it to check such programs).
  *	A probe fired from a signal handler that interrupts an append of the
  *	same thread traps instead (a flag in the buffer says an append is
  *	under way), so neither record is lost.
@@ -226,10 +229,18 @@ struct corobpf_batch {
 	 */
 	unsigned short registered;
 	unsigned char busy;	   /* an append is under way: a nested probe traps instead */
-	unsigned char __pad;
+	unsigned char flags;	   /* __CORO_BF_*: what else the thread keeps (0 in older headers) */
 	unsigned int layout;	   /* sizeof(struct corobpf_batch_rec) */
 	struct corobpf_batch_rec rec[COROBPF_BATCH_RECS];
+	/*
+	 * With __CORO_BF_LAST_SWITCH: the word as the append of the last switch
+	 * record published it, (generation << 32) | its index + 1 (0: none yet),
+	 * written before that word. corobpf learns the thread's coroutine from
+	 * it without reading back every record it copies (older headers: it does).
+	 */
+	unsigned long long last_switch;
 };
+#define __CORO_BF_LAST_SWITCH 1
 
 /*
  * The announce semaphore and the scheduler's side of the request (see WHAT
@@ -418,6 +429,10 @@ static __attribute__((noinline, cold, unused)) void __coro_batch_flush(struct co
 {
 	unsigned long long w;
 
+#ifndef COROBPF_BATCH_NO_LAST_SWITCH
+	/* Before the trap: from the thread's first record on, every copy can trust last_switch. */
+	*(volatile unsigned char *)&b->flags = __CORO_BF_LAST_SWITCH;
+#endif
 	__asm__ __volatile__(__CORO_ASM_NOTE(batch, "8@%[a0]")::[a0] "r"(b) : "memory");
 	*(volatile unsigned short *)&b->registered = 1;
 	w = *(volatile unsigned long long *)&b->word;
@@ -458,6 +473,8 @@ __coro_batch_put(unsigned int kind, unsigned int aux, unsigned long long a0,
 	r->a1 = a1;
 	r->a2 = a2;
 	b->layout = sizeof(*r);
+	if (kind == __CORO_BK_SWITCH) /* a constant: no test at run time */
+		b->last_switch = w + 1;
 	/* The record is complete before the word that makes it visible. */
 	__asm__ __volatile__("" ::: "memory");
 	*(volatile unsigned long long *)&b->word = w + 1;

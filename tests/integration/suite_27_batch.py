@@ -15,11 +15,14 @@ MAXT = 32
 REASONS = ["unknown", "yield", "wait", "sleep", "io", "done"]
 
 
-def batch_truth():
-    """The program, built with this tree's header (once per run)."""
-    exe = work("batch_truth")
+def batch_truth(old_buffer=False):
+    """The program, built with this tree's header (once per run); old_buffer: with the buffer of
+    headers before December 2026 (no last_switch)."""
+    exe = work("batch_truth" + ("_old_buffer" if old_buffer else ""))
     if not os.path.exists(exe):
-        p = run(["cc", "-O2", "-pthread", "-I", os.path.join(ROOT, "usdt"), SRC, "-o", exe])
+        flags = ["-DCOROBPF_BATCH_NO_LAST_SWITCH"] if old_buffer else []
+        p = run(["cc", "-O2", "-pthread", "-I", os.path.join(ROOT, "usdt")] + flags +
+                [SRC, "-o", exe])
         eq(p.returncode, 0, "building batch_truth: " + p.stderr)
     return exe
 
@@ -110,8 +113,8 @@ def check_threads(trace, pid, state, nthreads, exact=True, first=None):
             eq(got[len(want):], more[:len(got) - len(want)], where + ": the iteration in flight")
 
 
-def traced(name, mode, nthreads, iters, path, extra=()):
-    exe = batch_truth()
+def traced(name, mode, nthreads, iters, path, extra=(), old_buffer=False):
+    exe = batch_truth(old_buffer)
     out, st = work(name + ".jsonl"), work(name + ".state")
     p = corobpf(["--probe-path", path, "-o", out] + list(extra) +
                 ["--", exe, st, str(nthreads), str(iters), mode])
@@ -137,6 +140,18 @@ def batch_same_trace_as_the_trap_path():
         check_clean(trace)
         pid = trace.processes[0]["pid"]
         check_threads(trace, pid, state, 4)
+
+
+@test
+def batch_program_with_the_old_buffer():
+    """A program built with a header from before last_switch (the buffer's flags say nothing):
+    corobpf reads each copy's records back for the thread's coroutine, and the spans' owners
+    (the BPF side's view of the thread) are the same as with the new header."""
+    for mode, n in (("sleep", 3000), ("spin", 20000)):
+        trace, state, p = traced("batch_old_" + mode, mode, 2, n, "batched", old_buffer=True)
+        check("probe path: batched" in p.stderr, "not on the batched path:\n" + p.stderr)
+        check_clean(trace)
+        check_threads(trace, trace.processes[0]["pid"], state, 2)
 
 
 @test
