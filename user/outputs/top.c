@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <locale.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -97,6 +99,7 @@ struct top {
 	struct top_config cfg;
 	int slot;
 	pthread_mutex_t lock;
+	atomic_int view_waiting; /* the view waits for lock: the record sink lets it in first */
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake;
 	pthread_t thread;
@@ -197,9 +200,26 @@ struct top *top_new(const struct model *m, const struct top_config *cfg,
 	return t;
 }
 
+/*
+ * The record sink's side, once per record. glibc's mutex does not hand
+ * over: a sink that takes it back at once, record after record, can keep
+ * a view that waits for it out for as long as records come. So the sink
+ * waits while the view does, and the view gets the lock at its next
+ * release.
+ */
 void top_lock(struct top *t)
 {
+	while (atomic_load_explicit(&t->view_waiting, memory_order_acquire))
+		sched_yield();
 	pthread_mutex_lock(&t->lock);
+}
+
+/* The view's side: the copy of what it shows. */
+static void top_view_lock(struct top *t)
+{
+	atomic_fetch_add_explicit(&t->view_waiting, 1, memory_order_acq_rel);
+	pthread_mutex_lock(&t->lock);
+	atomic_fetch_sub_explicit(&t->view_waiting, 1, memory_order_acq_rel);
 }
 
 void top_unlock(struct top *t)
@@ -369,7 +389,7 @@ static void take_snapshot(struct top *t)
 	s->ring_known = t->cfg.ring_fill != NULL;
 	if (s->ring_known)
 		s->ring = t->cfg.ring_fill(t->cfg.ring_ctx);
-	top_lock(t);
+	top_view_lock(t);
 	/*
 	 * Durations in the model's time, its latest record: the records of the
 	 * last ~0.1 s are still on their way (the ring is read every 100 ms and
