@@ -67,6 +67,13 @@ def report_prints_the_analysis():
     kinds = {k["kind"]: k for k in doc["by_kind"]}
     eq(kinds["req"]["coroutines"], 200, "req coroutines in one second at 200/s")
     check(doc["processes"] and doc["processes"][0]["sched_latency"], "no latency histogram")
+    # Events by kind: the trailer's of the same capture, and they add up to the events.
+    j = work("rep.jsonl")
+    eq(corobpf(["report", raw, "-o", j]).returncode, 0, "report -o")
+    trailer = Trace(j).trailer
+    eq(doc["events_by_kind"], trailer["events_by_kind"], "report --json's events_by_kind")
+    eq(sum(doc["events_by_kind"].values()), doc["events"], "events_by_kind over events")
+    check(doc["events_by_kind"]["create"] >= 200, "creates: %s" % doc["events_by_kind"])
 
 
 @test

@@ -710,11 +710,25 @@ static void put_counters(struct obuf *o, const struct model *m, enum counter_gro
 	obuf_putc(o, '}');
 }
 
+void jsonl_put_events_by_kind(struct obuf *o, const struct model *m)
+{
+	bool first = true;
+
+	obuf_puts(o, ",\"events_by_kind\":{");
+	for (enum event_kind k = EV_CREATE; k <= EV_OFFCPU_END; k++) {
+		if (k == EV_LIBLOAD)
+			continue;
+		obuf_printf(o, "%s\"%s\":", first ? "" : ",", event_kind_name(k));
+		obuf_u64(o, m->events_by_kind[k]);
+		first = false;
+	}
+	obuf_putc(o, '}');
+}
+
 static void jsonl_finish(void *ctx, const struct model *m)
 {
 	struct jsonl_sink *s = ctx;
 	struct obuf *o = s->ob;
-	bool first = true;
 	u64 nproc = model_nprocesses(m);
 
 	copy_spill(s);
@@ -729,15 +743,7 @@ static void jsonl_finish(void *ctx, const struct model *m)
 	put_u64(o, "events", m->events);
 	if (m->samples)
 		put_u64(o, "samples", m->samples);
-	obuf_puts(o, ",\"events_by_kind\":{");
-	for (enum event_kind k = EV_CREATE; k <= EV_OFFCPU_END; k++) {
-		if (k == EV_LIBLOAD)
-			continue;
-		obuf_printf(o, "%s\"%s\":", first ? "" : ",", event_kind_name(k));
-		obuf_u64(o, m->events_by_kind[k]);
-		first = false;
-	}
-	obuf_putc(o, '}');
+	jsonl_put_events_by_kind(o, m);
 	put_counters(o, m, CG_LOST);
 	obuf_puts(o, ",\"findings\":{");
 	for (int k = 0; k < FK_NKINDS; k++)

@@ -22,5 +22,7 @@ int jsonl_sink_error(struct jsonl_sink *s); /* 0 or -errno */
 /* A finding as a JSON object: a "type":"finding" record line, or a bare object. */
 void jsonl_write_finding(struct obuf *o, const struct finding *f, bool record);
 void jsonl_sink_free(struct jsonl_sink *s);
+/* ,"events_by_kind":{...}: the trailer's, and corobpf report --json's. */
+void jsonl_put_events_by_kind(struct obuf *o, const struct model *m);
 
 #endif

@@ -236,6 +236,7 @@ static void rv_finish(void *ctx, const struct model *m)
 		obuf_open_fd(&o, fileno(r->out), false);
 		obuf_printf(&o, "{\"coroutines\":%llu,\"events\":%llu",
 			    (unsigned long long)m->coroutines, (unsigned long long)m->events);
+		jsonl_put_events_by_kind(&o, m);
 		for_each_counter(c)
 			if (c->flags & CF_HEADLINE)
 				obuf_printf(&o, ",\"%s\":%llu", c->sql,
