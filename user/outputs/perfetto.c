@@ -712,10 +712,19 @@ static void perfetto_event(void *ctx, const struct event *ev)
 		pc->create_flow = flow;
 		break;
 	}
-	case EV_NAME: {
+	case EV_NAME:
+	case EV_ANNOUNCE: {
 		struct pf_coro *pc = coro_ready(s, ev->ts, ev->c);
+		char label[sizeof(pc->label)];
 
-		label_of(ev->c, pc->label, sizeof(pc->label));
+		/*
+		 * An announce names a coroutine its own state change may have
+		 * given a track already (the model makes it, then names it).
+		 */
+		label_of(ev->c, label, sizeof(label));
+		if (ev->kind == EV_ANNOUNCE && !strcmp(label, pc->label))
+			break;
+		memcpy(pc->label, label, sizeof(label));
 		pc->label_iid = 0;
 		memset(pc->lane_iids, 0, sizeof(pc->lane_iids));
 		/* A track that cannot merge takes the newest descriptor's name. */
