@@ -285,8 +285,8 @@ _Static_assert(__builtin_offsetof(struct batch_whole, recs) == sizeof(struct cor
 
 /*
  * A whole buffer (records 0 to 255: the copy at its full trap, nearly
- * every copy in a flood), read straight into the ring: one copy of its records, not two (into the
- * scratch buffer, then the ring). 1 when done with it; 0 when the ring has
+ * every copy in a flood), read straight into the ring: one copy of its
+ * records, not two (into the scratch buffer, then the ring). 1 when done with it; 0 when the ring has
  * no room: the scratch path then reads the records all the same, for the
  * thread's coroutine as they leave it (the kernel's next records of the
  * thread carry it), and counts them lost (without that read, the coroutine
@@ -298,8 +298,6 @@ static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro
 	__u64 pid_tgid = bpf_get_current_pid_tgid(), floor;
 	struct batch_whole *w;
 
-	if (!bt) /* never: batch_copy's, for the verifier */
-		return 1;
 	w = bpf_ringbuf_reserve(&events, sizeof(*w), 0);
 	if (!w)
 		return 0;

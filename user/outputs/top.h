@@ -9,8 +9,9 @@
  * The model is the capture thread's: the view reads it only between
  * top_lock() and top_unlock(), which the session's record sink takes around
  * every record it hands the pipeline (a record at a time: the view never
- * waits longer than one; the sink lets a waiting view in first). The view copies what it shows under the lock and
- * draws after, so the capture waits only for the copy.
+ * waits longer than one; the sink lets a waiting view in first). The view
+ * copies what it shows under the lock and draws after, so the capture waits
+ * only for the copy.
  *
  * Everything shown that a target chose (coroutine names, process names,
  * symbols and paths of stacks) goes through term_safe() first.
