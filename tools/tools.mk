@@ -31,7 +31,8 @@ tools: $(OUT)/demo $(OUT)/tests/scenarios $(OUT)/tests/scenarios-so \
        $(OUT)/tests/libcorosched.so $(MATRIX_BINS) $(OUT)/tests/libusdt_matrix.so \
        $(OUT)/tests/early $(OUT)/tests/libdlprobe.so $(OUT)/tests/strings $(OUT)/tests/bugs \
        $(OUT)/tests/uctx $(OUT)/tests/fibers $(OUT)/tests/fibers-addr $(OUT)/tests/pth \
-       $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/redzone \
+       $(OUT)/tests/static_plain $(OUT)/tests/faults $(OUT)/tests/faults-nop5 \
+       $(OUT)/tests/redzone \
        $(OUT)/tests/stacks-fp $(OUT)/tests/stacks-nofp $(OUT)/tests/stacks-nopie \
        $(OUT)/tests/stacks-lld $(OUT)/tests/hostile $(OUT)/tests/hostile_many \
        $(OUT)/tests/attach_target-static $(OUT)/tests/attach_target-specs400 \
@@ -237,6 +238,12 @@ $(OUT)/tests/faults: tests/integration/progs/faults.c usdt/corobpf.h
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) -O2 -g -Wall -Wextra -Iusdt -pthread $< -o $@
+
+# The same with five-byte sites: a child forked after they were traced runs them too.
+$(OUT)/tests/faults-nop5: tests/integration/progs/faults.c usdt/corobpf.h
+	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)$(CC) -O2 -g -Wall -Wextra -Iusdt -pthread -DCOROBPF_NOP5 $< -o $@
 
 # --stacks: coroutines parked in known functions, in the executable and in a library, the
 # whole program (scheduler included) built with frame pointers (stacks-fp), without

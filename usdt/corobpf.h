@@ -131,17 +131,18 @@
  *	the program never read included (kernel 6.0 or later; before that such
  *	a string may come out unreadable).
  *
- * FASTER TRACED PROBES (x86-64, COROBPF_NOP5)
+ * FIVE-BYTE SITES (x86-64, COROBPF_NOP5: not recommended)
  *	Define COROBPF_NOP5 before including this header to make each site a
  *	five-byte nop between two stack-pointer steps (three instructions,
  *	about 0.3 ns more when not traced). Kernels with optimized uprobes
- *	(those whose /proc/kallsyms lists arch_uprobe_optimize) replace such a
- *	nop with a call instead of trapping: a traced hit cost about a quarter
- *	as much on the machine docs/performance.md describes. Kernels without
- *	them most likely single-step it, as 6.18 does other multi-byte nops:
- *	about four times the cost of the default one-byte nop (not measured on
- *	such a kernel). corobpf says at attach which kind of site it found and
- *	whether the kernel optimizes them.
+ *	(those whose /proc/kallsyms lists arch_uprobe_optimize) replace a
+ *	uprobe on such a nop with a call into a trampoline, but (6.18.44) a
+ *	child the program forks afterwards has no trampoline and dies of
+ *	SIGSEGV at its first pass through the site. corobpf therefore probes
+ *	each such site at the stack step before it, which every kernel
+ *	single-steps: a traced hit costs several times the default one-byte
+ *	nop's (docs/probes.md). corobpf says so at attach. The option stays for
+ *	programs already built with it.
  *
  * BATCHED PATH (corobpf's default; --probe-path trap for one trap per event)
  *	create, ready, switch and exit can skip the trap: while corobpf

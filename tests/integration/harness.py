@@ -256,6 +256,7 @@ def check_replay(live_jsonl, raw, extra=()):
 # ---- programs and tracers running alongside a test ----
 
 FAULTS = os.path.join(TESTS_BIN, "faults")
+FAULTS_NOP5 = os.path.join(TESTS_BIN, "faults-nop5")
 
 
 def start_waiting(binary, scen, extra=(), env=None):

@@ -45,6 +45,32 @@ def fault_fork_child_is_not_traced_without_follow():
 
 
 @test
+def fault_fork_child_runs_five_byte_sites_unharmed():
+    """COROBPF_NOP5 sites, traced, then run by a forked child: a kernel that optimizes a uprobe
+    on the nop into a call (6.18) does not map the call's trampoline into the child, which died
+    of SIGSEGV there. corobpf probes such a site at the instruction before it."""
+    for path in ("trap", "batched"):
+        for follow in ([], ["--follow"]):
+            where = "%s path%s" % (path, " with --follow" if follow else "")
+            out = work("fork-nop5-%s%s.jsonl" % (path, "-follow" if follow else ""))
+            p = corobpf(["-o", out, "--probe-path", path] + follow + ["--", FAULTS_NOP5, "fork"])
+            eq(p.returncode, 0, "corobpf exit code, %s (%s)" % (where, p.stderr.strip()))
+            m = re.search(r"CHILD (\d+) STATUS (-?\d+)", p.stdout)
+            check(m, "the target did not report its child, %s: %r" % (where, p.stdout))
+            eq(int(m.group(2)), 7, "the child's exit status, %s (-1: killed)" % where)
+            check("five-byte nops" in p.stderr, "no word on the sites, %s:\n%s" % (where, p.stderr))
+            trace = Trace(out)
+            check_clean(trace)
+            parent, child = trace.header["pids"][0], int(m.group(1))
+            eq(faults_ids(trace, parent), ["0x100", "0x101", "0x102"], "the parent's, " + where)
+            eq(faults_ids(trace, child), ["0x200", "0x201", "0x202"] if follow else [],
+               "the child's, " + where)
+            for c in trace.coroutines:
+                eq((c["end"], c.get("name")), ("exit", "child" if c["pid"] == child else "parent"),
+                   "coroutine %s, %s" % (c["id"], where))
+
+
+@test
 def fault_target_crashes():
     """The target dies of SIGSEGV mid-wait: its coroutines end there, the summary says so."""
     out = work("crash.jsonl")

@@ -693,6 +693,53 @@ TEST(probes_site_kinds)
 	CHECK_EQ(p.sites_other, p.total);
 }
 
+/* Where each site will be probed: the bytes at its file offset, first one or five. */
+struct site_bytes {
+	const char *path;
+	unsigned int n, nop1, lea;
+};
+
+static void site_bytes_fn(void *ctx, const struct elf_probe_site *site)
+{
+	static const unsigned char lea[5] = {0x48, 0x8d, 0x64, 0x24, 0x80};
+	struct site_bytes *sb = ctx;
+	unsigned char b[10];
+	int fd = open(sb->path, O_RDONLY | O_CLOEXEC);
+
+	sb->n++;
+	if (fd < 0 || pread(fd, b, sizeof(b), (off_t)site->off) != (ssize_t)sizeof(b)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	close(fd);
+	if (b[0] == 0x90)
+		sb->nop1++;
+	/* The stack step, and the five-byte nop right after it. */
+	if (!memcmp(b, lea, sizeof(lea)) && b[5] == 0x0f && b[6] == 0x1f && b[7] == 0x44)
+		sb->lea++;
+}
+
+TEST(probes_five_byte_sites_are_probed_at_the_step_before)
+{
+	struct site_bytes sb = {.path = tpath("probe_exe_nop5")};
+	struct elf_probes p;
+	char err[512];
+
+	/*
+	 * A uprobe on the nop itself becomes a call a forked child cannot follow (elfnotes.c):
+	 * each five-byte site is probed at its `lea -128(%rsp),%rsp`; one-byte ones at the nop.
+	 */
+	CHECK_EQ(elf_probe_walk(sb.path, "corobpf", site_bytes_fn, &sb, &p, err, sizeof(err)), 0);
+	CHECK_EQ(sb.n, 5);
+	CHECK_EQ(sb.lea, 4);
+	CHECK_EQ(sb.nop1, 1);
+	sb = (struct site_bytes){.path = tpath("probe_exe")};
+	CHECK_EQ(elf_probe_walk(sb.path, "corobpf", site_bytes_fn, &sb, &p, err, sizeof(err)), 0);
+	CHECK_EQ(sb.nop1, sb.n);
+	CHECK_EQ(sb.lea, 0);
+}
+
 TEST(probes_object_file)
 {
 	struct elf_probes p;
@@ -2166,6 +2213,7 @@ int main(void)
 
 	RUN(probes_executable);
 	RUN(probes_site_kinds);
+	RUN(probes_five_byte_sites_are_probed_at_the_step_before);
 	RUN(probes_object_file);
 	RUN(probes_shared_library);
 	RUN(probes_none);

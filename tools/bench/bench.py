@@ -161,7 +161,8 @@ def probe_costs(res):
                                                 str(n)]).stdout))
         rows["corobpf_sched"].append(per_iter(sh([COROBPF, "-q", "--probe-path", "trap", "--", loop,
                                                       str(n)]).stdout))
-        # The same probe built with COROBPF_NOP5: optimized uprobes where the kernel has them.
+        # The same probe built with COROBPF_NOP5: the floor probes the nop (optimized where the
+        # kernel can); corobpf the stack step before it (single-stepped: docs/probes.md).
         rows["floor_nop5"].append(per_iter(sh([os.path.join(BUILD, "bench/floor"), "ready", "--", loop5, str(n)]).stdout))
         rows["corobpf_nop5"].append(per_iter(sh([COROBPF, "-q", "--no-sched", "--probe-path", "trap", "--",
                                                      loop5, str(n)]).stdout))
@@ -1180,8 +1181,9 @@ def table(res):
                   "per hit: counted in the kernel  %8.0f ns   (a counters-only mode at the least: %.0f ns "
                   "beyond the floor, against corobpf's %.0f)" % (
                       p["counting_ns_per_hit"], p["counting_added_ns"], p["corobpf_added_ns"]),
-                  "COROBPF_NOP5 sites (kernel %s optimized uprobes): not traced %.2f ns; per hit: empty BPF %.0f ns, "
-                  "corobpf %.0f ns (%.2fx that floor; the default site costs %.1fx as much)" % (
+                  "COROBPF_NOP5 sites (kernel %s optimized uprobes): not traced %.2f ns; per hit: empty BPF at "
+                  "the nop %.0f ns, corobpf at the step before it %.0f ns (%.2fx that floor; the default "
+                  "site costs %.2fx as much)" % (
                       "has" if p["kernel_optimizes_uprobes"] else "lacks", p["untraced_site_nop5_ns"],
                       p["floor_nop5_ns_per_hit"], p["corobpf_nop5_ns_per_hit"],
                       p["corobpf_nop5_over_floor_nop5"], p["corobpf_nop1_over_nop5"])]

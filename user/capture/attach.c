@@ -114,26 +114,22 @@ static bool kernel_optimizes_uprobes(void)
 	return known;
 }
 
-/* Say what the sites cost here: the kind of nop against what this kernel does with it. */
+/*
+ * Say what the sites cost here. Five-byte ones are probed at the stack step before them
+ * (elfnotes.c: an optimized uprobe kills the program's forked children), which the kernel
+ * single-steps whether or not it optimizes uprobes.
+ */
 static void note_site_kind(const struct elf_probes *probes, const char *shown)
 {
-	bool opt;
-
-	if (!probes->sites_nop1 && !probes->sites_nop5)
-		return;
-	opt = kernel_optimizes_uprobes();
-	if (probes->sites_nop5 && !opt)
-		log_warn("%s: %u probe sites are five-byte nops (COROBPF_NOP5), which this kernel "
-			 "cannot optimize and most likely single-steps: a traced hit may cost "
-			 "several times a one-byte nop's; rebuild without COROBPF_NOP5 for this "
-			 "kernel", shown, probes->sites_nop5);
-	else if (probes->sites_nop5)
-		log_verbose("%s: %u probe sites are five-byte nops: this kernel optimizes them "
-			    "(a call instead of a trap)", shown, probes->sites_nop5);
-	else if (opt)
-		log_verbose("%s: probe sites are one-byte nops; this kernel optimizes uprobes on "
-			    "five-byte ones: building it with -DCOROBPF_NOP5 makes each traced hit "
-			    "several times cheaper (docs/probes.md)", shown);
+	if (probes->sites_nop5)
+		log_warn("%s: %u probe sites are five-byte nops (COROBPF_NOP5): corobpf probes each "
+			 "at the instruction before it, which the kernel single-steps, because %s; a "
+			 "traced hit costs several times a one-byte nop's: rebuild without "
+			 "COROBPF_NOP5 (docs/probes.md)", shown, probes->sites_nop5,
+			 kernel_optimizes_uprobes()
+				 ? "a uprobe on the nop itself this kernel turns into a call that a "
+				   "child the program forks afterwards cannot follow (it dies of SIGSEGV)"
+				 : "this kernel would single-step the nop as well");
 }
 
 /*
@@ -165,6 +161,15 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 	}
 	if (usdt_object_refused(a, &probes, shown))
 		return 0;
+	if (probes.sites_nop5 && kernel_optimizes_uprobes()) {
+		/* libbpf probes the nop itself: see note_site_kind(). */
+		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
+		log_warn("%s: not attached: its %u probe sites are five-byte nops (COROBPF_NOP5), "
+			 "which libbpf would probe as they are, and this kernel would turn those "
+			 "uprobes into calls that a child the program forks cannot follow (it dies of "
+			 "SIGSEGV); rebuild it without COROBPF_NOP5", shown, probes.sites_nop5);
+		return 0;
+	}
 	for (unsigned i = 0; i < probes.n_names; i++)
 		if (attach_prog(a, probes.names[i].name))
 			need += probes.names[i].specs;

@@ -709,6 +709,17 @@ static void check_site(struct scan *s, struct site *site)
 			goto other;
 		}
 		s->out->sites_nop5++;
+		/*
+		 * Probed at the stack step before it, not at the nop itself: a kernel that
+		 * optimizes a uprobe on the nop into a call to its trampoline (6.18.44 here)
+		 * does not give a child forked afterwards that trampoline, and the child dies
+		 * of SIGSEGV at its first pass through the site (docs/probes.md). The step is
+		 * an ordinary instruction, single-stepped as a five-byte nop is on a kernel
+		 * that does not optimize; the arguments are registers or immediates, the same
+		 * there.
+		 */
+		site->off = seg->offset + (site->pc - SITE_BEFORE - seg->vaddr);
+		goto semaphore;
 	} else {
 		for (size_t i = 0; i < 5 && i < avail; i++)
 			snprintf(bytes + 3 * i, sizeof(bytes) - 3 * i, "%02x ", win[at + i]);
@@ -718,6 +729,7 @@ static void check_site(struct scan *s, struct site *site)
 		goto other;
 	}
 	site->off = seg->offset + (site->pc - seg->vaddr);
+semaphore:
 	if (site->sem)
 		check_semaphore(s, site);
 	return;

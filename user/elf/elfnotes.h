@@ -97,7 +97,12 @@ struct elf_probe_site {
 	const char *name;
 	const char *args;	/* "" when the note has none */
 	uint64_t pc;		/* the site's address in the object, adjusted */
-	uint64_t off;		/* file offset of the site; 0: in no executable segment */
+	/*
+	 * The file offset to probe; 0: in no executable segment. A five-byte
+	 * site (COROBPF_NOP5) is probed at the stack step before it, never at
+	 * the nop: elfnotes.c says why.
+	 */
+	uint64_t off;
 	uint64_t sema;		/* the semaphore's address in the object, or 0 */
 	uint64_t sema_off;	/* its file offset; 0: none, or in no writable segment */
 };
