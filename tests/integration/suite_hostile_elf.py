@@ -201,6 +201,23 @@ def hostile_elf_site_on_a_nop_byte_inside_an_instruction():
 
 
 @test
+def hostile_elf_five_byte_site_whose_step_is_inside_an_instruction():
+    """A site moved onto a five-byte nop between the bytes of COROBPF_NOP5's stack steps, where
+    the step down is the end of a `movabs` immediate, not an instruction. corobpf probes such a
+    site at its step (an optimized uprobe on the nop kills forked children: docs/probes.md), so
+    the step must be where an instruction starts: an int3 there would change the immediate and
+    the sum on every iteration. Refused."""
+    def rewrite(elf):
+        note = elf.note("ready")
+        elf.set_pc(note, elf.symbol("hostile_insn5"))
+    path = attacker_copy(HOSTILE, "hostile-site5", rewrite)
+    check_refused(path, "hostile-site5", ["site 1 of corobpf:ready at 0x",
+                                          "is inside the instruction at 0x",
+                                          "(bytes 48 b9 00 00 00 48 8d 64",
+                                          "not an instruction boundary"])
+
+
+@test
 def hostile_elf_semaphore_on_a_rodata_constant():
     """A semaphore pointed at a constant in .rodata. The kernel increments a semaphore only in
     a writable mapping of its file offset: here that is the data segment's mapping of the

@@ -829,9 +829,15 @@ static int scan_stapsdt(struct scan *s, const unsigned char *buf, size_t size, s
 					s->cap_recs = s->cap_recs ? 2 * s->cap_recs : 64;
 					s->recs = xrealloc(s->recs, s->cap_recs * sizeof(*s->recs));
 				}
+				/*
+				 * The address probed must start an instruction: a five-byte
+				 * site's stack step (check_site), which then covers the nop.
+				 */
+				bool is5 = s->out->sites_nop5 != nop5;
+
 				s->recs[s->nrecs++] = (struct site_rec){
-				    .pc = site.pc, .name = name, .nth = site.nth,
-				    .nop5 = s->out->sites_nop5 != nop5};
+				    .pc = is5 ? site.pc - SITE_BEFORE : site.pc, .name = name,
+				    .nth = site.nth, .nop5 = is5};
 			}
 			if (s->site_fn && s->out->sites_refused == refused) {
 				struct elf_probe_site es = {

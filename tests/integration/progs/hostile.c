@@ -16,8 +16,11 @@
  * is two `add`s with 32-bit immediates, at the global labels hostile_insn
  * (bytes 48 05 50 50 50 50) and hostile_insn90 (48 05 90 90 90 90: the
  * one-byte nop inside an instruction), so that a test can move a site into
- * the middle of either; the three variables are global for the tests to
- * find them by symbol.
+ * the middle of either; then at hostile_insn5 a five-byte nop between the
+ * stack steps of a COROBPF_NOP5 site, whose step down is not an
+ * instruction but the last five bytes of a `movabs` immediate before it
+ * (a real step down comes earlier); the three variables are global for the
+ * tests to find them by symbol.
  * With --wait it prints "READY <pid>" and waits for SIGUSR1 before the
  * loop (for corobpf -p); the values are read after that, so a semaphore
  * the kernel incremented at attach shows in them.
@@ -44,6 +47,8 @@ volatile unsigned short hostile_bss_counter;
 
 #define STEP_IMM 0x50505050UL
 #define STEP_IMM90 0xffffffff90909090UL /* $-0x6f6f6f70, sign-extended */
+/* Its last five bytes are `lea -128(%rsp),%rsp` (48 8d 64 24 80). */
+#define STEP_IMM5 0x8024648d48000000UL
 
 __attribute__((noinline)) static unsigned long step(unsigned long x, unsigned long i)
 {
@@ -56,6 +61,19 @@ __attribute__((noinline)) static unsigned long step(unsigned long x, unsigned lo
 			     "hostile_insn: addq $0x50505050, %%rax\n"
 			     "hostile_insn90: addq $-0x6f6f6f70, %%rax"
 			     : "+a"(x));
+	/*
+	 * A uprobe at the step a five-byte site's note implies (five bytes before
+	 * the nop) would land inside the movabs and change its immediate.
+	 */
+	__asm__ __volatile__(".globl hostile_insn5\n"
+			     "lea -128(%%rsp), %%rsp\n"
+			     "movabsq $0x8024648d48000000, %%rcx\n"
+			     "hostile_insn5: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n"
+			     "lea 128(%%rsp), %%rsp\n"
+			     "addq %%rcx, %%rax"
+			     : "+a"(x)
+			     :
+			     : "rcx");
 	CORO_PROBE(ready, i);
 	return x;
 }
@@ -95,7 +113,7 @@ int main(int argc, char **argv)
 	}
 	CORO_PROBE(create, 1, 0);
 	for (unsigned long i = 0; i < n; i++) {
-		unsigned long want = acc + STEP_IMM + STEP_IMM90;
+		unsigned long want = acc + STEP_IMM + STEP_IMM90 + STEP_IMM5;
 
 		acc = step(acc, i);
 		if (acc != want) {
