@@ -342,8 +342,7 @@ def flood_costs(res):
                 # The limit again right before each traced run: the VM's pace moves by tens of
                 # percent over minutes, and a ratio means what it says only of runs side by side.
                 # Both after the last run's aftermath (its outputs' pages, the kernel freeing its
-                # ring) has settled: without that, the limit just after a run measured 44 to 57
-                # ns where the rounds' own measured 41.5, and the ratios read low.
+                # ring) has settled, so that neither of the pair runs into it.
                 flood_settle()
                 out = sh([flood, str(t), str(n), "limit"]).stdout
                 r = flood_run(bin_, t, n, ring, raw)

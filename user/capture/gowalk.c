@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <sys/auxv.h>
 #include <sys/uio.h>
+#include <unistd.h>
 #include "gowalk.h"
 #include "addrnames.h"
 #include "switchfam.h"
@@ -143,12 +144,19 @@ static bool name_wrapped(u32 pid, const struct goelf_info *gi, u64 g, u32 status
  * before it gives it its new goid, so a g read between the two carries its
  * dead goroutine's goid. A goid that changed meanwhile was such a read:
  * the new goroutine's creation is in the probes' stream, which has been in
- * place since before the walk began.
+ * place since before the walk began. The thread in newproc1 can be held off
+ * its CPU between the two stores for longer than the walk takes (most likely
+ * why go_attach_under_load once found a goroutine runnable at an attach that
+ * never ran and that the runtime never listed), so the runnable ones are read
+ * once more after GOWALK_RECHECK_MS.
  */
 static bool goid_changed(u32 pid, const struct goelf_info *gi, u64 g, u64 goid)
 {
 	return peek_word(pid, g + gi->offs.g_goid) != goid;
 }
+
+/* How long after the pass a runnable goroutine's goid is read again (goid_changed). */
+#define GOWALK_RECHECK_MS 10
 
 /* A record's g, and what its name still needs (a wrapper's way to f, while it ran). */
 struct walked_g {
@@ -238,6 +246,17 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 		n++;
 	}
 	free(gs);
+	/* A runnable g whose goid may not have been written yet: the second read is later. */
+	from = recs;
+	for (u32 i = 0; i < n; i++) {
+		const struct coro_rec_go_g *r = (const struct coro_rec_go_g *)from;
+
+		if (r->status == CORO_GO_RUNNABLE) {
+			usleep(GOWALK_RECHECK_MS * 1000);
+			break;
+		}
+		from += r->hdr.size;
+	}
 	/*
 	 * In place: the records of goroutines that were really there, packed.
 	 * One that ran a wrapper is named now if it has stopped running since.
