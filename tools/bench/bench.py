@@ -252,25 +252,30 @@ def batch_costs(res):
     res["batch"] = b
 
 
-def flood_settle():
-    """Before a measured run: the last traced run's outputs gone, the disk written, a moment for
-    what the kernel does after a process (its ring's memory freed, its pages written back)."""
+def flood_remove_outputs():
+    """The last traced flood's outputs, gone; returns their path without the extension."""
     base = os.path.join(WORK, "flood")
     for ext in (".jsonl", ".raw"):
         if os.path.exists(base + ext):
             os.unlink(base + ext)
-    os.sync()
-    time.sleep(1.0)
+    return base
+
+
+def flood_settle():
+    """Before a measured run: the last traced run's outputs gone, the disk written, a moment for
+    what the kernel does after a process (its ring's memory freed, its pages written back).
+    Quick mode (no figures come of it) does not wait."""
+    flood_remove_outputs()
+    if not QUICK:
+        os.sync()
+        time.sleep(1.0)
 
 
 def flood_run(corobpf, threads, n, ring, raw_only):
     """One traced flood: the program's own count and time per event, what the trace holds and
     lost, and corobpf's CPU seconds (user + system) for the whole run."""
     flood = os.path.join(BUILD, "bench/flood")
-    base = os.path.join(WORK, "flood")
-    for ext in (".jsonl", ".raw"):
-        if os.path.exists(base + ext):
-            os.unlink(base + ext)
+    base = flood_remove_outputs()
     out = ["--raw", base + ".raw"] if raw_only else ["-o", base + ".jsonl"]
     cmd = [corobpf, "-v", "--force", "--probe-path", "batched"] + out
     if ring:

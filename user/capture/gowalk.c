@@ -173,6 +173,7 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 	char *recs = NULL, *from, *to;
 	struct walked_g *wg;
 	u32 n = 0, kept = 0;
+	bool runnable = false; /* a record whose goid is read again (goid_changed) */
 
 	*out = NULL;
 	if (!gi->allgs || !load_bias(pid, gi, &bias))
@@ -209,6 +210,7 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 		r->hdr.kind = CORO_REC_GO_G;
 		r->hdr.pid = pid;
 		r->status = status;
+		runnable |= status == CORO_GO_RUNNABLE;
 		if (status == CORO_GO_RUNNING || status == CORO_GO_SYSCALL) {
 			u64 m = peek_word(pid, gs[i] + o->g_m);
 
@@ -247,16 +249,8 @@ int gowalk_process(u32 pid, const struct goelf_info *gi, bool stacks,
 	}
 	free(gs);
 	/* A runnable g whose goid may not have been written yet: the second read is later. */
-	from = recs;
-	for (u32 i = 0; i < n; i++) {
-		const struct coro_rec_go_g *r = (const struct coro_rec_go_g *)from;
-
-		if (r->status == CORO_GO_RUNNABLE) {
-			usleep(GOWALK_RECHECK_MS * 1000);
-			break;
-		}
-		from += r->hdr.size;
-	}
+	if (runnable)
+		usleep(GOWALK_RECHECK_MS * 1000);
 	/*
 	 * In place: the records of goroutines that were really there, packed.
 	 * One that ran a wrapper is named now if it has stopped running since.
