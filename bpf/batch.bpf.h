@@ -321,6 +321,42 @@ static __noinline int batch_copy_whole(struct coro_batch_thread *bt, struct coro
 }
 
 /*
+ * A whole buffer the ring has no room for: lost, and its records are not read (a copy into
+ * the scratch buffer would go nowhere; in a flood the ring is full when the target can least
+ * spare the time). Only the thread's coroutine as they leave it is taken: from the switch the
+ * thread says is its last (one record read), or none when it says there is none. 1 when done
+ * with it; 0 when the records must be read to know (not said, or what was said is wrong): the
+ * scratch path then reads them and counts them lost as before.
+ */
+static __noinline int batch_drop_whole(struct coro_batch_thread *bt, struct coro_task_state *st,
+				       __u64 buf, int hint)
+{
+	struct corobpf_batch_rec rec;
+
+	if (hint == BATCH_SCAN)
+		return 0;
+	if (st && hint >= 0) {
+		if (bpf_probe_read_user(&rec, sizeof(rec),
+					(const void *)(buf + offsetof(struct corobpf_batch, rec) +
+						       (__u64)(hint & (CORO_BATCH_RECS_MAX - 1)) *
+							       BATCH_REC_SIZE)) ||
+		    rec.kind != CORO_EV_SWITCH)
+			return 0;
+		if (rec.ts >= bt->floor) {
+			st->cur = rec.a1;
+			st->cur_valid = 1;
+		}
+	}
+	bt->consumed = CORO_BATCH_RECS_MAX;
+	bt->floor = 0;
+	stat_add(CORO_STAT_RING_FULL, CORO_BATCH_RECS_MAX);
+	stat_add(CORO_STAT_BATCH_RING_FULL, CORO_BATCH_RECS_MAX);
+	if (st)
+		st->lost += CORO_BATCH_RECS_MAX;
+	return 1;
+}
+
+/*
  * Copy out what the current thread wrote in bt's buffer since this session's last copy, into
  * the ring through s (held).
  */
@@ -377,7 +413,9 @@ static __noinline int batch_copy(struct batch_scratch *s, struct coro_batch_thre
 		return 0;
 	if (st)
 		hint = batch_switch_hint(buf, flags, gen, first, head);
-	if (n == CORO_BATCH_RECS_MAX && batch_copy_whole(bt, st, buf, lost_if_unread, hint))
+	if (n == CORO_BATCH_RECS_MAX &&
+	    (batch_copy_whole(bt, st, buf, lost_if_unread, hint) ||
+	     batch_drop_whole(bt, st, buf, hint)))
 		return 0;
 	bytes = (__u64)n * BATCH_REC_SIZE;
 	/* What the verifier follows: the read stays in the scratch buffer. */
