@@ -226,6 +226,39 @@ def switch_custom_function_and_path_choice():
     check("boost-context" in q.stdout and "uprobe:PATH:SYMBOL" in q.stdout, q.stdout)
 
 
+@test
+def switch_custom_function_on_a_five_byte_nop_leaves_forked_children_unharmed():
+    """A switch function that begins with a five-byte nop (uctx nop5fork: -mnop-mcount and
+    hot-patch areas leave one): on a kernel that optimizes uprobes (6.18 here) a uprobe on
+    it becomes a call to a trampoline a child forked afterwards does not have, and the child
+    dies of SIGSEGV at its first call. corobpf refuses that offset, saying why and what to
+    name instead; named past the nop, every call is traced; the child exits as it means to
+    both ways."""
+    exe, n = os.path.join(TESTS_BIN, "uctx"), 100
+    with open("/proc/kallsyms") as f:
+        optimizes = any(l.rstrip().endswith(" arch_uprobe_optimize") for l in f)
+    spec = "uprobe:%s:nop5_switch:from=arg0,to=arg1" % exe
+    p = corobpf(["-o", work("nop5_on.jsonl"), "--switch", spec, "--", exe, "nop5fork", str(n)])
+    if optimizes:
+        # The only function asked for cannot be probed: nothing to attach, the program not run.
+        eq(p.returncode, 1, "exit code (%s)" % p.stderr.strip())
+        check("not attached at file offset" in p.stderr and "dies of SIGSEGV" in p.stderr
+              and "SYMBOL+OFFSET past the nop" in p.stderr,
+              "corobpf does not say why it left the nop alone:\n" + p.stderr)
+        check(exe in p.stderr, "the refusal does not name the file:\n" + p.stderr)
+    else:
+        check("CHILD exited 7" in p.stdout,
+              "the forked child, probed on the nop:\n%s%s" % (p.stdout, p.stderr))
+    spec = "uprobe:%s:nop5_switch+5:from=arg0,to=arg1" % exe
+    tr, _, p, _, _ = trace_launch("nop5_past", [exe, "nop5fork", str(n)], extra=["--switch", spec])
+    check("CHILD exited 7" in p.stdout, "the forked child, probed past the nop:\n" + p.stdout)
+    check("not attached" not in p.stderr, p.stderr)
+    # The calls alternate a -> b, b -> a: b is switched to n/2 times; a, the thread's main
+    # (the first call comes from it), n/2 times and once as the thread began.
+    eq(sorted(c["switch_ins"] for c in tr.coroutines), [n // 2, n // 2 + 1],
+       "switch-ins (the parent's calls)")
+
+
 def uctx_truth(p):
     """The program's own account: {'main': (tid, address), 'cos': [(tid, address, resumes, how)]}."""
     cos, main = [], None

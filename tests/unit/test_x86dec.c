@@ -285,6 +285,43 @@ TEST(uprobe_cost_classes)
 	CHECK_EQ(dec("e8 00 00").len, 0);
 }
 
+/* The bytes of hex, for x86_uprobe_may_optimize(). */
+static bool may_optimize(const char *hex)
+{
+	uint8_t b[16];
+	size_t n = 0;
+
+	for (unsigned v; *hex && n < sizeof(b);) {
+		if (*hex == ' ') {
+			hex++;
+			continue;
+		}
+		sscanf(hex, "%2x", &v);
+		b[n++] = (uint8_t)v;
+		hex += 2;
+	}
+	return x86_uprobe_may_optimize(b, n);
+}
+
+/* What a kernel that optimizes uprobes may turn into a call: attachctx.c refuses those. */
+TEST(uprobe_optimizable_nops)
+{
+	CHECK(may_optimize("0f 1f 44 00 00"));		       /* the canonical nop5 (COROBPF_NOP5) */
+	CHECK(may_optimize("0f 1f 44 00 08"));		       /* -mnop-mcount's */
+	CHECK(may_optimize("66 66 66 66 90"));		       /* 0x90 with prefixes */
+	CHECK(may_optimize("66 0f 1f 40 00"));		       /* nopw 0x0(%rax) */
+	CHECK(may_optimize("66 2e 0f 1f 84 00 00 00 00 00")); /* the ten-byte one */
+	CHECK(!may_optimize("90"));
+	CHECK(!may_optimize("0f 1f 40 00"));		      /* four bytes */
+	CHECK(!may_optimize("66 0f 1f 44 00 00"));	      /* six */
+	CHECK(!may_optimize("0f 1f 80 00 00 00 00"));	      /* seven */
+	CHECK(!may_optimize("0f 1f 4c 00 00"));		      /* 0f 1f /1: not the nop */
+	CHECK(!may_optimize("41 90 90 90 90"));		      /* xchg %eax,%r8d */
+	CHECK(!may_optimize("48 8d 64 24 80"));		      /* the step before a nop5 site */
+	CHECK(!may_optimize("e8 00 00 00 00"));		      /* a call */
+	CHECK(!may_optimize("0f 1f 44 00"));		      /* cut off */
+}
+
 TEST(encodings_lengths)
 {
 	CHECK_EQ(dec("48 b8 01 02 03 04 05 06 07 08").len, 10); /* movabs */
@@ -309,6 +346,7 @@ int main(void)
 	RUN(lengths_match_objdump);
 	RUN(register_effects);
 	RUN(uprobe_cost_classes);
+	RUN(uprobe_optimizable_nops);
 	RUN(encodings_lengths);
 	return unit_done();
 }

@@ -89,31 +89,6 @@ void attach_libload(struct attach_ctx *a, struct target *t, const char *path)
 		t->libload_attached = attach_libload_pid(a, attach_pid(a, t), path);
 }
 
-/* Kernels with optimized uprobes (6.17+ on x86-64) call a trampoline at a five-byte nop. */
-static bool kernel_optimizes_uprobes(void)
-{
-	static int known = -1;
-	char line[256];
-	FILE *f;
-
-	if (known >= 0)
-		return known;
-	known = 0;
-	f = fopen("/proc/kallsyms", "re");
-	if (!f)
-		return false;
-	while (fgets(line, sizeof(line), f)) {
-		const char *sym = strrchr(line, ' ');
-
-		if (sym && !strcmp(sym + 1, "arch_uprobe_optimize\n")) {
-			known = 1;
-			break;
-		}
-	}
-	fclose(f);
-	return known;
-}
-
 /*
  * Say what the sites cost here. Five-byte ones are probed at the stack step before them
  * (elfnotes.c: an optimized uprobe kills the program's forked children), which the kernel
@@ -126,7 +101,7 @@ static void note_site_kind(const struct elf_probes *probes, const char *shown)
 			 "at the instruction before it, which the kernel single-steps, because %s; a "
 			 "traced hit costs several times a one-byte nop's: rebuild without "
 			 "COROBPF_NOP5 (docs/probes.md)", shown, probes->sites_nop5,
-			 kernel_optimizes_uprobes()
+			 attach_kernel_optimizes_uprobes()
 				 ? "a uprobe on the nop itself this kernel turns into a call that a "
 				   "child the program forks afterwards cannot follow (it dies of SIGSEGV)"
 				 : "this kernel would single-step the nop as well");
@@ -161,7 +136,7 @@ static u32 attach_object_pid(struct attach_ctx *a, int pid, const char *path, co
 	}
 	if (usdt_object_refused(a, &probes, shown))
 		return 0;
-	if (probes.sites_nop5 && kernel_optimizes_uprobes()) {
+	if (probes.sites_nop5 && attach_kernel_optimizes_uprobes()) {
 		/* libbpf probes the nop itself: see note_site_kind(). */
 		a->ustats[CORO_USTAT_ATTACH_REFUSED]++;
 		log_warn("%s: not attached: its %u probe sites are five-byte nops (COROBPF_NOP5), "

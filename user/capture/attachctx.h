@@ -175,6 +175,12 @@ int attach_uprobe_multi(struct attach_ctx *a, const struct bpf_program *prog, u3
 			const char *path, const u64 *offsets, const u64 *refs, const u64 *cookies,
 			u32 n);
 /*
+ * Whether this kernel optimizes uprobes (6.17+ on x86-64: a uprobe on a five-byte nop becomes
+ * a call to a trampoline page, which children forked afterwards do not inherit on 6.18).
+ * attach_uprobe_link() refuses an offset such a kernel would optimize, saying so.
+ */
+bool attach_kernel_optimizes_uprobes(void);
+/*
  * The same with another attach type of the uprobe_multi attr layout
  * (CORO_BPF_TRACE_UPROBE_SESSION for cxxattach); attach_uprobe_multi() is
  * this with CORO_BPF_TRACE_UPROBE_MULTI.

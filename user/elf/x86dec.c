@@ -530,3 +530,19 @@ modrm:
 	}
 	return in->len;
 }
+
+bool x86_uprobe_may_optimize(const uint8_t *code, size_t avail)
+{
+	static const uint8_t nop10[] = { 0x66, 0x2e, 0x0f, 0x1f, 0x84 };
+	struct x86_insn in;
+	int len = x86_decode(code, avail, 0, &in);
+	bool nop;
+
+	if (!len || in.vex)
+		return false;
+	nop = (in.map == 0 && in.opcode == 0x90 && !(in.rex & 1)) ||
+	      (in.map == 1 && in.opcode == 0x1f && in.has_modrm && ((in.modrm >> 3) & 7) == 0);
+	if (!nop)
+		return false;
+	return len == 5 || (len == 10 && !memcmp(code, nop10, sizeof(nop10)));
+}

@@ -77,4 +77,12 @@ int x86_decode(const uint8_t *code, size_t avail, uint64_t addr, struct x86_insn
 
 const char *x86_reg_name(int reg);
 
+/*
+ * Whether a kernel that optimizes uprobes (x86-64, 6.17 on) may write a call over a uprobe
+ * on the instruction at code: a five-byte nop (0x90 with prefixes, or 0f 1f /0), as 6.17
+ * and 6.18 do, or the ten-byte 66 2e 0f 1f 84 nop later kernels choose instead. Such a call
+ * goes to a trampoline page a child forked afterwards does not have (attachctx.c).
+ */
+bool x86_uprobe_may_optimize(const uint8_t *code, size_t avail);
+
 #endif

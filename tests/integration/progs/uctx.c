@@ -22,6 +22,11 @@
  *     uctx recover        error recovery: main saves a context with getcontext
  *                         and resumes a coroutine, which jumps back to it with
  *                         setcontext (a switch to main; it is never resumed)
+ *     uctx nop5fork N     calls its nop5_switch(from, to), whose first instruction
+ *                         is a five-byte nop, N times, then forks a child that
+ *                         calls it N times and exits with 7; prints "CHILD
+ *                         exited <status>" or "CHILD killed <signal>": what a
+ *                         uprobe on that nop must not break
  *     uctx recycle K R    one ucontext_t made K times with makecontext: each
  *                         incarnation yields R times; even ones return, odd
  *                         ones are abandoned after their first run and the
@@ -41,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -61,6 +67,44 @@ struct run {
 	bool chain, custom;
 	pid_t tid;
 };
+
+/*
+ * nop5fork: a switch function that begins with a five-byte nop (as -mnop-mcount or a
+ * hot-patch area leaves one), which a kernel that optimizes uprobes turns into a call.
+ */
+void nop5_switch(void *from, void *to);
+__asm__(".text\n.globl nop5_switch\n.type nop5_switch, @function\nnop5_switch:\n"
+	"\t.byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\tret\n.size nop5_switch, .-nop5_switch\n");
+
+static void nop5_calls(unsigned n)
+{
+	static char a, b;
+
+	for (unsigned i = 0; i < n; i++)
+		nop5_switch(i & 1 ? &b : &a, i & 1 ? &a : &b);
+}
+
+static void nop5fork(unsigned n)
+{
+	int status;
+	pid_t pid;
+
+	nop5_calls(n);
+	fflush(stdout);
+	pid = fork();
+	if (pid == 0) {
+		nop5_calls(n);
+		_exit(7);
+	}
+	if (pid < 0 || waitpid(pid, &status, 0) != pid) {
+		perror("fork");
+		exit(1);
+	}
+	if (WIFSIGNALED(status))
+		printf("CHILD killed %d\n", WTERMSIG(status));
+	else
+		printf("CHILD exited %d\n", WEXITSTATUS(status));
+}
 
 /* custom: the program's own switch function, a scheduler's API in miniature. */
 __attribute__((noinline)) void task_switch(struct co *from, struct co *to)
@@ -264,7 +308,7 @@ static void recycle(struct run *run, unsigned k, unsigned r)
 static void usage(void)
 {
 	fprintf(stderr, "usage: uctx rr K R | chain K R | custom K R | threads T K R | loop N | "
-			"jump N | recover | recycle K R\n");
+			"jump N | recover | recycle K R | nop5fork N\n");
 	exit(2);
 }
 
@@ -311,6 +355,8 @@ int main(int argc, char **argv)
 		free(args);
 	} else if (!strcmp(argv[1], "jump") && argc == 3) {
 		jump(&run, (unsigned)atoi(argv[2]));
+	} else if (!strcmp(argv[1], "nop5fork") && argc == 3) {
+		nop5fork((unsigned)atoi(argv[2]));
 	} else if (!strcmp(argv[1], "recycle") && argc == 4) {
 		recycle(&run, (unsigned)atoi(argv[2]), (unsigned)atoi(argv[3]));
 	} else if (!strcmp(argv[1], "loop")) {
