@@ -117,9 +117,15 @@ unit: $(UNIT_BINS)
 # LOAD=1: the suite under load (CPU hogs and an unrelated instrumented program). The whole
 # suite runs on the default probe path (batched); then the tests of what the probes carry run
 # again on the per-event trap path (--probe-path trap, still an option). Not suite_27's batch_
-# tests: each names its probe path, so a second pass would run them exactly as the first.
+# tests: each names its probe path, so a second pass would run them exactly as the first; nor
+# those of what has no corobpf probes (Go, gevent, Ruby, QEMU, Boost, asyncio: their switch
+# functions and runtime probes are the same on both paths), of the docs, or of how a command
+# is launched.
 TRAP_PASS := scenarios_ usdt_ finding launch_ dlopen early all_mode sigint flight_ \
-	     announce_attach announce_unanswered
+	     announce_attach announce_unanswered \
+	     --skip go_ --skip precision_gevent --skip precision_go --skip precision_qemu \
+	     --skip precision_ruby --skip precision_boost --skip docs_ --skip python_ \
+	     --skip runtime_ --skip cli_launch --skip launch_file_replaced
 integration: corobpf tools bench-tools
 	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py
 	$(Q)LOAD=$(LOAD) COROBPF_PROBE_PATH=trap python3 tests/integration/run.py $(TRAP_PASS)

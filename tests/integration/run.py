@@ -12,6 +12,8 @@ module's tests in the order they are written.
 
     python3 tests/integration/run.py            # all
     python3 tests/integration/run.py attach     # tests whose name contains "attach"
+    python3 tests/integration/run.py finding --skip precision_go
+                                                # ...but not those whose name contains this
     KEEP=1 python3 tests/integration/run.py     # keep the work directory
     LOAD=1 python3 tests/integration/run.py     # under load: a CPU hog per CPU and an unrelated
                                                 # instrumented program (build/demo) all along
@@ -48,7 +50,13 @@ def bpf_usable():
 
 
 def main():
-    wanted = sys.argv[1:]
+    wanted, skipped, args = [], [], sys.argv[1:]
+    while args:
+        a = args.pop(0)
+        if a == "--skip" and args:
+            skipped.append(args.pop(0))
+        else:
+            wanted.append(a)
     why = bpf_usable()
     if why:
         if CI:
@@ -63,6 +71,8 @@ def main():
         print("under load: %d CPU hogs and build/demo running" % (len(load.procs) - 1), flush=True)
     for t in TESTS:
         if wanted and not any(w in t.__name__ for w in wanted):
+            continue
+        if any(w in t.__name__ for w in skipped):
             continue
         ran += 1
         start = time.time()
