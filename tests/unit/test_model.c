@@ -804,6 +804,41 @@ TEST(offcpu_time_goes_to_the_running_coroutine)
 	done();
 }
 
+/*
+ * A stretch whose end the kernel did not show (flagged late): the BPF side ends it at the
+ * thread's next trap or copy, after records the thread made on the CPU meanwhile (a batched
+ * copy's). It was over by the first of those, and it is the time of the coroutine that left
+ * the CPU, not of the one running when it is ended: here 7 left at 3000, its thread ran again
+ * by 4000 (7 switched out to 8 there), and the stretch was ended late at 9000, 8 running.
+ */
+TEST(offcpu_ended_late_stops_at_the_threads_next_record)
+{
+	const struct coro *c7, *c8;
+	struct coro_event_hdr *h;
+
+	start(CORO_PROC_LAUNCHED);
+	feed(mk_create(&B, 1, 1000, 0, 7, 0));
+	feed(mk_create(&B, 1, 1100, 0, 8, 0));
+	feed(mk_switch(&B, 1, 2000, 0, 7, 0, 0));
+	feed(mk_off_begin(&B, 1, 3000, 7, CORO_OFF_SLEEPING));
+	feed(mk_switch(&B, 1, 4000, 7, 8, CORO_R_WAIT, 1));
+	h = mk_off_end(&B, 1, 3000, 9000, 8, CORO_OFF_SLEEPING, 0);
+	h->flags |= CORO_EVF_OFFCPU_LATE;
+	feed(h);
+	feed(mk_switch(&B, 1, 10000, 8, 0, CORO_R_WAIT, 1));
+	stop();
+	c7 = seen_find(&S, 7, 0);
+	c8 = seen_find(&S, 8, 0);
+	CHECK(c7 && c8);
+	CHECK(c7 && c7->t_offcpu == 1000);
+	CHECK(c7 && c7->t_blocked == 1000);
+	CHECK(c8 && c8->t_offcpu == 0);
+	/* No coroutine is off the CPU longer than it ran. */
+	CHECK(c8 && c8->t_state[CS_RUNNING] == 6000);
+	CHECK_EQ(P.model.anom.offcpu_late, 1);
+	done();
+}
+
 int main(void)
 {
 	RUN(lifecycle_times_are_exact);
@@ -831,5 +866,6 @@ int main(void)
 	RUN(reorder_holds_a_thread_stalled_for_45_ms);
 	RUN(reorder_window_cut_to_its_bytes);
 	RUN(offcpu_time_goes_to_the_running_coroutine);
+	RUN(offcpu_ended_late_stops_at_the_threads_next_record);
 	return unit_done();
 }

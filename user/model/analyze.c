@@ -819,7 +819,7 @@ static void offcpu_ended(struct analyzer *a, const struct event *ev)
 	const struct coro_thread *t = ev->thread;
 	const struct coro *c = ev->c;
 	u64 start = ev->offcpu.start;
-	u64 dur = ev->ts > start ? ev->ts - start : 0;
+	u64 dur = ev->offcpu.end > start ? ev->offcpu.end - start : 0;
 	u64 blocked = dur - MIN(ev->offcpu.runq_ns, dur);
 	/* This stretch's begin record was seen: the clocks it noted are this stretch's. */
 	bool began = t && t->off_ts >= start && t->off_ts - start < 1000000;

@@ -657,16 +657,33 @@ static void apply_offcpu_begin(struct model *m, struct event *ev)
 	t->off_made_ready = p ? p->made_ready : 0;
 	t->off_runnable = p ? p->runnable : 0;
 	ev->c = running_on(m, t);
+	t->off_coro_id = ev->c ? ev->c->id : 0;
+	t->off_coro_uid = ev->c ? ev->c->uid : 0;
+	t->off_back_ts = 0;
 }
 
 static void apply_offcpu_end(struct model *m, struct event *ev)
 {
 	struct coro_thread *t = model_thread(m, ev->pid, ev->tid);
 	struct coro *c = running_on(m, t);
-	u64 dur = ev->ts > ev->offcpu.start ? ev->ts - ev->offcpu.start : 0;
-	u64 runq = MIN(ev->offcpu.runq_ns, dur);
+	u64 dur, runq;
 
+	if (ev->offcpu.late && t->off_back_ts > ev->offcpu.start && t->off_back_ts < ev->ts) {
+		/*
+		 * The thread made records of its own on the CPU before the BPF side could end
+		 * the stretch (a batched copy's, written before it): the stretch was over by the
+		 * first of them, and it was the time of the coroutine that left the CPU, not of
+		 * the one running now (which would be off the CPU longer than it ran).
+		 */
+		ev->offcpu.end = t->off_back_ts;
+		c = t->off_coro_uid ? model_find(m, t->pid, t->off_coro_id) : NULL;
+		if (c && c->uid != t->off_coro_uid)
+			c = NULL;
+	}
+	dur = ev->offcpu.end > ev->offcpu.start ? ev->offcpu.end - ev->offcpu.start : 0;
+	runq = MIN(ev->offcpu.runq_ns, dur);
 	t->off = false;
+	t->off_back_ts = 0;
 	if (ev->offcpu.late)
 		m->anom.offcpu_late++;
 	ev->c = c;
@@ -876,8 +893,10 @@ void model_apply(struct model *m, const struct coro_event_hdr *h)
 		 * end was lost is over (the BPF side ends it late, when it can).
 		 */
 		if (t && t->off && ev.ts > t->off_ts && ev.kind != EV_OFFCPU_BEGIN &&
-		    ev.kind != EV_OFFCPU_END && ev.kind != EV_SAMPLE)
+		    ev.kind != EV_OFFCPU_END && ev.kind != EV_SAMPLE) {
 			t->off = false;
+			t->off_back_ts = ev.ts;
+		}
 	} else if (ev.kind == EV_LOST && !ev.no_thread) {
 		/*
 		 * A hole read back from JSONL before a record it has no line for: the

@@ -181,6 +181,11 @@ struct coro_thread {
 	/* Its process's made_ready and runnable when it left (the evidence of work waiting). */
 	u64 off_made_ready, off_runnable;
 	/*
+	 * The coroutine running on it when it left (uid, 0: none), and the time of its first
+	 * record of its own since (0: none yet): where a stretch ended late really ended.
+	 */
+	u64 off_coro_id, off_coro_uid, off_back_ts;
+	/*
 	 * The switch-function path: its scheduler context (a hub, a main loop),
 	 * the one of its contexts that most often switched to another context
 	 * than the one it switched to last (sched_changes times); 0: none yet.

@@ -185,6 +185,11 @@ struct event {
 			u32 state;   /* enum coro_offcpu_state, as it left */
 			u32 cpu;     /* begin: the CPU it left; end: the one it runs on now */
 			bool late;   /* EV_OFFCPU_END: its return went unseen (CORO_EVF_OFFCPU_LATE) */
+			/*
+			 * EV_OFFCPU_END: when it was back as the model takes it: ts, or for a late
+			 * one the thread's first record since it left, if earlier (apply.c)
+			 */
+			u64 end;
 		} offcpu;
 		struct {
 			struct ev_str comm, exe;

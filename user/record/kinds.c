@@ -88,7 +88,7 @@ static void decode_offcpu_begin(struct event *ev, const struct coro_event_hdr *h
 {
 	const struct coro_ev_offcpu_begin *e = (const void *)h;
 
-	ev->offcpu.start = ev->offcpu.runq_ns = 0;
+	ev->offcpu.start = ev->offcpu.runq_ns = ev->offcpu.end = 0;
 	ev->offcpu.state = e->state;
 	ev->offcpu.cpu = e->cpu;
 	ev->offcpu.late = false;
@@ -103,6 +103,7 @@ static void decode_offcpu_end(struct event *ev, const struct coro_event_hdr *h)
 	ev->offcpu.state = e->state;
 	ev->offcpu.cpu = e->cpu;
 	ev->offcpu.late = h->flags & CORO_EVF_OFFCPU_LATE;
+	ev->offcpu.end = h->ts;
 }
 
 /* The kind and the header say it all (a sample's stack, a loader's or a process's notice). */
