@@ -135,8 +135,10 @@ structure:
 	$(Q)python3 tools/check_structure.py
 
 # The README's test command. The structure check and unit tests need no root; integration
-# tests do. Then the sanitizer build (unit tests and replays) and a short run of each fuzzer.
-test: structure unit integration asan-test tsan-test fuzz-short
+# tests do. Then the sanitizer builds (unit tests, replays, live captures) and a short run of
+# each fuzzer, side by side on two CPUs (none of them measures time).
+test: structure unit integration
+	$(Q)$(MAKE) -s -j2 asan-test tsan-test fuzz-short
 
 # AddressSanitizer and UndefinedBehaviorSanitizer: corobpf and the unit tests built into
 # build-asan/, the unit tests run, and captures of every kind replayed through it.

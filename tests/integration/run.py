@@ -14,6 +14,17 @@ module's tests in the order they are written.
     python3 tests/integration/run.py attach     # tests whose name contains "attach"
     python3 tests/integration/run.py finding --skip precision_go
                                                 # ...but not those whose name contains this
+    python3 tests/integration/run.py -j 2       # two tests at a time (JOBS=2 the same), each
+                                                # in a worker process of its own, the next
+                                                # test to the first worker free: a busy
+                                                # machine, another corobpf session beside
+                                                # each test. Not in make test: a trap-path
+                                                # session misses what a batched -a or
+                                                # --follow session beside it makes its
+                                                # program append (docs/probes.md, "Two
+                                                # sessions on different paths"), and
+                                                # offcpu_every_stretch_ends_under_load
+                                                # (--stacks) fails so
     KEEP=1 python3 tests/integration/run.py     # keep the work directory
     LOAD=1 python3 tests/integration/run.py     # under load: a CPU hog per CPU and an unrelated
                                                 # instrumented program (build/demo) all along
@@ -23,6 +34,7 @@ import os
 import sys
 import time
 import shutil
+import subprocess
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import *  # noqa: E402,F401,F403
@@ -49,12 +61,100 @@ def bpf_usable():
     return None
 
 
+def run_one(t):
+    """Run test t: (passed, seconds, what it printed and why it failed)."""
+    start = time.time()
+    try:
+        t()
+        return True, time.time() - start, ""
+    except Exception as e:  # a test's own failure or an unexpected error: both fail it
+        return False, time.time() - start, str(e)
+
+
+def report(name, passed, secs, why):
+    if passed:
+        print("ok   %-45s %5.1fs" % (name, secs), flush=True)
+    else:
+        print("FAIL %-45s %5.1fs\n     %s" % (name, secs, why.replace("\n", "\n     ")), flush=True)
+
+
+def worker():
+    """run.py --worker FD: the tests named on stdin, one a line, each answered on FD as a JSON
+    line once it is over (what it printed with it, so that the lines of two tests do not mix)."""
+    import io
+    import json
+    from contextlib import redirect_stdout
+    by_name = {t.__name__: t for t in TESTS}
+    answers = os.fdopen(int(sys.argv[2]), "w")
+    failed = False
+    for line in sys.stdin:
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            passed, secs, why = run_one(by_name[line.strip()])
+        failed = failed or not passed
+        answers.write(json.dumps({"name": line.strip(), "passed": passed, "secs": secs,
+                                  "why": why, "printed": buf.getvalue()}) + "\n")
+        answers.flush()
+    if not failed and not os.environ.get("KEEP"):
+        shutil.rmtree(WORK, ignore_errors=True)
+    else:
+        print("work directory kept: %s" % WORK, flush=True)
+    return 0
+
+
+def run_parallel(tests, jobs):
+    """The tests on `jobs` worker processes, each test to the first worker free; results in the
+    order they end. Returns the names of the failed ones."""
+    import json
+    import selectors
+    sel, workers, failed = selectors.DefaultSelector(), [], []
+    queue = list(tests)
+    # The workers run no load of their own: this process runs it for all of them.
+    env = dict(os.environ, LOAD="")
+    for _ in range(min(jobs, len(queue))):
+        r, w = os.pipe()
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(w)],
+                             stdin=subprocess.PIPE, text=True, pass_fds=(w,), env=env)
+        os.close(w)
+        f = os.fdopen(r)
+        workers.append(p)
+        sel.register(f, selectors.EVENT_READ, p)
+        p.stdin.write(queue.pop(0).__name__ + "\n")
+        p.stdin.flush()
+    busy = len(workers)
+    while busy:
+        for key, _ in sel.select():
+            p, line = key.data, key.fileobj.readline()
+            if not line:
+                raise RuntimeError("an integration test worker died (exit %s)" % p.wait())
+            a = json.loads(line)
+            sys.stdout.write(a["printed"])
+            report(a["name"], a["passed"], a["secs"], a["why"])
+            if not a["passed"]:
+                failed.append(a["name"])
+            if queue:
+                p.stdin.write(queue.pop(0).__name__ + "\n")
+                p.stdin.flush()
+            else:
+                p.stdin.close()
+                sel.unregister(key.fileobj)
+                busy -= 1
+    for p in workers:
+        p.wait()
+    return failed
+
+
 def main():
+    if sys.argv[1:2] == ["--worker"]:
+        return worker()
     wanted, skipped, args = [], [], sys.argv[1:]
+    jobs = int(os.environ.get("JOBS") or 1)
     while args:
         a = args.pop(0)
         if a == "--skip" and args:
             skipped.append(args.pop(0))
+        elif a == "-j" and args:
+            jobs = int(args.pop(0))
         else:
             wanted.append(a)
     why = bpf_usable()
@@ -64,26 +164,23 @@ def main():
             return 1
         print("SKIP integration tests: %s (they need root and a BPF-capable kernel)" % why)
         return 0
-    failed, ran = [], 0
     if os.environ.get("LOAD") == "1":
         load = Load().start()
         atexit.register(load.stop)
         print("under load: %d CPU hogs and build/demo running" % (len(load.procs) - 1), flush=True)
-    for t in TESTS:
-        if wanted and not any(w in t.__name__ for w in wanted):
-            continue
-        if any(w in t.__name__ for w in skipped):
-            continue
-        ran += 1
-        start = time.time()
-        try:
-            t()
-            print("ok   %-45s %5.1fs" % (t.__name__, time.time() - start), flush=True)
-        except Exception as e:  # a test's own failure or an unexpected error: both fail it
-            failed.append(t.__name__)
-            print("FAIL %-45s %5.1fs\n     %s" % (t.__name__, time.time() - start,
-                                                  str(e).replace("\n", "\n     ")), flush=True)
-    print("%d tests, %d failed%s" % (ran, len(failed), ": " + " ".join(failed) if failed else ""))
+    tests = [t for t in TESTS if (not wanted or any(w in t.__name__ for w in wanted))
+             and not any(w in t.__name__ for w in skipped)]
+    if jobs > 1:
+        failed = run_parallel(tests, jobs)
+    else:
+        failed = []
+        for t in tests:
+            passed, secs, why = run_one(t)
+            report(t.__name__, passed, secs, why)
+            if not passed:
+                failed.append(t.__name__)
+    print("%d tests, %d failed%s" % (len(tests), len(failed),
+                                     ": " + " ".join(failed) if failed else ""))
     if not failed and not os.environ.get("KEEP"):
         shutil.rmtree(WORK, ignore_errors=True)
     else:
