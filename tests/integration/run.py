@@ -18,18 +18,21 @@ module's tests in the order they are written.
                                                 # in a worker process of its own, the next
                                                 # test to the first worker free: a busy
                                                 # machine, another corobpf session beside
-                                                # each test. Not in make test: a trap-path
-                                                # session misses what a batched -a or
-                                                # --follow session beside it makes its
-                                                # program append (docs/probes.md, "Two
-                                                # sessions on different paths"), and
-                                                # offcpu_every_stretch_ends_under_load
-                                                # (--stacks) fails so
+                                                # each test (make integration: JOBS=2).
+                                                # A test that starts -a or --follow, or
+                                                # measures, runs alone: such a session
+                                                # raises the probes' semaphores in every
+                                                # program mapping the same file, and a
+                                                # trap-path session beside it would miss
+                                                # what they append (docs/probes.md, "Two
+                                                # sessions on different paths")
     KEEP=1 python3 tests/integration/run.py     # keep the work directory
     LOAD=1 python3 tests/integration/run.py     # under load: a CPU hog per CPU and an unrelated
                                                 # instrumented program (build/demo) all along
 """
 import atexit
+import inspect
+import re
 import os
 import sys
 import time
@@ -102,15 +105,48 @@ def worker():
     return 0
 
 
+# A test run with nothing beside it under -j: it starts a session with -a or --follow (whose
+# links, for every process, raise the probes' semaphores in every program that maps the same
+# file, so that a trap-path session beside it would miss what they append: docs/probes.md,
+# "Two sessions on different paths"), or it measures.
+ALONE_OPTIONS = re.compile(r"""["'](-a|--all|--follow)["']""")
+ALONE_NAMES = ("bench_",)
+
+
+def runs_alone(t, funcs, seen=None, depth=0):
+    """Whether test t (or a function of the suites it calls, four calls deep) names -a, --all or
+    --follow, or t is a measurement."""
+    seen = seen if seen is not None else set()
+    if depth == 0 and t.__name__.startswith(ALONE_NAMES):
+        return True
+    if t.__name__ in seen or depth > 4:
+        return False
+    seen.add(t.__name__)
+    try:
+        src = inspect.getsource(t)
+    except (OSError, TypeError):
+        return False
+    if ALONE_OPTIONS.search(src):
+        return True
+    return any(runs_alone(funcs[n], funcs, seen, depth + 1)
+               for n in set(re.findall(r"\b([a-z_][a-z0-9_]*)\(", src))
+               if n in funcs and funcs[n] is not t)
+
+
 def run_parallel(tests, jobs):
-    """The tests on `jobs` worker processes, each test to the first worker free; results in the
-    order they end. Returns the names of the failed ones."""
+    """The tests on `jobs` worker processes, each test to the first worker free (one that runs
+    alone once every worker is free, and nothing beside it); results in the order they end.
+    Returns the names of the failed ones."""
     import json
     import selectors
     sel, workers, failed = selectors.DefaultSelector(), [], []
-    queue = list(tests)
+    funcs = {n: o for m in list(sys.modules.values())
+             if getattr(m, "__name__", "").startswith(("suite_", "harness"))
+             for n, o in vars(m).items() if inspect.isfunction(o) and o.__module__ == m.__name__}
+    queue = [(t, runs_alone(t, funcs)) for t in tests]
     # The workers run no load of their own: this process runs it for all of them.
     env = dict(os.environ, LOAD="")
+    idle, alone_running = [], False
     for _ in range(min(jobs, len(queue))):
         r, w = os.pipe()
         p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", str(w)],
@@ -119,10 +155,22 @@ def run_parallel(tests, jobs):
         f = os.fdopen(r)
         workers.append(p)
         sel.register(f, selectors.EVENT_READ, p)
-        p.stdin.write(queue.pop(0).__name__ + "\n")
-        p.stdin.flush()
-    busy = len(workers)
-    while busy:
+        idle.append(p)
+
+    def dispatch():
+        nonlocal alone_running
+        while idle and queue and not alone_running:
+            t, alone = queue[0]
+            if alone and len(idle) < len(workers):
+                return  # it waits for every worker to be free
+            queue.pop(0)
+            p = idle.pop(0)
+            p.stdin.write(t.__name__ + "\n")
+            p.stdin.flush()
+            alone_running = alone
+
+    dispatch()
+    while len(idle) < len(workers):
         for key, _ in sel.select():
             p, line = key.data, key.fileobj.readline()
             if not line:
@@ -132,13 +180,11 @@ def run_parallel(tests, jobs):
             report(a["name"], a["passed"], a["secs"], a["why"])
             if not a["passed"]:
                 failed.append(a["name"])
-            if queue:
-                p.stdin.write(queue.pop(0).__name__ + "\n")
-                p.stdin.flush()
-            else:
-                p.stdin.close()
-                sel.unregister(key.fileobj)
-                busy -= 1
+            idle.append(p)
+            alone_running = False
+            dispatch()
+    for p in workers:
+        p.stdin.close()
     for p in workers:
         p.wait()
     return failed
