@@ -817,7 +817,7 @@ static void storm_create(struct analyzer *a, u32 pid, u64 parent, u64 ts)
 static void offcpu_ended(struct analyzer *a, const struct event *ev)
 {
 	const struct coro_thread *t = ev->thread;
-	const struct coro *c = ev->c;
+	const struct coro *c = ev->offcpu.owner; /* whose stretch (a late one: who left) */
 	u64 start = ev->offcpu.start;
 	u64 dur = ev->offcpu.end > start ? ev->offcpu.end - start : 0;
 	u64 blocked = dur - MIN(ev->offcpu.runq_ns, dur);

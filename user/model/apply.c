@@ -668,6 +668,8 @@ static void apply_offcpu_end(struct model *m, struct event *ev)
 	struct coro *c = running_on(m, t);
 	u64 dur, runq;
 
+	/* ev->c stays the coroutine running now: the line's "id", read back as the thread's. */
+	ev->c = c;
 	if (ev->offcpu.late && t->off_back_ts > ev->offcpu.start && t->off_back_ts < ev->ts) {
 		/*
 		 * The thread made records of its own on the CPU before the BPF side could end
@@ -686,7 +688,7 @@ static void apply_offcpu_end(struct model *m, struct event *ev)
 	t->off_back_ts = 0;
 	if (ev->offcpu.late)
 		m->anom.offcpu_late++;
-	ev->c = c;
+	ev->offcpu.owner = c;
 	if (!c)
 		return;
 	/* The coroutine "ran" all along; the kernel says how much of it was not on a CPU. */

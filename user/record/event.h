@@ -190,6 +190,12 @@ struct event {
 			 * one the thread's first record since it left, if earlier (apply.c)
 			 */
 			u64 end;
+			/*
+			 * EV_OFFCPU_END: whose time the stretch is, as the model takes it: c (the
+			 * coroutine running on the thread now), or for a late one the coroutine
+			 * that left the CPU (apply.c); NULL: none
+			 */
+			struct coro *owner;
 		} offcpu;
 		struct {
 			struct ev_str comm, exe;

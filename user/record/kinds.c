@@ -104,6 +104,7 @@ static void decode_offcpu_end(struct event *ev, const struct coro_event_hdr *h)
 	ev->offcpu.cpu = e->cpu;
 	ev->offcpu.late = h->flags & CORO_EVF_OFFCPU_LATE;
 	ev->offcpu.end = h->ts;
+	ev->offcpu.owner = NULL;
 }
 
 /* The kind and the header say it all (a sample's stack, a loader's or a process's notice). */
