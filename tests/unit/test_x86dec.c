@@ -175,13 +175,12 @@ TEST(lengths_match_objdump)
 			total, files, bad);
 }
 
-static struct x86_insn dec(const char *hex)
+/* The bytes written in hex ("0f 1f 44 00 00") into b[16]; how many. */
+static size_t hex_bytes(const char *hex, uint8_t *b)
 {
-	uint8_t b[16];
 	size_t n = 0;
-	struct x86_insn in;
 
-	while (*hex && n < sizeof(b)) {
+	while (*hex && n < 16) {
 		unsigned v;
 
 		if (*hex == ' ') {
@@ -192,6 +191,15 @@ static struct x86_insn dec(const char *hex)
 		b[n++] = (uint8_t)v;
 		hex += 2;
 	}
+	return n;
+}
+
+static struct x86_insn dec(const char *hex)
+{
+	uint8_t b[16];
+	size_t n = hex_bytes(hex, b);
+	struct x86_insn in;
+
 	memset(&in, 0, sizeof(in));
 	in.len = (uint8_t)x86_decode(b, n, 0x1000, &in);
 	return in;
@@ -289,17 +297,8 @@ TEST(uprobe_cost_classes)
 static bool may_optimize(const char *hex)
 {
 	uint8_t b[16];
-	size_t n = 0;
+	size_t n = hex_bytes(hex, b);
 
-	for (unsigned v; *hex && n < sizeof(b);) {
-		if (*hex == ' ') {
-			hex++;
-			continue;
-		}
-		sscanf(hex, "%2x", &v);
-		b[n++] = (uint8_t)v;
-		hex += 2;
-	}
 	return x86_uprobe_may_optimize(b, n);
 }
 
