@@ -227,7 +227,8 @@ def main():
                 failed.append(t.__name__)
     print("%d tests, %d failed%s" % (len(tests), len(failed),
                                      ": " + " ".join(failed) if failed else ""))
-    if not failed and not os.environ.get("KEEP"):
+    if jobs > 1 or (not failed and not os.environ.get("KEEP")):
+        # Under -j this one is unused: each worker said where it kept its own.
         shutil.rmtree(WORK, ignore_errors=True)
     else:
         print("work directory kept: %s" % WORK)
