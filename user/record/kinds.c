@@ -92,6 +92,7 @@ static void decode_offcpu_begin(struct event *ev, const struct coro_event_hdr *h
 	ev->offcpu.state = e->state;
 	ev->offcpu.cpu = e->cpu;
 	ev->offcpu.late = false;
+	ev->offcpu.owner = NULL;
 }
 
 static void decode_offcpu_end(struct event *ev, const struct coro_event_hdr *h)
