@@ -134,7 +134,12 @@ def top_shows_the_demo_coroutines_sorts_filters_and_details():
         check(all(r["pid"] == pid for r in rows(s)), "rows of another pid:\n" + s)
         check(re.search(r"processes 1 +coroutines \d+: running", s), "header:\n" + s)
         check(re.search(r"events/s \d+ +events \d+ +lost \d+ +ring [\d.]+%", s), "header:\n" + s)
-        # The four workers wait on the one query channel.
+        # The four workers wait on the one query channel: on a screen where none of them is
+        # in its query's sleep (which the first screen may show), they name one object.
+        def workers_waiting(s):
+            return len([r for r in rows(s) if r["name"].startswith("db-worker-") and
+                        r["state"] == "suspended" and r["wait"] == "wait"]) == 4
+        s = t.wait(workers_waiting, "the four db-workers waiting for a query")
         objs = {r["obj"] for r in rows(s) if r["name"].startswith("db-worker-")}
         check(len(objs) == 1 and objs.pop().startswith("0x"), "the workers' wait object:\n" + s)
 
