@@ -33,7 +33,11 @@
 #ifndef COROBPF_BATCH_BPF_H
 #define COROBPF_BATCH_BPF_H
 
-/* `batched` (set by user space with the batch probe) is in corobpf.bpf.c, before admitted(). */
+/*
+ * `batched` (set by user space with the batch probe) and `batch_reads` (the copies: on the
+ * batched path, and on the trap path beside another session's batched one) are in
+ * corobpf.bpf.c, before admitted().
+ */
 
 /*
  * This session's read positions in a thread's buffers, for one image of it
@@ -627,6 +631,7 @@ enum batch_op {
 	BATCH_OP_THREAD,	   /* a harvest: a forked child's entry may be inherited */
 	BATCH_OP_THREAD_SLEEPABLE, /* the same in a program that may sleep: nothing inherited */
 	BATCH_OP_TRAP,		   /* the batch probe: its buffer registered first */
+	BATCH_OP_REGISTER,	   /* the batch probe of a thread this session does not trace */
 };
 
 /*
@@ -690,10 +695,10 @@ static __noinline int batch_begin_locked(int op, __u64 buf)
 	s = batch_lock();
 	if (!s)
 		return 0;
-	if (op == BATCH_OP_TRAP) {
+	if (op == BATCH_OP_TRAP || op == BATCH_OP_REGISTER) {
 		batch_register(task, buf);
 		/* Registered whenever (for the sessions to come); copied once this one has started. */
-		if (!session_start_ts)
+		if (op == BATCH_OP_REGISTER || !session_start_ts)
 			goto out;
 		v = batch_positions(task, true);
 		if (v && !v->done)
@@ -784,35 +789,63 @@ _Static_assert(CORO_BATCH_SLOTS == 2, "batch_harvest_task masks the slot index")
 
 /*
  * The current thread's records, if it has buffers: before anything else of it enters the
- * ring. Global functions, each checked once by the verifier, called only on the batched path
- * (on the trap path the call itself is left out). The second is for programs that may be
+ * ring. Global functions, each checked once by the verifier, called only where this session
+ * reads buffers (batch_reads; else the call itself is left out). The second is for programs
+ * that may be
  * sleepable (the string probes'), where the parent a forked child inherits from cannot be
  * followed: its next switch or tick looks.
  */
 __noinline int batch_harvest_thread(int how)
 {
-	if (!batched || stopped)
+	if (!batch_reads || stopped)
 		return 0;
 	return batch_harvest_task(BATCH_OP_THREAD, how, 0, NULL);
 }
 
 __noinline int batch_harvest_thread_sleepable(int how)
 {
-	if (!batched || stopped)
+	if (!batch_reads || stopped)
 		return 0;
 	return batch_harvest_task(BATCH_OP_THREAD_SLEEPABLE, how, 0, NULL);
 }
 
 static __always_inline void batch_harvest_current(int how)
 {
-	if (batched && !stopped)
+	if (batch_reads && !stopped)
 		batch_harvest_thread(how);
 }
 
 static __always_inline void batch_harvest_current_sleepable(int how)
 {
-	if (batched && !stopped)
+	if (batch_reads && !stopped)
 		batch_harvest_thread_sleepable(how);
+}
+
+/*
+ * Before a probe's own record (it traps): what the thread appended goes first. Batched, a probe
+ * traps only nested in an append, or is one that never appends. On the trap path the thread
+ * appended only if another session's batch semaphore is up, and then its buffer is registered,
+ * or it is a child forked from a registered thread (batch_reg_inherit: its process's only
+ * thread, no exec since): any other thread costs a lookup and two loads, not a harvest.
+ */
+static __always_inline bool batch_may_have_appended(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+
+	return batched || bpf_task_storage_get(&batch_bufs, task, 0, 0) ||
+	       (task->pid == task->tgid && task->self_exec_id == task->parent_exec_id);
+}
+
+static __always_inline void batch_harvest_probe(void)
+{
+	if (batch_reads && !stopped && batch_may_have_appended())
+		batch_harvest_thread(BATCH_COPY);
+}
+
+static __always_inline void batch_harvest_probe_sleepable(void)
+{
+	if (batch_reads && !stopped && batch_may_have_appended())
+		batch_harvest_thread_sleepable(BATCH_COPY);
 }
 
 /*
@@ -830,10 +863,34 @@ int BPF_USDT(coro_batch, __u64 buf)
 	/* Its first record, for the process record of a process admitted now (-a). */
 	bpf_probe_read_user(&first, sizeof(first),
 			    (const void *)(buf + offsetof(struct corobpf_batch, rec)));
-	if (!admitted_at(first.ts))
+	if (!admitted_at(first.ts)) {
+		/*
+		 * Not traced here (-a filtered it out, --follow did not follow it), but
+		 * the thread says where its buffer is only now: registered for the other
+		 * sessions, which may trace it (a trap-path session beside this one reads
+		 * it), and for the sessions to come.
+		 */
+		batch_begin(BATCH_OP_REGISTER, buf);
 		return 0;
+	}
 	st = task_state_running();
 	return batch_harvest_task(BATCH_OP_TRAP, BATCH_TRAP, buf, st);
+}
+
+/*
+ * The trap path beside another session's batched one, whose semaphore makes the program
+ * append: a full buffer traps only into that session's batch probe, and the thread starts the
+ * buffer again on return, before this session's next copy. So this session probes the
+ * instruction after each batch site (usdt.c: a uprobe of its own, no semaphore), which runs
+ * after the other session's probe has registered the buffer and before the thread starts it
+ * again: what it wrote since this session's last copy is copied out there.
+ */
+SEC("uprobe")
+int coro_batch_full(struct pt_regs *ctx)
+{
+	if (!batched)
+		batch_harvest_current(BATCH_COPY);
+	return 0;
 }
 
 /* Threads that run without leaving the CPU: a CPU-clock tick copies out the one it interrupted. */
@@ -852,7 +909,7 @@ int coro_batch_tick(struct bpf_perf_event_data *ctx)
  */
 static __always_inline int batch_last_copy(void)
 {
-	if (batched)
+	if (batch_reads)
 		batch_harvest_current(BATCH_LAST);
 	return 0;
 }
@@ -892,7 +949,7 @@ int BPF_PROG(coro_batch_exec, struct task_struct *task, struct linux_binprm *bpr
  */
 static __always_inline void batch_forget_thread(struct task_struct *task)
 {
-	if (batched)
+	if (batch_reads)
 		bpf_task_storage_delete(&batch_threads, task);
 }
 

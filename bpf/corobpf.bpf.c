@@ -612,6 +612,12 @@ static __always_inline bool emit_proc(__u8 kind, __u32 pid, struct task_struct *
 /* Set by user space: --probe-path batched attaches the batch probe and this (batch.bpf.h). */
 const volatile bool batched = false;
 /*
+ * Set by user space on either path when it can read threads' buffers (the shared registry):
+ * a trap-path session reads what a program appends while another session's batch semaphore
+ * is up (batch.bpf.h), as a batched one does.
+ */
+const volatile bool batch_reads = false;
+/*
  * CLOCK_BOOTTIME when the session started, set by user space once it has
  * attached (after its targets' process records): the batched path reads no
  * buffer before (0), and a record stamped earlier (in a buffer another
@@ -678,7 +684,8 @@ static __always_inline bool admitted_at(__u64 first_ts)
 		return false;
 	}
 	if (err == 0 && verdict == VERDICT_TRACED) {
-		if (batched)
+		/* first_ts: admitted by a batch (its trap, or a copy of a buffer met: batch_admitted). */
+		if (batched || first_ts)
 			emit_proc_new_batched(pid, bpf_get_current_task_btf(), first_ts);
 		else
 			emit_proc(CORO_EV_PROC_NEW, pid, bpf_get_current_task_btf(), 0);
@@ -701,7 +708,7 @@ int BPF_USDT(coro_create, __u64 id, __u64 parent)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(BATCH_COPY);
+	batch_harvest_probe();
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_create *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_CREATE);
@@ -722,7 +729,7 @@ int BPF_USDT(coro_name, __u64 id, __u64 str)
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current_sleepable(BATCH_COPY);
+	batch_harvest_probe_sleepable();
 	st = task_state_running();
 	struct coro_ev_name *e = event_reserve(st, sizeof(*e), CORO_EV_NAME);
 
@@ -742,7 +749,7 @@ int BPF_USDT(coro_ready, __u64 id)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(BATCH_COPY);
+	batch_harvest_probe();
 	st = task_state_running();
 	struct coro_ev_ready *e = event_reserve(st, sizeof(*e), CORO_EV_READY);
 
@@ -761,7 +768,7 @@ int BPF_USDT(coro_switch, __u64 from, __u64 to, __u64 reason, __u64 obj)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(BATCH_COPY);
+	batch_harvest_probe();
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_switch *e = stk_reserve(&r, st, sizeof(*e), CORO_EV_SWITCH);
@@ -791,7 +798,7 @@ int BPF_USDT(coro_exit, __u64 id, __s64 status)
 	if (!admitted())
 		return 0;
 	/* Batched, it traps only nested in an append (a signal handler's): earlier records first. */
-	batch_harvest_current(BATCH_COPY);
+	batch_harvest_probe();
 	st = task_state_running();
 	struct coro_ev_exit *e = event_reserve(st, sizeof(*e), CORO_EV_EXIT);
 
@@ -811,7 +818,7 @@ int BPF_USDT(coro_announce, __u64 id, __u64 parent, __u64 str, __u64 reason, __u
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current_sleepable(BATCH_COPY);
+	batch_harvest_probe_sleepable();
 	st = task_state_running();
 	struct coro_ev_announce *e = event_reserve(st, sizeof(*e), CORO_EV_ANNOUNCE);
 
@@ -838,7 +845,7 @@ int BPF_USDT(coro_announce_done, __u64 asked)
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current(BATCH_COPY);
+	batch_harvest_probe();
 	st = task_state_running();
 	struct coro_ev_announce_done *e = event_reserve(st, sizeof(*e), CORO_EV_ANNOUNCE_DONE);
 
@@ -855,7 +862,7 @@ static __always_inline int span_event(__u64 str, __u8 kind)
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current_sleepable(BATCH_COPY);
+	batch_harvest_probe_sleepable();
 	st = task_state_running();
 	struct coro_ev_span *e = event_reserve(st, sizeof(*e), kind);
 
@@ -877,7 +884,7 @@ int BPF_USDT(coro_span_begin, __u64 str)
 
 	if (!admitted())
 		return 0;
-	batch_harvest_current_sleepable(BATCH_COPY);
+	batch_harvest_probe_sleepable();
 	st = task_state_running();
 	struct stk_rec r;
 	struct coro_ev_span *e = stk_reserve_any(&r, st, sizeof(*e), CORO_EV_SPAN_BEGIN, true);

@@ -408,45 +408,96 @@ def batch_flood_stops_at_its_duration():
         prog.wait()
 
 
-def batched_programs_loaded():
-    p = run(["bpftool", "prog", "show"])
-    return p.stdout.count(" name coro_batch ")
-
-
 @test
-def batch_trap_session_warns_of_a_batched_one():
-    """A session on the trap path beside a batched session tracing the same program: the
-    batched one takes the probes (the program appends while its semaphore is up), and the
-    trap-path session says so rather than showing a program that does nothing."""
-    exe = batch_truth()
-    st = work("batch_beside.state")
-    go = work("batch_beside.go")
-    prog = subprocess.Popen([exe, st, "2", "4000", "hang", go])
+def batch_trap_session_beside_a_batched_one_traces_every_record():
+    """Sessions on the trap path (--probe-path trap, then --stacks) beside a batched session
+    tracing the same program: while the batched one's semaphore is up the program appends
+    instead of trapping, and a trap-path session reads those records from the threads' buffers
+    as a batched one does (at their switches and ticks, and at each full buffer's trap), so each
+    session has every iteration of its time, whole and in order, nothing lost. The program's
+    bursts fill a buffer three times over between two switches. Before, a trap-path session saw
+    none of these records, uncounted; --stacks says how many events it has without a stack."""
+    prog, st = crawling("batch_beside", 2, ("burst",))
+    inner = []
     try:
-        before = batched_programs_loaded()
-        lone = corobpf(["--probe-path", "trap", "-d", "0.5", "-p", str(prog.pid), "-o",
-                        work("beside-alone.jsonl")])
-        eq(lone.returncode, 0, "trap session alone: exit code (%s)" % lone.stderr)
-        if not before and not batched_programs_loaded():
-            # Nothing batched elsewhere on the machine, before or after: no warning.
-            check("on the batched path" not in lone.stderr, lone.stderr)
+        out1 = work("beside-batched.jsonl")
         # Batched whatever the suite's default (its second pass runs on the trap path).
-        tr, ef, err = start_tracer(["--probe-path", "batched", "-d", "30", "-p", str(prog.pid),
-                                    "-o", work("beside-batched.jsonl")], "batch_beside")
+        tr, ef, err = start_tracer(["--probe-path", "batched", "-p", str(prog.pid), "-o", out1],
+                                   "batch_beside_batched")
         try:
             wait_for(err, "tracing ")
-            p = corobpf(["--probe-path", "trap", "-d", "0.5", "-p", str(prog.pid), "-o",
-                         work("beside-trap.jsonl")])
-            eq(p.returncode, 0, "trap session: exit code (%s)" % p.stderr)
-            check(re.search(r"at attach, \d+ other corobpf sessions? traces? on the batched path",
-                            p.stderr), "no warning of the batched session:\n" + p.stderr)
-        finally:
+            d0 = read_state(st)
+            for k, mode in enumerate((["--probe-path", "trap"], ["--stacks"])):
+                out = work("beside-trap%d.jsonl" % k)
+                name = "batch_beside_trap%d" % k
+                rc, i0, i1 = traced_while(mode + ["-p", str(prog.pid), "-o", out], name, st)
+                with open(work(name + ".err")) as f:
+                    text = f.read()
+                eq(rc, 0, "the trap-path session's exit code (%s): %s" % (mode[0], text))
+                inner.append((out, i0, i1, mode[0], text))
+            time.sleep(0.5)
+            d1 = read_state(st)
             tr.send_signal(signal.SIGINT)
-            tr.wait(timeout=60)
+            eq(tr.wait(timeout=60), 0, "the batched session's exit code")
+        finally:
+            if tr.poll() is None:
+                tr.kill()
+                tr.wait()
             ef.close()
+        check(prog.poll() is None, "the program did not survive the traces")
     finally:
         prog.kill()
         prog.wait()
+    check_traced_window(out1, prog.pid, d0[0], d0, d1, "the batched session")
+    for out, i0, i1, mode, text in inner:
+        check("misses them" not in text, "%s: the old warning:\n%s" % (mode, text))
+        trace = check_traced_window(out, prog.pid, i0[0], i0, i1, "the %s session" % mode)
+        m = re.search(r"(\d+) events? appended to threads' buffers while another session's "
+                      r"batched path was on, read from there without a stack", text)
+        if mode == "--stacks":
+            # At least the records of the iterations it traced whole: create, two switches,
+            # ready and exit append (the span and name probes of 1 in 10 trap, with a stack).
+            least = 5 * sum(i1[1][t] - i0[1][t] - 1 for t in range(2))
+            check(m and int(m.group(1)) >= least, "--stacks: the events without a stack, "
+                  "at least %d, not said:\n%s" % (least, text))
+        else:
+            check(not m, "a trap-path session without --stacks speaks of stacks:\n" + text)
+
+
+@test
+def batch_trap_session_reads_buffers_an_untracing_batched_session_registered():
+    """A batched -a session whose filter leaves a program out still raises its semaphore (its
+    links are for every process), so the program's threads append and tell their buffers only
+    to it, at their first record: it registers them all the same, and a trap-path session on
+    the program started afterwards reads every record of its time from them (before, those
+    buffers stayed unknown and the trap-path session saw nothing of the program, uncounted)."""
+    out1 = work("untracing-all.jsonl")
+    tr, ef, err = start_tracer(["--probe-path", "batched", "-a", "--comm", "no-such-comm-x",
+                                "-o", out1], "batch_untracing_all")
+    prog = None
+    try:
+        wait_for(err, "tracing ")
+        prog, st = crawling("batch_untracing", 2)
+        out = work("untracing-trap.jsonl")
+        rc, d0, d1 = traced_while(["--probe-path", "trap", "-p", str(prog.pid), "-o", out],
+                                  "batch_untracing_trap", st)
+        with open(work("batch_untracing_trap.err")) as f:
+            text = f.read()
+        eq(rc, 0, "the trap-path session's exit code: " + text)
+        check(prog.poll() is None, "the program did not survive the traces")
+        tr.send_signal(signal.SIGINT)
+        eq(tracer_wait(tr, ef, 60), 0, "the -a session's exit code")
+    finally:
+        if tr.poll() is None:
+            tr.kill()
+            tr.wait()
+        ef.close()
+        if prog:
+            prog.kill()
+            prog.wait()
+    check_traced_window(out, prog.pid, d0[0], d0, d1, "the trap-path session")
+    check(prog.pid not in {c["pid"] for c in Trace(out1).coroutines},
+          "the -a session traced the program its filter leaves out")
 
 
 def check_window(trace, pid, tid, t, i0, i1, where):

@@ -91,6 +91,7 @@ static const char *const prog_names[ATTACH_NPROGS] = {
 	[ATTACH_PROG_CXX] = "@cxx",
 	[ATTACH_PROG_RT] = "@rt",
 	[ATTACH_PROG_BATCH] = "batch",
+	[ATTACH_PROG_BATCH_FULL] = "@batch_full",
 	[ATTACH_PROG_ANNOUNCE] = "announce",
 	[ATTACH_PROG_ANNOUNCE_DONE] = "announce_done",
 };

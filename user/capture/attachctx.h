@@ -50,6 +50,11 @@ enum attach_prog {
 	ATTACH_PROG_CXX,	/* "@cxx": C++20 coroutine sites, one uprobe session link per object */
 	ATTACH_PROG_RT,		/* "@rt": asyncio's and Lua's functions, one session link per object */
 	ATTACH_PROG_BATCH,	/* "batch": --probe-path batched only (else NULL: not attached) */
+	/*
+	 * "@batch_full": the trap path beside another session's batched one, after each
+	 * batch site (NULL when it does not read buffers, or without uprobe_multi)
+	 */
+	ATTACH_PROG_BATCH_FULL,
 	ATTACH_PROG_ANNOUNCE,	   /* "announce": what exists at the attach (announce.h) */
 	ATTACH_PROG_ANNOUNCE_DONE, /* "announce_done" */
 	ATTACH_NPROGS

@@ -203,6 +203,7 @@ static void split_recs(struct batch_state *bs, const struct coro_event_hdr *bh, 
 		sp.n++;
 		dst += size;
 	}
+	bs->split_total += sp.n;
 	if (sp.n)
 		bs->out(bs->out_ctx, bs->split, (size_t)(dst - bs->split), &sp);
 }
@@ -439,19 +440,35 @@ static u32 batched_session_elsewhere(void)
 	return n;
 }
 
-void batch_check_elsewhere(enum probe_path path, const char *when)
+void batch_check_elsewhere(struct corobpf_bpf *skel, enum probe_path path, const char *when)
 {
 	u32 n;
 
-	if (path != PROBE_PATH_TRAP)
+	if (path != PROBE_PATH_TRAP || batch_reads(skel))
 		return;
 	n = batched_session_elsewhere();
 	if (n)
 		log_warn("%s, %u other corobpf session%s trace%s on the batched path: in a process "
 			 "%s trace%s, create, ready, switch and exit go to %s, not to this trap-path "
-			 "session, which misses them uncounted (trace it on the batched path here too, "
-			 "or end the other session)", when, n, n > 1 ? "s" : "", n > 1 ? "" : "s",
+			 "session, which cannot read them from the threads' buffers here and misses "
+			 "them uncounted (trace it on the batched path here too, or end the other "
+			 "session)", when, n, n > 1 ? "s" : "", n > 1 ? "" : "s",
 			 n > 1 ? "they" : "it", n > 1 ? "" : "s", n > 1 ? "them" : "it");
+}
+
+void batch_say_read_on_trap(const struct batch_state *bs, enum probe_path path, bool stacks)
+{
+	unsigned long long n = (unsigned long long)bs->split_total;
+
+	if (path != PROBE_PATH_TRAP || !n)
+		return;
+	if (stacks)
+		log_warn("trap path: %llu event%s appended to threads' buffers while another "
+			 "session's batched path was on, read from there without a stack (only a "
+			 "trap takes one)", n, n == 1 ? "" : "s");
+	else
+		log_verbose("trap path: %llu event%s appended to threads' buffers while another "
+			    "session's batched path was on, read from there", n, n == 1 ? "" : "s");
 }
 
 /*
@@ -566,46 +583,69 @@ static int reg_open(char *why, size_t len)
 	return fd;
 }
 
-void batch_setup(struct corobpf_bpf *skel, enum probe_path path, bool running_targets)
+bool batch_reads(const struct corobpf_bpf *skel)
 {
-	bool on = path == PROBE_PATH_BATCHED;
+	return skel->rodata->batch_reads;
+}
 
-	skel->rodata->batched = on;
-	bpf_program__set_autoload(skel->progs.coro_batch, on);
-	bpf_program__set_autoload(skel->progs.coro_batch_tick, on);
-	bpf_program__set_autoload(skel->progs.coro_batch_tails, on);
+void batch_setup(struct corobpf_bpf *skel, enum probe_path path, bool running_targets,
+		 bool multi)
+{
+	bool batched = path == PROBE_PATH_BATCHED, reads = batched;
+	char why[256];
+	int fd;
+
+	if (!batched && kernel_reads_tails()) {
+		/* The trap path reads only buffers the registry names: other sessions'. */
+		fd = reg_open(why, sizeof(why));
+		if (fd >= 0 && !bpf_map__reuse_fd(skel->maps.batch_bufs, fd)) {
+			reads = true;
+			log_verbose("trap path: buffers of threads another session's batched path "
+				    "makes append are read through " BATCH_REG_PIN);
+		} else if (fd >= 0) {
+			log_verbose("trap path: cannot use " BATCH_REG_PIN ": %s", strerror(errno));
+		} else {
+			log_verbose("trap path: no shared registry of thread buffers (%s)", why);
+		}
+		if (fd >= 0)
+			close(fd);
+	}
+	skel->rodata->batched = batched;
+	skel->rodata->batch_reads = reads;
+	bpf_program__set_autoload(skel->progs.coro_batch, batched);
+	bpf_program__set_autoload(skel->progs.coro_batch_tick, reads);
+	bpf_program__set_autoload(skel->progs.coro_batch_tails, reads);
+	bpf_program__set_autoload(skel->progs.coro_batch_full, reads && !batched && multi);
+	if (reads && !batched && multi)
+		bpf_program__set_expected_attach_type(skel->progs.coro_batch_full,
+						      CORO_BPF_TRACE_UPROBE_MULTI);
 	/* sched_prepare_exec is 6.10's: before it, the buffers are forgotten at sched_process_exec. */
 	bpf_program__set_autoload(skel->progs.coro_batch_exec,
-				  on && libbpf_find_vmlinux_btf_id("sched_prepare_exec",
-								   BPF_TRACE_RAW_TP) > 0);
-	if (!on)
+				  reads && libbpf_find_vmlinux_btf_id("sched_prepare_exec",
+								      BPF_TRACE_RAW_TP) > 0);
+	if (!batched)
 		return;
-	{
-		char why[256];
-		int fd = reg_open(why, sizeof(why));
-
-		if (fd >= 0 && !bpf_map__reuse_fd(skel->maps.batch_bufs, fd)) {
-			close(fd);
-			log_verbose("batched path: thread buffers registered in " BATCH_REG_PIN);
-			return;
-		}
-		if (fd >= 0) {
-			snprintf(why, sizeof(why), "cannot use " BATCH_REG_PIN ": %s", strerror(errno));
-			close(fd);
-		}
-		/*
-		 * A launched command's threads all start under this session: nothing
-		 * registered earlier to miss.
-		 */
-		if (running_targets)
-			log_warn("batched path: no shared registry of thread buffers (%s): a thread "
-				 "that told an earlier session where its buffer is is seen only when "
-				 "that buffer fills, and what it writes meanwhile is late, or lost "
-				 "uncounted at its end (mount bpffs at " BATCH_REG_MOUNT ", or "
-				 "--probe-path trap)", why);
-		else
-			log_verbose("batched path: no shared registry of thread buffers (%s)", why);
+	fd = reg_open(why, sizeof(why));
+	if (fd >= 0 && !bpf_map__reuse_fd(skel->maps.batch_bufs, fd)) {
+		close(fd);
+		log_verbose("batched path: thread buffers registered in " BATCH_REG_PIN);
+		return;
 	}
+	if (fd >= 0) {
+		snprintf(why, sizeof(why), "cannot use " BATCH_REG_PIN ": %s", strerror(errno));
+		close(fd);
+	}
+	/*
+	 * A launched command's threads all start under this session: nothing registered
+	 * earlier to miss.
+	 */
+	if (running_targets)
+		log_warn("batched path: no shared registry of thread buffers (%s): a thread that "
+			 "told an earlier session where its buffer is is seen only when that buffer "
+			 "fills, and what it writes meanwhile is late, or lost uncounted at its end "
+			 "(mount bpffs at " BATCH_REG_MOUNT ", or --probe-path trap)", why);
+	else
+		log_verbose("batched path: no shared registry of thread buffers (%s)", why);
 }
 
 int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path path)
@@ -613,7 +653,7 @@ int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path
 	int ncpu = libbpf_num_possible_cpus();
 	struct bpf_link *l;
 
-	if (path != PROBE_PATH_BATCHED)
+	if (!batch_reads(skel))
 		return 0;
 	/* A thread's exit: coro_proc_exit copies it out (attached with the tracepoints). */
 	l = bpf_program__autoload(skel->progs.coro_batch_exec)
@@ -621,10 +661,14 @@ int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path
 		    : (errno = ENOENT, NULL);
 	if (l)
 		attach_add_link(a, l);
-	else
+	else if (path == PROBE_PATH_BATCHED)
 		log_warn("cannot attach the batched path's exec hook (sched_prepare_exec, Linux "
 			 "6.10): %s; a thread that execs loses what it wrote since its last copy, "
 			 "uncounted (--probe-path trap loses nothing there)", strerror(errno));
+	else
+		log_verbose("trap path: cannot attach the exec hook that copies out what a thread "
+			    "appended beside another session's batched path (sched_prepare_exec, "
+			    "Linux 6.10): %s", strerror(errno));
 	for (int cpu = 0; cpu < ncpu; cpu++) {
 		struct perf_event_attr attr = {
 			.type = PERF_TYPE_SOFTWARE,
@@ -638,14 +682,22 @@ int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path
 		if (fd < 0) {
 			if (errno == ENODEV || errno == ENOENT)
 				continue; /* a possible CPU that is not online */
+			if (path != PROBE_PATH_BATCHED) {
+				/* Only what another session makes threads append is read late. */
+				log_warn("cannot open a CPU-clock perf event on CPU %d: %s; what a "
+					 "thread appends beside another session's batched path is read "
+					 "only at its switches, full buffers and end", cpu,
+					 strerror(errno));
+				return 0;
+			}
 			log_err("cannot open a CPU-clock perf event on CPU %d for the batched path: "
 				"%s (--probe-path trap traces without it)", cpu, strerror(errno));
 			return EXIT_FAILURE_RUNTIME;
 		}
 		l = bpf_program__attach_perf_event(skel->progs.coro_batch_tick, fd);
 		if (!l) {
-			log_err("cannot attach the batched path's tick to CPU %d: %s", cpu,
-				strerror(errno));
+			log_err("cannot attach the %s path's tick to CPU %d: %s",
+				batch_path_name(path), cpu, strerror(errno));
 			close(fd);
 			return EXIT_FAILURE_RUNTIME;
 		}

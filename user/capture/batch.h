@@ -48,6 +48,7 @@ struct batch_state {
 	/* A batch's records, back to back in `split` (len bytes): one thread's, in order. */
 	void (*out)(void *ctx, const u8 *recs, size_t len, const struct batch_split *sp);
 	void *out_ctx;
+	u64 split_total; /* records split (a trap-path session: read beside a batched one) */
 	u8 split[CORO_BATCH_RECS_MAX * BATCH_OUT_MAX] __attribute__((aligned(8)));
 };
 
@@ -106,19 +107,36 @@ struct attach_ctx;
 /* CPU-clock ticks per second that copy out threads running without a switch: under the reorder window. */
 #define BATCH_TICK_HZ 250
 
-/* On the trap path: warn that another session's batched path takes the probes it shares. */
-void batch_check_elsewhere(enum probe_path path, const char *when);
-
 /*
- * Between open and load: the BPF side's part of the path (its programs load only when batched),
- * and the shared registry of thread buffers. running_targets: the session traces processes that
- * ran before it (-p, -a, --follow), which an earlier session may have met: without the shared
- * registry (said why) their buffers are learnt only when they fill, which is then a warning.
+ * On the trap path, when it cannot read threads' buffers (no registry, an old kernel): warn that
+ * another session's batched path takes the probes it shares.
  */
-void batch_setup(struct corobpf_bpf *skel, enum probe_path path, bool running_targets);
+void batch_check_elsewhere(struct corobpf_bpf *skel, enum probe_path path, const char *when);
 
 /*
- * After load, batched: the exit hook and a tick per CPU (links kept by a).
+ * At the end, on the trap path: how many of its events it read from threads' buffers, appended
+ * while another session's batched path was on (with --stacks: events without a stack).
+ */
+void batch_say_read_on_trap(const struct batch_state *bs, enum probe_path path, bool stacks);
+
+/*
+ * Between open and load: the BPF side's part of the path, and the shared registry of thread
+ * buffers. Batched: the batch probe and the copies. The trap path: the copies too (a program
+ * appends instead of trapping while another session's batch semaphore is up) when the kernel
+ * can read a thread's last records and the registry is there to say where the buffers are;
+ * with uprobe_multi (multi), a probe after each batch site copies a full buffer out
+ * (coro_batch_full). running_targets: the session traces processes that ran before it (-p, -a,
+ * --follow), which an earlier session may have met: without the shared registry (said why)
+ * their buffers are learnt only when they fill, which is then a warning.
+ */
+void batch_setup(struct corobpf_bpf *skel, enum probe_path path, bool running_targets,
+		 bool multi);
+
+/* Whether this session copies threads' buffers out (batch_setup decided: the BPF side's flag). */
+bool batch_reads(const struct corobpf_bpf *skel);
+
+/*
+ * After load, when it reads buffers: the exec hook and a tick per CPU (links kept by a).
  * 0, or an exit code having said what failed.
  */
 int batch_attach(struct corobpf_bpf *skel, struct attach_ctx *a, enum probe_path path);

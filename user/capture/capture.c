@@ -143,7 +143,7 @@ static void emit_stats(struct capture *c)
 		c->ustats[CORO_USTAT_STACK_UNRESOLVED] = st->unresolved;
 		c->ustats[CORO_USTAT_STACK_UNMAPPED] = st->unmapped;
 	}
-	if (c->opts->probe_path == PROBE_PATH_BATCHED)
+	if (batch_reads(c->skel))
 		batch_carry_counters(fd, c->ustats);
 	memcpy(r.user, c->ustats, sizeof(r.user));
 	free(vals);
@@ -325,7 +325,12 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 						      CORO_BPF_TRACE_UPROBE_SESSION);
 	else
 		bpf_program__set_autoload(c->skel->progs.coro_rt, false);
-	batch_setup(c->skel, opts->probe_path, opts->system_wide || opts->follow || !opts->argv);
+	batch_setup(c->skel, opts->probe_path, opts->system_wide || opts->follow || !opts->argv,
+		    c->attach.uprobe_multi);
+	/* After each batch site, where batch_setup loads it (the trap path, reading buffers). */
+	c->attach.progs[ATTACH_PROG_BATCH_FULL] =
+		bpf_program__autoload(c->skel->progs.coro_batch_full) ? c->skel->progs.coro_batch_full
+								       : NULL;
 	usdt_multi_setup(&c->attach);
 	strread_setup(c->skel);
 	err = corobpf_bpf__load(c->skel);
@@ -365,7 +370,7 @@ int capture_open(struct capture *c, const struct capture_opts *opts)
 	err = batch_attach(c->skel, &c->attach, opts->probe_path);
 	if (err)
 		return err;
-	batch_check_elsewhere(opts->probe_path, "at attach");
+	batch_check_elsewhere(c->skel, opts->probe_path, "at attach");
 	if (opts->stacks)
 		c->stk = stack_resolver_new(opts->stacks, bpf_map__fd(c->skel->maps.stackmap));
 	if (opts->stacks && opts->sample_hz) {
@@ -989,19 +994,19 @@ out:
 	 * What live threads wrote since their last copy, read from their memory once the copies
 	 * under way have finished (microseconds, preemption off), before the threads start again.
 	 */
-	if (c->opts->probe_path == PROBE_PATH_BATCHED)
+	if (batch_reads(c->skel))
 		usleep(200);
-	tails = c->opts->probe_path == PROBE_PATH_BATCHED ? batch_tails_collect(c->skel, stop_ts)
-							    : NULL;
+	tails = batch_reads(c->skel) ? batch_tails_collect(c->skel, stop_ts) : NULL;
 	stop_exec_gate(c);
 	usleep(2000);
 	ring_buffer__consume(c->rb);
 	ringev_release_walks(&c->ev);
-	if (c->opts->probe_path == PROBE_PATH_BATCHED) {
+	if (batch_reads(c->skel)) {
 		batch_tails_emit(&c->ev.batch, tails);
 		batch_say_counters(bpf_map__fd(c->skel->maps.stats));
 	}
-	batch_check_elsewhere(c->opts->probe_path, "at the end");
+	batch_check_elsewhere(c->skel, c->opts->probe_path, "at the end");
+	batch_say_read_on_trap(&c->ev.batch, c->opts->probe_path, c->opts->stacks != 0);
 	if (c->attach.may_hang_refused)
 		log_warn("%u mapped object%s not opened, on a filesystem that may hang (FUSE, a "
 			 "network filesystem), first %s: %s probes are not attached; to trace it, "

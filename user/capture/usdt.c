@@ -273,6 +273,7 @@ static const char *const probe_names[] = {
  * announce_done before announce: its site counts in no semaphore, announce's
  * does; once announce's is armed the scheduler answers, and its done is seen.
  */
+#define PROBE_BATCH 0
 #define PROBE_ANNOUNCE_DONE 8
 #define PROBE_ANNOUNCE 9
 #define NPROBES (sizeof(probe_names) / sizeof(probe_names[0]))
@@ -310,6 +311,8 @@ struct site_vec {
 struct walk {
 	struct attach_ctx *a;
 	struct site_vec v[NPROBES];
+	/* The trap path reading buffers: the instruction after each batch site (coro_batch_full). */
+	struct site_vec full;
 	/* The spare announce sites (announce.h): armed only to ask a running scheduler. */
 	u64 spares[ANNOUNCE_SPARES_MAX];
 	u32 nspares;
@@ -325,11 +328,24 @@ static int probe_index(const char *name)
 	return -1;
 }
 
+static void site_push(struct site_vec *v, u64 off, u64 ref, u64 cookie)
+{
+	if (v->n == v->cap) {
+		v->cap = v->cap ? v->cap * 2 : 16;
+		v->offs = xrealloc(v->offs, v->cap * sizeof(u64));
+		v->refs = xrealloc(v->refs, v->cap * sizeof(u64));
+		v->cookies = xrealloc(v->cookies, v->cap * sizeof(u64));
+	}
+	v->offs[v->n] = off;
+	v->refs[v->n] = ref;
+	v->cookies[v->n] = cookie;
+	v->n++;
+}
+
 static void walk_site(void *ctx, const struct elf_probe_site *site)
 {
 	struct walk *w = ctx;
 	int k = probe_index(site->name);
-	struct site_vec *v;
 	struct usdt_spec spec;
 	char err[256];
 	u64 h;
@@ -339,7 +355,19 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 		w->spares[w->nspares++] = site->off;
 		return;
 	}
-	if (k < 0 || w->why[0] || !attach_prog(w->a, site->name))
+	if (k < 0 || w->why[0])
+		return;
+	/*
+	 * The batch probe belongs to the batched path; on the trap path, when this session reads
+	 * buffers, a plain uprobe on the instruction after it copies out a full buffer (another
+	 * session's batch semaphore makes the program append; batch.bpf.h, coro_batch_full).
+	 */
+	if (k == PROBE_BATCH && !attach_prog(w->a, site->name)) {
+		if (site->off_after && attach_prog(w->a, "@batch_full"))
+			site_push(&w->full, site->off_after, 0, 0);
+		return;
+	}
+	if (!attach_prog(w->a, site->name))
 		return;
 	/* A launched command is traced from its start: nothing existed before to ask about. */
 	if ((k == PROBE_ANNOUNCE || k == PROBE_ANNOUNCE_DONE) && w->a->opts->argv &&
@@ -367,26 +395,21 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 			return; /* refused whole below; keep the walk cheap */
 		id = table_add(&w->local, &spec, h);
 	}
-	v = &w->v[k];
-	if (v->n == v->cap) {
-		v->cap = v->cap ? v->cap * 2 : 16;
-		v->offs = xrealloc(v->offs, v->cap * sizeof(u64));
-		v->refs = xrealloc(v->refs, v->cap * sizeof(u64));
-		v->cookies = xrealloc(v->cookies, v->cap * sizeof(u64));
-	}
-	v->offs[v->n] = site->off;
-	v->refs[v->n] = site->sema_off;
-	v->cookies[v->n] = id - 1; /* local for now */
-	v->n++;
+	site_push(&w->v[k], site->off, site->sema_off, id - 1); /* the spec's id: local for now */
+}
+
+static void site_vec_free(struct site_vec *v)
+{
+	free(v->offs);
+	free(v->refs);
+	free(v->cookies);
 }
 
 static void walk_free(struct walk *w)
 {
-	for (size_t i = 0; i < NPROBES; i++) {
-		free(w->v[i].offs);
-		free(w->v[i].refs);
-		free(w->v[i].cookies);
-	}
+	for (size_t i = 0; i < NPROBES; i++)
+		site_vec_free(&w->v[i]);
+	site_vec_free(&w->full);
 	hmap_free(&w->local.ids);
 	free(w->local.specs);
 }
@@ -468,6 +491,17 @@ int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const ch
 			continue;
 		}
 		sites += v->n;
+	}
+	if (sites && w.full.n) {
+		int fd = attach_uprobe_multi(a, attach_prog(a, "@batch_full"),
+					     pid < 0 ? 0 : (u32)pid, path, w.full.offs, NULL, NULL,
+					     w.full.n);
+
+		if (fd < 0)
+			log_warn("%s: cannot probe the instruction after its batch sites (%s): what a "
+				 "thread appends while another session's batched path is on is read "
+				 "at its switches, ticks and end, and a buffer it fills in between is "
+				 "lost, counted", shown, strerror(-fd));
 	}
 out:
 	free(global);

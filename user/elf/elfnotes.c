@@ -845,6 +845,11 @@ static int scan_stapsdt(struct scan *s, const unsigned char *buf, size_t size, s
 					.sema = site.sem, .sema_off = site.sem_off,
 				};
 
+				/* The SDK's sequence: the nop, or the step, nop and step back. */
+				if (site.off)
+					es.off_after = site.off +
+						(s->out->sites_nop5 != nop5 ? SITE_BEFORE + SITE_AFTER : 1);
+
 				s->site_fn(s->site_ctx, &es);
 			}
 		}

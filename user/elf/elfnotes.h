@@ -103,6 +103,11 @@ struct elf_probe_site {
 	 * the nop: elfnotes.c says why.
 	 */
 	uint64_t off;
+	/*
+	 * The file offset of the instruction after the site (after a five-byte
+	 * site's step back); 0 with off.
+	 */
+	uint64_t off_after;
 	uint64_t sema;		/* the semaphore's address in the object, or 0 */
 	uint64_t sema_off;	/* its file offset; 0: none, or in no writable segment */
 };

@@ -17,7 +17,10 @@
  * sched_switch), "slow" (every thread, every 5 iterations), "crawl" (every
  * thread sleeps 50 ms after each iteration: far fewer records a second than
  * a buffer holds), "spin" (no system call at all: the tick's harvests),
- * "hang" (then every thread blocks forever: corobpf -d stops it), "kill"
+ * "burst" (every thread sleeps 20 ms after every 100 iterations: a burst
+ * fills its buffer a few times over between two of its harvests at
+ * sched_switch or a tick), "hang" (then every thread blocks forever:
+ * corobpf -d stops it), "kill"
  * (then every thread spins forever: the test kills it), "exec" (thread 0, not
  * the main thread, waits for the others to finish, runs its iterations and
  * execs /bin/true at once: its last records are in memory the exec replaces),
@@ -79,6 +82,8 @@ static void *worker(void *arg)
 		st->done[t] = i + 1;
 		if ((!strcmp(mode, "sleep") && (t & 1) && i % 50 == 0) || (!strcmp(mode, "slow") && i % 5 == 0))
 			usleep(100);
+		if (!strcmp(mode, "burst") && i % 100 == 99)
+			usleep(20000);
 		if (!strcmp(mode, "crawl") || !strcmp(mode, "fork"))
 			usleep(50000);
 		if (!strcmp(mode, "fork") && t == 0 && fork_file && !access(fork_file, F_OK)) {
