@@ -126,8 +126,8 @@ TRAP_PASS := scenarios_ usdt_ finding launch_ dlopen early all_mode sigint fligh
 	     --skip go_ --skip precision_gevent --skip precision_go --skip precision_qemu \
 	     --skip precision_ruby --skip precision_boost --skip docs_ --skip python_ \
 	     --skip runtime_ --skip cli_launch --skip launch_file_replaced
-# JOBS tests at a time (tests/integration/run.py -j: a test with -a or --follow, or a
-# measurement, runs with nothing beside it); JOBS=1 runs them one after another.
+# JOBS tests at a time (tests/integration/run.py -j: a measurement runs with nothing beside
+# it); JOBS=1 runs them one after another.
 JOBS ?= 2
 integration: corobpf tools bench-tools
 	$(Q)LOAD=$(LOAD) python3 tests/integration/run.py -j $(JOBS)

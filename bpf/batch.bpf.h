@@ -775,6 +775,13 @@ static __always_inline int batch_harvest_task(int op, int how, __u64 buf,
 		return 0;
 	/* Traced from now, as by a probe of its own: the waker, the off-CPU view. */
 	st = bpf_task_storage_get(&task_state, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	/*
+	 * Every copy runs in the thread, which is thus running: a stretch still open missed
+	 * its return (offcpu_close_late), and ends in the ring before what the thread wrote
+	 * since, as it does before a probe's own record.
+	 */
+	if (st && st->off_ts)
+		offcpu_close_late(st, task->tgid, task->pid);
 	for (int i = 0; i < CORO_BATCH_SLOTS; i++) {
 		__u64 b = reg->buf[i];
 

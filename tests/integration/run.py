@@ -18,21 +18,14 @@ module's tests in the order they are written.
                                                 # in a worker process of its own, the next
                                                 # test to the first worker free: a busy
                                                 # machine, another corobpf session beside
-                                                # each test (make integration: JOBS=2).
-                                                # A test that starts -a or --follow, or
-                                                # measures, runs alone: such a session
-                                                # raises the probes' semaphores in every
-                                                # program mapping the same file, and a
-                                                # trap-path session beside it would miss
-                                                # what they append (docs/probes.md, "Two
-                                                # sessions on different paths")
+                                                # each test, -a ones included (make
+                                                # integration: JOBS=2). A test that
+                                                # measures runs alone.
     KEEP=1 python3 tests/integration/run.py     # keep the work directory
     LOAD=1 python3 tests/integration/run.py     # under load: a CPU hog per CPU and an unrelated
                                                 # instrumented program (build/demo) all along
 """
 import atexit
-import inspect
-import re
 import os
 import sys
 import time
@@ -105,32 +98,15 @@ def worker():
     return 0
 
 
-# A test run with nothing beside it under -j: it starts a session with -a or --follow (whose
-# links, for every process, raise the probes' semaphores in every program that maps the same
-# file, so that a trap-path session beside it would miss what they append: docs/probes.md,
-# "Two sessions on different paths"), or it measures.
-ALONE_OPTIONS = re.compile(r"""["'](-a|--all|--follow)["']""")
+# A test run with nothing beside it under -j: one that measures. Every other test holds beside
+# any other, -a and --follow sessions included (a trap-path session reads what another session's
+# batched path makes its targets append: docs/probes.md, "Two sessions on different paths").
 ALONE_NAMES = ("bench_",)
 
 
-def runs_alone(t, funcs, seen=None, depth=0):
-    """Whether test t (or a function of the suites it calls, four calls deep) names -a, --all or
-    --follow, or t is a measurement."""
-    seen = seen if seen is not None else set()
-    if depth == 0 and t.__name__.startswith(ALONE_NAMES):
-        return True
-    if t.__name__ in seen or depth > 4:
-        return False
-    seen.add(t.__name__)
-    try:
-        src = inspect.getsource(t)
-    except (OSError, TypeError):
-        return False
-    if ALONE_OPTIONS.search(src):
-        return True
-    return any(runs_alone(funcs[n], funcs, seen, depth + 1)
-               for n in set(re.findall(r"\b([a-z_][a-z0-9_]*)\(", src))
-               if n in funcs and funcs[n] is not t)
+def runs_alone(t):
+    """Whether test t is a measurement."""
+    return t.__name__.startswith(ALONE_NAMES)
 
 
 def run_parallel(tests, jobs):
@@ -140,10 +116,7 @@ def run_parallel(tests, jobs):
     import json
     import selectors
     sel, workers, failed = selectors.DefaultSelector(), [], []
-    funcs = {n: o for m in list(sys.modules.values())
-             if getattr(m, "__name__", "").startswith(("suite_", "harness"))
-             for n, o in vars(m).items() if inspect.isfunction(o) and o.__module__ == m.__name__}
-    queue = [(t, runs_alone(t, funcs)) for t in tests]
+    queue = [(t, runs_alone(t)) for t in tests]
     # The workers run no load of their own: this process runs it for all of them.
     env = dict(os.environ, LOAD="")
     idle, alone_running = [], False
