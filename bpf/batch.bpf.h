@@ -888,15 +888,20 @@ int BPF_USDT(coro_batch, __u64 buf)
  * The trap path beside another session's batched one, whose semaphore makes the program
  * append: a full buffer traps only into that session's batch probe, and the thread starts the
  * buffer again on return, before this session's next copy. So this session probes the
- * instruction after each batch site (usdt.c: a uprobe of its own, no semaphore), which runs
- * after the other session's probe has registered the buffer and before the thread starts it
- * again: what it wrote since this session's last copy is copied out there.
+ * instruction after each batch site (usdt.c: a probe of its own, no semaphore, the site's
+ * argument read from the register that held it), which runs after the other session's probe
+ * and before the thread starts the buffer again: what it wrote since this session's last copy
+ * is copied out there. The buffer is registered here too: the other session's probe may be
+ * gone already while its semaphore is still up (it is being detached), and the thread tells
+ * its buffer only once.
  */
-SEC("uprobe")
-int coro_batch_full(struct pt_regs *ctx)
+SEC("usdt")
+int BPF_USDT(coro_batch_full, __u64 buf)
 {
-	if (!batched)
-		batch_harvest_current(BATCH_COPY);
+	if (batched || stopped)
+		return 0;
+	batch_begin(BATCH_OP_REGISTER, buf);
+	batch_harvest_current(BATCH_COPY);
 	return 0;
 }
 

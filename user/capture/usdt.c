@@ -348,6 +348,7 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 	int k = probe_index(site->name);
 	struct usdt_spec spec;
 	char err[256];
+	bool full;
 	u64 h;
 	u32 id;
 
@@ -359,15 +360,15 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 		return;
 	/*
 	 * The batch probe belongs to the batched path; on the trap path, when this session reads
-	 * buffers, a plain uprobe on the instruction after it copies out a full buffer (another
-	 * session's batch semaphore makes the program append; batch.bpf.h, coro_batch_full).
+	 * buffers, a probe of its own on the instruction after it, no semaphore, copies out a full
+	 * buffer (another session's batch semaphore makes the program append; batch.bpf.h,
+	 * coro_batch_full). The nop before changed no register: the site's argument is read there
+	 * as at the site, when it is one.
 	 */
-	if (k == PROBE_BATCH && !attach_prog(w->a, site->name)) {
-		if (site->off_after && attach_prog(w->a, "@batch_full"))
-			site_push(&w->full, site->off_after, 0, 0);
+	full = k == PROBE_BATCH && !attach_prog(w->a, site->name);
+	if (full && (!site->off_after || !attach_prog(w->a, "@batch_full")))
 		return;
-	}
-	if (!attach_prog(w->a, site->name))
+	if (!full && !attach_prog(w->a, site->name))
 		return;
 	/* A launched command is traced from its start: nothing existed before to ask about. */
 	if ((k == PROBE_ANNOUNCE || k == PROBE_ANNOUNCE_DONE) && w->a->opts->argv &&
@@ -388,6 +389,9 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 			 (unsigned long long)site->pc, err);
 		return;
 	}
+	/* After the site, only a register holds what it held at the site (not the stack). */
+	if (full && (spec.nargs < 1 || spec.args[0].type != USDT_ARG_REG))
+		return;
 	h = spec_hash(&spec);
 	id = table_find(&w->local, &spec, h);
 	if (!id) {
@@ -395,7 +399,11 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 			return; /* refused whole below; keep the walk cheap */
 		id = table_add(&w->local, &spec, h);
 	}
-	site_push(&w->v[k], site->off, site->sema_off, id - 1); /* the spec's id: local for now */
+	/* The spec's id: local for now. */
+	if (full)
+		site_push(&w->full, site->off_after, 0, id - 1);
+	else
+		site_push(&w->v[k], site->off, site->sema_off, id - 1);
 }
 
 static void site_vec_free(struct site_vec *v)
@@ -493,9 +501,12 @@ int usdt_attach_object(struct attach_ctx *a, int pid, const char *path, const ch
 		sites += v->n;
 	}
 	if (sites && w.full.n) {
-		int fd = attach_uprobe_multi(a, attach_prog(a, "@batch_full"),
-					     pid < 0 ? 0 : (u32)pid, path, w.full.offs, NULL, NULL,
-					     w.full.n);
+		int fd;
+
+		for (u32 i = 0; i < w.full.n; i++)
+			w.full.cookies[i] = global[w.full.cookies[i]] - 1;
+		fd = attach_uprobe_multi(a, attach_prog(a, "@batch_full"), pid < 0 ? 0 : (u32)pid,
+					 path, w.full.offs, NULL, w.full.cookies, w.full.n);
 
 		if (fd < 0)
 			log_warn("%s: cannot probe the instruction after its batch sites (%s): what a "

@@ -19,7 +19,10 @@
  * a buffer holds), "spin" (no system call at all: the tick's harvests),
  * "burst" (every thread sleeps 20 ms after every 100 iterations: a burst
  * fills its buffer a few times over between two of its harvests at
- * sched_switch or a tick), "hang" (then every thread blocks forever:
+ * sched_switch or a tick), "selfsem" (as "burst", but the program raises
+ * its own batch semaphore at start, as a batched session being detached
+ * leaves it for an instant: it appends with no batch probe to tell its
+ * buffer to), "hang" (then every thread blocks forever:
  * corobpf -d stops it), "kill"
  * (then every thread spins forever: the test kills it), "exec" (thread 0, not
  * the main thread, waits for the others to finish, runs its iterations and
@@ -82,7 +85,7 @@ static void *worker(void *arg)
 		st->done[t] = i + 1;
 		if ((!strcmp(mode, "sleep") && (t & 1) && i % 50 == 0) || (!strcmp(mode, "slow") && i % 5 == 0))
 			usleep(100);
-		if (!strcmp(mode, "burst") && i % 100 == 99)
+		if ((!strcmp(mode, "burst") || !strcmp(mode, "selfsem")) && i % 100 == 99)
 			usleep(20000);
 		if (!strcmp(mode, "crawl") || !strcmp(mode, "fork"))
 			usleep(50000);
@@ -144,6 +147,8 @@ int main(int argc, char **argv)
 	} else if (argc > 5) {
 		usleep(atoi(argv[5]) * 1000);
 	}
+	if (!strcmp(mode, "selfsem"))
+		corobpf_batch_semaphore = 1;
 	for (long i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, worker, (void *)i);
 	for (long i = 0; i < n; i++)
