@@ -891,9 +891,10 @@ int BPF_USDT(coro_batch, __u64 buf)
  * instruction after each batch site (usdt.c: a probe of its own, no semaphore, the site's
  * argument read from the register that held it), which runs after the other session's probe
  * and before the thread starts the buffer again: what it wrote since this session's last copy
- * is copied out there. The buffer is registered here too: the other session's probe may be
- * gone already while its semaphore is still up (it is being detached), and the thread tells
- * its buffer only once.
+ * is copied out there. The buffer is registered here too: while a batched session attaches
+ * or detaches, the kernel sets its semaphore and its breakpoint one after the other, so its
+ * probe may not be there yet, or any more, while the semaphore is up, and the thread tells its
+ * buffer only once.
  */
 SEC("usdt")
 int BPF_USDT(coro_batch_full, __u64 buf)

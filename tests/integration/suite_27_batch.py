@@ -462,7 +462,8 @@ def batch_trap_session_beside_a_batched_one_traces_every_record():
 @test
 def batch_trap_session_registers_a_buffer_no_batch_probe_was_told():
     """A program whose batch semaphore is up with no batch probe there (a batched session being
-    detached leaves it so for an instant; this one raises its own) appends, and its threads tell
+    attached or detached leaves it so for an instant; this one raises its own) appends, and its
+    threads tell
     their buffers at their first record to nobody but the trap-path session's probe after the
     site, which registers them from the site's argument: the trap-path session has every event
     of the program, whose bursts fill each buffer several times (before, none of them)."""

@@ -379,19 +379,24 @@ static void walk_site(void *ctx, const struct elf_probe_site *site)
 			 "executable segment", site->name, (unsigned long long)site->pc);
 		return;
 	}
-	if (site->sema && !site->sema_off) {
+	/*
+	 * The probe after a batch site is this path's own help, not a probe the object asks for:
+	 * what it cannot use is left out, never the object refused for it (its semaphore is
+	 * another session's). After the site, only a register holds what it held at the site.
+	 */
+	if (full) {
+		if (usdt_parse_args(site->args, &spec, err, sizeof(err)) || spec.nargs < 1 ||
+		    spec.args[0].type != USDT_ARG_REG)
+			return;
+	} else if (site->sema && !site->sema_off) {
 		snprintf(w->why, sizeof(w->why), "semaphore of corobpf:%s at 0x%llx is in no "
 			 "writable segment", site->name, (unsigned long long)site->sema);
 		return;
-	}
-	if (usdt_parse_args(site->args, &spec, err, sizeof(err))) {
+	} else if (usdt_parse_args(site->args, &spec, err, sizeof(err))) {
 		snprintf(w->why, sizeof(w->why), "corobpf:%s at 0x%llx: %s", site->name,
 			 (unsigned long long)site->pc, err);
 		return;
 	}
-	/* After the site, only a register holds what it held at the site (not the stack). */
-	if (full && (spec.nargs < 1 || spec.args[0].type != USDT_ARG_REG))
-		return;
 	h = spec_hash(&spec);
 	id = table_find(&w->local, &spec, h);
 	if (!id) {

@@ -20,9 +20,9 @@
  * "burst" (every thread sleeps 20 ms after every 100 iterations: a burst
  * fills its buffer a few times over between two of its harvests at
  * sched_switch or a tick), "selfsem" (as "burst", but the program raises
- * its own batch semaphore at start, as a batched session being detached
- * leaves it for an instant: it appends with no batch probe to tell its
- * buffer to), "hang" (then every thread blocks forever:
+ * its own batch semaphore at start, as a batched session being attached
+ * or detached leaves it for an instant: it appends with no batch probe to
+ * tell its buffer to), "hang" (then every thread blocks forever:
  * corobpf -d stops it), "kill"
  * (then every thread spins forever: the test kills it), "exec" (thread 0, not
  * the main thread, waits for the others to finish, runs its iterations and
